@@ -1,0 +1,214 @@
+"""``cabrain doctor``: check every part CaBrain depends on and say how to fix what is wrong.
+
+Checks run in dependency order; when one fails, those that need it are reported as skipped
+rather than failing again with a confusing message. Doctor changes nothing in the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from dataclasses import asdict, dataclass
+
+from cabrain.errors import CabrainError
+from cabrain.settings import Settings
+
+
+class Status(str, enum.Enum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "FAIL"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    hint: str | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {**asdict(self), "status": self.status.value}
+
+
+PARTITION_FACTS = """
+SELECT count(*) FILTER (WHERE c.relname <> 'memories_default') AS monthly,
+       (SELECT count(*) FROM memories_default) AS in_default
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'public.memories'::regclass
+"""
+SLEEP_ROLE_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cabrain_sleep')"
+
+
+def _failed(name: str, exc: CabrainError) -> Check:
+    return Check(name, Status.FAIL, exc.message, exc.hint)
+
+
+def run_doctor(settings: Settings) -> list[Check]:
+    """Run every check; never raises for a failing dependency (it becomes a FAIL row)."""
+    from cabrain.store.db import describe_target, hot_tier
+
+    embed_check, model_dim = _check_embedder(settings)
+    checks: list[Check] = [Check("settings", Status.OK, f"home {settings.home}"), embed_check]
+    target = describe_target(settings)
+    try:
+        with hot_tier(settings) as dsn:
+            checks += asyncio.run(_database_checks(settings, dsn, target, model_dim))
+    except CabrainError as exc:
+        checks.append(Check("database", Status.FAIL, f"{target}: {exc.message}", exc.hint))
+    checks.append(_check_redis(settings))
+    checks.append(_check_cold_store(settings))
+    return checks
+
+
+def _check_embedder(settings: Settings) -> tuple[Check, int | None]:
+    from cabrain.providers.embedders import load_embedder
+
+    started = time.perf_counter()
+    try:
+        embedder = load_embedder(settings)
+        vector = asyncio.run(embedder.embed_query("doctor: هل يعمل النموذج؟ does the model work?"))
+    except CabrainError as exc:
+        return _failed("embedding model", exc), None
+    if len(vector) != embedder.dim:
+        return (
+            Check(
+                "embedding model",
+                Status.FAIL,
+                f"{embedder.name} reports {embedder.dim} dimensions but returned {len(vector)}",
+            ),
+            None,
+        )
+    ms = (time.perf_counter() - started) * 1000
+    detail = f"{embedder.name}, {embedder.dim}-dim, loaded offline in {ms:.0f} ms"
+    return Check("embedding model", Status.OK, detail), embedder.dim
+
+
+async def _database_checks(
+    settings: Settings, dsn: str, target: str, model_dim: int | None
+) -> list[Check]:
+    from cabrain.errors import EmbeddingDimensionMismatch
+    from cabrain.store import migrations
+    from cabrain.store.db import check_server, connect, server_facts
+
+    checks: list[Check] = []
+    try:
+        conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
+    except CabrainError as exc:
+        return [Check("database", Status.FAIL, f"{target}: {exc.message}", exc.hint)]
+    try:
+        facts = await server_facts(conn)
+        checks.append(
+            Check("database", Status.OK, f"{target} (database {facts.database}, user {facts.user_name})")
+        )
+        try:
+            check_server(facts)
+        except CabrainError as exc:
+            checks.append(_failed("postgresql + pgvector", exc))
+            return checks
+        vector = facts.vector_installed or f"{facts.vector_available} (available, not yet created)"
+        checks.append(
+            Check("postgresql + pgvector", Status.OK, f"PostgreSQL {facts.version}, pgvector {vector}")
+        )
+        try:
+            state = await migrations.inspect(conn, settings.schema_dir)
+        except CabrainError as exc:
+            checks.append(_failed("schema", exc))
+            return checks
+        checks.append(_schema_check(state))
+        if state.embedding_dim is not None and model_dim is not None:
+            try:
+                migrations.check_embedding_dim(state, model_dim, settings.embedding_model)
+                checks.append(
+                    Check("embedding dimension", Status.OK, f"schema and model agree on {model_dim}")
+                )
+            except EmbeddingDimensionMismatch as exc:
+                checks.append(_failed("embedding dimension", exc))
+        if state.applied:
+            checks += await _hot_tier_facts(conn)
+    finally:
+        await conn.close()
+    return checks
+
+
+def _schema_check(state) -> Check:  # noqa: ANN001 - migrations.SchemaState
+    if state.edited:
+        return Check(
+            "schema",
+            Status.FAIL,
+            f"applied migration(s) edited since: {', '.join(state.edited)}",
+            "restore the original file(s) (git checkout schema/); put changes in a new numbered file",
+        )
+    if state.unknown:
+        return Check(
+            "schema",
+            Status.FAIL,
+            f"database has migration(s) unknown here: {', '.join(state.unknown)}",
+            "upgrade this CaBrain installation",
+        )
+    if state.pending:
+        return Check(
+            "schema",
+            Status.FAIL,
+            f"{len(state.applied)} applied, {len(state.pending)} pending ({', '.join(state.pending)})",
+            "run: cabrain migrate",
+        )
+    return Check(
+        "schema",
+        Status.OK,
+        f"{state.version} ({len(state.applied)} migrations), embeddings {state.embedding_dim}-dim",
+    )
+
+
+async def _hot_tier_facts(conn) -> list[Check]:  # noqa: ANN001 - asyncpg.Connection
+    facts = await conn.fetchrow(PARTITION_FACTS)
+    partition = Check(
+        "partitions",
+        Status.OK if facts["in_default"] == 0 else Status.WARN,
+        f"{facts['monthly']} monthly, {facts['in_default']} rows in the default partition",
+        None if facts["in_default"] == 0 else "run cabrain migrate to create their months' partitions",
+    )
+    if await conn.fetchval(SLEEP_ROLE_EXISTS):
+        role = Check("sleep role", Status.OK, "cabrain_sleep exists")
+    else:
+        role = Check(
+            "sleep role",
+            Status.WARN,
+            "cabrain_sleep does not exist; sleep jobs will use the main role",
+            "have a superuser run CREATE ROLE cabrain_sleep LOGIN, then cabrain migrate",
+        )
+    return [partition, role]
+
+
+def _check_redis(settings: Settings) -> Check:
+    if settings.redis_url is None:
+        return Check("redis (L1 cache)", Status.OK, "not configured: recall runs without the L1 cache")
+    from cabrain.providers.cache import probe_redis
+
+    try:
+        version = asyncio.run(probe_redis(settings.redis_url.get_secret_value()))
+    except CabrainError as exc:
+        return _failed("redis (L1 cache)", exc)
+    return Check("redis (L1 cache)", Status.OK, f"Redis {version} reachable")
+
+
+def _check_cold_store(settings: Settings) -> Check:
+    from cabrain.providers.cold_store import probe
+
+    try:
+        return Check("cold tier (iceberg)", Status.OK, probe(settings))
+    except CabrainError as exc:
+        return _failed("cold tier (iceberg)", exc)
+
+
+def render(checks: list[Check]) -> str:
+    """A plain-text table, one row per check, hints indented under failing rows."""
+    width = max(len(c.name) for c in checks)
+    lines = []
+    for c in checks:
+        lines.append(f"{c.name:<{width}}  {c.status.value:<4}  {c.detail}")
+        if c.hint and c.status in (Status.FAIL, Status.WARN):
+            lines.append(f"{'':<{width}}        fix: {c.hint}")
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""The CaBrain error tree.
+
+Every error a user can see says what was wrong and what to do about it. Core code raises these;
+each face maps them once (exit codes in the CLI, status codes over HTTP, tool errors in MCP).
+
+    CabrainError
+    ├── ConfigError                 a setting is missing, malformed or inconsistent
+    ├── DatabaseError               the hot tier cannot be used
+    │   ├── DatabaseUnreachable     connection refused, unknown host, bad credentials
+    │   ├── ExtensionMissing        pgvector / pg_trgm not installed or too old
+    │   ├── EmbeddedPostgresError   the embedded server could not be initialised, started or stopped
+    │   └── SchemaError             the schema is not what this version expects
+    │       ├── MigrationError      a migration failed to apply (nothing of the run was kept)
+    │       ├── MigrationChecksumMismatch   an applied migration file was edited
+    │       └── EmbeddingDimensionMismatch  the configured model does not fit the stored vectors
+    ├── EmbedderError               the embedding model cannot be loaded or run
+    ├── CacheError                  the Redis L1 cache cannot be reached
+    └── ColdStoreError              the Iceberg catalog or warehouse cannot be used
+"""
+
+from __future__ import annotations
+
+
+class CabrainError(Exception):
+    """Base of every error CaBrain raises on purpose.
+
+    ``hint`` tells the user what to do; it is printed under the message by the CLI.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message}\n  fix: {self.hint}"
+        return self.message
+
+
+class ConfigError(CabrainError):
+    """A setting is missing, malformed or inconsistent with another."""
+
+
+class DatabaseError(CabrainError):
+    """The PostgreSQL hot tier cannot be used."""
+
+
+class DatabaseUnreachable(DatabaseError):
+    """The database server did not accept a connection."""
+
+
+class ExtensionMissing(DatabaseError):
+    """A required PostgreSQL extension is not installed, not creatable, or too old."""
+
+
+class EmbeddedPostgresError(DatabaseError):
+    """The embedded PostgreSQL server could not be initialised, started or stopped."""
+
+
+class SchemaError(DatabaseError):
+    """The database schema is not what this version of CaBrain expects."""
+
+
+class MigrationError(SchemaError):
+    """A migration failed; the run was rolled back and the schema is as it was before."""
+
+
+class MigrationChecksumMismatch(SchemaError):
+    """A migration file that was already applied has been edited since."""
+
+
+class EmbeddingDimensionMismatch(SchemaError):
+    """The configured embedding model's dimension differs from the one the schema was created for."""
+
+
+class EmbedderError(CabrainError):
+    """The embedding model cannot be loaded or run."""
+
+
+class CacheError(CabrainError):
+    """The Redis L1 cache cannot be reached."""
+
+
+class ColdStoreError(CabrainError):
+    """The Iceberg cold tier (catalog or warehouse) cannot be used."""

