@@ -133,7 +133,7 @@ class Settings(BaseSettings):
     def _check_database_url(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value().strip():
             return None
-        check_url(value.get_secret_value(), POSTGRES_SCHEMES, "CABRAIN_DATABASE_URL")
+        check_url(value.get_secret_value(), POSTGRES_SCHEMES)
         return value
 
     @field_validator("redis_url")
@@ -141,7 +141,7 @@ class Settings(BaseSettings):
     def _check_redis_url(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value().strip():
             return None
-        check_url(value.get_secret_value(), REDIS_SCHEMES, "CABRAIN_REDIS_URL")
+        check_url(value.get_secret_value(), REDIS_SCHEMES)
         return value
 
     @field_validator("log_level")
@@ -175,18 +175,16 @@ class Settings(BaseSettings):
         return self.cold_warehouse or (self.cold_dir / "warehouse").as_uri()
 
 
-def check_url(url: str, schemes: tuple[str, ...], name: str) -> None:
+def check_url(url: str, schemes: tuple[str, ...]) -> None:
     """Raise ``ValueError`` with a readable message if ``url`` is not a usable URL of ``schemes``."""
+    wanted = " or ".join(f"{s}://" for s in schemes)
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:
-        raise ValueError(f"{name} is not a valid URL ({exc})") from None
-    if parts.scheme not in schemes:
-        wanted = " or ".join(f"{s}://" for s in schemes)
-        raise ValueError(
-            f"{name} must start with {wanted}, got {parts.scheme + '://' if parts.scheme else 'no scheme'}"
-        )
+        raise ValueError(f"{redact_url(url)!r} is not a valid URL ({exc})") from None
+    if parts.scheme not in schemes or not url.startswith(f"{parts.scheme}://"):
+        raise ValueError(f"must be a URL starting with {wanted}, got {redact_url(url)!r}")
 
 
 def redact_url(url: str) -> str:

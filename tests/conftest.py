@@ -1,0 +1,186 @@
+"""Shared fixtures: one real embedded PostgreSQL per test session, a migrated template database,
+a fresh database per test, and a real Redis server on loopback.
+
+Server data lives under a scratch directory outside root's home (the embedded server runs as an
+unprivileged account when the tests run as root).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from cabrain.settings import Settings, default_schema_dir, load_settings
+from cabrain.store import migrations
+from cabrain.store.db import connect
+from cabrain.store.embedded import EmbeddedPostgres
+
+REPO = Path(__file__).resolve().parent.parent
+EMBEDDING_MODEL = "intfloat/multilingual-e5-small"
+EMBEDDING_DIM = 384
+TEMPLATE = "cabrain_template"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_scratch_dir(prefix: str) -> Path:
+    base = os.environ.get("CABRAIN_TEST_TMPDIR", "/tmp")
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never see the developer's own CABRAIN_* settings."""
+    for key in list(os.environ):
+        if key.startswith("CABRAIN_"):
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture(scope="session")
+def scratch() -> Iterator[Path]:
+    path = make_scratch_dir("cabrain-tests-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server(scratch: Path) -> Iterator[EmbeddedPostgres]:
+    server = EmbeddedPostgres(scratch / "pg", reaper_interval_s=0.5)
+    server.acquire()
+    yield server
+    server.release()
+
+
+@pytest.fixture(scope="session")
+async def template_db(pg_server: EmbeddedPostgres) -> str:
+    admin = await connect(pg_server.dsn("postgres"))
+    try:
+        await admin.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
+        await admin.execute(f"CREATE DATABASE {TEMPLATE}")
+    finally:
+        await admin.close()
+    conn = await connect(pg_server.dsn(TEMPLATE))
+    try:
+        await migrations.migrate(
+            conn, default_schema_dir(), embedding_dim=EMBEDDING_DIM, embedding_model=EMBEDDING_MODEL
+        )
+    finally:
+        await conn.close()
+    return TEMPLATE
+
+
+async def _create_database(server: EmbeddedPostgres, template: str | None) -> str:
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    admin = await connect(server.dsn("postgres"))
+    try:
+        clause = f" TEMPLATE {template}" if template else ""
+        await admin.execute(f"CREATE DATABASE {name}{clause}")
+    finally:
+        await admin.close()
+    return name
+
+
+async def _drop_database(server: EmbeddedPostgres, name: str) -> None:
+    admin = await connect(server.dsn("postgres"))
+    try:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def db_dsn(pg_server: EmbeddedPostgres, template_db: str) -> AsyncIterator[str]:
+    """DSN of a fresh, fully migrated database (a copy of the session's template)."""
+    name = await _create_database(pg_server, template_db)
+    yield pg_server.dsn(name)
+    await _drop_database(pg_server, name)
+
+
+@pytest.fixture
+async def empty_dsn(pg_server: EmbeddedPostgres) -> AsyncIterator[str]:
+    """DSN of a fresh database with nothing in it."""
+    name = await _create_database(pg_server, None)
+    yield pg_server.dsn(name)
+    await _drop_database(pg_server, name)
+
+
+@pytest.fixture
+async def conn(db_dsn: str):
+    connection = await connect(db_dsn)
+    yield connection
+    await connection.close()
+
+
+@pytest.fixture
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_scratch_dir("cabrain-home-")
+
+
+@pytest.fixture
+def settings_for(home: Path):
+    """Build Settings for a database (and optionally more overrides), with a private home."""
+
+    def build(dsn: str | None = None, **overrides: object) -> Settings:
+        return load_settings(home=home, database_url=dsn, **overrides)
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def redis_url(scratch: Path) -> Iterator[str]:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.fail("redis-server is not installed: run the tests through scripts/test")
+    port = free_port()
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(scratch)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("redis-server did not start")
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.terminate()
+    proc.wait(10)
+
+
+def cli_env(**settings: str) -> dict[str, str]:
+    """Environment for a ``cabrain`` subprocess: no inherited CABRAIN_*, these settings instead."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CABRAIN_")}
+    env.update({f"CABRAIN_{k.upper()}": v for k, v in settings.items()})
+    return env
+
+
+def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cabrain.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
