@@ -58,7 +58,7 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.doctor import Status, render, run_doctor
 
-    checks = run_doctor(settings)
+    checks = asyncio.run(run_doctor(settings))
     if args.json:
         print(json.dumps([c.as_dict() for c in checks], ensure_ascii=False, indent=2))
     else:

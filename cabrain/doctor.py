@@ -46,30 +46,30 @@ def _failed(name: str, exc: CabrainError) -> Check:
     return Check(name, Status.FAIL, exc.message, exc.hint)
 
 
-def run_doctor(settings: Settings) -> list[Check]:
+async def run_doctor(settings: Settings) -> list[Check]:
     """Run every check; never raises for a failing dependency (it becomes a FAIL row)."""
     from cabrain.store.db import describe_target, hot_tier
 
-    embed_check, model_dim = _check_embedder(settings)
+    embed_check, model_dim = await _check_embedder(settings)
     checks: list[Check] = [Check("settings", Status.OK, f"home {settings.home}"), embed_check]
     target = describe_target(settings)
     try:
         with hot_tier(settings) as dsn:
-            checks += asyncio.run(_database_checks(settings, dsn, target, model_dim))
+            checks += await _database_checks(settings, dsn, target, model_dim)
     except CabrainError as exc:
         checks.append(Check("database", Status.FAIL, f"{target}: {exc.message}", exc.hint))
-    checks.append(_check_redis(settings))
-    checks.append(_check_cold_store(settings))
+    checks.append(await _check_redis(settings))
+    checks.append(await asyncio.to_thread(_check_cold_store, settings))
     return checks
 
 
-def _check_embedder(settings: Settings) -> tuple[Check, int | None]:
+async def _check_embedder(settings: Settings) -> tuple[Check, int | None]:
     from cabrain.providers.embedders import load_embedder
 
     started = time.perf_counter()
     try:
-        embedder = load_embedder(settings)
-        vector = asyncio.run(embedder.embed_query("doctor: هل يعمل النموذج؟ does the model work?"))
+        embedder = await asyncio.to_thread(load_embedder, settings)
+        vector = await embedder.embed_query("doctor: هل يعمل النموذج؟ does the model work?")
     except CabrainError as exc:
         return _failed("embedding model", exc), None
     if len(vector) != embedder.dim:
@@ -182,13 +182,13 @@ async def _hot_tier_facts(conn) -> list[Check]:  # noqa: ANN001 - asyncpg.Connec
     return [partition, role]
 
 
-def _check_redis(settings: Settings) -> Check:
+async def _check_redis(settings: Settings) -> Check:
     if settings.redis_url is None:
         return Check("redis (L1 cache)", Status.OK, "not configured: recall runs without the L1 cache")
     from cabrain.providers.cache import probe_redis
 
     try:
-        version = asyncio.run(probe_redis(settings.redis_url.get_secret_value()))
+        version = await probe_redis(settings.redis_url.get_secret_value())
     except CabrainError as exc:
         return _failed("redis (L1 cache)", exc)
     return Check("redis (L1 cache)", Status.OK, f"Redis {version} reachable")

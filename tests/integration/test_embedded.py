@@ -1,0 +1,196 @@
+"""The embedded PostgreSQL: lifecycle, sharing between processes, crashes, and no orphans."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from cabrain.errors import EmbeddedPostgresError
+from cabrain.store.db import connect
+from cabrain.store.embedded import EmbeddedPostgres
+from tests.conftest import REPO, cli_env, make_scratch_dir, run_cli
+
+OWNER = """
+import sys, time
+from cabrain.store.embedded import EmbeddedPostgres
+pg = EmbeddedPostgres(sys.argv[1], reaper_interval_s=0.3)
+print(pg.acquire(), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def root():
+    path = make_scratch_dir("cabrain-pg-")
+    yield path / "pg"
+    server = EmbeddedPostgres(path / "pg")
+    if server.status().running:
+        server.stop(force=True)
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def start_owner(root: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(root)], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    line = proc.stdout.readline()
+    assert line.startswith("postgresql://"), line
+    return proc
+
+
+def wait_for(predicate, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def server_processes(root: Path) -> list[psutil.Process]:
+    data = str(root / "data")
+    return [
+        p for p in psutil.process_iter(["name", "cmdline"])
+        if p.info["name"] == "postgres" and data in " ".join(p.info["cmdline"] or [])
+    ]  # fmt: skip
+
+
+async def query(server: EmbeddedPostgres, sql: str):
+    conn = await connect(server.dsn())
+    try:
+        if ";" in sql:
+            return await conn.execute(sql)
+        return await conn.fetchval(sql)
+    finally:
+        await conn.close()
+
+
+async def test_start_use_stop_and_keep_data_across_restarts(root):
+    server = EmbeddedPostgres(root, reaper_interval_s=0.3)
+    with server:
+        assert await query(server, "SHOW server_encoding") == "UTF8"
+        assert await query(server, "SELECT datcollate FROM pg_database WHERE datname = current_database()") == "C.UTF-8"
+        assert await query(server, "SELECT count(*) FROM pg_available_extensions WHERE name IN ('vector', 'pg_trgm')") == 2
+        await query(server, "CREATE TABLE kept (note text); INSERT INTO kept VALUES ('still here')")
+        pid = server.status().pid
+        if os.geteuid() == 0:
+            assert psutil.Process(pid).username() == "cabrain-pg"
+    assert not server.status().running
+    assert server_processes(root) == []
+    with server:
+        assert await query(server, "SELECT note FROM kept") == "still here"
+
+
+async def test_the_server_stays_up_while_another_process_uses_it(root):
+    owner = start_owner(root)
+    try:
+        server = EmbeddedPostgres(root)
+        with server:
+            assert await query(server, "SELECT 1") == 1
+            assert sorted(server.status().leases) == sorted([owner.pid, os.getpid()])
+        assert server.status().running, "the other process still holds a lease"
+        assert await query(server, "SELECT 2") == 2
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+async def test_a_sigkilled_owner_leaves_no_orphan_server_and_restarts_cleanly(root):
+    owner = start_owner(root)
+    server = EmbeddedPostgres(root)
+    assert server.status().running
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    assert wait_for(lambda: not server.status().running), "the watchdog should stop the orphan server"
+    assert wait_for(lambda: server_processes(root) == [])
+    assert wait_for(lambda: server.status().reaper_pid is None)
+    with server:
+        assert await query(server, "SELECT 42") == 42
+
+
+async def test_the_server_restarts_after_owner_server_and_watchdog_were_all_sigkilled(root):
+    owner = start_owner(root)
+    server = EmbeddedPostgres(root)
+    status = server.status()
+    os.kill(status.reaper_pid, signal.SIGKILL)
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    os.kill(status.pid, signal.SIGKILL)
+    assert wait_for(lambda: not psutil.pid_exists(status.pid) or psutil.Process(status.pid).status() == psutil.STATUS_ZOMBIE)
+    assert (root / "data" / "postmaster.pid").exists(), "a hard kill leaves a stale pid file"
+    with server:
+        assert await query(server, "SELECT 'back'") == "back"
+        assert server.status().pid != status.pid
+
+
+async def test_a_stale_pid_file_naming_a_live_unrelated_process_is_cleared(root):
+    server = EmbeddedPostgres(root)
+    with server:
+        pass
+    pidfile = root / "data" / "postmaster.pid"
+    pidfile.write_text(f"{os.getpid()}\n{root / 'data'}\n0\n5432\n\n\n\n")
+    with server:
+        assert await query(server, "SELECT 1") == 1
+
+
+def test_a_cabrain_command_leaves_no_server_or_watchdog_behind(home):
+    result = run_cli("doctor", env=cli_env(home=str(home)))
+    root = home / "pg"
+    assert result.returncode == 1, "not migrated yet: doctor says so"
+    assert "run: cabrain migrate" in result.stdout
+    assert server_processes(root) == []
+    assert wait_for(lambda: EmbeddedPostgres(root).status().reaper_pid is None, timeout=10)
+
+
+def test_a_leftover_that_is_not_a_data_directory_is_a_clear_error(root):
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "something.txt").write_text("not postgres")
+    with pytest.raises(EmbeddedPostgresError) as info:
+        EmbeddedPostgres(root).acquire()
+    assert "not a PostgreSQL data directory" in str(info.value)
+    assert info.value.hint
+
+
+def test_an_interrupted_initdb_is_cleaned_up(root):
+    root.mkdir(parents=True)
+    (root / "data.init-99999").mkdir()
+    (root / "data.init-99999" / "half").write_text("")
+    server = EmbeddedPostgres(root)
+    with server:
+        assert server.status().initialised
+    assert not (root / "data.init-99999").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another OS account")
+def test_as_root_a_home_the_server_account_cannot_enter_is_a_clear_error(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    with pytest.raises(EmbeddedPostgresError) as info:
+        EmbeddedPostgres(private / "home" / "pg").acquire()
+    assert "cannot enter" in str(info.value)
+    assert "CABRAIN_HOME" in info.value.hint
+
+
+def test_db_status_and_stop_commands(home):
+    env = cli_env(home=str(home))
+    root = home / "pg"
+    owner = start_owner(root)
+    try:
+        status = run_cli("db", "status", env=env)
+        assert status.returncode == 0
+        assert f"running, pid" in status.stdout and str(owner.pid) in status.stdout
+        refused = run_cli("db", "stop", env=env)
+        assert refused.returncode == 1 and "in use by process" in refused.stderr
+        forced = run_cli("db", "stop", "--force", env=env)
+        assert forced.returncode == 0, forced.stderr
+        assert server_processes(root) == []
+    finally:
+        owner.kill()
+        owner.wait()
