@@ -159,9 +159,9 @@ class EmbeddedPostgres:
         self._prepare_root()
         with _HELD_LOCK, self._locked():
             self._prune_leases()
-            if _HELD.get(self.root, 0) == 0 or not self._lease_path(os.getpid()).exists():
-                self._ensure_initialised()
-                self._ensure_running()
+            self._ensure_initialised()
+            self._ensure_running()  # also restarts a server that died under a live lease
+            if not self._lease_path(os.getpid()).exists():
                 self._write_lease()
             _HELD[self.root] = _HELD.get(self.root, 0) + 1
             self._ensure_reaper()
