@@ -27,12 +27,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(payload, default=str, ensure_ascii=False)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of the record (test capture, redirection)."""
+
+    @property
+    def stream(self):  # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # noqa: ANN001 - set by StreamHandler.__init__, ignored
+        pass
+
+
 def configure(level: str = "WARNING") -> None:
     """Install the JSON handler on the ``cabrain`` logger (idempotent)."""
     logger = logging.getLogger("cabrain")
     logger.setLevel(level)
     if not any(isinstance(h.formatter, JsonFormatter) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.setFormatter(JsonFormatter())
         logger.addHandler(handler)
     logger.propagate = False

@@ -1,0 +1,5 @@
+"""``python -m cabrain`` is the ``cabrain`` command."""
+
+from cabrain.cli import main
+
+raise SystemExit(main())
