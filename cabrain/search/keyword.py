@@ -1,0 +1,201 @@
+"""Keyword search: the :class:`KeywordBackend` Protocol and CaBrain's own BM25 over PostgreSQL.
+
+The built-in backend keeps an inverted index in ``memory_terms`` (one posting per memory and
+term, with tf and document length), document frequencies in ``bm25_terms`` and namespace totals in
+``bm25_namespaces`` (schema/0002_retrieval.sql states the formula). A query reads, for each of its
+terms, the strongest ``postings_per_term`` postings (by their BM25 tf part), scores the union
+exactly with the namespace's current N and avgdl, applies the caller's scope and filters, and
+returns the top ``limit``. When filters leave fewer than ``limit`` hits while some term had more
+postings than were read, it reads again with a larger budget, so filters cannot starve it.
+
+Another backend (pg_search, vchord_bm25, pg_textsearch where the database has one) implements
+the same two methods.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+import asyncpg
+
+from cabrain.search.tokenizer import query_terms, term_frequencies
+from cabrain.store.memories import COLUMNS
+from cabrain.store.scope import ACCESS_CTE, RECALL_FILTER
+
+
+@dataclass(frozen=True)
+class IndexedDoc:
+    memory_id: uuid.UUID
+    namespace: str
+    valid_at: datetime
+    content: str
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Positional parameters $1-$8 of :data:`cabrain.store.scope.RECALL_FILTER`."""
+
+    namespace: str
+    agent: str
+    include_invalid: bool = False
+    networks: list[str] | None = None
+    memory_types: list[str] | None = None
+    source_kinds: list[str] | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+    def args(self) -> tuple:
+        return (
+            self.namespace, self.agent, self.include_invalid, self.networks, self.memory_types,
+            self.source_kinds, self.valid_from, self.valid_to,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class KeywordResult:
+    rows: list[asyncpg.Record]  # memory columns + "score", best first
+    coverage: float  # share of the query's idf mass found in the namespace vocabulary, [0, 1]
+
+
+class KeywordBackend(Protocol):
+    name: str
+
+    async def index(self, conn: asyncpg.Connection, docs: Sequence[IndexedDoc]) -> None:
+        """Index new memories, inside the caller's transaction."""
+
+    async def search(
+        self, conn: asyncpg.Connection, query: str, filters: SearchFilters, limit: int
+    ) -> KeywordResult: ...
+
+
+STATS = "SELECT doc_count, total_len FROM bm25_namespaces WHERE namespace = $1"
+UPSERT_STATS = """
+INSERT INTO bm25_namespaces (namespace, doc_count, total_len) VALUES ($1, $2, $3)
+ON CONFLICT (namespace) DO UPDATE
+SET doc_count = bm25_namespaces.doc_count + EXCLUDED.doc_count,
+    total_len = bm25_namespaces.total_len + EXCLUDED.total_len
+RETURNING doc_count, total_len
+"""
+UPSERT_DF = """
+INSERT INTO bm25_terms (namespace, term, df)
+SELECT $1, t.term, t.n FROM unnest($2::text[], $3::int[]) AS t(term, n)
+ORDER BY t.term
+ON CONFLICT (namespace, term) DO UPDATE SET df = bm25_terms.df + EXCLUDED.df
+"""
+INSERT_POSTINGS = """
+INSERT INTO memory_terms (namespace, term, memory_id, valid_at, tf, doc_len, impact)
+SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::timestamptz[], $5::smallint[],
+                     $6::int[], $7::real[])
+"""
+QUERY_TERMS = """
+SELECT t.term, t.qtf, s.df FROM unnest($1::text[], $2::int[]) AS t(term, qtf)
+LEFT JOIN bm25_terms s ON s.namespace = $3 AND s.term = t.term
+"""
+SEARCH = f"""
+WITH {ACCESS_CTE},
+q AS (SELECT * FROM unnest($10::text[], $11::int[], $12::float8[]) AS t(term, qtf, idf)),
+cand AS (
+    SELECT p.memory_id, p.valid_at,
+           sum(q.qtf * q.idf * p.tf * ($13 + 1) / (p.tf + $13 * (1 - $14 + $14 * p.doc_len / $15::float8))) AS score
+    FROM q CROSS JOIN LATERAL (
+        SELECT t.memory_id, t.valid_at, t.tf, t.doc_len FROM memory_terms t
+        WHERE t.namespace = $1 AND t.term = q.term
+        ORDER BY t.impact DESC LIMIT $16
+    ) p
+    GROUP BY p.memory_id, p.valid_at
+)
+SELECT {COLUMNS}, c.score
+FROM cand c JOIN memories m ON m.id = c.memory_id AND m.valid_at = c.valid_at
+WHERE {RECALL_FILTER}
+ORDER BY c.score DESC, m.id
+LIMIT $9
+"""
+
+
+def idf(n_docs: float, df: float) -> float:
+    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+class PostgresBM25:
+    """BM25 on PostgreSQL tables maintained by CaBrain (works on any PostgreSQL)."""
+
+    name = "postgres-bm25"
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75, postings_per_term: int = 2000) -> None:
+        self.k1, self.b, self.postings_per_term = k1, b, postings_per_term
+
+    def _impact(self, tf: int, doc_len: int, avgdl: float) -> float:
+        return tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * doc_len / avgdl))
+
+    async def index(self, conn: asyncpg.Connection, docs: Sequence[IndexedDoc]) -> None:
+        by_namespace: dict[str, list[tuple[IndexedDoc, Counter[str], int]]] = {}
+        for doc in docs:
+            tfs, length = term_frequencies(doc.content)
+            if length:
+                by_namespace.setdefault(doc.namespace, []).append((doc, tfs, length))
+        for namespace, entries in sorted(by_namespace.items()):
+            stats = await conn.fetchrow(
+                UPSERT_STATS, namespace, len(entries), sum(length for _, _, length in entries)
+            )
+            avgdl = max(stats["total_len"] / max(stats["doc_count"], 1), 1.0)
+            df: Counter[str] = Counter()
+            cols: list[list] = [[] for _ in range(7)]
+            for doc, tfs, length in entries:
+                df.update(tfs.keys())
+                for term, tf in tfs.items():
+                    for col, value in zip(
+                        cols,
+                        (namespace, term, doc.memory_id, doc.valid_at, min(tf, 32767), length,
+                         self._impact(tf, length, avgdl)),
+                        strict=True,
+                    ):  # fmt: skip
+                        col.append(value)
+            terms = sorted(df)
+            await conn.execute(UPSERT_DF, namespace, terms, [df[t] for t in terms])
+            await conn.execute(INSERT_POSTINGS, *cols)
+
+    async def search(
+        self, conn: asyncpg.Connection, query: str, filters: SearchFilters, limit: int
+    ) -> KeywordResult:
+        counts = query_terms([query])
+        if not counts:
+            return KeywordResult([], 0.0)
+        stats = await conn.fetchrow(STATS, filters.namespace)
+        n_docs = float(stats["doc_count"]) if stats else 0.0
+        if n_docs == 0:
+            return KeywordResult([], 0.0)
+        avgdl = max(stats["total_len"] / n_docs, 1.0)
+        terms = list(counts)
+        rows = await conn.fetch(QUERY_TERMS, terms, [counts[t] for t in terms], filters.namespace)
+        # Terms unknown to the namespace weigh as much as the rarest possible term.
+        max_idf = idf(n_docs, 1)
+        total_mass = sum(r["qtf"] * (idf(n_docs, r["df"]) if r["df"] else max_idf) for r in rows)
+        known = [r for r in rows if r["df"]]
+        if not known:
+            return KeywordResult([], 0.0)
+        found_mass = sum(r["qtf"] * idf(n_docs, r["df"]) for r in known)
+        coverage = found_mass / total_mass if total_mass else 0.0
+        budget = self.postings_per_term
+        while True:
+            result = await conn.fetch(
+                SEARCH,
+                *filters.args(),
+                limit,
+                [r["term"] for r in known],
+                [r["qtf"] for r in known],
+                [idf(n_docs, r["df"]) for r in known],
+                self.k1,
+                self.b,
+                avgdl,
+                budget,
+            )
+            starved = len(result) < limit and any(r["df"] > budget for r in known)
+            if not starved or budget >= n_docs:
+                return KeywordResult(list(result), coverage)
+            budget *= 8

@@ -1,0 +1,177 @@
+"""The read path (SPEC §4.2). Never calls an LLM, never touches the cold tier.
+
+1. The query is embedded while BM25 runs (they do not depend on each other).
+2. Vector top-N and BM25 top-N, both scoped and filtered in SQL.
+3. Fusion (:mod:`cabrain.search.fusion`), salience nudge, top k.
+4. Optional cross-encoder rerank of the fused top candidates.
+5. One hop through ``memory_entities``: memories sharing entities with the hits, as ``related``.
+6. After answering: ``access_count`` / ``last_accessed_at`` bumped and a ``memory_events`` row,
+   in the background, off the response path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from cabrain.errors import AccessDenied, InputError, NotFound
+from cabrain.search import vector
+from cabrain.search.fusion import Candidate, fuse
+from cabrain.search.keyword import KeywordResult, SearchFilters
+from cabrain.store import memories as sql
+from cabrain.store.memories import COLUMNS
+from cabrain.store.scope import ACCESS_CTE, RECALL_FILTER
+from cabrain.types import Hit, RecallMode, RecallQuery, RecallResult, ScoreBreakdown
+
+if TYPE_CHECKING:
+    from cabrain.brain import Brain
+
+CALLER = """
+SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = $1) AS namespace_exists,
+       EXISTS (SELECT 1 FROM agents WHERE id = $2 AND disabled_at IS NULL) AS agent_ok
+"""
+RELATED = f"""
+WITH {ACCESS_CTE},
+hit_entities AS (
+    SELECT DISTINCT entity_id FROM memory_entities WHERE memory_id = ANY($10::uuid[])
+),
+linked AS (
+    SELECT l.memory_id, count(*) AS shared
+    FROM hit_entities h
+    CROSS JOIN LATERAL (
+        SELECT me.memory_id FROM memory_entities me WHERE me.entity_id = h.entity_id LIMIT 200
+    ) l
+    WHERE l.memory_id <> ALL($10::uuid[])
+    GROUP BY l.memory_id
+)
+SELECT {COLUMNS}, l.shared
+FROM linked l
+JOIN memory_ids i ON i.id = l.memory_id
+JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE {RECALL_FILTER}
+ORDER BY l.shared DESC, m.importance DESC, m.valid_at DESC
+LIMIT $9
+"""
+
+
+def validate(query: RecallQuery, *, max_k: int, max_chars: int) -> None:
+    if not isinstance(query.query, str) or not query.query.strip():
+        raise InputError("the query is empty")
+    if len(query.query) > max_chars:
+        raise InputError(
+            f"the query is {len(query.query)} characters, the limit is {max_chars}",
+            hint="shorten it, or raise CABRAIN_MAX_QUERY_CHARS",
+        )
+    if "\x00" in query.query:
+        raise InputError("the query contains a NUL character")
+    try:
+        query.query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"the query is not valid UTF-8 (unpaired surrogate at position {exc.start})") from None
+    if not isinstance(query.k, int) or not 1 <= query.k <= max_k:
+        raise InputError(f"k must be between 1 and {max_k}, got {query.k!r}")
+    if query.valid_from and query.valid_to and query.valid_from >= query.valid_to:
+        raise InputError("valid_from must be before valid_to")
+
+
+def filters_for(agent: str, query: RecallQuery) -> SearchFilters:
+    return SearchFilters(
+        namespace=query.namespace,
+        agent=agent,
+        include_invalid=query.include_invalid,
+        networks=[n.value for n in query.networks] if query.networks else None,
+        memory_types=[t.value for t in query.memory_types] if query.memory_types else None,
+        source_kinds=list(query.source_kinds) if query.source_kinds else None,
+        valid_from=query.valid_from,
+        valid_to=query.valid_to,
+    )
+
+
+async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
+    settings = brain.settings
+    validate(query, max_k=settings.recall_max_k, max_chars=settings.max_query_chars)
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    filters = filters_for(agent, query)
+    n = max(settings.recall_candidates, query.k)
+
+    async def caller() -> None:
+        async with brain.pool.acquire() as conn:
+            row = await conn.fetchrow(CALLER, query.namespace, agent)
+        if not row["agent_ok"]:
+            raise AccessDenied(f"agent {agent!r} is unknown or disabled")
+        if not row["namespace_exists"]:
+            raise NotFound(f"namespace {query.namespace!r} does not exist")
+
+    async def keyword() -> KeywordResult:
+        if query.mode is RecallMode.VECTOR:
+            return KeywordResult([], 0.0)
+        t0 = time.perf_counter()
+        async with brain.pool.acquire() as conn:
+            result = await brain.keyword.search(conn, query.query, filters, n)
+        timings["bm25_ms"] = (time.perf_counter() - t0) * 1000
+        return result
+
+    async def dense() -> list:
+        if query.mode is RecallMode.BM25:
+            return []
+        t0 = time.perf_counter()
+        vec = await brain.embed_query(query.query)
+        t1 = time.perf_counter()
+        timings["embed_ms"] = (t1 - t0) * 1000
+        async with brain.pool.acquire() as conn:
+            rows = await vector.search(conn, vec, filters, n)
+        timings["vector_ms"] = (time.perf_counter() - t1) * 1000
+        return rows
+
+    _, bm25, vec_rows = await asyncio.gather(caller(), keyword(), dense())
+    coverage = 1.0 if query.mode is RecallMode.BM25 else bm25.coverage
+    fused = fuse(
+        vec_rows,
+        bm25.rows,
+        bm25_coverage=coverage,
+        k=settings.rrf_k,
+        salience_weight=settings.salience_weight,
+        coverage_power=settings.bm25_coverage_power,
+    )
+    rerank_scores: dict = {}
+    if query.rerank and brain.reranker is not None and fused:
+        t0 = time.perf_counter()
+        pool = fused[: max(settings.rerank_candidates, query.k)]
+        scores = await brain.reranker.rank(query.query, [c.row["content"] for c in pool])
+        rerank_scores = {c.row["id"]: s for c, s in zip(pool, scores, strict=True)}
+        fused = sorted(pool, key=lambda c: -rerank_scores[c.row["id"]])
+        timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
+    top = fused[: query.k]
+    hits = [_hit(c, rerank_scores.get(c.row["id"])) for c in top]
+    related = []
+    if query.expand and hits and settings.related_limit:
+        t0 = time.perf_counter()
+        async with brain.pool.acquire() as conn:
+            rows = await conn.fetch(
+                RELATED, *filters.args(), settings.related_limit, [h.memory.id for h in hits]
+            )
+        related = [sql.to_memory(r) for r in rows]
+        timings["expand_ms"] = (time.perf_counter() - t0) * 1000
+    timings["total_ms"] = (time.perf_counter() - started) * 1000
+    brain.after_recall(agent, query, [h.memory.id for h in hits], timings["total_ms"])
+    return RecallResult(hits=hits, related=related, timings_ms=timings)
+
+
+def _hit(c: Candidate, rerank: float | None) -> Hit:
+    memory = sql.to_memory(c.row)
+    score = rerank if rerank is not None else c.fused
+    return Hit(
+        memory=memory,
+        score=score,
+        breakdown=ScoreBreakdown(
+            vector_rank=c.vector_rank,
+            vector_similarity=c.vector_similarity,
+            bm25_rank=c.bm25_rank,
+            bm25_score=c.bm25_score,
+            fused=c.fused,
+            importance=memory.importance,
+            rerank=rerank,
+        ),
+    )

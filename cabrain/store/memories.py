@@ -1,0 +1,168 @@
+"""SQL over ``memories`` and its satellites. Functions take a connection; callers own transactions."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import numpy as np
+from pgvector import Vector
+
+from cabrain.store.scope import ACCESS_CTE, READABLE
+from cabrain.types import Memory, MemoryType, Network, Visibility
+
+COLUMNS = """m.id, m.namespace, m.owner_agent_id, m.visibility, m.network, m.memory_type, m.content,
+m.source_kind, m.source_ref, m.importance, m.access_count, m.last_accessed_at, m.created_at,
+m.valid_at, m.invalid_at, m.superseded_by, m.tier, m.metadata"""
+
+
+def to_memory(row: asyncpg.Record) -> Memory:
+    metadata = row["metadata"]
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata)
+    return Memory(
+        id=row["id"],
+        namespace=row["namespace"],
+        owner_agent_id=row["owner_agent_id"],
+        visibility=Visibility(row["visibility"]),
+        network=Network(row["network"]),
+        memory_type=MemoryType(row["memory_type"]),
+        content=row["content"],
+        source_kind=row["source_kind"],
+        source_ref=row["source_ref"],
+        importance=float(row["importance"]),
+        access_count=row["access_count"],
+        last_accessed_at=row["last_accessed_at"],
+        created_at=row["created_at"],
+        valid_at=row["valid_at"],
+        invalid_at=row["invalid_at"],
+        superseded_by=row["superseded_by"],
+        tier=row["tier"],
+        metadata=metadata,
+    )
+
+
+INSERT_MEMORIES = """
+INSERT INTO memories (id, namespace, owner_agent_id, visibility, network, memory_type, content,
+                      source_kind, source_ref, embedding, importance, valid_at, metadata, content_hash)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                     $7::text[], $8::text[], $9::text[], $10::vector[], $11::real[],
+                     $12::timestamptz[], $13::jsonb[], $14::bytea[])
+"""
+
+
+async def insert_memories(conn: asyncpg.Connection, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert many memories in one statement (``rows`` hold the INSERT_MEMORIES columns)."""
+    cols = ["id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content",
+            "source_kind", "source_ref", "embedding", "importance", "valid_at", "metadata",
+            "content_hash"]  # fmt: skip
+    args = [[r[c] for r in rows] for c in cols]
+    args[9] = [Vector(np.asarray(v, dtype=np.float32)) if v is not None else None for v in args[9]]
+    args[12] = [json.dumps(m, ensure_ascii=False) for m in args[12]]
+    await conn.execute(INSERT_MEMORIES, *args)
+
+
+# $1 namespace, $2 agent, $3 id: one memory the agent may read, in any state.
+GET_READABLE = f"""
+WITH {ACCESS_CTE}
+SELECT {COLUMNS}
+FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE i.id = $3 AND i.namespace = $1 AND {READABLE}
+"""
+NAMESPACE_OF = "SELECT namespace FROM memory_ids WHERE id = $1"
+
+# The version chain around a memory: what it replaced (recursively) and what replaced it.
+PREVIOUS_VERSIONS = f"""
+WITH RECURSIVE {ACCESS_CTE},
+chain(id, depth) AS (
+    SELECT m.id, 1 FROM memories m WHERE m.superseded_by = $3 AND m.namespace = $1
+    UNION ALL
+    SELECT m.id, c.depth + 1 FROM memories m JOIN chain c ON m.superseded_by = c.id
+    WHERE c.depth < 100
+)
+SELECT {COLUMNS} FROM chain c
+JOIN memory_ids i ON i.id = c.id
+JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE {READABLE}
+ORDER BY m.valid_at, m.created_at
+"""
+NEXT_VERSIONS = f"""
+WITH RECURSIVE {ACCESS_CTE},
+chain(id, depth) AS (
+    SELECT m.superseded_by, 1 FROM memory_ids i
+    JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+    WHERE i.id = $3 AND m.superseded_by IS NOT NULL
+    UNION ALL
+    SELECT m.superseded_by, c.depth + 1 FROM chain c
+    JOIN memory_ids i ON i.id = c.id
+    JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+    WHERE m.superseded_by IS NOT NULL AND c.depth < 100
+)
+SELECT {COLUMNS} FROM chain c
+JOIN memory_ids i ON i.id = c.id
+JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE {READABLE}
+ORDER BY c.depth
+"""
+ENTITIES_OF = """
+SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id
+WHERE me.memory_id = $1 ORDER BY e.name
+"""
+
+# $1 id, $2 reason (jsonb metadata merge), $3 superseded_by (nullable). Identity goes through memory_ids.
+INVALIDATE = """
+UPDATE memories m SET invalid_at = COALESCE(m.invalid_at, now()),
+                      superseded_by = COALESCE($3, m.superseded_by),
+                      metadata = m.metadata || $2::jsonb
+FROM memory_ids i
+WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at
+RETURNING m.invalid_at
+"""
+
+# Reinforce a memory that was written again (a NOOP write) or recalled.
+REINFORCE = """
+UPDATE memories m SET access_count = m.access_count + 1,
+                      last_accessed_at = now(),
+                      importance = LEAST(1.0, m.importance + $2)
+FROM memory_ids i
+WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at
+"""
+
+TOUCH_RECALLED = """
+UPDATE memories m SET access_count = m.access_count + 1, last_accessed_at = now()
+FROM memory_ids i
+WHERE i.id = ANY($1::uuid[]) AND m.id = i.id AND m.valid_at = i.valid_at
+"""
+
+INSERT_EVENTS = """
+INSERT INTO memory_events (namespace, op, memory_id, agent_id, latency_ms, metadata)
+SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::int[], $6::jsonb[])
+"""
+
+
+async def insert_events(conn: asyncpg.Connection, events: Sequence[dict[str, Any]]) -> None:
+    if not events:
+        return
+    await conn.execute(
+        INSERT_EVENTS,
+        [e["namespace"] for e in events],
+        [e["op"] for e in events],
+        [e.get("memory_id") for e in events],
+        [e.get("agent_id") for e in events],
+        [e.get("latency_ms") for e in events],
+        [json.dumps(e.get("metadata", {}), ensure_ascii=False, default=str) for e in events],
+    )
+
+
+async def readable_memory(
+    conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID
+) -> Memory | None:
+    """The memory if it exists and ``agent`` may read it, else None (the two are not told apart)."""
+    namespace = await conn.fetchval(NAMESPACE_OF, memory_id)
+    if namespace is None:
+        return None
+    row = await conn.fetchrow(GET_READABLE, namespace, agent, memory_id)
+    return to_memory(row) if row else None

@@ -1,0 +1,37 @@
+"""The asyncpg connection pool of the hot tier."""
+
+from __future__ import annotations
+
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+from cabrain.settings import Settings
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await register_vector(conn)
+
+
+async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
+    """A pool whose connections know the vector type and search with pgvector's iterative scans.
+
+    ``hnsw.iterative_scan`` keeps namespace and visibility filters from starving HNSW results;
+    custom plans let PostgreSQL prune partitions and pick indexes for each query's actual values.
+    """
+    from cabrain.store.db import connect
+
+    probe = await connect(dsn, timeout=settings.db_connect_timeout_s)  # clear errors, early
+    await probe.close()
+    return await asyncpg.create_pool(
+        dsn,
+        min_size=settings.db_pool_min,
+        max_size=settings.db_pool_max,
+        timeout=settings.db_connect_timeout_s,
+        init=_init_connection,
+        server_settings={
+            "hnsw.iterative_scan": "relaxed_order",
+            "hnsw.ef_search": str(settings.recall_ef_search),
+            "plan_cache_mode": "force_custom_plan",
+            "application_name": "cabrain",
+        },
+    )

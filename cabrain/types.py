@@ -1,0 +1,229 @@
+"""Domain types shared by the core and every face."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class Visibility(str, enum.Enum):
+    PRIVATE = "private"  # the owner agent only
+    TEAM = "team"  # agents granted the namespace (and its owner)
+    GLOBAL = "global"  # every agent
+
+
+class Network(str, enum.Enum):
+    FACT = "fact"
+    EXPERIENCE = "experience"
+    OBSERVATION = "observation"
+    BELIEF = "belief"
+
+
+class MemoryType(str, enum.Enum):
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+    PROCEDURAL = "procedural"
+    WORKING = "working"
+
+
+class Decision(str, enum.Enum):
+    """What retain did with a new memory (SPEC §4.1)."""
+
+    ADD = "ADD"  # stored as a new memory
+    UPDATE = "UPDATE"  # stored, and it supersedes a neighbour it revises
+    INVALIDATE = "INVALIDATE"  # it retracts a neighbour, which is invalidated; nothing new stored
+    NOOP = "NOOP"  # a duplicate: the existing memory was reinforced instead
+
+
+class RecallMode(str, enum.Enum):
+    VECTOR = "vector"
+    BM25 = "bm25"
+    HYBRID = "hybrid"
+
+
+@dataclass(frozen=True)
+class MemoryInput:
+    """One memory to retain."""
+
+    content: str
+    namespace: str
+    visibility: Visibility = Visibility.PRIVATE
+    network: Network = Network.EXPERIENCE
+    memory_type: MemoryType = MemoryType.EPISODIC
+    source_kind: str | None = None
+    source_ref: str | None = None
+    valid_at: datetime | None = None
+    importance: float | None = None  # explicit importance; None = computed at write time
+    important: bool = False  # an explicit "this matters" flag from the caller
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A stored memory with its provenance."""
+
+    id: uuid.UUID
+    namespace: str
+    owner_agent_id: str | None
+    visibility: Visibility
+    network: Network
+    memory_type: MemoryType
+    content: str
+    source_kind: str | None
+    source_ref: str | None
+    importance: float
+    access_count: int
+    last_accessed_at: datetime | None
+    created_at: datetime
+    valid_at: datetime
+    invalid_at: datetime | None
+    superseded_by: uuid.UUID | None
+    tier: str
+    metadata: Mapping[str, Any]
+
+    @property
+    def is_current(self) -> bool:
+        return self.invalid_at is None
+
+
+@dataclass(frozen=True)
+class RetainResult:
+    decision: Decision
+    memory_id: uuid.UUID | None  # the stored (or, for NOOP, the reinforced) memory
+    importance: float
+    superseded: tuple[uuid.UUID, ...] = ()  # memories this write invalidated
+    entities: tuple[str, ...] = ()
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ScoreBreakdown:
+    vector_rank: int | None
+    vector_similarity: float | None
+    bm25_rank: int | None
+    bm25_score: float | None
+    fused: float
+    importance: float
+    rerank: float | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    memory: Memory
+    score: float
+    breakdown: ScoreBreakdown
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    query: str
+    namespace: str
+    k: int = 10
+    mode: RecallMode = RecallMode.HYBRID
+    include_invalid: bool = False
+    networks: tuple[Network, ...] | None = None
+    memory_types: tuple[MemoryType, ...] | None = None
+    source_kinds: tuple[str, ...] | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    rerank: bool = True  # rerank when a reranker is configured
+    expand: bool = True  # one hop through the entity graph
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    hits: list[Hit]
+    related: list[Memory]
+    timings_ms: Mapping[str, float]
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryWithHistory:
+    """``get``: the memory, the versions it replaced (oldest first) and those that replaced it."""
+
+    memory: Memory
+    previous: list[Memory]
+    next: list[Memory]
+    entities: list[str]
+
+
+# --- JSON forms (the HTTP API and the L1 cache use these) -----------------------------------------
+def _dt(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _parse_dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def memory_to_dict(m: Memory) -> dict[str, Any]:
+    return {
+        "id": str(m.id), "namespace": m.namespace, "owner_agent_id": m.owner_agent_id,
+        "visibility": m.visibility.value, "network": m.network.value, "memory_type": m.memory_type.value,
+        "content": m.content, "source_kind": m.source_kind, "source_ref": m.source_ref,
+        "importance": m.importance, "access_count": m.access_count,
+        "last_accessed_at": _dt(m.last_accessed_at), "created_at": _dt(m.created_at),
+        "valid_at": _dt(m.valid_at), "invalid_at": _dt(m.invalid_at),
+        "superseded_by": str(m.superseded_by) if m.superseded_by else None,
+        "tier": m.tier, "metadata": dict(m.metadata),
+    }  # fmt: skip
+
+
+def memory_from_dict(d: Mapping[str, Any]) -> Memory:
+    return Memory(
+        id=uuid.UUID(d["id"]), namespace=d["namespace"], owner_agent_id=d["owner_agent_id"],
+        visibility=Visibility(d["visibility"]), network=Network(d["network"]),
+        memory_type=MemoryType(d["memory_type"]), content=d["content"], source_kind=d["source_kind"],
+        source_ref=d["source_ref"], importance=d["importance"], access_count=d["access_count"],
+        last_accessed_at=_parse_dt(d["last_accessed_at"]), created_at=_parse_dt(d["created_at"]),
+        valid_at=_parse_dt(d["valid_at"]), invalid_at=_parse_dt(d["invalid_at"]),
+        superseded_by=uuid.UUID(d["superseded_by"]) if d["superseded_by"] else None,
+        tier=d["tier"], metadata=d["metadata"],
+    )  # fmt: skip
+
+
+def recall_to_dict(r: RecallResult) -> dict[str, Any]:
+    return {
+        "hits": [
+            {"memory": memory_to_dict(h.memory), "score": h.score, "breakdown": h.breakdown.__dict__}
+            for h in r.hits
+        ],
+        "related": [memory_to_dict(m) for m in r.related],
+        "timings_ms": dict(r.timings_ms),
+        "cached": r.cached,
+    }
+
+
+def recall_from_dict(d: Mapping[str, Any], *, cached: bool = False) -> RecallResult:
+    return RecallResult(
+        hits=[
+            Hit(memory_from_dict(h["memory"]), h["score"], ScoreBreakdown(**h["breakdown"]))
+            for h in d["hits"]
+        ],
+        related=[memory_from_dict(m) for m in d["related"]],
+        timings_ms=d["timings_ms"],
+        cached=cached,
+    )
+
+
+def history_to_dict(h: MemoryWithHistory) -> dict[str, Any]:
+    return {
+        "memory": memory_to_dict(h.memory),
+        "previous": [memory_to_dict(m) for m in h.previous],
+        "next": [memory_to_dict(m) for m in h.next],
+        "entities": list(h.entities),
+    }
+
+
+def history_from_dict(d: Mapping[str, Any]) -> MemoryWithHistory:
+    return MemoryWithHistory(
+        memory=memory_from_dict(d["memory"]),
+        previous=[memory_from_dict(m) for m in d["previous"]],
+        next=[memory_from_dict(m) for m in d["next"]],
+        entities=list(d["entities"]),
+    )

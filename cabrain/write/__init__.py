@@ -1,0 +1,1 @@
+"""Retain: the write decision (ADD / UPDATE / INVALIDATE / NOOP), salience, entities."""

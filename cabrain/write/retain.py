@@ -1,0 +1,278 @@
+"""The write pipeline (SPEC §4.1): validate, embed, compare with neighbours, decide, score, store.
+
+Everything a batch writes happens in one transaction, after every text was embedded: a bad item
+or an embedder failure anywhere writes nothing. Writers to one namespace are serialised by an
+advisory lock, so two agents writing the same fact at once produce one memory and one NOOP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+import asyncpg
+
+from cabrain.errors import AccessDenied, InputError, NotFound
+from cabrain.search import vector
+from cabrain.search.keyword import IndexedDoc, SearchFilters
+from cabrain.store import memories as sql
+from cabrain.store.scope import WRITE_ACCESS
+from cabrain.types import Decision, MemoryInput, RetainResult
+from cabrain.write import entities as entity_extraction
+from cabrain.write.decision import Neighbour, WriteDecision, decide
+from cabrain.write.salience import importance as score_importance
+
+if TYPE_CHECKING:
+    from cabrain.brain import Brain
+
+NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$")
+
+FIND_EXACT = """
+SELECT m.id FROM memories m
+WHERE m.namespace = $1 AND m.content_hash = $2 AND m.source_ref IS NOT DISTINCT FROM $3
+  AND m.invalid_at IS NULL AND m.tier = 'hot'
+  AND (m.visibility <> 'private' OR m.owner_agent_id = $4)
+LIMIT 1
+"""
+KNOWN_ENTITY_KEYS = "SELECT key FROM entities WHERE namespace = $1 AND key = ANY($2::text[])"
+UPSERT_ENTITIES = """
+INSERT INTO entities (namespace, name, key)
+SELECT $1, t.name, t.key FROM unnest($2::text[], $3::text[]) AS t(name, key) ORDER BY t.key
+ON CONFLICT (namespace, key) DO UPDATE SET updated_at = now()
+RETURNING id, key
+"""
+LINK_ENTITIES = """
+INSERT INTO memory_entities (memory_id, entity_id)
+SELECT * FROM unnest($1::uuid[], $2::uuid[]) ON CONFLICT DO NOTHING
+"""
+CURRENT_FOR_UPDATE = """
+SELECT m.invalid_at IS NULL FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE i.id = $1 FOR UPDATE OF m
+"""
+NAMESPACE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 4242))"
+REINFORCE_STEP = 0.05
+
+
+@dataclass
+class _Item:
+    input: MemoryInput
+    content: str
+    valid_at: datetime
+    content_hash: bytes
+    embedding: list[float] | None = None
+
+
+def validate(items: Sequence[MemoryInput], *, max_chars: int, max_batch: int) -> list[_Item]:
+    """Check every item before anything is embedded or written; raise :class:`InputError`."""
+    if not items:
+        raise InputError("nothing to retain: the batch is empty")
+    if len(items) > max_batch:
+        raise InputError(
+            f"a batch holds at most {max_batch} memories, got {len(items)}",
+            hint="split it, or raise CABRAIN_MAX_BATCH",
+        )
+    checked = []
+    for index, item in enumerate(items):
+        where = f"item {index}" if len(items) > 1 else "the memory"
+        content = item.content
+        if not isinstance(content, str) or not content.strip():
+            raise InputError(f"{where}: content is empty")
+        if len(content) > max_chars:
+            raise InputError(
+                f"{where}: content is {len(content)} characters, the limit is {max_chars}",
+                hint="split it into smaller memories, or raise CABRAIN_MAX_CONTENT_CHARS",
+            )
+        if "\x00" in content:
+            raise InputError(f"{where}: content contains a NUL character")
+        try:
+            encoded = content.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(
+                f"{where}: content is not valid UTF-8 (unpaired surrogate at position {exc.start})"
+            ) from None
+        if not isinstance(item.namespace, str) or not NAMESPACE_RE.match(item.namespace):
+            raise InputError(
+                f"{where}: namespace {item.namespace!r} is not valid",
+                hint="1-200 characters: letters, digits and . _ : / @ - (starting with a letter or digit)",
+            )
+        if item.importance is not None and not 0.0 <= item.importance <= 1.0:
+            raise InputError(f"{where}: importance must be between 0 and 1, got {item.importance}")
+        valid_at = item.valid_at or datetime.now(timezone.utc)
+        if valid_at.tzinfo is None:
+            valid_at = valid_at.replace(tzinfo=timezone.utc)
+        checked.append(_Item(item, content, valid_at, hashlib.sha256(encoded).digest()))
+    return checked
+
+
+async def check_write_access(conn: asyncpg.Connection, agent: str, namespace: str) -> None:
+    row = await conn.fetchrow(WRITE_ACCESS, namespace, agent)
+    if not row["agent_ok"]:
+        raise AccessDenied(f"agent {agent!r} is unknown or disabled")
+    if not row["namespace_exists"]:
+        raise NotFound(
+            f"namespace {namespace!r} does not exist",
+            hint="create it first (Brain.create_namespace)",
+        )
+    if not row["can_write"]:
+        raise AccessDenied(
+            f"agent {agent!r} may not write to namespace {namespace!r}",
+            hint="ask the namespace's owner for a write grant",
+        )
+
+
+async def retain(
+    brain: Brain,
+    agent: str,
+    inputs: Sequence[MemoryInput],
+    *,
+    decide_writes: bool = True,
+    supersede: uuid.UUID | None = None,
+) -> list[RetainResult]:
+    """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one."""
+    settings = brain.settings
+    items = validate(inputs, max_chars=settings.max_content_chars, max_batch=settings.max_batch)
+    namespaces = sorted({i.input.namespace for i in items})
+    async with brain.pool.acquire() as conn:
+        for namespace in namespaces:
+            await check_write_access(conn, agent, namespace)
+    vectors = await brain.embed_documents([i.content for i in items])
+    for item, vec in zip(items, vectors, strict=True):
+        item.embedding = vec
+    async with brain.pool.acquire() as conn, conn.transaction():
+        for namespace in namespaces:
+            await conn.execute(NAMESPACE_LOCK, namespace)
+        writer = _Writer(brain, conn, agent)
+        if supersede is not None:
+            results = [await writer.write(items[0], False, supersede=supersede)]
+        else:
+            results = [await writer.write(item, decide_writes) for item in items]
+        await writer.flush()
+    await brain.invalidate(namespaces)
+    return results
+
+
+class _Writer:
+    """Writes one batch inside one transaction; later items see the earlier ones."""
+
+    def __init__(self, brain: Brain, conn: asyncpg.Connection, agent: str) -> None:
+        self.brain, self.conn, self.agent = brain, conn, agent
+        self.settings = brain.settings
+        self.events: list[dict] = []
+        self.known_keys: dict[str, set[str]] = {}
+
+    async def _known_arabic_keys(self, namespace: str, text: str) -> set[str]:
+        phrases = entity_extraction.arabic_phrases(text)
+        if not phrases:
+            return set()
+        rows = await self.conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases))
+        return {r["key"] for r in rows}
+
+    async def write(self, item: _Item, decide_writes: bool, supersede: uuid.UUID | None = None) -> RetainResult:
+        inp = item.input
+        ns = inp.namespace
+        exact = None
+        if supersede is None:
+            exact = await self.conn.fetchval(FIND_EXACT, ns, item.content_hash, inp.source_ref, self.agent)
+        if exact is not None:
+            return await self._reinforce(item, exact, "the same content from the same source is already stored")
+        neighbours: list[Neighbour] = []
+        if decide_writes:
+            rows = await vector.search(
+                self.conn, item.embedding, SearchFilters(ns, self.agent), self.settings.neighbours
+            )
+            neighbours = [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"])) for r in rows]
+            choice = decide(
+                item.content,
+                neighbours,
+                duplicate_similarity=self.settings.duplicate_similarity,
+                revision_similarity=self.settings.revision_similarity,
+            )
+        elif supersede is not None:
+            still_current = await self.conn.fetchval(CURRENT_FOR_UPDATE, supersede)
+            if not still_current:
+                raise InputError(
+                    f"memory {supersede} was superseded or forgotten meanwhile", hint="get it and retry"
+                )
+            choice = WriteDecision(Decision.UPDATE, supersede, "reconsolidated: corrected by the caller")
+        else:
+            choice = WriteDecision(Decision.ADD, None, "imported without comparison")
+        if choice.decision is Decision.NOOP:
+            return await self._reinforce(item, choice.target, choice.reason)
+        importance = inp.importance
+        if importance is None:
+            importance = score_importance(
+                text=item.content,
+                nearest_similarity=neighbours[0].similarity if neighbours else None,
+                source_kind=inp.source_kind,
+                valid_at=item.valid_at,
+                flagged=inp.important,
+                revision=choice.decision is Decision.UPDATE,
+                source_weights=self.settings.source_weights,
+                novelty_floor=self.settings.novelty_floor,
+            )
+        memory_id = uuid.uuid4()
+        await sql.insert_memories(self.conn, [{
+            "id": memory_id, "namespace": ns, "owner_agent_id": self.agent,
+            "visibility": inp.visibility.value, "network": inp.network.value,
+            "memory_type": inp.memory_type.value, "content": item.content,
+            "source_kind": inp.source_kind, "source_ref": inp.source_ref,
+            "embedding": item.embedding, "importance": importance, "valid_at": item.valid_at,
+            "metadata": dict(inp.metadata), "content_hash": item.content_hash,
+        }])  # fmt: skip
+        await self.brain.keyword.index(
+            self.conn, [IndexedDoc(memory_id, ns, item.valid_at, item.content)]
+        )
+        names = entity_extraction.extract(item.content, await self._known_arabic_keys(ns, item.content))
+        await self._link_entities(ns, memory_id, names)
+        superseded: tuple[uuid.UUID, ...] = ()
+        if choice.decision is Decision.UPDATE and choice.target is not None:
+            await self.conn.fetchval(
+                sql.INVALIDATE,
+                choice.target,
+                _json({"superseded_reason": choice.reason, "superseded_by_agent": self.agent}),
+                memory_id,
+            )
+            superseded = (choice.target,)
+            self.events.append(self._event(ns, "reconsolidate", choice.target, {"superseded_by": str(memory_id)}))
+        self.events.append(
+            self._event(ns, "retain", memory_id, {"decision": choice.decision.value, "importance": importance})
+        )
+        return RetainResult(choice.decision, memory_id, importance, superseded, tuple(names), choice.reason)
+
+    async def _reinforce(self, item: _Item, target: uuid.UUID, reason: str) -> RetainResult:
+        await self.conn.execute(sql.REINFORCE, target, REINFORCE_STEP)
+        importance = await self.conn.fetchval(
+            "SELECT m.importance FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at WHERE i.id = $1",
+            target,
+        )
+        self.events.append(self._event(item.input.namespace, "retain", target, {"decision": "NOOP"}))
+        return RetainResult(Decision.NOOP, target, float(importance), (), (), reason)
+
+    async def _link_entities(self, namespace: str, memory_id: uuid.UUID, names: list[str]) -> None:
+        if not names:
+            return
+        by_key = {}
+        for name in names:
+            by_key.setdefault(entity_extraction.entity_key(name), name)
+        keys = sorted(by_key)
+        rows = await self.conn.fetch(UPSERT_ENTITIES, namespace, [by_key[k] for k in keys], keys)
+        ids = [r["id"] for r in rows]
+        await self.conn.execute(LINK_ENTITIES, [memory_id] * len(ids), ids)
+
+    def _event(self, namespace: str, op: str, memory_id: uuid.UUID, metadata: dict) -> dict:
+        return {"namespace": namespace, "op": op, "memory_id": memory_id, "agent_id": self.agent,
+                "metadata": metadata}  # fmt: skip
+
+    async def flush(self) -> None:
+        await sql.insert_events(self.conn, self.events)
+
+
+def _json(value: dict) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
