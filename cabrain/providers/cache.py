@@ -140,6 +140,9 @@ class RedisCache:
         except (RedisError, OSError) as exc:
             self._failed("mget", exc)
             return [None] * len(keys)
+        found = sum(1 for v in values if v)
+        self.hits += found
+        self.misses += len(values) - found
         return [np.frombuffer(v, dtype=np.float32) if v else None for v in values]
 
     async def set_embeddings(self, items: dict[str, np.ndarray]) -> None:

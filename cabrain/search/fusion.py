@@ -11,8 +11,8 @@ plain RRF 0.41). Here each list has a weight:
   0 when none is), so a query whose words the memories do not use leaves ranking to the vectors.
 
 The salience nudge adds ``salience_weight * importance / (k + 1)``: importance 1 is worth
-``salience_weight`` of a first-rank RRF contribution, enough to order near-ties, never enough
-to lift an unrelated memory.
+``salience_weight`` of a first-rank RRF contribution. With the default 0.02 that is about one
+rank's gap: it orders near-ties and moves a memory a rank or two, never up a list.
 """
 
 from __future__ import annotations

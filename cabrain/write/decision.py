@@ -11,6 +11,10 @@ neighbours in the namespace:
   least ``duplicate_similarity`` with no such signal;
 - ADD otherwise.
 
+Visibility is never narrowed by a decision: a write is only absorbed (NOOP) by a neighbour at
+least as widely visible as it, and only supersedes (UPDATE) a neighbour at most as widely visible,
+so nobody loses sight of a memory because someone else wrote a similar one.
+
 INVALIDATE (a pure retraction that stores nothing new) is left to the LLM decision, which can
 tell "forget that" from a correction; explicit retraction is ``Brain.forget``.
 """
@@ -37,11 +41,15 @@ _REVISION = re.compile(
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 
 
+_WIDTH = {"private": 0, "team": 1, "global": 2}
+
+
 @dataclass(frozen=True)
 class Neighbour:
     id: uuid.UUID
     content: str
     similarity: float
+    visibility: str = "private"
 
 
 @dataclass(frozen=True)
@@ -77,19 +85,21 @@ def decide(
     *,
     duplicate_similarity: float,
     revision_similarity: float,
+    visibility: str = "private",
 ) -> WriteDecision:
     """The deterministic decision (see the module docstring). ``neighbours``: most similar first."""
     new_tokens = tokenize(text)
+    width = _WIDTH[visibility]
     for n in neighbours:
         if n.similarity < revision_similarity:
             break
         overlap = _overlap(text, n.content)
         signals = _signals(text, n.content)
-        if signals and overlap >= 1 / 3:
+        if signals and overlap >= 1 / 3 and _WIDTH[n.visibility] <= width:
             return WriteDecision(
                 Decision.UPDATE, n.id, f"revises a memory about the same subject ({', '.join(signals)})"
             )
-        if not signals and (
+        if not signals and _WIDTH[n.visibility] >= width and (
             (new_tokens and new_tokens == tokenize(n.content)) or n.similarity >= duplicate_similarity
         ):
             return WriteDecision(

@@ -3,8 +3,8 @@
 Finds, in English and Arabic text alike: URLs, file paths and file names, code identifiers
 (snake_case, camelCase, PascalCase with two capitals, dotted.names, calls()), #hashtags,
 @mentions, capitalised names (one or more capitalised words not opening a sentence, or two or
-more anywhere), and - for scripts without capitals such as Arabic - the 1-3 word phrases that are
-already known as entities in the namespace.
+more anywhere), and any 1-3 word phrase already known as an entity in the namespace - which is
+how names in scripts without capitals (Arabic) and names opening a sentence are found.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ _TAG = re.compile(r"(?<![\w#])#[\w\-]+")
 _MENTION = re.compile(r"(?<![\w@])@[\w\-.]+\w")
 _NAME = re.compile(r"\b[A-Z][\w\-]*[A-Za-z0-9](?:\s+(?:of\s+|de\s+|al-)?[A-Z][\w\-]*[A-Za-z0-9])*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"'(\[]\s*)$")
-_ARABIC_WORD = re.compile(r"[\u0621-\u064a\u0660-\u0669]+")
+_WORD = re.compile(r"[^\W_]+")
 
 MAX_ENTITIES = 20
 
 
-def extract(text: str, known_arabic_keys: set[str] | None = None) -> list[str]:
+def extract(text: str, known_keys: set[str] | None = None) -> list[str]:
     """Entity names found in ``text``, in order of first appearance, without duplicates."""
     found: list[tuple[int, str]] = []
     taken: list[tuple[int, int]] = []
@@ -57,13 +57,13 @@ def extract(text: str, known_arabic_keys: set[str] | None = None) -> list[str]:
         name = " ".join(words)
         if name and name.lower() not in STOP_WORDS and len(name) > 1:
             add(m.start(), m.end(), name)
-    if known_arabic_keys:
-        words = list(_ARABIC_WORD.finditer(text))
+    if known_keys:
+        words = list(_WORD.finditer(text))
         for size in (3, 2, 1):
             for i in range(len(words) - size + 1):
                 span = words[i : i + size]
                 phrase = text[span[0].start() : span[-1].end()]
-                if entity_key(phrase) in known_arabic_keys:
+                if entity_key(phrase) in known_keys:
                     add(span[0].start(), span[-1].end(), phrase)
     seen: set[str] = set()
     names = []
@@ -80,9 +80,9 @@ def entity_key(name: str) -> str:
     return " ".join(normalize(name).split())
 
 
-def arabic_phrases(text: str) -> set[str]:
-    """Keys of every 1-3 word Arabic phrase in ``text`` (to look up known entities)."""
-    words = [entity_key(w) for w in _ARABIC_WORD.findall(text)]
+def phrases(text: str) -> set[str]:
+    """Keys of every 1-3 word phrase in ``text`` (to look up known entities)."""
+    words = [entity_key(w) for w in _WORD.findall(text)]
     keys = set()
     for size in (1, 2, 3):
         for i in range(len(words) - size + 1):

@@ -163,10 +163,9 @@ class _Writer:
         self.brain, self.conn, self.agent = brain, conn, agent
         self.settings = brain.settings
         self.events: list[dict] = []
-        self.known_keys: dict[str, set[str]] = {}
 
-    async def _known_arabic_keys(self, namespace: str, text: str) -> set[str]:
-        phrases = entity_extraction.arabic_phrases(text)
+    async def _known_keys(self, namespace: str, text: str) -> set[str]:
+        phrases = entity_extraction.phrases(text)
         if not phrases:
             return set()
         rows = await self.conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases))
@@ -185,12 +184,15 @@ class _Writer:
             rows = await vector.search(
                 self.conn, item.embedding, SearchFilters(ns, self.agent), self.settings.neighbours
             )
-            neighbours = [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"])) for r in rows]
+            neighbours = [
+                Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows
+            ]
             choice = decide(
                 item.content,
                 neighbours,
                 duplicate_similarity=self.settings.duplicate_similarity,
                 revision_similarity=self.settings.revision_similarity,
+                visibility=inp.visibility.value,
             )
         elif supersede is not None:
             still_current = await self.conn.fetchval(CURRENT_FOR_UPDATE, supersede)
@@ -227,7 +229,7 @@ class _Writer:
         await self.brain.keyword.index(
             self.conn, [IndexedDoc(memory_id, ns, item.valid_at, item.content)]
         )
-        names = entity_extraction.extract(item.content, await self._known_arabic_keys(ns, item.content))
+        names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))
         await self._link_entities(ns, memory_id, names)
         superseded: tuple[uuid.UUID, ...] = ()
         if choice.decision is Decision.UPDATE and choice.target is not None:

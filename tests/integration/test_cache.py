@@ -1,0 +1,109 @@
+"""The Redis L1 cache: faster answers, never stale ones, and correct answers without Redis."""
+
+import logging
+
+import pytest
+
+from cabrain.types import MemoryInput, RecallQuery
+from tests.conftest import start_redis
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    proc, url = start_redis(tmp_path)
+    yield proc, url
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+async def cached_brain(open_brain, redis_server):
+    brain = await open_brain(redis_url=redis_server[1])
+    await brain.create_agent("alice")
+    await brain.create_agent("bob")
+    await brain.create_namespace("alice", "proj")
+    return brain
+
+
+def contents(result):
+    return [h.memory.content for h in result.hits]
+
+
+async def test_a_repeated_recall_is_served_from_the_cache(cached_brain):
+    await cached_brain.retain("alice", MemoryInput("The nightly build starts at 01:00.", "proj"))
+    query = RecallQuery("when does the nightly build start?", "proj", k=3)
+    first = await cached_brain.recall("alice", query)
+    second = await cached_brain.recall("alice", query)
+    assert not first.cached and second.cached
+    assert contents(second) == contents(first)
+    assert second.hits[0].breakdown == first.hits[0].breakdown
+    assert cached_brain.cache.hits >= 1
+
+
+async def test_the_cache_never_serves_a_forgotten_or_superseded_memory(cached_brain):
+    [old] = await cached_brain.retain("alice", MemoryInput("The status page lives at status.internal.", "proj"))
+    query = RecallQuery("where is the status page?", "proj", k=3)
+    assert contents(await cached_brain.recall("alice", query)) == ["The status page lives at status.internal."]
+    got = await cached_brain.get("alice", old.memory_id)  # cached row
+    new = await cached_brain.reconsolidate("alice", old.memory_id, "The status page moved to status.example.org.")
+    after = await cached_brain.recall("alice", query)
+    assert not after.cached
+    assert contents(after) == ["The status page moved to status.example.org."]
+    assert (await cached_brain.get("alice", old.memory_id)).memory.superseded_by == new.memory_id
+    assert got.memory.superseded_by is None
+    await cached_brain.forget("alice", new.memory_id)
+    assert contents(await cached_brain.recall("alice", query)) == []
+
+
+async def test_a_new_grant_is_seen_at_once_despite_the_cache(cached_brain):
+    from cabrain.types import Visibility
+
+    await cached_brain.retain("alice", MemoryInput("Team-only: the offsite is in Aswan.", "proj", visibility=Visibility.TEAM))
+    query = RecallQuery("where is the offsite?", "proj", k=3)
+    assert contents(await cached_brain.recall("bob", query)) == []
+    await cached_brain.share("alice", "proj", "bob")
+    assert contents(await cached_brain.recall("bob", query)) == ["Team-only: the offsite is in Aswan."]
+    await cached_brain.revoke("alice", "proj", "bob")
+    assert contents(await cached_brain.recall("bob", query)) == []
+
+
+async def test_with_redis_stopped_recall_still_answers_correctly_and_says_so(cached_brain, redis_server, caplog):
+    await cached_brain.retain("alice", [
+        MemoryInput("The VPN endpoint is vpn.internal.", "proj"),
+        MemoryInput("Lunch is served at noon.", "proj"),
+    ])  # fmt: skip
+    query = RecallQuery("what is the VPN endpoint?", "proj", k=1)
+    warm = await cached_brain.recall("alice", query)
+    proc, _ = redis_server
+    proc.kill()
+    proc.wait(10)
+    with caplog.at_level(logging.WARNING, logger="cabrain.providers.cache"):
+        cold = await cached_brain.recall("alice", query)
+        await cached_brain.retain("alice", MemoryInput("The VPN endpoint moved to vpn2.internal.", "proj"))
+        moved = await cached_brain.recall("alice", query)
+    assert not cold.cached and contents(cold) == contents(warm)
+    assert contents(moved) == ["The VPN endpoint moved to vpn2.internal."]
+    assert any(r.msg == "cache.unavailable" for r in caplog.records)
+    assert cached_brain.cache.errors > 0
+
+
+async def test_a_flushed_redis_serves_no_stale_answers(cached_brain, redis_server):
+    import redis.asyncio as aioredis
+
+    [memory] = await cached_brain.retain("alice", MemoryInput("Releases are tagged on Mondays.", "proj"))
+    query = RecallQuery("when are releases tagged?", "proj", k=1)
+    await cached_brain.recall("alice", query)
+    client = aioredis.from_url(redis_server[1])
+    await client.flushall()
+    await client.aclose()
+    await cached_brain.forget("alice", memory.memory_id)
+    assert contents(await cached_brain.recall("alice", query)) == []
+
+
+async def test_embeddings_are_cached_by_content(cached_brain):
+    await cached_brain.retain("alice", MemoryInput("Cache me once.", "proj"))
+    before = cached_brain.cache.hits
+    vectors = await cached_brain.embed_documents(["Cache me once."])
+    assert cached_brain.cache.hits == before + 1
+    assert len(vectors[0]) == cached_brain.embedder.dim

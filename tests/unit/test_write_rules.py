@@ -1,0 +1,90 @@
+import uuid
+from datetime import datetime, timedelta, timezone
+
+from cabrain.types import Decision
+from cabrain.write.decision import Neighbour, decide
+from cabrain.write.entities import extract
+from cabrain.write.salience import content_cue, importance
+
+THRESHOLDS = {"duplicate_similarity": 0.95, "revision_similarity": 0.85}
+
+
+def n(content, similarity):
+    return Neighbour(uuid.uuid4(), content, similarity)
+
+
+def test_a_near_duplicate_is_a_noop_on_that_memory():
+    old = n("We deploy on Fridays.", 0.977)
+    choice = decide("we deploy on fridays", [old], **THRESHOLDS)
+    assert (choice.decision, choice.target) == (Decision.NOOP, old.id)
+
+
+def test_negation_numbers_or_revision_cues_about_the_same_subject_supersede():
+    for old_text, new_text in [
+        ("We deploy on Fridays", "We never deploy on Fridays"),
+        ("The API runs on port 8000", "The API runs on port 9000"),
+        ("The team uses Jenkins for CI", "The team now uses GitHub Actions for CI instead"),
+        ("نستخدم ريديس للتخزين المؤقت", "لم نعد نستخدم ريديس للتخزين المؤقت"),
+    ]:
+        old = n(old_text, 0.93)
+        choice = decide(new_text, [old], **THRESHOLDS)
+        assert (choice.decision, choice.target) == (Decision.UPDATE, old.id), (old_text, new_text)
+
+
+def test_decisions_never_narrow_who_can_see_a_memory():
+    team_note = Neighbour(uuid.uuid4(), "The roadmap review is on Monday", 0.99, "team")
+    assert decide("The roadmap review is on Monday.", [team_note], **THRESHOLDS, visibility="global").decision is Decision.ADD
+    assert decide("The roadmap review is on Monday.", [team_note], **THRESHOLDS, visibility="private").decision is Decision.NOOP
+    moved = Neighbour(uuid.uuid4(), "The roadmap review is on Monday", 0.93, "team")
+    assert decide("The roadmap review is now on Tuesday", [moved], **THRESHOLDS, visibility="private").decision is Decision.ADD
+    assert decide("The roadmap review is now on Tuesday", [moved], **THRESHOLDS, visibility="team").decision is Decision.UPDATE
+
+
+def test_similar_but_different_statements_are_added():
+    assert decide("Omar leads the backend team", [n("Sara leads the mobile team", 0.87)], **THRESHOLDS).decision is Decision.ADD
+    assert decide("The team prefers tabs over spaces in Python", [n("The team prefers tabs", 0.917)], **THRESHOLDS).decision is Decision.ADD
+    assert decide("Lunch is at noon", [n("The database is PostgreSQL", 0.81)], **THRESHOLDS).decision is Decision.ADD
+    assert decide("anything", [], **THRESHOLDS).decision is Decision.ADD
+
+
+def test_a_signal_without_shared_subject_is_not_a_revision():
+    old = n("Backups run at 02:00 on the storage node", 0.86)
+    assert decide("Lunch is now at 13:00", [old], **THRESHOLDS).decision is Decision.ADD
+
+
+def test_importance_rises_with_novelty_cues_source_flag_and_recency():
+    now = datetime(2026, 11, 29, tzinfo=timezone.utc)
+    base = dict(source_kind="chat", valid_at=now, flagged=False, source_weights={"chat": 0.4, "manual": 0.8}, novelty_floor=0.75, now=now)
+    dull = importance(text="the sky was grey", nearest_similarity=0.97, **base)
+    novel = importance(text="the sky was grey", nearest_similarity=0.70, **base)
+    decided = importance(text="We decided to drop MongoDB", nearest_similarity=0.97, **base)
+    flagged = importance(text="the sky was grey", nearest_similarity=0.97, **{**base, "flagged": True})
+    old = importance(text="the sky was grey", nearest_similarity=0.97, **{**base, "valid_at": now - timedelta(days=365)})
+    manual = importance(text="the sky was grey", nearest_similarity=0.97, **{**base, "source_kind": "manual"})
+    assert 0 <= old < dull < novel <= 1
+    assert dull < decided and dull < flagged and dull < manual
+    assert len({dull, novel, decided, flagged, old, manual}) == 6, "never a flat default"
+
+
+def test_content_cues_in_english_and_arabic():
+    assert content_cue("We decided to use Ray")[0] == "decision"
+    assert content_cue("قررنا استخدام راي")[0] == "decision"
+    assert content_cue("the build failed with an exception")[0] == "error"
+    assert content_cue("we rejected Kafka, it doesn't work offline")[0] == "rejected"
+    assert content_cue("Sara prefers dark mode")[0] == "preference"
+    assert content_cue("the weather is nice") == (None, 0.0)
+
+
+def test_entities_cover_names_code_paths_urls_tags_and_known_arabic_names():
+    text = (
+        "We moved the cache from Redis to Valkey. See https://example.org/x and src/cabrain/brain.py; "
+        "load_settings() and brain.recall() changed. Ping @omar #infra. Sara Ahmed agreed."
+    )
+    assert extract(text) == [
+        "Redis", "Valkey", "https://example.org/x", "src/cabrain/brain.py", "load_settings",
+        "brain.recall()", "@omar", "#infra", "Sara Ahmed",
+    ]  # fmt: skip
+    assert extract("The meeting is tomorrow.") == []
+    assert extract("قابلت جمال خاشقجي في المدينة المنورة", {"جمال خاشقجي", "المدينه المنوره"}) == [
+        "جمال خاشقجي", "المدينة المنورة",
+    ]  # fmt: skip
