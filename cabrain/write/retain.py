@@ -39,6 +39,12 @@ WHERE m.namespace = $1 AND m.content_hash = $2 AND m.source_ref IS NOT DISTINCT 
   AND (m.visibility <> 'private' OR m.owner_agent_id = $4)
 LIMIT 1
 """
+FIND_EXACT_MANY = """
+SELECT m.id, m.content_hash, m.source_ref FROM memories m
+WHERE m.namespace = $1 AND m.content_hash = ANY($2::bytea[])
+  AND m.invalid_at IS NULL AND m.tier = 'hot'
+  AND (m.visibility <> 'private' OR m.owner_agent_id = $3)
+"""
 KNOWN_ENTITY_KEYS = "SELECT key FROM entities WHERE namespace = $1 AND key = ANY($2::text[])"
 UPSERT_ENTITIES = """
 INSERT INTO entities (namespace, name, key)
@@ -149,8 +155,10 @@ async def retain(
         writer = _Writer(brain, conn, agent)
         if supersede is not None:
             results = [await writer.write(items[0], False, supersede=supersede)]
+        elif decide_writes:
+            results = [await writer.write(item, True) for item in items]
         else:
-            results = [await writer.write(item, decide_writes) for item in items]
+            results = await writer.write_many(items)
         await writer.flush()
     await brain.invalidate(namespaces)
     return results
@@ -245,6 +253,62 @@ class _Writer:
             self._event(ns, "retain", memory_id, {"decision": choice.decision.value, "importance": importance})
         )
         return RetainResult(choice.decision, memory_id, importance, superseded, tuple(names), choice.reason)
+
+    async def write_many(self, items: list[_Item]) -> list[RetainResult]:
+        """Store every item as ADD without comparing it with neighbours (bulk imports): a few
+        statements for the whole batch. Exact duplicates (same content and source ref) are still
+        stored once."""
+        results: list[RetainResult | None] = [None] * len(items)
+        fresh: list[tuple[int, _Item]] = []
+        duplicates: list[tuple[int, _Item, uuid.UUID]] = []
+        seen: dict[tuple, uuid.UUID] = {}
+        for namespace in sorted({i.input.namespace for i in items}):
+            rows = await self.conn.fetch(
+                FIND_EXACT_MANY, namespace, [i.content_hash for i in items if i.input.namespace == namespace], self.agent
+            )
+            for row in rows:
+                seen[(namespace, bytes(row["content_hash"]), row["source_ref"])] = row["id"]
+        for index, item in enumerate(items):
+            key = (item.input.namespace, item.content_hash, item.input.source_ref)
+            if key in seen:
+                duplicates.append((index, item, seen[key]))
+                continue
+            seen[key] = uuid.uuid4()
+            fresh.append((index, item))
+        rows, docs = [], []
+        for index, item in fresh:
+            inp = item.input
+            memory_id = seen[(inp.namespace, item.content_hash, inp.source_ref)]
+            importance = inp.importance
+            if importance is None:
+                importance = score_importance(
+                    text=item.content, nearest_similarity=None, source_kind=inp.source_kind,
+                    valid_at=item.valid_at, flagged=inp.important,
+                    source_weights=self.settings.source_weights, novelty_floor=self.settings.novelty_floor,
+                )  # fmt: skip
+            rows.append({
+                "id": memory_id, "namespace": inp.namespace, "owner_agent_id": self.agent,
+                "visibility": inp.visibility.value, "network": inp.network.value,
+                "memory_type": inp.memory_type.value, "content": item.content,
+                "source_kind": inp.source_kind, "source_ref": inp.source_ref,
+                "embedding": item.embedding, "importance": importance, "valid_at": item.valid_at,
+                "metadata": dict(inp.metadata), "content_hash": item.content_hash,
+            })  # fmt: skip
+            docs.append(IndexedDoc(memory_id, inp.namespace, item.valid_at, item.content))
+        if rows:
+            await sql.insert_memories(self.conn, rows)
+            await self.brain.keyword.index(self.conn, docs)
+        for (index, item), row in zip(fresh, rows, strict=True):
+            names = entity_extraction.extract(item.content)
+            await self._link_entities(item.input.namespace, row["id"], names)
+            self.events.append(self._event(item.input.namespace, "retain", row["id"], {"decision": "ADD"}))
+            results[index] = RetainResult(
+                Decision.ADD, row["id"], row["importance"], (), tuple(names), "imported without comparison"
+            )
+        for index, item, target in duplicates:  # after the inserts: the target may be in this batch
+            reason = "the same content from the same source is already stored"
+            results[index] = await self._reinforce(item, target, reason)
+        return [r for r in results if r is not None]
 
     async def _reinforce(self, item: _Item, target: uuid.UUID, reason: str) -> RetainResult:
         await self.conn.execute(sql.REINFORCE, target, REINFORCE_STEP)

@@ -228,3 +228,14 @@ async def test_bad_recall_requests_are_clear_errors(brain):
         await brain.get("alice", uuid.uuid4())
     with pytest.raises(InputError, match="not a memory id"):
         await brain.get("alice", "not-a-uuid")
+
+
+async def test_bulk_import_stores_each_content_once_per_source(brain):
+    batch = [mem("Imported fact A", source_ref="f1"), mem("Imported fact B", source_ref="f1"),
+             mem("Imported fact A", source_ref="f1"), mem("Imported fact A", source_ref="f2")]  # fmt: skip
+    results = await brain.retain("alice", batch, decide=False)
+    assert [r.decision for r in results] == [Decision.ADD, Decision.ADD, Decision.NOOP, Decision.ADD]
+    assert results[2].memory_id == results[0].memory_id
+    again = await brain.retain("alice", batch[:1], decide=False)
+    assert (again[0].decision, again[0].memory_id) == (Decision.NOOP, results[0].memory_id)
+    assert (await brain.get("alice", results[0].memory_id)).memory.access_count == 2

@@ -1,0 +1,68 @@
+"""``cabrain eval`` end to end on a tiny hand-made set whose answers are known."""
+
+import json
+
+from cabrain.store.db import connect
+from tests.conftest import cli_env, run_cli
+
+CORPUS = [
+    {"id": "c1", "namespace": "a", "text": "The Nile flows north through Egypt into the Mediterranean Sea."},
+    {"id": "c2", "namespace": "a", "text": "Mount Kilimanjaro is the highest mountain in Africa."},
+    {"id": "c3", "namespace": "b", "text": "يقع برج خليفة في مدينة دبي وهو أطول مبنى في العالم.", "time": "2024-05-01T10:00:00Z"},
+    {"id": "c4", "namespace": "b", "text": "تأسست جامعة القاهرة عام ١٩٠٨.", "time": "2024-05-02"},
+]
+QUERIES = [
+    {"id": "q1", "namespace": "a", "query": "Which river flows north through Egypt?", "gold": ["c1"], "category": "geo"},
+    {"id": "q2", "namespace": "a", "query": "highest mountain in Africa", "gold": ["c2"], "category": "geo"},
+    {"id": "q3", "namespace": "b", "query": "في أي مدينة يقع برج خليفة؟", "gold": ["c3"], "category": "ar"},
+    {"id": "q4", "namespace": "b", "query": "متى تأسست جامعة القاهرة؟", "gold": ["c4", "c3"], "category": "ar"},
+]
+
+
+def write_set(folder):
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in CORPUS) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in QUERIES) + "\n")
+
+
+async def test_eval_reports_every_mode_with_known_answers_and_cleans_up(tmp_path, pg_server, home):
+    write_set(tmp_path / "tiny")
+    out = tmp_path / "results.json"
+    env = cli_env(database_url=pg_server.dsn(), home=str(home))
+    result = run_cli("eval", str(tmp_path), "--k", "1,2", "--mode", "vector,bm25", "--mode", "hybrid", "--json", str(out), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "tiny" in result.stdout and "hybrid" in result.stdout
+    assert "loaded 4/4" in result.stderr
+    data = json.loads(out.read_text())
+    [tiny] = data["sets"]
+    assert (tiny["memories"], tiny["queries"]) == (4, 4)
+    for mode in ("vector", "bm25", "hybrid"):
+        overall = tiny["modes"][mode]["overall"]
+        assert overall["recall_any@1"] == 1.0, mode
+        # q4 has two gold ids and its namespace only two memories: k=2 finds both by vector; BM25
+        # returns only memories sharing a word with the query, and c3 shares none.
+        assert overall["recall_all@1"] == (1 + 1 + 1 + 0.5) / 4, mode
+        assert overall["recall_all@2"] == (0.875 if mode == "bm25" else 1.0), mode
+        assert overall["mrr"] == 1.0
+        assert set(tiny["modes"][mode]["by_category"]) == {"ar", "geo"}
+        assert tiny["modes"][mode]["latency_ms"]["p95"] > 0
+    assert "p50" in tiny["modes"]["vector"]["embed_ms"] and tiny["modes"]["bm25"]["embed_ms"] == {}
+    conn = await connect(pg_server.dsn("postgres"))
+    try:
+        left = await conn.fetchval("SELECT count(*) FROM pg_database WHERE datname LIKE 'cabrain_eval_%'")
+    finally:
+        await conn.close()
+    assert left == 0, "the scratch database is dropped"
+
+
+def test_eval_rejects_bad_arguments_clearly(tmp_path, home, pg_server):
+    write_set(tmp_path / "tiny")
+    env = cli_env(database_url=pg_server.dsn(), home=str(home))
+    bad_mode = run_cli("eval", str(tmp_path), "--mode", "magic", env=env)
+    assert bad_mode.returncode == 1 and "unknown mode(s): magic" in bad_mode.stderr
+    bad_k = run_cli("eval", str(tmp_path), "--k", "1,x", env=env)
+    assert bad_k.returncode == 1 and "--k must be comma-separated integers" in bad_k.stderr
+    empty = run_cli("eval", str(tmp_path / "tiny" / "corpus.jsonl"), env=env)
+    assert empty.returncode == 1 and "holds no evaluation set" in empty.stderr
+    no_reranker = run_cli("eval", str(tmp_path), "--mode", "hybrid+rerank", env=env)
+    assert no_reranker.returncode == 1 and "needs a reranker" in no_reranker.stderr
