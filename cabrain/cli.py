@@ -135,6 +135,27 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_recall(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cabrain import bench
+    from cabrain.errors import InputError
+
+    if args.memories < 1 or args.queries < 1 or args.real_vectors < 1:
+        raise InputError("--memories, --queries and --real-vectors must be at least 1")
+    result = asyncio.run(
+        bench.run_recall_bench(
+            settings, memories=args.memories, queries=args.queries, real_vectors=args.real_vectors,
+            noise=args.noise, quiet=args.quiet,
+        )
+    )  # fmt: skip
+    print(bench.render(result))
+    if args.json:
+        Path(args.json).write_text(bench.main_json(result) + "\n")
+        print(f"\nresults written to {args.json}")
+    return EXIT_OK
+
+
 # --- parser ------------------------------------------------------------------------------------
 Command = Callable[[Settings, argparse.Namespace], int]
 
@@ -181,6 +202,25 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", metavar="FILE", help="also write the full results as JSON")
     ev.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     ev.set_defaults(func=cmd_eval)
+
+    bench = sub.add_parser(
+        "bench", help="measure performance", description="Performance benchmarks (see docs/BENCHMARKS.md)."
+    )
+    bench_sub = bench.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
+    br = bench_sub.add_parser(
+        "recall",
+        help="recall latency at N memories in one namespace",
+        description="Load N synthetic memories (real vectors for --real-vectors of them, derived "
+        "vectors for the rest) into a scratch database and report recall p50/p95/p99 per mode, "
+        "with the query embedding time apart.",
+    )
+    br.add_argument("--memories", type=int, default=100_000, help="corpus size (default 100000)")
+    br.add_argument("--queries", type=int, default=300, help="recalls timed per mode (default 300)")
+    br.add_argument("--real-vectors", type=int, default=2000, help="memories embedded for real (default 2000)")
+    br.add_argument("--noise", type=float, default=0.02, help="per-dimension noise of derived vectors")
+    br.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    br.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    br.set_defaults(func=cmd_bench_recall)
 
     db = sub.add_parser(
         "db",

@@ -1,0 +1,222 @@
+"""``cabrain bench recall``: recall latency at scale, with the embedding time measured apart.
+
+Builds a synthetic corpus of N memories in one namespace (mixed Arabic and English sentences of
+8-40 words from built-in word lists, ``valid_at`` spread over the last 12 months so the monthly
+partitions are real), loads it into a scratch database, and times recall at concurrency 1.
+
+What is synthetic, and why: embedding N texts on two CPU cores takes hours at 1M, so only
+``--real-vectors`` texts are embedded for real; every other memory gets a vector derived from a
+real one (Gaussian noise of ``--noise`` per dimension, re-normalised), which keeps the index at
+its true scale and neighbourhood structure. Query vectors are always real embeddings of query
+text, and that embedding time is reported separately from recall.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+
+from cabrain.eval import percentiles
+from cabrain.settings import Settings
+from cabrain.types import RecallMode, RecallQuery
+
+EN_WORDS = """
+deploy release pipeline cache database index query latency server cluster node replica backup
+restore migration schema table column partition vector embedding model token prompt agent memory
+recall retain namespace grant policy review design decision meeting roadmap budget invoice customer
+support ticket incident outage alert metric dashboard monitor log trace error exception timeout retry
+queue worker scheduler job batch stream event message topic consumer producer kafka redis postgres
+python rust golang kubernetes docker container image registry secret credential token rotation
+certificate domain network firewall proxy gateway endpoint route handler request response payload
+json yaml config setting flag feature experiment rollout canary staging production sandbox test
+unit integration benchmark profile memory cpu gpu disk storage bucket object archive iceberg parquet
+team engineer manager product designer analyst client partner vendor contract quarter week month
+monday tuesday wednesday thursday friday morning evening cairo alexandria dubai riyadh london berlin
+""".split()
+AR_WORDS = """
+نشر إصدار خط قاعدة بيانات فهرس استعلام زمن خادم عنقود عقدة نسخة احتياطية استعادة ترحيل جدول عمود
+قسم متجه نموذج رمز وكيل ذاكرة استرجاع حفظ صلاحية سياسة مراجعة تصميم قرار اجتماع خطة ميزانية فاتورة
+عميل دعم تذكرة حادث انقطاع تنبيه مقياس لوحة مراقبة سجل خطأ استثناء مهلة إعادة طابور عامل مجدول مهمة
+دفعة رسالة موضوع مستهلك منتج شهادة نطاق شبكة جدار وكيل بوابة نقطة طلب استجابة إعداد ميزة تجربة إطلاق
+اختبار وحدة تكامل قياس ملف وحدة معالجة قرص تخزين أرشيف فريق مهندس مدير منتج مصمم محلل شريك مورد عقد
+ربع أسبوع شهر الاثنين الثلاثاء الأربعاء الخميس الجمعة صباح مساء القاهرة الإسكندرية دبي الرياض لندن
+""".split()
+AGENT = "bench"
+NAMESPACE = "bench"
+
+
+def synthetic_text(rng: random.Random) -> str:
+    words = AR_WORDS if rng.random() < 0.5 else EN_WORDS
+    length = rng.randint(8, 40)
+    return " ".join(rng.choice(words) for _ in range(length)) + f" #{rng.randint(0, 10**6)}"
+
+
+@dataclass
+class BenchResult:
+    memories: int
+    real_vectors: int
+    load_s: float
+    embed_query_ms: dict[str, float]
+    recall_ms: dict[str, dict[str, float]]
+    machine: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__
+
+
+def _progress(message: str, quiet: bool) -> None:
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+async def _load(brain, n: int, real: int, noise: float, seed: int, quiet: bool) -> None:  # noqa: ANN001
+    from cabrain.search.keyword import IndexedDoc
+    from cabrain.store import memories as sql
+    from cabrain.store.migrations import ensure_partitions
+
+    rng = random.Random(seed)
+    np_rng = np.random.default_rng(seed)
+    now = datetime.now(timezone.utc)
+    async with brain.pool.acquire() as conn:
+        await ensure_partitions(conn, now.date(), months_back=13, months_ahead=1)
+    base_texts = [synthetic_text(rng) for _ in range(real)]
+    base = []
+    for start in range(0, real, 256):
+        base.extend(await brain.embed_documents(base_texts[start : start + 256]))
+        _progress(f"  embedded {min(start + 256, real)}/{real} real vectors", quiet)
+    base_matrix = np.asarray(base, dtype=np.float32)
+    batch = 2000
+    for start in range(0, n, batch):
+        size = min(batch, n - start)
+        rows, docs = [], []
+        picks = np_rng.integers(0, real, size)
+        vectors = base_matrix[picks] + np_rng.normal(0, noise, (size, base_matrix.shape[1])).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        for i in range(size):
+            index = start + i
+            text = base_texts[index] if index < real else synthetic_text(rng)
+            memory_id = uuid.uuid4()
+            valid_at = now - timedelta(seconds=rng.randint(0, 365 * 86400))
+            vec = base_matrix[index] if index < real else vectors[i]
+            rows.append({
+                "id": memory_id, "namespace": NAMESPACE, "owner_agent_id": AGENT, "visibility": "team",
+                "network": "experience", "memory_type": "episodic", "content": text,
+                "source_kind": "bench", "source_ref": None, "embedding": vec,
+                "importance": round(rng.random(), 3), "valid_at": valid_at, "metadata": {},
+                "content_hash": hashlib.sha256(text.encode()).digest(),
+            })  # fmt: skip
+            docs.append(IndexedDoc(memory_id, NAMESPACE, valid_at, text))
+        async with brain.pool.acquire() as conn, conn.transaction():
+            await sql.insert_memories(conn, rows)
+            await brain.keyword.index(conn, docs)
+        _progress(f"  loaded {start + size}/{n} memories", quiet)
+    async with brain.pool.acquire() as conn:
+        await conn.execute("VACUUM ANALYZE memories")
+        await conn.execute("VACUUM ANALYZE memory_terms")
+        await conn.execute("ANALYZE bm25_terms")
+
+
+async def run_recall_bench(
+    settings: Settings,
+    *,
+    memories: int,
+    queries: int,
+    real_vectors: int,
+    noise: float,
+    seed: int = 7,
+    quiet: bool = False,
+) -> BenchResult:
+    """Load ``memories`` synthetic memories into a scratch database and time ``queries`` recalls."""
+    import os
+    import platform
+
+    from cabrain.brain import Brain
+    from cabrain.eval import _with_database
+    from cabrain.providers.embedders import load_embedder
+    from cabrain.store import migrations
+    from cabrain.store.db import check_server, connect, hot_tier, server_facts
+
+    embedder = load_embedder(settings)
+    scratch = f"cabrain_bench_{uuid.uuid4().hex[:12]}"
+    with hot_tier(settings) as dsn:
+        admin = await connect(dsn, timeout=settings.db_connect_timeout_s)
+        try:
+            facts = await server_facts(admin)
+            check_server(facts)
+            await admin.execute(f'CREATE DATABASE "{scratch}"')
+        finally:
+            await admin.close()
+        scratch_dsn = _with_database(dsn, scratch)
+        try:
+            conn = await connect(scratch_dsn)
+            try:
+                await migrations.migrate(
+                    conn, settings.schema_dir, embedding_dim=embedder.dim, embedding_model=settings.embedding_model
+                )
+            finally:
+                await conn.close()
+            brain = await Brain.open(settings.model_copy(update={"redis_url": None}), dsn=scratch_dsn, embedder=embedder)
+            try:
+                await brain.create_agent(AGENT)
+                await brain.create_namespace(AGENT, NAMESPACE)
+                started = time.perf_counter()
+                await _load(brain, memories, min(real_vectors, memories), noise, seed, quiet)
+                load_s = time.perf_counter() - started
+                rng = random.Random(seed + 1)
+                texts = [" ".join(synthetic_text(rng).split()[: rng.randint(3, 10)]) for _ in range(queries)]
+                embed_ms = []
+                for text in texts[: min(queries, 200)]:
+                    t0 = time.perf_counter()
+                    await brain.embed_query(text)
+                    embed_ms.append((time.perf_counter() - t0) * 1000)
+                recall_ms: dict[str, dict[str, float]] = {}
+                for mode in (RecallMode.HYBRID, RecallMode.VECTOR, RecallMode.BM25):
+                    total, without_embed = [], []
+                    for text in texts:
+                        result = await brain.recall(
+                            AGENT, RecallQuery(text, NAMESPACE, k=10, mode=mode, rerank=False, expand=True)
+                        )
+                        total.append(result.timings_ms["total_ms"])
+                        without_embed.append(result.timings_ms["total_ms"] - result.timings_ms.get("embed_ms", 0.0))
+                    recall_ms[f"{mode.value}"] = percentiles(total)
+                    recall_ms[f"{mode.value} (without query embedding)"] = percentiles(without_embed)
+                    _progress(f"  {mode.value}: p95 {recall_ms[mode.value]['p95']:.1f} ms", quiet)
+            finally:
+                await brain.close()
+        finally:
+            admin = await connect(dsn, timeout=settings.db_connect_timeout_s)
+            try:
+                await admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
+            finally:
+                await admin.close()
+    machine = {
+        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "postgres": facts.version, "pgvector": facts.vector_available, "embedder": embedder.name,
+    }  # fmt: skip
+    return BenchResult(memories, min(real_vectors, memories), load_s, percentiles(embed_ms), recall_ms, machine)
+
+
+def render(result: BenchResult) -> str:
+    lines = [
+        f"memories: {result.memories} in one namespace ({result.real_vectors} real vectors, the rest derived)",
+        f"load: {result.load_s:.0f} s",
+        f"query embedding: p50 {result.embed_query_ms['p50']:.1f} ms, p95 {result.embed_query_ms['p95']:.1f} ms",
+        f"{'recall (k=10, no rerank, no cache)':<48} {'p50':>8} {'p95':>8} {'p99':>8}",
+    ]
+    for mode, p in result.recall_ms.items():
+        lines.append(f"{mode:<48} {p['p50']:8.1f} {p['p95']:8.1f} {p['p99']:8.1f}")
+    return "\n".join(lines)
+
+
+def main_json(result: BenchResult) -> str:
+    return json.dumps(result.as_dict(), indent=2, ensure_ascii=False)
+
