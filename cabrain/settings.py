@@ -169,6 +169,10 @@ class Settings(BaseSettings):
     recall_candidates: int = Field(
         default=40, ge=1, le=1000, description="Candidates taken from each of the vector and BM25 lists."
     )
+    vector_exact_max: int = Field(
+        default=5000, ge=0,
+        description="Namespaces up to this many memories are searched exactly; larger ones through HNSW.",
+    )
     recall_ef_search: int = Field(default=100, ge=10, le=1000, description="HNSW ef_search.")
     rrf_k: int = Field(default=60, ge=1, description="Reciprocal Rank Fusion constant.")
     salience_weight: float = Field(

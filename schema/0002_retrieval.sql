@@ -18,6 +18,10 @@ UPDATE entities SET key = lower(name);
 ALTER TABLE entities ALTER COLUMN key SET NOT NULL;
 CREATE UNIQUE INDEX entities_key ON entities (namespace, key);
 
+-- Memories ever stored per namespace (kept by every insert; recall uses it to choose between an
+-- exact scan and the HNSW index).
+ALTER TABLE namespaces ADD COLUMN memory_count bigint NOT NULL DEFAULT 0;
+
 ALTER TABLE memories ADD COLUMN content_hash bytea;   -- sha256 of the content, for exact duplicates
 CREATE INDEX memories_content_hash ON memories (namespace, content_hash);
 

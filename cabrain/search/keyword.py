@@ -4,9 +4,10 @@ The built-in backend keeps an inverted index in ``memory_terms`` (one posting pe
 term, with tf and document length), document frequencies in ``bm25_terms`` and namespace totals in
 ``bm25_namespaces`` (schema/0002_retrieval.sql states the formula). A query reads, for each of its
 terms, the strongest ``postings_per_term`` postings (by their BM25 tf part), scores the union
-exactly with the namespace's current N and avgdl, applies the caller's scope and filters, and
-returns the top ``limit``. When filters leave fewer than ``limit`` hits while some term had more
-postings than were read, it reads again with a larger budget, so filters cannot starve it.
+exactly with the namespace's current N and avgdl, then looks up only the best ``4 * limit``
+candidates to apply the caller's scope and filters, and returns the top ``limit``. When scope
+and filters leave fewer than ``limit`` hits, it looks deeper (more candidates, then more postings
+per term), so filters cannot starve it.
 
 Another backend (pg_search, vchord_bm25, pg_textsearch where the database has one) implements
 the same two methods.
@@ -100,7 +101,7 @@ LEFT JOIN bm25_terms s ON s.namespace = $3 AND s.term = t.term
 SEARCH = f"""
 WITH {ACCESS_CTE},
 q AS (SELECT * FROM unnest($10::text[], $11::int[], $12::float8[]) AS t(term, qtf, idf)),
-cand AS (
+cand AS MATERIALIZED (
     SELECT p.memory_id, p.valid_at,
            sum(q.qtf * q.idf * p.tf * ($13 + 1) / (p.tf + $13 * (1 - $14 + $14 * p.doc_len / $15::float8))) AS score
     FROM q CROSS JOIN LATERAL (
@@ -109,9 +110,10 @@ cand AS (
         ORDER BY t.impact DESC LIMIT $16
     ) p
     GROUP BY p.memory_id, p.valid_at
-)
-SELECT {COLUMNS}, c.score
-FROM cand c JOIN memories m ON m.id = c.memory_id AND m.valid_at = c.valid_at
+),
+top AS (SELECT * FROM cand ORDER BY score DESC, memory_id LIMIT $17)
+SELECT {COLUMNS}, c.score, (SELECT count(*) FROM cand) AS candidates
+FROM top c JOIN memories m ON m.id = c.memory_id AND m.valid_at = c.valid_at
 WHERE {RECALL_FILTER}
 ORDER BY c.score DESC, m.id
 LIMIT $9
@@ -120,6 +122,15 @@ LIMIT $9
 
 def idf(n_docs: float, df: float) -> float:
     return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+COUNT_CANDIDATES = """
+SELECT count(DISTINCT p.memory_id) FROM unnest($2::text[]) AS q(term)
+CROSS JOIN LATERAL (
+    SELECT t.memory_id FROM memory_terms t WHERE t.namespace = $1 AND t.term = q.term
+    ORDER BY t.impact DESC LIMIT $3
+) p
+"""
 
 
 class PostgresBM25:
@@ -160,6 +171,21 @@ class PostgresBM25:
             await conn.execute(UPSERT_DF, namespace, terms, [df[t] for t in terms])
             await conn.execute(INSERT_POSTINGS, *cols)
 
+    async def _fetch(self, conn: asyncpg.Connection, *args: object) -> list[asyncpg.Record]:
+        # Look the shortlist up row by row (runtime partition pruning on valid_at), never by
+        # hashing the whole namespace: the planner cannot know the shortlist is short.
+        async with conn.transaction():
+            await conn.execute("SET LOCAL enable_hashjoin = off")
+            await conn.execute("SET LOCAL enable_mergejoin = off")
+            try:
+                return await conn.fetch(*args)
+            finally:
+                await conn.execute("SET LOCAL enable_hashjoin = on")
+                await conn.execute("SET LOCAL enable_mergejoin = on")
+
+    async def _count(self, conn: asyncpg.Connection, known: list, filters: SearchFilters, budget: int) -> int:
+        return await conn.fetchval(COUNT_CANDIDATES, filters.namespace, [r["term"] for r in known], budget)
+
     async def search(
         self, conn: asyncpg.Connection, query: str, filters: SearchFilters, limit: int
     ) -> KeywordResult:
@@ -181,9 +207,12 @@ class PostgresBM25:
             return KeywordResult([], 0.0)
         found_mass = sum(r["qtf"] * idf(n_docs, r["df"]) for r in known)
         coverage = found_mass / total_mass if total_mass else 0.0
-        budget = self.postings_per_term
+        # Score candidates first, then look up and filter only the best of them; read deeper when
+        # scope and filters reject too many (or when a term had more postings than were read).
+        budget, shortlist = self.postings_per_term, limit * 4
         while True:
-            result = await conn.fetch(
+            result = await self._fetch(
+                conn,
                 SEARCH,
                 *filters.args(),
                 limit,
@@ -194,8 +223,15 @@ class PostgresBM25:
                 self.b,
                 avgdl,
                 budget,
+                shortlist,
             )
-            starved = len(result) < limit and any(r["df"] > budget for r in known)
-            if not starved or budget >= n_docs:
+            if len(result) >= limit:
                 return KeywordResult(list(result), coverage)
-            budget *= 8
+            candidates = result[0]["candidates"] if result else await self._count(conn, known, filters, budget)
+            if candidates > shortlist:
+                shortlist *= 8
+            elif any(r["df"] > budget for r in known) and budget < n_docs:
+                budget *= 8
+                shortlist = max(shortlist, limit * 4)
+            else:
+                return KeywordResult(list(result), coverage)

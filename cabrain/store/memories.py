@@ -63,6 +63,19 @@ async def insert_memories(conn: asyncpg.Connection, rows: Sequence[dict[str, Any
     args[9] = [Vector(np.asarray(v, dtype=np.float32)) if v is not None else None for v in args[9]]
     args[12] = [json.dumps(m, ensure_ascii=False) for m in args[12]]
     await conn.execute(INSERT_MEMORIES, *args)
+    counts: dict[str, int] = {}
+    for namespace in args[1]:
+        counts[namespace] = counts.get(namespace, 0) + 1
+    names = sorted(counts)
+    await conn.execute(COUNT_MEMORIES, names, [counts[n] for n in names])
+
+
+COUNT_MEMORIES = """
+UPDATE namespaces n SET memory_count = n.memory_count + c.added
+FROM unnest($1::text[], $2::bigint[]) AS c(name, added)
+WHERE n.name = c.name
+"""
+NAMESPACE_SIZE = "SELECT memory_count FROM namespaces WHERE name = $1"
 
 
 # $1 namespace, $2 agent, $3 id: one memory the agent may read, in any state.

@@ -15,8 +15,10 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
     """A pool whose connections know the vector type and search with pgvector's iterative scans.
 
-    ``hnsw.iterative_scan`` keeps namespace and visibility filters from starving HNSW results;
-    custom plans let PostgreSQL prune partitions and pick indexes for each query's actual values.
+    ``hnsw.iterative_scan`` keeps namespace and visibility filters from starving HNSW results.
+    Statements are prepared once per connection and their plans cached (planning a query over a
+    dozen monthly partitions costs more than running it); each query is written so that one plan
+    fits every parameter value (see :mod:`cabrain.search.vector` and :mod:`cabrain.search.keyword`).
     """
     from cabrain.store.db import connect
 
@@ -31,7 +33,6 @@ async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
         server_settings={
             "hnsw.iterative_scan": "relaxed_order",
             "hnsw.ef_search": str(settings.recall_ef_search),
-            "plan_cache_mode": "force_custom_plan",
             "application_name": "cabrain",
         },
     )

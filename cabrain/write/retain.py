@@ -190,7 +190,8 @@ class _Writer:
         neighbours: list[Neighbour] = []
         if decide_writes:
             rows = await vector.search(
-                self.conn, item.embedding, SearchFilters(ns, self.agent), self.settings.neighbours
+                self.conn, item.embedding, SearchFilters(ns, self.agent), self.settings.neighbours,
+                exact_max=self.settings.vector_exact_max,
             )
             neighbours = [
                 Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows
