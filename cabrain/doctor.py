@@ -58,6 +58,7 @@ async def run_doctor(settings: Settings) -> list[Check]:
             checks += await _database_checks(settings, dsn, target, model_dim)
     except CabrainError as exc:
         checks.append(Check("database", Status.FAIL, f"{target}: {exc.message}", exc.hint))
+    checks.append(await asyncio.to_thread(_check_reranker, settings))
     checks.append(await _check_redis(settings))
     checks.append(await asyncio.to_thread(_check_cold_store, settings))
     return checks
@@ -180,6 +181,23 @@ async def _hot_tier_facts(conn) -> list[Check]:  # noqa: ANN001 - asyncpg.Connec
             "have a superuser run CREATE ROLE cabrain_sleep LOGIN, then cabrain migrate",
         )
     return [partition, role]
+
+
+def _check_reranker(settings: Settings) -> Check:
+    from cabrain.providers.rerankers import load_reranker
+
+    try:
+        reranker = load_reranker(settings)
+    except CabrainError as exc:
+        return _failed("reranker", exc)
+    if reranker is None:
+        return Check(
+            "reranker",
+            Status.OK,
+            "off: no reranker configured, recall ranks by fusion alone "
+            "(set CABRAIN_RERANKER_PROVIDER and CABRAIN_RERANKER_MODEL to enable one)",
+        )
+    return Check("reranker", Status.OK, f"{reranker.name} loaded")
 
 
 async def _check_redis(settings: Settings) -> Check:

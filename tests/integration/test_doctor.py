@@ -19,7 +19,7 @@ def test_doctor_is_green_on_a_migrated_database_with_redis(db_dsn, redis_url, ho
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "doctor: all checks passed" in out
-    for expected in ("PostgreSQL 18", "pgvector 0.8", "0001_core.sql", "384-dim", "Redis", "cabrain_sleep exists", "writable"):
+    for expected in ("PostgreSQL 18", "pgvector 0.8", "0002_retrieval.sql (2 migrations)", "384-dim", "Redis", "cabrain_sleep exists", "writable"):
         assert expected in out, expected
     assert "FAIL" not in out
 
@@ -33,8 +33,22 @@ def test_doctor_json_lists_every_check(db_dsn, home):
     assert {c["name"] for c in checks} >= {
         "settings", "database", "postgresql + pgvector", "schema", "embedding model",
         "embedding dimension", "partitions", "sleep role", "redis (L1 cache)", "cold tier (iceberg)",
+        "reranker",
     }  # fmt: skip
     assert all(c["status"] == "ok" for c in checks)
+    reranker = next(c for c in checks if c["name"] == "reranker")
+    assert reranker["detail"].startswith("off: no reranker configured")
+
+
+async def test_doctor_reports_a_reranker_that_cannot_be_loaded(db_dsn, settings_for):
+    from cabrain.settings import RerankerProvider
+
+    settings = settings_for(db_dsn, reranker_provider=RerankerProvider.CROSS_ENCODER, reranker_model="BAAI/bge-reranker-v2-m3")
+    check = by_name(await run_doctor(settings))["reranker"]
+    assert check.status is Status.FAIL
+    assert "bge-reranker-v2-m3" in check.detail and "huggingface-cli download" in check.hint
+    missing = by_name(await run_doctor(settings_for(db_dsn, reranker_provider=RerankerProvider.CROSS_ENCODER)))["reranker"]
+    assert missing.status is Status.FAIL and "CABRAIN_RERANKER_MODEL" in missing.hint
 
 
 async def test_doctor_on_an_unmigrated_database_says_to_migrate(empty_dsn, settings_for):
@@ -114,22 +128,22 @@ def test_malformed_database_url_is_a_usage_error_naming_the_variable(home):
 def test_migrate_command_reports_a_failed_migration_and_changes_nothing(empty_dsn, home, tmp_path):
     schema = tmp_path / "schema"
     shutil.copytree(default_schema_dir(), schema)
-    (schema / "0002_broken.sql").write_text("CREATE TABLE x (y no_such_type);")
+    (schema / "0902_broken.sql").write_text("CREATE TABLE x (y no_such_type);")
     env = cli_env(database_url=empty_dsn, home=str(home), schema_dir=str(schema))
     result = run_cli("migrate", env=env)
     assert result.returncode == 1
-    assert "0002_broken.sql" in result.stderr and "no_such_type" in result.stderr
+    assert "0902_broken.sql" in result.stderr and "no_such_type" in result.stderr
     assert "Traceback" not in result.stderr
     dry = run_cli("migrate", "--dry-run", env=env)
     assert dry.returncode == 0
-    assert "pending: 0001_core.sql, 0002_broken.sql" in dry.stdout
+    assert "pending: 0001_core.sql, " in dry.stdout and dry.stdout.strip().endswith("0902_broken.sql")
 
 
 def test_migrate_then_doctor_on_the_embedded_database(home):
     env = cli_env(home=str(home))
     first = run_cli("migrate", env=env)
     assert first.returncode == 0, first.stderr
-    assert "applied 1 migration(s)" in first.stdout
+    assert "migration(s): 0001_core.sql" in first.stdout
     again = run_cli("migrate", env=env)
     assert again.returncode == 0 and "schema up to date" in again.stdout
     doctor = run_cli("doctor", env=env)
