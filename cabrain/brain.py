@@ -23,9 +23,10 @@ from typing import Any
 
 import asyncpg
 
-from cabrain.errors import AccessDenied, CabrainError, EmbedderError, InputError, NotFound
+from cabrain.errors import AccessDenied, CabrainError, ConfigError, EmbedderError, InputError, NotFound
 from cabrain.providers.cache import RedisCache
 from cabrain.providers.embedders import Embedder, load_embedder
+from cabrain.providers.llm import ChatModel, load_chat_model
 from cabrain.providers.rerankers import Reranker, load_reranker
 from cabrain.search.keyword import KeywordBackend, PostgresBM25
 from cabrain.settings import Settings
@@ -82,6 +83,7 @@ class Brain:
         keyword: KeywordBackend | None = None,
         reranker: Reranker | None = None,
         cache: RedisCache | None = None,
+        chat: ChatModel | None = None,
         on_close: list | None = None,
     ) -> None:
         self.settings = settings
@@ -92,6 +94,7 @@ class Brain:
         )
         self.reranker = reranker
         self.cache = cache
+        self.chat = chat  # write decisions and entity extraction, when configured
         self._background: set[asyncio.Task] = set()
         self._on_close = on_close or []
 
@@ -127,6 +130,12 @@ class Brain:
                     )
                 migrations.check_embedding_dim(state, embedder.dim, settings.embedding_model)
                 reranker = await asyncio.to_thread(load_reranker, settings)
+                chat = load_chat_model(settings)
+                if chat is None and "llm" in (settings.write_decider, settings.entity_extractor):
+                    raise ConfigError(
+                        "CABRAIN_WRITE_DECIDER or CABRAIN_ENTITY_EXTRACTOR is 'llm' but no chat model is configured",
+                        hint="set CABRAIN_LLM_URL (and CABRAIN_LLM_MODEL), or use 'auto' / 'deterministic'",
+                    )
             except BaseException:
                 await pool.close()
                 raise
@@ -143,7 +152,7 @@ class Brain:
                 embedding_ttl_s=settings.cache_embedding_ttl_s,
                 timeout_s=settings.cache_timeout_s,
             )
-        return cls(settings, pool, embedder, reranker=reranker, cache=cache, on_close=on_close)
+        return cls(settings, pool, embedder, reranker=reranker, cache=cache, chat=chat, on_close=on_close)
 
     async def close(self) -> None:
         if self._background:

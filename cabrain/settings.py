@@ -164,6 +164,25 @@ class Settings(BaseSettings):
         description='Importance weight per source kind, as JSON: {"manual": 0.8, ...}.',
     )
 
+    # --- chat model (optional: write decisions, entity extraction) ----------------------------
+    llm_url: str | None = Field(
+        default=None,
+        description="Base URL of an OpenAI-compatible chat server (Ollama, vLLM, llama.cpp), e.g. http://127.0.0.1:11434/v1.",
+    )
+    llm_model: str = Field(default="qwen2.5:7b-instruct", min_length=1, description="Chat model name on that server.")
+    llm_api_key: SecretStr | None = Field(default=None, description="Bearer token for llm_url.")
+    llm_timeout_s: float = Field(default=30.0, gt=0, description="Chat request timeout.")
+    write_decider: str = Field(
+        default="auto",
+        pattern="^(auto|deterministic|llm)$",
+        description="auto (llm when CABRAIN_LLM_URL is set) | deterministic | llm",
+    )
+    entity_extractor: str = Field(
+        default="auto",
+        pattern="^(auto|deterministic|llm)$",
+        description="auto (llm when CABRAIN_LLM_URL is set) | deterministic | llm",
+    )
+
     # --- recall -------------------------------------------------------------------------------
     recall_max_k: int = Field(default=100, ge=1, le=1000, description="Largest k a recall may ask for.")
     recall_candidates: int = Field(

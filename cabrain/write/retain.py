@@ -7,6 +7,7 @@ advisory lock, so two agents writing the same fact at once produce one memory an
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import uuid
@@ -71,6 +72,51 @@ class _Item:
     valid_at: datetime
     content_hash: bytes
     embedding: list[float] | None = None
+    planned: WriteDecision | None = None  # the chat model's decision, made before the transaction
+    planned_against: tuple[uuid.UUID, ...] = ()  # ... against these neighbours
+    entities: list[str] | None = None  # the chat model's entities
+
+
+async def _consult_chat_model(brain: Brain, agent: str, items: list[_Item], decide_writes: bool) -> None:
+    """Ask the chat model - slow - before the write transaction, so no lock waits on it. The
+    transaction uses a planned decision only if the neighbours it was made against are unchanged."""
+    from cabrain.write.llm import llm_decide, llm_entities
+
+    settings = brain.settings
+    use_decider = decide_writes and settings.write_decider in ("auto", "llm")
+    use_extractor = settings.entity_extractor in ("auto", "llm")
+    limit = asyncio.Semaphore(4)
+
+    async def consult(item: _Item) -> None:
+        async with limit:
+            if use_decider:
+                async with brain.pool.acquire() as conn:
+                    neighbours = await _neighbours(conn, brain, agent, item)
+                fallback = _deterministic(settings, item, neighbours)
+                item.planned = await llm_decide(brain.chat, item.content, neighbours, fallback)
+                item.planned_against = tuple(n.id for n in neighbours)
+            if use_extractor:
+                item.entities = await llm_entities(brain.chat, item.content, entity_extraction.extract(item.content))
+
+    await asyncio.gather(*(consult(item) for item in items))
+
+
+async def _neighbours(conn: asyncpg.Connection, brain: Brain, agent: str, item: _Item) -> list[Neighbour]:
+    rows = await vector.search(
+        conn, item.embedding, SearchFilters(item.input.namespace, agent), brain.settings.neighbours,
+        exact_max=brain.settings.vector_exact_max,
+    )  # fmt: skip
+    return [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows]
+
+
+def _deterministic(settings, item: _Item, neighbours: list[Neighbour]) -> WriteDecision:  # noqa: ANN001
+    return decide(
+        item.content,
+        neighbours,
+        duplicate_similarity=settings.duplicate_similarity,
+        revision_similarity=settings.revision_similarity,
+        visibility=item.input.visibility.value,
+    )
 
 
 def validate(items: Sequence[MemoryInput], *, max_chars: int, max_batch: int) -> list[_Item]:
@@ -149,6 +195,8 @@ async def retain(
     vectors = await brain.embed_documents([i.content for i in items])
     for item, vec in zip(items, vectors, strict=True):
         item.embedding = vec
+    if brain.chat is not None and supersede is None:
+        await _consult_chat_model(brain, agent, items, decide_writes)
     async with brain.pool.acquire() as conn, conn.transaction():
         for namespace in namespaces:
             await conn.execute(NAMESPACE_LOCK, namespace)
@@ -189,20 +237,11 @@ class _Writer:
             return await self._reinforce(item, exact, "the same content from the same source is already stored")
         neighbours: list[Neighbour] = []
         if decide_writes:
-            rows = await vector.search(
-                self.conn, item.embedding, SearchFilters(ns, self.agent), self.settings.neighbours,
-                exact_max=self.settings.vector_exact_max,
-            )
-            neighbours = [
-                Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows
-            ]
-            choice = decide(
-                item.content,
-                neighbours,
-                duplicate_similarity=self.settings.duplicate_similarity,
-                revision_similarity=self.settings.revision_similarity,
-                visibility=inp.visibility.value,
-            )
+            neighbours = await _neighbours(self.conn, self.brain, self.agent, item)
+            if item.planned is not None and tuple(n.id for n in neighbours) == item.planned_against:
+                choice = item.planned
+            else:
+                choice = _deterministic(self.settings, item, neighbours)
         elif supersede is not None:
             still_current = await self.conn.fetchval(CURRENT_FOR_UPDATE, supersede)
             if not still_current:
@@ -214,6 +253,8 @@ class _Writer:
             choice = WriteDecision(Decision.ADD, None, "imported without comparison")
         if choice.decision is Decision.NOOP:
             return await self._reinforce(item, choice.target, choice.reason)
+        if choice.decision is Decision.INVALIDATE and choice.target is not None:
+            return await self._retract(item, choice.target, choice.reason)
         importance = inp.importance
         if importance is None:
             importance = score_importance(
@@ -239,6 +280,8 @@ class _Writer:
             self.conn, [IndexedDoc(memory_id, ns, item.valid_at, item.content)]
         )
         names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))
+        if item.entities is not None:  # the chat model's, plus known entities it may have missed
+            names = list(dict.fromkeys([*item.entities, *names]))[: entity_extraction.MAX_ENTITIES]
         await self._link_entities(ns, memory_id, names)
         superseded: tuple[uuid.UUID, ...] = ()
         if choice.decision is Decision.UPDATE and choice.target is not None:
@@ -319,6 +362,13 @@ class _Writer:
         )
         self.events.append(self._event(item.input.namespace, "retain", target, {"decision": "NOOP"}))
         return RetainResult(Decision.NOOP, target, float(importance), (), (), reason)
+
+    async def _retract(self, item: _Item, target: uuid.UUID, reason: str) -> RetainResult:
+        """INVALIDATE: the new text only retracts ``target``; it is invalidated, nothing is stored."""
+        meta = {"invalidated_reason": reason, "invalidated_by_agent": self.agent, "retraction": item.content}
+        await self.conn.fetchval(sql.INVALIDATE, target, _json(meta), None)
+        self.events.append(self._event(item.input.namespace, "forget", target, {"decision": "INVALIDATE", **meta}))
+        return RetainResult(Decision.INVALIDATE, None, 0.0, (target,), (), reason)
 
     async def _link_entities(self, namespace: str, memory_id: uuid.UUID, names: list[str]) -> None:
         if not names:

@@ -1,0 +1,63 @@
+"""A scripted OpenAI-compatible chat server for tests (it stands in for a hosted or local LLM).
+
+Run: python -m tests.fakes.chat_server --port PORT. Answers /v1/chat/completions by rules on the
+NEW memory's text, so tests know what "the model" will say:
+
+- contains "retract"  -> INVALIDATE 1      - contains "same as" -> NOOP 1
+- contains "revise"   -> UPDATE 1          - contains "garbage" -> not JSON at all
+- contains "out of range" -> UPDATE 99     - otherwise -> ADD
+Entity requests return every word that starts with "Proj" or "مشروع".
+Every request is appended, as JSON, to the file named by --log.
+"""
+
+import argparse
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def answer(system: str, user: str) -> str:
+    if system.startswith("Extract"):
+        words = [w.strip(".,") for w in user.split()]
+        return json.dumps({"entities": [w for w in words if w.startswith(("Proj", "مشروع"))]})
+    new = user.split("\n", 1)[0]
+    if "garbage" in new:
+        return "I think you should probably add it, friend."
+    for cue, decision, target in (("retract", "INVALIDATE", 1), ("same as", "NOOP", 1),
+                                  ("out of range", "UPDATE", 99), ("revise", "UPDATE", 1)):
+        if cue in new:
+            return json.dumps({"decision": decision, "target": target, "reason": f"scripted: {cue}"})
+    return json.dumps({"decision": "ADD", "target": None, "reason": "scripted: new"})
+
+
+class Handler(BaseHTTPRequestHandler):
+    log_path = None
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        messages = {m["role"]: m["content"] for m in body["messages"]}
+        if self.log_path:
+            with open(self.log_path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(body, ensure_ascii=False) + "\n")
+        content = answer(messages["system"], messages["user"])
+        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--log")
+    args = parser.parse_args()
+    Handler.log_path = args.log
+    ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()
