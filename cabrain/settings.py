@@ -143,6 +143,10 @@ class Settings(BaseSettings):
         default=32_000, ge=1, le=1_000_000, description="Longest memory accepted, in characters."
     )
     max_batch: int = Field(default=256, ge=1, le=10_000, description="Most memories in one retain call.")
+    chunk_min_chars: int = Field(
+        default=400, ge=50, description="Memories longer than this are also embedded passage by passage."
+    )
+    chunk_chars: int = Field(default=250, ge=50, description="Target passage length, in characters.")
     embed_batch_size: int = Field(default=32, ge=1, le=4096, description="Texts per embedder call.")
     duplicate_similarity: float = Field(
         default=0.95, gt=0, le=1, description="Cosine similarity at or above which a write is a duplicate (NOOP)."

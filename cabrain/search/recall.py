@@ -121,7 +121,7 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         t1 = time.perf_counter()
         timings["embed_ms"] = (t1 - t0) * 1000
         async with brain.pool.acquire() as conn:
-            rows = await vector.search(conn, vec, filters, n, exact_max=settings.vector_exact_max)
+            rows = await vector.search(conn, vec, filters, n, exact_max=settings.vector_exact_max, passages=True)
         timings["vector_ms"] = (time.perf_counter() - t1) * 1000
         return rows
 

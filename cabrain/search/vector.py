@@ -2,7 +2,7 @@
 
 Two strategies, by the namespace's size:
 
-- up to ``exact_max`` memories, an exact scan: the namespace's rows through its btree index,
+- up to ``exact_max`` rows, an exact scan: the namespace's rows through its btree index,
   distances for those rows only, sorted - exact, and fast at that size;
 - above it, the HNSW indexes: sorting is disabled for the statement so PostgreSQL walks each
   monthly partition's HNSW index in distance order and merges them (Merge Append), stopping after
@@ -12,6 +12,11 @@ Two strategies, by the namespace's size:
 
 Without this, the planner's cost model - summing one HNSW start-up cost per partition - often
 prefers sorting the whole namespace, which is exact but grows linearly with it.
+
+Long memories also have passage vectors (``memory_chunks``). With ``passages=True`` a memory's
+similarity to the query is the mean of its own vector's similarity and its best passage's (its
+own again when it has no passage, or none among the nearest): a question about one sentence of
+a long text finds it, and a memory that matches as a whole keeps its place.
 """
 
 from __future__ import annotations
@@ -34,12 +39,47 @@ nearest AS MATERIALIZED (
 )
 SELECT * FROM nearest ORDER BY distance, id
 """
-# Through the HNSW indexes (run with sorting disabled, see below).
+# Through the HNSW indexes (run with sorting disabled).
 SEARCH = _TEMPLATE.format(access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="m.embedding <=> $10")
 # Exact: "+ 0" keeps the HNSW index out, so the namespace's rows are found by its btree and sorted.
 SEARCH_EXACT = _TEMPLATE.format(
     access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="(m.embedding <=> $10) + 0"
 )
+
+_PASSAGES = """
+WITH {access},
+near AS MATERIALIZED (
+    SELECT c.memory_id, c.valid_at, c.embedding <=> $10 AS d
+    FROM memory_chunks c
+    WHERE c.namespace = $1
+    ORDER BY {order}
+    LIMIT $11
+),
+best AS (SELECT memory_id, valid_at, min(d) AS passage_distance FROM near GROUP BY memory_id, valid_at)
+SELECT {columns}, m.embedding <=> $10 AS distance, b.passage_distance
+FROM best b JOIN memories m ON m.id = b.memory_id AND m.valid_at = b.valid_at
+WHERE {where} AND m.embedding IS NOT NULL
+ORDER BY b.passage_distance, m.id
+LIMIT $9
+"""
+PASSAGES = _PASSAGES.format(access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="c.embedding <=> $10")
+PASSAGES_EXACT = _PASSAGES.format(
+    access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="(c.embedding <=> $10) + 0"
+)
+CHUNK_COUNT = "SELECT chunk_count FROM namespaces WHERE name = $1"
+
+
+async def _run(conn: asyncpg.Connection, sql: str, args: tuple, *, settings: tuple[str, ...]) -> list:
+    if not settings:
+        return list(await conn.fetch(sql, *args))
+    async with conn.transaction():
+        for setting in settings:
+            await conn.execute(f"SET LOCAL {setting} = off")
+        try:
+            return list(await conn.fetch(sql, *args))
+        finally:
+            for setting in settings:  # the caller's transaction may go on
+                await conn.execute(f"SET LOCAL {setting} = on")
 
 
 async def search(
@@ -49,15 +89,41 @@ async def search(
     limit: int,
     *,
     exact_max: int = 5000,
-) -> list[asyncpg.Record]:
-    """Rows (memory columns + ``distance``, cosine distance) nearest to ``vector``, best first."""
-    args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
+    passages: bool = False,
+) -> list:
+    """Rows (memory columns + ``distance``, cosine distance) nearest to ``vector``, best first.
+
+    With ``passages``, ``distance`` is 1 - the mean of the memory's and its best passage's
+    similarity, and ``doc_distance`` / ``passage_distance`` carry the parts.
+    """
+    query = np.asarray(vector, dtype=np.float32)
+    args = (*filters.args(), limit, query)
     size = await conn.fetchval(NAMESPACE_SIZE, filters.namespace) or 0
     if size <= exact_max:
-        return list(await conn.fetch(SEARCH_EXACT, *args))
-    async with conn.transaction():
-        await conn.execute("SET LOCAL enable_sort = off")
-        try:
-            return list(await conn.fetch(SEARCH, *args))
-        finally:
-            await conn.execute("SET LOCAL enable_sort = on")  # the caller's transaction may go on
+        docs = await _run(conn, SEARCH_EXACT, args, settings=())
+    else:
+        docs = await _run(conn, SEARCH, args, settings=("enable_sort",))
+    if not passages:
+        return docs
+    chunks = await conn.fetchval(CHUNK_COUNT, filters.namespace) or 0
+    if chunks == 0:
+        return [{**dict(r), "doc_distance": r["distance"], "passage_distance": None} for r in docs]
+    passage_args = (*args, limit * 4)
+    if chunks <= exact_max:
+        near = await _run(conn, PASSAGES_EXACT, passage_args, settings=("enable_hashjoin", "enable_mergejoin"))
+    else:
+        near = await _run(
+            conn, PASSAGES, passage_args, settings=("enable_sort", "enable_hashjoin", "enable_mergejoin")
+        )
+    merged: dict = {}
+    for row in docs:
+        merged[row["id"]] = {**dict(row), "passage_distance": None}
+    for row in near:
+        merged.setdefault(row["id"], dict(row))["passage_distance"] = row["passage_distance"]
+    out = []
+    for row in merged.values():
+        doc = float(row["distance"])
+        passage = float(row["passage_distance"]) if row["passage_distance"] is not None else doc
+        out.append({**row, "doc_distance": doc, "distance": (doc + passage) / 2})
+    out.sort(key=lambda r: (r["distance"], str(r["id"])))
+    return out[:limit]

@@ -70,6 +70,31 @@ async def insert_memories(conn: asyncpg.Connection, rows: Sequence[dict[str, Any
     await conn.execute(COUNT_MEMORIES, names, [counts[n] for n in names])
 
 
+INSERT_CHUNKS = """
+INSERT INTO memory_chunks (memory_id, chunk_no, namespace, valid_at, content, embedding)
+SELECT * FROM unnest($1::uuid[], $2::smallint[], $3::text[], $4::timestamptz[], $5::text[], $6::vector[])
+"""
+COUNT_CHUNKS = """
+UPDATE namespaces n SET chunk_count = n.chunk_count + c.added
+FROM unnest($1::text[], $2::bigint[]) AS c(name, added)
+WHERE n.name = c.name
+"""
+
+
+async def insert_chunks(conn: asyncpg.Connection, rows: Sequence[tuple]) -> None:
+    """Insert passages: ``rows`` of (memory_id, chunk_no, namespace, valid_at, content, embedding)."""
+    if not rows:
+        return
+    cols = list(zip(*rows, strict=True))
+    vectors = [Vector(np.asarray(v, dtype=np.float32)) for v in cols[5]]
+    await conn.execute(INSERT_CHUNKS, list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), vectors)
+    counts: dict[str, int] = {}
+    for namespace in cols[2]:
+        counts[namespace] = counts.get(namespace, 0) + 1
+    names = sorted(counts)
+    await conn.execute(COUNT_CHUNKS, names, [counts[n] for n in names])
+
+
 COUNT_MEMORIES = """
 UPDATE namespaces n SET memory_count = n.memory_count + c.added
 FROM unnest($1::text[], $2::bigint[]) AS c(name, added)

@@ -301,7 +301,7 @@ SLEEP_GRANTS = f"""
 GRANT USAGE ON SCHEMA public TO {SLEEP_ROLE};
 GRANT SELECT ON ALL TABLES IN SCHEMA public TO {SLEEP_ROLE};
 GRANT INSERT, UPDATE ON memories, memory_ids, entities, memory_entities, memory_events,
-    memory_terms, bm25_terms, bm25_namespaces TO {SLEEP_ROLE};
+    memory_terms, bm25_terms, bm25_namespaces, memory_chunks TO {SLEEP_ROLE};
 GRANT DELETE ON memories TO {SLEEP_ROLE};
 GRANT EXECUTE ON FUNCTION cabrain_ensure_memories_partition(date) TO {SLEEP_ROLE};
 """

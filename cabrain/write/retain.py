@@ -12,7 +12,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -20,6 +20,7 @@ import asyncpg
 
 from cabrain.errors import AccessDenied, InputError, NotFound
 from cabrain.search import vector
+from cabrain.search.chunking import chunk
 from cabrain.search.keyword import IndexedDoc, SearchFilters
 from cabrain.store import memories as sql
 from cabrain.store.scope import WRITE_ACCESS
@@ -72,6 +73,8 @@ class _Item:
     valid_at: datetime
     content_hash: bytes
     embedding: list[float] | None = None
+    chunks: list[str] = field(default_factory=list)  # passages of a long memory
+    chunk_embeddings: list[list[float]] = field(default_factory=list)
     planned: WriteDecision | None = None  # the chat model's decision, made before the transaction
     planned_against: tuple[uuid.UUID, ...] = ()  # ... against these neighbours
     entities: list[str] | None = None  # the chat model's entities
@@ -186,15 +189,21 @@ async def retain(
     supersede: uuid.UUID | None = None,
 ) -> list[RetainResult]:
     """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one."""
-    settings = brain.settings
-    items = validate(inputs, max_chars=settings.max_content_chars, max_batch=settings.max_batch)
+    items = validate(inputs, max_chars=brain.settings.max_content_chars, max_batch=brain.settings.max_batch)
     namespaces = sorted({i.input.namespace for i in items})
     async with brain.pool.acquire() as conn:
         for namespace in namespaces:
             await check_write_access(conn, agent, namespace)
-    vectors = await brain.embed_documents([i.content for i in items])
-    for item, vec in zip(items, vectors, strict=True):
+    settings = brain.settings
+    for item in items:
+        item.chunks = chunk(item.content, target_chars=settings.chunk_chars, min_chars=settings.chunk_min_chars)
+    texts = [i.content for i in items] + [c for i in items for c in i.chunks]
+    vectors = await brain.embed_documents(texts)
+    position = len(items)
+    for item, vec in zip(items, vectors[: len(items)], strict=True):
         item.embedding = vec
+        item.chunk_embeddings = vectors[position : position + len(item.chunks)]
+        position += len(item.chunks)
     if brain.chat is not None and supersede is None:
         await _consult_chat_model(brain, agent, items, decide_writes)
     async with brain.pool.acquire() as conn, conn.transaction():
@@ -279,6 +288,7 @@ class _Writer:
         await self.brain.keyword.index(
             self.conn, [IndexedDoc(memory_id, ns, item.valid_at, item.content)]
         )
+        await sql.insert_chunks(self.conn, _chunk_rows(memory_id, item))
         names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))
         if item.entities is not None:  # the chat model's, plus known entities it may have missed
             names = list(dict.fromkeys([*item.entities, *names]))[: entity_extraction.MAX_ENTITIES]
@@ -342,6 +352,9 @@ class _Writer:
         if rows:
             await sql.insert_memories(self.conn, rows)
             await self.brain.keyword.index(self.conn, docs)
+            await sql.insert_chunks(
+                self.conn, [c for (_, item), row in zip(fresh, rows, strict=True) for c in _chunk_rows(row["id"], item)]
+            )
         for (index, item), row in zip(fresh, rows, strict=True):
             names = entity_extraction.extract(item.content)
             await self._link_entities(item.input.namespace, row["id"], names)
@@ -387,6 +400,13 @@ class _Writer:
 
     async def flush(self) -> None:
         await sql.insert_events(self.conn, self.events)
+
+
+def _chunk_rows(memory_id: uuid.UUID, item: _Item) -> list[tuple]:
+    return [
+        (memory_id, number, item.input.namespace, item.valid_at, text, vec)
+        for number, (text, vec) in enumerate(zip(item.chunks, item.chunk_embeddings, strict=True))
+    ]
 
 
 def _json(value: dict) -> str:
