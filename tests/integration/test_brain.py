@@ -239,3 +239,22 @@ async def test_bulk_import_stores_each_content_once_per_source(brain):
     again = await brain.retain("alice", batch[:1], decide=False)
     assert (again[0].decision, again[0].memory_id) == (Decision.NOOP, results[0].memory_id)
     assert (await brain.get("alice", results[0].memory_id)).memory.access_count == 2
+
+
+async def test_a_question_about_one_passage_of_a_long_memory_finds_it(brain):
+    filler = [
+        "The quarterly planning document covers many topics across the organisation.",
+        "Marketing wants to expand the newsletter to three more countries next year.",
+        "Finance reviewed the travel budget and kept it flat for the coming quarter.",
+        "Facilities will repaint the second floor and replace the old meeting room chairs.",
+        "The support team hired two people to cover the evening shift in Cairo.",
+    ]
+    needle = "The backup of the billing database now runs every six hours and is kept for ninety days."
+    long_text = " ".join(filler[:3] + [needle] + filler[3:])
+    others = [mem(f"Short note {i}: the cafeteria menu changes on day {i} of the week.") for i in range(6)]
+    [long_memory, *_] = await brain.retain("alice", [mem(long_text), *others])
+    async with brain.pool.acquire() as conn:
+        passages = await conn.fetchval("SELECT count(*) FROM memory_chunks WHERE memory_id = $1", long_memory.memory_id)
+    assert passages >= 2
+    result = await brain.recall("alice", RecallQuery("how often is the billing database backed up?", "proj", k=1, mode=RecallMode.VECTOR))
+    assert result.hits[0].memory.id == long_memory.memory_id
