@@ -330,8 +330,8 @@ def to_json(results: Sequence[SetResult], settings: Settings) -> dict[str, Any]:
     return {
         "embedding": {"provider": settings.embedding_provider.value, "model": settings.embedding_model},
         "reranker": settings.reranker_provider.value,
-        "fusion": {"rrf_k": settings.rrf_k, "bm25_coverage_power": settings.bm25_coverage_power,
-                   "salience_weight": settings.salience_weight},
+        "fusion": {"method": settings.fusion, "alpha": settings.fusion_alpha, "rrf_k": settings.rrf_k,
+                   "bm25_coverage_power": settings.bm25_coverage_power, "salience_weight": settings.salience_weight},
         "bm25": {"k1": settings.bm25_k1, "b": settings.bm25_b},
         "sets": [
             {

@@ -197,13 +197,18 @@ class Settings(BaseSettings):
         description="Namespaces up to this many memories are searched exactly; larger ones through HNSW.",
     )
     recall_ef_search: int = Field(default=100, ge=10, le=1000, description="HNSW ef_search.")
+    fusion: str = Field(
+        default="score", pattern="^(score|rrf)$",
+        description="score (weighted normalised scores) | rrf (Reciprocal Rank Fusion); see docs/BENCHMARKS.md",
+    )
+    fusion_alpha: float = Field(default=0.4, ge=0, le=1, description="Vector weight in score fusion (BM25: 1 - alpha).")
     rrf_k: int = Field(default=60, ge=1, description="Reciprocal Rank Fusion constant.")
     salience_weight: float = Field(
         default=0.02, ge=0, le=10,
         description="Importance nudge, as a fraction of a rank-1 RRF contribution.",
     )
     bm25_coverage_power: float = Field(
-        default=2.0, ge=0, le=10,
+        default=1.0, ge=0, le=10,
         description="How fast BM25's say in fusion falls when the query's words are unknown to the namespace.",
     )
     related_limit: int = Field(default=5, ge=0, le=100, description="Related memories from one entity hop.")

@@ -1,31 +1,35 @@
-"""Reciprocal Rank Fusion that knows when a list carries no signal.
+"""Fusing the vector and BM25 lists, knowing when a list carries no signal.
 
-Plain RRF gives every list the same say: ``sum 1 / (k + rank)``. When the keyword list shares
-(almost) no words with the query - an Arabic question over English memories - its ranks are noise
-and plain RRF drags good vector hits down (measured on xquad-ar2en: e5-small alone hit@5 0.89,
-plain RRF 0.41). Here each list has a weight:
+Two methods (``CABRAIN_FUSION``):
 
-- the vector list always weighs 1;
-- the BM25 list weighs ``coverage ** coverage_power``, where coverage is the share of the query's
-  idf mass that exists in the namespace's vocabulary (1 when every query term is known there,
-  0 when none is), so a query whose words the memories do not use leaves ranking to the vectors.
+- ``score`` (default): each list's scores are brought to [0, 1] - vector similarities by min-max
+  over the list, BM25 scores as a fraction of the list's best - and added with weights
+  ``alpha`` (vector) and ``1 - alpha`` (BM25). Unlike ranks, scores keep how much better the
+  first hit is than the fifth, which is what separates near-identical passages.
+- ``rrf``: Reciprocal Rank Fusion, ``sum w / (k + rank)`` with k = 60.
 
-The salience nudge adds ``salience_weight * importance / (k + 1)``: importance 1 is worth
-``salience_weight`` of a first-rank RRF contribution. With the default 0.02 that is about one
-rank's gap: it orders near-ties and moves a memory a rank or two, never up a list.
+In both, the BM25 list's weight is multiplied by ``coverage ** coverage_power``, where coverage is
+the share of the query's idf mass that exists in the namespace's vocabulary (1 when every query
+term is known there, 0 when none is). When the keyword list shares (almost) no words with the
+query - an Arabic question over English memories - its order is noise, and this leaves ranking to
+the vectors (measured outside the product on xquad-ar2en: e5-small alone hit@5 0.89, plain RRF
+with such a BM25 list 0.41). Measurements of both methods are in docs/BENCHMARKS.md.
+
+The salience nudge adds ``salience_weight * importance`` times the largest contribution one list
+can make (1 for ``score``, ``1 / (k + 1)`` for ``rrf``): with the default 0.02 it orders near-ties
+and moves a memory a rank or two, never up a list.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-
-import asyncpg
+from typing import Any
 
 
 @dataclass
 class Candidate:
-    row: asyncpg.Record
+    row: Any
     vector_rank: int | None = None
     vector_similarity: float | None = None
     bm25_rank: int | None = None
@@ -34,25 +38,37 @@ class Candidate:
 
 
 def fuse(
-    vector_rows: list[asyncpg.Record],
-    bm25_rows: list[asyncpg.Record],
+    vector_rows: list,
+    bm25_rows: list,
     *,
     bm25_coverage: float,
+    method: str = "score",
+    alpha: float = 0.4,
     k: int = 60,
-    salience_weight: float = 0.1,
-    coverage_power: float = 2.0,
+    salience_weight: float = 0.02,
+    coverage_power: float = 1.0,
 ) -> list[Candidate]:
-    """Fuse the two ranked lists; best first."""
+    """Fuse the two ranked lists (each best first); best first."""
     candidates: dict[uuid.UUID, Candidate] = {}
-    for rank, row in enumerate(vector_rows, start=1):
-        c = candidates.setdefault(row["id"], Candidate(row))
-        c.vector_rank, c.vector_similarity = rank, 1.0 - float(row["distance"])
-        c.fused += 1.0 / (k + rank)
     bm25_weight = max(0.0, min(1.0, bm25_coverage)) ** coverage_power
+    sims = [1.0 - float(row["distance"]) for row in vector_rows]
+    lo, hi = (min(sims), max(sims)) if sims else (0.0, 0.0)
+    best_bm25 = max((float(row["score"]) for row in bm25_rows), default=0.0)
+    for rank, (row, sim) in enumerate(zip(vector_rows, sims, strict=True), start=1):
+        c = candidates.setdefault(row["id"], Candidate(row))
+        c.vector_rank, c.vector_similarity = rank, sim
+        if method == "rrf":
+            c.fused += 1.0 / (k + rank)
+        else:
+            c.fused += alpha * ((sim - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0)
     for rank, row in enumerate(bm25_rows, start=1):
         c = candidates.setdefault(row["id"], Candidate(row))
         c.bm25_rank, c.bm25_score = rank, float(row["score"])
-        c.fused += bm25_weight / (k + rank)
+        if method == "rrf":
+            c.fused += bm25_weight / (k + rank)
+        else:
+            c.fused += (1.0 - alpha) * bm25_weight * (c.bm25_score / best_bm25 if best_bm25 > 0 else 0.0)
+    unit = 1.0 / (k + 1) if method == "rrf" else 1.0
     for c in candidates.values():
-        c.fused += salience_weight * float(c.row["importance"]) / (k + 1)
+        c.fused += salience_weight * float(c.row["importance"]) * unit
     return sorted(candidates.values(), key=lambda c: (-c.fused, str(c.row["id"])))

@@ -103,7 +103,8 @@ WITH {ACCESS_CTE},
 q AS (SELECT * FROM unnest($10::text[], $11::int[], $12::float8[]) AS t(term, qtf, idf)),
 cand AS MATERIALIZED (
     SELECT p.memory_id, p.valid_at,
-           sum(q.qtf * q.idf * p.tf * ($13 + 1) / (p.tf + $13 * (1 - $14 + $14 * p.doc_len / $15::float8))) AS score
+           sum(q.qtf * q.idf * p.tf * ($13::float8 + 1)
+               / (p.tf + $13::float8 * (1 - $14::float8 + $14::float8 * p.doc_len / $15::float8))) AS score
     FROM q CROSS JOIN LATERAL (
         SELECT t.memory_id, t.valid_at, t.tf, t.doc_len FROM memory_terms t
         WHERE t.namespace = $1 AND t.term = q.term

@@ -131,6 +131,8 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         vec_rows,
         bm25.rows,
         bm25_coverage=coverage,
+        method=settings.fusion,
+        alpha=settings.fusion_alpha,
         k=settings.rrf_k,
         salience_weight=settings.salience_weight,
         coverage_power=settings.bm25_coverage_power,

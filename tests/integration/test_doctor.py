@@ -19,7 +19,7 @@ def test_doctor_is_green_on_a_migrated_database_with_redis(db_dsn, redis_url, ho
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "doctor: all checks passed" in out
-    for expected in ("PostgreSQL 18", "pgvector 0.8", "0002_retrieval.sql (2 migrations)", "384-dim", "Redis", "cabrain_sleep exists", "writable"):
+    for expected in ("PostgreSQL 18", "pgvector 0.8", "0003_chunks.sql (3 migrations)", "384-dim", "Redis", "cabrain_sleep exists", "writable"):
         assert expected in out, expected
     assert "FAIL" not in out
 
