@@ -139,65 +139,33 @@ async def run_recall_bench(
     import os
     import platform
 
-    from cabrain.brain import Brain
-    from cabrain.eval import _with_database
     from cabrain.providers.embedders import load_embedder
-    from cabrain.store import migrations
-    from cabrain.store.db import check_server, connect, hot_tier, server_facts
+    from cabrain.store.scratch import scratch_brain
 
     embedder = load_embedder(settings)
-    scratch = f"cabrain_bench_{uuid.uuid4().hex[:12]}"
-    with hot_tier(settings) as dsn:
-        admin = await connect(dsn, timeout=settings.db_connect_timeout_s)
-        try:
-            facts = await server_facts(admin)
-            check_server(facts)
-            await admin.execute(f'CREATE DATABASE "{scratch}"')
-        finally:
-            await admin.close()
-        scratch_dsn = _with_database(dsn, scratch)
-        try:
-            conn = await connect(scratch_dsn)
-            try:
-                await migrations.migrate(
-                    conn, settings.schema_dir, embedding_dim=embedder.dim, embedding_model=settings.embedding_model
-                )
-            finally:
-                await conn.close()
-            brain = await Brain.open(settings.model_copy(update={"redis_url": None}), dsn=scratch_dsn, embedder=embedder)
-            try:
-                await brain.create_agent(AGENT)
-                await brain.create_namespace(AGENT, NAMESPACE)
-                started = time.perf_counter()
-                await _load(brain, memories, min(real_vectors, memories), noise, seed, quiet)
-                load_s = time.perf_counter() - started
-                rng = random.Random(seed + 1)
-                texts = [" ".join(synthetic_text(rng).split()[: rng.randint(3, 10)]) for _ in range(queries)]
-                embed_ms = []
-                for text in texts[: min(queries, 200)]:
-                    t0 = time.perf_counter()
-                    await brain.embed_query(text)
-                    embed_ms.append((time.perf_counter() - t0) * 1000)
-                recall_ms: dict[str, dict[str, float]] = {}
-                for mode in (RecallMode.HYBRID, RecallMode.VECTOR, RecallMode.BM25):
-                    total, without_embed = [], []
-                    for text in texts:
-                        result = await brain.recall(
-                            AGENT, RecallQuery(text, NAMESPACE, k=10, mode=mode, rerank=False, expand=True)
-                        )
-                        total.append(result.timings_ms["total_ms"])
-                        without_embed.append(result.timings_ms["total_ms"] - result.timings_ms.get("embed_ms", 0.0))
-                    recall_ms[f"{mode.value}"] = percentiles(total)
-                    recall_ms[f"{mode.value} (without query embedding)"] = percentiles(without_embed)
-                    _progress(f"  {mode.value}: p95 {recall_ms[mode.value]['p95']:.1f} ms", quiet)
-            finally:
-                await brain.close()
-        finally:
-            admin = await connect(dsn, timeout=settings.db_connect_timeout_s)
-            try:
-                await admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
-            finally:
-                await admin.close()
+    async with scratch_brain(settings, embedder, prefix="cabrain_bench") as (brain, facts):
+        await brain.create_agent(AGENT)
+        await brain.create_namespace(AGENT, NAMESPACE)
+        started = time.perf_counter()
+        await _load(brain, memories, min(real_vectors, memories), noise, seed, quiet)
+        load_s = time.perf_counter() - started
+        rng = random.Random(seed + 1)
+        texts = [" ".join(synthetic_text(rng).split()[: rng.randint(3, 10)]) for _ in range(queries)]
+        embed_ms = []
+        for text in texts[: min(queries, 200)]:
+            t0 = time.perf_counter()
+            await brain.embed_query(text)
+            embed_ms.append((time.perf_counter() - t0) * 1000)
+        recall_ms: dict[str, dict[str, float]] = {}
+        for mode in (RecallMode.HYBRID, RecallMode.VECTOR, RecallMode.BM25):
+            total, without_embed = [], []
+            for text in texts:
+                result = await brain.recall(AGENT, RecallQuery(text, NAMESPACE, k=10, mode=mode, rerank=False))
+                total.append(result.timings_ms["total_ms"])
+                without_embed.append(result.timings_ms["total_ms"] - result.timings_ms.get("embed_ms", 0.0))
+            recall_ms[mode.value] = percentiles(total)
+            recall_ms[f"{mode.value} (without query embedding)"] = percentiles(without_embed)
+            _progress(f"  {mode.value}: p95 {recall_ms[mode.value]['p95']:.1f} ms", quiet)
     machine = {
         "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
         "postgres": facts.version, "pgvector": facts.vector_available, "embedder": embedder.name,

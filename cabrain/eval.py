@@ -250,10 +250,8 @@ async def run_eval(
     settings: Settings, path: Path, *, modes: Sequence[str], ks: Sequence[int], quiet: bool = False
 ) -> list[SetResult]:
     """Evaluate every set under ``path`` in a scratch database that is dropped afterwards."""
-    from cabrain.brain import Brain
     from cabrain.providers.embedders import load_embedder
-    from cabrain.store import migrations
-    from cabrain.store.db import check_server, connect, hot_tier, server_facts
+    from cabrain.store.scratch import scratch_brain
 
     unknown = [m for m in modes if m not in MODES]
     if unknown:
@@ -269,47 +267,13 @@ async def run_eval(
             raise InputError(
                 "mode hybrid+rerank needs a reranker", hint="set CABRAIN_RERANKER_PROVIDER and its model or URL"
             )
-    scratch = f"cabrain_eval_{uuid.uuid4().hex[:12]}"
     results = []
-    with hot_tier(settings) as dsn:
-        admin = await connect(dsn, timeout=settings.db_connect_timeout_s)
-        try:
-            check_server(await server_facts(admin))
-            await admin.execute(f'CREATE DATABASE "{scratch}"')
-        finally:
-            await admin.close()
-        scratch_dsn = _with_database(dsn, scratch)
-        try:
-            conn = await connect(scratch_dsn)
-            try:
-                await migrations.migrate(
-                    conn, settings.schema_dir, embedding_dim=embedder.dim, embedding_model=settings.embedding_model
-                )
-            finally:
-                await conn.close()
-            eval_settings = settings.model_copy(update={"redis_url": None})
-            brain = await Brain.open(eval_settings, dsn=scratch_dsn, embedder=embedder)
-            try:
-                await brain.create_agent(AGENT, display_name="cabrain eval")
-                for eval_set in sets:
-                    _progress(f"{eval_set.name}: {len(eval_set.corpus)} memories, {len(eval_set.queries)} queries", quiet)
-                    results.append(await evaluate_set(brain, eval_set, modes, ks, quiet=quiet))
-            finally:
-                await brain.close()
-        finally:
-            admin = await connect(dsn, timeout=settings.db_connect_timeout_s)
-            try:
-                await admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
-            finally:
-                await admin.close()
+    async with scratch_brain(settings, embedder, prefix="cabrain_eval") as (brain, _):
+        await brain.create_agent(AGENT, display_name="cabrain eval")
+        for eval_set in sets:
+            _progress(f"{eval_set.name}: {len(eval_set.corpus)} memories, {len(eval_set.queries)} queries", quiet)
+            results.append(await evaluate_set(brain, eval_set, modes, ks, quiet=quiet))
     return results
-
-
-def _with_database(dsn: str, database: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(dsn)
-    return urlunsplit(parts._replace(path="/" + database))
 
 
 def render(results: Sequence[SetResult], ks: Sequence[int]) -> str:

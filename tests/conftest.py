@@ -37,6 +37,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_for_port(port: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def start_fake(module: str) -> tuple[subprocess.Popen, int]:
+    """Run ``python -m tests.fakes.<module> --port N`` (a stand-in model server) on loopback."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", f"tests.fakes.{module}", "--port", str(port)], cwd=REPO)
+    if not wait_for_port(port):
+        proc.kill()
+        pytest.fail(f"tests.fakes.{module} did not start")
+    return proc, port
+
+
 def make_scratch_dir(prefix: str) -> Path:
     base = os.environ.get("CABRAIN_TEST_TMPDIR", "/tmp")
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
@@ -154,14 +174,10 @@ def start_redis(folder: Path) -> tuple[subprocess.Popen, str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"redis://127.0.0.1:{port}/0"
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail("redis-server did not start")
+    if not wait_for_port(port):
+        proc.kill()
+        pytest.fail("redis-server did not start")
+    return proc, f"redis://127.0.0.1:{port}/0"
 
 
 @pytest.fixture(scope="session")

@@ -63,11 +63,7 @@ async def insert_memories(conn: asyncpg.Connection, rows: Sequence[dict[str, Any
     args[9] = [Vector(np.asarray(v, dtype=np.float32)) if v is not None else None for v in args[9]]
     args[12] = [json.dumps(m, ensure_ascii=False) for m in args[12]]
     await conn.execute(INSERT_MEMORIES, *args)
-    counts: dict[str, int] = {}
-    for namespace in args[1]:
-        counts[namespace] = counts.get(namespace, 0) + 1
-    names = sorted(counts)
-    await conn.execute(COUNT_MEMORIES, names, [counts[n] for n in names])
+    await _count(conn, COUNT_MEMORIES, args[1])
 
 
 INSERT_CHUNKS = """
@@ -88,11 +84,16 @@ async def insert_chunks(conn: asyncpg.Connection, rows: Sequence[tuple]) -> None
     cols = list(zip(*rows, strict=True))
     vectors = [Vector(np.asarray(v, dtype=np.float32)) for v in cols[5]]
     await conn.execute(INSERT_CHUNKS, list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), vectors)
+    await _count(conn, COUNT_CHUNKS, cols[2])
+
+
+async def _count(conn: asyncpg.Connection, statement: str, namespaces: Sequence[str]) -> None:
+    """Add one per occurrence of each namespace to its counter (``statement``: COUNT_*)."""
     counts: dict[str, int] = {}
-    for namespace in cols[2]:
+    for namespace in namespaces:
         counts[namespace] = counts.get(namespace, 0) + 1
     names = sorted(counts)
-    await conn.execute(COUNT_CHUNKS, names, [counts[n] for n in names])
+    await conn.execute(statement, names, [counts[n] for n in names])
 
 
 COUNT_MEMORIES = """

@@ -14,6 +14,8 @@ import argparse
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.fakes import send_json
+
 
 def answer(system: str, user: str) -> str:
     if system.startswith("Extract"):
@@ -39,12 +41,7 @@ class Handler(BaseHTTPRequestHandler):
             with open(self.log_path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(body, ensure_ascii=False) + "\n")
         content = answer(messages["system"], messages["user"])
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, {"choices": [{"message": {"role": "assistant", "content": content}}]})
 
     def log_message(self, *args):
         pass

@@ -9,6 +9,8 @@ import json
 import re
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.fakes import send_json
+
 
 def words(text: str) -> set[str]:
     return set(re.findall(r"\w+", text.lower()))
@@ -20,12 +22,7 @@ class Handler(BaseHTTPRequestHandler):
         q = words(body["query"])
         scores = [{"index": i, "score": len(q & words(t)) / max(len(q), 1)} for i, t in enumerate(body["texts"])]
         scores.sort(key=lambda s: -s["score"])  # TEI returns them best first, not in input order
-        data = json.dumps(scores).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, scores)
 
     def log_message(self, *args):
         pass

@@ -18,6 +18,7 @@ from cabrain.providers.embedders.openai_http import OpenAIEmbedder
 from cabrain.settings import EmbeddingProvider
 from cabrain.types import MemoryInput
 from tests.conftest import free_port
+from tests.fakes import send_json
 
 
 @pytest.fixture(scope="module")
@@ -71,18 +72,10 @@ class FlakyEmbeddings(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if any("POISON" in t for t in body["input"]):
-            self.send_response(500)
-            self.end_headers()
-            self.wfile.write(b'{"error": "model crashed"}')
+            send_json(self, {"error": "model crashed"}, status=500)
             return
         vectors = self.engine._model.passage(body["input"])
-        payload = {"data": [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]}
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, {"data": [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]})
 
     def log_message(self, *args):
         pass

@@ -1,16 +1,14 @@
 """Write decisions and entities from a chat model (a scripted OpenAI-compatible server on loopback)."""
 
 import json
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
 from cabrain.errors import ConfigError
 from cabrain.types import Decision, MemoryInput
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, wait_for_port
 
 
 @pytest.fixture(scope="module")
@@ -18,12 +16,7 @@ def chat_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("chat") / "requests.jsonl"
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.chat_server", "--port", str(port), "--log", str(log)], cwd=REPO)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
+    assert wait_for_port(port), "the chat server did not start"
     yield f"http://127.0.0.1:{port}/v1", log
     proc.terminate()
     proc.wait(10)

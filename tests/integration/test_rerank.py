@@ -1,26 +1,14 @@
 """Rerank through a TEI-style /rerank endpoint (a scripted server on loopback)."""
 
-import socket
-import subprocess
-import sys
-import time
-
 import pytest
 
 from cabrain.types import MemoryInput, RecallQuery
-from tests.conftest import REPO, free_port
+from tests.conftest import start_fake
 
 
 @pytest.fixture(scope="module")
 def rerank_url():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.rerank_server", "--port", str(port)], cwd=REPO)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
+    proc, port = start_fake("rerank_server")
     yield f"http://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(10)
