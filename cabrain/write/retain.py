@@ -157,6 +157,10 @@ def validate(items: Sequence[MemoryInput], *, max_chars: int, max_batch: int) ->
             )
         if item.importance is not None and not 0.0 <= item.importance <= 1.0:
             raise InputError(f"{where}: importance must be between 0 and 1, got {item.importance}")
+        try:
+            _json(dict(item.metadata))
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{where}: metadata must be JSON-serialisable ({exc})") from None
         valid_at = item.valid_at or datetime.now(timezone.utc)
         if valid_at.tzinfo is None:
             valid_at = valid_at.replace(tzinfo=timezone.utc)
@@ -191,7 +195,7 @@ async def retain(
     """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one."""
     items = validate(inputs, max_chars=brain.settings.max_content_chars, max_batch=brain.settings.max_batch)
     namespaces = sorted({i.input.namespace for i in items})
-    async with brain.pool.acquire() as conn:
+    async with brain.pool.acquire() as conn:  # fail fast, before any embedding
         for namespace in namespaces:
             await check_write_access(conn, agent, namespace)
     settings = brain.settings
@@ -209,6 +213,7 @@ async def retain(
     async with brain.pool.acquire() as conn, conn.transaction():
         for namespace in namespaces:
             await conn.execute(NAMESPACE_LOCK, namespace)
+            await check_write_access(conn, agent, namespace)  # again, under the lock: authoritative
         writer = _Writer(brain, conn, agent)
         if supersede is not None:
             results = [await writer.write(items[0], False, supersede=supersede)]

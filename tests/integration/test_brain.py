@@ -201,6 +201,7 @@ async def test_recall_bumps_access_and_logs_events_in_the_background(brain):
         (mem("bad \ud800 surrogate"), "not valid UTF-8"),
         (mem("ok", namespace="has space"), "namespace 'has space' is not valid"),
         (mem("ok", importance=1.5), "importance must be between 0 and 1"),
+        (mem("ok", metadata={"when": object()}), "metadata must be JSON-serialisable"),
     ],
 )
 async def test_bad_input_to_retain_is_a_clear_error_and_writes_nothing(brain, bad, message):
