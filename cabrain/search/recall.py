@@ -120,8 +120,7 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         vec = await brain.embed_query(query.query)
         t1 = time.perf_counter()
         timings["embed_ms"] = (t1 - t0) * 1000
-        async with brain.pool.acquire() as conn:
-            rows = await vector.search(conn, vec, filters, n, exact_max=settings.vector_exact_max, passages=True)
+        rows = await vector.search_with_passages(brain.pool, vec, filters, n, exact_max=settings.vector_exact_max)
         timings["vector_ms"] = (time.perf_counter() - t1) * 1000
         return rows
 

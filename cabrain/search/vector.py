@@ -13,13 +13,15 @@ Two strategies, by the namespace's size:
 Without this, the planner's cost model - summing one HNSW start-up cost per partition - often
 prefers sorting the whole namespace, which is exact but grows linearly with it.
 
-Long memories also have passage vectors (``memory_chunks``). With ``passages=True`` a memory's
+Long memories also have passage vectors (``memory_chunks``). In recall a memory's
 similarity to the query is the mean of its own vector's similarity and its best passage's (its
 own again when it has no passage, or none among the nearest): a question about one sentence of
 a long text finds it, and a memory that matches as a whole keeps its place.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import asyncpg
 import numpy as np
@@ -66,7 +68,6 @@ PASSAGES = _PASSAGES.format(access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FIL
 PASSAGES_EXACT = _PASSAGES.format(
     access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="(c.embedding <=> $10) + 0"
 )
-CHUNK_COUNT = "SELECT chunk_count FROM namespaces WHERE name = $1"
 
 
 async def _run(conn: asyncpg.Connection, sql: str, args: tuple, *, settings: tuple[str, ...]) -> list:
@@ -82,6 +83,23 @@ async def _run(conn: asyncpg.Connection, sql: str, args: tuple, *, settings: tup
                 await conn.execute(f"SET LOCAL {setting} = on")
 
 
+SIZES = "SELECT memory_count, chunk_count FROM namespaces WHERE name = $1"
+
+
+async def _documents(conn: asyncpg.Connection, args: tuple, size: int, exact_max: int) -> list:
+    if size <= exact_max:
+        return await _run(conn, SEARCH_EXACT, args, settings=())
+    return await _run(conn, SEARCH, args, settings=("enable_sort",))
+
+
+async def _passages(conn: asyncpg.Connection, args: tuple, chunks: int, exact_max: int) -> list:
+    if chunks == 0:
+        return []
+    if chunks <= exact_max:
+        return await _run(conn, PASSAGES_EXACT, args, settings=("enable_hashjoin", "enable_mergejoin"))
+    return await _run(conn, PASSAGES, args, settings=("enable_sort", "enable_hashjoin", "enable_mergejoin"))
+
+
 async def search(
     conn: asyncpg.Connection,
     vector: list[float] | np.ndarray,
@@ -89,32 +107,41 @@ async def search(
     limit: int,
     *,
     exact_max: int = 5000,
-    passages: bool = False,
 ) -> list:
-    """Rows (memory columns + ``distance``, cosine distance) nearest to ``vector``, best first.
-
-    With ``passages``, ``distance`` is 1 - the mean of the memory's and its best passage's
-    similarity, and ``doc_distance`` / ``passage_distance`` carry the parts.
-    """
-    query = np.asarray(vector, dtype=np.float32)
-    args = (*filters.args(), limit, query)
+    """Rows (memory columns + ``distance``, cosine distance) nearest to ``vector``, best first,
+    by the memories' own vectors (the write path's neighbours)."""
+    args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
     size = await conn.fetchval(NAMESPACE_SIZE, filters.namespace) or 0
-    if size <= exact_max:
-        docs = await _run(conn, SEARCH_EXACT, args, settings=())
-    else:
-        docs = await _run(conn, SEARCH, args, settings=("enable_sort",))
-    if not passages:
-        return docs
-    chunks = await conn.fetchval(CHUNK_COUNT, filters.namespace) or 0
-    if chunks == 0:
-        return [{**dict(r), "doc_distance": r["distance"], "passage_distance": None} for r in docs]
-    passage_args = (*args, limit * 4)
-    if chunks <= exact_max:
-        near = await _run(conn, PASSAGES_EXACT, passage_args, settings=("enable_hashjoin", "enable_mergejoin"))
-    else:
-        near = await _run(
-            conn, PASSAGES, passage_args, settings=("enable_sort", "enable_hashjoin", "enable_mergejoin")
-        )
+    return await _documents(conn, args, size, exact_max)
+
+
+async def search_with_passages(
+    pool: asyncpg.Pool,
+    vector: list[float] | np.ndarray,
+    filters: SearchFilters,
+    limit: int,
+    *,
+    exact_max: int = 5000,
+) -> list:
+    """Like :func:`search`, scoring each memory by its vector and its best passage (recall).
+    The two searches run at once on two connections. ``distance`` is 1 - the mean of both
+    similarities; ``doc_distance`` and ``passage_distance`` carry the parts."""
+    args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
+    async with pool.acquire() as conn:
+        sizes = await conn.fetchrow(SIZES, filters.namespace)
+    size, chunks = (sizes["memory_count"], sizes["chunk_count"]) if sizes else (0, 0)
+
+    async def documents() -> list:
+        async with pool.acquire() as conn:
+            return await _documents(conn, args, size, exact_max)
+
+    async def passages() -> list:
+        if chunks == 0:
+            return []
+        async with pool.acquire() as conn:
+            return await _passages(conn, (*args, limit * 4), chunks, exact_max)
+
+    docs, near = await asyncio.gather(documents(), passages())
     merged: dict = {}
     for row in docs:
         merged[row["id"]] = {**dict(row), "passage_distance": None}
