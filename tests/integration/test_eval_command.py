@@ -66,3 +66,17 @@ def test_eval_rejects_bad_arguments_clearly(tmp_path, home, pg_server):
     assert empty.returncode == 1 and "holds no evaluation set" in empty.stderr
     no_reranker = run_cli("eval", str(tmp_path), "--mode", "hybrid+rerank", env=env)
     assert no_reranker.returncode == 1 and "needs a reranker" in no_reranker.stderr
+
+
+def test_bench_recall_runs_small_and_reports_every_mode(tmp_path, pg_server, home):
+    out = tmp_path / "bench.json"
+    env = cli_env(database_url=pg_server.dsn(), home=str(home))
+    result = run_cli("bench", "recall", "--memories", "300", "--queries", "5", "--real-vectors", "50", "--json", str(out), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "loaded 300/300 memories" in result.stderr
+    data = json.loads(out.read_text())
+    assert data["memories"] == 300 and data["real_vectors"] == 50
+    assert {"hybrid", "vector", "bm25", "hybrid (without query embedding)"} <= set(data["recall_ms"])
+    assert data["recall_ms"]["hybrid"]["p95"] > 0 and data["embed_query_ms"]["p50"] > 0
+    bad = run_cli("bench", "recall", "--memories", "0", env=env)
+    assert bad.returncode == 1 and "at least 1" in bad.stderr
