@@ -32,6 +32,7 @@ from cabrain.search.keyword import KeywordBackend, PostgresBM25
 from cabrain.settings import Settings
 from cabrain.store import memories as sql
 from cabrain.store import migrations
+from cabrain.store.bookkeeping import Bookkeeper
 from cabrain.store.pool import create_pool
 from cabrain.types import (
     MemoryInput,
@@ -95,7 +96,7 @@ class Brain:
         self.reranker = reranker
         self.cache = cache
         self.chat = chat  # write decisions and entity extraction, when configured
-        self._background: set[asyncio.Task] = set()
+        self._bookkeeper = Bookkeeper(pool)
         self._on_close = on_close or []
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -155,8 +156,7 @@ class Brain:
         return cls(settings, pool, embedder, reranker=reranker, cache=cache, chat=chat, on_close=on_close)
 
     async def close(self) -> None:
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        await self._bookkeeper.close()
         if self.cache is not None:
             await self.cache.close()
         await self.pool.close()
@@ -401,24 +401,11 @@ class Brain:
 
     # --- background work and cache -------------------------------------------------------------
     def after_recall(self, agent: str, query: RecallQuery, ids: list[uuid.UUID], latency_ms: float) -> None:
-        """Bump access bookkeeping and log the recall, off the response path."""
-
-        async def work() -> None:
-            try:
-                async with self.pool.acquire() as conn, conn.transaction():
-                    if ids:
-                        await conn.execute(sql.TOUCH_RECALLED, ids)
-                    await sql.insert_events(conn, [{
-                        "namespace": query.namespace, "op": "recall", "agent_id": agent,
-                        "latency_ms": int(latency_ms),
-                        "metadata": {"k": query.k, "mode": query.mode.value, "hits": [str(i) for i in ids]},
-                    }])  # fmt: skip
-            except Exception:  # bookkeeping must never break or slow recall
-                log.exception("recall.bookkeeping_failed")
-
-        task = asyncio.get_running_loop().create_task(work())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        """Queue access bookkeeping and the recall's event; written off the response path."""
+        self._bookkeeper.record(ids, {
+            "namespace": query.namespace, "op": "recall", "agent_id": agent, "latency_ms": int(latency_ms),
+            "metadata": {"k": query.k, "mode": query.mode.value, "hits": [str(i) for i in ids]},
+        })  # fmt: skip
 
     async def invalidate(self, namespaces: list[str], *, epoch: bool = False) -> None:
         """Make every cached answer about these namespaces unreachable (``epoch``: all of them)."""

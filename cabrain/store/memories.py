@@ -170,12 +170,6 @@ FROM memory_ids i
 WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at
 """
 
-TOUCH_RECALLED = """
-UPDATE memories m SET access_count = m.access_count + 1, last_accessed_at = now()
-FROM memory_ids i
-WHERE i.id = ANY($1::uuid[]) AND m.id = i.id AND m.valid_at = i.valid_at
-"""
-
 INSERT_EVENTS = """
 INSERT INTO memory_events (namespace, op, memory_id, agent_id, latency_ms, metadata)
 SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::int[], $6::jsonb[])

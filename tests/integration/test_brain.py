@@ -259,3 +259,19 @@ async def test_a_question_about_one_passage_of_a_long_memory_finds_it(brain):
     assert passages >= 2
     result = await brain.recall("alice", RecallQuery("how often is the billing database backed up?", "proj", k=1, mode=RecallMode.VECTOR))
     assert result.hits[0].memory.id == long_memory.memory_id
+
+
+async def test_many_concurrent_recalls_keep_exact_access_counts(brain):
+    results = await brain.retain("alice", [mem(f"Runbook step {i}: check the queue depth on node {i}.") for i in range(6)])
+    queries = [RecallQuery("runbook queue depth node", "proj", k=6, expand=False) for _ in range(40)]
+    answers = await asyncio.gather(*(brain.recall("alice", q) for q in queries))
+    expected = {}
+    for answer in answers:
+        for hit in answer.hits:
+            expected[hit.memory.id] = expected.get(hit.memory.id, 0) + 1
+    await brain._bookkeeper.close()  # flush what is queued
+    async with brain.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT id, access_count FROM memories WHERE id = ANY($1::uuid[])", [r.memory_id for r in results])
+        events = await conn.fetchval("SELECT count(*) FROM memory_events WHERE op = 'recall'")
+    assert {r["id"]: r["access_count"] for r in rows if r["access_count"]} == expected
+    assert events == 40
