@@ -196,7 +196,7 @@ class Settings(BaseSettings):
         default=5000, ge=0,
         description="Namespaces up to this many memories are searched exactly; larger ones through HNSW.",
     )
-    recall_ef_search: int = Field(default=100, ge=10, le=1000, description="HNSW ef_search.")
+    recall_ef_search: int = Field(default=40, ge=10, le=1000, description="HNSW ef_search (per monthly partition).")
     fusion: str = Field(
         default="score", pattern="^(score|rrf)$",
         description="score (weighted normalised scores) | rrf (Reciprocal Rank Fusion); see docs/BENCHMARKS.md",
