@@ -51,16 +51,19 @@ class OpenAIEmbedder:
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return (matrix / np.where(norms == 0, 1, norms)).tolist()
 
+    def _unreachable(self, exc: Exception) -> EmbedderError:
+        return EmbedderError(
+            f"cannot reach the embedding server at {self._url}: {exc}", hint="start it, or fix CABRAIN_EMBEDDING_URL"
+        )
+
     def _post_sync(self, texts: list[str]) -> list[list[float]]:
+        """Used once, at construction, to learn the dimension."""
         try:
             response = httpx.post(
                 self._url, json={"model": self._model, "input": texts}, headers=self._headers, timeout=self._timeout
             )
         except httpx.HTTPError as exc:
-            raise EmbedderError(
-                f"cannot reach the embedding server at {self._url}: {exc}",
-                hint="start it, or fix CABRAIN_EMBEDDING_URL",
-            ) from exc
+            raise self._unreachable(exc) from exc
         return self._parse(response, len(texts))
 
     async def _post(self, texts: list[str]) -> list[list[float]]:
@@ -70,10 +73,7 @@ class OpenAIEmbedder:
                     self._url, json={"model": self._model, "input": texts}, headers=self._headers
                 )
         except httpx.HTTPError as exc:
-            raise EmbedderError(
-                f"cannot reach the embedding server at {self._url}: {exc}",
-                hint="start it, or fix CABRAIN_EMBEDDING_URL",
-            ) from exc
+            raise self._unreachable(exc) from exc
         return self._parse(response, len(texts))
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
