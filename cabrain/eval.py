@@ -277,16 +277,26 @@ async def run_eval(
 
 
 def render(results: Sequence[SetResult], ks: Sequence[int]) -> str:
-    """A plain-text table: one row per set and mode."""
-    metric_names = [f"hit@{k}" for k in ks] + ["MRR", "nDCG@10", "p50 ms", "p95 ms"]
-    header = f"{'set':<14} {'mode':<14} " + " ".join(f"{m:>8}" for m in metric_names)
+    """Plain-text tables: every metric per set and mode, then hit@k and MRR per category."""
+    names = [f"hit@{k}" for k in ks] + [f"all@{k}" for k in ks] + ["MRR", "nDCG@10", "p50 ms", "p95 ms", "p99 ms"]
+    header = f"{'set':<14} {'mode':<14} " + " ".join(f"{m:>8}" for m in names)
     lines = [header, "-" * len(header)]
+    categories = []
     for r in results:
         for mode, m in r.modes.items():
-            values = [m.overall.get(f"recall_any@{k}", 0.0) for k in ks] + [m.overall["mrr"], m.overall["ndcg@10"]]
-            cells = [f"{v:8.3f}" for v in values]
-            cells += [f"{m.latency_ms.get('p50', 0):8.1f}", f"{m.latency_ms.get('p95', 0):8.1f}"]
+            o = m.overall
+            values = [o.get(f"recall_any@{k}", 0.0) for k in ks] + [o.get(f"recall_all@{k}", 0.0) for k in ks]
+            cells = [f"{v:8.3f}" for v in [*values, o["mrr"], o["ndcg@10"]]]
+            cells += [f"{m.latency_ms.get(p, 0):8.1f}" for p in ("p50", "p95", "p99")]
             lines.append(f"{r.name:<14} {mode:<14} " + " ".join(cells))
+            for category, c in m.by_category.items():
+                cells = [f"{c.get(f'recall_any@{k}', 0.0):8.3f}" for k in ks] + [f"{c['mrr']:8.3f}"]
+                categories.append(f"{r.name:<14} {mode:<14} {category[:14]:<14} " + " ".join(cells))
+    if categories:
+        cat_header = f"{'set':<14} {'mode':<14} {'category':<14} " + " ".join(
+            f"{m:>8}" for m in [*(f"hit@{k}" for k in ks), "MRR"]
+        )
+        lines += ["", cat_header, "-" * len(cat_header), *categories]
     return "\n".join(lines)
 
 

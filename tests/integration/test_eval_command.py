@@ -32,6 +32,7 @@ async def test_eval_reports_every_mode_with_known_answers_and_cleans_up(tmp_path
     result = run_cli("eval", str(tmp_path), "--k", "1,2", "--mode", "vector,bm25", "--mode", "hybrid", "--json", str(out), env=env)
     assert result.returncode == 0, result.stderr
     assert "tiny" in result.stdout and "hybrid" in result.stdout
+    assert "all@2" in result.stdout and "category" in result.stdout and " geo " in result.stdout
     assert "loaded 4/4" in result.stderr
     data = json.loads(out.read_text())
     [tiny] = data["sets"]
