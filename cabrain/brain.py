@@ -304,9 +304,13 @@ class Brain:
             scope = await self.cache.scope(query.namespace)
             if scope is not None:
                 key = f"recall:{scope}:{_digest(agent, query)}"
+                started = time.perf_counter()
                 cached = await self.cache.get(key)
                 if cached is not None:
-                    return recall_from_dict(json.loads(cached), cached=True)
+                    result = recall_from_dict(json.loads(cached), cached=True)
+                    latency = (time.perf_counter() - started) * 1000
+                    self.after_recall(agent, query, [h.memory.id for h in result.hits], latency)
+                    return result
         result = await recall(self, agent, query)
         if key is not None:
             await self.cache.set(key, json.dumps(recall_to_dict(result)), self.cache.recall_ttl_s)

@@ -39,6 +39,9 @@ async def test_a_repeated_recall_is_served_from_the_cache(cached_brain):
     assert contents(second) == contents(first)
     assert second.hits[0].breakdown == first.hits[0].breakdown
     assert cached_brain.cache.hits >= 1
+    await cached_brain._bookkeeper.close()
+    got = await cached_brain.get("alice", first.hits[0].memory.id)
+    assert got.memory.access_count == 2, "a cached answer still counts as an access"
 
 
 async def test_the_cache_never_serves_a_forgotten_or_superseded_memory(cached_brain):
