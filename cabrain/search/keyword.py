@@ -27,6 +27,7 @@ import asyncpg
 
 from cabrain.search.tokenizer import query_terms, term_frequencies
 from cabrain.store.memories import COLUMNS
+from cabrain.store.planner import fetch_without
 from cabrain.store.scope import ACCESS_CTE, RECALL_FILTER
 
 
@@ -172,18 +173,6 @@ class PostgresBM25:
             await conn.execute(UPSERT_DF, namespace, terms, [df[t] for t in terms])
             await conn.execute(INSERT_POSTINGS, *cols)
 
-    async def _fetch(self, conn: asyncpg.Connection, *args: object) -> list[asyncpg.Record]:
-        # Look the shortlist up row by row (runtime partition pruning on valid_at), never by
-        # hashing the whole namespace: the planner cannot know the shortlist is short.
-        async with conn.transaction():
-            await conn.execute("SET LOCAL enable_hashjoin = off")
-            await conn.execute("SET LOCAL enable_mergejoin = off")
-            try:
-                return await conn.fetch(*args)
-            finally:
-                await conn.execute("SET LOCAL enable_hashjoin = on")
-                await conn.execute("SET LOCAL enable_mergejoin = on")
-
     async def _count(self, conn: asyncpg.Connection, known: list, filters: SearchFilters, budget: int) -> int:
         return await conn.fetchval(COUNT_CANDIDATES, filters.namespace, [r["term"] for r in known], budget)
 
@@ -212,9 +201,9 @@ class PostgresBM25:
         # scope and filters reject too many (or when a term had more postings than were read).
         budget, shortlist = self.postings_per_term, limit * 4
         while True:
-            result = await self._fetch(
-                conn,
-                SEARCH,
+            # Look the shortlist up row by row (runtime partition pruning on valid_at), never by
+            # hashing the whole namespace: the planner cannot know the shortlist is short.
+            result = await fetch_without(conn, SEARCH, (
                 *filters.args(),
                 limit,
                 [r["term"] for r in known],
@@ -225,7 +214,7 @@ class PostgresBM25:
                 avgdl,
                 budget,
                 shortlist,
-            )
+            ), disable=("enable_hashjoin", "enable_mergejoin"))  # fmt: skip
             if len(result) >= limit:
                 return KeywordResult(list(result), coverage)
             candidates = result[0]["candidates"] if result else await self._count(conn, known, filters, budget)

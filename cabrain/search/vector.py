@@ -28,6 +28,7 @@ import numpy as np
 
 from cabrain.search.keyword import SearchFilters
 from cabrain.store.memories import COLUMNS, NAMESPACE_SIZE
+from cabrain.store.planner import fetch_without
 from cabrain.store.scope import ACCESS_CTE, RECALL_FILTER
 
 _TEMPLATE = """
@@ -70,34 +71,21 @@ PASSAGES_EXACT = _PASSAGES.format(
 )
 
 
-async def _run(conn: asyncpg.Connection, sql: str, args: tuple, *, settings: tuple[str, ...]) -> list:
-    if not settings:
-        return list(await conn.fetch(sql, *args))
-    async with conn.transaction():
-        for setting in settings:
-            await conn.execute(f"SET LOCAL {setting} = off")
-        try:
-            return list(await conn.fetch(sql, *args))
-        finally:
-            for setting in settings:  # the caller's transaction may go on
-                await conn.execute(f"SET LOCAL {setting} = on")
-
-
 SIZES = "SELECT memory_count, chunk_count FROM namespaces WHERE name = $1"
 
 
 async def _documents(conn: asyncpg.Connection, args: tuple, size: int, exact_max: int) -> list:
     if size <= exact_max:
-        return await _run(conn, SEARCH_EXACT, args, settings=())
-    return await _run(conn, SEARCH, args, settings=("enable_sort",))
+        return await fetch_without(conn, SEARCH_EXACT, args, disable=())
+    return await fetch_without(conn, SEARCH, args, disable=("enable_sort",))
 
 
 async def _passages(conn: asyncpg.Connection, args: tuple, chunks: int, exact_max: int) -> list:
     if chunks == 0:
         return []
     if chunks <= exact_max:
-        return await _run(conn, PASSAGES_EXACT, args, settings=("enable_hashjoin", "enable_mergejoin"))
-    return await _run(conn, PASSAGES, args, settings=("enable_sort", "enable_hashjoin", "enable_mergejoin"))
+        return await fetch_without(conn, PASSAGES_EXACT, args, disable=("enable_hashjoin", "enable_mergejoin"))
+    return await fetch_without(conn, PASSAGES, args, disable=("enable_sort", "enable_hashjoin", "enable_mergejoin"))
 
 
 async def search(
