@@ -70,6 +70,7 @@ SET can_read = EXCLUDED.can_read, can_write = EXCLUDED.can_write,
 """
 DELETE_GRANT = "DELETE FROM namespace_grants WHERE agent_id = $1 AND namespace = $2"
 AGENT_EXISTS = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1)"
+AGENT_ACTIVE = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND disabled_at IS NULL)"
 
 
 class Brain:
@@ -235,20 +236,18 @@ class Brain:
                 hint="1-200 characters: letters, digits and . _ : / @ - (starting with a letter or digit)",
             )
         async with self.pool.acquire() as conn:
-            if not await conn.fetchval(IS_ADMIN, agent) and not await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND disabled_at IS NULL)", agent
-            ):
+            if not await conn.fetchval(AGENT_ACTIVE, agent):
                 raise AccessDenied(f"agent {agent!r} is unknown or disabled")
             await conn.fetchval(CREATE_NAMESPACE, name, agent)
         return name
 
     async def _require_owner(self, conn: asyncpg.Connection, agent: str, namespace: str) -> None:
-        owner = await conn.fetchval(NAMESPACE_OWNER, namespace)
-        if owner is None and not await conn.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = $1)", namespace
-        ):
+        if not await conn.fetchval(AGENT_ACTIVE, agent):
+            raise AccessDenied(f"agent {agent!r} is unknown or disabled")
+        row = await conn.fetchrow(NAMESPACE_OWNER, namespace)
+        if row is None:
             raise NotFound(f"namespace {namespace!r} does not exist")
-        if owner != agent and not await conn.fetchval(IS_ADMIN, agent):
+        if row["owner_agent_id"] != agent and not await conn.fetchval(IS_ADMIN, agent):
             raise AccessDenied(
                 f"agent {agent!r} may not share namespace {namespace!r}",
                 hint="only its owner or an admin can grant access",

@@ -89,8 +89,8 @@ def filters_for(agent: str, query: RecallQuery) -> SearchFilters:
 
 
 async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
+    """Run one recall; ``query`` was validated by the caller (``Brain.recall``, before its cache)."""
     settings = brain.settings
-    validate(query, max_k=settings.recall_max_k, max_chars=settings.max_query_chars)
     started = time.perf_counter()
     timings: dict[str, float] = {}
     filters = filters_for(agent, query)

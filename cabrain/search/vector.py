@@ -81,8 +81,6 @@ async def _documents(conn: asyncpg.Connection, args: tuple, size: int, exact_max
 
 
 async def _passages(conn: asyncpg.Connection, args: tuple, chunks: int, exact_max: int) -> list:
-    if chunks == 0:
-        return []
     if chunks <= exact_max:
         return await fetch_without(conn, PASSAGES_EXACT, args, disable=("enable_hashjoin", "enable_mergejoin"))
     return await fetch_without(conn, PASSAGES, args, disable=("enable_sort", "enable_hashjoin", "enable_mergejoin"))

@@ -275,3 +275,14 @@ async def test_many_concurrent_recalls_keep_exact_access_counts(brain):
         events = await conn.fetchval("SELECT count(*) FROM memory_events WHERE op = 'recall'")
     assert {r["id"]: r["access_count"] for r in rows if r["access_count"]} == expected
     assert events == 40
+
+
+async def test_a_disabled_agent_can_neither_create_nor_share_namespaces(brain):
+    async with brain.pool.acquire() as conn:
+        await conn.execute("UPDATE agents SET disabled_at = now() WHERE id = 'alice'")
+    with pytest.raises(AccessDenied, match="unknown or disabled"):
+        await brain.share("alice", "proj", "bob")
+    with pytest.raises(AccessDenied, match="unknown or disabled"):
+        await brain.create_namespace("alice", "another")
+    with pytest.raises(NotFound, match="namespace 'nowhere' does not exist"):
+        await brain.share("root", "nowhere", "bob")

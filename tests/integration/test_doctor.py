@@ -2,7 +2,6 @@
 
 import shutil
 
-import pytest
 
 from cabrain.doctor import Status, run_doctor
 from cabrain.settings import EmbeddingProvider, default_schema_dir

@@ -196,7 +196,7 @@ def test_db_status_and_stop_commands(home):
     try:
         status = run_cli("db", "status", env=env)
         assert status.returncode == 0
-        assert f"running, pid" in status.stdout and str(owner.pid) in status.stdout
+        assert "running, pid" in status.stdout and str(owner.pid) in status.stdout
         refused = run_cli("db", "stop", env=env)
         assert refused.returncode == 1 and "in use by process" in refused.stderr
         forced = run_cli("db", "stop", "--force", env=env)
