@@ -15,7 +15,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -23,7 +22,8 @@ from typing import Any
 
 import asyncpg
 
-from cabrain.errors import AccessDenied, CabrainError, ConfigError, EmbedderError, InputError, NotFound
+from cabrain import identity
+from cabrain.errors import AccessDenied, AlreadyExists, CabrainError, ConfigError, EmbedderError, InputError, NotFound
 from cabrain.providers.cache import RedisCache
 from cabrain.providers.embedders import Embedder, load_embedder
 from cabrain.providers.llm import ChatModel, load_chat_model
@@ -48,12 +48,6 @@ from cabrain.types import (
 
 log = logging.getLogger(__name__)
 
-AGENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
-UPSERT_AGENT = """
-INSERT INTO agents (id, display_name, is_admin) VALUES ($1, $2, $3)
-ON CONFLICT (id) DO UPDATE SET display_name = COALESCE(EXCLUDED.display_name, agents.display_name)
-RETURNING id, is_admin
-"""
 CREATE_NAMESPACE = """
 INSERT INTO namespaces (name, owner_agent_id) VALUES ($1, $2)
 ON CONFLICT (name) DO NOTHING
@@ -71,6 +65,22 @@ SET can_read = EXCLUDED.can_read, can_write = EXCLUDED.can_write,
 DELETE_GRANT = "DELETE FROM namespace_grants WHERE agent_id = $1 AND namespace = $2"
 AGENT_EXISTS = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1)"
 AGENT_ACTIVE = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND disabled_at IS NULL)"
+LIST_NAMESPACES = """
+SELECT n.name, n.owner_agent_id, n.created_at,
+       CASE WHEN n.owner_agent_id = $1 OR adm.is_admin THEN n.memory_count END AS memory_count,
+       n.owner_agent_id = $1 OR adm.is_admin OR coalesce(g.can_read, false) AS can_read,
+       n.owner_agent_id = $1 OR adm.is_admin OR coalesce(g.can_write, false) AS can_write
+FROM namespaces n
+CROSS JOIN (SELECT coalesce(bool_or(is_admin AND disabled_at IS NULL), false) AS is_admin
+            FROM agents WHERE id = $1) adm
+LEFT JOIN namespace_grants g ON g.namespace = n.name AND g.agent_id = $1
+WHERE n.owner_agent_id = $1 OR g.agent_id IS NOT NULL OR adm.is_admin
+ORDER BY n.name
+"""
+LIST_GRANTS = """
+SELECT agent_id, namespace, can_read, can_write, granted_by, granted_at
+FROM namespace_grants WHERE namespace = $1 ORDER BY agent_id
+"""
 
 
 class Brain:
@@ -102,11 +112,19 @@ class Brain:
 
     # --- lifecycle -----------------------------------------------------------------------------
     @classmethod
-    async def open(cls, settings: Settings, *, dsn: str | None = None, embedder: Embedder | None = None) -> Brain:
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        dsn: str | None = None,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+    ) -> Brain:
         """Connect, check the schema is current and fits the embedding model, load providers.
 
         With no ``dsn`` and no ``CABRAIN_DATABASE_URL``, holds a lease on the embedded server
-        until :meth:`close`.
+        until :meth:`close`. ``embedder`` / ``reranker`` replace the configured ones (the Serve
+        ingress passes handles to its model deployments).
         """
         on_close = []
         if dsn is None:
@@ -131,7 +149,8 @@ class Brain:
                         hint="run: cabrain migrate",
                     )
                 migrations.check_embedding_dim(state, embedder.dim, settings.embedding_model)
-                reranker = await asyncio.to_thread(load_reranker, settings)
+                if reranker is None:
+                    reranker = await asyncio.to_thread(load_reranker, settings)
                 chat = load_chat_model(settings)
                 if chat is None and "llm" in (settings.write_decider, settings.entity_extractor):
                     raise ConfigError(
@@ -215,19 +234,19 @@ class Brain:
             raise EmbedderError(f"the embedder {self.embedder.name} failed: {exc}; nothing was written") from exc
 
     # --- agents, namespaces, grants ------------------------------------------------------------
-    async def create_agent(self, agent_id: str, *, display_name: str | None = None, is_admin: bool = False) -> str:
-        """Register an agent (idempotent). Keys and their hashing come with the service."""
-        if not isinstance(agent_id, str) or not AGENT_RE.match(agent_id):
-            raise InputError(
-                f"agent id {agent_id!r} is not valid",
-                hint="1-128 characters: letters, digits and . _ @ - (starting with a letter or digit)",
-            )
+    async def create_agent(
+        self, agent_id: str, *, display_name: str | None = None, is_admin: bool = False, exist_ok: bool = True
+    ) -> str:
+        """Register an agent (idempotent unless ``exist_ok`` is False: then an existing id is
+        :class:`AlreadyExists`). Its API keys come from :meth:`create_key`."""
         async with self.pool.acquire() as conn:
-            await conn.fetchrow(UPSERT_AGENT, agent_id, display_name, is_admin)
-        return agent_id
+            return await identity.create_agent(
+                conn, agent_id, display_name=display_name, is_admin=is_admin, exist_ok=exist_ok
+            )
 
-    async def create_namespace(self, agent: str, name: str) -> str:
-        """Create a namespace owned by ``agent``; an existing one is left as it is (idempotent)."""
+    async def create_namespace(self, agent: str, name: str) -> bool:
+        """Create a namespace owned by ``agent``; True if made now, False if ``agent`` already owns
+        it (idempotent). One owned by another agent is :class:`AlreadyExists`."""
         from cabrain.write.retain import NAMESPACE_RE
 
         if not isinstance(name, str) or not NAMESPACE_RE.match(name):
@@ -238,8 +257,15 @@ class Brain:
         async with self.pool.acquire() as conn:
             if not await conn.fetchval(AGENT_ACTIVE, agent):
                 raise AccessDenied(f"agent {agent!r} is unknown or disabled")
-            await conn.fetchval(CREATE_NAMESPACE, name, agent)
-        return name
+            if await conn.fetchval(CREATE_NAMESPACE, name, agent) is not None:
+                return True
+            owner = await conn.fetchval(NAMESPACE_OWNER, name)
+        if owner != agent:
+            raise AlreadyExists(
+                f"namespace {name!r} already exists and belongs to another agent",
+                hint="choose another name, or ask its owner for a grant",
+            )
+        return False
 
     async def _require_owner(self, conn: asyncpg.Connection, agent: str, namespace: str) -> None:
         if not await conn.fetchval(AGENT_ACTIVE, agent):
@@ -278,6 +304,44 @@ class Brain:
             }])  # fmt: skip
         await self.invalidate([namespace], epoch=True)
         return status.endswith("1")
+
+    async def list_namespaces(self, agent: str) -> list[dict[str, Any]]:
+        """Namespaces ``agent`` owns or holds a grant on (every namespace for an admin)."""
+        async with self.pool.acquire() as conn:
+            if not await conn.fetchval(AGENT_ACTIVE, agent):
+                raise AccessDenied(f"agent {agent!r} is unknown or disabled")
+            return [dict(r) for r in await conn.fetch(LIST_NAMESPACES, agent)]
+
+    async def list_grants(self, agent: str, namespace: str) -> list[dict[str, Any]]:
+        """The grants on ``namespace`` (its owner and admins only)."""
+        async with self.pool.acquire() as conn:
+            await self._require_owner(conn, agent, namespace)
+            return [dict(r) for r in await conn.fetch(LIST_GRANTS, namespace)]
+
+    # --- identity: API keys ---------------------------------------------------------------------
+    async def authenticate(self, key: str | None) -> identity.Principal:
+        async with self.pool.acquire() as conn:
+            return await identity.authenticate(conn, key)
+
+    async def create_key(self, agent_id: str, *, label: str | None = None) -> identity.NewKey:
+        async with self.pool.acquire() as conn:
+            return await identity.create_key(conn, agent_id, label=label)
+
+    async def revoke_key(self, key_id: uuid.UUID | str, *, agent_id: str | None = None) -> bool:
+        async with self.pool.acquire() as conn:
+            return await identity.revoke_key(conn, _as_uuid(key_id, "key id"), agent_id=agent_id)
+
+    async def list_agents(self) -> list[identity.AgentInfo]:
+        async with self.pool.acquire() as conn:
+            return await identity.list_agents(conn)
+
+    async def list_keys(self, agent_id: str) -> list[identity.KeyInfo]:
+        async with self.pool.acquire() as conn:
+            return await identity.list_keys(conn, agent_id)
+
+    async def disable_agent(self, agent_id: str) -> bool:
+        async with self.pool.acquire() as conn:
+            return await identity.disable_agent(conn, agent_id)
 
     # --- memory operations ---------------------------------------------------------------------
     async def retain(
@@ -419,13 +483,13 @@ class Brain:
             await self.cache.bump_epoch()
 
 
-def _as_uuid(value: uuid.UUID | str) -> uuid.UUID:
+def _as_uuid(value: uuid.UUID | str, what: str = "memory id") -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise InputError(f"{value!r} is not a memory id (a UUID)") from None
+        raise InputError(f"{value!r} is not a {what} (a UUID)") from None
 
 
 def _digest(agent: str, query: RecallQuery) -> str:

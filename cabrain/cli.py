@@ -156,6 +156,238 @@ def cmd_bench_recall(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain import service
+
+    app_args = _read_app_config(args.config) if args.config else None
+    service.up(settings, app_args=app_args)
+    return EXIT_OK
+
+
+def cmd_down(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain import service
+
+    print("removed the cabrain application" if service.down(settings) else "no cabrain application was deployed")
+    return EXIT_OK
+
+
+def _read_app_config(path: str) -> dict:
+    """Application args from a Serve config file (its cabrain application) or a bare args file."""
+    from pathlib import Path
+
+    import yaml
+
+    from cabrain.errors import InputError
+
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    if isinstance(data, dict) and "applications" in data:
+        apps = [a for a in data["applications"] if a.get("import_path", "").startswith("serve_apps.app")]
+        if not apps:
+            raise InputError(f"{path} has no application with import_path serve_apps.app:build_app")
+        data = apps[0].get("args") or {}
+    if not isinstance(data, dict):
+        raise InputError(f"{path} must hold a mapping of application args")
+    return data
+
+
+# --- agents and keys ---------------------------------------------------------------------------
+def _remote(settings: Settings):  # noqa: ANN202 - a cabrain.client.Client
+    from cabrain.client import Client
+
+    if not settings.api_url:
+        raise ConfigError(
+            "this command talks to a running CaBrain API and CABRAIN_API_URL is not set",
+            hint="export CABRAIN_API_URL=http://127.0.0.1:8000 and CABRAIN_API_KEY=<key> (cabrain up prints both)",
+        )
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    return Client(settings.api_url, key)
+
+
+def _local_db(settings: Settings, work):  # noqa: ANN001, ANN202
+    """Run ``work(conn)`` on the hot tier directly (agents commands without CABRAIN_API_URL)."""
+    from cabrain.store.db import connect, hot_tier
+
+    async def run(dsn: str):  # noqa: ANN202
+        conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
+        try:
+            return await work(conn)
+        finally:
+            await conn.close()
+
+    with hot_tier(settings) as dsn:
+        return asyncio.run(run(dsn))
+
+
+def _print_new_key(agent_id: str, key: str, key_id: str) -> None:
+    print(f"agent : {agent_id}")
+    print(f"key id: {key_id}")
+    print(f"key   : {key}")
+    print("store the key now: it is not shown again (only its SHA-256 digest is kept)", file=sys.stderr)
+
+
+def cmd_agents_create(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain import identity
+
+    if settings.api_url:
+        with _remote(settings) as client:
+            new = client.create_agent(args.name, display_name=args.display_name, is_admin=args.admin,
+                                      key_label=args.label)  # fmt: skip
+        _print_new_key(new["agent_id"], new["key"], new["key_id"])
+        return EXIT_OK
+
+    async def work(conn):  # noqa: ANN001, ANN202
+        async with conn.transaction():
+            await identity.create_agent(conn, args.name, display_name=args.display_name, is_admin=args.admin,
+                                        exist_ok=False)  # fmt: skip
+            return await identity.create_key(conn, args.name, label=args.label)
+
+    new = _local_db(settings, work)
+    _print_new_key(new.agent_id, new.key, str(new.id))
+    return EXIT_OK
+
+
+def cmd_agents_key(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain import identity
+
+    if settings.api_url:
+        with _remote(settings) as client:
+            new = client.create_key(args.name, label=args.label)
+        _print_new_key(new["agent_id"], new["key"], new["key_id"])
+        return EXIT_OK
+    new = _local_db(settings, lambda conn: identity.create_key(conn, args.name, label=args.label))
+    _print_new_key(new.agent_id, new.key, str(new.id))
+    return EXIT_OK
+
+
+def cmd_agents_list(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain import identity
+
+    if settings.api_url:
+        with _remote(settings) as client:
+            agents = client.agents()
+    else:
+        agents = [a.__dict__ for a in _local_db(settings, identity.list_agents)]
+    print(f"{'agent':<32} {'admin':<6} {'keys':>4}  state")
+    for a in agents:
+        state = "disabled" if a["disabled_at"] else "active"
+        print(f"{a['id']:<32} {'yes' if a['is_admin'] else 'no':<6} {a['active_keys']:>4}  {state}")
+    return EXIT_OK
+
+
+def cmd_agents_keys(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain import identity
+
+    if settings.api_url:
+        with _remote(settings) as client:
+            keys = client.keys(args.name)
+    else:
+        keys = [k.__dict__ for k in _local_db(settings, lambda conn: identity.list_keys(conn, args.name))]
+    for k in keys:
+        state = f"revoked {k['revoked_at']}" if k["revoked_at"] else "active"
+        print(f"{k['id']}  {k['prefix']}...  {k['label'] or '-'}  {state}")
+    return EXIT_OK
+
+
+def cmd_agents_revoke(settings: Settings, args: argparse.Namespace) -> int:
+    import uuid as _uuid
+
+    from cabrain import identity
+    from cabrain.errors import InputError, NotFound
+
+    try:
+        key_id = _uuid.UUID(args.key_id)
+    except ValueError:
+        raise InputError(f"{args.key_id!r} is not a key id (see: cabrain agents keys {args.name})") from None
+    if settings.api_url:
+        with _remote(settings) as client:
+            client.revoke_key(args.name, key_id)
+    elif not _local_db(settings, lambda conn: identity.revoke_key(conn, key_id, agent_id=args.name)):
+        raise NotFound(f"agent {args.name!r} has no active key {key_id}")
+    print(f"revoked key {key_id} of {args.name}")
+    return EXIT_OK
+
+
+def cmd_agents_disable(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain import identity
+
+    if settings.api_url:
+        with _remote(settings) as client:
+            client.disable_agent(args.name)
+    else:
+        _local_db(settings, lambda conn: identity.disable_agent(conn, args.name))
+    print(f"disabled {args.name}: its keys no longer work; its memories stay")
+    return EXIT_OK
+
+
+# --- remote mode: memory commands against a running API ------------------------------------------
+def cmd_remember(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.types import MemoryInput, Network, Visibility
+
+    content = sys.stdin.read() if args.content == "-" else args.content
+    item = MemoryInput(content, args.namespace, visibility=Visibility(args.visibility),
+                       network=Network(args.network), source_kind=args.source_kind or "manual")  # fmt: skip
+    with _remote(settings) as client:
+        result = client.retain(item)
+    print(f"{result.decision.value} {result.memory_id or '-'} (importance {result.importance:.2f}) {result.reason}")
+    return EXIT_OK
+
+
+def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.types import RecallQuery, recall_to_dict
+
+    with _remote(settings) as client:
+        result = client.recall(RecallQuery(args.query, args.namespace, k=args.k))
+    if args.json:
+        print(json.dumps(recall_to_dict(result), ensure_ascii=False, indent=2))
+        return EXIT_OK
+    for i, hit in enumerate(result.hits, 1):
+        print(f"{i:>2}. [{hit.score:.3f}] {hit.memory.content}  ({hit.memory.id})")
+    if not result.hits:
+        print("no memories matched")
+    return EXIT_OK
+
+
+def cmd_get(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.types import history_to_dict
+
+    with _remote(settings) as client:
+        print(json.dumps(history_to_dict(client.get(args.memory_id)), ensure_ascii=False, indent=2))
+    return EXIT_OK
+
+
+def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
+    with _remote(settings) as client:
+        result = client.forget(args.memory_id, reason=args.reason)
+    print(f"forgotten {result.memory.id} (kept, out of recall since {result.memory.invalid_at})")
+    return EXIT_OK
+
+
+def cmd_namespaces(settings: Settings, args: argparse.Namespace) -> int:
+    with _remote(settings) as client:
+        if args.create:
+            made = client.create_namespace(args.create)
+            print(f"namespace {args.create} {'created' if made else 'already yours'}")
+            return EXIT_OK
+        for ns in client.namespaces():
+            access = "rw" if ns["can_write"] else "r"
+            print(f"{ns['name']:<40} {access:<3} owner {ns['owner_agent_id']}")
+    return EXIT_OK
+
+
+def cmd_share(settings: Settings, args: argparse.Namespace) -> int:
+    with _remote(settings) as client:
+        if args.revoke:
+            removed = client.revoke(args.namespace, args.agent)
+            print(f"{'revoked' if removed else 'no grant for'} {args.agent} on {args.namespace}")
+        else:
+            client.share(args.namespace, args.agent, can_write=args.write)
+            print(f"{args.agent} may now read{' and write' if args.write else ''} {args.namespace}'s team memories")
+    return EXIT_OK
+
+
 # --- parser ------------------------------------------------------------------------------------
 Command = Callable[[Settings, argparse.Namespace], int]
 
@@ -221,6 +453,83 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     br.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     br.set_defaults(func=cmd_bench_recall)
+
+    up = sub.add_parser(
+        "up",
+        help="run CaBrain: database, Ray, the HTTP API",
+        description="Start the embedded PostgreSQL (unless CABRAIN_DATABASE_URL is set), migrate, create "
+        "an admin key on first run, start a local Ray (or use CABRAIN_RAY_ADDRESS) and deploy the HTTP API on "
+        "CABRAIN_API_HOST:CABRAIN_API_PORT (127.0.0.1:8000). Ctrl-C stops everything it started.",
+    )
+    up.add_argument("--config", metavar="FILE",
+                    help="Serve config (YAML) or application args: replicas, CPUs, GPUs, batch sizes")  # fmt: skip
+    up.set_defaults(func=cmd_up)
+    down = sub.add_parser("down", help="remove the app from the Ray cluster at CABRAIN_RAY_ADDRESS",
+                          description="Delete the cabrain Serve application from a cluster `cabrain up` deployed onto.")  # fmt: skip
+    down.set_defaults(func=cmd_down)
+
+    agents = sub.add_parser(
+        "agents",
+        help="manage agents and their API keys",
+        description="Agents and API keys. With CABRAIN_API_URL (and an admin CABRAIN_API_KEY) through the API; "
+        "otherwise directly on the hot tier.",
+    )
+    agents_sub = agents.add_subparsers(dest="agents_command", metavar="ACTION", required=True)
+    a_create = agents_sub.add_parser("create", help="create an agent and print its first key (shown once)")
+    a_create.add_argument("name")
+    a_create.add_argument("--admin", action="store_true", help="the agent manages agents, keys and grants")
+    a_create.add_argument("--display-name", default=None)
+    a_create.add_argument("--label", default=None, help="label of the key")
+    a_create.set_defaults(func=cmd_agents_create)
+    a_key = agents_sub.add_parser("key", help="make another key for an agent (shown once)")
+    a_key.add_argument("name")
+    a_key.add_argument("--label", default=None)
+    a_key.set_defaults(func=cmd_agents_key)
+    a_list = agents_sub.add_parser("list", help="list agents")
+    a_list.set_defaults(func=cmd_agents_list)
+    a_keys = agents_sub.add_parser("keys", help="list an agent's keys (ids and prefixes, never the keys)")
+    a_keys.add_argument("name")
+    a_keys.set_defaults(func=cmd_agents_keys)
+    a_revoke = agents_sub.add_parser("revoke", help="revoke one of an agent's keys")
+    a_revoke.add_argument("name")
+    a_revoke.add_argument("key_id")
+    a_revoke.set_defaults(func=cmd_agents_revoke)
+    a_disable = agents_sub.add_parser("disable", help="disable an agent (keys stop working, memories stay)")
+    a_disable.add_argument("name")
+    a_disable.set_defaults(func=cmd_agents_disable)
+
+    remote_note = " Talks to the API at CABRAIN_API_URL with CABRAIN_API_KEY."
+    remember = sub.add_parser("remember", help="retain a memory", description="Retain one memory." + remote_note)
+    remember.add_argument("content", help="the memory ('-' reads standard input)")
+    remember.add_argument("--namespace", "-n", required=True)
+    remember.add_argument("--visibility", default="private", choices=["private", "team", "global"])
+    remember.add_argument("--network", default="experience", choices=["fact", "experience", "observation", "belief"])
+    remember.add_argument("--source-kind", default=None)
+    remember.set_defaults(func=cmd_remember)
+    recall = sub.add_parser("recall", help="recall memories", description="Hybrid recall." + remote_note)
+    recall.add_argument("query")
+    recall.add_argument("--namespace", "-n", required=True)
+    recall.add_argument("-k", type=int, default=5)
+    recall.add_argument("--json", action="store_true", help="print the full answer as JSON")
+    recall.set_defaults(func=cmd_recall)
+    get = sub.add_parser("get", help="show a memory with its history", description="Get a memory." + remote_note)
+    get.add_argument("memory_id")
+    get.set_defaults(func=cmd_get)
+    forget = sub.add_parser("forget", help="soft-forget a memory", description="Forget (never delete)." + remote_note)
+    forget.add_argument("memory_id")
+    forget.add_argument("--reason", default=None)
+    forget.set_defaults(func=cmd_forget)
+    namespaces = sub.add_parser("namespaces", help="list or create namespaces",
+                                description="List your namespaces, or create one." + remote_note)  # fmt: skip
+    namespaces.add_argument("--create", metavar="NAME", default=None)
+    namespaces.set_defaults(func=cmd_namespaces)
+    share = sub.add_parser("share", help="grant (or revoke) an agent access to a namespace",
+                           description="Share a namespace's team memories." + remote_note)  # fmt: skip
+    share.add_argument("namespace")
+    share.add_argument("agent")
+    share.add_argument("--write", action="store_true", help="also allow writing")
+    share.add_argument("--revoke", action="store_true", help="remove the grant instead")
+    share.set_defaults(func=cmd_share)
 
     db = sub.add_parser(
         "db",

@@ -14,9 +14,12 @@ each face maps them once (exit codes in the CLI, status codes over HTTP, tool er
     │       ├── MigrationChecksumMismatch   an applied migration file was edited
     │       └── EmbeddingDimensionMismatch  the configured model does not fit the stored vectors
     ├── InputError                  a request is malformed (empty, oversized, out of range, bad UTF-8)
+    ├── AlreadyExists               a namespace or agent with that name exists already
     ├── NotFound                    an unknown memory, namespace or agent
     ├── AccessDenied                reading or writing outside the caller's grants
     ├── EmbedderError               the embedding model cannot be loaded or run
+    ├── Unauthenticated             no API key, or an unknown or revoked one
+    ├── ServiceError                Ray / Serve / the HTTP API cannot be started or reached
     ├── CacheError                  the Redis L1 cache cannot be reached
     └── ColdStoreError              the Iceberg catalog or warehouse cannot be used
 """
@@ -81,12 +84,24 @@ class InputError(CabrainError):
     """A request is malformed: empty, oversized, out of range, not valid UTF-8."""
 
 
+class AlreadyExists(CabrainError):
+    """Something with that name exists already (a namespace of another agent, an agent id)."""
+
+
 class NotFound(CabrainError):
     """An unknown memory, namespace or agent (or one the caller may not know exists)."""
 
 
 class AccessDenied(CabrainError):
     """The caller is not allowed to read or write there."""
+
+
+class Unauthenticated(CabrainError):
+    """A request carries no API key, or one that is unknown, revoked or of a disabled agent."""
+
+
+class ServiceError(CabrainError):
+    """The CaBrain service (Ray, Serve, the HTTP API) cannot be started or reached."""
 
 
 class EmbedderError(CabrainError):

@@ -242,6 +242,32 @@ class Settings(BaseSettings):
     cold_s3_access_key: SecretStr | None = Field(default=None, description="S3 access key id.")
     cold_s3_secret_key: SecretStr | None = Field(default=None, description="S3 secret key.")
 
+    # --- service: Ray Serve HTTP API ---------------------------------------------------------
+    api_host: str = Field(default="127.0.0.1", min_length=1, description="Address the HTTP API listens on.")
+    api_port: int = Field(default=8000, ge=1, le=65535, description="Port of the HTTP API.")
+    api_max_body_bytes: int = Field(
+        default=8 * 1024 * 1024, ge=1024, description="Largest request body accepted (larger: 413)."
+    )
+    api_key_cache_ttl_s: float = Field(
+        default=2.0, ge=0,
+        description="How long an ingress replica trusts a checked API key (a revoked key stops within this).",
+    )
+    api_url: str | None = Field(
+        default=None, description="Base URL of a running CaBrain API, for the CLI's remote mode, e.g. http://127.0.0.1:8000."
+    )
+    api_key: SecretStr | None = Field(default=None, description="API key the CLI's remote mode sends.")
+    ray_address: str | None = Field(
+        default=None,
+        description="Ray cluster to deploy onto (e.g. ray://head:10001 or auto). Unset: cabrain up starts a local Ray.",
+    )
+    ray_num_cpus: int | None = Field(default=None, ge=1, description="CPUs a local Ray may use (unset: all).")
+    ray_object_store_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=78 * 1024 * 1024, description="Object store size of a local Ray."
+    )
+    serve_ready_timeout_s: float = Field(
+        default=300.0, gt=0, description="How long cabrain up waits for the models and the API to be ready."
+    )
+
     # --- logs ----------------------------------------------------------------------------------
     log_level: str = Field(default="WARNING", description="DEBUG, INFO, WARNING, ERROR.")
 

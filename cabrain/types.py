@@ -227,3 +227,25 @@ def history_from_dict(d: Mapping[str, Any]) -> MemoryWithHistory:
         next=[memory_from_dict(m) for m in d["next"]],
         entities=list(d["entities"]),
     )
+
+
+def retain_to_dict(r: RetainResult) -> dict[str, Any]:
+    return {
+        "decision": r.decision.value,
+        "memory_id": str(r.memory_id) if r.memory_id else None,
+        "importance": r.importance,
+        "superseded": [str(s) for s in r.superseded],
+        "entities": list(r.entities),
+        "reason": r.reason,
+    }
+
+
+def retain_from_dict(d: Mapping[str, Any]) -> RetainResult:
+    return RetainResult(
+        decision=Decision(d["decision"]),
+        memory_id=uuid.UUID(d["memory_id"]) if d["memory_id"] else None,
+        importance=d["importance"],
+        superseded=tuple(uuid.UUID(s) for s in d["superseded"]),
+        entities=tuple(d["entities"]),
+        reason=d["reason"],
+    )

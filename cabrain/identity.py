@@ -1,0 +1,241 @@
+"""API keys: who a request acts as.
+
+A key is ``cbk_`` + 43 url-safe characters (256 random bits). Only its SHA-256 digest is stored,
+with its first characters (``key_prefix``) so listings can tell keys apart; the key itself is
+shown once, when it is made. A key acts as one agent; revoking it, or disabling the agent, stops
+it. Admin agents (``agents.is_admin``) manage agents, keys and any namespace's grants.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import asyncpg
+
+from cabrain.errors import AlreadyExists, InputError, NotFound, Unauthenticated
+
+KEY_PREFIX = "cbk_"
+SHOWN_CHARS = 12  # "cbk_" + 8: enough to tell keys apart in a listing, useless for guessing
+
+AGENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+UPSERT_AGENT = """
+INSERT INTO agents (id, display_name, is_admin) VALUES ($1, $2, $3)
+ON CONFLICT (id) DO UPDATE SET display_name = COALESCE(EXCLUDED.display_name, agents.display_name)
+RETURNING id, is_admin
+"""
+AGENT_EXISTS = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1)"
+AUTHENTICATE = """
+SELECT k.id AS key_id, a.id AS agent_id, a.is_admin
+FROM agent_keys k JOIN agents a ON a.id = k.agent_id
+WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND a.disabled_at IS NULL
+"""
+TOUCH_KEY = """
+UPDATE agent_keys SET last_used_at = now()
+WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+"""
+INSERT_KEY = """
+INSERT INTO agent_keys (agent_id, key_prefix, key_hash, label) VALUES ($1, $2, $3, $4)
+RETURNING id, created_at
+"""
+REVOKE_KEY = """
+UPDATE agent_keys SET revoked_at = now()
+WHERE id = $1 AND revoked_at IS NULL AND ($2::text IS NULL OR agent_id = $2)
+RETURNING agent_id
+"""
+LIST_AGENTS = """
+SELECT a.id, a.display_name, a.is_admin, a.created_at, a.disabled_at,
+       count(k.id) FILTER (WHERE k.revoked_at IS NULL) AS active_keys
+FROM agents a LEFT JOIN agent_keys k ON k.agent_id = a.id
+GROUP BY a.id ORDER BY a.id
+"""
+LIST_KEYS = """
+SELECT id, agent_id, key_prefix, label, created_at, last_used_at, revoked_at
+FROM agent_keys WHERE agent_id = $1 ORDER BY created_at
+"""
+AGENT_ROW = "SELECT id, disabled_at FROM agents WHERE id = $1"
+DISABLE_AGENT = "UPDATE agents SET disabled_at = now() WHERE id = $1 AND disabled_at IS NULL RETURNING id"
+ACTIVE_ADMIN_KEYS = """
+SELECT count(*) FROM agent_keys k JOIN agents a ON a.id = k.agent_id
+WHERE a.is_admin AND a.disabled_at IS NULL AND k.revoked_at IS NULL
+"""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The agent a request acts as."""
+
+    agent_id: str
+    is_admin: bool
+    key_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class NewKey:
+    id: uuid.UUID
+    agent_id: str
+    key: str  # shown once; never stored
+    prefix: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    id: uuid.UUID
+    agent_id: str
+    prefix: str
+    label: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    id: str
+    display_name: str | None
+    is_admin: bool
+    created_at: datetime
+    disabled_at: datetime | None
+    active_keys: int
+
+
+def generate_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_key(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def looks_like_key(key: str) -> bool:
+    return isinstance(key, str) and key.startswith(KEY_PREFIX) and 20 <= len(key) <= 200 and key.isascii()
+
+
+async def create_agent(
+    conn: asyncpg.Connection,
+    agent_id: str,
+    *,
+    display_name: str | None = None,
+    is_admin: bool = False,
+    exist_ok: bool = True,
+) -> str:
+    """Register an agent (idempotent unless ``exist_ok`` is False)."""
+    if not isinstance(agent_id, str) or not AGENT_RE.match(agent_id):
+        raise InputError(
+            f"agent id {agent_id!r} is not valid",
+            hint="1-128 characters: letters, digits and . _ @ - (starting with a letter or digit)",
+        )
+    if not exist_ok and await conn.fetchval(AGENT_EXISTS, agent_id):
+        raise AlreadyExists(
+            f"agent {agent_id!r} already exists",
+            hint="make it another key instead (cabrain agents key NAME)",
+        )
+    await conn.fetchrow(UPSERT_AGENT, agent_id, display_name, is_admin)
+    return agent_id
+
+
+async def create_key(conn: asyncpg.Connection, agent_id: str, *, label: str | None = None) -> NewKey:
+    """Make a key for an existing, active agent; the returned ``key`` is the only copy."""
+    row = await conn.fetchrow(AGENT_ROW, agent_id)
+    if row is None:
+        raise NotFound(
+            f"agent {agent_id!r} does not exist",
+            hint="create it first: cabrain agents create NAME",
+        )
+    if row["disabled_at"] is not None:
+        raise InputError(f"agent {agent_id!r} is disabled; it cannot get new keys")
+    if label is not None and len(label) > 200:
+        raise InputError("a key label is at most 200 characters")
+    key = generate_key()
+    made = await conn.fetchrow(INSERT_KEY, agent_id, key[:SHOWN_CHARS], hash_key(key), label)
+    return NewKey(made["id"], agent_id, key, key[:SHOWN_CHARS], made["created_at"])
+
+
+async def authenticate(conn: asyncpg.Connection, key: str | None) -> Principal:
+    """The agent behind ``key``; :class:`Unauthenticated` for a missing, unknown or revoked key."""
+    if not key:
+        raise Unauthenticated(
+            "this request carries no API key",
+            hint="send the header 'Authorization: Bearer <key>'",
+        )
+    if not looks_like_key(key):
+        raise Unauthenticated(
+            "the API key is malformed",
+            hint="keys start with 'cbk_'; check for a truncated copy",
+        )
+    row = await conn.fetchrow(AUTHENTICATE, hash_key(key))
+    if row is None:
+        raise Unauthenticated(
+            "the API key is unknown or revoked, or its agent is disabled",
+            hint="ask an admin for a new key (cabrain agents key NAME)",
+        )
+    await conn.execute(TOUCH_KEY, row["key_id"])
+    return Principal(row["agent_id"], row["is_admin"], row["key_id"])
+
+
+async def revoke_key(conn: asyncpg.Connection, key_id: uuid.UUID, *, agent_id: str | None = None) -> bool:
+    """Revoke a key (of ``agent_id`` when given); False when there was no such active key."""
+    return await conn.fetchval(REVOKE_KEY, key_id, agent_id) is not None
+
+
+async def list_agents(conn: asyncpg.Connection) -> list[AgentInfo]:
+    return [AgentInfo(**dict(r)) for r in await conn.fetch(LIST_AGENTS)]
+
+
+async def list_keys(conn: asyncpg.Connection, agent_id: str) -> list[KeyInfo]:
+    if await conn.fetchrow(AGENT_ROW, agent_id) is None:
+        raise NotFound(f"agent {agent_id!r} does not exist")
+    return [
+        KeyInfo(
+            r["id"],
+            r["agent_id"],
+            r["key_prefix"],
+            r["label"],
+            r["created_at"],
+            r["last_used_at"],
+            r["revoked_at"],
+        )
+        for r in await conn.fetch(LIST_KEYS, agent_id)
+    ]
+
+
+async def disable_agent(conn: asyncpg.Connection, agent_id: str) -> bool:
+    """Disable an agent (its keys stop working; its memories stay). False if already disabled."""
+    if await conn.fetchrow(AGENT_ROW, agent_id) is None:
+        raise NotFound(f"agent {agent_id!r} does not exist")
+    return await conn.fetchval(DISABLE_AGENT, agent_id) is not None
+
+
+def admin_key_path(home: Path) -> Path:
+    return home / "admin.key"
+
+
+async def ensure_admin_key(conn: asyncpg.Connection, home: Path, *, agent_id: str = "admin") -> tuple[Path, bool]:
+    """First run: create the ``admin`` agent and a key, written to ``home/admin.key`` (mode 0600).
+
+    Returns the file and whether a key was made now. Nothing is made while an active admin key
+    exists (the file may have been moved away on purpose).
+    """
+    path = admin_key_path(home)
+    if await conn.fetchval(ACTIVE_ADMIN_KEYS) > 0:
+        return path, False
+    async with conn.transaction():
+        await conn.execute(
+            "INSERT INTO agents (id, display_name, is_admin) VALUES ($1, 'CaBrain administrator', true) "
+            "ON CONFLICT (id) DO UPDATE SET is_admin = true, disabled_at = NULL",
+            agent_id,
+        )
+        new = await create_key(conn, agent_id, label="created by cabrain up")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.touch(mode=0o600)
+        tmp.chmod(0o600)
+        tmp.write_text(new.key + "\n")
+        tmp.replace(path)
+    return path, True

@@ -1,0 +1,285 @@
+"""Running the service: ``cabrain up`` / ``cabrain down`` and the pieces tests and benchmarks share.
+
+``cabrain up`` on a fresh machine: embedded PostgreSQL -> migrate -> first admin key -> a local Ray
+(listeners on loopback) -> the Serve app on ``CABRAIN_API_HOST:CABRAIN_API_PORT`` -> wait until
+``/v1/ready`` -> print how to call it -> block. Ctrl-C (or SIGTERM) stops what it started: the Serve
+app, the local Ray, and its lease on the embedded server (the server stops when no CaBrain process
+uses it any more).
+
+With ``CABRAIN_RAY_ADDRESS`` it deploys onto that cluster instead (which needs
+``CABRAIN_DATABASE_URL``: other nodes cannot reach an embedded server's unix socket) and returns;
+``cabrain down`` removes the application.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import os
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from cabrain import identity
+from cabrain.errors import ConfigError, ServiceError
+from cabrain.settings import Settings
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "cabrain"
+# Ray on a workstation: no token auth between local processes, no usage reporting.
+RAY_LOCAL_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def settings_for_replicas(settings: Settings, **overrides: Any) -> dict[str, Any]:
+    """The settings this process was given explicitly (environment or overrides), as plain
+    values, so replicas anywhere in the cluster run with the same configuration."""
+    out: dict[str, Any] = {}
+    for name in sorted(settings.model_fields_set):
+        value = getattr(settings, name)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        elif isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, enum.Enum):
+            value = value.value
+        out[name] = value
+    out.update(overrides)
+    return out
+
+
+def api_url(settings: Settings) -> str:
+    host = settings.api_host
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{settings.api_port}"
+
+
+async def ensure_schema(settings: Settings, dsn: str) -> str:
+    """Migrate when needed; returns a one-line summary."""
+    from cabrain.store import migrations
+    from cabrain.store.db import check_server, connect, server_facts
+
+    conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
+    try:
+        check_server(await server_facts(conn))
+        state = await migrations.inspect(conn, settings.schema_dir)
+        if state.current:
+            await migrations.ensure_partitions(conn, date.today())
+            return f"schema up to date ({state.version})"
+        if settings.embedding_dim is not None:
+            dim = settings.embedding_dim
+        else:
+            from cabrain.providers.embedders import load_embedder
+
+            dim = (await asyncio.to_thread(load_embedder, settings)).dim
+        report = await migrations.migrate(
+            conn,
+            settings.schema_dir,
+            embedding_dim=dim,
+            embedding_model=settings.embedding_model,
+        )
+        return f"applied {len(report.applied)} migration(s)"
+    finally:
+        await conn.close()
+
+
+async def ensure_admin(settings: Settings, dsn: str) -> tuple[Path, bool]:
+    from cabrain.store.db import connect
+
+    conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
+    try:
+        return await identity.ensure_admin_key(conn, settings.home)
+    finally:
+        await conn.close()
+
+
+def init_ray(settings: Settings) -> bool:
+    """Connect to ``CABRAIN_RAY_ADDRESS`` or start a local Ray; True when it started one."""
+    for key, value in RAY_LOCAL_ENV.items():
+        os.environ.setdefault(key, value)
+    import ray
+
+    if ray.is_initialized():
+        return False
+    quiet = {
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+        "include_dashboard": False,
+    }
+    if settings.ray_address:
+        try:
+            ray.init(address=settings.ray_address, **quiet)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ServiceError(
+                f"cannot connect to the Ray cluster at {settings.ray_address}: {exc}",
+                hint="check CABRAIN_RAY_ADDRESS and that `ray status` works on the head node",
+            ) from exc
+        return False
+    ray.init(
+        num_cpus=settings.ray_num_cpus,
+        object_store_memory=settings.ray_object_store_bytes,
+        _node_ip_address="127.0.0.1",
+        **quiet,
+    )
+    return True
+
+
+def deploy(
+    settings: Settings, dsn: str, app_args: dict[str, Any] | None = None, *, proxy_location: str = "EveryNode"
+) -> None:
+    """Run the Serve application (replacing a running one of the same name). An HTTP proxy runs
+    on every node (``EveryNode``) so any node's address serves the API."""
+    from ray import serve
+
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)
+
+    from serve_apps.app import build_app
+    from serve_apps.args import AppArgs
+
+    args = AppArgs.model_validate(app_args or {})
+    args.settings = settings_for_replicas(settings, **{"database_url": dsn, **args.settings})
+    serve.start(
+        proxy_location=proxy_location,
+        http_options={"host": settings.api_host, "port": settings.api_port},
+        logging_config={"log_level": "WARNING", "enable_access_log": False},
+    )
+    serve.run(build_app(args), name=APP_NAME, route_prefix="/", blocking=False)
+
+
+def wait_ready(settings: Settings, *, progress: bool = True) -> dict[str, Any]:
+    """Poll ``/v1/ready`` until it says ready (or the timeout passes)."""
+    url = f"{api_url(settings)}/v1/ready"
+    deadline = time.monotonic() + settings.serve_ready_timeout_s
+    started = time.monotonic()
+    last_note = 0.0
+    reason = "no answer yet"
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(url, timeout=5)
+            body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+            if response.status_code == 200 and body.get("ready"):
+                return body
+            reason = body.get("reason") or f"HTTP {response.status_code}"
+        except httpx.HTTPError as exc:
+            reason = f"{type(exc).__name__}"
+        if progress and time.monotonic() - last_note >= 5:
+            print(
+                f"  waiting for the API ({time.monotonic() - started:.0f} s): {reason}",
+                file=sys.stderr,
+            )
+            last_note = time.monotonic()
+        time.sleep(0.5)
+    raise ServiceError(
+        f"the API at {url} was not ready after {settings.serve_ready_timeout_s:.0f} s: {reason}",
+        hint="see the Serve logs under /tmp/ray/session_latest/logs/serve, or raise CABRAIN_SERVE_READY_TIMEOUT_S",
+    )
+
+
+def usage(settings: Settings, key_file: Path, made_key: bool) -> str:
+    url = api_url(settings)
+    lines = [
+        f"CaBrain is up at {url}  (API docs: {url}/docs)",
+        f"admin key: {key_file}" + (" (created now; keep it safe)" if made_key else ""),
+        "",
+        "try it:",
+        f"  export CABRAIN_API_KEY=$(cat {key_file})",
+        f'  curl -s -H "Authorization: Bearer $CABRAIN_API_KEY" {url}/v1/whoami',
+        "  curl -s -H \"Authorization: Bearer $CABRAIN_API_KEY\" -H 'content-type: application/json' \\",
+        f'       -d \'{{"name": "notes"}}\' {url}/v1/namespaces',
+        "  curl -s -H \"Authorization: Bearer $CABRAIN_API_KEY\" -H 'content-type: application/json' \\",
+        f'       -d \'{{"content": "We chose pgvector.", "namespace": "notes"}}\' {url}/v1/memories',
+        "  curl -s -H \"Authorization: Bearer $CABRAIN_API_KEY\" -H 'content-type: application/json' \\",
+        f'       -d \'{{"query": "which vector store?", "namespace": "notes"}}\' {url}/v1/recall',
+        "  cabrain agents create my-agent      # a key for each agent",
+    ]
+    return "\n".join(lines)
+
+
+def up(
+    settings: Settings,
+    *,
+    app_args: dict[str, Any] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """``cabrain up``: see the module docstring. Returns when stopped (local) or deployed (cluster)."""
+    remote = bool(settings.ray_address)
+    if remote and settings.embedded:
+        raise ConfigError(
+            "deploying onto a Ray cluster needs a shared database",
+            hint="set CABRAIN_DATABASE_URL to a PostgreSQL every node can reach",
+        )
+    with ExitStack() as stack:
+        if settings.embedded:
+            from cabrain.store.embedded import EmbeddedPostgres
+
+            print(
+                f"starting the embedded PostgreSQL under {settings.embedded_pg_dir}",
+                file=sys.stderr,
+            )
+            server = EmbeddedPostgres.from_settings(settings)
+            dsn = server.acquire()
+            stack.callback(server.release)
+        else:
+            dsn = settings.database_url.get_secret_value()  # type: ignore[union-attr]
+        print(asyncio.run(ensure_schema(settings, dsn)), file=sys.stderr)
+        key_file, made_key = asyncio.run(ensure_admin(settings, dsn))
+        print(
+            "starting Ray" if not remote else f"connecting to Ray at {settings.ray_address}",
+            file=sys.stderr,
+        )
+        started_ray = init_ray(settings)
+        if started_ray:
+            stack.callback(_stop_ray)
+        print("deploying the CaBrain Serve application (loading models)", file=sys.stderr)
+        deploy(settings, dsn, app_args)
+        wait_ready(settings)
+        print(usage(settings, key_file, made_key), flush=True)
+        if remote:
+            print(
+                f"\ndeployed onto the cluster; remove it with: cabrain down (CABRAIN_RAY_ADDRESS={settings.ray_address})"
+            )
+            return
+        print("\nCtrl-C stops everything.", flush=True)
+        (stop or threading.Event()).wait()
+
+
+def _stop_ray() -> None:
+    import ray
+    from ray import serve
+
+    try:
+        serve.shutdown()
+    finally:
+        ray.shutdown()
+
+
+def down(settings: Settings) -> bool:
+    """``cabrain down``: delete the application from the cluster at ``CABRAIN_RAY_ADDRESS``."""
+    if not settings.ray_address:
+        raise ConfigError(
+            "cabrain down removes the app from a Ray cluster; CABRAIN_RAY_ADDRESS is not set",
+            hint="a local `cabrain up` stops with Ctrl-C",
+        )
+    init_ray(settings)
+    from ray import serve
+
+    try:
+        if APP_NAME not in serve.status().applications:
+            return False
+        serve.delete(APP_NAME)
+        return True
+    finally:
+        import ray
+
+        ray.shutdown()

@@ -1,0 +1,541 @@
+"""The HTTP ingress: CaBrain's versioned API (``/v1``) as a Serve deployment.
+
+Each ingress replica holds one :class:`cabrain.brain.Brain` (a connection pool to the shared hot
+tier, the L1 cache) whose embedder and reranker are handles to the model deployments. Every
+request carries an API key (``Authorization: Bearer cbk_...``) that names the agent it acts as;
+scoping is then enforced in SQL exactly as in process.
+
+Status codes: 400 malformed, 401 no or bad key, 403 outside one's grants (or not an admin),
+404 unknown or unreadable, 409 exists already, 413 body too large, 422 well-formed JSON of the
+wrong shape, 503 not ready / a dependency is down. Every error body is
+``{"error": {"type", "message", "hint"}}``.
+"""
+
+# No ``from __future__ import annotations``: FastAPI must see the route-local dependency types.
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import asyncpg
+from fastapi import Depends, FastAPI, Query, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from ray import serve
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from cabrain import __version__, identity
+from cabrain.brain import Brain
+from cabrain.errors import (
+    AccessDenied,
+    AlreadyExists,
+    CabrainError,
+    CacheError,
+    ConfigError,
+    DatabaseError,
+    DatabaseUnreachable,
+    EmbedderError,
+    InputError,
+    NotFound,
+    SchemaError,
+    Unauthenticated,
+)
+from cabrain.identity import Principal
+from cabrain.settings import load_settings
+from cabrain.types import history_to_dict, recall_to_dict, retain_to_dict
+from serve_apps import schemas
+from serve_apps.metrics import IngressMetrics, collect
+from serve_apps.models import RemoteEmbedder, RemoteReranker, call_with_retry
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+STATUS: list[tuple[type[CabrainError], int, str]] = [
+    (Unauthenticated, 401, "unauthenticated"),
+    (AccessDenied, 403, "forbidden"),
+    (NotFound, 404, "not_found"),
+    (AlreadyExists, 409, "already_exists"),
+    (InputError, 400, "bad_request"),
+    (EmbedderError, 503, "model_unavailable"),
+    (DatabaseError, 503, "database_unavailable"),
+    (CacheError, 503, "cache_unavailable"),
+    (ConfigError, 500, "misconfigured"),
+]
+# The hot tier went away under a pooled connection (restart, failover): reconnect and retry.
+CONNECTION_LOST = (
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CannotConnectNowError,
+    OSError,
+)
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": schemas.ErrorOut} for code in (400, 401, 403, 404, 409, 413, 422, 503)
+}
+
+
+def error_response(status: int, kind: str, message: str, hint: str | None = None, **headers: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"type": kind, "message": message, "hint": hint}},
+        status_code=status,
+        headers=headers or None,
+    )
+
+
+def map_error(exc: CabrainError) -> JSONResponse:
+    for cls, status, kind in STATUS:
+        if isinstance(exc, cls):
+            headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+            return error_response(status, kind, exc.message, exc.hint, **headers)
+    return error_response(500, "internal", exc.message, exc.hint)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class Guard:
+    """ASGI middleware: refuses bodies over the limit (413) and records per-route metrics."""
+
+    def __init__(self, app: Any, *, max_bytes: int, metrics: IngressMetrics) -> None:
+        self.app, self.max_bytes, self.metrics = app, max_bytes, metrics
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 500, "sent": False}
+        self.metrics.started()
+
+        async def send_wrapper(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status["code"], status["sent"] = message["status"], True
+            await send(message)
+
+        try:
+            length = dict(scope.get("headers") or []).get(b"content-length")
+            if length is not None and length.isdigit() and int(length) > self.max_bytes:
+                raise BodyTooLarge
+            seen = 0
+
+            async def limited_receive() -> dict:
+                nonlocal seen
+                message = await receive()
+                if message["type"] == "http.request":
+                    seen += len(message.get("body", b""))
+                    if seen > self.max_bytes:
+                        raise BodyTooLarge
+                return message
+
+            await self.app(scope, limited_receive, send_wrapper)
+        except BodyTooLarge:
+            if status["sent"]:
+                raise
+            response = error_response(
+                413, "payload_too_large", f"the request body is larger than {self.max_bytes} bytes",
+                "send smaller batches, or raise CABRAIN_API_MAX_BODY_BYTES",
+            )  # fmt: skip
+            await response(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "unmatched"
+            self.metrics.finished(
+                path,
+                scope.get("method", ""),
+                status["code"],
+                (time.perf_counter() - started) * 1000,
+            )
+
+
+@serve.deployment(name="Ingress", health_check_period_s=5)
+@serve.ingress()
+class Ingress:
+    """One replica of the HTTP API."""
+
+    async def __init__(self, settings: dict[str, Any], embedder: Any, reranker: Any = None) -> None:
+        # Models run in their own deployments: never load a reranker in the ingress itself.
+        self.settings = load_settings(**{**settings, "reranker_provider": "none"})
+        self._embedder_handle, self._reranker_handle = embedder, reranker
+        self.metrics = IngressMetrics()
+        self.brain: Brain | None = None
+        self.models: dict[str, Any] = {}
+        self.start_error: str | None = None
+        self._keys: dict[bytes, tuple[Principal, float]] = {}
+        self._started = asyncio.create_task(self._start())
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        return create_api(self)
+
+    # --- start-up: wait for the models, then open the hot tier ---------------------------------
+    async def _start(self) -> None:
+        timeout = self.settings.serve_ready_timeout_s
+        try:
+            info = await call_with_retry("embedder", lambda: self._embedder_handle.info.remote(), timeout)
+            embedder = RemoteEmbedder(self._embedder_handle, info, timeout_s=self.settings.embedding_timeout_s)
+            self.models["embedder"] = info
+            reranker = None
+            if self._reranker_handle is not None:
+                rinfo = await call_with_retry("reranker", lambda: self._reranker_handle.info.remote(), timeout)
+                reranker = RemoteReranker(
+                    self._reranker_handle,
+                    rinfo,
+                    timeout_s=self.settings.embedding_timeout_s,
+                )
+                self.models["reranker"] = rinfo
+            delay = 0.5
+            while True:
+                try:
+                    self.brain = await Brain.open(self.settings, embedder=embedder, reranker=reranker)
+                    self.start_error = None
+                    return
+                except (
+                    DatabaseUnreachable,
+                    *CONNECTION_LOST,
+                ) as exc:  # the hot tier is not up yet
+                    self.start_error = f"waiting for the database: {exc}"
+                    log.warning("database not ready", extra={"error": str(exc)})
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+        except (SchemaError, ConfigError, CabrainError) as exc:
+            self.start_error = str(exc)
+            log.error("ingress cannot start", extra={"error": str(exc)})
+            raise
+
+    async def get_brain(self, wait_s: float = 30.0) -> Brain:
+        if self.brain is not None:
+            return self.brain
+        if self._started.done() and self._started.exception() is not None:
+            raise EmbedderError(f"the service failed to start: {self.start_error}")
+        try:
+            await asyncio.wait_for(asyncio.shield(self._started), wait_s)
+        except TimeoutError:
+            raise EmbedderError(
+                f"the service is still starting ({self.start_error or 'loading models'})",
+                hint="retry shortly; GET /v1/ready says when it is ready",
+            ) from None
+        except CabrainError:
+            raise EmbedderError(f"the service failed to start: {self.start_error}") from None
+        assert self.brain is not None
+        return self.brain
+
+    async def run(self, op: Callable[[Brain], Awaitable[T]]) -> T:
+        """Run ``op`` on the Brain; if the hot tier dropped its connections (restart, failover),
+        reconnect and retry until ``db_connect_timeout_s``."""
+        brain = await self.get_brain()
+        deadline = time.monotonic() + self.settings.db_connect_timeout_s
+        delay = 0.1
+        while True:
+            try:
+                return await op(brain)
+            except CONNECTION_LOST as exc:
+                brain.pool.expire_connections()
+                if time.monotonic() + delay > deadline:
+                    raise DatabaseUnreachable(
+                        f"the database connection was lost and could not be re-established: {exc}",
+                        hint="check that PostgreSQL is running; requests resume as soon as it is back",
+                    ) from exc
+                log.warning("database connection lost; reconnecting", extra={"error": str(exc)})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    # --- identity ---------------------------------------------------------------------------------
+    async def authenticate(self, key: str | None) -> Principal:
+        ttl = self.settings.api_key_cache_ttl_s
+        digest = identity.hash_key(key) if key else b""
+        cached = self._keys.get(digest)
+        now = time.monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        principal = await self.run(lambda b: b.authenticate(key))
+        if ttl > 0:
+            if len(self._keys) > 10_000:
+                self._keys.clear()
+            self._keys[digest] = (principal, now + ttl)
+        return principal
+
+    def forget_keys(self) -> None:
+        """After a revocation or a disabled agent: this replica re-checks every key."""
+        self._keys.clear()
+
+    async def ready(self) -> tuple[bool, dict[str, Any]]:
+        body: dict[str, Any] = {"version": __version__, "models": self.models}
+        if self.brain is None:
+            body["reason"] = self.start_error or "loading models"
+            return False, body
+        try:
+            await asyncio.wait_for(self._embedder_handle.info.remote(), 5)
+            async with self.brain.pool.acquire() as conn:
+                await conn.fetchval("SELECT 1")
+        except Exception as exc:  # noqa: BLE001 - any failure means not ready
+            if isinstance(exc, CONNECTION_LOST):
+                self.brain.pool.expire_connections()
+            body["reason"] = f"{type(exc).__name__}: {exc}"
+            return False, body
+        return True, body
+
+    async def __del__(self) -> None:
+        if self.brain is not None:
+            await self.brain.close()
+
+
+def create_api(svc: Ingress) -> FastAPI:
+    """The FastAPI app of one ingress replica (routes close over ``svc``)."""
+    app = FastAPI(
+        title="CaBrain",
+        version=__version__,
+        description=(
+            "Shared, self-hosted memory for AI agents. Every `/v1` route except health and readiness "
+            "needs `Authorization: Bearer <API key>`; the key decides which agent the call acts as."
+        ),
+        responses=ERROR_RESPONSES,
+    )
+    app.add_middleware(Guard, max_bytes=svc.settings.api_max_body_bytes, metrics=svc.metrics)
+    bearer = HTTPBearer(auto_error=False, description="An agent's API key (cbk_...).")
+
+    @app.exception_handler(CabrainError)
+    async def _cabrain_error(request: Request, exc: CabrainError) -> JSONResponse:
+        return map_error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return error_response(
+                400,
+                "bad_request",
+                "the request body is not valid JSON",
+                "send a JSON object",
+            )
+        parts = []
+        for e in errors[:10]:
+            where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
+            parts.append(f"{where}: {e.get('msg')}")
+        return error_response(422, "invalid", "; ".join(parts), "see /docs for the expected body")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, kind, str(exc.detail), "see /docs for the API's routes")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", extra={"path": request.url.path})
+        return error_response(
+            500,
+            "internal",
+            f"unexpected error: {type(exc).__name__}",
+            "see the server logs",
+        )
+
+    async def caller(
+        creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+    ) -> Principal:
+        return await svc.authenticate(creds.credentials if creds else None)
+
+    async def admin(principal: Annotated[Principal, Depends(caller)]) -> Principal:
+        if not principal.is_admin:
+            raise AccessDenied(f"agent {principal.agent_id!r} is not an admin", hint="use an admin key")
+        return principal
+
+    Caller = Annotated[Principal, Depends(caller)]
+    Admin = Annotated[Principal, Depends(admin)]
+
+    # --- health ---------------------------------------------------------------------------------
+    @app.get("/v1/health", tags=["health"], summary="Liveness: the process answers")
+    async def health() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    @app.get(
+        "/v1/ready",
+        tags=["health"],
+        summary="Readiness: models loaded and the database reachable",
+    )
+    async def ready() -> JSONResponse:
+        ok, body = await svc.ready()
+        return JSONResponse({"ready": ok, **body}, status_code=200 if ok else 503)
+
+    @app.get("/metrics", tags=["health"], summary="Prometheus metrics of every replica on every node",
+             response_class=PlainTextResponse)  # fmt: skip
+    async def metrics() -> PlainTextResponse:
+        return PlainTextResponse(await collect(), media_type="text/plain; version=0.0.4")
+
+    @app.get("/v1/whoami", tags=["agents"], summary="The agent this key acts as")
+    async def whoami(p: Caller) -> dict[str, Any]:
+        return {"agent_id": p.agent_id, "is_admin": p.is_admin, "key_id": str(p.key_id)}
+
+    # --- memories -------------------------------------------------------------------------------
+    @app.post("/v1/memories", tags=["memories"], response_model=schemas.RetainOut,
+              summary="Retain one memory (ADD / UPDATE / INVALIDATE / NOOP)")  # fmt: skip
+    async def retain_one(body: schemas.MemoryIn, p: Caller) -> JSONResponse:
+        [result] = await svc.run(lambda b: b.retain(p.agent_id, [body.to_input()]))
+        return JSONResponse(retain_to_dict(result))
+
+    @app.post("/v1/memories/batch", tags=["memories"], response_model=schemas.RetainBatchOut,
+              summary="Retain a batch in one transaction (all or nothing)")  # fmt: skip
+    async def retain_batch(body: schemas.RetainBatchIn, p: Caller) -> JSONResponse:
+        items = [i.to_input() for i in body.items]
+        results = await svc.run(lambda b: b.retain(p.agent_id, items, decide=body.decide))
+        return JSONResponse({"results": [retain_to_dict(r) for r in results]})
+
+    @app.get("/v1/memories/{memory_id}", tags=["memories"], response_model=schemas.HistoryOut,
+             summary="A memory with its provenance and version history")  # fmt: skip
+    async def get_memory(memory_id: str, p: Caller) -> JSONResponse:
+        result = await svc.run(lambda b: b.get(p.agent_id, memory_id))
+        return JSONResponse(history_to_dict(result))
+
+    @app.post("/v1/memories/{memory_id}/forget", tags=["memories"], response_model=schemas.HistoryOut,
+              summary="Soft-forget: the memory leaves recall but is kept")  # fmt: skip
+    async def forget(memory_id: str, p: Caller, body: schemas.ForgetIn | None = None) -> JSONResponse:
+        reason = body.reason if body else None
+        result = await svc.run(lambda b: b.forget(p.agent_id, memory_id, reason=reason))
+        return JSONResponse(history_to_dict(result))
+
+    @app.post("/v1/memories/{memory_id}/reconsolidate", tags=["memories"], response_model=schemas.RetainOut,
+              summary="Replace a memory with a corrected version (the old one is superseded)")  # fmt: skip
+    async def reconsolidate(memory_id: str, body: schemas.ReconsolidateIn, p: Caller) -> JSONResponse:
+        result = await svc.run(lambda b: b.reconsolidate(p.agent_id, memory_id, body.content, reason=body.reason))
+        return JSONResponse(retain_to_dict(result))
+
+    @app.post("/v1/recall", tags=["memories"], response_model=schemas.RecallOut,
+              summary="Hybrid recall: vectors + BM25, fused, reranked, one entity hop")  # fmt: skip
+    async def recall(body: schemas.RecallIn, p: Caller) -> JSONResponse:
+        result = await svc.run(lambda b: b.recall(p.agent_id, body.to_query()))
+        if svc.brain is not None and svc.brain.cache is not None:
+            svc.metrics.recall_cache(result.cached)
+        return JSONResponse(recall_to_dict(result))
+
+    # --- namespaces and grants ------------------------------------------------------------------
+    @app.get(
+        "/v1/namespaces",
+        tags=["namespaces"],
+        summary="Namespaces the caller owns or holds a grant on",
+    )
+    async def list_namespaces(p: Caller) -> JSONResponse:
+        rows = await svc.run(lambda b: b.list_namespaces(p.agent_id))
+        return JSONResponse({"namespaces": [_jsonable(r) for r in rows]})
+
+    @app.post(
+        "/v1/namespaces",
+        tags=["namespaces"],
+        status_code=201,
+        summary="Create a namespace the caller owns",
+    )
+    async def create_namespace(body: schemas.NamespaceIn, p: Caller) -> JSONResponse:
+        created = await svc.run(lambda b: b.create_namespace(p.agent_id, body.name))
+        return JSONResponse({"name": body.name, "created": created}, status_code=201 if created else 200)
+
+    @app.get(
+        "/v1/grants",
+        tags=["namespaces"],
+        summary="Grants on a namespace (its owner or an admin)",
+    )
+    async def list_grants(namespace: Annotated[str, Query()], p: Caller) -> JSONResponse:
+        rows = await svc.run(lambda b: b.list_grants(p.agent_id, namespace))
+        return JSONResponse({"grants": [_jsonable(r) for r in rows]})
+
+    @app.post(
+        "/v1/grants",
+        tags=["namespaces"],
+        summary="Share a namespace's team memories with an agent",
+    )
+    async def share(body: schemas.GrantIn, p: Caller) -> JSONResponse:
+        await svc.run(lambda b: b.share(p.agent_id, body.namespace, body.agent, can_read=body.can_read,
+                                        can_write=body.can_write))  # fmt: skip
+        return JSONResponse(body.model_dump())
+
+    @app.delete(
+        "/v1/grants",
+        tags=["namespaces"],
+        summary="Revoke an agent's grant on a namespace",
+    )
+    async def revoke(
+        namespace: Annotated[str, Query()],
+        agent: Annotated[str, Query()],
+        p: Caller,
+    ) -> JSONResponse:
+        removed = await svc.run(lambda b: b.revoke(p.agent_id, namespace, agent))
+        return JSONResponse({"namespace": namespace, "agent": agent, "revoked": removed})
+
+    # --- agents and keys (admin) ----------------------------------------------------------------
+    @app.get("/v1/agents", tags=["agents"], summary="Every agent (admin)")
+    async def list_agents(p: Admin) -> JSONResponse:
+        agents = await svc.run(lambda b: b.list_agents())
+        return JSONResponse({"agents": [_jsonable(a.__dict__) for a in agents]})
+
+    @app.post("/v1/agents", tags=["agents"], status_code=201, response_model=schemas.NewKeyOut,
+              summary="Create an agent and its first key (admin); the key is shown once")  # fmt: skip
+    async def create_agent(body: schemas.AgentIn, p: Admin) -> JSONResponse:
+        async def op(b: Brain) -> identity.NewKey:
+            await b.create_agent(
+                body.id,
+                display_name=body.display_name,
+                is_admin=body.is_admin,
+                exist_ok=False,
+            )
+            return await b.create_key(body.id, label=body.key_label)
+
+        new = await svc.run(op)
+        return JSONResponse(_new_key(new), status_code=201)
+
+    @app.get(
+        "/v1/agents/{agent_id}/keys",
+        tags=["agents"],
+        summary="An agent's keys, without their secrets (admin)",
+    )
+    async def list_keys(agent_id: str, p: Admin) -> JSONResponse:
+        keys = await svc.run(lambda b: b.list_keys(agent_id))
+        return JSONResponse({"keys": [_jsonable(k.__dict__) for k in keys]})
+
+    @app.post("/v1/agents/{agent_id}/keys", tags=["agents"], status_code=201, response_model=schemas.NewKeyOut,
+              summary="Make another key for an agent (admin)")  # fmt: skip
+    async def create_key(agent_id: str, p: Admin, body: schemas.KeyIn | None = None) -> JSONResponse:
+        new = await svc.run(lambda b: b.create_key(agent_id, label=body.label if body else None))
+        return JSONResponse(_new_key(new), status_code=201)
+
+    @app.delete(
+        "/v1/agents/{agent_id}/keys/{key_id}",
+        tags=["agents"],
+        summary="Revoke a key (admin)",
+    )
+    async def revoke_key(agent_id: str, key_id: str, p: Admin) -> JSONResponse:
+        if not await svc.run(lambda b: b.revoke_key(key_id, agent_id=agent_id)):
+            raise NotFound(f"agent {agent_id!r} has no active key {key_id}")
+        svc.forget_keys()
+        return JSONResponse({"key_id": key_id, "revoked": True})
+
+    @app.post(
+        "/v1/agents/{agent_id}/disable",
+        tags=["agents"],
+        summary="Disable an agent: its keys stop (admin)",
+    )
+    async def disable_agent(agent_id: str, p: Admin) -> JSONResponse:
+        changed = await svc.run(lambda b: b.disable_agent(agent_id))
+        svc.forget_keys()
+        return JSONResponse({"agent_id": agent_id, "disabled": True, "changed": changed})
+
+    return app
+
+
+def _new_key(new: identity.NewKey) -> dict[str, str]:
+    return {
+        "agent_id": new.agent_id,
+        "key_id": str(new.id),
+        "key": new.key,
+        "prefix": new.prefix,
+    }
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in row.items():
+        if hasattr(v, "isoformat"):
+            v = v.isoformat()
+        elif isinstance(v, uuid.UUID):
+            v = str(v)
+        out[k] = v
+    return out

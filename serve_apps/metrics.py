@@ -1,0 +1,130 @@
+"""Prometheus metrics, through Ray's metrics system so they add up across replicas and nodes.
+
+Each replica records into ``ray.serve.metrics`` (Serve adds ``deployment``, ``replica`` and
+``application`` labels); each Ray node's metrics agent exports them, prefixed ``ray_``, on its
+metrics port, next to Serve's own (``ray_serve_*``: per-replica queue length, request counts).
+Prometheus can scrape those ports directly (Ray writes a service-discovery file); ``GET /metrics``
+on the API gathers the CaBrain and Serve families from every alive node into one page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+LATENCY_MS = [1, 2, 5, 10, 20, 35, 50, 75, 100, 150, 250, 500, 1000, 2500, 5000, 10000]
+BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+EXPORTED_PREFIXES = ("ray_cabrain_", "ray_serve_")
+
+
+class IngressMetrics:
+    def __init__(self) -> None:
+        from ray.serve.metrics import Counter, Gauge, Histogram
+
+        self.latency = Histogram(
+            "cabrain_http_request_latency_ms",
+            description="HTTP request latency per route, in milliseconds.",
+            boundaries=LATENCY_MS,
+            tag_keys=("route", "method", "status"),
+        )
+        self.cache = Counter(
+            "cabrain_cache_lookups",
+            description="L1 cache lookups for recall, by result.",
+            tag_keys=("result",),
+        )
+        self.cache_ratio = Gauge(
+            "cabrain_cache_hit_ratio",
+            description="Share of this replica's recalls answered from the L1 cache.",
+        )
+        self.in_flight = Gauge(
+            "cabrain_http_in_flight",
+            description="HTTP requests being handled by this replica.",
+        )
+        self._hits = self._lookups = 0
+        self._in_flight = 0
+
+    def started(self) -> None:
+        self._in_flight += 1
+        self.in_flight.set(self._in_flight)
+
+    def finished(self, route: str, method: str, status: int, ms: float) -> None:
+        self._in_flight -= 1
+        self.in_flight.set(self._in_flight)
+        self.latency.observe(ms, tags={"route": route, "method": method, "status": str(status)})
+
+    def recall_cache(self, hit: bool) -> None:
+        self._lookups += 1
+        self._hits += int(hit)
+        self.cache.inc(tags={"result": "hit" if hit else "miss"})
+        self.cache_ratio.set(self._hits / self._lookups)
+
+
+class EmbedderMetrics:
+    def __init__(self) -> None:
+        from ray.serve.metrics import Gauge, Histogram
+
+        self.batch_texts = Histogram(
+            "cabrain_embedding_batch_size",
+            description="Texts per model call after batching.",
+            boundaries=BATCH_SIZES,
+            tag_keys=("kind",),
+        )
+        self.batch_calls = Histogram(
+            "cabrain_embedding_batch_requests",
+            description="Embedding requests merged into one model call.",
+            boundaries=BATCH_SIZES,
+        )
+        self.latency = Histogram(
+            "cabrain_embedding_latency_ms",
+            description="Model time per batch, in milliseconds.",
+            boundaries=LATENCY_MS,
+        )
+        self.queue = Gauge(
+            "cabrain_embedding_queue_depth",
+            description="Embedding requests waiting or running.",
+        )
+
+
+async def collect(timeout_s: float = 2.0) -> str:
+    """The CaBrain and Serve metric families of every alive Ray node, merged into one page."""
+    import ray
+    from prometheus_client.parser import text_string_to_metric_families
+
+    targets = [
+        f"http://{n['NodeManagerAddress']}:{n['MetricsExportPort']}/metrics"
+        for n in await asyncio.to_thread(ray.nodes)
+        if n.get("Alive") and n.get("MetricsExportPort")
+    ]
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        pages = await asyncio.gather(*(client.get(url) for url in targets), return_exceptions=True)
+    families: dict[str, tuple[str, str, list[str]]] = {}
+    for url, page in zip(targets, pages, strict=True):
+        if isinstance(page, BaseException) or page.status_code != 200:
+            log.warning("metrics unreachable", extra={"url": url, "error": str(page)})
+            continue
+        for family in text_string_to_metric_families(page.text):
+            if not family.name.startswith(EXPORTED_PREFIXES):
+                continue
+            kind = "untyped" if family.type == "unknown" else family.type
+            entry = families.setdefault(family.name, (kind, family.documentation, []))
+            entry[2].extend(_render_sample(s) for s in family.samples)
+    out = []
+    for name in sorted(families):
+        kind, doc, samples = families[name]
+        out.append(f"# HELP {name} {doc}")
+        out.append(f"# TYPE {name} {kind}")
+        out.extend(samples)
+    return "\n".join(out) + "\n"
+
+
+def _render_sample(sample) -> str:
+    labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items()))
+    return f"{sample.name}{{{labels}}} {sample.value!r}" if labels else f"{sample.name} {sample.value!r}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')

@@ -1,0 +1,233 @@
+"""Request and response bodies of the HTTP API (``/v1``), with the examples the OpenAPI docs show."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cabrain.types import (
+    MemoryInput,
+    MemoryType,
+    Network,
+    RecallMode,
+    RecallQuery,
+    Visibility,
+)
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemoryIn(Body):
+    content: str = Field(description="The memory, in any language (Arabic and English are first class).")
+    namespace: str = Field(description="Namespace to write into (must exist and be writable by the caller).")
+    visibility: Visibility = Visibility.PRIVATE
+    network: Network = Network.EXPERIENCE
+    memory_type: MemoryType = MemoryType.EPISODIC
+    source_kind: str | None = Field(default=None, description="manual, decision, chat, claude_code, import, ...")
+    source_ref: str | None = Field(default=None, description="Where it came from (URL, file, message id).")
+    valid_at: datetime | None = Field(default=None, description="When it became true (default: now).")
+    importance: float | None = Field(default=None, ge=0, le=1, description="Explicit importance; unset: scored.")
+    important: bool = Field(default=False, description="The caller flags this as mattering.")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"content": "We chose pgvector with HNSW for the hot tier.", "namespace": "cabrain",
+                 "visibility": "team", "network": "fact", "source_kind": "decision"},
+                {"content": "اجتماع الفريق يوم الأحد الساعة العاشرة صباحاً.", "namespace": "team-ar"},
+            ]
+        },
+    )  # fmt: skip
+
+    def to_input(self) -> MemoryInput:
+        return MemoryInput(**self.model_dump())
+
+
+class RetainBatchIn(Body):
+    items: list[MemoryIn] = Field(min_length=1, description="Memories to write in one transaction.")
+    decide: bool = Field(
+        default=True,
+        description="Compare each with its neighbours (false: store all as ADD).",
+    )
+
+
+class RecallIn(Body):
+    query: str = Field(description="What to remember.")
+    namespace: str
+    k: int = Field(default=10, ge=1, description="Hits wanted (at most CABRAIN_RECALL_MAX_K).")
+    mode: RecallMode = RecallMode.HYBRID
+    include_invalid: bool = False
+    networks: list[Network] | None = None
+    memory_types: list[MemoryType] | None = None
+    source_kinds: list[str] | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    rerank: bool = True
+    expand: bool = True
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "query": "which vector store did we choose?",
+                    "namespace": "cabrain",
+                    "k": 5,
+                }
+            ]
+        },
+    )
+
+    def to_query(self) -> RecallQuery:
+        data = self.model_dump()
+        for key in ("networks", "memory_types", "source_kinds"):
+            if data[key] is not None:
+                data[key] = tuple(data[key])
+        return RecallQuery(**data)
+
+
+class ForgetIn(Body):
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class ReconsolidateIn(Body):
+    content: str = Field(description="The corrected memory; the old one is superseded, never deleted.")
+    reason: str | None = Field(default=None, max_length=2000)
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "content": "We moved the hot tier to PostgreSQL 18.",
+                    "reason": "upgrade",
+                }
+            ]
+        },
+    )
+
+
+class NamespaceIn(Body):
+    name: str = Field(
+        description="Letters, digits and . _ : / @ - (1-200 characters).",
+        examples=["cabrain"],
+    )
+
+
+class GrantIn(Body):
+    namespace: str
+    agent: str = Field(description="The agent receiving access.")
+    can_read: bool = True
+    can_write: bool = False
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"namespace": "cabrain", "agent": "reviewer", "can_write": False}]},
+    )
+
+
+class RevokeIn(Body):
+    namespace: str
+    agent: str
+
+
+class AgentIn(Body):
+    id: str = Field(
+        description="Agent id: letters, digits and . _ @ - (1-128 characters).",
+        examples=["claude-code"],
+    )
+    display_name: str | None = Field(default=None, max_length=200)
+    is_admin: bool = False
+    key_label: str | None = Field(default=None, max_length=200, description="Label of the first key.")
+
+
+class KeyIn(Body):
+    label: str | None = Field(default=None, max_length=200)
+
+
+# --- responses (documentation; handlers return JSON built by cabrain.types) ----------------------
+class MemoryOut(BaseModel):
+    id: str
+    namespace: str
+    owner_agent_id: str | None
+    visibility: Visibility
+    network: Network
+    memory_type: MemoryType
+    content: str
+    source_kind: str | None
+    source_ref: str | None
+    importance: float
+    access_count: int
+    last_accessed_at: datetime | None
+    created_at: datetime
+    valid_at: datetime
+    invalid_at: datetime | None
+    superseded_by: str | None
+    tier: str
+    metadata: dict[str, Any]
+
+
+class RetainOut(BaseModel):
+    decision: str = Field(examples=["ADD"], description="ADD, UPDATE, INVALIDATE or NOOP.")
+    memory_id: str | None
+    importance: float
+    superseded: list[str]
+    entities: list[str]
+    reason: str
+
+
+class RetainBatchOut(BaseModel):
+    results: list[RetainOut]
+
+
+class BreakdownOut(BaseModel):
+    vector_rank: int | None
+    vector_similarity: float | None
+    bm25_rank: int | None
+    bm25_score: float | None
+    fused: float
+    importance: float
+    rerank: float | None = None
+
+
+class HitOut(BaseModel):
+    memory: MemoryOut
+    score: float
+    breakdown: BreakdownOut
+
+
+class RecallOut(BaseModel):
+    hits: list[HitOut]
+    related: list[MemoryOut]
+    timings_ms: dict[str, float]
+    cached: bool
+
+
+class HistoryOut(BaseModel):
+    memory: MemoryOut
+    previous: list[MemoryOut]
+    next: list[MemoryOut]
+    entities: list[str]
+
+
+class ErrorDetail(BaseModel):
+    type: str = Field(examples=["not_found"])
+    message: str
+    hint: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+class NewKeyOut(BaseModel):
+    agent_id: str
+    key_id: str
+    key: str = Field(description="Shown once; only its SHA-256 digest is stored.")
+    prefix: str

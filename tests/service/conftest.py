@@ -1,0 +1,103 @@
+"""One real CaBrain Serve application on a real local Ray for the whole test session.
+
+The app runs on the session's embedded PostgreSQL (its own database), a real Redis, and a
+TEI-style reranker on loopback (so the Reranker deployment is exercised too). Agents: ``admin``
+(an admin), ``alice`` (owner of namespace ``proj``), ``bob`` and ``carol``; each has a key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cabrain import identity
+from cabrain.settings import Settings, load_settings
+from cabrain.store.db import connect
+from cabrain.store.embedded import EmbeddedPostgres
+from tests.conftest import _create_database, free_port, make_scratch_dir, start_fake
+
+APP_ARGS = {
+    "ingress": {"num_cpus": 0.25},
+    "embedder": {"num_cpus": 0.5, "max_batch_size": 16, "batch_wait_timeout_s": 0.002},
+    "reranker": {"num_cpus": 0.25},
+}
+
+
+@dataclass
+class Service:
+    url: str
+    dsn: str
+    settings: Settings
+    pg: EmbeddedPostgres
+    keys: dict[str, str] = field(default_factory=dict)
+    key_ids: dict[str, str] = field(default_factory=dict)
+
+    def client(self, agent: str | None, **kw):  # noqa: ANN003, ANN201
+        headers = {"Authorization": f"Bearer {self.keys[agent]}"} if agent else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=kw.pop("timeout", 60), **kw)
+
+    def api(self, agent: str):  # noqa: ANN201 - a cabrain.client.Client
+        from cabrain.client import Client
+
+        return Client(self.url, self.keys[agent])
+
+
+@pytest.fixture(scope="session")
+def rerank_url() -> Iterator[str]:
+    proc, port = start_fake("rerank_server")
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+async def service_db(pg_server: EmbeddedPostgres, template_db: str) -> str:
+    name = await _create_database(pg_server, template_db)
+    return pg_server.dsn(name)
+
+
+async def _make_agents(dsn: str) -> tuple[dict[str, str], dict[str, str]]:
+    conn = await connect(dsn)
+    keys, ids = {}, {}
+    try:
+        for agent in ("admin", "alice", "bob", "carol"):
+            await identity.create_agent(conn, agent, is_admin=agent == "admin")
+            new = await identity.create_key(conn, agent, label="tests")
+            keys[agent], ids[agent] = new.key, str(new.id)
+        await conn.execute("INSERT INTO namespaces (name, owner_agent_id) VALUES ('proj', 'alice')")
+    finally:
+        await conn.close()
+    return keys, ids
+
+
+@pytest.fixture(scope="session")
+async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, rerank_url: str) -> Service:
+    import ray
+    from ray import serve
+
+    from cabrain import service as svc
+
+    os.environ["RAY_metrics_report_interval_ms"] = "1000"  # metrics reach /metrics within seconds
+    home = make_scratch_dir("cabrain-service-")
+    settings = load_settings(
+        home=Path(home), database_url=service_db, redis_url=redis_url, api_port=free_port(),
+        reranker_provider="http", reranker_url=rerank_url, ray_num_cpus=2,
+        ray_object_store_bytes=100 * 1024 * 1024, serve_ready_timeout_s=240, db_connect_timeout_s=20,
+    )  # fmt: skip
+    keys, ids = await _make_agents(service_db)
+    svc.init_ray(settings)
+    try:
+        svc.deploy(settings, service_db, APP_ARGS)
+        svc.wait_ready(settings, progress=False)
+    except BaseException:
+        serve.shutdown()
+        ray.shutdown()
+        raise
+    yield Service(svc.api_url(settings), service_db, settings, pg_server, keys, ids)
+    serve.shutdown()
+    ray.shutdown()
