@@ -1,0 +1,110 @@
+"""Scale-out on a real multi-node Ray cluster (``ray.cluster_utils.Cluster``) on one machine.
+
+The head node has room for the ingress and one embedder replica; the app asks for two. The
+second replica waits until a worker node joins, is placed there, and then serves requests.
+Prints one JSON object with what it saw. Run by tests/integration/test_multinode.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+def main(dsn: str, home: str, port: int) -> dict:
+    import httpx
+    import ray
+    from ray import serve
+    from ray.cluster_utils import Cluster
+
+    from cabrain import service
+    from cabrain.settings import load_settings
+
+    store = 80 * 1024 * 1024
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": store})
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        head = ray.get_runtime_context().get_node_id()
+        settings = load_settings(home=home, database_url=dsn, api_port=port, serve_ready_timeout_s=180)
+        args = {"ingress": {"num_cpus": 0}, "embedder": {"num_replicas": 2, "num_cpus": 1}}
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def deploy() -> None:
+            try:
+                service.deploy(settings, dsn, args, proxy_location="HeadOnly")
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failure.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=deploy, daemon=True).start()
+        # wait until one embedder replica runs and the second cannot be placed
+        deadline = time.monotonic() + 180
+        running_before = 0
+        while time.monotonic() < deadline and not done.is_set():
+            try:
+                status = serve.status().applications["cabrain"].deployments["Embedder"]
+                running_before = status.replica_states.get("RUNNING", 0)
+                if running_before == 1:
+                    break
+            except KeyError:
+                pass
+            time.sleep(0.5)
+        completed_on_one_node = done.is_set()
+        worker = cluster.add_node(num_cpus=1, object_store_memory=store)
+        if not done.wait(180):
+            raise TimeoutError("the application did not finish deploying after the node joined")
+        if failure:
+            raise failure[0]
+        service.wait_ready(settings, progress=False)
+        handle = serve.get_deployment_handle("Embedder", app_name="cabrain")
+        served = [handle.info.remote().result(timeout_s=60) for _ in range(60)]
+        key = _admin_key(dsn)
+        with httpx.Client(base_url=service.api_url(settings), headers={"Authorization": f"Bearer {key}"}) as client:
+            client.post("/v1/namespaces", json={"name": "cluster"})
+            client.post("/v1/memories/batch", json={"items": [
+                {"content": f"Cluster fact {i}: node {i} runs rack {i * 3}.", "namespace": "cluster"} for i in range(8)
+            ], "decide": False})  # fmt: skip
+            recalls = [client.post("/v1/recall", json={"query": f"which rack does node {i} run?",
+                                                       "namespace": "cluster"}).status_code for i in range(20)]  # fmt: skip
+        return {
+            "head": head,
+            "worker": worker.node_id,
+            "running_before_join": running_before,
+            "completed_on_one_node": completed_on_one_node,
+            "embedder_nodes": sorted({s["node_id"] for s in served}),
+            "embedder_pids": sorted({s["pid"] for s in served}),
+            "recall_statuses": recalls,
+        }
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _admin_key(dsn: str) -> str:
+    import asyncio
+
+    from cabrain import identity
+    from cabrain.store.db import connect
+
+    async def make() -> str:
+        conn = await connect(dsn)
+        try:
+            await identity.create_agent(conn, "ops", is_admin=True)
+            return (await identity.create_key(conn, "ops")).key
+        finally:
+            await conn.close()
+
+    return asyncio.run(make())
+
+
+if __name__ == "__main__":
+    print("RESULT " + json.dumps(main(sys.argv[1], sys.argv[2], int(sys.argv[3]))), flush=True)

@@ -1,0 +1,25 @@
+"""Adding a node adds replicas: a real multi-node Ray cluster (in a subprocess of its own)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import REPO, free_port, make_scratch_dir
+
+
+def test_a_replica_waits_for_an_added_node_and_then_serves_from_it(db_dsn: str) -> None:
+    home = make_scratch_dir("cabrain-multinode-")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.integration.scripts.multinode", db_dsn, str(home), str(free_port())],
+        cwd=REPO, capture_output=True, text=True, timeout=280,
+    )  # fmt: skip
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
+    seen = json.loads(lines[-1].removeprefix("RESULT "))
+    assert seen["running_before_join"] == 1
+    assert not seen["completed_on_one_node"]  # the second replica had nowhere to go
+    assert seen["embedder_nodes"] == sorted([seen["head"], seen["worker"]])  # both replicas serve
+    assert len(seen["embedder_pids"]) == 2
+    assert seen["recall_statuses"] == [200] * 20
