@@ -1,0 +1,53 @@
+"""`cabrain agents ...` directly on the hot tier: keys are shown once, stored hashed, revocable."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import asyncpg
+
+from tests.conftest import cli_env, run_cli
+
+
+async def test_agents_create_list_key_revoke_disable(db_dsn: str, home) -> None:  # noqa: ANN001
+    env = cli_env(database_url=db_dsn, home=str(home))
+    made = run_cli("agents", "create", "claude-code", "--label", "laptop", env=env)
+    assert made.returncode == 0, made.stderr
+    key = re.search(r"key   : (cbk_\S+)", made.stdout).group(1)
+    key_id = re.search(r"key id: (\S+)", made.stdout).group(1)
+    assert "not shown again" in made.stderr
+
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        row = await conn.fetchrow("SELECT key_hash, key_prefix FROM agent_keys WHERE id = $1::uuid", key_id)
+        assert bytes(row["key_hash"]) == hashlib.sha256(key.encode()).digest()
+        assert row["key_prefix"] == key[:12]
+        stored = await conn.fetchval("SELECT count(*) FROM agent_keys WHERE key_hash::text LIKE $1", f"%{key}%")
+        assert stored == 0
+    finally:
+        await conn.close()
+
+    again = run_cli("agents", "create", "claude-code", env=env)
+    assert again.returncode == 1 and "already exists" in again.stderr
+    bad = run_cli("agents", "create", "no spaces", env=env)
+    assert bad.returncode == 1 and "not valid" in bad.stderr
+
+    second = run_cli("agents", "key", "claude-code", env=env)
+    assert second.returncode == 0 and "cbk_" in second.stdout
+    listed = run_cli("agents", "list", env=env)
+    assert re.search(r"claude-code\s+no\s+2\s+active", listed.stdout), listed.stdout
+    keys = run_cli("agents", "keys", "claude-code", env=env)
+    assert key_id in keys.stdout and key[:12] in keys.stdout and key not in keys.stdout
+
+    revoked = run_cli("agents", "revoke", "claude-code", key_id, env=env)
+    assert revoked.returncode == 0
+    assert run_cli("agents", "revoke", "claude-code", key_id, env=env).returncode == 1
+    assert run_cli("agents", "revoke", "claude-code", "not-a-uuid", env=env).returncode == 1
+    assert "revoked" in run_cli("agents", "keys", "claude-code", env=env).stdout
+
+    disabled = run_cli("agents", "disable", "claude-code", env=env)
+    assert disabled.returncode == 0
+    assert re.search(r"claude-code\s+no\s+1\s+disabled", run_cli("agents", "list", env=env).stdout)
+    assert run_cli("agents", "key", "claude-code", env=env).returncode == 1
+    assert run_cli("agents", "disable", "nobody", env=env).returncode == 1

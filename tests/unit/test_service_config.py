@@ -1,0 +1,99 @@
+"""The service's configuration pieces: app args, Serve config files, cluster.yaml, settings hand-off,
+metrics merging and the client's error mapping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from cabrain.client import raise_for
+from cabrain.errors import AccessDenied, InputError, NotFound, ServiceError, Unauthenticated
+from cabrain.service import settings_for_replicas
+from cabrain.settings import load_settings
+from serve_apps.args import AppArgs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_app_args_turn_into_deployment_options() -> None:
+    args = AppArgs.model_validate({
+        "embedder": {"num_replicas": 3, "num_cpus": 2, "num_gpus": 0.5, "max_batch_size": 64},
+        "ingress": {"autoscaling": {"min_replicas": 1, "max_replicas": 6}},
+    })  # fmt: skip
+    emb = args.embedder.options()
+    assert emb["num_replicas"] == 3
+    assert emb["ray_actor_options"]["num_gpus"] == 0.5
+    assert emb["ray_actor_options"]["runtime_env"]["env_vars"]["OMP_NUM_THREADS"] == "2"
+    assert args.embedder.user_config() == {"max_batch_size": 64, "batch_wait_timeout_s": 0.004}
+    ingress = args.ingress.options()
+    assert "num_replicas" not in ingress and ingress["autoscaling_config"]["max_replicas"] == 6
+
+
+@pytest.mark.parametrize("bad", [
+    {"embedder": {"num_gpus": -1}},
+    {"embedder": {"replicas": 2}},
+    {"ingress": {"autoscaling": {"min_replicas": 5, "max_replicas": 2}}},
+    {"unknown": {}},
+])  # fmt: skip
+def test_bad_app_args_are_refused(bad: dict) -> None:
+    with pytest.raises(ValidationError):
+        AppArgs.model_validate(bad)
+
+
+@pytest.mark.parametrize("name", ["production.yaml", "cpu.yaml"])
+def test_serve_config_files_hold_valid_app_args(name: str) -> None:
+    config = yaml.safe_load((REPO / "serve_apps" / "config" / name).read_text())
+    [app] = config["applications"]
+    assert app["import_path"] == "serve_apps.app:build_app"
+    args = AppArgs.model_validate(app.get("args") or {})
+    settings = load_settings(**args.settings)
+    if name == "production.yaml":
+        assert args.embedder.num_gpus + args.reranker.num_gpus <= 1
+        assert settings.embedding_model == "Qwen/Qwen3-Embedding-0.6B"
+        assert settings.reranker_model == "BAAI/bge-reranker-v2-m3"
+
+
+def test_cluster_yaml_has_a_gpu_head_cpu_workers_and_installs_cabrain() -> None:
+    cluster = yaml.safe_load((REPO / "cluster.yaml").read_text())
+    assert cluster["provider"]["type"] == "local"
+    assert cluster["provider"]["head_ip"] and cluster["provider"]["worker_ips"]
+    assert any("scripts/bootstrap" in c for c in cluster["setup_commands"])
+    assert any("cabrain migrate" in c for c in cluster["head_setup_commands"])
+    assert any("--head" in c for c in cluster["head_start_ray_commands"])
+
+
+def test_replicas_get_the_explicit_settings_with_secrets_unwrapped(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path, redis_url="redis://:pw@127.0.0.1:6379/0", reranker_provider="http")
+    handed = settings_for_replicas(settings, database_url="postgresql://u:secret@h/db")
+    assert handed["redis_url"] == "redis://:pw@127.0.0.1:6379/0"
+    assert handed["reranker_provider"] == "http" and handed["home"] == str(tmp_path)
+    assert handed["database_url"] == "postgresql://u:secret@h/db"
+    assert load_settings(**handed).database_url.get_secret_value() == "postgresql://u:secret@h/db"
+
+
+def _response(status: int, body: object) -> httpx.Response:
+    return httpx.Response(status, json=body, request=httpx.Request("GET", "http://127.0.0.1/x"))
+
+
+@pytest.mark.parametrize(("status", "kind", "error"), [
+    (401, "unauthenticated", Unauthenticated),
+    (403, "forbidden", AccessDenied),
+    (404, "not_found", NotFound),
+    (422, "invalid", InputError),
+    (413, "payload_too_large", InputError),
+    (500, "internal", ServiceError),
+])  # fmt: skip
+def test_client_maps_error_bodies_to_cabrain_errors(status: int, kind: str, error: type) -> None:
+    with pytest.raises(error) as caught:
+        raise_for(_response(status, {"error": {"type": kind, "message": "nope", "hint": "do this"}}))
+    assert caught.value.hint == "do this" and f"HTTP {status}" in caught.value.message
+
+
+def test_client_reports_a_non_json_error_body() -> None:
+    response = httpx.Response(502, text="bad gateway", request=httpx.Request("GET", "http://127.0.0.1/x"))
+    with pytest.raises(ServiceError, match="bad gateway"):
+        raise_for(response)
