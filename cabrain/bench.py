@@ -143,7 +143,7 @@ async def run_recall_bench(
     from cabrain.store.scratch import scratch_brain
 
     embedder = load_embedder(settings)
-    async with scratch_brain(settings, embedder, prefix="cabrain_bench") as (brain, facts):
+    async with scratch_brain(settings, embedder, prefix="cabrain_bench") as (brain, facts, _):
         await brain.create_agent(AGENT)
         await brain.create_namespace(AGENT, NAMESPACE)
         started = time.perf_counter()
@@ -188,3 +188,129 @@ def render(result: BenchResult) -> str:
 def main_json(result: BenchResult) -> str:
     return json.dumps(result.as_dict(), indent=2, ensure_ascii=False)
 
+
+
+# --- cabrain bench http ---------------------------------------------------------------------------
+@dataclass
+class HttpBenchResult:
+    memories: int
+    queries: int
+    http: dict[int, dict[str, float]]  # concurrency -> p50/p95/p99 (ms) and rps
+    in_process: dict[int, dict[str, float]]
+    machine: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__
+
+
+async def _timed_concurrently(call, texts: list[str], concurrency: int) -> dict[str, float]:  # noqa: ANN001
+    """Run ``call(text)`` for every text, ``concurrency`` at a time; latency percentiles + throughput."""
+    import asyncio
+
+    gate = asyncio.Semaphore(concurrency)
+    latencies: list[float] = []
+
+    async def one(text: str) -> None:
+        async with gate:
+            t0 = time.perf_counter()
+            await call(text)
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(t) for t in texts))
+    wall = time.perf_counter() - started
+    return {**percentiles(latencies), "rps": len(texts) / wall}
+
+
+async def run_http_bench(
+    settings: Settings,
+    *,
+    memories: int,
+    queries: int,
+    concurrency: list[int],
+    real_vectors: int = 2000,
+    noise: float = 0.02,
+    seed: int = 11,
+    app_args: dict[str, Any] | None = None,
+    quiet: bool = False,
+) -> HttpBenchResult:
+    """Recall through the HTTP API (a local Ray + the Serve app on a scratch database) and in
+    process on the same database, at each concurrency, with fresh query texts (no cache)."""
+    import asyncio
+    import os
+    import platform
+
+    from cabrain import identity, service
+    from cabrain.client import AsyncClient
+    from cabrain.providers.embedders import load_embedder
+    from cabrain.store.scratch import scratch_brain
+
+    if settings.ray_address:
+        from cabrain.errors import ConfigError
+
+        raise ConfigError("cabrain bench http runs its own local Ray; unset CABRAIN_RAY_ADDRESS")
+    embedder = load_embedder(settings)
+    rng = random.Random(seed)
+
+    def fresh_texts() -> list[str]:
+        return [" ".join(synthetic_text(rng).split()[: rng.randint(3, 10)]) for _ in range(queries)]
+
+    async with scratch_brain(settings, embedder, prefix="cabrain_httpbench") as (brain, facts, dsn):
+        await brain.create_agent(AGENT)
+        await brain.create_namespace(AGENT, NAMESPACE)
+        await _load(brain, memories, min(real_vectors, memories), noise, seed, quiet)
+        async with brain.pool.acquire() as conn:
+            key = (await identity.create_key(conn, AGENT, label="bench")).key
+
+        async def local(text: str) -> None:
+            await brain.recall(AGENT, RecallQuery(text, NAMESPACE, k=10, rerank=False))
+
+        in_process = {}
+        for c in concurrency:
+            await _timed_concurrently(local, fresh_texts()[:20], c)  # warm-up
+            in_process[c] = await _timed_concurrently(local, fresh_texts(), c)
+            _progress(f"  in process, concurrency {c}: p95 {in_process[c]['p95']:.1f} ms", quiet)
+
+        _progress("  starting a local Ray and the Serve application", quiet)
+        started_ray = await asyncio.to_thread(service.init_ray, settings)
+        try:
+            await asyncio.to_thread(service.deploy, settings, dsn, app_args)
+            await asyncio.to_thread(service.wait_ready, settings, progress=not quiet)
+            http = {}
+            async with AsyncClient(service.api_url(settings), key, max_connections=max(concurrency)) as client:
+
+                async def remote(text: str) -> None:
+                    await client.recall(RecallQuery(text, NAMESPACE, k=10, rerank=False))
+
+                for c in concurrency:
+                    await _timed_concurrently(remote, fresh_texts()[:20], c)
+                    http[c] = await _timed_concurrently(remote, fresh_texts(), c)
+                    _progress(f"  http, concurrency {c}: p95 {http[c]['p95']:.1f} ms", quiet)
+        finally:
+            if started_ray:
+                from ray import serve
+
+                await asyncio.to_thread(serve.shutdown)
+                import ray
+
+                await asyncio.to_thread(ray.shutdown)
+    machine = {
+        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "postgres": facts.version, "embedder": embedder.name,
+    }  # fmt: skip
+    return HttpBenchResult(memories, queries, http, in_process, machine)
+
+
+def render_http(result: HttpBenchResult) -> str:
+    lines = [
+        f"recall (hybrid, k=10, no rerank, no cache) over {result.memories} memories, {result.queries} queries per row",
+        f"{'concurrency':>11} | {'HTTP p50':>9} {'p95':>8} {'p99':>8} {'req/s':>7} | "
+        f"{'in-process p50':>14} {'p95':>8} {'p99':>8} {'req/s':>7}",
+    ]
+    for c, h in result.http.items():
+        p = result.in_process[c]
+        lines.append(
+            f"{c:>11} | {h['p50']:9.1f} {h['p95']:8.1f} {h['p99']:8.1f} {h['rps']:7.1f} | "
+            f"{p['p50']:14.1f} {p['p95']:8.1f} {p['p99']:8.1f} {p['rps']:7.1f}"
+        )
+    return "\n".join(lines)

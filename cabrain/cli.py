@@ -388,6 +388,30 @@ def cmd_share(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_http(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cabrain import bench
+    from cabrain.errors import InputError
+
+    try:
+        levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    except ValueError:
+        raise InputError(f"--concurrency must be comma-separated integers, got {args.concurrency!r}") from None
+    if not levels or min(levels) < 1 or args.memories < 1 or args.queries < 1:
+        raise InputError("--concurrency levels, --memories and --queries must be at least 1")
+    app_args = _read_app_config(args.config) if args.config else None
+    result = asyncio.run(
+        bench.run_http_bench(settings, memories=args.memories, queries=args.queries, concurrency=levels,
+                             app_args=app_args, quiet=args.quiet)
+    )  # fmt: skip
+    print(bench.render_http(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+        print(f"\nresults written to {args.json}")
+    return EXIT_OK
+
+
 # --- parser ------------------------------------------------------------------------------------
 Command = Callable[[Settings, argparse.Namespace], int]
 
@@ -453,6 +477,19 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     br.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     br.set_defaults(func=cmd_bench_recall)
+    bh = bench_sub.add_parser(
+        "http",
+        help="HTTP recall latency at several concurrencies, beside in-process",
+        description="Load N synthetic memories into a scratch database, time recall in process, then start a "
+        "local Ray with the Serve app on CABRAIN_API_PORT and time the same through the HTTP API.",
+    )
+    bh.add_argument("--memories", type=int, default=10_000, help="corpus size (default 10000)")
+    bh.add_argument("--queries", type=int, default=300, help="recalls timed per concurrency level (default 300)")
+    bh.add_argument("--concurrency", default="1,8,32", help="levels, comma-separated (default 1,8,32)")
+    bh.add_argument("--config", metavar="FILE", help="Serve config or app args (replicas, CPUs, batch sizes)")
+    bh.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bh.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    bh.set_defaults(func=cmd_bench_http)
 
     up = sub.add_parser(
         "up",
@@ -475,26 +512,26 @@ def build_parser() -> argparse.ArgumentParser:
         "otherwise directly on the hot tier.",
     )
     agents_sub = agents.add_subparsers(dest="agents_command", metavar="ACTION", required=True)
-    a_create = agents_sub.add_parser("create", help="create an agent and print its first key (shown once)")
+    a_create = agents_sub.add_parser("create", help="create an agent and print its first key (shown once)", description="Create an agent and print its first key (shown once).")
     a_create.add_argument("name")
     a_create.add_argument("--admin", action="store_true", help="the agent manages agents, keys and grants")
     a_create.add_argument("--display-name", default=None)
     a_create.add_argument("--label", default=None, help="label of the key")
     a_create.set_defaults(func=cmd_agents_create)
-    a_key = agents_sub.add_parser("key", help="make another key for an agent (shown once)")
+    a_key = agents_sub.add_parser("key", help="make another key for an agent (shown once)", description="Make another key for an agent (shown once).")
     a_key.add_argument("name")
     a_key.add_argument("--label", default=None)
     a_key.set_defaults(func=cmd_agents_key)
-    a_list = agents_sub.add_parser("list", help="list agents")
+    a_list = agents_sub.add_parser("list", help="list agents", description="List agents.")
     a_list.set_defaults(func=cmd_agents_list)
-    a_keys = agents_sub.add_parser("keys", help="list an agent's keys (ids and prefixes, never the keys)")
+    a_keys = agents_sub.add_parser("keys", help="list an agent's keys (ids and prefixes, never the keys)", description="List an agent's keys (ids and prefixes, never the keys).")
     a_keys.add_argument("name")
     a_keys.set_defaults(func=cmd_agents_keys)
-    a_revoke = agents_sub.add_parser("revoke", help="revoke one of an agent's keys")
+    a_revoke = agents_sub.add_parser("revoke", help="revoke one of an agent's keys", description="Revoke one of an agent's keys.")
     a_revoke.add_argument("name")
     a_revoke.add_argument("key_id")
     a_revoke.set_defaults(func=cmd_agents_revoke)
-    a_disable = agents_sub.add_parser("disable", help="disable an agent (keys stop working, memories stay)")
+    a_disable = agents_sub.add_parser("disable", help="disable an agent (keys stop working, memories stay)", description="Disable an agent (keys stop working, memories stay).")
     a_disable.add_argument("name")
     a_disable.set_defaults(func=cmd_agents_disable)
 

@@ -268,7 +268,7 @@ async def run_eval(
                 "mode hybrid+rerank needs a reranker", hint="set CABRAIN_RERANKER_PROVIDER and its model or URL"
             )
     results = []
-    async with scratch_brain(settings, embedder, prefix="cabrain_eval") as (brain, _):
+    async with scratch_brain(settings, embedder, prefix="cabrain_eval") as (brain, _, _dsn):
         await brain.create_agent(AGENT, display_name="cabrain eval")
         for eval_set in sets:
             _progress(f"{eval_set.name}: {len(eval_set.corpus)} memories, {len(eval_set.queries)} queries", quiet)

@@ -271,15 +271,16 @@ def down(settings: Settings) -> bool:
             "cabrain down removes the app from a Ray cluster; CABRAIN_RAY_ADDRESS is not set",
             hint="a local `cabrain up` stops with Ctrl-C",
         )
-    init_ray(settings)
+    import ray
     from ray import serve
 
+    connected_here = not ray.is_initialized()
+    init_ray(settings)
     try:
         if APP_NAME not in serve.status().applications:
             return False
         serve.delete(APP_NAME)
         return True
     finally:
-        import ray
-
-        ray.shutdown()
+        if connected_here:
+            ray.shutdown()

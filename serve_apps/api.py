@@ -40,7 +40,7 @@ from cabrain.errors import (
     EmbedderError,
     InputError,
     NotFound,
-    SchemaError,
+    ServiceError,
     Unauthenticated,
 )
 from cabrain.identity import Principal
@@ -62,6 +62,7 @@ STATUS: list[tuple[type[CabrainError], int, str]] = [
     (EmbedderError, 503, "model_unavailable"),
     (DatabaseError, 503, "database_unavailable"),
     (CacheError, 503, "cache_unavailable"),
+    (ServiceError, 503, "service_unavailable"),
     (ConfigError, 500, "misconfigured"),
 ]
 # The hot tier went away under a pooled connection (restart, failover): reconnect and retry.
@@ -71,7 +72,8 @@ CONNECTION_LOST = (
     asyncpg.exceptions.PostgresConnectionError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CannotConnectNowError,
-    OSError,
+    ConnectionError,  # refused / reset while the server restarts (TimeoutError is not one of these)
+    FileNotFoundError,  # its unix socket is gone while it restarts
 )
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": schemas.ErrorOut} for code in (400, 401, 403, 404, 409, 413, 422, 503)
@@ -201,7 +203,7 @@ class Ingress:
                     log.warning("database not ready", extra={"error": str(exc)})
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
-        except (SchemaError, ConfigError, CabrainError) as exc:
+        except Exception as exc:  # schema not current, wrong dimension, bad settings: say so on every request
             self.start_error = str(exc)
             log.error("ingress cannot start", extra={"error": str(exc)})
             raise
@@ -209,17 +211,20 @@ class Ingress:
     async def get_brain(self, wait_s: float = 30.0) -> Brain:
         if self.brain is not None:
             return self.brain
+        failed = ServiceError(
+            f"the service failed to start: {self.start_error}", hint="fix the cause above and redeploy (cabrain up)"
+        )
         if self._started.done() and self._started.exception() is not None:
-            raise EmbedderError(f"the service failed to start: {self.start_error}")
+            raise failed
         try:
             await asyncio.wait_for(asyncio.shield(self._started), wait_s)
         except TimeoutError:
-            raise EmbedderError(
+            raise ServiceError(
                 f"the service is still starting ({self.start_error or 'loading models'})",
                 hint="retry shortly; GET /v1/ready says when it is ready",
             ) from None
-        except CabrainError:
-            raise EmbedderError(f"the service failed to start: {self.start_error}") from None
+        except Exception:  # noqa: BLE001 - the start task's failure, reported with its cause
+            raise failed from None
         assert self.brain is not None
         return self.brain
 
@@ -299,7 +304,10 @@ def create_api(svc: Ingress) -> FastAPI:
 
     @app.exception_handler(CabrainError)
     async def _cabrain_error(request: Request, exc: CabrainError) -> JSONResponse:
-        return map_error(exc)
+        response = map_error(exc)
+        if response.status_code >= 500:
+            log.warning("request failed", extra={"path": request.url.path, "error": str(exc)})
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -20,7 +20,7 @@ def with_database(dsn: str, database: str) -> str:
 @contextlib.asynccontextmanager
 async def scratch_brain(settings: Settings, embedder: Embedder, *, prefix: str) -> AsyncIterator[tuple]:
     """A migrated, empty database of its own and a Brain on it (no cache); yields
-    ``(brain, server facts)``. The database is dropped afterwards, whatever happens."""
+    ``(brain, server facts, the database's DSN)``. The database is dropped afterwards, whatever happens."""
     from cabrain.brain import Brain
     from cabrain.store import migrations
     from cabrain.store.db import check_server, connect, hot_tier, server_facts
@@ -45,7 +45,7 @@ async def scratch_brain(settings: Settings, embedder: Embedder, *, prefix: str) 
                 await conn.close()
             brain = await Brain.open(settings.model_copy(update={"redis_url": None}), dsn=scratch_dsn, embedder=embedder)
             try:
-                yield brain, facts
+                yield brain, facts, scratch_dsn
             finally:
                 await brain.close()
         finally:

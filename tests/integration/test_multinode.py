@@ -23,3 +23,4 @@ def test_a_replica_waits_for_an_added_node_and_then_serves_from_it(db_dsn: str) 
     assert seen["embedder_nodes"] == sorted([seen["head"], seen["worker"]])  # both replicas serve
     assert len(seen["embedder_pids"]) == 2
     assert seen["recall_statuses"] == [200] * 20
+    assert seen["removed"] is True and "cabrain" not in seen["apps_after_down"]  # cabrain down

@@ -213,7 +213,8 @@ async def test_100_concurrent_recalls_all_succeed(service: Service) -> None:
         responses = await asyncio.gather(
             *(client.post("/v1/recall", json={"query": q, "namespace": "proj", "k": 5}) for q in queries)
         )
-    assert [r.status_code for r in responses] == [200] * 100
+    failed = [(r.status_code, r.text[:300]) for r in responses if r.status_code != 200]
+    assert failed == []
     assert all(r.json()["hits"] for r in responses)
 
 

@@ -74,7 +74,10 @@ def main(dsn: str, home: str, port: int) -> dict:
             ], "decide": False})  # fmt: skip
             recalls = [client.post("/v1/recall", json={"query": f"which rack does node {i} run?",
                                                        "namespace": "cluster"}).status_code for i in range(20)]  # fmt: skip
+        removed = service.down(load_settings(home=home, ray_address=cluster.address))
         return {
+            "removed": removed,
+            "apps_after_down": sorted(serve.status().applications),
             "head": head,
             "worker": worker.node_id,
             "running_before_join": running_before,
