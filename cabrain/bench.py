@@ -272,7 +272,7 @@ async def run_http_bench(
             _progress(f"  in process, concurrency {c}: p95 {in_process[c]['p95']:.1f} ms", quiet)
 
         _progress("  starting a local Ray and the Serve application", quiet)
-        started_ray = await asyncio.to_thread(service.init_ray, settings)
+        started_ray = service.init_ray(settings)  # on the main thread: Ray installs its signal handlers
         try:
             await asyncio.to_thread(service.deploy, settings, dsn, app_args)
             await asyncio.to_thread(service.wait_ready, settings, progress=not quiet)

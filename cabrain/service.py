@@ -135,11 +135,10 @@ def init_ray(settings: Settings) -> bool:
     return True
 
 
-def deploy(
-    settings: Settings, dsn: str, app_args: dict[str, Any] | None = None, *, proxy_location: str = "EveryNode"
-) -> None:
-    """Run the Serve application (replacing a running one of the same name). An HTTP proxy runs
-    on every node (``EveryNode``) so any node's address serves the API."""
+def deploy(settings: Settings, dsn: str, app_args: dict[str, Any] | None = None) -> None:
+    """Run the Serve application (replacing a running one of the same name). By default an HTTP
+    proxy runs on every node (``CABRAIN_SERVE_PROXY_LOCATION=EveryNode``), so any node's address
+    serves the API."""
     from ray import serve
 
     logging.getLogger("ray.serve").setLevel(logging.WARNING)
@@ -150,7 +149,7 @@ def deploy(
     args = AppArgs.model_validate(app_args or {})
     args.settings = settings_for_replicas(settings, **{"database_url": dsn, **args.settings})
     serve.start(
-        proxy_location=proxy_location,
+        proxy_location=settings.serve_proxy_location,
         http_options={"host": settings.api_host, "port": settings.api_port},
         logging_config={"log_level": "WARNING", "enable_access_log": False},
     )

@@ -264,6 +264,10 @@ class Settings(BaseSettings):
     ray_object_store_bytes: int = Field(
         default=256 * 1024 * 1024, ge=78 * 1024 * 1024, description="Object store size of a local Ray."
     )
+    serve_proxy_location: str = Field(
+        default="EveryNode", pattern="^(EveryNode|HeadOnly)$",
+        description="Where Serve runs HTTP proxies: EveryNode (any node's address serves the API) or HeadOnly.",
+    )
     serve_ready_timeout_s: float = Field(
         default=300.0, gt=0, description="How long cabrain up waits for the models and the API to be ready."
     )

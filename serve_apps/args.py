@@ -78,7 +78,7 @@ class EmbedderArgs(DeploymentArgs):
         description="Embedding calls merged into one model call.",
     )
     batch_wait_timeout_s: float = Field(
-        default=0.004,
+        default=0.001,
         ge=0,
         le=5,
         description="How long a call waits for others to join its batch.",

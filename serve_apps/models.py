@@ -76,7 +76,7 @@ class EmbedderDeployment:
             self._waiting -= 1
             self._metrics.queue.set(self._waiting)
 
-    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.004)
+    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.001)
     async def _batched(self, requests: list[tuple[str, list[str]]]) -> list[np.ndarray]:
         started = time.perf_counter()
         self._metrics.batch_calls.observe(len(requests))

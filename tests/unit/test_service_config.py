@@ -28,7 +28,7 @@ def test_app_args_turn_into_deployment_options() -> None:
     assert emb["num_replicas"] == 3
     assert emb["ray_actor_options"]["num_gpus"] == 0.5
     assert emb["ray_actor_options"]["runtime_env"]["env_vars"]["OMP_NUM_THREADS"] == "2"
-    assert args.embedder.user_config() == {"max_batch_size": 64, "batch_wait_timeout_s": 0.004}
+    assert args.embedder.user_config() == {"max_batch_size": 64, "batch_wait_timeout_s": 0.001}
     ingress = args.ingress.options()
     assert "num_replicas" not in ingress and ingress["autoscaling_config"]["max_replicas"] == 6
 

@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -31,14 +32,19 @@ def main(dsn: str, home: str, port: int) -> dict:
     try:
         ray.init(address=cluster.address, log_to_driver=False)
         head = ray.get_runtime_context().get_node_id()
-        settings = load_settings(home=home, database_url=dsn, api_port=port, serve_ready_timeout_s=180)
+        # `cabrain up` onto an existing cluster: shared database, this cluster's address. Every node
+        # of this test runs on one machine, so only the head runs an HTTP proxy.
+        settings = load_settings(
+            home=home, database_url=dsn, api_port=port, serve_ready_timeout_s=180,
+            ray_address=cluster.address, serve_proxy_location="HeadOnly",
+        )  # fmt: skip
         args = {"ingress": {"num_cpus": 0}, "embedder": {"num_replicas": 2, "num_cpus": 1}}
         done = threading.Event()
         failure: list[BaseException] = []
 
         def deploy() -> None:
             try:
-                service.deploy(settings, dsn, args, proxy_location="HeadOnly")
+                service.up(settings, app_args=args)  # deploys, waits until ready, returns
             except BaseException as exc:  # noqa: BLE001 - reported below
                 failure.append(exc)
             finally:
@@ -66,7 +72,7 @@ def main(dsn: str, home: str, port: int) -> dict:
         service.wait_ready(settings, progress=False)
         handle = serve.get_deployment_handle("Embedder", app_name="cabrain")
         served = [handle.info.remote().result(timeout_s=60) for _ in range(60)]
-        key = _admin_key(dsn)
+        key = (Path(home) / "admin.key").read_text().strip()  # made by `cabrain up` on its first run
         with httpx.Client(base_url=service.api_url(settings), headers={"Authorization": f"Bearer {key}"}) as client:
             client.post("/v1/namespaces", json={"name": "cluster"})
             client.post("/v1/memories/batch", json={"items": [
@@ -74,7 +80,7 @@ def main(dsn: str, home: str, port: int) -> dict:
             ], "decide": False})  # fmt: skip
             recalls = [client.post("/v1/recall", json={"query": f"which rack does node {i} run?",
                                                        "namespace": "cluster"}).status_code for i in range(20)]  # fmt: skip
-        removed = service.down(load_settings(home=home, ray_address=cluster.address))
+        removed = service.down(settings)
         return {
             "removed": removed,
             "apps_after_down": sorted(serve.status().applications),
@@ -90,23 +96,6 @@ def main(dsn: str, home: str, port: int) -> dict:
         serve.shutdown()
         ray.shutdown()
         cluster.shutdown()
-
-
-def _admin_key(dsn: str) -> str:
-    import asyncio
-
-    from cabrain import identity
-    from cabrain.store.db import connect
-
-    async def make() -> str:
-        conn = await connect(dsn)
-        try:
-            await identity.create_agent(conn, "ops", is_admin=True)
-            return (await identity.create_key(conn, "ops")).key
-        finally:
-            await conn.close()
-
-    return asyncio.run(make())
 
 
 if __name__ == "__main__":
