@@ -45,7 +45,14 @@ from cabrain.errors import (
 )
 from cabrain.identity import Principal
 from cabrain.settings import load_settings
-from cabrain.types import history_to_dict, recall_to_dict, retain_to_dict
+from cabrain.types import (
+    MemoryWithHistory,
+    RecallResult,
+    RetainResult,
+    history_to_dict,
+    recall_to_dict,
+    retain_to_dict,
+)
 from serve_apps import schemas
 from serve_apps.metrics import IngressMetrics, collect
 from serve_apps.models import RemoteEmbedder, RemoteReranker, call_with_retry
@@ -377,7 +384,7 @@ def create_api(svc: Ingress) -> FastAPI:
         return {"agent_id": p.agent_id, "is_admin": p.is_admin, "key_id": str(p.key_id)}
 
     # --- memories -------------------------------------------------------------------------------
-    @app.post("/v1/memories", tags=["memories"], response_model=schemas.RetainOut,
+    @app.post("/v1/memories", tags=["memories"], response_model=RetainResult,
               summary="Retain one memory (ADD / UPDATE / INVALIDATE / NOOP)")  # fmt: skip
     async def retain_one(body: schemas.MemoryIn, p: Caller) -> JSONResponse:
         [result] = await svc.run(lambda b: b.retain(p.agent_id, [body.to_input()]))
@@ -390,26 +397,26 @@ def create_api(svc: Ingress) -> FastAPI:
         results = await svc.run(lambda b: b.retain(p.agent_id, items, decide=body.decide))
         return JSONResponse({"results": [retain_to_dict(r) for r in results]})
 
-    @app.get("/v1/memories/{memory_id}", tags=["memories"], response_model=schemas.HistoryOut,
+    @app.get("/v1/memories/{memory_id}", tags=["memories"], response_model=MemoryWithHistory,
              summary="A memory with its provenance and version history")  # fmt: skip
     async def get_memory(memory_id: str, p: Caller) -> JSONResponse:
         result = await svc.run(lambda b: b.get(p.agent_id, memory_id))
         return JSONResponse(history_to_dict(result))
 
-    @app.post("/v1/memories/{memory_id}/forget", tags=["memories"], response_model=schemas.HistoryOut,
+    @app.post("/v1/memories/{memory_id}/forget", tags=["memories"], response_model=MemoryWithHistory,
               summary="Soft-forget: the memory leaves recall but is kept")  # fmt: skip
     async def forget(memory_id: str, p: Caller, body: schemas.ForgetIn | None = None) -> JSONResponse:
         reason = body.reason if body else None
         result = await svc.run(lambda b: b.forget(p.agent_id, memory_id, reason=reason))
         return JSONResponse(history_to_dict(result))
 
-    @app.post("/v1/memories/{memory_id}/reconsolidate", tags=["memories"], response_model=schemas.RetainOut,
+    @app.post("/v1/memories/{memory_id}/reconsolidate", tags=["memories"], response_model=RetainResult,
               summary="Replace a memory with a corrected version (the old one is superseded)")  # fmt: skip
     async def reconsolidate(memory_id: str, body: schemas.ReconsolidateIn, p: Caller) -> JSONResponse:
         result = await svc.run(lambda b: b.reconsolidate(p.agent_id, memory_id, body.content, reason=body.reason))
         return JSONResponse(retain_to_dict(result))
 
-    @app.post("/v1/recall", tags=["memories"], response_model=schemas.RecallOut,
+    @app.post("/v1/recall", tags=["memories"], response_model=RecallResult,
               summary="Hybrid recall: vectors + BM25, fused, reranked, one entity hop")  # fmt: skip
     async def recall(body: schemas.RecallIn, p: Caller) -> JSONResponse:
         result = await svc.run(lambda b: b.recall(p.agent_id, body.to_query()))

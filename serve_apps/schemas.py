@@ -13,6 +13,7 @@ from cabrain.types import (
     Network,
     RecallMode,
     RecallQuery,
+    RetainResult,
     Visibility,
 )
 
@@ -151,69 +152,9 @@ class KeyIn(Body):
     label: str | None = Field(default=None, max_length=200)
 
 
-# --- responses (documentation; handlers return JSON built by cabrain.types) ----------------------
-class MemoryOut(BaseModel):
-    id: str
-    namespace: str
-    owner_agent_id: str | None
-    visibility: Visibility
-    network: Network
-    memory_type: MemoryType
-    content: str
-    source_kind: str | None
-    source_ref: str | None
-    importance: float
-    access_count: int
-    last_accessed_at: datetime | None
-    created_at: datetime
-    valid_at: datetime
-    invalid_at: datetime | None
-    superseded_by: str | None
-    tier: str
-    metadata: dict[str, Any]
-
-
-class RetainOut(BaseModel):
-    decision: str = Field(examples=["ADD"], description="ADD, UPDATE, INVALIDATE or NOOP.")
-    memory_id: str | None
-    importance: float
-    superseded: list[str]
-    entities: list[str]
-    reason: str
-
-
+# --- responses (documentation; handlers return the JSON forms of cabrain.types directly) ----------
 class RetainBatchOut(BaseModel):
-    results: list[RetainOut]
-
-
-class BreakdownOut(BaseModel):
-    vector_rank: int | None
-    vector_similarity: float | None
-    bm25_rank: int | None
-    bm25_score: float | None
-    fused: float
-    importance: float
-    rerank: float | None = None
-
-
-class HitOut(BaseModel):
-    memory: MemoryOut
-    score: float
-    breakdown: BreakdownOut
-
-
-class RecallOut(BaseModel):
-    hits: list[HitOut]
-    related: list[MemoryOut]
-    timings_ms: dict[str, float]
-    cached: bool
-
-
-class HistoryOut(BaseModel):
-    memory: MemoryOut
-    previous: list[MemoryOut]
-    next: list[MemoryOut]
-    entities: list[str]
+    results: list[RetainResult]
 
 
 class ErrorDetail(BaseModel):
