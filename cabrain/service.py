@@ -241,14 +241,19 @@ def up(
         if started_ray:
             stack.callback(_stop_ray)
         print("deploying the CaBrain Serve application (loading models)", file=sys.stderr)
-        deploy(settings, dsn, app_args)
-        wait_ready(settings)
-        print(usage(settings, key_file, made_key), flush=True)
-        if remote:
+        deploy(settings, dsn, app_args)  # returns once every replica runs
+        if remote:  # the API is on the cluster's nodes, not necessarily on this machine
+            where = "every node" if settings.serve_proxy_location == "EveryNode" else "the head node"
             print(
-                f"\ndeployed onto the cluster; remove it with: cabrain down (CABRAIN_RAY_ADDRESS={settings.ray_address})"
+                f"deployed onto the cluster: the API answers on port {settings.api_port} of {where} "
+                f"(GET /v1/ready says when its models are loaded)\n"
+                f"admin key: {key_file}{' (created now; keep it safe)' if made_key else ''}\n"
+                f"remove it with: cabrain down (CABRAIN_RAY_ADDRESS={settings.ray_address})",
+                flush=True,
             )
             return
+        wait_ready(settings)
+        print(usage(settings, key_file, made_key), flush=True)
         print("\nCtrl-C stops everything.", flush=True)
         (stop or threading.Event()).wait()
 
