@@ -412,6 +412,13 @@ def cmd_bench_http(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.faces.mcp import run_stdio
+
+    asyncio.run(run_stdio(settings))
+    return EXIT_OK
+
+
 # --- parser ------------------------------------------------------------------------------------
 Command = Callable[[Settings, argparse.Namespace], int]
 
@@ -534,6 +541,15 @@ def build_parser() -> argparse.ArgumentParser:
     a_disable = agents_sub.add_parser("disable", help="disable an agent (keys stop working, memories stay)", description="Disable an agent (keys stop working, memories stay).")
     a_disable.add_argument("name")
     a_disable.set_defaults(func=cmd_agents_disable)
+
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve the MCP tools over stdio (for Claude Code, Claude Desktop, ...)",
+        description="Serve memory_retain, memory_recall, memory_get, memory_forget, memory_share and "
+        "memory_reconsolidate over stdio, acting as the agent whose key is CABRAIN_API_KEY: through the "
+        "service at CABRAIN_API_URL when set, otherwise straight on the database.",
+    )
+    mcp.set_defaults(func=cmd_mcp)
 
     remote_note = " Talks to the API at CABRAIN_API_URL with CABRAIN_API_KEY."
     remember = sub.add_parser("remember", help="retain a memory", description="Retain one memory." + remote_note)

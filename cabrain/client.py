@@ -317,3 +317,16 @@ class AsyncClient:
 
     async def create_namespace(self, name: str) -> bool:
         return (await self.request("POST", "/v1/namespaces", json={"name": name}))["created"]
+
+    async def reconsolidate(
+        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None
+    ) -> RetainResult:
+        body = {"content": content, "reason": reason}
+        return retain_from_dict(await self.request("POST", f"/v1/memories/{memory_id}/reconsolidate", json=body))
+
+    async def share(self, namespace: str, agent: str, *, can_read: bool = True, can_write: bool = False) -> None:
+        body = {"namespace": namespace, "agent": agent, "can_read": can_read, "can_write": can_write}
+        await self.request("POST", "/v1/grants", json=body)
+
+    async def whoami(self) -> dict[str, Any]:
+        return await self.request("GET", "/v1/whoami")

@@ -13,6 +13,7 @@ wrong shape, 503 not ready / a dependency is down. Every error body is
 
 # No ``from __future__ import annotations``: FastAPI must see the route-local dependency types.
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -295,9 +296,65 @@ class Ingress:
             await self.brain.close()
 
 
+class McpAuth:
+    """ASGI guard in front of the MCP endpoint: the bearer key names the agent the tools act as."""
+
+    def __init__(self, app: Any, svc: Ingress) -> None:
+        self.app, self.svc = app, svc
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = header.partition(" ")
+        try:
+            principal = await self.svc.authenticate(token.strip() if scheme.lower() == "bearer" else None)
+        except CabrainError as exc:
+            await map_error(exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})[MCP_PRINCIPAL] = principal
+        await self.app(scope, receive, send)
+
+
+MCP_PRINCIPAL = "cabrain_principal"
+
+
+def mount_mcp(app: FastAPI, svc: Ingress) -> Any:
+    """Streamable HTTP MCP at ``/mcp`` (stateless, JSON responses); returns the MCP server, whose
+    session manager must run for the app's lifetime."""
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.routing import Route
+
+    from cabrain.faces.backend import BrainBackend
+    from cabrain.faces.mcp import build_server
+
+    async def backend_for(ctx: Any) -> BrainBackend:
+        principal = ctx.request_context.request.scope["state"][MCP_PRINCIPAL]
+        return BrainBackend(await svc.get_brain(), principal.agent_id)
+
+    server = build_server(backend_for)
+    # Every call is authenticated by its key, and the API may sit behind any host name: the SDK's
+    # DNS-rebinding check (meant for unauthenticated local servers) would only refuse real clients.
+    inner = server.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )  # fmt: skip
+    app.router.routes.append(Route("/mcp", endpoint=McpAuth(inner, svc), methods=["GET", "POST", "DELETE"]))
+    return server
+
+
 def create_api(svc: Ingress) -> FastAPI:
     """The FastAPI app of one ingress replica (routes close over ``svc``)."""
+    mcp_holder: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI):
+        async with mcp_holder["server"].session_manager.run():
+            yield
+
     app = FastAPI(
+        lifespan=lifespan,
         title="CaBrain",
         version=__version__,
         description=(
@@ -307,6 +364,7 @@ def create_api(svc: Ingress) -> FastAPI:
         responses=ERROR_RESPONSES,
     )
     app.add_middleware(Guard, max_bytes=svc.settings.api_max_body_bytes, metrics=svc.metrics)
+    mcp_holder["server"] = mount_mcp(app, svc)
     bearer = HTTPBearer(auto_error=False, description="An agent's API key (cbk_...).")
 
     @app.exception_handler(CabrainError)

@@ -1,0 +1,1 @@
+"""The faces agents reach CaBrain through: MCP tools, the memory-tool backend, capture hooks."""

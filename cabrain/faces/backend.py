@@ -1,0 +1,97 @@
+"""What the agent-facing faces (MCP tools, the memory-tool backend, capture) need from CaBrain,
+for one agent: straight from a :class:`~cabrain.brain.Brain`, or through the HTTP API."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Protocol
+
+from cabrain.types import (
+    MemoryInput,
+    MemoryWithHistory,
+    RecallQuery,
+    RecallResult,
+    RetainResult,
+)
+
+
+class MemoryBackend(Protocol):
+    """CaBrain's memory operations, acting as one agent."""
+
+    agent: str
+
+    async def retain(self, item: MemoryInput, *, decide: bool = True) -> RetainResult: ...
+
+    async def recall(self, query: RecallQuery) -> RecallResult: ...
+
+    async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory: ...
+
+    async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory: ...
+
+    async def reconsolidate(
+        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None
+    ) -> RetainResult: ...
+
+    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> None: ...
+
+    async def create_namespace(self, name: str) -> bool: ...
+
+
+class BrainBackend:
+    """In process, on a Brain (stdio MCP without a service, the ingress's /mcp, capture)."""
+
+    def __init__(self, brain, agent: str) -> None:
+        self.brain, self.agent = brain, agent
+
+    async def retain(self, item: MemoryInput, *, decide: bool = True) -> RetainResult:
+        [result] = await self.brain.retain(self.agent, [item], decide=decide)
+        return result
+
+    async def recall(self, query: RecallQuery) -> RecallResult:
+        return await self.brain.recall(self.agent, query)
+
+    async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
+        return await self.brain.get(self.agent, memory_id)
+
+    async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
+        return await self.brain.forget(self.agent, memory_id, reason=reason)
+
+    async def reconsolidate(self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None) -> RetainResult:
+        return await self.brain.reconsolidate(self.agent, memory_id, content, reason=reason)
+
+    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> None:
+        await self.brain.share(self.agent, namespace, agent, can_write=can_write)
+
+    async def create_namespace(self, name: str) -> bool:
+        return await self.brain.create_namespace(self.agent, name)
+
+
+class HttpBackend:
+    """Through a running service's HTTP API, with an agent's key."""
+
+    def __init__(self, client, agent: str) -> None:
+        self.client, self.agent = client, agent
+
+    async def retain(self, item: MemoryInput, *, decide: bool = True) -> RetainResult:
+        if decide:
+            return await self.client.retain(item)
+        [result] = await self.client.retain_batch([item], decide=False)
+        return result
+
+    async def recall(self, query: RecallQuery) -> RecallResult:
+        return await self.client.recall(query)
+
+    async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
+        return await self.client.get(memory_id)
+
+    async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
+        return await self.client.forget(memory_id, reason=reason)
+
+    async def reconsolidate(self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None) -> RetainResult:
+        return await self.client.reconsolidate(memory_id, content, reason=reason)
+
+    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> None:
+        await self.client.share(namespace, agent, can_write=can_write)
+
+    async def create_namespace(self, name: str) -> bool:
+        return await self.client.create_namespace(name)

@@ -1,0 +1,205 @@
+"""MCP tools (SPEC §5.1): ``memory_retain``, ``memory_recall``, ``memory_get``, ``memory_forget``,
+``memory_share``, ``memory_reconsolidate``.
+
+One tool set, two transports:
+
+- stdio: ``cabrain mcp`` acts as the agent whose key it is given (``CABRAIN_API_KEY``), through a
+  running service (``CABRAIN_API_URL``) or straight on the database when none is configured;
+- streamable HTTP at ``/mcp`` in the Serve ingress, stateless, the API key as bearer token.
+
+Failures are raised as tool errors (``isError``), never returned as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from cabrain import __version__
+from cabrain.errors import CabrainError
+from cabrain.faces.backend import MemoryBackend
+from cabrain.types import (
+    Memory,
+    MemoryInput,
+    MemoryType,
+    Network,
+    RecallMode,
+    RecallQuery,
+    Visibility,
+)
+
+INSTRUCTIONS = """CaBrain is a long-term memory shared by agents. Recall before you answer questions about
+past work, decisions, people or preferences (memory_recall); retain what is worth knowing later -
+decisions with their reasons, facts, lessons, preferences - as short self-contained statements
+(memory_retain). When a memory turns out wrong, correct it with memory_reconsolidate rather than
+writing a contradicting one. Memories live in namespaces (usually one per project)."""
+
+Namespace = Annotated[
+    str,
+    Field(
+        min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]*$",
+        description="Namespace, usually the project (e.g. 'github.com/acme/api'); letters, digits and . _ : / @ -",
+    ),
+]  # fmt: skip
+MemoryId = Annotated[str, Field(description="A memory id (UUID) from memory_recall or memory_retain.")]
+
+BackendFor = Callable[[Context], Awaitable[MemoryBackend]]
+
+
+def _memory(m: Memory) -> dict[str, Any]:
+    """A memory as an agent should see it: content plus provenance."""
+    return {
+        "id": str(m.id), "content": m.content, "namespace": m.namespace, "owner": m.owner_agent_id,
+        "visibility": m.visibility.value, "network": m.network.value, "type": m.memory_type.value,
+        "source_kind": m.source_kind, "source_ref": m.source_ref, "importance": round(m.importance, 3),
+        "created_at": m.created_at.isoformat(), "valid_at": m.valid_at.isoformat(),
+        "invalid_at": m.invalid_at.isoformat() if m.invalid_at else None,
+        "superseded_by": str(m.superseded_by) if m.superseded_by else None,
+    }  # fmt: skip
+
+
+def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=None) -> MCPServer:
+    """The MCP server; ``backend_for(ctx)`` gives the calling agent's backend."""
+    server = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan, log_level="WARNING")
+
+    async def run(ctx: Context, op):
+        try:
+            backend = await backend_for(ctx)
+            return await op(backend)
+        except CabrainError as exc:
+            raise ToolError(exc.message + (f" (fix: {exc.hint})" if exc.hint else "")) from exc
+
+    @server.tool(annotations=ToolAnnotations(title="Remember something", destructiveHint=False))
+    async def memory_retain(
+        content: Annotated[str, Field(min_length=1, max_length=32000,
+                                      description="One self-contained statement worth remembering, e.g. "
+                                      "'We chose pgvector over Qdrant because one database is simpler to run.'")],
+        namespace: Namespace,
+        ctx: Context,
+        visibility: Annotated[Visibility, Field(description="private: only you; team: agents granted the "
+                                                "namespace; global: every agent")] = Visibility.PRIVATE,
+        network: Annotated[Network, Field(description="fact (objective), experience (what happened), "
+                                          "observation, belief (an opinion)")] = Network.EXPERIENCE,
+        memory_type: Annotated[MemoryType, Field(description="episodic (an event), semantic (a lasting fact), "
+                                                 "procedural (how to do something), working")] = MemoryType.EPISODIC,
+        source_ref: Annotated[str | None, Field(max_length=2000, description="Where it came from: a file, "
+                                                "URL, ticket or message id")] = None,
+        important: Annotated[bool, Field(description="Flag memories that must not be forgotten")] = False,
+    ) -> dict[str, Any]:
+        """Store a memory. CaBrain compares it with what it already knows: a duplicate is not stored
+        twice (NOOP), a revision supersedes the old memory (UPDATE), a retraction invalidates it."""
+        item = MemoryInput(content, namespace, visibility=visibility, network=network, memory_type=memory_type,
+                           source_kind="mcp", source_ref=source_ref, important=important)  # fmt: skip
+        result = await run(ctx, lambda b: b.retain(item))
+        return {
+            "decision": result.decision.value, "memory_id": str(result.memory_id) if result.memory_id else None,
+            "importance": round(result.importance, 3), "superseded": [str(s) for s in result.superseded],
+            "reason": result.reason,
+        }  # fmt: skip
+
+    @server.tool(annotations=ToolAnnotations(title="Recall memories", readOnlyHint=True))
+    async def memory_recall(
+        query: Annotated[str, Field(min_length=1, max_length=4000,
+                                    description="What you want to know, as a question or keywords, in any language")],
+        namespace: Namespace,
+        ctx: Context,
+        k: Annotated[int, Field(ge=1, le=50, description="How many memories to return")] = 8,
+        mode: Annotated[RecallMode, Field(description="hybrid (best), vector (meaning), bm25 (exact words)")]
+        = RecallMode.HYBRID,
+        include_history: Annotated[bool, Field(description="Also return forgotten and superseded memories")] = False,
+    ) -> dict[str, Any]:
+        """Find the memories most relevant to a query (meaning and keywords, ranked), each with its
+        provenance (who, when, where from), plus memories related through shared entities."""
+        q = RecallQuery(query, namespace, k=k, mode=mode, include_invalid=include_history)
+        result = await run(ctx, lambda b: b.recall(q))
+        return {
+            "hits": [{**_memory(h.memory), "score": round(h.score, 4)} for h in result.hits],
+            "related": [_memory(m) for m in result.related],
+        }
+
+    @server.tool(annotations=ToolAnnotations(title="Get a memory with its history", readOnlyHint=True))
+    async def memory_get(memory_id: MemoryId, ctx: Context) -> dict[str, Any]:
+        """One memory with its provenance, the versions it replaced and the ones that replaced it."""
+        h = await run(ctx, lambda b: b.get(memory_id))
+        return {
+            "memory": _memory(h.memory), "previous": [_memory(m) for m in h.previous],
+            "next": [_memory(m) for m in h.next], "entities": list(h.entities),
+        }  # fmt: skip
+
+    @server.tool(annotations=ToolAnnotations(title="Forget a memory", destructiveHint=True, idempotentHint=True))
+    async def memory_forget(
+        memory_id: MemoryId,
+        ctx: Context,
+        reason: Annotated[str | None, Field(max_length=2000, description="Why it should be forgotten")] = None,
+    ) -> dict[str, Any]:
+        """Take a memory out of recall. Nothing is deleted: memory_get still shows it, marked invalid."""
+        h = await run(ctx, lambda b: b.forget(memory_id, reason=reason))
+        return {"forgotten": str(h.memory.id), "invalid_at": h.memory.invalid_at.isoformat()}
+
+    @server.tool(annotations=ToolAnnotations(title="Share a namespace", destructiveHint=False, idempotentHint=True))
+    async def memory_share(
+        namespace: Namespace,
+        agent: Annotated[str, Field(min_length=1, max_length=128, description="The agent to share with")],
+        ctx: Context,
+        can_write: Annotated[bool, Field(description="Also let it write into the namespace")] = False,
+    ) -> dict[str, Any]:
+        """Let another agent read this namespace's team memories (only its owner or an admin may)."""
+        await run(ctx, lambda b: b.share(namespace, agent, can_write=can_write))
+        return {"namespace": namespace, "agent": agent, "can_read": True, "can_write": can_write}
+
+    @server.tool(annotations=ToolAnnotations(title="Correct a memory", destructiveHint=False))
+    async def memory_reconsolidate(
+        memory_id: MemoryId,
+        corrected_content: Annotated[str, Field(min_length=1, max_length=32000,
+                                                description="The corrected statement, complete on its own")],
+        ctx: Context,
+        reason: Annotated[str | None, Field(max_length=2000, description="Why it changed")] = None,
+    ) -> dict[str, Any]:
+        """Replace a wrong or outdated memory with a corrected one. The old one is kept, marked
+        superseded by the new one, so its history stays queryable."""
+        result = await run(ctx, lambda b: b.reconsolidate(memory_id, corrected_content, reason=reason))
+        return {
+            "decision": result.decision.value, "memory_id": str(result.memory_id),
+            "superseded": [str(s) for s in result.superseded],
+        }  # fmt: skip
+
+    return server
+
+
+async def run_stdio(settings) -> None:
+    """``cabrain mcp``: the tools over stdio, as the agent whose key is ``CABRAIN_API_KEY``."""
+    from cabrain.errors import ConfigError
+
+    if settings.api_key is None:
+        raise ConfigError(
+            "cabrain mcp acts as an agent and needs its API key",
+            hint="set CABRAIN_API_KEY (cabrain agents create NAME makes one); with CABRAIN_API_URL it talks "
+            "to that service, otherwise straight to the database",
+        )
+    key = settings.api_key.get_secret_value()
+    if settings.api_url:
+        from cabrain.client import AsyncClient
+        from cabrain.faces.backend import HttpBackend
+
+        async with AsyncClient(settings.api_url, key) as client:
+            backend = HttpBackend(client, (await client.whoami())["agent_id"])
+            await _serve_stdio(backend)
+        return
+    from cabrain.brain import Brain
+    from cabrain.faces.backend import BrainBackend
+
+    async with await Brain.open(settings) as brain:
+        principal = await brain.authenticate(key)
+        await _serve_stdio(BrainBackend(brain, principal.agent_id))
+
+
+async def _serve_stdio(backend: MemoryBackend) -> None:
+    async def backend_for(ctx: Context) -> MemoryBackend:
+        return backend
+
+    await build_server(backend_for).run_stdio_async()

@@ -1,0 +1,97 @@
+"""Driving CaBrain's MCP tools with the real MCP SDK client, over stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp import ClientSession
+
+from tests.conftest import REPO
+
+TOOLS = {"memory_retain", "memory_recall", "memory_get", "memory_forget", "memory_share", "memory_reconsolidate"}
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(env: dict[str, str]) -> AsyncIterator[ClientSession]:
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "cabrain.cli", "mcp"], env=env, cwd=str(REPO))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@contextlib.asynccontextmanager
+async def http_session(url: str, key: str | None) -> AsyncIterator[ClientSession]:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, streamable_http_client(
+        f"{url}/mcp", http_client=http
+    ) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    """Call a tool that must succeed; its structured result."""
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+async def call_error(session: ClientSession, tool: str, **arguments: Any) -> str:
+    """Call a tool that must fail; the tool error's text."""
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error, result
+    return " ".join(c.text for c in result.content if hasattr(c, "text"))
+
+
+async def exercise_every_tool(owner: ClientSession, other: ClientSession, namespace: str) -> None:
+    """The whole tool set, with scoping: ``owner`` owns ``namespace``; ``other`` has no grant."""
+    assert {t.name for t in (await owner.list_tools()).tools} == TOOLS
+    team = await call(owner, "memory_retain", content="We decided to ship the mobile app on Flutter because "
+                      "one codebase serves both stores.", namespace=namespace, visibility="team",
+                      network="fact", source_ref="adr-7")  # fmt: skip
+    assert team["decision"] == "ADD"
+    private = await call(owner, "memory_retain", content="My locker code is 4711.", namespace=namespace)
+    found = await call(owner, "memory_recall", query="what did we decide about the mobile app?", namespace=namespace)
+    top = found["hits"][0]
+    assert top["id"] == team["memory_id"] and top["source_ref"] == "adr-7" and top["owner"]
+    got = await call(owner, "memory_get", memory_id=team["memory_id"])
+    assert got["memory"]["content"].startswith("We decided")
+
+    # scoping: no grant, nothing readable or writable
+    denied = await call_error(other, "memory_retain", content="sneaky", namespace=namespace)
+    assert "may not write" in denied
+    assert "does not exist or is not visible" in await call_error(other, "memory_get", memory_id=team["memory_id"])
+    assert (await call(other, "memory_recall", query="mobile app decision", namespace=namespace))["hits"] == []
+    assert "may not share" in await call_error(other, "memory_share", namespace=namespace, agent="alice")
+
+    whoami_other = "bob"
+    await call(owner, "memory_share", namespace=namespace, agent=whoami_other)
+    shared = await call(other, "memory_recall", query="mobile app decision", namespace=namespace)
+    assert [h["id"] for h in shared["hits"]] == [team["memory_id"]]  # the team memory, never the private one
+    assert private["memory_id"] not in json.dumps(shared)
+
+    fixed = await call(owner, "memory_reconsolidate", memory_id=team["memory_id"],
+                       corrected_content="We decided to ship the mobile app natively (Swift and Kotlin).",
+                       reason="Flutter plugin gaps")  # fmt: skip
+    assert fixed["decision"] == "UPDATE" and fixed["superseded"] == [team["memory_id"]]
+    history = await call(owner, "memory_get", memory_id=fixed["memory_id"])
+    assert [m["id"] for m in history["previous"]] == [team["memory_id"]]
+    gone = await call(owner, "memory_forget", memory_id=private["memory_id"], reason="not for memory")
+    assert gone["forgotten"] == private["memory_id"] and gone["invalid_at"]
+
+    # bad arguments are tool errors, not text results
+    await call_error(owner, "memory_recall", query="x", namespace=namespace, k=0)
+    await call_error(owner, "memory_retain", content="", namespace=namespace)
+    assert "not a memory id" in await call_error(owner, "memory_get", memory_id="not-a-uuid")
+    assert "does not exist" in await call_error(owner, "memory_recall", query="x", namespace="nowhere")
