@@ -24,7 +24,7 @@ async def _keys(dsn: str) -> dict[str, str]:
         await conn.close()
 
 
-async def test_every_tool_over_stdio_on_the_database(db_dsn: str, home) -> None:  # noqa: ANN001
+async def test_every_tool_over_stdio_on_the_database(db_dsn: str, home) -> None:
     keys = await _keys(db_dsn)
     env = {k: str(home) if k == "CABRAIN_HOME" else v for k, v in cli_env(database_url=db_dsn, home=str(home)).items()}
     async with stdio_session({**env, "CABRAIN_API_KEY": keys["alice"]}) as alice, stdio_session(
@@ -33,9 +33,9 @@ async def test_every_tool_over_stdio_on_the_database(db_dsn: str, home) -> None:
         await exercise_every_tool(alice, bob, "proj")
 
 
-def test_mcp_without_a_key_or_with_a_bad_one_exits_with_a_clear_error(db_dsn: str, home) -> None:  # noqa: ANN001
+def test_mcp_without_a_key_or_with_a_bad_one_exits_with_a_clear_error(db_dsn: str, home) -> None:
     env = cli_env(database_url=db_dsn, home=str(home))
-    run = lambda e: subprocess.run([sys.executable, "-m", "cabrain.cli", "mcp"], env=e, cwd=REPO,  # noqa: E731
+    run = lambda e: subprocess.run([sys.executable, "-m", "cabrain.cli", "mcp"], env=e, cwd=REPO,
                                    capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
     missing = run(env)
     assert missing.returncode == 2 and "CABRAIN_API_KEY" in missing.stderr
