@@ -26,7 +26,7 @@ async def _keys(dsn: str) -> dict[str, str]:
 
 async def test_every_tool_over_stdio_on_the_database(db_dsn: str, home) -> None:
     keys = await _keys(db_dsn)
-    env = {k: str(home) if k == "CABRAIN_HOME" else v for k, v in cli_env(database_url=db_dsn, home=str(home)).items()}
+    env = cli_env(database_url=db_dsn, home=str(home))
     async with stdio_session({**env, "CABRAIN_API_KEY": keys["alice"]}) as alice, stdio_session(
         {**env, "CABRAIN_API_KEY": keys["bob"]}
     ) as bob:
