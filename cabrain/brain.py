@@ -35,6 +35,7 @@ from cabrain.store import migrations
 from cabrain.store.bookkeeping import Bookkeeper
 from cabrain.store.pool import create_pool
 from cabrain.types import (
+    Memory,
     MemoryInput,
     MemoryWithHistory,
     RecallQuery,
@@ -54,6 +55,7 @@ ON CONFLICT (name) DO NOTHING
 RETURNING name
 """
 NAMESPACE_OWNER = "SELECT owner_agent_id FROM namespaces WHERE name = $1"
+NAMESPACE_OWNER_EXISTS = "SELECT 1 FROM namespaces WHERE name = $1"
 IS_ADMIN = "SELECT is_admin FROM agents WHERE id = $1 AND disabled_at IS NULL"
 UPSERT_GRANT = """
 INSERT INTO namespace_grants (agent_id, namespace, can_read, can_write, granted_by)
@@ -411,6 +413,25 @@ class Brain:
             await self.cache.set(key, json.dumps(history_to_dict(result)), self.cache.row_ttl_s)
         return result
 
+    async def list_memories(
+        self,
+        agent: str,
+        namespace: str,
+        *,
+        source_kind: str | None = None,
+        source_ref_prefix: str | None = None,
+        limit: int = 1000,
+    ) -> list[Memory]:
+        """Current memories of ``namespace`` that ``agent`` may read, by provenance (the memory-tool
+        backend lists its files with this), ordered by ``source_ref``."""
+        if not 1 <= limit <= 10_000:
+            raise InputError(f"limit must be between 1 and 10000, got {limit}")
+        async with self.pool.acquire() as conn:
+            if await conn.fetchval(NAMESPACE_OWNER_EXISTS, namespace) is None:
+                raise NotFound(f"namespace {namespace!r} does not exist")
+            rows = await conn.fetch(sql.LIST_CURRENT, namespace, agent, source_kind, source_ref_prefix, limit)
+        return [sql.to_memory(r) for r in rows]
+
     async def _writable(self, conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID):  # noqa: ANN202
         from cabrain.write.retain import check_write_access
 
@@ -435,10 +456,17 @@ class Brain:
         return await self.get(agent, memory_id)
 
     async def reconsolidate(
-        self, agent: str, old_id: uuid.UUID | str, corrected_content: str, *, reason: str | None = None
+        self,
+        agent: str,
+        old_id: uuid.UUID | str,
+        corrected_content: str,
+        *,
+        reason: str | None = None,
+        source_ref: str | None = None,
     ) -> RetainResult:
         """Replace a memory with a corrected version (SPEC §4.4): the new memory keeps the old one's
-        namespace, visibility and classification; the old one gets ``invalid_at`` + ``superseded_by``."""
+        namespace, visibility and classification (and its ``source_ref`` unless a new one is given: a
+        renamed memory-tool file); the old one gets ``invalid_at`` + ``superseded_by``."""
         from cabrain.types import Decision
         from cabrain.write.retain import retain
 
@@ -457,7 +485,7 @@ class Brain:
             network=old.network,
             memory_type=old.memory_type,
             source_kind=old.source_kind,
-            source_ref=old.source_ref,
+            source_ref=old.source_ref if source_ref is None else source_ref,
             metadata={**old.metadata, "reconsolidated_from": str(old_id), **({"reason": reason} if reason else {})},
         )
         [result] = await retain(self, agent, [item], decide_writes=False, supersede=old_id)

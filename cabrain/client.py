@@ -37,12 +37,14 @@ from cabrain.errors import (
     Unauthenticated,
 )
 from cabrain.types import (
+    Memory,
     MemoryInput,
     MemoryWithHistory,
     RecallQuery,
     RecallResult,
     RetainResult,
     history_from_dict,
+    memory_from_dict,
     recall_from_dict,
     retain_from_dict,
 )
@@ -182,8 +184,10 @@ class Client:
     def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
         return history_from_dict(self.request("POST", f"/v1/memories/{memory_id}/forget", json={"reason": reason}))
 
-    def reconsolidate(self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None) -> RetainResult:
-        body = {"content": content, "reason": reason}
+    def reconsolidate(
+        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
+    ) -> RetainResult:
+        body = {"content": content, "reason": reason, "source_ref": source_ref}
         return retain_from_dict(self.request("POST", f"/v1/memories/{memory_id}/reconsolidate", json=body))
 
     # namespaces and grants
@@ -319,9 +323,9 @@ class AsyncClient:
         return (await self.request("POST", "/v1/namespaces", json={"name": name}))["created"]
 
     async def reconsolidate(
-        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None
+        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
     ) -> RetainResult:
-        body = {"content": content, "reason": reason}
+        body = {"content": content, "reason": reason, "source_ref": source_ref}
         return retain_from_dict(await self.request("POST", f"/v1/memories/{memory_id}/reconsolidate", json=body))
 
     async def share(self, namespace: str, agent: str, *, can_read: bool = True, can_write: bool = False) -> None:
@@ -330,3 +334,10 @@ class AsyncClient:
 
     async def whoami(self) -> dict[str, Any]:
         return await self.request("GET", "/v1/whoami")
+
+    async def list_memories(
+        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000
+    ) -> list[Memory]:
+        params = {"namespace": namespace, "limit": limit}
+        params.update({k: v for k, v in (("source_kind", source_kind), ("source_ref_prefix", source_ref_prefix)) if v})
+        return [memory_from_dict(m) for m in (await self.request("GET", "/v1/memories", params=params))["memories"]]

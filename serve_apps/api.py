@@ -51,6 +51,7 @@ from cabrain.types import (
     RecallResult,
     RetainResult,
     history_to_dict,
+    memory_to_dict,
     recall_to_dict,
     retain_to_dict,
 )
@@ -455,6 +456,20 @@ def create_api(svc: Ingress) -> FastAPI:
         results = await svc.run(lambda b: b.retain(p.agent_id, items, decide=body.decide))
         return JSONResponse({"results": [retain_to_dict(r) for r in results]})
 
+    @app.get("/v1/memories", tags=["memories"], summary="Current memories of a namespace, by provenance")
+    async def list_memories(
+        namespace: Annotated[str, Query()],
+        p: Caller,
+        source_kind: Annotated[str | None, Query()] = None,
+        source_ref_prefix: Annotated[str | None, Query()] = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> JSONResponse:
+        rows = await svc.run(
+            lambda b: b.list_memories(p.agent_id, namespace, source_kind=source_kind,
+                                      source_ref_prefix=source_ref_prefix, limit=limit)
+        )  # fmt: skip
+        return JSONResponse({"memories": [memory_to_dict(m) for m in rows]})
+
     @app.get("/v1/memories/{memory_id}", tags=["memories"], response_model=MemoryWithHistory,
              summary="A memory with its provenance and version history")  # fmt: skip
     async def get_memory(memory_id: str, p: Caller) -> JSONResponse:
@@ -471,7 +486,9 @@ def create_api(svc: Ingress) -> FastAPI:
     @app.post("/v1/memories/{memory_id}/reconsolidate", tags=["memories"], response_model=RetainResult,
               summary="Replace a memory with a corrected version (the old one is superseded)")  # fmt: skip
     async def reconsolidate(memory_id: str, body: schemas.ReconsolidateIn, p: Caller) -> JSONResponse:
-        result = await svc.run(lambda b: b.reconsolidate(p.agent_id, memory_id, body.content, reason=body.reason))
+        result = await svc.run(
+            lambda b: b.reconsolidate(p.agent_id, memory_id, body.content, reason=body.reason, source_ref=body.source_ref)
+        )
         return JSONResponse(retain_to_dict(result))
 
     @app.post("/v1/recall", tags=["memories"], response_model=RecallResult,

@@ -100,6 +100,7 @@ class ForgetIn(Body):
 class ReconsolidateIn(Body):
     content: str = Field(description="The corrected memory; the old one is superseded, never deleted.")
     reason: str | None = Field(default=None, max_length=2000)
+    source_ref: str | None = Field(default=None, max_length=2000, description="A new source_ref (unset: keep the old one).")
 
     model_config = ConfigDict(
         extra="forbid",

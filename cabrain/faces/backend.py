@@ -7,6 +7,7 @@ import uuid
 from typing import Protocol
 
 from cabrain.types import (
+    Memory,
     MemoryInput,
     MemoryWithHistory,
     RecallQuery,
@@ -29,8 +30,12 @@ class MemoryBackend(Protocol):
     async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory: ...
 
     async def reconsolidate(
-        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None
+        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
     ) -> RetainResult: ...
+
+    async def list_memories(
+        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000
+    ) -> list[Memory]: ...
 
     async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> None: ...
 
@@ -56,8 +61,17 @@ class BrainBackend:
     async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
         return await self.brain.forget(self.agent, memory_id, reason=reason)
 
-    async def reconsolidate(self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None) -> RetainResult:
-        return await self.brain.reconsolidate(self.agent, memory_id, content, reason=reason)
+    async def reconsolidate(
+        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
+    ) -> RetainResult:
+        return await self.brain.reconsolidate(self.agent, memory_id, content, reason=reason, source_ref=source_ref)
+
+    async def list_memories(
+        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000
+    ) -> list[Memory]:
+        return await self.brain.list_memories(
+            self.agent, namespace, source_kind=source_kind, source_ref_prefix=source_ref_prefix, limit=limit
+        )
 
     async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> None:
         await self.brain.share(self.agent, namespace, agent, can_write=can_write)
@@ -87,8 +101,17 @@ class HttpBackend:
     async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
         return await self.client.forget(memory_id, reason=reason)
 
-    async def reconsolidate(self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None) -> RetainResult:
-        return await self.client.reconsolidate(memory_id, content, reason=reason)
+    async def reconsolidate(
+        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
+    ) -> RetainResult:
+        return await self.client.reconsolidate(memory_id, content, reason=reason, source_ref=source_ref)
+
+    async def list_memories(
+        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000
+    ) -> list[Memory]:
+        return await self.client.list_memories(
+            namespace, source_kind=source_kind, source_ref_prefix=source_ref_prefix, limit=limit
+        )
 
     async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> None:
         await self.client.share(namespace, agent, can_write=can_write)

@@ -112,6 +112,18 @@ FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
 WHERE i.id = $3 AND i.namespace = $1 AND {READABLE}
 """
 NAMESPACE_OF = "SELECT namespace FROM memory_ids WHERE id = $1"
+# Current memories of a namespace by provenance ($3 source kind, $4 source_ref prefix, $5 limit).
+LIST_CURRENT = f"""
+WITH {ACCESS_CTE}
+SELECT {COLUMNS}
+FROM memories m
+WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL
+  AND ($3::text IS NULL OR m.source_kind = $3)
+  AND ($4::text IS NULL OR starts_with(m.source_ref, $4))
+  AND {READABLE}
+ORDER BY m.source_ref NULLS LAST, m.created_at
+LIMIT $5
+"""
 
 # The version chain around a memory: what it replaced (recursively) and what replaced it.
 PREVIOUS_VERSIONS = f"""
