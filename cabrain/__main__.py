@@ -1,5 +1,5 @@
 """``python -m cabrain`` is the ``cabrain`` command."""
 
-from cabrain.cli import main
+from cabrain.entry import main
 
 raise SystemExit(main())

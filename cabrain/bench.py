@@ -13,6 +13,7 @@ text, and that embedding time is reported separately from recall.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -222,6 +223,32 @@ async def _timed_concurrently(call, texts: list[str], concurrency: int) -> dict[
     return {**percentiles(latencies), "rps": len(texts) / wall}
 
 
+@contextlib.asynccontextmanager
+async def local_service(settings: Settings, dsn: str, app_args: dict[str, Any] | None, *, quiet: bool):  # noqa: ANN201
+    """A local Ray with the Serve application on ``dsn``, for the length of the block."""
+    import asyncio
+
+    from cabrain import service
+
+    if settings.ray_address:
+        from cabrain.errors import ConfigError
+
+        raise ConfigError("the benchmark runs its own local Ray; unset CABRAIN_RAY_ADDRESS")
+    _progress("  starting a local Ray and the Serve application", quiet)
+    started_ray = service.init_ray(settings)  # on the main thread: Ray installs its signal handlers
+    try:
+        await asyncio.to_thread(service.deploy, settings, dsn, app_args)
+        await asyncio.to_thread(service.wait_ready, settings, progress=not quiet)
+        yield service.api_url(settings)
+    finally:
+        if started_ray:
+            import ray
+            from ray import serve
+
+            await asyncio.to_thread(serve.shutdown)
+            await asyncio.to_thread(ray.shutdown)
+
+
 async def run_http_bench(
     settings: Settings,
     *,
@@ -236,19 +263,14 @@ async def run_http_bench(
 ) -> HttpBenchResult:
     """Recall through the HTTP API (a local Ray + the Serve app on a scratch database) and in
     process on the same database, at each concurrency, with fresh query texts (no cache)."""
-    import asyncio
     import os
     import platform
 
-    from cabrain import identity, service
+    from cabrain import identity
     from cabrain.client import AsyncClient
     from cabrain.providers.embedders import load_embedder
     from cabrain.store.scratch import scratch_brain
 
-    if settings.ray_address:
-        from cabrain.errors import ConfigError
-
-        raise ConfigError("cabrain bench http runs its own local Ray; unset CABRAIN_RAY_ADDRESS")
     embedder = load_embedder(settings)
     rng = random.Random(seed)
 
@@ -271,13 +293,9 @@ async def run_http_bench(
             in_process[c] = await _timed_concurrently(local, fresh_texts(), c)
             _progress(f"  in process, concurrency {c}: p95 {in_process[c]['p95']:.1f} ms", quiet)
 
-        _progress("  starting a local Ray and the Serve application", quiet)
-        started_ray = service.init_ray(settings)  # on the main thread: Ray installs its signal handlers
-        try:
-            await asyncio.to_thread(service.deploy, settings, dsn, app_args)
-            await asyncio.to_thread(service.wait_ready, settings, progress=not quiet)
+        async with local_service(settings, dsn, app_args, quiet=quiet) as url:
             http = {}
-            async with AsyncClient(service.api_url(settings), key, max_connections=max(concurrency)) as client:
+            async with AsyncClient(url, key, max_connections=max(concurrency)) as client:
 
                 async def remote(text: str) -> None:
                     await client.recall(RecallQuery(text, NAMESPACE, k=10, rerank=False))
@@ -286,14 +304,6 @@ async def run_http_bench(
                     await _timed_concurrently(remote, fresh_texts()[:20], c)
                     http[c] = await _timed_concurrently(remote, fresh_texts(), c)
                     _progress(f"  http, concurrency {c}: p95 {http[c]['p95']:.1f} ms", quiet)
-        finally:
-            if started_ray:
-                from ray import serve
-
-                await asyncio.to_thread(serve.shutdown)
-                import ray
-
-                await asyncio.to_thread(ray.shutdown)
     machine = {
         "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
         "postgres": facts.version, "embedder": embedder.name,
@@ -313,4 +323,72 @@ def render_http(result: HttpBenchResult) -> str:
             f"{c:>11} | {h['p50']:9.1f} {h['p95']:8.1f} {h['p99']:8.1f} {h['rps']:7.1f} | "
             f"{p['p50']:14.1f} {p['p95']:8.1f} {p['p99']:8.1f} {p['rps']:7.1f}"
         )
+    return "\n".join(lines)
+
+
+# --- cabrain bench capture -----------------------------------------------------------------------
+CAPTURE_EVENTS = {
+    "UserPromptSubmit": lambda i: {"prompt": f"How do we rotate the staging credentials, case {i}?"},
+    "PostToolUse": lambda i: {"tool_name": "Edit", "tool_input": {"file_path": f"/src/app/mod{i}.py",
+                              "old_string": "retries = 3", "new_string": f"retries = {i}"}, "tool_response": {}},
+    "SessionStart": lambda i: {"source": "startup"},
+}  # fmt: skip
+
+
+async def run_capture_bench(
+    settings: Settings, *, events: int, app_args: dict[str, Any] | None = None, quiet: bool = False
+) -> dict[str, Any]:
+    """Wall time of ``cabrain capture`` per hook event (process start to exit, as Claude Code sees
+    it) against the service on a scratch database, per event type."""
+    import asyncio
+    import os
+    import platform
+    import shutil
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from cabrain import identity
+    from cabrain.providers.embedders import load_embedder
+    from cabrain.store.scratch import scratch_brain
+
+    exe = shutil.which("cabrain") or str(Path(sys.executable).with_name("cabrain"))
+    embedder = load_embedder(settings)
+    async with scratch_brain(settings, embedder, prefix="cabrain_capturebench") as (brain, facts, dsn):
+        await brain.create_agent(AGENT)
+        async with brain.pool.acquire() as conn:
+            key = (await identity.create_key(conn, AGENT, label="bench")).key
+        async with local_service(settings, dsn, app_args, quiet=quiet) as url:
+            home = tempfile.mkdtemp(prefix="cabrain-capturebench-")
+            env = {k: v for k, v in os.environ.items() if not k.startswith("CABRAIN_")}
+            env.update(CABRAIN_API_URL=url, CABRAIN_API_KEY=key, CABRAIN_HOME=home, CABRAIN_CAPTURE_NAMESPACE=NAMESPACE)
+            times: dict[str, list[float]] = {name: [] for name in CAPTURE_EVENTS}
+            for i in range(events):
+                for name, fields in CAPTURE_EVENTS.items():
+                    event = {"session_id": f"bench-{i}", "cwd": home, "hook_event_name": name, **fields(i)}
+                    t0 = time.perf_counter()
+                    done = await asyncio.to_thread(
+                        subprocess.run, [exe, "capture"], input=json.dumps(event), env=env,
+                        capture_output=True, text=True, timeout=60, check=False,
+                    )  # fmt: skip
+                    times[name].append((time.perf_counter() - t0) * 1000)
+                    if done.returncode != 0:
+                        raise RuntimeError(f"cabrain capture failed on {name}: {done.stderr.strip()}")
+                if not quiet and (i + 1) % 25 == 0:
+                    _progress(f"  {i + 1}/{events} rounds", quiet)
+            shutil.rmtree(home, ignore_errors=True)
+    every = [t for ts in times.values() for t in ts]
+    return {
+        "events_per_type": events,
+        "per_type_ms": {name: percentiles(ts) for name, ts in times.items()},
+        "all_ms": percentiles(every),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "postgres": facts.version},
+    }
+
+
+def render_capture(result: dict[str, Any]) -> str:
+    lines = [f"cabrain capture wall time per hook event ({result['events_per_type']} of each), service up",
+             f"{'event':<20} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"]  # fmt: skip
+    for name, p in [*result["per_type_ms"].items(), ("all", result["all_ms"])]:
+        lines.append(f"{name:<20} {p['p50']:8.1f} {p['p95']:8.1f} {p['p99']:8.1f}")
     return "\n".join(lines)

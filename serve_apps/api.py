@@ -48,6 +48,7 @@ from cabrain.identity import Principal
 from cabrain.settings import load_settings
 from cabrain.types import (
     MemoryWithHistory,
+    RecallQuery,
     RecallResult,
     RetainResult,
     history_to_dict,
@@ -84,6 +85,7 @@ CONNECTION_LOST = (
     ConnectionError,  # refused / reset while the server restarts (TimeoutError is not one of these)
     FileNotFoundError,  # its unix socket is gone while it restarts
 )
+INBOX_COALESCE_S = 0.5
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": schemas.ErrorOut} for code in (400, 401, 403, 404, 409, 413, 422, 503)
 }
@@ -177,7 +179,9 @@ class Ingress:
         self.models: dict[str, Any] = {}
         self.start_error: str | None = None
         self._keys: dict[bytes, tuple[Principal, float]] = {}
+        self.inbox_ready = asyncio.Event()
         self._started = asyncio.create_task(self._start())
+        self._inbox_worker = asyncio.create_task(self._work_inbox())
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return create_api(self)
@@ -216,6 +220,27 @@ class Ingress:
             self.start_error = str(exc)
             log.error("ingress cannot start", extra={"error": str(exc)})
             raise
+
+    async def _work_inbox(self, poll_s: float = 2.0) -> None:
+        """Retain captured memories handed over through /v1/capture (any replica's)."""
+        from cabrain.faces import inbox
+
+        while True:
+            try:
+                await asyncio.wait_for(self.inbox_ready.wait(), poll_s)
+                # let a burst of hook events gather: fewer, larger embedding batches, and the
+                # recalls those events wait on do not compete with background writes
+                await asyncio.sleep(INBOX_COALESCE_S)
+            except TimeoutError:
+                pass
+            self.inbox_ready.clear()
+            if self.brain is None:
+                continue
+            try:
+                while await self.run(lambda b: inbox.drain(b)):
+                    pass
+            except Exception as exc:  # noqa: BLE001 - the worker must outlive a bad moment
+                log.warning("capture inbox", extra={"error": str(exc)})
 
     async def get_brain(self, wait_s: float = 30.0) -> Brain:
         if self.brain is not None:
@@ -293,6 +318,7 @@ class Ingress:
         return True, body
 
     async def __del__(self) -> None:
+        self._inbox_worker.cancel()
         if self.brain is not None:
             await self.brain.close()
 
@@ -498,6 +524,31 @@ def create_api(svc: Ingress) -> FastAPI:
         if svc.brain is not None and svc.brain.cache is not None:
             svc.metrics.recall_cache(result.cached)
         return JSONResponse(recall_to_dict(result))
+
+    @app.post("/v1/capture", tags=["memories"], status_code=202,
+              summary="Hand over captured memories (Claude Code hooks): stored at once, retained in the background")  # fmt: skip
+    async def capture(body: schemas.CaptureIn, p: Caller) -> JSONResponse:
+        from cabrain.faces import inbox
+        from cabrain.write.retain import check_write_access
+
+        async def op(b: Brain) -> int:
+            try:
+                await b.create_namespace(p.agent_id, body.namespace)
+            except AlreadyExists:
+                pass  # another agent's namespace: writing needs a grant, checked next
+            async with b.pool.acquire() as conn:
+                await check_write_access(conn, p.agent_id, body.namespace)
+                items = [i.model_dump(mode="json") for i in body.items]
+                return await inbox.enqueue(conn, p.agent_id, body.namespace, items, decide=body.decide)
+
+        queued = await svc.run(op)
+        svc.inbox_ready.set()
+        answer: dict[str, Any] = {"queued": queued, "items": len(body.items)}
+        if body.recall is not None:
+            query = RecallQuery(body.recall.query, body.namespace, k=body.recall.k, expand=False)
+            result = await svc.run(lambda b: b.recall(p.agent_id, query))
+            answer["hits"] = recall_to_dict(result)["hits"]
+        return JSONResponse(answer, status_code=202)
 
     # --- namespaces and grants ------------------------------------------------------------------
     @app.get(

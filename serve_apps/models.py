@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -162,13 +163,19 @@ async def call_with_retry(what: str, make_call, timeout_s: float):
 
 
 class RemoteEmbedder:
-    """:class:`cabrain.providers.embedders.Embedder` over the Embedder deployment."""
+    """:class:`cabrain.providers.embedders.Embedder` over the Embedder deployment.
 
-    def __init__(self, handle, info: dict[str, Any], *, timeout_s: float) -> None:
+    Query vectors are kept in a small per-replica LRU: the same questions come back often (every
+    Claude Code session starts with its project's context query), and a hit skips two hops and
+    the model."""
+
+    def __init__(self, handle, info: dict[str, Any], *, timeout_s: float, query_cache: int = 2048) -> None:
         self._handle = handle
         self.name = info["name"]
         self.dim = int(info["dim"])
         self._timeout_s = timeout_s
+        self._queries: OrderedDict[str, list[float]] = OrderedDict()
+        self._query_cache = query_cache
 
     async def _embed(self, kind: str, texts: Sequence[str]) -> list[list[float]]:
         matrix = await call_with_retry(
@@ -185,7 +192,16 @@ class RemoteEmbedder:
         return await self._embed("query", texts) if texts else []
 
     async def embed_query(self, text: str) -> list[float]:
-        return (await self._embed("query", [text]))[0]
+        cached = self._queries.get(text)
+        if cached is not None:
+            self._queries.move_to_end(text)
+            return cached
+        vector = (await self._embed("query", [text]))[0]
+        if self._query_cache:
+            self._queries[text] = vector
+            if len(self._queries) > self._query_cache:
+                self._queries.popitem(last=False)
+        return vector
 
 
 class RemoteReranker:

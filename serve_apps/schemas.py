@@ -93,6 +93,30 @@ class RecallIn(Body):
         return RecallQuery(**data)
 
 
+class CaptureItemIn(Body):
+    content: str = Field(min_length=1)
+    visibility: Visibility = Visibility.PRIVATE
+    network: Network = Network.EXPERIENCE
+    memory_type: MemoryType = MemoryType.EPISODIC
+    source_kind: str | None = Field(default=None, max_length=200)
+    source_ref: str | None = Field(default=None, max_length=2000)
+    valid_at: datetime | None = None
+    important: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class CaptureRecallIn(Body):
+    query: str = Field(min_length=1)
+    k: int = Field(default=6, ge=1, le=50)
+
+
+class CaptureIn(Body):
+    namespace: str = Field(description="The project's namespace; created (owned by the caller) when missing.")
+    items: list[CaptureItemIn] = Field(min_length=1, max_length=256)
+    decide: bool = Field(default=True, description="Compare with neighbours (false: store as they are).")
+    recall: CaptureRecallIn | None = Field(default=None, description="Also recall for context, in the same call.")
+
+
 class ForgetIn(Body):
     reason: str | None = Field(default=None, max_length=2000)
 

@@ -24,7 +24,11 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+from anthropic.lib.tools import (
+    BetaAbstractMemoryTool,
+    BetaAsyncAbstractMemoryTool,
+    ToolError,
+)
 from anthropic.types.beta import (
     BetaMemoryTool20250818CreateCommand,
     BetaMemoryTool20250818DeleteCommand,
@@ -283,7 +287,7 @@ class CabrainMemoryTool(BetaAbstractMemoryTool):
     :meth:`close` it when done.
     """
 
-    def __init__(self, files_factory, **kwargs: Any) -> None:  # noqa: ANN001 - async () -> (MemoryFiles, closer)
+    def __init__(self, files_factory, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cabrain-memory-tool", daemon=True)
@@ -305,7 +309,7 @@ class CabrainMemoryTool(BetaAbstractMemoryTool):
         return cls(make, **kwargs)
 
     @classmethod
-    def on_database(cls, settings, api_key: str, namespace: str, **kwargs: Any) -> CabrainMemoryTool:  # noqa: ANN001
+    def on_database(cls, settings, api_key: str, namespace: str, **kwargs: Any) -> CabrainMemoryTool:
         """Straight on the hot tier (the embedded default), as the agent of ``api_key``."""
 
         async def make() -> tuple[MemoryFiles, Any]:

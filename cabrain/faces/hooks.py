@@ -1,0 +1,108 @@
+"""``cabrain hooks install|uninstall``: CaBrain's capture hooks in Claude Code's settings file.
+
+Claude Code runs each hook command with the event as JSON on stdin. Installing adds one entry per
+event whose command is ``<cabrain> capture``; every other hook, and every other setting, is kept.
+Uninstalling removes exactly the entries installing added (recognised by their command).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from cabrain.errors import InputError
+from cabrain.faces.capture import EVENTS
+
+MARKER = " capture"
+
+
+def settings_path(scope: str, cwd: Path) -> Path:
+    if scope == "user":
+        return Path.home() / ".claude" / "settings.json"
+    return cwd / ".claude" / "settings.json"
+
+
+def capture_command(command: str | None = None) -> str:
+    """The hook command: this installation's ``cabrain`` by absolute path, so the hook works
+    whatever PATH Claude Code runs with."""
+    if command:
+        return command
+    exe = Path(sys.argv[0]).resolve() if Path(sys.argv[0]).name == "cabrain" else None
+    found = exe or (Path(p) if (p := shutil.which("cabrain")) else Path(sys.executable).with_name("cabrain"))
+    return f"{shlex.quote(str(found))} capture"
+
+
+def _ours(entry: dict[str, Any]) -> bool:
+    return any(
+        isinstance(h, dict) and str(h.get("command", "")).rstrip().endswith(MARKER.strip())
+        and "cabrain" in str(h.get("command", ""))
+        for h in entry.get("hooks", [])
+    )  # fmt: skip
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except ValueError as exc:
+        raise InputError(f"{path} is not valid JSON ({exc}); fix it first, nothing was changed") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
+        raise InputError(f"{path} does not hold a settings object with a 'hooks' mapping; nothing was changed")
+    return data
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def install(path: Path, command: str, *, timeout_s: int = 10) -> bool:
+    """Add the capture hooks; False if they were all there already."""
+    data = _read(path)
+    hooks = data.setdefault("hooks", {})
+    changed = False
+    for event in EVENTS:
+        entries = hooks.setdefault(event, [])
+        if not isinstance(entries, list):
+            raise InputError(f"{path}: hooks.{event} is not a list; nothing was changed")
+        if any(_ours(e) for e in entries if isinstance(e, dict)):
+            continue
+        entry: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": timeout_s}]}
+        if event == "PostToolUse":
+            entry["matcher"] = "*"
+        entries.append(entry)
+        changed = True
+    if changed:
+        _write(path, data)
+    return changed
+
+
+def uninstall(path: Path) -> bool:
+    """Remove the capture hooks (only those); False if there were none."""
+    data = _read(path)
+    hooks = data.get("hooks", {})
+    changed = False
+    for event in list(hooks):
+        entries = hooks[event]
+        if not isinstance(entries, list):
+            continue
+        kept = [e for e in entries if not (isinstance(e, dict) and _ours(e))]
+        if len(kept) != len(entries):
+            changed = True
+            if kept:
+                hooks[event] = kept
+            else:
+                del hooks[event]
+    if changed:
+        if not hooks:
+            data.pop("hooks", None)
+        _write(path, data)
+    return changed

@@ -1,0 +1,82 @@
+"""The capture inbox (schema 0004): hook events the service accepted but has not retained yet.
+
+``enqueue`` is one INSERT (the hook's answer waits for nothing else); ``drain`` claims pending
+rows with ``FOR UPDATE SKIP LOCKED`` (so every ingress replica can work the queue), retains their
+memories, and marks them processed. A row whose retain fails is retried later; after
+``MAX_ATTEMPTS`` it stays, with its error, for an operator to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import asyncpg
+
+from cabrain.types import MemoryInput
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+RETRY_AFTER_S = 30
+ENQUEUE = """
+INSERT INTO capture_inbox (agent_id, namespace, items, decide) VALUES ($1, $2, $3::jsonb, $4) RETURNING id
+"""
+CLAIM = f"""
+UPDATE capture_inbox SET claimed_at = now(), attempts = attempts + 1
+WHERE id IN (
+    SELECT id FROM capture_inbox
+    WHERE processed_at IS NULL AND attempts < {MAX_ATTEMPTS}
+      AND (claimed_at IS NULL OR claimed_at < now() - interval '{RETRY_AFTER_S} seconds')
+    ORDER BY id LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, agent_id, namespace, items, decide
+"""
+DONE = "UPDATE capture_inbox SET processed_at = now(), last_error = NULL WHERE id = $1"
+FAILED = "UPDATE capture_inbox SET last_error = $2 WHERE id = $1"
+PENDING = f"SELECT count(*) FROM capture_inbox WHERE processed_at IS NULL AND attempts < {MAX_ATTEMPTS}"
+
+
+def item_from_json(d: dict[str, Any], namespace: str) -> MemoryInput:
+    from datetime import datetime
+
+    from cabrain.types import MemoryType, Network, Visibility
+
+    return MemoryInput(
+        content=d["content"], namespace=namespace, visibility=Visibility(d.get("visibility", "private")),
+        network=Network(d.get("network", "experience")), memory_type=MemoryType(d.get("memory_type", "episodic")),
+        source_kind=d.get("source_kind"), source_ref=d.get("source_ref"),
+        valid_at=datetime.fromisoformat(d["valid_at"]) if d.get("valid_at") else None,
+        important=bool(d.get("important", False)), metadata=d.get("metadata") or {},
+    )  # fmt: skip
+
+
+async def enqueue(
+    conn: asyncpg.Connection, agent: str, namespace: str, items: list[dict[str, Any]], *, decide: bool = True
+) -> int:
+    return await conn.fetchval(ENQUEUE, agent, namespace, json.dumps(items, ensure_ascii=False), decide)
+
+
+async def drain(brain, *, batch: int = 16) -> int:
+    """Retain what is pending (one claimed batch); how many rows were handled."""
+    async with brain.pool.acquire() as conn:
+        rows = await conn.fetch(CLAIM, batch)
+    for row in rows:
+        try:
+            items = [item_from_json(d, row["namespace"]) for d in json.loads(row["items"])]
+            if items:
+                await brain.retain(row["agent_id"], items, decide=row["decide"])
+        except Exception as exc:  # noqa: BLE001 - kept on the row; retried until MAX_ATTEMPTS
+            log.warning("capture inbox row failed", extra={"id": row["id"], "error": str(exc)})
+            async with brain.pool.acquire() as conn:
+                await conn.execute(FAILED, row["id"], f"{type(exc).__name__}: {exc}"[:2000])
+            continue
+        async with brain.pool.acquire() as conn:
+            await conn.execute(DONE, row["id"])
+    return len(rows)
+
+
+async def pending(conn: asyncpg.Connection) -> int:
+    return await conn.fetchval(PENDING)

@@ -1,0 +1,38 @@
+"""`cabrain capture` with no service configured: straight to the database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import asyncpg
+
+from tests.conftest import REPO, cli_env, make_scratch_dir
+
+
+def _capture(event: dict, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cabrain", "capture"], input=json.dumps(event), env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+async def test_capture_writes_straight_to_the_database(db_dsn: str, home) -> None:  # noqa: ANN001
+    project = make_scratch_dir("cabrain-project-")
+    env = cli_env(database_url=db_dsn, home=str(home), capture_namespace="acme/billing")
+    prompt = {"session_id": "s-local-1", "cwd": str(project), "hook_event_name": "UserPromptSubmit",
+              "prompt": "Our invoices must be issued in EGP and USD; password=hunter2 is the staging one"}  # fmt: skip
+    done = _capture(prompt, env)
+    assert done.returncode == 0, done.stderr
+    start = {"session_id": "s-local-2", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
+    started = _capture(start, env)
+    assert started.returncode == 0, started.stderr
+    context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "invoices must be issued in EGP and USD" in context and "hunter2" not in context
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        row = await conn.fetchrow("SELECT content, owner_agent_id, source_ref, namespace FROM memories")
+        assert await conn.fetchval("SELECT owner_agent_id FROM namespaces WHERE name = 'acme/billing'") == "claude-code"
+    finally:
+        await conn.close()
+    assert row["owner_agent_id"] == "claude-code" and row["source_ref"] == "s-local-1"
+    assert row["namespace"] == "acme/billing" and "hunter2" not in row["content"]

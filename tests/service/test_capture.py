@@ -1,0 +1,143 @@
+"""Capture mode through the service, and the SPEC's Gate 1 end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+
+from tests.conftest import REPO, cli_env, free_port, make_scratch_dir
+from tests.mcp_helpers import call, http_session
+from tests.service.conftest import Service
+
+SESSION = REPO / "tests" / "data" / "claude_session"
+NAMESPACE = "github.com/acme/payments"
+PRIVATE = "12 Elm Street"
+SECRET = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+
+
+def _repo() -> Path:
+    path = make_scratch_dir("cabrain-project-")
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", "git@github.com:acme/payments.git"], check=True)
+    return path
+
+
+def capture(event: dict, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cabrain", "capture", *args], input=json.dumps(event), env=env, cwd=REPO,
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+async def _drained(dsn: str, timeout: float = 60) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        deadline = time.monotonic() + timeout
+        while await conn.fetchval("SELECT count(*) FROM capture_inbox WHERE processed_at IS NULL"):
+            assert time.monotonic() < deadline, "the capture inbox was not drained"
+            await asyncio.sleep(0.3)
+        assert await conn.fetchval("SELECT count(*) FROM capture_inbox WHERE last_error IS NOT NULL") == 0
+    finally:
+        await conn.close()
+
+
+async def _tables_containing(dsn: str, needle: str) -> list[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        tables = await conn.fetch(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"
+        )
+        found = []
+        for row in tables:
+            name = row["table_name"]
+            if await conn.fetchval(f'SELECT count(*) FROM "{name}" t WHERE t::text LIKE $1', f"%{needle}%"):
+                found.append(name)
+        return found
+    finally:
+        await conn.close()
+
+
+async def test_gate_1_a_recorded_session_becomes_recallable_knowledge(service: Service) -> None:
+    project = _repo()
+    home = make_scratch_dir("cabrain-capture-")
+    env = cli_env(api_url=service.url, api_key=service.keys["alice"], home=str(home))
+    transcript = str(SESSION / "transcript.jsonl")
+    for line in (SESSION / "events.jsonl").read_text().splitlines():
+        event = json.loads(line.replace("TRANSCRIPT", transcript).replace("CWD", str(project)))
+        done = capture(event, env)
+        assert done.returncode == 0, done.stderr
+        if event["hook_event_name"] in ("PostToolUse", "PreCompact", "Stop"):
+            assert done.stdout == ""
+    await _drained(service.dsn)
+
+    conn = await asyncpg.connect(service.dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT content, source_kind, source_ref FROM memories WHERE namespace = $1 AND invalid_at IS NULL", NAMESPACE
+        )
+    finally:
+        await conn.close()
+    contents = [r["content"] for r in rows]
+    assert all(r["source_kind"] == "claude_code" and r["source_ref"] == "sess-gate1-0001" for r in rows)
+    assert any(c.startswith("We decided to use Redis Streams") for c in contents)
+    assert any(c.startswith("We rejected Kafka") for c in contents)  # the rejected approach
+    assert any(c.startswith("Command failed: `pytest tests/test_kafka_consumer.py`") for c in contents)
+    assert any(c.startswith("Edited /src/payments/queue.py") for c in contents)
+    assert any(c.startswith("Session digest before compaction.") for c in contents)
+    assert not any("/src/payments/queue.py" in c and c.startswith("Read") for c in contents)  # reads are skipped
+
+    # a new session starts with the decision in its context
+    start = {"session_id": "sess-gate1-0002", "transcript_path": "", "cwd": str(project),
+             "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
+    done = capture(start, env)
+    assert done.returncode == 0, done.stderr
+    context = json.loads(done.stdout)["hookSpecificOutput"]
+    assert context["hookEventName"] == "SessionStart" and "Redis Streams" in context["additionalContext"]
+
+    # and an agent asking through MCP gets the decision with its provenance
+    async with http_session(service.url, service.keys["alice"]) as session:
+        found = await call(session, "memory_recall", query="what did we decide about the payments webhook queue",
+                           namespace=NAMESPACE, k=3)  # fmt: skip
+    [decision] = [h for h in found["hits"] if h["content"].startswith("We decided to use Redis Streams")]
+    assert decision["source_kind"] == "claude_code" and decision["source_ref"] == "sess-gate1-0001"
+    assert decision["created_at"] and decision["valid_at"]
+
+    # the private block and the planted secret were never stored, anywhere
+    assert await _tables_containing(service.dsn, PRIVATE) == []
+    assert await _tables_containing(service.dsn, SECRET) == []
+    assert await _tables_containing(service.dsn, "AbCdEfGhIjKlMnOp") == []
+
+
+async def test_a_down_service_queues_locally_and_flush_delivers(service: Service) -> None:
+    home = make_scratch_dir("cabrain-capture-")
+    project = _repo()
+    event = {"session_id": "sess-queue-1", "transcript_path": "", "cwd": str(project),
+             "hook_event_name": "UserPromptSubmit", "prompt": "Remember: invoices are generated on the 3rd."}  # fmt: skip
+    down = cli_env(api_url=f"http://127.0.0.1:{free_port()}", api_key=service.keys["alice"], home=str(home))
+    done = capture(event, down)
+    assert done.returncode == 0 and "queued locally" in done.stderr and done.stdout == ""
+    queued = (home / "capture-queue.jsonl").read_text().splitlines()
+    assert len(queued) == 1 and "invoices are generated on the 3rd" in queued[0]
+    assert (home / "capture-queue.jsonl").stat().st_mode & 0o077 == 0  # only the user can read it
+
+    up = cli_env(api_url=service.url, api_key=service.keys["alice"], home=str(home))
+    flushed = capture({}, up, "--flush")
+    assert flushed.returncode == 0 and "sent 1 queued batch(es); 0 left" in flushed.stdout
+    assert (home / "capture-queue.jsonl").read_text() == ""
+    await _drained(service.dsn)
+    conn = await asyncpg.connect(service.dsn)
+    try:
+        stored = await conn.fetchval(
+            "SELECT count(*) FROM memories WHERE source_ref = 'sess-queue-1' AND content LIKE '%invoices%'"
+        )
+    finally:
+        await conn.close()
+    assert stored == 1
+    bad = capture({"no": "event"}, up)
+    assert bad.returncode == 1 and "hook_event_name" in bad.stderr

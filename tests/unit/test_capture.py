@@ -1,0 +1,155 @@
+"""Capture: redaction, the project's namespace, what each hook event retains, hooks install."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cabrain.errors import InputError
+from cabrain.faces import hooks
+from cabrain.faces.capture import (
+    CaptureConfig,
+    CaptureError,
+    decisions_and_learnings,
+    hook_output,
+    namespace_from_remote,
+    plan,
+    redact,
+    run,
+)
+
+SECRETS = [
+    "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "sk-proj-abcdefghijklmnopqrstuvwxyz123456",
+    "cbk_0123456789abcdefghijABCDEFGHIJ_-xyz",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "xoxb-1234567890-abcdefghij",
+    "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+]
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_secrets_are_removed(secret: str) -> None:
+    out = redact(f"use {secret} for the sandbox")
+    assert secret not in out and "[REDACTED]" in out and out.startswith("use ")
+
+
+@pytest.mark.parametrize(("text", "gone", "kept"), [
+    ("password = hunter2!", "hunter2", "password = "),
+    ('DB_PASSWORD="s3cr3t value"', "s3cr3t", "DB_PASSWORD="),
+    ("api_key: abc123def456", "abc123def456", "api_key: "),
+    ("Authorization: Bearer abc.def.ghi", "abc.def.ghi", "Authorization: Bearer "),
+    ("postgresql://app:pa55w0rd@db:5432/x", "pa55w0rd", "postgresql://app:"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\nafter", "MIIEow", "after"),
+    ("a <private>my address</private> b <PRIVATE>x\ny</PRIVATE> c", "my address", "a [PRIVATE] b"),
+    ("unclosed <private>everything after", "everything after", "unclosed"),
+])  # fmt: skip
+def test_private_blocks_and_assignments_are_removed(text: str, gone: str, kept: str) -> None:
+    out = redact(text)
+    assert gone not in out and kept in out
+
+
+def test_ordinary_text_is_untouched() -> None:
+    text = "Commit 3f2a9c1e4b5d6f7a8b9c0d1e2f3a4b5c6d7e8f9a fixed the token bucket; uuid 9b2e6c1a-1111-4aaa-8bbb-123456789abc."
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(("remote", "namespace"), [
+    ("git@github.com:acme/payments.git", "github.com/acme/payments"),
+    ("https://github.com/acme/payments.git", "github.com/acme/payments"),
+    ("https://user:tok@gitlab.example.com/group/sub/repo", "gitlab.example.com/group/sub/repo"),
+    ("ssh://git@git.example.com:2222/team/app.git", "git.example.com/team/app"),
+])  # fmt: skip
+def test_namespace_from_the_git_remote(remote: str, namespace: str) -> None:
+    assert namespace_from_remote(remote) == namespace
+
+
+def test_decisions_and_rejections_are_picked_out_of_prose_not_code() -> None:
+    text = ("I looked at it. We decided to use Redis Streams because it has consumer groups. "
+            "We rejected Kafka: too heavy to run. The weather is nice.\n```\n# we decided nothing here\n```")  # fmt: skip
+    found = decisions_and_learnings(text)
+    assert found == ["We decided to use Redis Streams because it has consumer groups.",
+                     "We rejected Kafka: too heavy to run."]  # fmt: skip
+
+
+def _event(name: str, **fields: object) -> dict:
+    return {"session_id": "s-1", "cwd": "/tmp", "hook_event_name": name, **fields}
+
+
+def test_each_event_plans_what_it_should() -> None:
+    assert plan(_event("SessionStart"), "github.com/acme/api").context_query.startswith("api:")
+    prompt = plan(_event("UserPromptSubmit", prompt="How do we deploy? <private>pin 1234</private>"), "ns")
+    assert prompt.memories[0]["content"] == "User asked: How do we deploy? [PRIVATE]"
+    assert prompt.memories[0]["source_kind"] == "claude_code" and prompt.memories[0]["source_ref"] == "s-1"
+    assert prompt.context_query == "How do we deploy? [PRIVATE]"
+    assert plan(_event("UserPromptSubmit", prompt="ok"), "ns").memories == []  # too short to keep
+    read = _event("PostToolUse", tool_name="Read", tool_input={"file_path": "/a"}, tool_response={"content": "x"})
+    assert plan(read, "ns").memories == []
+    edit = _event("PostToolUse", tool_name="Edit", tool_input={"file_path": "/a.py", "old_string": "x = 1",
+                                                               "new_string": "x = 2"}, tool_response={})  # fmt: skip
+    assert plan(edit, "ns").memories[0]["content"] == "Edited /a.py: `x = 1` -> `x = 2`"
+    failed = _event("PostToolUse", tool_name="Bash", tool_input={"command": "pytest"},
+                    tool_response={"stdout": "", "stderr": "FAILED test_x - AssertionError"})  # fmt: skip
+    assert plan(failed, "ns").memories[0]["content"].startswith("Command failed: `pytest` - FAILED test_x")
+    with pytest.raises(CaptureError, match="unknown hook event"):
+        plan(_event("Notification"), "ns")
+
+
+def test_stop_and_precompact_read_the_transcript(tmp_path: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("\n".join(json.dumps(e) for e in [
+        {"type": "user", "message": {"role": "user", "content": "pick a cache"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "name": "Write", "input": {"file_path": "/c.py", "content": "x"}}]}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": "We decided to use Redis because it is already deployed. password=abc"}]}},
+        "not json",
+    ]) + "\nnot json\n")  # fmt: skip
+    stop = plan(_event("Stop", transcript_path=str(transcript)), "ns").memories
+    assert [m["content"] for m in stop] == ["We decided to use Redis because it is already deployed."]
+    assert stop[0]["network"] == "fact" and stop[0]["memory_type"] == "semantic"
+    [digest] = plan(_event("PreCompact", transcript_path=str(transcript), trigger="auto"), "ns").memories
+    assert "Asked: pick a cache" in digest["content"] and "Edited: /c.py" in digest["content"]
+    assert "We decided to use Redis" in digest["content"] and "abc" not in digest["content"]
+
+
+def test_only_session_start_and_prompts_answer_with_context() -> None:
+    assert hook_output("SessionStart", "ctx") == {
+        "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "ctx"}
+    }
+    assert hook_output("Stop", "ctx") is None and hook_output("UserPromptSubmit", "") is None
+
+
+def test_bad_events_and_settings_are_clear_errors(tmp_path: Path) -> None:
+    config = CaptureConfig.from_env({"CABRAIN_HOME": str(tmp_path), "CABRAIN_API_URL": "http://127.0.0.1:9"})
+    with pytest.raises(CaptureError, match="not JSON"):
+        run("{nope", config)
+    with pytest.raises(CaptureError, match="hook_event_name"):
+        run('{"session_id": "x"}', config)
+    with pytest.raises(CaptureError, match="CAPTURE_VISIBILITY"):
+        CaptureConfig.from_env({"CABRAIN_CAPTURE_VISIBILITY": "public"})
+
+
+def test_hooks_install_keeps_other_hooks_and_uninstall_removes_only_ours(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    theirs = {"type": "command", "command": "ruff format"}
+    path.write_text(json.dumps({"model": "x", "hooks": {"PostToolUse": [{"matcher": "Edit", "hooks": [theirs]}]}}))
+    assert hooks.install(path, "/opt/cabrain/.venv/bin/cabrain capture") is True
+    assert hooks.install(path, "/opt/cabrain/.venv/bin/cabrain capture") is False  # idempotent
+    data = json.loads(path.read_text())
+    assert data["model"] == "x"
+    assert set(data["hooks"]) == {"SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "Stop"}
+    assert data["hooks"]["PostToolUse"][0] == {"matcher": "Edit", "hooks": [theirs]}
+    assert data["hooks"]["PostToolUse"][1]["hooks"][0]["command"] == "/opt/cabrain/.venv/bin/cabrain capture"
+    assert hooks.uninstall(path) is True and hooks.uninstall(path) is False
+    assert json.loads(path.read_text()) == {"model": "x", "hooks": {"PostToolUse": [{"matcher": "Edit",
+                                                                                      "hooks": [theirs]}]}}  # fmt: skip
+    path.write_text("{broken")
+    with pytest.raises(InputError, match="not valid JSON"):
+        hooks.install(path, "cabrain capture")
+    assert path.read_text() == "{broken"  # nothing was changed
