@@ -31,6 +31,7 @@ class Handler(BaseHTTPRequestHandler):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    ThreadingHTTPServer.request_queue_size = 256  # the service tests send 100 recalls at once
     ThreadingHTTPServer(("127.0.0.1", parser.parse_args().port), Handler).serve_forever()
 
 

@@ -18,7 +18,11 @@ def test_doctor_is_green_on_a_migrated_database_with_redis(db_dsn, redis_url, ho
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "doctor: all checks passed" in out
-    for expected in ("PostgreSQL 18", "pgvector 0.8", "0003_chunks.sql (3 migrations)", "384-dim", "Redis", "cabrain_sleep exists", "writable"):
+    from cabrain.settings import default_schema_dir
+
+    files = sorted(p.name for p in default_schema_dir().glob("[0-9]*.sql"))
+    latest = f"{files[-1]} ({len(files)} migrations)"
+    for expected in ("PostgreSQL 18", "pgvector 0.8", latest, "384-dim", "Redis", "cabrain_sleep exists", "writable"):
         assert expected in out, expected
     assert "FAIL" not in out
 

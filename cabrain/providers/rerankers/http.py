@@ -14,13 +14,15 @@ class HttpReranker:
         self._url = base_url.rstrip("/") + "/rerank"
         self._timeout = timeout_s
         self.name = f"http:{self._url}"
+        self._client: httpx.AsyncClient | None = None  # one pooled client, made in the caller's loop
 
     async def rank(self, query: str, passages: Sequence[str]) -> list[float]:
         if not passages:
             return []
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self._timeout)
         try:
-            async with httpx.AsyncClient(timeout=self._timeout) as client:
-                response = await client.post(self._url, json={"query": query, "texts": list(passages)})
+            response = await self._client.post(self._url, json={"query": query, "texts": list(passages)})
         except httpx.HTTPError as exc:
             raise EmbedderError(f"cannot reach the reranker at {self._url}: {exc}") from exc
         if response.status_code != 200:
