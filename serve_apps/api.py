@@ -85,7 +85,8 @@ CONNECTION_LOST = (
     ConnectionError,  # refused / reset while the server restarts (TimeoutError is not one of these)
     FileNotFoundError,  # its unix socket is gone while it restarts
 )
-INBOX_COALESCE_S = 0.5
+INBOX_QUIET_S = 0.3  # the capture inbox is worked once requests pause this long...
+INBOX_MAX_DELAY_S = 5.0  # ...or once its oldest work has waited this long
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": schemas.ErrorOut} for code in (400, 401, 403, 404, 409, 413, 422, 503)
 }
@@ -221,6 +222,17 @@ class Ingress:
             log.error("ingress cannot start", extra={"error": str(exc)})
             raise
 
+    async def _quiet_moment(self) -> None:
+        """Background retains wait for a pause in this replica's requests (a burst of hook events
+        gathers into fewer, larger embedding batches, and the recalls those events wait on do not
+        share the CPU with them), but never longer than INBOX_MAX_DELAY_S."""
+        first = time.monotonic()
+        await asyncio.sleep(INBOX_QUIET_S)
+        while time.monotonic() - first < INBOX_MAX_DELAY_S and (
+            self.metrics.in_flight_now or time.monotonic() - self.metrics.last_request_at < INBOX_QUIET_S
+        ):
+            await asyncio.sleep(0.05)
+
     async def _work_inbox(self, poll_s: float = 2.0) -> None:
         """Retain captured memories handed over through /v1/capture (any replica's)."""
         from cabrain.faces import inbox
@@ -228,9 +240,7 @@ class Ingress:
         while True:
             try:
                 await asyncio.wait_for(self.inbox_ready.wait(), poll_s)
-                # let a burst of hook events gather: fewer, larger embedding batches, and the
-                # recalls those events wait on do not compete with background writes
-                await asyncio.sleep(INBOX_COALESCE_S)
+                await self._quiet_moment()
             except TimeoutError:
                 pass
             self.inbox_ready.clear()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import httpx
 
@@ -46,8 +47,14 @@ class IngressMetrics:
         )
         self._hits = self._lookups = 0
         self._in_flight = 0
+        self.last_request_at = 0.0  # monotonic time the latest request started
+
+    @property
+    def in_flight_now(self) -> int:
+        return self._in_flight
 
     def started(self) -> None:
+        self.last_request_at = time.monotonic()
         self._in_flight += 1
         self.in_flight.set(self._in_flight)
 
