@@ -36,3 +36,17 @@ async def test_capture_writes_straight_to_the_database(db_dsn: str, home) -> Non
         await conn.close()
     assert row["owner_agent_id"] == "claude-code" and row["source_ref"] == "s-local-1"
     assert row["namespace"] == "acme/billing" and "hunter2" not in row["content"]
+
+
+def test_hooks_install_and_uninstall_from_the_command_line() -> None:
+    project = make_scratch_dir("cabrain-project-")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "cabrain", "hooks", *a], cwd=project, env=cli_env(),  # noqa: E731
+                                    capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    installed = run("install")
+    assert installed.returncode == 0 and "installed" in installed.stdout, installed.stderr
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+    assert command.endswith(" capture") and command.split()[0].startswith("/")  # an absolute path
+    assert "already installed" in run("install").stdout
+    assert "removed" in run("uninstall").stdout
+    assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
