@@ -17,10 +17,8 @@ errors the core raises (:class:`~cabrain.errors.NotFound`, :class:`~cabrain.erro
 from __future__ import annotations
 
 import dataclasses
-import enum
 import uuid
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -44,6 +42,7 @@ from cabrain.types import (
     RecallResult,
     RetainResult,
     history_from_dict,
+    jsonable,
     memory_from_dict,
     recall_from_dict,
     retain_from_dict,
@@ -62,26 +61,12 @@ ERRORS: dict[str, type[CabrainError]] = {
 }
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 def memory_body(item: MemoryInput) -> dict[str, Any]:
-    return _jsonable(dataclasses.asdict(item))
+    return jsonable(dataclasses.asdict(item))
 
 
 def recall_body(query: RecallQuery) -> dict[str, Any]:
-    return _jsonable(dataclasses.asdict(query))
+    return jsonable(dataclasses.asdict(query))
 
 
 def raise_for(response: httpx.Response) -> Any:

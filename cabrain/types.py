@@ -153,6 +153,21 @@ class MemoryWithHistory:
 
 
 # --- JSON forms (the HTTP API and the L1 cache use these) -----------------------------------------
+def jsonable(value: Any) -> Any:
+    """``value`` with enums, datetimes and UUIDs (at any depth) turned into JSON values."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
 def _dt(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 

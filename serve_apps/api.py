@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
@@ -52,6 +51,7 @@ from cabrain.types import (
     RecallResult,
     RetainResult,
     history_to_dict,
+    jsonable,
     memory_to_dict,
     recall_to_dict,
     retain_to_dict,
@@ -568,7 +568,7 @@ def create_api(svc: Ingress) -> FastAPI:
     )
     async def list_namespaces(p: Caller) -> JSONResponse:
         rows = await svc.run(lambda b: b.list_namespaces(p.agent_id))
-        return JSONResponse({"namespaces": [_jsonable(r) for r in rows]})
+        return JSONResponse({"namespaces": [jsonable(r) for r in rows]})
 
     @app.post(
         "/v1/namespaces",
@@ -587,7 +587,7 @@ def create_api(svc: Ingress) -> FastAPI:
     )
     async def list_grants(namespace: Annotated[str, Query()], p: Caller) -> JSONResponse:
         rows = await svc.run(lambda b: b.list_grants(p.agent_id, namespace))
-        return JSONResponse({"grants": [_jsonable(r) for r in rows]})
+        return JSONResponse({"grants": [jsonable(r) for r in rows]})
 
     @app.post(
         "/v1/grants",
@@ -616,7 +616,7 @@ def create_api(svc: Ingress) -> FastAPI:
     @app.get("/v1/agents", tags=["agents"], summary="Every agent (admin)")
     async def list_agents(p: Admin) -> JSONResponse:
         agents = await svc.run(lambda b: b.list_agents())
-        return JSONResponse({"agents": [_jsonable(a.__dict__) for a in agents]})
+        return JSONResponse({"agents": [jsonable(a.__dict__) for a in agents]})
 
     @app.post("/v1/agents", tags=["agents"], status_code=201, response_model=schemas.NewKeyOut,
               summary="Create an agent and its first key (admin); the key is shown once")  # fmt: skip
@@ -640,7 +640,7 @@ def create_api(svc: Ingress) -> FastAPI:
     )
     async def list_keys(agent_id: str, p: Admin) -> JSONResponse:
         keys = await svc.run(lambda b: b.list_keys(agent_id))
-        return JSONResponse({"keys": [_jsonable(k.__dict__) for k in keys]})
+        return JSONResponse({"keys": [jsonable(k.__dict__) for k in keys]})
 
     @app.post("/v1/agents/{agent_id}/keys", tags=["agents"], status_code=201, response_model=schemas.NewKeyOut,
               summary="Make another key for an agent (admin)")  # fmt: skip
@@ -679,14 +679,3 @@ def _new_key(new: identity.NewKey) -> dict[str, str]:
         "key": new.key,
         "prefix": new.prefix,
     }
-
-
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for k, v in row.items():
-        if hasattr(v, "isoformat"):
-            v = v.isoformat()
-        elif isinstance(v, uuid.UUID):
-            v = str(v)
-        out[k] = v
-    return out

@@ -86,7 +86,7 @@ class MemoryFiles:
         return (await self._files(path)).get(path)
 
     async def _under(self, directory: str) -> dict[str, Memory]:
-        return {p: m for p, m in (await self._files(directory + "/")).items()}
+        return await self._files(directory + "/")
 
     async def _must_be_file(self, display: str, path: str) -> Memory:
         memory = await self._file(path)
