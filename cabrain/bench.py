@@ -346,13 +346,14 @@ async def run_capture_bench(
     import shutil
     import subprocess
     import tempfile
-    from pathlib import Path
 
     from cabrain import identity
+    from cabrain.faces.hooks import capture_command, compile_hook_modules
     from cabrain.providers.embedders import load_embedder
     from cabrain.store.scratch import scratch_brain
 
-    exe = shutil.which("cabrain") or str(Path(sys.executable).with_name("cabrain"))
+    command = capture_command()  # exactly what `cabrain hooks install` puts in Claude Code's settings
+    compile_hook_modules()  # as `cabrain hooks install` does
     embedder = load_embedder(settings)
     async with scratch_brain(settings, embedder, prefix="cabrain_capturebench") as (brain, facts, dsn):
         await brain.create_agent(AGENT)
@@ -368,7 +369,7 @@ async def run_capture_bench(
                     event = {"session_id": f"bench-{i}", "cwd": home, "hook_event_name": name, **fields(i)}
                     t0 = time.perf_counter()
                     done = await asyncio.to_thread(
-                        subprocess.run, [exe, "capture"], input=json.dumps(event), env=env,
+                        subprocess.run, command, shell=True, input=json.dumps(event), env=env,
                         capture_output=True, text=True, timeout=60, check=False,
                     )  # fmt: skip
                     times[name].append((time.perf_counter() - t0) * 1000)

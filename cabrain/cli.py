@@ -450,6 +450,7 @@ def cmd_hooks(settings: Settings, args: argparse.Namespace) -> int:
     path = hooks.settings_path(args.scope, Path.cwd())
     if args.hooks_command == "install":
         changed = hooks.install(path, hooks.capture_command(args.command))
+        hooks.compile_hook_modules()
         print(f"{'installed' if changed else 'already installed'}: CaBrain capture hooks in {path}")
     else:
         changed = hooks.uninstall(path)

@@ -4,7 +4,11 @@ on every Claude Code event, so it must stay cheap to import."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def default_home() -> Path:
@@ -13,8 +17,26 @@ def default_home() -> Path:
     Root's home is not traversable by the unprivileged account the embedded PostgreSQL runs as,
     so root gets ``/var/lib/cabrain`` instead of ``~/.local/share/cabrain``.
     """
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        return Path("/var/lib/cabrain")
-    import platformdirs
+    from pathlib import Path
 
-    return Path(platformdirs.user_data_dir("cabrain", appauthor=False))
+    return Path(default_home_dir())
+
+
+def default_home_dir() -> str:
+    """:func:`default_home` as a string, without importing pathlib (the capture hook's path)."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return "/var/lib/cabrain"
+    return user_data_dir("cabrain")
+
+
+def user_data_dir(app: str) -> str:
+    """The platform's per-user data directory for ``app``, as ``platformdirs.user_data_dir(app,
+    appauthor=False)`` gives it (XDG on Linux and BSDs, Application Support on macOS, LOCALAPPDATA
+    on Windows), in the standard library."""
+    if sys.platform == "darwin":
+        return os.path.join(os.path.expanduser("~/Library/Application Support"), app)
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser(r"~\AppData\Local")
+        return os.path.join(base, app)
+    base = (os.environ.get("XDG_DATA_HOME") or "").strip() or os.path.expanduser("~/.local/share")
+    return os.path.join(base, app)

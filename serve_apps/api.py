@@ -58,7 +58,12 @@ from cabrain.types import (
 )
 from serve_apps import schemas
 from serve_apps.metrics import IngressMetrics, collect
-from serve_apps.models import RemoteEmbedder, RemoteReranker, call_with_retry
+from serve_apps.models import (
+    LocalQueries,
+    RemoteEmbedder,
+    RemoteReranker,
+    call_with_retry,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -171,10 +176,14 @@ class Guard:
 class Ingress:
     """One replica of the HTTP API."""
 
-    async def __init__(self, settings: dict[str, Any], embedder: Any, reranker: Any = None) -> None:
-        # Models run in their own deployments: never load a reranker in the ingress itself.
+    async def __init__(
+        self, settings: dict[str, Any], embedder: Any, reranker: Any = None, local_queries: bool = False
+    ) -> None:
+        # Models run in their own deployments (never a reranker in the ingress itself), except the
+        # query embedder where it pays to keep a copy here (IngressArgs.query_embedding).
         self.settings = load_settings(**{**settings, "reranker_provider": "none"})
         self._embedder_handle, self._reranker_handle = embedder, reranker
+        self._local_queries = local_queries
         self.metrics = IngressMetrics()
         self.brain: Brain | None = None
         self.models: dict[str, Any] = {}
@@ -192,7 +201,16 @@ class Ingress:
         timeout = self.settings.serve_ready_timeout_s
         try:
             info = await call_with_retry("embedder", lambda: self._embedder_handle.info.remote(), timeout)
-            embedder = RemoteEmbedder(self._embedder_handle, info, timeout_s=self.settings.embedding_timeout_s)
+            local = None
+            if self._local_queries:
+                from cabrain.providers.embedders import load_embedder
+
+                model = await asyncio.to_thread(load_embedder, self.settings)
+                local = LocalQueries(model, max_batch_size=int(info.get("max_batch_size") or 32))
+                info = {**info, "queries": "local"}
+            embedder = RemoteEmbedder(
+                self._embedder_handle, info, timeout_s=self.settings.embedding_timeout_s, local=local
+            )
             self.models["embedder"] = info
             reranker = None
             if self._reranker_handle is not None:
@@ -551,13 +569,22 @@ def create_api(svc: Ingress) -> FastAPI:
                 items = [i.model_dump(mode="json") for i in body.items]
                 return await inbox.enqueue(conn, p.agent_id, body.namespace, items, decide=body.decide)
 
-        queued = await svc.run(op)
+        warm = None
+        if body.recall is not None and svc.brain is not None and len(body.recall.query) <= svc.settings.max_query_chars:
+            # embed the query while the items are stored
+            warm = asyncio.create_task(svc.brain.embed_query(body.recall.query))
+        try:
+            queued = await svc.run(op)
+        finally:
+            if warm is not None:  # the recall below takes the vector from the query cache
+                await asyncio.gather(warm, return_exceptions=True)
         svc.inbox_ready.set()
         answer: dict[str, Any] = {"queued": queued, "items": len(body.items)}
         if body.recall is not None:
             query = RecallQuery(body.recall.query, body.namespace, k=body.recall.k, expand=False)
             result = await svc.run(lambda b: b.recall(p.agent_id, query))
-            answer["hits"] = recall_to_dict(result)["hits"]
+            recalled = recall_to_dict(result)
+            answer["hits"], answer["timings_ms"] = recalled["hits"], recalled["timings_ms"]
         return JSONResponse(answer, status_code=202)
 
     # --- namespaces and grants ------------------------------------------------------------------

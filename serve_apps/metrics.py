@@ -76,19 +76,21 @@ class EmbedderMetrics:
 
         self.batch_texts = Histogram(
             "cabrain_embedding_batch_size",
-            description="Texts per model call after batching.",
+            description="Texts per model call after batching (documents: at most one chunk).",
             boundaries=BATCH_SIZES,
             tag_keys=("kind",),
         )
         self.batch_calls = Histogram(
             "cabrain_embedding_batch_requests",
-            description="Embedding requests merged into one model call.",
+            description="Embedding requests merged into one batch.",
             boundaries=BATCH_SIZES,
+            tag_keys=("kind",),
         )
         self.latency = Histogram(
             "cabrain_embedding_latency_ms",
-            description="Model time per batch, in milliseconds.",
+            description="Model time per call, in milliseconds.",
             boundaries=LATENCY_MS,
+            tag_keys=("kind",),
         )
         self.queue = Gauge(
             "cabrain_embedding_queue_depth",

@@ -31,13 +31,13 @@ import functools
 import json
 import os
 import re
-import subprocess
 import sys
 import time
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+
+TYPE_CHECKING = False  # typing itself costs the hook a few milliseconds to import
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 SOURCE_KIND = "claude_code"
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "Stop")
@@ -108,19 +108,20 @@ class CaptureConfig:
         self,
         api_url: str | None,
         api_key: str | None,
-        home: Path,
+        home: str | Path,
         namespace: str | None = None,
         agent: str = "claude-code",
         timeout_s: float = 2.0,
         context_k: int = 6,
         visibility: str = "private",
     ) -> None:
-        self.api_url, self.api_key, self.home, self.namespace = api_url, api_key, home, namespace
+        self.api_url, self.api_key, self.namespace = api_url, api_key, namespace
+        self.home = os.fspath(home)
         self.agent, self.timeout_s, self.context_k, self.visibility = agent, timeout_s, context_k, visibility
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> CaptureConfig:
-        from cabrain.paths import default_home
+        from cabrain.paths import default_home_dir
 
         env = dict(os.environ if env is None else env)
         get = lambda name: (env.get(f"CABRAIN_{name}") or "").strip() or None
@@ -133,14 +134,17 @@ class CaptureConfig:
         if visibility not in ("private", "team", "global"):
             raise CaptureError(f"CABRAIN_CAPTURE_VISIBILITY must be private, team or global, got {visibility!r}")
         return cls(
-            api_url=get("API_URL"), api_key=get("API_KEY"), home=Path(get("HOME") or default_home()),
+            api_url=get("API_URL"), api_key=get("API_KEY"), home=get("HOME") or default_home_dir(),
             namespace=get("CAPTURE_NAMESPACE"), agent=get("CAPTURE_AGENT") or "claude-code",
             timeout_s=timeout, context_k=max(1, min(k, 50)), visibility=visibility,
         )  # fmt: skip
 
     @property
-    def queue_path(self) -> Path:
-        return self.home / "capture-queue.jsonl"
+    def queue_path(self) -> str:
+        return os.path.join(self.home, "capture-queue.jsonl")
+
+    def _beside_queue(self, suffix: str) -> str:
+        return os.path.join(self.home, f"capture-queue{suffix}")
 
 
 class CaptureError(Exception):
@@ -166,17 +170,81 @@ def namespace_from_remote(url: str) -> str:
     return _sanitise(url)
 
 
+def _git_dirs(cwd: str) -> tuple[str, str] | None:
+    """(git dir, common dir) of the repository holding ``cwd``: ``.git`` is a directory, or a file
+    pointing elsewhere (worktrees, submodules), whose ``commondir`` holds the shared config."""
+    here = os.path.abspath(cwd)
+    while True:
+        dot_git = os.path.join(here, ".git")
+        if os.path.isdir(dot_git):
+            return dot_git, dot_git
+        if os.path.isfile(dot_git):
+            with open(dot_git, encoding="utf-8") as f:
+                first = f.readline().strip()
+            if not first.startswith("gitdir:"):
+                return None
+            git_dir = os.path.normpath(os.path.join(here, first[len("gitdir:") :].strip()))
+            common = os.path.join(git_dir, "commondir")
+            if os.path.isfile(common):
+                with open(common, encoding="utf-8") as f:
+                    return git_dir, os.path.normpath(os.path.join(git_dir, f.read().strip()))
+            return git_dir, git_dir
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def origin_url(config_text: str) -> str | None:
+    """``remote.origin.url`` from the text of a git config file (None if it has none)."""
+    section, url = None, None
+    for raw in config_text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            header = re.match(r'\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]', line)
+            section = (header.group(1).lower(), header.group(2)) if header else None
+            continue
+        if section != ("remote", "origin"):
+            continue
+        key, _, value = line.partition("=")
+        if key.strip().lower() == "url":
+            value = re.sub(r"\s[#;].*$", "", value.strip())
+            url = value.strip().strip('"') or url  # the last one wins, as in git
+    return url
+
+
+def git_remote(cwd: str) -> str | None:
+    """The ``origin`` remote of the repository holding ``cwd``, read from its config file (running
+    ``git`` would cost every hook event a process start). Files with ``[include]`` go through git."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        dirs = _git_dirs(cwd)
+        if dirs is None:
+            return None
+        with open(os.path.join(dirs[1], "config"), encoding="utf-8") as f:
+            text = f.read()
+        url = origin_url(text)
+        if url or not re.search(r"^\s*\[\s*include", text, re.IGNORECASE | re.MULTILINE):
+            return url
+        import subprocess
+
+        with contextlib.suppress(subprocess.SubprocessError):
+            found = subprocess.run(
+                ["git", "-C", cwd, "config", "--get", "remote.origin.url"],
+                capture_output=True, text=True, timeout=2, check=False,
+            ).stdout.strip()  # fmt: skip
+            return found or None
+    return None
+
+
 def project_namespace(cwd: str, configured: str | None = None) -> str:
     if configured:
         return configured
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        remote = subprocess.run(
-            ["git", "-C", cwd, "config", "--get", "remote.origin.url"],
-            capture_output=True, text=True, timeout=2, check=False,
-        ).stdout.strip()  # fmt: skip
-        if remote:
-            return namespace_from_remote(remote)
-    return _sanitise("dir/" + str(Path(cwd).resolve()).lstrip("/"))
+    remote = git_remote(cwd)
+    if remote:
+        return namespace_from_remote(remote)
+    return _sanitise("dir/" + os.path.realpath(cwd).lstrip("/"))
 
 
 # --- events -> memories ---------------------------------------------------------------------------------
@@ -192,13 +260,19 @@ class Plan:
         self.memories, self.context_query, self.decide = memories, context_query, decide
 
 
+def _utc_now() -> str:
+    """ISO 8601 UTC with microseconds, like ``datetime.now(UTC).isoformat()`` (without importing datetime)."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1_000_000):06d}+00:00"
+
+
 def _memory(event: dict[str, Any], content: str, **fields: Any) -> dict[str, Any]:
     content = redact(content).strip()
     if len(content) > MAX_MEMORY_CHARS:
         content = content[: MAX_MEMORY_CHARS - 1] + "…"
     return {
         "content": content, "source_kind": SOURCE_KIND, "source_ref": event.get("session_id"),
-        "valid_at": datetime.now(UTC).isoformat(),
+        "valid_at": _utc_now(),
         "metadata": {"hook": event.get("hook_event_name"), **fields.pop("metadata", {})}, **fields,
     }  # fmt: skip
 
@@ -388,8 +462,33 @@ class ServiceDown(Exception):
     pass
 
 
+class _Url:
+    """``scheme://host[:port][/path]``, split without urllib (a few milliseconds of imports per event)."""
+
+    def __init__(self, url: str) -> None:
+        scheme, sep, rest = url.strip().partition("://")
+        if not sep or scheme.lower() not in ("http", "https"):
+            raise CaptureError(f"CABRAIN_API_URL must be an http:// or https:// URL, got {url!r}")
+        self.scheme = scheme.lower()
+        authority, slash, path = rest.partition("/")
+        self.path = slash + path
+        authority = authority.rpartition("@")[2]
+        if authority.startswith("["):  # [::1]:8000
+            host, _, port = authority[1:].partition("]")
+            port = port.removeprefix(":")
+        else:
+            host, _, port = authority.partition(":")
+        if not host or (port and not port.isdigit()):
+            raise CaptureError(f"CABRAIN_API_URL has no usable host[:port]: {url!r}")
+        self.hostname = host
+        self.port = int(port) if port else None
+
+
 def _request(config: CaptureConfig, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
-    url = urlsplit(config.api_url or "")
+    try:
+        url = _Url(config.api_url or "")
+    except CaptureError as exc:  # misconfigured: nothing can be sent, so the event's memories are queued
+        raise ServiceDown(str(exc)) from None
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if config.api_key:
         headers["Authorization"] = f"Bearer {config.api_key}"
@@ -472,9 +571,8 @@ def _send(
 
 @contextlib.contextmanager
 def _locked_queue(config: CaptureConfig):
-    config.home.mkdir(parents=True, exist_ok=True)
-    lock_path = config.queue_path.with_suffix(".lock")
-    with open(lock_path, "a") as lock:
+    os.makedirs(config.home, exist_ok=True)
+    with open(config._beside_queue(".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield config.queue_path
@@ -493,10 +591,11 @@ def enqueue_locally(config: CaptureConfig, namespace: str, memories: list[dict[s
 
 def flush_queue(config: CaptureConfig) -> tuple[int, int]:
     """Send what the local queue holds; (sent, left). Stops at the first batch the service cannot take."""
-    if not config.queue_path.exists():
+    if not os.path.exists(config.queue_path):
         return 0, 0
     with _locked_queue(config) as path:
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f.read().splitlines() if line.strip()]
         sent = 0
         for line in lines:
             entry = json.loads(line)
@@ -506,14 +605,16 @@ def flush_queue(config: CaptureConfig) -> tuple[int, int]:
                 break
             except CaptureError as exc:  # refused for good (e.g. no write access): say so, keep it aside
                 print(f"cabrain capture: dropped a queued batch: {exc}", file=sys.stderr)
-                with open(path.with_suffix(".rejected.jsonl"), "a", encoding="utf-8") as rejected:
+                with open(config._beside_queue(".rejected.jsonl"), "a", encoding="utf-8") as rejected:
                     rejected.write(line + "\n")
             sent += 1
         left = lines[sent:]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(line + "\n" for line in left), encoding="utf-8")
-        tmp.chmod(0o600)
-        tmp.replace(path)
+        tmp = config._beside_queue(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in left))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
     return sent, len(left)
 
 
@@ -522,7 +623,7 @@ def handle_via_service(config: CaptureConfig, event: dict[str, Any]) -> dict[str
     todo = plan(event, namespace, visibility=config.visibility)
     context, sent = "", False
     try:
-        if config.queue_path.exists() and config.queue_path.stat().st_size:
+        if os.path.exists(config.queue_path) and os.path.getsize(config.queue_path):
             flush_queue(config)
         if todo.memories:
             hits = _send(config, namespace, todo.memories, todo.decide, todo.context_query)

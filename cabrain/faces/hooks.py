@@ -1,7 +1,8 @@
 """``cabrain hooks install|uninstall``: CaBrain's capture hooks in Claude Code's settings file.
 
 Claude Code runs each hook command with the event as JSON on stdin. Installing adds one entry per
-event whose command is ``<cabrain> capture``; every other hook, and every other setting, is kept.
+event whose command runs ``cabrain capture`` (see :func:`capture_command`); every other hook,
+and every other setting, is kept.
 Uninstalling removes exactly the entries installing added (recognised by their command).
 """
 
@@ -10,15 +11,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from cabrain.errors import InputError
 from cabrain.faces.capture import EVENTS
-
-MARKER = " capture"
 
 
 def settings_path(scope: str, cwd: Path) -> Path:
@@ -28,21 +26,53 @@ def settings_path(scope: str, cwd: Path) -> Path:
 
 
 def capture_command(command: str | None = None) -> str:
-    """The hook command: this installation's ``cabrain`` by absolute path, so the hook works
-    whatever PATH Claude Code runs with."""
+    """The hook command: this installation's Python by absolute path (so the hook works whatever
+    PATH Claude Code runs with) on :mod:`cabrain.faces.capture_hook`, without site-packages set-up
+    (``-S``): the same as ``cabrain capture``, about 15 ms faster on every event."""
     if command:
         return command
-    exe = Path(sys.argv[0]).resolve() if Path(sys.argv[0]).name == "cabrain" else None
-    found = exe or (Path(p) if (p := shutil.which("cabrain")) else Path(sys.executable).with_name("cabrain"))
-    return f"{shlex.quote(str(found))} capture"
+    from cabrain.faces import capture_hook  # noqa: F401 - imported only to find its file
+
+    script = Path(sys.modules["cabrain.faces.capture_hook"].__file__ or "").resolve()
+    return f"{shlex.quote(sys.executable)} -S {shlex.quote(str(script))}"
+
+
+def compile_hook_modules() -> list[str]:
+    """Write the bytecode of the modules the hook imports, so no event compiles them again (an
+    install from a wheel has it already; an editable one, or ``PYTHONDONTWRITEBYTECODE``, may
+    not). Returns the files compiled; an unwritable install is left as it is."""
+    import importlib.util
+    import py_compile
+
+    import cabrain
+    import cabrain.faces
+    import cabrain.faces.capture
+    import cabrain.paths
+
+    done = []
+    for module in (cabrain, cabrain.paths, cabrain.faces, cabrain.faces.capture):
+        source = module.__file__ or ""
+        try:
+            py_compile.compile(source, cfile=importlib.util.cache_from_source(source), doraise=True)
+            done.append(source)
+        except (OSError, py_compile.PyCompileError):
+            continue
+    return done
 
 
 def _ours(entry: dict[str, Any]) -> bool:
-    return any(
-        isinstance(h, dict) and str(h.get("command", "")).rstrip().endswith(MARKER.strip())
-        and "cabrain" in str(h.get("command", ""))
-        for h in entry.get("hooks", [])
-    )  # fmt: skip
+    """A hook entry this command installed: ``... cabrain capture`` or ``... capture_hook.py``."""
+
+    def ours(command: str) -> bool:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return False
+        return bool(words) and "cabrain" in command and (
+            words[-1] == "capture" or words[-1].endswith(f"cabrain{os.sep}faces{os.sep}capture_hook.py")
+        )
+
+    return any(isinstance(h, dict) and ours(str(h.get("command", ""))) for h in entry.get("hooks", []))
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 
 import asyncpg
 
+from cabrain.faces.hooks import capture_command
 from tests.conftest import REPO, cli_env, make_scratch_dir
 
 
-def _capture(event: dict, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cabrain", "capture"], input=json.dumps(event), env=env, cwd=REPO,
+def _capture(event: dict, env: dict[str, str], command: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, input=json.dumps(event), env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
 
 
@@ -21,10 +23,10 @@ async def test_capture_writes_straight_to_the_database(db_dsn: str, home) -> Non
     env = cli_env(database_url=db_dsn, home=str(home), capture_namespace="acme/billing")
     prompt = {"session_id": "s-local-1", "cwd": str(project), "hook_event_name": "UserPromptSubmit",
               "prompt": "Our invoices must be issued in EGP and USD; password=hunter2 is the staging one"}  # fmt: skip
-    done = _capture(prompt, env)
+    done = _capture(prompt, env, [sys.executable, "-m", "cabrain", "capture"])
     assert done.returncode == 0, done.stderr
     start = {"session_id": "s-local-2", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
-    started = _capture(start, env)
+    started = _capture(start, env, shlex.split(capture_command()))  # what `hooks install` writes: python -S
     assert started.returncode == 0, started.stderr
     context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "invoices must be issued in EGP and USD" in context and "hunter2" not in context
@@ -46,7 +48,7 @@ def test_hooks_install_and_uninstall_from_the_command_line() -> None:
     assert installed.returncode == 0 and "installed" in installed.stdout, installed.stderr
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert command.endswith(" capture") and command.split()[0].startswith("/")  # an absolute path
+    assert command.endswith("/cabrain/faces/capture_hook.py") and command.split()[0].startswith("/")  # absolute
     assert "already installed" in run("install").stdout
     assert "removed" in run("uninstall").stdout
     assert json.loads((project / ".claude" / "settings.json").read_text()) == {}

@@ -22,7 +22,7 @@ from cabrain.store.embedded import EmbeddedPostgres
 from tests.conftest import _create_database, free_port, make_scratch_dir, start_fake
 
 APP_ARGS = {
-    "ingress": {"num_cpus": 0.25},
+    "ingress": {"num_cpus": 0.25, "query_embedding": "remote"},  # recalls exercise the embedder deployment
     "embedder": {"num_cpus": 0.5, "max_batch_size": 16, "batch_wait_timeout_s": 0.002},
     "reranker": {"num_cpus": 0.25},
 }

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from cabrain.errors import InputError
 from cabrain.faces import hooks
+from cabrain.faces import capture as capture_module
 from cabrain.faces.capture import (
     CaptureConfig,
     CaptureError,
+    _Url,
+    git_remote,
+    origin_url,
+    project_namespace,
     decisions_and_learnings,
     hook_output,
     namespace_from_remote,
@@ -19,6 +28,7 @@ from cabrain.faces.capture import (
     redact,
     run,
 )
+from cabrain.paths import user_data_dir
 
 SECRETS = [
     "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
@@ -153,3 +163,101 @@ def test_hooks_install_keeps_other_hooks_and_uninstall_removes_only_ours(tmp_pat
     with pytest.raises(InputError, match="not valid JSON"):
         hooks.install(path, "cabrain capture")
     assert path.read_text() == "{broken"  # nothing was changed
+
+
+def test_the_default_hook_command_is_recognised_and_runs_without_site_packages(tmp_path: Path) -> None:
+    command = hooks.capture_command()
+    words = shlex.split(command)
+    assert words[0] == sys.executable and words[1] == "-S" and words[2].endswith("cabrain/faces/capture_hook.py")
+    path = tmp_path / "settings.json"
+    old_form = {"hooks": [{"type": "command", "command": "/opt/venv/bin/cabrain capture"}]}
+    path.write_text(json.dumps({"hooks": {"Stop": [old_form]}}))
+    assert hooks.install(path, command) is True  # an old-form entry covers Stop; the others are added
+    data = json.loads(path.read_text())
+    assert data["hooks"]["Stop"] == [old_form] and data["hooks"]["PreCompact"][0]["hooks"][0]["command"] == command
+    assert hooks.uninstall(path) is True and json.loads(path.read_text()) == {}
+    assert set(hooks.compile_hook_modules()) >= {str(Path(capture_module.__file__))}
+
+
+def test_the_hook_runs_with_no_site_packages_and_queues_when_the_service_is_down(tmp_path: Path) -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "CABRAIN_HOME": str(tmp_path), "CABRAIN_API_URL": "http://127.0.0.1:9",
+           "CABRAIN_API_KEY": "cbk_x", "CABRAIN_CAPTURE_NAMESPACE": "proj"}  # fmt: skip
+    event = {"session_id": "s-9", "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit",
+             "prompt": "Why does the staging deploy time out?"}  # fmt: skip
+    done = subprocess.run(shlex.split(hooks.capture_command()), input=json.dumps(event), env=env,
+                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "queued locally" in done.stderr and done.stdout == ""
+    [line] = (tmp_path / "capture-queue.jsonl").read_text().splitlines()
+    assert json.loads(line)["items"][0]["content"] == "User asked: Why does the staging deploy time out?"
+
+
+def _git(*args: str) -> None:
+    subprocess.run(["git", *args], check=True, capture_output=True)
+
+
+def _git_says(cwd: Path) -> str | None:
+    out = subprocess.run(["git", "-C", str(cwd), "config", "--get", "remote.origin.url"], capture_output=True,
+                         text=True, check=False).stdout.strip()  # fmt: skip
+    return out or None
+
+
+def test_the_git_remote_is_read_from_the_config_as_git_reads_it(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    _git("init", "-q", str(repo))
+    assert git_remote(str(repo)) is None  # no origin: the directory names the namespace
+    assert project_namespace(str(repo)) == "dir" + str(repo.resolve())
+    _git("-C", str(repo), "remote", "add", "upstream", "git@github.com:other/fork.git")
+    _git("-C", str(repo), "remote", "add", "origin", "git@github.com:acme/payments.git")
+    sub = repo / "src" / "deep"
+    sub.mkdir(parents=True)
+    assert git_remote(str(sub)) == _git_says(sub) == "git@github.com:acme/payments.git"
+    assert project_namespace(str(sub)) == "github.com/acme/payments"
+    _git("-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x")
+    worktree = tmp_path / "wt"
+    _git("-C", str(repo), "worktree", "add", "-q", str(worktree))
+    assert git_remote(str(worktree)) == _git_says(worktree) == "git@github.com:acme/payments.git"
+    # an included file holds the remote: git itself is asked
+    included = tmp_path / "remote.inc"
+    included.write_text('[remote "origin"]\n\turl = https://example.com/team/included.git\n')
+    _git("-C", str(repo), "remote", "remove", "origin")
+    _git("-C", str(repo), "config", "include.path", str(included))
+    assert git_remote(str(repo)) == _git_says(repo) == "https://example.com/team/included.git"
+
+
+@pytest.mark.parametrize(("text", "url"), [
+    ('[remote "origin"]\n\turl = git@github.com:a/b.git\n', "git@github.com:a/b.git"),
+    ('[Remote "origin"]\n  URL=https://h/x.git ; a comment\n', "https://h/x.git"),
+    ('[remote "origin"]\n\turl = "https://h/quoted.git"\n', "https://h/quoted.git"),
+    ('[remote "upstream"]\n\turl = https://h/up.git\n[core]\n\turl = nope\n', None),
+    ('# [remote "origin"]\n# url = commented\n', None),
+])  # fmt: skip
+def test_origin_url_parsing(text: str, url: str | None) -> None:
+    assert origin_url(text) == url
+
+
+@pytest.mark.parametrize(("url", "host", "port", "path"), [
+    ("http://127.0.0.1:8000", "127.0.0.1", 8000, ""),
+    ("https://brain.example.com/cabrain/", "brain.example.com", None, "/cabrain/"),
+    ("http://user@[::1]:9000/x", "::1", 9000, "/x"),
+])  # fmt: skip
+def test_the_service_url_is_split_without_urllib(url: str, host: str, port: int | None, path: str) -> None:
+    parsed = _Url(url)
+    assert (parsed.hostname, parsed.port, parsed.path) == (host, port, path)
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://h/x", "http://:80", "http://h:port"])
+def test_a_bad_service_url_is_named(url: str) -> None:
+    with pytest.raises(CaptureError, match="CABRAIN_API_URL"):
+        _Url(url)
+
+
+def test_the_data_directory_matches_platformdirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import platformdirs
+
+    for xdg in (None, str(tmp_path / "xdg"), "  "):
+        if xdg is None:
+            monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+        else:
+            monkeypatch.setenv("XDG_DATA_HOME", xdg)
+        assert user_data_dir("cabrain") == platformdirs.user_data_dir("cabrain", appauthor=False)

