@@ -55,6 +55,39 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
         return asyncio.run(run(dsn))
 
 
+def cmd_sleep(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.sleep.cycle import STEPS, run_cycle
+    from cabrain.store.db import hot_tier
+
+    steps = [s.strip() for s in args.steps.split(",") if s.strip()] if args.steps else list(STEPS)
+    say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
+    started_ray = False
+    if not args.inline:
+        from cabrain import service
+
+        started_ray = service.init_ray(settings)
+        say("connected to the Ray cluster" if not started_ray else "started a local Ray for this run")
+    try:
+        with hot_tier(settings) as dsn:
+            report = asyncio.run(run_cycle(settings, dsn, namespaces=args.namespace or None, steps=steps,
+                                           use_ray=not args.inline, progress=say))  # fmt: skip
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        for step, counts in report.steps.items():
+            line = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if v) or "nothing to do"
+            print(f"{step:12s} {line}")
+        for name, why in report.skipped.items():
+            print(f"skipped {name}: {why}")
+        print(f"run {report.run_id}: {report.status} in {report.seconds:.1f} s (report kept in sleep_runs)")
+    return EXIT_OK if report.status == "done" else EXIT_FAIL
+
+
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.doctor import Status, render, run_doctor
 
@@ -479,6 +512,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument("--dry-run", action="store_true", help="list pending migrations only")
     migrate.set_defaults(func=cmd_migrate)
+
+    sleep = sub.add_parser(
+        "sleep",
+        help="run the sleep cycle: consolidate, dedup, reconsolidate, decay, demote, maintain",
+        description="Run one sleep cycle over every namespace (or those named) as Ray tasks: a local Ray, or "
+        "the cluster at CABRAIN_RAY_ADDRESS. Progress per step and namespace; the report is kept in sleep_runs.",
+    )
+    sleep.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
+    sleep.add_argument("--steps", help="comma-separated subset, in cycle order (default: all)")
+    sleep.add_argument("--inline", action="store_true", help="run the steps in this process, without Ray")
+    sleep.add_argument("--json", action="store_true", help="print the report as JSON")
+    sleep.add_argument("--quiet", action="store_true", help="no progress lines")
+    sleep.set_defaults(func=cmd_sleep)
 
     doctor = sub.add_parser(
         "doctor",

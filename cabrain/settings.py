@@ -230,6 +230,51 @@ class Settings(BaseSettings):
     cold_s3_access_key: SecretStr | None = Field(default=None, description="S3 access key id.")
     cold_s3_secret_key: SecretStr | None = Field(default=None, description="S3 secret key.")
 
+    # --- sleep: offline consolidation, dedup, reconsolidation, decay, demotion -----------------
+    sleep_database_url: SecretStr | None = Field(
+        default=None,
+        description="postgresql:// URL the sleep jobs use. Unset: the hot tier's URL as role cabrain_sleep "
+        "where that role exists and can log in, else the hot tier's own role.",
+    )
+    sleep_cluster_similarity: float = Field(
+        default=0.87, gt=0, le=1, description="Cosine similarity that joins two episodes in one consolidation cluster."
+    )
+    sleep_min_cluster: int = Field(default=3, ge=2, description="Episodes a cluster needs before it is distilled.")
+    sleep_facts_per_cluster: int = Field(default=3, ge=1, le=20, description="Most facts distilled from one cluster.")
+    sleep_consolidate_window_days: float = Field(
+        default=30.0, gt=0, description="Episodes stored within this many days are candidates for consolidation."
+    )
+    sleep_consolidate_batch: int = Field(
+        default=5000, ge=10, description="Unconsolidated episodes one consolidate task reads (oldest first)."
+    )
+    sleep_dedup_similarity: float = Field(
+        default=0.97, gt=0, le=1, description="Cosine similarity above which two current memories are merged."
+    )
+    sleep_decay_half_life_days: float = Field(
+        default=30.0, gt=0, description="Importance half-life of a memory of importance 0."
+    )
+    sleep_decay_salience_boost: float = Field(
+        default=4.0, ge=0, description="Half-life multiplier per unit of importance: salient memories decay slowest."
+    )
+    sleep_decay_floor: float = Field(default=0.05, ge=0, le=1, description="Importance never decays below this.")
+    sleep_demote_after_days: float = Field(
+        default=30.0, ge=0, description="Episodes older than this (and unused as long) go cold once consolidated."
+    )
+    sleep_demote_invalid_after_days: float = Field(
+        default=7.0, ge=0, description="Invalidated or superseded memories go cold this long after invalidation."
+    )
+    sleep_demote_keep_importance: float = Field(
+        default=0.5, ge=0, le=1, description="Old episodes at least this important stay hot unless consolidated."
+    )
+    sleep_demote_batch: int = Field(default=2000, ge=1, description="Memories per cold-tier batch (one Iceberg commit).")
+    sleep_partitions_ahead: int = Field(default=3, ge=0, le=60, description="Monthly partitions created ahead.")
+    sleep_reindex_dead_ratio: float = Field(
+        default=0.3, gt=0, description="Rebuild a partition's indexes once this share of its rows was removed."
+    )
+    sleep_max_changes: int = Field(
+        default=200, ge=0, description="Changes listed per step in the run report (counts are always complete)."
+    )
+
     # --- service: Ray Serve HTTP API ---------------------------------------------------------
     api_host: str = Field(default="127.0.0.1", min_length=1, description="Address the HTTP API listens on.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="Port of the HTTP API.")

@@ -1,0 +1,238 @@
+"""The cold tier's one Iceberg table, ``cabrain.memories``: what demotion writes and archive recall reads.
+
+Partitioned by ``namespace`` and ``valid_month`` (identity transforms), so a namespace's scan
+plans only that namespace's files and a time range only its months. Every demotion batch is one
+append (one snapshot) whose files hold only that batch and whose snapshot summary carries
+``cabrain.batch``, so "is this batch in the cold tier already?" is answered from the table itself.
+Nothing is ever deleted or rewritten here.
+
+Embeddings are stored as little-endian float32 bytes (``embedding``, with ``embedding_dim``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from cabrain.errors import ColdStoreError
+from cabrain.providers.cold_store import open_catalog
+from cabrain.settings import Settings
+
+NAMESPACE = "cabrain"
+TABLE = f"{NAMESPACE}.memories"
+BATCH_PROPERTY = "cabrain.batch"
+
+# (name, arrow type, required)
+FIELDS: list[tuple[str, pa.DataType, bool]] = [
+    ("id", pa.string(), True),
+    ("namespace", pa.string(), True),
+    ("valid_month", pa.string(), True),
+    ("owner_agent_id", pa.string(), False),
+    ("visibility", pa.string(), True),
+    ("network", pa.string(), True),
+    ("memory_type", pa.string(), True),
+    ("content", pa.string(), True),
+    ("source_kind", pa.string(), False),
+    ("source_ref", pa.string(), False),
+    ("embedding", pa.binary(), False),
+    ("embedding_dim", pa.int32(), False),
+    ("importance", pa.float32(), True),
+    ("access_count", pa.int32(), True),
+    ("last_accessed_at", pa.timestamp("us", tz="UTC"), False),
+    ("created_at", pa.timestamp("us", tz="UTC"), True),
+    ("valid_at", pa.timestamp("us", tz="UTC"), True),
+    ("invalid_at", pa.timestamp("us", tz="UTC"), False),
+    ("superseded_by", pa.string(), False),
+    ("metadata", pa.string(), True),  # JSON
+    ("demote_batch", pa.string(), True),
+    ("demoted_at", pa.timestamp("us", tz="UTC"), True),
+]
+COLUMNS = [name for name, _, _ in FIELDS]
+
+
+def _iceberg_schema():
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import (
+        BinaryType,
+        FloatType,
+        IntegerType,
+        NestedField,
+        StringType,
+        TimestamptzType,
+    )
+
+    kinds = {pa.string(): StringType, pa.binary(): BinaryType, pa.float32(): FloatType, pa.int32(): IntegerType}
+    fields = []
+    for i, (name, kind, required) in enumerate(FIELDS, start=1):
+        iceberg_type = TimestamptzType() if pa.types.is_timestamp(kind) else kinds[kind]()
+        fields.append(NestedField(i, name, iceberg_type, required=required))
+    return Schema(*fields)
+
+
+def _partition_spec(schema):
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    return PartitionSpec(
+        PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace"),
+        PartitionField(schema.find_field("valid_month").field_id, 1001, IdentityTransform(), "valid_month"),
+    )
+
+
+def month_of(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m")
+
+
+class ColdTier:
+    """The Iceberg table of demoted memories (created on first use)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._catalog = open_catalog(settings)
+        self._table = None
+
+    def table(self):
+        if self._table is None:
+            try:
+                self._catalog.create_namespace_if_not_exists(NAMESPACE)
+                schema = _iceberg_schema()
+                self._table = self._catalog.create_table_if_not_exists(
+                    TABLE, schema=schema, partition_spec=_partition_spec(schema)
+                )
+            except Exception as exc:
+                raise ColdStoreError(f"cannot open the cold-tier table {TABLE}: {exc}") from exc
+        return self._table
+
+    def refresh(self):
+        self._table = None
+        return self.table()
+
+    # --- writing -------------------------------------------------------------------------------------
+    def committed_snapshot(self, batch: uuid.UUID) -> int | None:
+        """The snapshot that added ``batch``, if one did."""
+        for snapshot in self.refresh().snapshots():
+            summary = snapshot.summary
+            props = getattr(summary, "additional_properties", None) or {}
+            if props.get(BATCH_PROPERTY) == str(batch):
+                return snapshot.snapshot_id
+        return None
+
+    def append_batch(self, batch: uuid.UUID, rows: pa.Table, *, attempts: int = 8) -> int:
+        """Append ``rows`` as one snapshot tagged with ``batch``; exactly once, even when called
+        again after a crash or racing another writer (a lost commit race is retried on the new
+        table state, after checking the batch did not land meanwhile). Returns the snapshot id."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        delay = 0.05
+        for attempt in range(attempts):
+            existing = self.committed_snapshot(batch)
+            if existing is not None:
+                return existing
+            try:
+                self.table().append(rows, snapshot_properties={BATCH_PROPERTY: str(batch)})
+            except CommitFailedException:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            except Exception as exc:
+                raise ColdStoreError(f"writing demotion batch {batch} to {TABLE} failed: {exc}") from exc
+            snapshot = self.committed_snapshot(batch)
+            if snapshot is None:
+                raise ColdStoreError(f"demotion batch {batch} was appended but no snapshot carries it")
+            return snapshot
+        raise ColdStoreError(f"demotion batch {batch}: no commit after {attempts} attempts")
+
+    def batch_ids(self, namespace: str, batch: uuid.UUID) -> set[str]:
+        """The ids the table holds for ``batch`` (read back from the data files, for verification)."""
+        from pyiceberg.expressions import And, EqualTo
+
+        scan = self.refresh().scan(
+            row_filter=And(EqualTo("namespace", namespace), EqualTo("demote_batch", str(batch))),
+            selected_fields=("id",),
+        )
+        return set(scan.to_arrow().column("id").to_pylist())
+
+    # --- reading -------------------------------------------------------------------------------------
+    def scan(
+        self,
+        namespace: str,
+        *,
+        months: Sequence[str] | None = None,
+        columns: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """A namespace's demoted rows (only its files are planned), optionally some months or ids."""
+        from pyiceberg.expressions import And, EqualTo, In
+
+        expression = EqualTo("namespace", namespace)
+        if months:
+            expression = And(expression, In("valid_month", set(months)))
+        if ids:
+            expression = And(expression, In("id", {str(i) for i in ids}))
+        table = self.refresh()
+        if table.current_snapshot() is None:
+            return pa.table({c: pa.array([], type=t) for c, t, _ in FIELDS if columns is None or c in columns})
+        return table.scan(row_filter=expression, selected_fields=tuple(columns or COLUMNS)).to_arrow()
+
+    def files(self, namespace: str) -> list[str]:
+        """Data files a scan of ``namespace`` plans (partition pruning, for tests and doctor)."""
+        from pyiceberg.expressions import EqualTo
+
+        table = self.refresh()
+        if table.current_snapshot() is None:
+            return []
+        return [task.file.file_path for task in table.scan(row_filter=EqualTo("namespace", namespace)).plan_files()]
+
+
+def to_arrow(rows: Sequence[Any], batch: uuid.UUID, demoted_at: datetime) -> pa.Table:
+    """Hot rows (asyncpg records with the memories columns and ``embedding`` as float32 arrays)
+    as an Arrow table in the cold schema."""
+    data: dict[str, list] = {name: [] for name in COLUMNS}
+    for r in rows:
+        vector = r["embedding"]
+        if vector is not None and hasattr(vector, "to_numpy"):  # pgvector's Vector
+            vector = vector.to_numpy()
+        blob = None if vector is None else np.asarray(vector, dtype="<f4").tobytes()
+        metadata = r["metadata"]
+        values = {
+            "id": str(r["id"]), "namespace": r["namespace"], "valid_month": month_of(r["valid_at"]),
+            "owner_agent_id": r["owner_agent_id"], "visibility": r["visibility"], "network": r["network"],
+            "memory_type": r["memory_type"], "content": r["content"], "source_kind": r["source_kind"],
+            "source_ref": r["source_ref"], "embedding": blob,
+            "embedding_dim": None if vector is None else len(vector),
+            "importance": float(r["importance"]), "access_count": int(r["access_count"]),
+            "last_accessed_at": r["last_accessed_at"], "created_at": r["created_at"], "valid_at": r["valid_at"],
+            "invalid_at": r["invalid_at"],
+            "superseded_by": None if r["superseded_by"] is None else str(r["superseded_by"]),
+            "metadata": metadata if isinstance(metadata, str) else json.dumps(metadata or {}),
+            "demote_batch": str(batch), "demoted_at": demoted_at,
+        }  # fmt: skip
+        for name in COLUMNS:
+            data[name].append(values[name])
+    schema = pa.schema([pa.field(name, kind, nullable=not required) for name, kind, required in FIELDS])
+    return pa.Table.from_pydict(data, schema=schema)
+
+
+def vectors_of(table: pa.Table) -> np.ndarray:
+    """The ``embedding`` column as a float32 matrix (rows without one are zero)."""
+    blobs = table.column("embedding").to_pylist()
+    dims = [len(b) // 4 for b in blobs if b]
+    if not dims:
+        return np.zeros((len(blobs), 0), dtype=np.float32)
+    out = np.zeros((len(blobs), dims[0]), dtype=np.float32)
+    for i, blob in enumerate(blobs):
+        if blob and len(blob) // 4 == dims[0]:
+            out[i] = np.frombuffer(blob, dtype="<f4")
+    return out
+
+
+__all__ = ["COLUMNS", "ColdTier", "month_of", "to_arrow", "vectors_of"]

@@ -1,0 +1,98 @@
+"""What a sleep step runs with: a connection pool on the sleep plane, the settings, the run, and
+the providers it may need (loaded on first use: most steps need no model at all)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from cabrain.settings import Settings
+from cabrain.store.pool import create_pool
+
+
+@dataclass
+class StepResult:
+    """Counts (always complete) and changes (ids with what happened, capped) of one step."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    cap: int = 200
+
+    def add(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def change(self, **what: Any) -> None:
+        if len(self.changes) < self.cap:
+            self.changes.append({k: str(v) if isinstance(v, uuid.UUID) else v for k, v in what.items()})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"counts": self.counts, "changes": self.changes}
+
+
+class StepContext:
+    def __init__(self, settings: Settings, dsn: str, run_id: uuid.UUID) -> None:
+        self.settings, self.dsn, self.run_id = settings, dsn, run_id
+        self._pool: asyncpg.Pool | None = None
+        self._embedder = None
+        self._chat = None
+        self._cold = None
+        self._lock = asyncio.Lock()
+
+    async def pool(self) -> asyncpg.Pool:
+        async with self._lock:
+            if self._pool is None:
+                self._pool = await create_pool(self.dsn, self.settings)
+        return self._pool
+
+    async def embedder(self):
+        if self._embedder is None:
+            from cabrain.providers.embedders import load_embedder
+
+            self._embedder = await asyncio.to_thread(load_embedder, self.settings)
+        return self._embedder
+
+    def chat(self):
+        if self._chat is None:
+            from cabrain.providers.llm import load_chat_model
+
+            self._chat = load_chat_model(self.settings) or False
+        return self._chat or None
+
+    def cold(self):
+        if self._cold is None:
+            from cabrain.sleep.cold import ColdTier
+
+            self._cold = ColdTier(self.settings)
+        return self._cold
+
+    def result(self) -> StepResult:
+        return StepResult(cap=self.settings.sleep_max_changes)
+
+    async def invalidate_cache(self, namespaces: list[str]) -> None:
+        """Recall's L1 cache must not serve what a step changed (no-op without Redis)."""
+        if self.settings.redis_url is None or not namespaces:
+            return
+        from cabrain.providers.cache import RedisCache
+
+        cache = RedisCache(self.settings.redis_url.get_secret_value(), timeout_s=self.settings.cache_timeout_s)
+        try:
+            await cache.bump_namespaces(sorted(set(namespaces)))
+        finally:
+            await cache.close()
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+
+def jsonb(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+__all__ = ["StepContext", "StepResult", "jsonb"]

@@ -1,0 +1,257 @@
+"""The sleep cycle: plan per namespace and month partition, run the steps as Ray tasks spread over
+the cluster, keep a report.
+
+Per namespace the steps run in order (consolidate, dedup, reconsolidate, decay, demote: each
+sees what the one before changed); namespaces run side by side, and decay and demote fan out
+further, one task per month partition. ``maintain`` runs once at the end. Every step records a
+``sleep_steps`` row (status, counts, what changed, the node it ran on), the run a ``sleep_runs``
+row with the summary.
+
+Two cycles never work on one namespace at once: the driver holds a PostgreSQL advisory lock per
+namespace for the length of the run (released by the server if the driver dies) and skips, and
+reports, namespaces another cycle holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from cabrain.errors import ConfigError
+from cabrain.settings import Settings, load_settings
+from cabrain.sleep.context import StepContext, jsonb
+
+log = logging.getLogger(__name__)
+
+STEPS = ("consolidate", "dedup", "reconsolidate", "decay", "demote", "maintain")
+PER_MONTH = frozenset({"decay", "demote"})
+LOCK_CLASS = 0x5C1EE9  # advisory lock key space of the sleep cycle
+
+NAMESPACES = "SELECT name FROM namespaces ORDER BY name"
+MONTHS = """
+SELECT to_char(valid_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month, count(*) AS n
+FROM memories WHERE namespace = $1 GROUP BY 1 ORDER BY 1
+"""
+START_RUN = "INSERT INTO sleep_runs (id, status, host, steps, namespaces) VALUES ($1, 'running', $2, $3, $4)"
+END_RUN = "UPDATE sleep_runs SET status = $2, finished_at = now(), report = $3::jsonb WHERE id = $1"
+START_STEP = """
+INSERT INTO sleep_steps (run_id, step, namespace, month, status, node_id) VALUES ($1, $2, $3, $4, 'running', $5)
+ON CONFLICT (run_id, step, namespace, month) DO UPDATE SET status = 'running', node_id = $5, started_at = now(),
+    finished_at = NULL, error = NULL
+"""
+END_STEP = """
+UPDATE sleep_steps SET status = $5, counts = $6::jsonb, changes = $7::jsonb, error = $8, finished_at = now()
+WHERE run_id = $1 AND step = $2 AND namespace = $3 AND month = $4
+"""
+TRY_LOCK = "SELECT pg_try_advisory_lock($1, hashtext($2))"
+
+
+@dataclass
+class CycleReport:
+    run_id: uuid.UUID
+    status: str
+    seconds: float
+    namespaces: list[str]
+    skipped: dict[str, str]
+    steps: dict[str, dict[str, int]]  # step -> summed counts
+    tasks: list[dict[str, Any]] = field(default_factory=list)  # one per step task
+    sleep_role: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": str(self.run_id), "status": self.status, "seconds": round(self.seconds, 3),
+            "namespaces": self.namespaces, "skipped": self.skipped, "steps": self.steps, "tasks": self.tasks,
+            "sleep_role": self.sleep_role,
+        }  # fmt: skip
+
+
+def _node_id() -> str | None:
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:  # noqa: BLE001 - informational
+        return None
+
+
+async def execute_step(
+    settings: Settings, dsn: str, run_id: uuid.UUID, step: str, namespace: str, month: str
+) -> dict[str, Any]:
+    """Run one step on one namespace (and month) and record it; what the driver gets back."""
+    from cabrain.sleep import steps as registry
+
+    fn = registry.STEP_FUNCTIONS[step]
+    ctx = StepContext(settings, dsn, run_id)
+    node = _node_id()
+    started = time.perf_counter()
+    try:
+        pool = await ctx.pool()
+        async with pool.acquire() as conn:
+            await conn.execute(START_STEP, run_id, step, namespace, month, node)
+        try:
+            result = await fn(ctx, namespace, month)
+        except Exception as exc:
+            async with pool.acquire() as conn:
+                await conn.execute(END_STEP, run_id, step, namespace, month, "failed", "{}", "[]", str(exc)[:2000])
+            raise
+        async with pool.acquire() as conn:
+            await conn.execute(END_STEP, run_id, step, namespace, month, "done",
+                               jsonb(result.counts), jsonb(result.changes), None)  # fmt: skip
+    finally:
+        await ctx.close()
+    return {"step": step, "namespace": namespace, "month": month, "node_id": node,
+            "seconds": round(time.perf_counter() - started, 3), "counts": result.counts}  # fmt: skip
+
+
+def _remote_step():
+    import ray
+
+    @ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")
+    def sleep_step(settings: dict[str, Any], dsn: str, run_id: str, step: str, namespace: str, month: str) -> dict:
+        return asyncio.run(execute_step(load_settings(**settings), dsn, uuid.UUID(run_id), step, namespace, month))
+
+    return sleep_step
+
+
+async def sleep_dsn(settings: Settings, dsn: str) -> tuple[str, str]:
+    """The URL sleep tasks connect with, and a line saying which role that is."""
+    if settings.sleep_database_url is not None:
+        return settings.sleep_database_url.get_secret_value(), "CABRAIN_SLEEP_DATABASE_URL"
+    from cabrain.store.migrations import SLEEP_ROLE
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        exists = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", SLEEP_ROLE)
+        me = await conn.fetchval("SELECT current_user")
+    finally:
+        await conn.close()
+    if not exists:
+        return dsn, f"{me} (role {SLEEP_ROLE} does not exist)"
+    candidate = _with_user(dsn, SLEEP_ROLE)
+    try:
+        probe = await asyncpg.connect(candidate, timeout=10)
+        await probe.close()
+    except (asyncpg.PostgresError, OSError) as exc:
+        return dsn, f"{me} ({SLEEP_ROLE} cannot log in with the hot tier's URL: {type(exc).__name__}; set CABRAIN_SLEEP_DATABASE_URL)"
+    return candidate, SLEEP_ROLE
+
+
+def _with_user(dsn: str, user: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(dsn)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+
+
+async def run_cycle(
+    settings: Settings,
+    dsn: str,
+    *,
+    namespaces: Sequence[str] | None = None,
+    steps: Sequence[str] = STEPS,
+    use_ray: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> CycleReport:
+    """One sleep cycle over ``namespaces`` (default: all) on the hot tier at ``dsn``."""
+    unknown = [s for s in steps if s not in STEPS]
+    if unknown:
+        raise ConfigError(f"unknown sleep step(s): {', '.join(unknown)}", hint=f"steps: {', '.join(STEPS)}")
+    say = progress or (lambda line: None)
+    run_id = uuid.uuid4()
+    started = time.perf_counter()
+    worker_dsn, role = await sleep_dsn(settings, dsn)
+    lock_conn = await asyncpg.connect(dsn)
+    try:
+        wanted = list(namespaces) if namespaces else [r["name"] for r in await lock_conn.fetch(NAMESPACES)]
+        known = {r["name"] for r in await lock_conn.fetch(NAMESPACES)}
+        missing = [n for n in wanted if n not in known]
+        if missing:
+            raise ConfigError(f"unknown namespace(s): {', '.join(missing)}")
+        mine, skipped = [], {}
+        for name in wanted:
+            if await lock_conn.fetchval(TRY_LOCK, LOCK_CLASS, name):
+                mine.append(name)
+            else:
+                skipped[name] = "another sleep cycle is working on it"
+                say(f"  {name}: skipped, another sleep cycle holds it")
+        await lock_conn.execute(START_RUN, run_id, socket.gethostname(), list(steps), mine)
+        say(f"sleep run {run_id}: {len(mine)} namespace(s), steps {', '.join(steps)} (as {role})")
+        months = {name: [r["month"] for r in await lock_conn.fetch(MONTHS, name)] for name in mine}
+        runner = _Runner(settings, worker_dsn, run_id, use_ray, say)
+        per_namespace = [s for s in steps if s != "maintain"]
+        outcomes = await asyncio.gather(*(runner.namespace(n, per_namespace, months[n]) for n in mine))
+        failed = [n for n, ok in zip(mine, outcomes, strict=True) if not ok]
+        if "maintain" in steps:
+            await runner.task("maintain", "", "")
+        status = "done" if not failed and not runner.failures else ("failed" if len(failed) == len(mine) and mine else "partial")
+        totals: dict[str, dict[str, int]] = {}
+        for task in runner.tasks:
+            bucket = totals.setdefault(task["step"], {})
+            for key, n in task.get("counts", {}).items():
+                bucket[key] = bucket.get(key, 0) + n
+        report = CycleReport(run_id, status, time.perf_counter() - started, mine, skipped, totals, runner.tasks, role)
+        await lock_conn.execute(END_RUN, run_id, status, jsonb(report.to_json()))
+        say(f"sleep run {run_id}: {status} in {report.seconds:.1f} s")
+        return report
+    except BaseException:
+        await lock_conn.execute(
+            "UPDATE sleep_runs SET status = 'failed', finished_at = now() WHERE id = $1 AND status = 'running'", run_id
+        )
+        raise
+    finally:
+        await lock_conn.close()  # releases the namespace locks
+
+
+class _Runner:
+    def __init__(self, settings: Settings, dsn: str, run_id: uuid.UUID, use_ray: bool, say: Callable[[str], None]) -> None:
+        self.settings, self.dsn, self.run_id, self.say = settings, dsn, run_id, say
+        self.tasks: list[dict[str, Any]] = []
+        self.failures: list[dict[str, Any]] = []
+        self._remote = None
+        if use_ray:
+            from cabrain.service import settings_for_replicas
+
+            self._remote = _remote_step()
+            self._settings_dict = settings_for_replicas(settings)
+
+    async def task(self, step: str, namespace: str, month: str) -> bool:
+        try:
+            if self._remote is not None:
+                ref = self._remote.remote(self._settings_dict, self.dsn, str(self.run_id), step, namespace, month)
+                done = await ref
+            else:
+                done = await execute_step(self.settings, self.dsn, self.run_id, step, namespace, month)
+        except Exception as exc:  # noqa: BLE001 - recorded; the namespace's later steps are skipped
+            cause = getattr(exc, "cause", None) or exc
+            self.failures.append({"step": step, "namespace": namespace, "month": month, "error": str(cause)})
+            self.tasks.append({"step": step, "namespace": namespace, "month": month, "error": str(cause)[:500]})
+            self.say(f"  {namespace or '*'} {step}{' ' + month if month else ''}: FAILED: {cause}")
+            log.error("sleep step failed", extra={"step": step, "namespace": namespace, "month": month, "error": str(cause)})
+            return False
+        self.tasks.append(done)
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(done["counts"].items()) if v) or "nothing to do"
+        self.say(f"  {namespace or '*'} {step}{' ' + month if month else ''}: {counts} ({done['seconds']:.2f} s)")
+        return True
+
+    async def namespace(self, namespace: str, steps: Sequence[str], months: list[str]) -> bool:
+        for step in steps:
+            if step in PER_MONTH:
+                oks = await asyncio.gather(*(self.task(step, namespace, m) for m in months))
+                ok = all(oks)
+            else:
+                ok = await self.task(step, namespace, "")
+            if not ok:
+                return False
+        return True
+
+
+__all__ = ["STEPS", "CycleReport", "execute_step", "run_cycle", "sleep_dsn"]

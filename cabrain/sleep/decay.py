@@ -1,0 +1,55 @@
+"""*decay*: importance fades with time, salient memories slowest (SPEC §4.3).
+
+    importance <- max(floor, importance * 2 ** (-days / half_life)),
+    half_life   = sleep_decay_half_life_days * (1 + sleep_decay_salience_boost * importance)
+
+where ``days`` is the time since the row last decayed (or, the first time, since it was last
+used or stored). ``decayed_at`` records the moment, so a re-run right after a crash decays by
+(almost) nothing: the step is idempotent. Only current hot rows decay; a row used since its last
+decay counts its time from that use (reinforcement).
+"""
+
+from __future__ import annotations
+
+from cabrain.sleep.context import StepContext, StepResult
+from cabrain.sleep.demote import MONTH_BOUNDS
+
+DECAY = """
+WITH aged AS (
+    SELECT m.id, m.valid_at, m.importance,
+           extract(epoch FROM now() - greatest(m.decayed_at, m.last_accessed_at, m.created_at)) / 86400.0 AS days
+    FROM memories m
+    WHERE m.namespace = $1 AND m.valid_at >= $2 AND m.valid_at < $3
+      AND m.invalid_at IS NULL AND m.tier = 'hot' AND m.importance > $6
+),
+next AS (
+    SELECT id, valid_at, importance AS before,
+           greatest($6, importance * power(2.0, -days / ($4 * (1 + $5 * importance))))::real AS after
+    FROM aged WHERE days > 0
+)
+UPDATE memories m SET importance = n.after, decayed_at = now()
+FROM next n WHERE m.id = n.id AND m.valid_at = n.valid_at
+RETURNING m.id, n.before, n.after
+"""
+
+
+async def decay(ctx: StepContext, namespace: str, month: str) -> StepResult:
+    result = ctx.result()
+    s = ctx.settings
+    pool = await ctx.pool()
+    async with pool.acquire() as conn, conn.transaction():
+        bounds = await conn.fetchrow(MONTH_BOUNDS, month)
+        rows = await conn.fetch(
+            DECAY, namespace, bounds["lo"], bounds["hi"],
+            s.sleep_decay_half_life_days, s.sleep_decay_salience_boost, s.sleep_decay_floor,
+        )  # fmt: skip
+    result.add("decayed", len(rows))
+    result.add("importance_lost_x1000", int(sum(r["before"] - r["after"] for r in rows) * 1000))
+    for r in sorted(rows, key=lambda r: r["after"] - r["before"])[:20]:
+        result.change(memory_id=r["id"], action="decayed", before=round(r["before"], 4), after=round(r["after"], 4))
+    if rows:
+        await ctx.invalidate_cache([namespace])
+    return result
+
+
+__all__ = ["decay"]

@@ -1,0 +1,220 @@
+"""*demote*: old and invalidated rows move to the Iceberg cold tier, and leave the hot tier.
+
+A memory is demoted when it was invalidated (forgotten or superseded) more than
+``sleep_demote_invalid_after_days`` ago, or when it is an episode older than
+``sleep_demote_after_days``, unused for as long, and either distilled into facts already or less
+important than ``sleep_demote_keep_importance``. Facts, semantic memories and entity summaries stay
+hot.
+
+Per namespace and month partition, in batches (the ledger is ``cold_batches``):
+
+1. *plan*: the batch's ids are fixed and recorded (``planned``), in their own transaction;
+2. in one transaction: lock the batch's hot rows; append them to Iceberg as one snapshot tagged
+   with the batch id (skipped when a snapshot already carries it: a re-run after a crash); read
+   the batch back from Iceberg and check every id is there and matches; then remove the rows'
+   postings and passages, mark their ``memory_ids`` cold, delete the hot rows and mark the batch
+   ``done``.
+
+A crash before the Iceberg commit leaves the batch planned and the hot rows untouched; after it,
+the PostgreSQL transaction rolls back and the re-run finds the snapshot, verifies and finishes.
+Rows that changed between a crashed run and its re-run (a forget, say) are appended again with
+their current state; archive reads keep the newest copy of each id. So every memory is, at every
+moment, in exactly one tier as far as readers can tell, and never lost.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import asyncpg
+
+from cabrain.errors import ColdStoreError
+from cabrain.sleep import failpoints
+from cabrain.sleep.cold import month_of, to_arrow
+from cabrain.sleep.context import StepContext, StepResult
+
+MONTH_BOUNDS = """
+SELECT (to_date($1, 'YYYY-MM')::timestamp AT TIME ZONE 'UTC') AS lo,
+       ((to_date($1, 'YYYY-MM') + interval '1 month')::timestamp AT TIME ZONE 'UTC') AS hi
+"""
+
+OPEN_BATCHES = """
+SELECT id, memory_ids, state FROM cold_batches
+WHERE namespace = $1 AND month = $2 AND state <> 'done' ORDER BY created_at, id
+"""
+
+CANDIDATES = """
+SELECT m.id FROM memories m
+WHERE m.namespace = $1 AND m.valid_at >= $2 AND m.valid_at < $3 AND m.tier = 'hot'
+  AND NOT (m.id = ANY($4::uuid[]))
+  AND (
+        (m.invalid_at IS NOT NULL AND m.invalid_at < now() - make_interval(secs => $5))
+     OR (m.invalid_at IS NULL AND m.memory_type = 'episodic'
+         AND m.valid_at < now() - make_interval(secs => $6)
+         AND m.created_at < now() - make_interval(secs => $6)
+         AND (m.last_accessed_at IS NULL OR m.last_accessed_at < now() - make_interval(secs => $6))
+         AND (m.consolidated_at IS NOT NULL OR m.importance < $7))
+  )
+ORDER BY m.id
+LIMIT $8
+"""
+
+PLAN_BATCH = """
+INSERT INTO cold_batches (id, namespace, month, run_id, state, memory_ids, row_count)
+VALUES ($1, $2, $3, $4, 'planned', $5, cardinality($5::uuid[]))
+"""
+
+LOCK_ROWS = """
+SELECT m.id, m.namespace, m.owner_agent_id, m.visibility, m.network, m.memory_type, m.content,
+       m.source_kind, m.source_ref, m.embedding, m.importance, m.access_count, m.last_accessed_at,
+       m.created_at, m.valid_at, m.invalid_at, m.superseded_by, m.metadata
+FROM memories m
+WHERE m.namespace = $1 AND m.valid_at >= $2 AND m.valid_at < $3 AND m.id = ANY($4::uuid[]) AND m.tier = 'hot'
+ORDER BY m.id
+FOR UPDATE
+"""
+
+DOCS_OF = """
+SELECT memory_id, max(doc_len) AS doc_len FROM memory_terms
+WHERE namespace = $1 AND memory_id = ANY($2::uuid[]) GROUP BY memory_id
+"""
+DELETE_POSTINGS = """
+WITH gone AS (DELETE FROM memory_terms WHERE namespace = $1 AND memory_id = ANY($2::uuid[]) RETURNING term)
+SELECT term, count(*)::int AS n FROM gone GROUP BY term ORDER BY term
+"""
+LOWER_DF = """
+UPDATE bm25_terms b SET df = greatest(b.df - t.n, 0)
+FROM (SELECT * FROM unnest($2::text[], $3::int[]) AS x(term, n) ORDER BY term) t
+WHERE b.namespace = $1 AND b.term = t.term
+"""
+LOWER_STATS = """
+UPDATE bm25_namespaces SET doc_count = greatest(doc_count - $2, 0), total_len = greatest(total_len - $3, 0)
+WHERE namespace = $1
+"""
+DELETE_CHUNKS = "DELETE FROM memory_chunks WHERE namespace = $1 AND memory_id = ANY($2::uuid[])"
+MARK_COLD = """
+UPDATE memory_ids i SET tier = 'cold', cold_batch = $2, demoted_at = $3,
+       owner_agent_id = m.owner_agent_id, visibility = m.visibility
+FROM memories m
+WHERE m.id = i.id AND m.valid_at = i.valid_at AND i.id = ANY($1::uuid[])
+"""
+DELETE_ROWS = """
+DELETE FROM memories WHERE namespace = $1 AND valid_at >= $2 AND valid_at < $3 AND id = ANY($4::uuid[])
+"""
+LOWER_COUNTS = """
+UPDATE namespaces SET memory_count = greatest(memory_count - $2, 0), chunk_count = greatest(chunk_count - $3, 0)
+WHERE name = $1
+"""
+FINISH_BATCH = "UPDATE cold_batches SET state = 'done', snapshot_id = $2, finished_at = now() WHERE id = $1"
+
+# What must agree between the hot row and its cold copy (access counts and decayed importance may
+# drift between a crashed run and its re-run; they are not what an archive answers for).
+COMPARED = ("content", "invalid_at", "superseded_by", "visibility", "owner_agent_id", "network", "memory_type")
+
+
+def _differs(hot: asyncpg.Record, cold: dict) -> bool:
+    return any((str(hot[c]) if isinstance(hot[c], uuid.UUID) else hot[c]) != cold.get(c) for c in COMPARED)
+
+
+async def demote(ctx: StepContext, namespace: str, month: str) -> StepResult:
+    """Demote the namespace's eligible rows of one month partition (see the module docstring)."""
+    result = ctx.result()
+    settings = ctx.settings
+    pool = await ctx.pool()
+    async with pool.acquire() as conn:
+        bounds = await conn.fetchrow(MONTH_BOUNDS, month)
+        lo, hi = bounds["lo"], bounds["hi"]
+        open_batches = await conn.fetch(OPEN_BATCHES, namespace, month)
+    for batch in open_batches:  # a crashed run's batches are finished first
+        await _finish(ctx, result, namespace, lo, hi, batch["id"], list(batch["memory_ids"]), resumed=True)
+    while True:
+        async with pool.acquire() as conn:
+            pending = [i for b in await conn.fetch(OPEN_BATCHES, namespace, month) for i in b["memory_ids"]]
+            ids = [r["id"] for r in await conn.fetch(
+                CANDIDATES, namespace, lo, hi, pending,
+                settings.sleep_demote_invalid_after_days * 86400, settings.sleep_demote_after_days * 86400,
+                settings.sleep_demote_keep_importance, settings.sleep_demote_batch,
+            )]  # fmt: skip
+            if not ids:
+                break
+            batch_id = uuid.uuid4()
+            await conn.execute(PLAN_BATCH, batch_id, namespace, month, ctx.run_id, ids)
+        failpoints.hit("demote.after_plan")
+        await _finish(ctx, result, namespace, lo, hi, batch_id, ids, resumed=False)
+    if result.counts.get("demoted"):
+        await ctx.invalidate_cache([namespace])
+    return result
+
+
+async def _finish(
+    ctx: StepContext,
+    result: StepResult,
+    namespace: str,
+    lo: datetime,
+    hi: datetime,
+    batch: uuid.UUID,
+    ids: list[uuid.UUID],
+    *,
+    resumed: bool,
+) -> None:
+    cold = ctx.cold()
+    pool = await ctx.pool()
+    async with pool.acquire() as conn, conn.transaction():
+        rows = await conn.fetch(LOCK_ROWS, namespace, lo, hi, ids)
+        if not rows:  # nothing hot is left of it: it finished, short of the ledger's last word
+            await conn.execute(FINISH_BATCH, batch, cold.committed_snapshot(batch))
+            return
+        demoted_at = datetime.now(UTC)
+        snapshot = cold.committed_snapshot(batch)
+        if snapshot is None:
+            snapshot = cold.append_batch(batch, to_arrow(rows, batch, demoted_at))
+        else:  # a re-run: the snapshot landed before the crash; rows changed since are appended again
+            copies = _newest(cold.scan(namespace, months=[month_of(lo)], ids=[r["id"] for r in rows]))
+            changed = [r for r in rows if str(r["id"]) not in copies or _differs(r, copies[str(r["id"])])]
+            if changed:
+                fix = uuid.uuid5(batch, ",".join(sorted(f"{r['id']}:{r['invalid_at']}:{r['superseded_by']}" for r in changed)))
+                cold.append_batch(fix, to_arrow(changed, batch, demoted_at))
+                result.add("rewritten_after_crash", len(changed))
+        failpoints.hit("demote.after_cold_commit")
+        held = cold.batch_ids(namespace, batch)
+        missing = {str(r["id"]) for r in rows} - held
+        if missing:
+            raise ColdStoreError(
+                f"demotion batch {batch}: {len(missing)} of {len(rows)} rows are not in the cold tier after the commit; "
+                "the hot rows are kept",
+                hint="check the Iceberg warehouse, then run the sleep cycle again",
+            )
+        kept = [r["id"] for r in rows]
+        docs = await conn.fetch(DOCS_OF, namespace, kept)
+        terms = await conn.fetch(DELETE_POSTINGS, namespace, kept)
+        if terms:
+            await conn.execute(LOWER_DF, namespace, [t["term"] for t in terms], [t["n"] for t in terms])
+        await conn.execute(LOWER_STATS, namespace, len(docs), sum(d["doc_len"] for d in docs))
+        chunks = int((await conn.execute(DELETE_CHUNKS, namespace, kept)).split()[-1])
+        await conn.execute(MARK_COLD, kept, batch, demoted_at)
+        failpoints.hit("demote.before_hot_delete")
+        deleted = int((await conn.execute(DELETE_ROWS, namespace, lo, hi, kept)).split()[-1])
+        await conn.execute(LOWER_COUNTS, namespace, deleted, chunks)
+        await conn.execute(FINISH_BATCH, batch, snapshot)
+    failpoints.hit("demote.after_hot_delete")
+    result.add("demoted", deleted)
+    result.add("batches")
+    if resumed:
+        result.add("batches_resumed")
+    for r in rows:
+        result.change(memory_id=r["id"], action="demoted", batch=batch,
+                      why="invalidated" if r["invalid_at"] else "old episode")  # fmt: skip
+
+
+def _newest(table) -> dict[str, dict]:
+    """Per id, the newest cold copy (a crash re-run may have appended a row twice)."""
+    newest: dict[str, dict] = {}
+    for row in table.to_pylist():
+        seen = newest.get(row["id"])
+        if seen is None or row["demoted_at"] > seen["demoted_at"]:
+            newest[row["id"]] = row
+    return newest
+
+
+__all__ = ["demote"]

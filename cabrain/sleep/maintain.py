@@ -1,0 +1,71 @@
+"""*maintain*: partitions ahead, fresh planner statistics, and index rebuilds where demotion
+emptied a partition enough to matter.
+
+- The current month's and the next ``sleep_partitions_ahead`` months' partitions of ``memories``
+  are created, and so is a partition for any month whose rows sit in the default partition.
+- ``ANALYZE`` on the tables the cycle changed.
+- ``REINDEX`` of a month partition when the rows demoted from it since the last maintain are at
+  least ``sleep_reindex_dead_ratio`` of what it held (an HNSW graph keeps the holes of deleted
+  rows until rebuilt). Old partitions take no writes, so the lock is harmless.
+
+Runs once per cycle, over the whole database, through ``cabrain_maintain`` (SECURITY DEFINER) so
+the sleep role needs no ownership.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+from cabrain.sleep.context import StepContext, StepResult
+
+DEFAULT_MONTHS = "SELECT DISTINCT to_char(valid_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month FROM memories_default"
+PARTITIONS = """
+SELECT c.relname, c.reltuples::bigint AS live FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'public.memories'::regclass AND c.relname ~ '^memories_p[0-9]{6}$'
+"""
+LAST_MAINTAIN = """
+SELECT max(finished_at) FROM sleep_steps WHERE step = 'maintain' AND status = 'done' AND run_id <> $1
+"""
+DEMOTED_SINCE = """
+SELECT month, sum(row_count)::bigint AS removed FROM cold_batches
+WHERE state = 'done' AND finished_at > coalesce($1, '-infinity'::timestamptz) GROUP BY month
+"""
+
+
+def _months_ahead(today: date, n: int) -> list[date]:
+    out, year, month = [], today.year, today.month
+    for _ in range(n + 1):
+        out.append(date(year, month, 1))
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return out
+
+
+async def maintain(ctx: StepContext, namespace: str = "", month: str = "") -> StepResult:
+    result = ctx.result()
+    pool = await ctx.pool()
+    async with pool.acquire() as conn:
+        existing = {r["relname"] for r in await conn.fetch(PARTITIONS)}
+        wanted = _months_ahead(datetime.now(UTC).date(), ctx.settings.sleep_partitions_ahead)
+        wanted += [date(int(m[:4]), int(m[5:7]), 1) for m in (r["month"] for r in await conn.fetch(DEFAULT_MONTHS))]
+        for first in sorted(set(wanted)):
+            name = await conn.fetchval("SELECT cabrain_ensure_memories_partition($1)", first)
+            if name not in existing:
+                result.add("partitions_created")
+                result.change(action="partition created", partition=name)
+        since = await conn.fetchval(LAST_MAINTAIN, ctx.run_id)
+        removed = {r["month"]: r["removed"] for r in await conn.fetch(DEMOTED_SINCE, since)}
+        live = {r["relname"]: r["live"] for r in await conn.fetch(PARTITIONS)}
+        for month_key, gone in sorted(removed.items()):
+            part = "memories_p" + month_key.replace("-", "")
+            held = max(live.get(part, 0), 0) + gone
+            if part in live and held and gone / held >= ctx.settings.sleep_reindex_dead_ratio:
+                await conn.execute("SELECT cabrain_maintain($1, 'reindex')", part)
+                result.add("partitions_reindexed")
+                result.change(action="reindexed", partition=part, removed=gone, held=held)
+        for table in ("memories", "memory_terms", "bm25_terms", "memory_chunks", "entities", "memory_ids"):
+            await conn.execute("SELECT cabrain_maintain($1, 'analyze')", table)
+            result.add("tables_analyzed")
+    return result
+
+
+__all__ = ["maintain"]

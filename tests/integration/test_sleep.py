@@ -1,0 +1,92 @@
+"""The sleep cycle on a real database and a real Iceberg cold tier (the SPEC's Gate 2)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+
+from cabrain.sleep.cold import ColdTier
+from cabrain.sleep.cycle import run_cycle
+from cabrain.types import MemoryInput, MemoryType, Network, Visibility
+
+SESSIONS = [
+    ["The staging database runs PostgreSQL 16 on host db-stg-1.",
+     "Deploys to staging go through the GitHub Actions workflow deploy.yml.",
+     "We picked Redis Streams for the job queue because it has consumer groups."],
+    ["Staging's database is PostgreSQL 16 on the host db-stg-1.",
+     "The deploy.yml GitHub Actions workflow deploys staging.",
+     "Lunch order: falafel for everyone."],
+    ["The staging DB is PostgreSQL 16, hosted on db-stg-1.",
+     "Staging deploys run through the deploy.yml workflow in GitHub Actions.",
+     "Redis Streams was chosen for the job queue: consumer groups."],
+    ["Our staging database: PostgreSQL 16 running on db-stg-1.",
+     "We use Redis Streams for the job queue since it supports consumer groups."],
+]
+
+
+async def _age(dsn: str, days: int) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:  # time passes: everything stored so far happened `days` ago
+        await conn.execute("UPDATE memories SET created_at = created_at - make_interval(days => $1)", days)
+    finally:
+        await conn.close()
+
+
+async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn, settings_for) -> None:  # noqa: ANN001
+    now = datetime.now(UTC)
+    for n, session in enumerate(SESSIONS):
+        await brain.retain("alice", [MemoryInput(text, "proj", source_kind="claude_code", source_ref=f"session-{n}",
+                                                 visibility=Visibility.TEAM, valid_at=now - timedelta(days=60 - n)) for text in session],
+                           decide=False)  # fmt: skip
+    old_event = (await brain.list_memories("alice", "proj"))[0]
+    await _age(db_dsn, 60)  # they were stored back then, too
+    await brain.retain("alice", [MemoryInput("The public API rate limit is 100 requests per minute.", "proj",
+                                             network=Network.FACT, memory_type=MemoryType.SEMANTIC,
+                                             valid_at=now - timedelta(days=2))], decide=False)  # fmt: skip
+    await brain.retain("alice", [MemoryInput("The public API rate limit is 250 requests per minute now.", "proj",
+                                             network=Network.FACT, memory_type=MemoryType.SEMANTIC,
+                                             valid_at=now - timedelta(days=1))], decide=False)  # fmt: skip
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        hot_before = await conn.fetchval("SELECT count(*) FROM memories WHERE namespace = 'proj'")
+    finally:
+        await conn.close()
+    settings = settings_for(db_dsn, sleep_demote_after_days=30, sleep_consolidate_window_days=90,
+                            sleep_demote_invalid_after_days=0)
+    report = await run_cycle(settings, db_dsn, use_ray=False)
+    assert report.status == "done", report.tasks
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        facts = await conn.fetch(
+            "SELECT id, content, metadata FROM memories WHERE namespace = 'proj' AND source_kind = 'sleep' "
+            "AND memory_type = 'semantic' AND network = 'fact'"
+        )
+        assert any("db-stg-1" in f["content"] for f in facts), [f["content"] for f in facts]
+        for fact in facts:  # provenance: every distilled fact links to the episodes it came from
+            sources = await conn.fetch("SELECT source_id FROM memory_sources WHERE memory_id = $1", fact["id"])
+            assert len(sources) >= 3
+        summaries = await conn.fetch("SELECT name, summary FROM entities WHERE namespace = 'proj' AND summary IS NOT NULL")
+        rate = await conn.fetch(
+            "SELECT content, invalid_at FROM memories WHERE namespace = 'proj' "
+            "AND content LIKE 'The public API rate limit%' ORDER BY valid_at"
+        )
+        hot_after = await conn.fetchval("SELECT count(*) FROM memories WHERE namespace = 'proj'")
+        cold_ids = await conn.fetchval("SELECT count(*) FROM memory_ids WHERE namespace = 'proj' AND tier = 'cold'")
+        run = await conn.fetchrow("SELECT status, report FROM sleep_runs WHERE id = $1", report.run_id)
+    finally:
+        await conn.close()
+    assert summaries, "entity summaries were written"
+    # the contradicted fact was superseded (not duplicated), then went cold with its reason
+    assert [(r["content"], r["invalid_at"]) for r in rate] == [("The public API rate limit is 250 requests per minute now.", None)]
+    assert hot_after < hot_before and cold_ids >= 10
+    assert run["status"] == "done"
+    archived = {r["id"]: r for r in ColdTier(settings).scan("proj").to_pylist()}
+    assert str(old_event.id) in archived  # the old raw event is kept in the cold tier
+    [old_rate] = [r for r in archived.values() if r["content"].startswith("The public API rate limit is 100")]
+    assert old_rate["invalid_at"] is not None and old_rate["superseded_by"] is not None
+    assert "contradicted by newer evidence" in json.loads(old_rate["metadata"])["superseded_reason"]
+    again = await run_cycle(settings, db_dsn, use_ray=False)  # idempotent: nothing left to do
+    assert again.steps.get("consolidate", {}).get("facts_created", 0) == 0
+    assert again.steps.get("demote", {}).get("demoted", 0) == 0
