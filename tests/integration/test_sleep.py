@@ -90,3 +90,18 @@ async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn,
     again = await run_cycle(settings, db_dsn, use_ray=False)  # idempotent: nothing left to do
     assert again.steps.get("consolidate", {}).get("facts_created", 0) == 0
     assert again.steps.get("demote", {}).get("demoted", 0) == 0
+
+
+async def test_bad_sleep_arguments_are_named_and_change_nothing(db_dsn: str, home) -> None:  # noqa: ANN001
+    from tests.conftest import cli_env, run_cli
+
+    env = cli_env(database_url=db_dsn, home=str(home))
+    bad_step = run_cli("sleep", "--inline", "--steps", "consolidate,dream", env=env)
+    assert bad_step.returncode != 0 and "unknown sleep step(s): dream" in bad_step.stderr
+    bad_namespace = run_cli("sleep", "--inline", "--namespace", "nowhere", env=env)
+    assert bad_namespace.returncode != 0 and "unknown namespace(s): nowhere" in bad_namespace.stderr
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM sleep_runs") == 0
+    finally:
+        await conn.close()
