@@ -23,7 +23,16 @@ from typing import Any
 import asyncpg
 
 from cabrain import identity
-from cabrain.errors import AccessDenied, AlreadyExists, CabrainError, ConfigError, EmbedderError, InputError, NotFound
+from cabrain.errors import (
+    AccessDenied,
+    AlreadyExists,
+    CabrainError,
+    ColdStoreError,
+    ConfigError,
+    EmbedderError,
+    InputError,
+    NotFound,
+)
 from cabrain.providers.cache import RedisCache
 from cabrain.providers.embedders import Embedder, load_embedder
 from cabrain.providers.llm import ChatModel, load_chat_model
@@ -35,6 +44,8 @@ from cabrain.store import migrations
 from cabrain.store.bookkeeping import Bookkeeper
 from cabrain.store.pool import create_pool
 from cabrain.types import (
+    ArchiveQuery,
+    ArchiveResult,
     Memory,
     MemoryInput,
     MemoryWithHistory,
@@ -111,6 +122,7 @@ class Brain:
         self.chat = chat  # write decisions and entity extraction, when configured
         self._bookkeeper = Bookkeeper(pool)
         self._on_close = on_close or []
+        self._cold = None
 
     # --- lifecycle -----------------------------------------------------------------------------
     @classmethod
@@ -381,6 +393,30 @@ class Brain:
             await self.cache.set(key, json.dumps(recall_to_dict(result)), self.cache.recall_ttl_s)
         return result
 
+    def cold_tier(self):  # noqa: ANN201 - cabrain.sleep.cold.ColdTier (pyiceberg loads lazily)
+        """The Iceberg cold tier, opened on first use (archive recall and demoted ids only)."""
+        if self._cold is None:
+            from cabrain.sleep.cold import ColdTier
+
+            self._cold = ColdTier(self.settings)
+        return self._cold
+
+    async def recall_archive(self, agent: str, query: ArchiveQuery) -> ArchiveResult:
+        """Search the cold tier: demoted memories, with the same scoping as :meth:`recall`.
+
+        An explicit, slower call (it reads the namespace's Iceberg files); hot recall never
+        touches the cold tier. Invalidated memories are included unless the query says not."""
+        from cabrain.search.archive import recall_archive, validate
+
+        validate(query, max_k=self.settings.recall_max_k, max_chars=self.settings.max_query_chars)
+        started = time.perf_counter()
+        result = await recall_archive(self, agent, query)
+        log.info("recall_archive", extra={
+            "agent": agent, "namespace": query.namespace, "hits": len(result.hits), "scanned": result.scanned,
+            "ms": (time.perf_counter() - started) * 1000,
+        })  # fmt: skip
+        return result
+
     async def get(self, agent: str, memory_id: uuid.UUID | str) -> MemoryWithHistory:
         """A memory in any state, with its provenance, its versions before and after, and its
         entities. Unknown and unreadable ids are both :class:`NotFound` (existence does not leak)."""
@@ -398,20 +434,52 @@ class Brain:
                     if cached is not None:
                         return history_from_dict(json.loads(cached))
             row = await conn.fetchrow(sql.GET_READABLE, namespace, agent, memory_id)
-            if row is None:
-                raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+            if row is not None:
+                memory = sql.to_memory(row)
+                following = [sql.to_memory(r) for r in await conn.fetch(sql.NEXT_VERSIONS, namespace, agent, memory_id)]
+            else:
+                memory = await self._get_cold(conn, agent, namespace, memory_id)
+                following = []
+                if memory.superseded_by is not None:  # the chain continues in the hot tier
+                    successor = await conn.fetchrow(sql.GET_READABLE, namespace, agent, memory.superseded_by)
+                    if successor is not None:
+                        following = [sql.to_memory(successor)] + [sql.to_memory(r) for r in await conn.fetch(
+                            sql.NEXT_VERSIONS, namespace, agent, memory.superseded_by)]  # fmt: skip
             previous = await conn.fetch(sql.PREVIOUS_VERSIONS, namespace, agent, memory_id)
-            following = await conn.fetch(sql.NEXT_VERSIONS, namespace, agent, memory_id)
             entities = await conn.fetch(sql.ENTITIES_OF, memory_id)
         result = MemoryWithHistory(
-            memory=sql.to_memory(row),
+            memory=memory,
             previous=[sql.to_memory(r) for r in previous],
-            next=[sql.to_memory(r) for r in following],
+            next=following,
             entities=[r["name"] for r in entities],
         )
         if key is not None:
             await self.cache.set(key, json.dumps(history_to_dict(result)), self.cache.row_ttl_s)
         return result
+
+    async def _get_cold(
+        self, conn: asyncpg.Connection, agent: str, namespace: str, memory_id: uuid.UUID
+    ) -> Memory:
+        """A demoted memory the agent may read, from the cold tier (else :class:`NotFound`)."""
+        from pyiceberg.expressions import EqualTo
+
+        from cabrain.search.archive import memory_of, newest_rows
+        from cabrain.sleep.cold import month_of
+
+        where = await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)
+        if where is None:
+            raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+        cold = await asyncio.to_thread(self.cold_tier)
+        rows = await asyncio.to_thread(
+            newest_rows, cold, namespace, [str(memory_id)], EqualTo("valid_month", month_of(where["valid_at"]))
+        )
+        if str(memory_id) not in rows:
+            raise ColdStoreError(
+                f"memory {memory_id} was demoted to the cold tier (batch {where['cold_batch']}) "
+                "but its row is not in the Iceberg table",
+                hint="check CABRAIN_COLD_CATALOG_URI / CABRAIN_COLD_WAREHOUSE point at the cold tier the sleep cycle writes",
+            )
+        return memory_of(rows[str(memory_id)])
 
     async def list_memories(
         self,
@@ -437,6 +505,14 @@ class Brain:
 
         memory = await sql.readable_memory(conn, agent, memory_id)
         if memory is None:
+            namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
+            cold = namespace and await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)
+            if cold:
+                raise InputError(
+                    f"memory {memory_id} was moved to the cold tier on {cold['demoted_at'].isoformat()}; "
+                    "archived memories are kept as they were and cannot be changed",
+                    hint="read it with get or recall_archive; retain a new memory to record something new",
+                )
             raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
         await check_write_access(conn, agent, memory.namespace)
         return memory

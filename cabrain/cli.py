@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from cabrain import __version__
-from cabrain.errors import CabrainError, ConfigError
+from cabrain.errors import CabrainError, ConfigError, InputError
 from cabrain.settings import Settings, load_settings
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -227,6 +227,16 @@ def _read_app_config(path: str) -> dict:
 
 
 # --- agents and keys ---------------------------------------------------------------------------
+def _timestamp(text: str):  # noqa: ANN202 - argparse type: an aware datetime
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date or time (e.g. 2026-01-31)") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def _remote(settings: Settings):  # noqa: ANN202 - a cabrain.client.Client
     from cabrain.client import Client
 
@@ -369,17 +379,26 @@ def cmd_remember(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.types import RecallQuery, recall_to_dict
+    from cabrain.types import ArchiveQuery, RecallQuery, archive_to_dict, recall_to_dict
 
+    if not args.archive and (args.valid_from or args.valid_to):
+        raise InputError("--from and --to go with --archive", hint="add --archive to search the cold tier by time")
     with _remote(settings) as client:
-        result = client.recall(RecallQuery(args.query, args.namespace, k=args.k))
+        if args.archive:
+            query = ArchiveQuery(args.query, args.namespace, k=args.k, valid_from=args.valid_from,
+                                 valid_to=args.valid_to)  # fmt: skip
+            result, as_dict = client.recall_archive(query), archive_to_dict
+        else:
+            result, as_dict = client.recall(RecallQuery(args.query, args.namespace, k=args.k)), recall_to_dict
     if args.json:
-        print(json.dumps(recall_to_dict(result), ensure_ascii=False, indent=2))
+        print(json.dumps(as_dict(result), ensure_ascii=False, indent=2))
         return EXIT_OK
     for i, hit in enumerate(result.hits, 1):
-        print(f"{i:>2}. [{hit.score:.3f}] {hit.memory.content}  ({hit.memory.id})")
+        when = f" {hit.memory.valid_at:%Y-%m-%d}" if args.archive else ""
+        gone = " (superseded)" if hit.memory.invalid_at else ""
+        print(f"{i:>2}. [{hit.score:.3f}]{when} {hit.memory.content}{gone}  ({hit.memory.id})")
     if not result.hits:
-        print("no memories matched")
+        print("no memories matched" + (f" ({result.scanned} archived memories searched)" if args.archive else ""))
     return EXIT_OK
 
 
@@ -686,6 +705,12 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--namespace", "-n", required=True)
     recall.add_argument("-k", type=int, default=5)
     recall.add_argument("--json", action="store_true", help="print the full answer as JSON")
+    recall.add_argument("--archive", action="store_true",
+                        help="search the cold tier (memories the sleep cycle demoted) instead")
+    recall.add_argument("--from", dest="valid_from", type=_timestamp, default=None, metavar="WHEN",
+                        help="with --archive: only memories valid from WHEN (ISO 8601, e.g. 2026-01-01)")
+    recall.add_argument("--to", dest="valid_to", type=_timestamp, default=None, metavar="WHEN",
+                        help="with --archive: only memories valid before WHEN")
     recall.set_defaults(func=cmd_recall)
     get = sub.add_parser("get", help="show a memory with its history", description="Get a memory." + remote_note)
     get.add_argument("memory_id")

@@ -27,6 +27,7 @@ from cabrain.errors import (
     AccessDenied,
     AlreadyExists,
     CabrainError,
+    ColdStoreError,
     DatabaseUnreachable,
     EmbedderError,
     InputError,
@@ -35,12 +36,15 @@ from cabrain.errors import (
     Unauthenticated,
 )
 from cabrain.types import (
+    ArchiveQuery,
+    ArchiveResult,
     Memory,
     MemoryInput,
     MemoryWithHistory,
     RecallQuery,
     RecallResult,
     RetainResult,
+    archive_from_dict,
     history_from_dict,
     jsonable,
     memory_from_dict,
@@ -58,6 +62,7 @@ ERRORS: dict[str, type[CabrainError]] = {
     "payload_too_large": InputError,
     "model_unavailable": EmbedderError,
     "database_unavailable": DatabaseUnreachable,
+    "cold_tier_unavailable": ColdStoreError,
 }
 
 
@@ -112,6 +117,10 @@ class _Requests:
     def recall(query: RecallQuery) -> tuple[str, str, dict[str, Any]]:
         return "POST", "/v1/recall", {"json": recall_body(query)}
 
+    @staticmethod
+    def recall_archive(query: ArchiveQuery) -> tuple[str, str, dict[str, Any]]:
+        return "POST", "/v1/recall/archive", {"json": jsonable(dataclasses.asdict(query))}
+
 
 class Client:
     """Synchronous client. ``api_key`` is an agent's key (``cbk_...``)."""
@@ -162,6 +171,11 @@ class Client:
         method, path, kw = _Requests.recall(query)
         body = self.request(method, path, **kw)
         return recall_from_dict(body, cached=body.get("cached", False))
+
+    def recall_archive(self, query: ArchiveQuery) -> ArchiveResult:
+        """Search the cold tier (demoted memories); see :meth:`cabrain.brain.Brain.recall_archive`."""
+        method, path, kw = _Requests.recall_archive(query)
+        return archive_from_dict(self.request(method, path, **kw))
 
     def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
         return history_from_dict(self.request("GET", f"/v1/memories/{memory_id}"))
@@ -295,6 +309,10 @@ class AsyncClient:
         method, path, kw = _Requests.recall(query)
         body = await self.request(method, path, **kw)
         return recall_from_dict(body, cached=body.get("cached", False))
+
+    async def recall_archive(self, query: ArchiveQuery) -> ArchiveResult:
+        method, path, kw = _Requests.recall_archive(query)
+        return archive_from_dict(await self.request(method, path, **kw))
 
     async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
         return history_from_dict(await self.request("GET", f"/v1/memories/{memory_id}"))

@@ -143,6 +143,50 @@ class RecallResult:
 
 
 @dataclass(frozen=True)
+class ArchiveQuery:
+    """``recall_archive``: a search of the cold tier (demoted memories). Unlike hot recall it
+    includes invalidated (superseded, forgotten) memories unless ``include_invalid`` is False."""
+
+    query: str
+    namespace: str
+    k: int = 10
+    mode: RecallMode = RecallMode.HYBRID
+    include_invalid: bool = True
+    networks: tuple[Network, ...] | None = None
+    memory_types: tuple[MemoryType, ...] | None = None
+    source_kinds: tuple[str, ...] | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Link:
+    """A provenance edge (``memory_sources``): ``relation`` is distilled_from or merged."""
+
+    memory_id: uuid.UUID
+    relation: str
+
+
+@dataclass(frozen=True)
+class ArchiveHit:
+    memory: Memory  # tier "cold"
+    score: float
+    breakdown: ScoreBreakdown
+    demoted_at: datetime
+    batch: uuid.UUID  # the demotion batch (cold_batches) that carried it
+    derived: list[Link]  # memories made from this one (facts distilled from it, a dedup survivor)
+    sources: list[Link]  # memories this one was made from
+
+
+@dataclass(frozen=True)
+class ArchiveResult:
+    hits: list[ArchiveHit]
+    scanned: int  # cold rows read (after partition pruning)
+    files: int  # data files planned
+    timings_ms: Mapping[str, float]
+
+
+@dataclass(frozen=True)
 class MemoryWithHistory:
     """``get``: the memory, the versions it replaced (oldest first) and those that replaced it."""
 
@@ -264,3 +308,38 @@ def retain_from_dict(d: Mapping[str, Any]) -> RetainResult:
         entities=tuple(d["entities"]),
         reason=d["reason"],
     )
+
+
+def archive_to_dict(r: ArchiveResult) -> dict[str, Any]:
+    return {
+        "hits": [
+            {
+                "memory": memory_to_dict(h.memory), "score": h.score, "breakdown": h.breakdown.__dict__,
+                "demoted_at": _dt(h.demoted_at), "batch": str(h.batch),
+                "derived": [{"memory_id": str(x.memory_id), "relation": x.relation} for x in h.derived],
+                "sources": [{"memory_id": str(x.memory_id), "relation": x.relation} for x in h.sources],
+            }
+            for h in r.hits
+        ],
+        "scanned": r.scanned,
+        "files": r.files,
+        "timings_ms": dict(r.timings_ms),
+    }  # fmt: skip
+
+
+def archive_from_dict(d: Mapping[str, Any]) -> ArchiveResult:
+    def links(items: list) -> list[Link]:
+        return [Link(uuid.UUID(x["memory_id"]), x["relation"]) for x in items]
+
+    return ArchiveResult(
+        hits=[
+            ArchiveHit(
+                memory_from_dict(h["memory"]), h["score"], ScoreBreakdown(**h["breakdown"]),
+                _parse_dt(h["demoted_at"]), uuid.UUID(h["batch"]), links(h["derived"]), links(h["sources"]),
+            )
+            for h in d["hits"]
+        ],
+        scanned=d["scanned"],
+        files=d["files"],
+        timings_ms=d["timings_ms"],
+    )  # fmt: skip

@@ -34,6 +34,7 @@ from cabrain.errors import (
     AlreadyExists,
     CabrainError,
     CacheError,
+    ColdStoreError,
     ConfigError,
     DatabaseError,
     DatabaseUnreachable,
@@ -46,10 +47,12 @@ from cabrain.errors import (
 from cabrain.identity import Principal
 from cabrain.settings import load_settings
 from cabrain.types import (
+    ArchiveResult,
     MemoryWithHistory,
     RecallQuery,
     RecallResult,
     RetainResult,
+    archive_to_dict,
     history_to_dict,
     jsonable,
     memory_to_dict,
@@ -77,6 +80,7 @@ STATUS: list[tuple[type[CabrainError], int, str]] = [
     (EmbedderError, 503, "model_unavailable"),
     (DatabaseError, 503, "database_unavailable"),
     (CacheError, 503, "cache_unavailable"),
+    (ColdStoreError, 503, "cold_tier_unavailable"),
     (ServiceError, 503, "service_unavailable"),
     (ConfigError, 500, "misconfigured"),
 ]
@@ -552,6 +556,12 @@ def create_api(svc: Ingress) -> FastAPI:
         if svc.brain is not None and svc.brain.cache is not None:
             svc.metrics.recall_cache(result.cached)
         return JSONResponse(recall_to_dict(result))
+
+    @app.post("/v1/recall/archive", tags=["memories"], response_model=ArchiveResult,
+              summary="Archive recall: search the cold tier (demoted memories), same scoping as recall")  # fmt: skip
+    async def recall_archive(body: schemas.ArchiveRecallIn, p: Caller) -> JSONResponse:
+        result = await svc.run(lambda b: b.recall_archive(p.agent_id, body.to_query()))
+        return JSONResponse(archive_to_dict(result))
 
     @app.post("/v1/capture", tags=["memories"], status_code=202,
               summary="Hand over captured memories (Claude Code hooks): stored at once, retained in the background")  # fmt: skip

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cabrain.types import (
+    ArchiveQuery,
     MemoryInput,
     MemoryType,
     Network,
@@ -91,6 +92,36 @@ class RecallIn(Body):
             if data[key] is not None:
                 data[key] = tuple(data[key])
         return RecallQuery(**data)
+
+
+class ArchiveRecallIn(Body):
+    query: str = Field(description="What to look for in the archive.")
+    namespace: str
+    k: int = Field(default=10, ge=1, description="Hits wanted (at most CABRAIN_RECALL_MAX_K).")
+    mode: RecallMode = RecallMode.HYBRID
+    include_invalid: bool = Field(default=True, description="Include superseded and forgotten memories.")
+    networks: list[Network] | None = None
+    memory_types: list[MemoryType] | None = None
+    source_kinds: list[str] | None = None
+    valid_from: datetime | None = Field(default=None, description="Only memories valid from this moment on.")
+    valid_to: datetime | None = Field(default=None, description="Only memories valid before this moment.")
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"query": "what did we decide about the job queue?", "namespace": "cabrain", "k": 5,
+                 "valid_from": "2026-01-01T00:00:00Z", "valid_to": "2026-04-01T00:00:00Z"}
+            ]
+        },
+    )  # fmt: skip
+
+    def to_query(self) -> ArchiveQuery:
+        data = self.model_dump()
+        for key in ("networks", "memory_types", "source_kinds"):
+            if data[key] is not None:
+                data[key] = tuple(data[key])
+        return ArchiveQuery(**data)
 
 
 class CaptureItemIn(Body):

@@ -12,7 +12,10 @@ from mcp import ClientSession
 
 from tests.conftest import REPO
 
-TOOLS = {"memory_retain", "memory_recall", "memory_get", "memory_forget", "memory_share", "memory_reconsolidate"}
+TOOLS = {
+    "memory_retain", "memory_recall", "memory_recall_archive", "memory_get", "memory_forget", "memory_share",
+    "memory_reconsolidate",
+}  # fmt: skip
 
 
 @contextlib.asynccontextmanager
@@ -95,3 +98,12 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
     await call_error(owner, "memory_retain", content="", namespace=namespace)
     assert "not a memory id" in await call_error(owner, "memory_get", memory_id="not-a-uuid")
     assert "does not exist" in await call_error(owner, "memory_recall", query="x", namespace="nowhere")
+
+    # the archive: nothing was demoted here yet (tests/service/test_archive.py demotes and finds)
+    archive = await call(owner, "memory_recall_archive", query="mobile app decision", namespace=namespace)
+    assert archive == {"hits": [], "scanned": 0}
+    assert "does not exist" in await call_error(owner, "memory_recall_archive", query="x", namespace="nowhere")
+    assert "valid_from must be before valid_to" in await call_error(
+        owner, "memory_recall_archive", query="x", namespace=namespace,
+        valid_from="2026-02-01T00:00:00Z", valid_to="2026-01-01T00:00:00Z",
+    )  # fmt: skip

@@ -7,6 +7,8 @@ import uuid
 from typing import Protocol
 
 from cabrain.types import (
+    ArchiveQuery,
+    ArchiveResult,
     Memory,
     MemoryInput,
     MemoryWithHistory,
@@ -24,6 +26,8 @@ class MemoryBackend(Protocol):
     async def retain(self, item: MemoryInput, *, decide: bool = True) -> RetainResult: ...
 
     async def recall(self, query: RecallQuery) -> RecallResult: ...
+
+    async def recall_archive(self, query: ArchiveQuery) -> ArchiveResult: ...
 
     async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory: ...
 
@@ -54,6 +58,9 @@ class BrainBackend:
 
     async def recall(self, query: RecallQuery) -> RecallResult:
         return await self.brain.recall(self.agent, query)
+
+    async def recall_archive(self, query: ArchiveQuery) -> ArchiveResult:
+        return await self.brain.recall_archive(self.agent, query)
 
     async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
         return await self.brain.get(self.agent, memory_id)
@@ -94,6 +101,9 @@ class HttpBackend:
 
     async def recall(self, query: RecallQuery) -> RecallResult:
         return await self.client.recall(query)
+
+    async def recall_archive(self, query: ArchiveQuery) -> ArchiveResult:
+        return await self.client.recall_archive(query)
 
     async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
         return await self.client.get(memory_id)

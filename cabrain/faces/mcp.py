@@ -1,5 +1,5 @@
-"""MCP tools (SPEC §5.1): ``memory_retain``, ``memory_recall``, ``memory_get``, ``memory_forget``,
-``memory_share``, ``memory_reconsolidate``.
+"""MCP tools (SPEC §5.1): ``memory_retain``, ``memory_recall``, ``memory_recall_archive``,
+``memory_get``, ``memory_forget``, ``memory_share``, ``memory_reconsolidate``.
 
 One tool set, two transports:
 
@@ -13,6 +13,7 @@ Failures are raised as tool errors (``isError``), never returned as text.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -24,6 +25,7 @@ from cabrain import __version__
 from cabrain.errors import CabrainError
 from cabrain.faces.backend import MemoryBackend
 from cabrain.types import (
+    ArchiveQuery,
     Memory,
     MemoryInput,
     MemoryType,
@@ -37,7 +39,9 @@ INSTRUCTIONS = """CaBrain is a long-term memory shared by agents. Recall before 
 past work, decisions, people or preferences (memory_recall); retain what is worth knowing later -
 decisions with their reasons, facts, lessons, preferences - as short self-contained statements
 (memory_retain). When a memory turns out wrong, correct it with memory_reconsolidate rather than
-writing a contradicting one. Memories live in namespaces (usually one per project)."""
+writing a contradicting one. Memories live in namespaces (usually one per project). Old raw events
+and superseded facts move to an archive over time; search it with memory_recall_archive when
+memory_recall does not have what you need."""
 
 Namespace = Annotated[
     str,
@@ -59,7 +63,7 @@ def _memory(m: Memory) -> dict[str, Any]:
         "source_kind": m.source_kind, "source_ref": m.source_ref, "importance": round(m.importance, 3),
         "created_at": m.created_at.isoformat(), "valid_at": m.valid_at.isoformat(),
         "invalid_at": m.invalid_at.isoformat() if m.invalid_at else None,
-        "superseded_by": str(m.superseded_by) if m.superseded_by else None,
+        "superseded_by": str(m.superseded_by) if m.superseded_by else None, "tier": m.tier,
     }  # fmt: skip
 
 
@@ -121,6 +125,38 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             "hits": [{**_memory(h.memory), "score": round(h.score, 4)} for h in result.hits],
             "related": [_memory(m) for m in result.related],
         }
+
+    @server.tool(annotations=ToolAnnotations(title="Search the memory archive", readOnlyHint=True))
+    async def memory_recall_archive(
+        query: Annotated[str, Field(min_length=1, max_length=4000,
+                                    description="What you are looking for, as a question or keywords, in any language")],
+        namespace: Namespace,
+        ctx: Context,
+        k: Annotated[int, Field(ge=1, le=50, description="How many memories to return")] = 8,
+        mode: Annotated[RecallMode, Field(description="hybrid (best), vector (meaning), bm25 (exact words)")]
+        = RecallMode.HYBRID,
+        valid_from: Annotated[datetime | None, Field(description="Only what was true from this moment on "
+                                                      "(ISO 8601, e.g. 2026-01-01T00:00:00Z)")] = None,
+        valid_to: Annotated[datetime | None, Field(description="Only what was true before this moment (ISO 8601)")]
+        = None,
+        include_history: Annotated[bool, Field(description="Also return superseded and forgotten memories")] = True,
+    ) -> dict[str, Any]:
+        """Search the archive: old raw events and superseded facts that sleep moved out of everyday
+        recall. Slower than memory_recall; use it for history, or when memory_recall comes up empty.
+        Each hit carries its provenance and the memories distilled from it."""
+        q = ArchiveQuery(query, namespace, k=k, mode=mode, include_invalid=include_history,
+                         valid_from=valid_from, valid_to=valid_to)  # fmt: skip
+        result = await run(ctx, lambda b: b.recall_archive(q))
+        return {
+            "hits": [
+                {**_memory(h.memory), "score": round(h.score, 4), "archived_at": h.demoted_at.isoformat(),
+                 "distilled_into": [str(x.memory_id) for x in h.derived if x.relation == "distilled_from"],
+                 "merged_into": [str(x.memory_id) for x in h.derived if x.relation == "merged"],
+                 "sources": [str(x.memory_id) for x in h.sources]}
+                for h in result.hits
+            ],
+            "scanned": result.scanned,
+        }  # fmt: skip
 
     @server.tool(annotations=ToolAnnotations(title="Get a memory with its history", readOnlyHint=True))
     async def memory_get(memory_id: MemoryId, ctx: Context) -> dict[str, Any]:

@@ -183,6 +183,24 @@ class ColdTier:
             return pa.table({c: pa.array([], type=t) for c, t, _ in FIELDS if columns is None or c in columns})
         return table.scan(row_filter=expression, selected_fields=tuple(columns or COLUMNS)).to_arrow()
 
+    def batches(self, namespace: str, row_filter: Any = None, columns: Sequence[str] | None = None):
+        """Stream a namespace's rows matching ``row_filter`` (a pyiceberg expression, ANDed with the
+        namespace) as Arrow record batches; returns (number of data files planned, batch iterator)."""
+        from pyiceberg.expressions import And, EqualTo
+
+        expression = EqualTo("namespace", namespace)
+        if row_filter is not None:
+            expression = And(expression, row_filter)
+        table = self.refresh()
+        if table.current_snapshot() is None:
+            return 0, iter(())
+        scan = table.scan(row_filter=expression, selected_fields=tuple(columns or COLUMNS))
+        try:
+            files = sum(1 for _ in scan.plan_files())
+            return files, iter(scan.to_arrow_batch_reader())
+        except Exception as exc:
+            raise ColdStoreError(f"reading the cold tier of {namespace!r} failed: {exc}") from exc
+
     def files(self, namespace: str) -> list[str]:
         """Data files a scan of ``namespace`` plans (partition pruning, for tests and doctor)."""
         from pyiceberg.expressions import EqualTo

@@ -112,6 +112,15 @@ FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
 WHERE i.id = $3 AND i.namespace = $1 AND {READABLE}
 """
 NAMESPACE_OF = "SELECT namespace FROM memory_ids WHERE id = $1"
+# $1 namespace, $2 agent, $3 id: a demoted memory the agent may read (owner and visibility are kept
+# on its identity row when it leaves the hot tier).
+COLD_READABLE = f"""
+WITH {ACCESS_CTE}
+SELECT i.valid_at, i.cold_batch, i.demoted_at FROM memory_ids i
+WHERE i.id = $3 AND i.namespace = $1 AND i.tier = 'cold' AND (SELECT agent_ok FROM access)
+  AND (i.visibility = 'global' OR i.owner_agent_id = $2
+       OR (i.visibility = 'team' AND (SELECT team_ok FROM access)))
+"""
 # Current memories of a namespace by provenance ($3 source kind, $4 source_ref prefix, $5 limit).
 LIST_CURRENT = f"""
 WITH {ACCESS_CTE}

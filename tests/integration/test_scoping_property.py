@@ -1,5 +1,6 @@
 """Property: whatever agents, namespaces, visibilities and grants exist, recall and get never
-return a memory the caller may not read.
+return a memory the caller may not read. Then everything is demoted to the cold tier, and
+archive recall and get are held to the same rules.
 
 The rules are re-stated here independently of the SQL (cabrain/store/scope.py) and checked on
 random worlds: random agents (one admin, one later disabled), namespaces with random owners,
@@ -11,7 +12,8 @@ import random
 import pytest
 
 from cabrain.errors import AccessDenied, NotFound
-from cabrain.types import MemoryInput, RecallQuery, Visibility
+from cabrain.sleep.cycle import run_cycle
+from cabrain.types import ArchiveQuery, MemoryInput, RecallQuery, Visibility
 
 WORDS = "deploy cache roadmap invoice queue backup secret budget release outage migration review".split()
 
@@ -28,7 +30,7 @@ def may_read(world, agent, memory) -> bool:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_recall_and_get_never_return_what_the_caller_may_not_read(brain, seed):
+async def test_recall_and_get_never_return_what_the_caller_may_not_read(brain, db_dsn, settings_for, seed):
     rng = random.Random(seed)
     agents = [f"agent{i}" for i in range(6)]
     for a in agents:
@@ -84,3 +86,32 @@ async def test_recall_and_get_never_return_what_the_caller_may_not_read(brain, s
                 assert may_read(world, agent, memory), (agent, memory)
                 assert got.memory.id == memory_id
     assert checked > 50, "the worlds must actually return hits to check"
+
+    # the same world, demoted: archive recall and get read the cold tier under the same rules
+    settings = settings_for(db_dsn, sleep_demote_after_days=0, sleep_demote_keep_importance=1.0)
+    report = await run_cycle(settings, db_dsn, steps=["demote"], use_ray=False)
+    assert report.steps["demote"]["demoted"] == len(memories)
+    checked = 0
+    for agent in agents:
+        for ns in namespaces:
+            query = " ".join(rng.sample(WORDS, 2))
+            try:
+                result = await brain.recall_archive(agent, ArchiveQuery(query, ns, k=50))
+            except AccessDenied:
+                assert agent in world["disabled"]
+                continue
+            expected = {i for i, m in memories.items() if m["namespace"] == ns and may_read(world, agent, m)}
+            assert {h.memory.id for h in result.hits} == expected, (agent, ns)  # k covers them all
+            checked += len(expected)
+            for hit in result.hits:
+                assert hit.memory.tier == "cold"
+                for link in hit.derived + hit.sources:
+                    assert may_read(world, agent, memories[link.memory_id])
+        for memory_id, memory in rng.sample(sorted(memories.items()), 12):
+            try:
+                got = await brain.get(agent, memory_id)
+            except NotFound:
+                assert not may_read(world, agent, memory), (agent, memory)
+            else:
+                assert may_read(world, agent, memory) and got.memory.tier == "cold", (agent, memory)
+    assert checked > 50

@@ -6,10 +6,12 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import pytest
 
 from cabrain.sleep.cold import ColdTier
 from cabrain.sleep.cycle import run_cycle
-from cabrain.types import MemoryInput, MemoryType, Network, Visibility
+from cabrain.errors import InputError, NotFound
+from cabrain.types import ArchiveQuery, MemoryInput, MemoryType, Network, RecallQuery, Visibility
 
 SESSIONS = [
     ["The staging database runs PostgreSQL 16 on host db-stg-1.",
@@ -87,6 +89,38 @@ async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn,
     [old_rate] = [r for r in archived.values() if r["content"].startswith("The public API rate limit is 100")]
     assert old_rate["invalid_at"] is not None and old_rate["superseded_by"] is not None
     assert "contradicted by newer evidence" in json.loads(old_rate["metadata"])["superseded_reason"]
+    # the archive recall still returns the old raw event on request, with its provenance
+    found = await brain.recall_archive("alice", ArchiveQuery(old_event.content, "proj", k=5))
+    assert found.hits[0].memory.id == old_event.id and found.hits[0].memory.tier == "cold"
+    top = found.hits[0]
+    assert top.memory.source_kind == "claude_code" and top.memory.source_ref == "session-0"
+    assert str(top.batch) == archived[str(old_event.id)]["demote_batch"]
+    assert found.scanned == len(archived) and found.files >= 1
+    facts_of_event = {link.memory_id for link in top.derived if link.relation == "distilled_from"}
+    assert facts_of_event and facts_of_event <= {f["id"] for f in facts}  # the facts it became
+    superseded = await brain.recall_archive("alice", ArchiveQuery("public API rate limit", "proj", k=3))
+    assert superseded.hits[0].memory.content.startswith("The public API rate limit is 100")
+    current = await brain.recall_archive("alice", ArchiveQuery("public API rate limit", "proj", k=3, include_invalid=False))
+    assert all(h.memory.invalid_at is None for h in current.hits)
+    # the hot recall never sees the cold tier
+    hot = await brain.recall("alice", RecallQuery(old_event.content, "proj", k=20))
+    assert old_event.id not in {h.memory.id for h in hot.hits}
+    # get answers a demoted id from the cold tier; changing it is refused with a clear error
+    got = await brain.get("alice", old_event.id)
+    assert got.memory.tier == "cold" and got.memory.content == old_event.content
+    with pytest.raises(InputError, match="cold tier"):
+        await brain.forget("alice", old_event.id)
+    # the same scoping as hot recall: bob sees these team memories only with a grant
+    assert (await brain.recall_archive("bob", ArchiveQuery(old_event.content, "proj"))).hits == []
+    with pytest.raises(NotFound):
+        await brain.get("bob", old_event.id)
+    await brain.share("alice", "proj", "bob")
+    assert (await brain.recall_archive("bob", ArchiveQuery(old_event.content, "proj", k=1))).hits[0].memory.id == old_event.id
+    # time ranges: the event happened 60 days ago
+    window = ArchiveQuery(old_event.content, "proj", valid_from=now - timedelta(days=30))
+    assert old_event.id not in {h.memory.id for h in (await brain.recall_archive("alice", window)).hits}
+    window = ArchiveQuery(old_event.content, "proj", valid_from=now - timedelta(days=61), valid_to=now - timedelta(days=59))
+    assert old_event.id in {h.memory.id for h in (await brain.recall_archive("alice", window)).hits}
     again = await run_cycle(settings, db_dsn, use_ray=False)  # idempotent: nothing left to do
     assert again.steps.get("consolidate", {}).get("facts_created", 0) == 0
     assert again.steps.get("demote", {}).get("demoted", 0) == 0

@@ -1,0 +1,345 @@
+"""Archive recall: an explicit, separate search of the cold tier (demoted memories).
+
+Hot recall never touches the cold tier; this is the call an agent makes when it wants the old raw
+event, the superseded fact, the conversation from last year. It reads only the namespace's
+Iceberg files (and only the months of the asked time range), with the same scoping as hot recall
+pushed into the scan: ``global`` rows for everyone, ``private`` rows for their owner, ``team``
+rows for the namespace's owner, its readers and admins.
+
+1. Access: the agent must be active and the namespace must exist (as in hot recall).
+2. The query is embedded while the first pass streams the matching rows: cosine similarity
+   against each stored embedding, and BM25 term frequencies of the query's terms (the same
+   tokenizer as the hot tier), keeping the newest copy of an id (a demotion re-run after a crash
+   may have appended a row twice).
+3. BM25 with the scanned rows' own statistics; the two lists are fused exactly like hot recall's.
+4. The best candidates are checked against ``memory_ids`` (only ids marked cold are answered, so
+   a row whose demotion has not finished yet is never reported from both tiers), read in full
+   (a second pass over the same files, without embeddings), and returned with their provenance:
+   source kind and reference, the demotion batch, the memories distilled from them and the
+   memories they were made from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cabrain.errors import AccessDenied, ColdStoreError, NotFound
+from cabrain.search.fusion import fuse
+from cabrain.search.keyword import idf
+from cabrain.search.tokenizer import query_terms, term_frequencies
+from cabrain.store.scope import ACCESS_CTE
+from cabrain.types import (
+    ArchiveHit,
+    ArchiveQuery,
+    ArchiveResult,
+    Link,
+    Memory,
+    MemoryType,
+    Network,
+    RecallMode,
+    ScoreBreakdown,
+    Visibility,
+)
+
+if TYPE_CHECKING:
+    from cabrain.brain import Brain
+    from cabrain.sleep.cold import ColdTier
+
+ACCESS = f"""
+WITH {ACCESS_CTE}
+SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = $1) AS namespace_exists, agent_ok, team_ok FROM access
+"""
+# Of these ids, the ones whose identity says they live in the cold tier (in this namespace).
+COLD_IDS = """
+SELECT id FROM memory_ids WHERE namespace = $1 AND id = ANY($2::uuid[]) AND tier = 'cold'
+"""
+# Provenance around the hits, in both directions, limited to what the agent may read.
+LINKS = f"""
+WITH {ACCESS_CTE},
+edges AS (
+    SELECT s.source_id AS hit, s.memory_id AS other, s.relation, 'derived' AS direction
+    FROM memory_sources s WHERE s.source_id = ANY($3::uuid[])
+    UNION ALL
+    SELECT s.memory_id, s.source_id, s.relation, 'source'
+    FROM memory_sources s WHERE s.memory_id = ANY($3::uuid[])
+)
+SELECT e.hit, e.other, e.relation, e.direction
+FROM edges e
+JOIN memory_ids i ON i.id = e.other
+LEFT JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE i.namespace = $1 AND (SELECT agent_ok FROM access)
+  AND (coalesce(m.visibility, i.visibility) = 'global'
+       OR coalesce(m.owner_agent_id, i.owner_agent_id) = $2
+       OR (coalesce(m.visibility, i.visibility) = 'team' AND (SELECT team_ok FROM access)))
+ORDER BY e.hit, e.direction, e.other
+"""
+
+# Columns of the first pass (no content beyond what BM25 needs) and of the second (no embedding).
+SCORE_COLUMNS = ("id", "content", "embedding", "importance", "valid_at", "demoted_at")
+ROW_COLUMNS = (
+    "id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content", "source_kind",
+    "source_ref", "importance", "access_count", "last_accessed_at", "created_at", "valid_at", "invalid_at",
+    "superseded_by", "metadata", "demote_batch", "demoted_at",
+)  # fmt: skip
+
+
+def validate(query: ArchiveQuery, *, max_k: int, max_chars: int) -> None:
+    from cabrain.search.recall import validate as validate_recall
+
+    validate_recall(query, max_k=max_k, max_chars=max_chars)  # the same text, k and time-range rules
+
+
+def row_filter(agent: str, team_ok: bool, query: ArchiveQuery) -> Any:
+    """The scoping rules and the query's filters as one pyiceberg expression (pushed into the scan)."""
+    from pyiceberg.expressions import (
+        And,
+        EqualTo,
+        GreaterThanOrEqual,
+        In,
+        IsNull,
+        LessThanOrEqual,
+        Or,
+    )
+
+    from cabrain.sleep.cold import month_of
+
+    readable = Or(EqualTo("visibility", Visibility.GLOBAL.value), EqualTo("owner_agent_id", agent))
+    if team_ok:
+        readable = Or(readable, EqualTo("visibility", Visibility.TEAM.value))
+    parts = [readable]
+    if not query.include_invalid:
+        parts.append(IsNull("invalid_at"))
+    if query.networks:
+        parts.append(In("network", {n.value for n in query.networks}))
+    if query.memory_types:
+        parts.append(In("memory_type", {t.value for t in query.memory_types}))
+    if query.source_kinds:
+        parts.append(In("source_kind", set(query.source_kinds)))
+    if query.valid_from is not None:
+        parts.append(GreaterThanOrEqual("valid_month", month_of(query.valid_from)))
+    if query.valid_to is not None:
+        parts.append(LessThanOrEqual("valid_month", month_of(query.valid_to - timedelta(microseconds=1))))
+    return parts[0] if len(parts) == 1 else And(*parts)
+
+
+@dataclass
+class _Pass:
+    """What the first pass keeps per cold row: enough to rank, nothing more."""
+
+    terms: Counter
+    qvec: np.ndarray | None
+    ids: list[str] = field(default_factory=list)
+    demoted: list[Any] = field(default_factory=list)
+    importance: list[float] = field(default_factory=list)
+    sims: list[np.ndarray] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    matches: dict[int, dict[str, int]] = field(default_factory=dict)  # row -> tf of query terms
+
+    def add(self, batch: Any, query: ArchiveQuery) -> None:
+        import pyarrow.compute as pc
+
+        if query.valid_from is not None or query.valid_to is not None:
+            mask = None
+            valid_at = batch.column("valid_at")
+            if query.valid_from is not None:
+                mask = pc.greater_equal(valid_at, query.valid_from)
+            if query.valid_to is not None:
+                upper = pc.less(valid_at, query.valid_to)
+                mask = upper if mask is None else pc.and_(mask, upper)
+            batch = batch.filter(mask)
+        if batch.num_rows == 0:
+            return
+        base = len(self.ids)
+        self.ids.extend(batch.column("id").to_pylist())
+        self.demoted.extend(batch.column("demoted_at").to_pylist())
+        self.importance.extend(batch.column("importance").to_pylist())
+        if self.qvec is not None:
+            self.sims.append(_similarities(batch.column("embedding").to_pylist(), self.qvec))
+        if self.terms:
+            for i, text in enumerate(batch.column("content").to_pylist()):
+                tf, length = term_frequencies(text)
+                self.lengths.append(length)
+                found = {t: tf[t] for t in self.terms if t in tf}
+                if found:
+                    self.matches[base + i] = found
+
+
+def _similarities(blobs: list[bytes | None], qvec: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each stored embedding with the query (NaN where there is none, or
+    where it was made by a model of another dimension)."""
+    out = np.full(len(blobs), np.nan, dtype=np.float32)
+    dim = qvec.shape[0]
+    rows = [i for i, b in enumerate(blobs) if b is not None and len(b) == 4 * dim]
+    if rows:
+        matrix = np.frombuffer(b"".join(blobs[i] for i in rows), dtype="<f4").reshape(len(rows), dim)
+        norms = np.linalg.norm(matrix, axis=1)
+        norms[norms == 0] = 1.0
+        out[rows] = (matrix @ qvec) / norms
+    return out
+
+
+def _rank(state: _Pass, query: ArchiveQuery, settings: Any) -> tuple[list, int]:
+    """Fuse the vector and BM25 lists over the newest copy of each id; (candidates, rows kept)."""
+    newest: dict[str, int] = {}
+    for i, (memory_id, demoted_at) in enumerate(zip(state.ids, state.demoted, strict=True)):
+        seen = newest.get(memory_id)
+        if seen is None or demoted_at > state.demoted[seen]:
+            newest[memory_id] = i
+    kept = sorted(newest.values())
+    n = max(settings.recall_candidates, query.k)
+    vector_rows: list[dict] = []
+    if state.qvec is not None and kept:
+        sims = np.concatenate(state.sims)[kept]
+        order = [j for j in np.argsort(-np.nan_to_num(sims, nan=-2.0), kind="stable")[:n] if not np.isnan(sims[j])]
+        vector_rows = [_row(state, kept[j], distance=1.0 - float(sims[j])) for j in order]
+    bm25_rows: list[dict] = []
+    coverage = 1.0
+    if state.terms and kept:
+        n_docs = len(kept)
+        avgdl = max(sum(state.lengths[i] for i in kept) / n_docs, 1.0)
+        live = [i for i in kept if i in state.matches]
+        df = Counter(t for i in live for t in state.matches[i])
+        max_idf = idf(n_docs, 1)
+        total = sum(q * (idf(n_docs, df[t]) if df[t] else max_idf) for t, q in state.terms.items())
+        found = sum(q * idf(n_docs, df[t]) for t, q in state.terms.items() if df[t])
+        coverage = found / total if total else 0.0
+        k1, b = settings.bm25_k1, settings.bm25_b
+        scored = []
+        for i in live:
+            norm = k1 * (1 - b + b * state.lengths[i] / avgdl)
+            score = sum(
+                q * idf(n_docs, df[t]) * tf * (k1 + 1) / (tf + norm)
+                for t, q in state.terms.items() if (tf := state.matches[i].get(t))
+            )  # fmt: skip
+            scored.append((score, state.ids[i], i))
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        bm25_rows = [_row(state, i, score=score) for score, _, i in scored[:n]]
+    if query.mode is RecallMode.BM25:
+        coverage = 1.0
+    fused = fuse(
+        vector_rows, bm25_rows, bm25_coverage=coverage, method=settings.fusion, alpha=settings.fusion_alpha,
+        k=settings.rrf_k, salience_weight=settings.salience_weight, coverage_power=settings.bm25_coverage_power,
+    )  # fmt: skip
+    return fused, len(kept)
+
+
+def _row(state: _Pass, i: int, **extra: float) -> dict:
+    return {"id": uuid.UUID(state.ids[i]), "importance": state.importance[i], "demoted_at": state.demoted[i], **extra}
+
+
+def memory_of(row: dict) -> Memory:
+    """A cold row (from :func:`newest_rows`) as a :class:`Memory` of tier "cold"."""
+    metadata = row["metadata"]
+    return Memory(
+        id=uuid.UUID(row["id"]), namespace=row["namespace"], owner_agent_id=row["owner_agent_id"],
+        visibility=Visibility(row["visibility"]), network=Network(row["network"]),
+        memory_type=MemoryType(row["memory_type"]), content=row["content"], source_kind=row["source_kind"],
+        source_ref=row["source_ref"], importance=float(row["importance"]), access_count=int(row["access_count"]),
+        last_accessed_at=row["last_accessed_at"], created_at=row["created_at"], valid_at=row["valid_at"],
+        invalid_at=row["invalid_at"],
+        superseded_by=uuid.UUID(row["superseded_by"]) if row["superseded_by"] else None,
+        tier="cold", metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
+    )  # fmt: skip
+
+
+def newest_rows(cold: ColdTier, namespace: str, ids: list[str], row_filter_: Any = None) -> dict[str, dict]:
+    """The full cold rows of ``ids`` (newest copy of each), without embeddings."""
+    from pyiceberg.expressions import And, In
+
+    expression = In("id", set(ids)) if row_filter_ is None else And(row_filter_, In("id", set(ids)))
+    _, batches = cold.batches(namespace, expression, ROW_COLUMNS)
+    newest: dict[str, dict] = {}
+    for batch in batches:
+        for row in batch.to_pylist():
+            seen = newest.get(row["id"])
+            if seen is None or row["demoted_at"] > seen["demoted_at"]:
+                newest[row["id"]] = row
+    return newest
+
+
+async def recall_archive(brain: Brain, agent: str, query: ArchiveQuery) -> ArchiveResult:
+    """Search the namespace's cold tier; ``query`` was validated by the caller."""
+    settings = brain.settings
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    async with brain.pool.acquire() as conn:
+        access = await conn.fetchrow(ACCESS, query.namespace, agent)
+    if not access["agent_ok"]:
+        raise AccessDenied(f"agent {agent!r} is unknown or disabled")
+    if not access["namespace_exists"]:
+        raise NotFound(f"namespace {query.namespace!r} does not exist")
+    expression = row_filter(agent, bool(access["team_ok"]), query)
+    cold = await asyncio.to_thread(brain.cold_tier)
+
+    async def embed() -> np.ndarray | None:
+        if query.mode is RecallMode.BM25:
+            return None
+        t0 = time.perf_counter()
+        vec = np.asarray(await brain.embed_query(query.query), dtype=np.float32)
+        timings["embed_ms"] = (time.perf_counter() - t0) * 1000
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm > 0 else vec
+
+    def plan() -> tuple[int, Any]:
+        return cold.batches(query.namespace, expression, SCORE_COLUMNS)
+
+    (files, batches), qvec = await asyncio.gather(asyncio.to_thread(plan), embed())
+    terms = Counter() if query.mode is RecallMode.VECTOR else query_terms([query.query])
+    state = _Pass(terms, qvec)
+
+    def first_pass() -> tuple[list, int]:
+        t0 = time.perf_counter()
+        try:
+            for batch in batches:
+                state.add(batch, query)
+        except ColdStoreError:
+            raise
+        except Exception as exc:
+            raise ColdStoreError(f"reading the cold tier of {query.namespace!r} failed: {exc}") from exc
+        timings["scan_ms"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        ranked = _rank(state, query, settings)
+        timings["score_ms"] = (time.perf_counter() - t0) * 1000
+        return ranked
+
+    fused, kept = await asyncio.to_thread(first_pass)
+    t0 = time.perf_counter()
+    pool_ids = [c.row["id"] for c in fused[: max(settings.recall_candidates, 3 * query.k)]]
+    async with brain.pool.acquire() as conn:
+        cold_ids = {r["id"] for r in await conn.fetch(COLD_IDS, query.namespace, pool_ids)}
+    top = [c for c in fused if c.row["id"] in cold_ids][: query.k]
+    rows = await asyncio.to_thread(newest_rows, cold, query.namespace, [str(c.row["id"]) for c in top], expression)
+    top = [c for c in top if str(c.row["id"]) in rows]
+    links: dict[uuid.UUID, dict[str, list[Link]]] = {}
+    if top:
+        async with brain.pool.acquire() as conn:
+            for r in await conn.fetch(LINKS, query.namespace, agent, [c.row["id"] for c in top]):
+                links.setdefault(r["hit"], {}).setdefault(r["direction"], []).append(Link(r["other"], r["relation"]))
+    timings["fetch_ms"] = (time.perf_counter() - t0) * 1000
+    hits = []
+    for c in top:
+        row = rows[str(c.row["id"])]
+        memory = memory_of(row)
+        hits.append(ArchiveHit(
+            memory=memory, score=c.fused,
+            breakdown=ScoreBreakdown(
+                vector_rank=c.vector_rank, vector_similarity=c.vector_similarity, bm25_rank=c.bm25_rank,
+                bm25_score=c.bm25_score, fused=c.fused, importance=memory.importance,
+            ),
+            demoted_at=row["demoted_at"], batch=uuid.UUID(row["demote_batch"]),
+            derived=links.get(memory.id, {}).get("derived", []), sources=links.get(memory.id, {}).get("source", []),
+        ))  # fmt: skip
+    timings["total_ms"] = (time.perf_counter() - started) * 1000
+    return ArchiveResult(hits=hits, scanned=kept, files=files, timings_ms=timings)
+
+
+__all__ = ["memory_of", "newest_rows", "recall_archive", "row_filter", "validate"]
