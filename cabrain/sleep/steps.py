@@ -68,7 +68,7 @@ JOIN memory_entities me ON me.entity_id = e.id
 JOIN memory_ids i ON i.id = me.memory_id AND i.tier = 'hot'
 JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
 WHERE e.id = ANY($1::uuid[]) AND m.invalid_at IS NULL AND m.network = 'fact' AND m.visibility <> 'private'
-ORDER BY e.id, m.importance DESC, m.valid_at DESC, m.id
+ORDER BY e.id, m.importance DESC, m.valid_at DESC, m.content, m.id
 """
 SET_SUMMARY = """
 UPDATE entities SET summary = $2, summary_sources = $3, summarized_at = now(), updated_at = now(), embedding = $4
