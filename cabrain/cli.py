@@ -60,6 +60,13 @@ def cmd_sleep(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.store.db import hot_tier
 
     steps = [s.strip() for s in args.steps.split(",") if s.strip()] if args.steps else list(STEPS)
+    unknown = [s for s in steps if s not in STEPS]
+    if unknown:
+        raise ConfigError(f"unknown sleep step(s): {', '.join(unknown)}", hint=f"steps: {', '.join(STEPS)}")
+    if not args.schedule and (args.at or args.every or args.max_runs):
+        raise InputError("--at, --every and --max-runs go with --schedule")
+    if args.every is not None and args.every <= 0:
+        raise InputError("--every must be a positive number of seconds")
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
     started_ray = False
     if not args.inline:
@@ -69,8 +76,13 @@ def cmd_sleep(settings: Settings, args: argparse.Namespace) -> int:
         say("connected to the Ray cluster" if not started_ray else "started a local Ray for this run")
     try:
         with hot_tier(settings) as dsn:
-            report = asyncio.run(run_cycle(settings, dsn, namespaces=args.namespace or None, steps=steps,
-                                           use_ray=not args.inline, progress=say))  # fmt: skip
+            def run_once():  # noqa: ANN202 - a CycleReport
+                return asyncio.run(run_cycle(settings, dsn, namespaces=args.namespace or None, steps=steps,
+                                             use_ray=not args.inline, progress=say))  # fmt: skip
+
+            if args.schedule:
+                return _sleep_on_schedule(settings, args, run_once, say)
+            report = run_once()
     finally:
         if started_ray:
             import ray
@@ -86,6 +98,29 @@ def cmd_sleep(settings: Settings, args: argparse.Namespace) -> int:
             print(f"skipped {name}: {why}")
         print(f"run {report.run_id}: {report.status} in {report.seconds:.1f} s (report kept in sleep_runs)")
     return EXIT_OK if report.status == "done" else EXIT_FAIL
+
+
+def _sleep_on_schedule(settings: Settings, args: argparse.Namespace, run_once, say) -> int:  # noqa: ANN001
+    from datetime import timedelta
+
+    from cabrain.sleep.schedule import Scheduler, parse_at
+
+    if args.every is not None:
+        when = {"every": timedelta(seconds=args.every)}
+    else:
+        when = {"at": parse_at(args.at or settings.sleep_at)}
+
+    def once() -> str:
+        report = run_once()
+        if report.status != "done":
+            raise RuntimeError(f"run {report.run_id} ended {report.status} (see sleep_runs)")
+        skipped = f", skipped {', '.join(report.skipped)}" if report.skipped else ""
+        return f"run {report.run_id}: done in {report.seconds:.1f} s, {len(report.namespaces)} namespace(s){skipped}"
+
+    scheduler = Scheduler(once, max_runs=args.max_runs, say=say, **when)
+    scheduler.install_signal_handlers()
+    say("sleep scheduler: " + (f"every {args.every:g} s" if args.every else f"daily at {when['at']:%H:%M} UTC"))
+    return EXIT_OK if scheduler.loop() == 0 else EXIT_FAIL
 
 
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
@@ -227,6 +262,14 @@ def _read_app_config(path: str) -> dict:
 
 
 # --- agents and keys ---------------------------------------------------------------------------
+def _clock_time(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"([01][0-9]|2[0-3]):[0-5][0-9]", text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time of day HH:MM (24-hour, UTC)")
+    return text.strip()
+
+
 def _timestamp(text: str):  # noqa: ANN202 - argparse type: an aware datetime
     from datetime import UTC, datetime
 
@@ -543,6 +586,11 @@ def build_parser() -> argparse.ArgumentParser:
     sleep.add_argument("--inline", action="store_true", help="run the steps in this process, without Ray")
     sleep.add_argument("--json", action="store_true", help="print the report as JSON")
     sleep.add_argument("--quiet", action="store_true", help="no progress lines")
+    sleep.add_argument("--schedule", action="store_true",
+                       help="keep running: one cycle daily at --at (default CABRAIN_SLEEP_AT, 03:00 UTC) or every --every s")
+    sleep.add_argument("--at", type=_clock_time, default=None, metavar="HH:MM", help="with --schedule: daily, at HH:MM UTC")
+    sleep.add_argument("--every", type=float, default=None, metavar="SECONDS", help="with --schedule: every SECONDS")
+    sleep.add_argument("--max-runs", type=int, default=None, metavar="N", help="with --schedule: stop after N runs")
     sleep.set_defaults(func=cmd_sleep)
 
     doctor = sub.add_parser(

@@ -274,6 +274,10 @@ class Settings(BaseSettings):
     sleep_max_changes: int = Field(
         default=200, ge=0, description="Changes listed per step in the run report (counts are always complete)."
     )
+    sleep_at: str = Field(
+        default="03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description="When the sleep scheduler (cabrain sleep --schedule, jobs.sleep_scheduler) runs the cycle, HH:MM UTC.",
+    )
 
     # --- service: Ray Serve HTTP API ---------------------------------------------------------
     api_host: str = Field(default="127.0.0.1", min_length=1, description="Address the HTTP API listens on.")

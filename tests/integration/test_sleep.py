@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -9,7 +10,7 @@ import asyncpg
 import pytest
 
 from cabrain.sleep.cold import ColdTier
-from cabrain.sleep.cycle import run_cycle
+from cabrain.sleep.cycle import LOCK_CLASS, TRY_LOCK, run_cycle
 from cabrain.errors import InputError, NotFound
 from cabrain.types import ArchiveQuery, MemoryInput, MemoryType, Network, RecallQuery, Visibility
 
@@ -139,3 +140,53 @@ async def test_bad_sleep_arguments_are_named_and_change_nothing(db_dsn: str, hom
         assert await conn.fetchval("SELECT count(*) FROM sleep_runs") == 0
     finally:
         await conn.close()
+
+
+async def test_two_cycles_never_work_on_one_namespace_at_once(brain, db_dsn, settings_for) -> None:  # noqa: ANN001
+    now = datetime.now(UTC)
+    for n, session in enumerate(SESSIONS):
+        await brain.retain("alice", [MemoryInput(text, "proj", visibility=Visibility.TEAM,
+                                                 valid_at=now - timedelta(days=5, hours=n)) for text in session],
+                           decide=False)  # fmt: skip
+    settings = settings_for(db_dsn)
+    # a cycle that holds the namespace (its driver's advisory lock) makes another skip it
+    holder = await asyncpg.connect(db_dsn)
+    try:
+        assert await holder.fetchval(TRY_LOCK, LOCK_CLASS, "proj")
+        skipped = await run_cycle(settings, db_dsn, use_ray=False)
+        assert skipped.skipped == {"proj": "another sleep cycle is working on it"} and skipped.namespaces == []
+    finally:
+        await holder.close()  # a driver that dies releases its locks with its connection
+    # two cycles started together: each namespace is worked by exactly one of them
+    one, two = await asyncio.gather(run_cycle(settings, db_dsn, use_ray=False), run_cycle(settings, db_dsn, use_ray=False))
+    assert sorted([one.namespaces, two.namespaces]) == [[], ["proj"]]
+    assert (one.skipped or two.skipped) == {"proj": "another sleep cycle is working on it"}
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        facts = await conn.fetch("SELECT content FROM memories WHERE source_kind = 'sleep' AND memory_type = 'semantic'")
+        steps = await conn.fetchval("SELECT count(*) FROM sleep_steps WHERE namespace = 'proj' AND step = 'consolidate'")
+    finally:
+        await conn.close()
+    assert len(facts) == len({f["content"] for f in facts}) > 0  # distilled once, not twice
+    assert steps == 1
+
+
+async def test_the_scheduler_runs_cycles_until_told_to_stop(db_dsn: str, home) -> None:  # noqa: ANN001
+    from tests.conftest import cli_env, run_cli
+
+    env = cli_env(database_url=db_dsn, home=str(home))
+    ran = run_cli("sleep", "--inline", "--schedule", "--every", "0.5", "--max-runs", "2", "--steps", "decay", env=env)
+    assert ran.returncode == 0, ran.stderr
+    finished = [line for line in ran.stdout.splitlines() if line.startswith("run ") and ": done in " in line]
+    assert len(finished) == 2 and "sleep scheduler: every 0.5 s" in ran.stdout
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        runs = await conn.fetch("SELECT status, started_at FROM sleep_runs ORDER BY started_at")
+    finally:
+        await conn.close()
+    assert [r["status"] for r in runs] == ["done", "done"]
+    assert (runs[1]["started_at"] - runs[0]["started_at"]).total_seconds() >= 0.45
+    bad_time = run_cli("sleep", "--schedule", "--at", "25:00", env=env)
+    assert bad_time.returncode == 2 and "HH:MM" in bad_time.stderr
+    loose = run_cli("sleep", "--inline", "--every", "5", env=env)
+    assert loose.returncode != 0 and "go with --schedule" in loose.stderr
