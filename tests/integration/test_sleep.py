@@ -9,10 +9,17 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+from cabrain.errors import InputError, NotFound
 from cabrain.sleep.cold import ColdTier
 from cabrain.sleep.cycle import LOCK_CLASS, TRY_LOCK, run_cycle
-from cabrain.errors import InputError, NotFound
-from cabrain.types import ArchiveQuery, MemoryInput, MemoryType, Network, RecallQuery, Visibility
+from cabrain.types import (
+    ArchiveQuery,
+    MemoryInput,
+    MemoryType,
+    Network,
+    RecallQuery,
+    Visibility,
+)
 
 SESSIONS = [
     ["The staging database runs PostgreSQL 16 on host db-stg-1.",
