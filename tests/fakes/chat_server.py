@@ -7,6 +7,10 @@ NEW memory's text, so tests know what "the model" will say:
 - contains "revise"   -> UPDATE 1          - contains "garbage" -> not JSON at all
 - contains "out of range" -> UPDATE 99     - otherwise -> ADD
 Entity requests return every word that starts with "Proj" or "مشروع".
+Sleep requests: distilling returns one fact, "Distilled: <first episode>", citing every episode
+(not JSON if an episode contains "garbage", citing episode 99 if one contains "badsource"); an
+entity summary is "Scripted summary of <entity>."; two statements that both mention "office"
+contradict each other, nothing else does.
 Every request is appended, as JSON, to the file named by --log.
 """
 
@@ -18,6 +22,18 @@ from tests.fakes import send_json
 
 
 def answer(system: str, user: str) -> str:
+    if system.startswith("You distill"):
+        episodes = [line.split(". ", 1)[1] for line in user.splitlines() if ". " in line]
+        if any("garbage" in e for e in episodes):
+            return "Here are some facts, more or less."
+        sources = [99] if any("badsource" in e for e in episodes) else list(range(1, len(episodes) + 1))
+        return json.dumps({"facts": [{"text": f"Distilled: {episodes[0]}", "sources": sources}]})
+    if system.startswith("Summarise"):
+        entity = user.splitlines()[0].removeprefix("Entity: ")
+        return json.dumps({"summary": f"Scripted summary of {entity}."})
+    if system.startswith("Two statements"):
+        both = user.count("office") >= 2
+        return json.dumps({"contradiction": both, "reason": "scripted: the office moved" if both else "unrelated"})
     if system.startswith("Extract"):
         words = [w.strip(".,") for w in user.split()]
         return json.dumps({"entities": [w for w in words if w.startswith(("Proj", "مشروع"))]})
