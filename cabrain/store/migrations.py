@@ -307,6 +307,7 @@ GRANT UPDATE (memory_count, chunk_count) ON namespaces TO {SLEEP_ROLE};
 GRANT INSERT, UPDATE ON memory_sources, cold_batches, sleep_runs, sleep_steps, sleep_watermarks TO {SLEEP_ROLE};
 GRANT EXECUTE ON FUNCTION cabrain_ensure_memories_partition(date) TO {SLEEP_ROLE};
 GRANT EXECUTE ON FUNCTION cabrain_maintain(text, text) TO {SLEEP_ROLE};
+REVOKE ALL ON agent_keys, capture_inbox FROM {SLEEP_ROLE};
 """
 
 

@@ -67,6 +67,7 @@ async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn,
                             sleep_demote_invalid_after_days=0)
     report = await run_cycle(settings, db_dsn, use_ray=False)
     assert report.status == "done", report.tasks
+    assert report.sleep_role == "cabrain_sleep"  # the steps ran as the offline plane's own role
     conn = await asyncpg.connect(db_dsn)
     try:
         facts = await conn.fetch(
@@ -197,3 +198,23 @@ async def test_the_scheduler_runs_cycles_until_told_to_stop(db_dsn: str, home) -
     assert bad_time.returncode == 2 and "HH:MM" in bad_time.stderr
     loose = run_cli("sleep", "--inline", "--every", "5", env=env)
     assert loose.returncode != 0 and "go with --schedule" in loose.stderr
+
+
+async def test_sleep_connects_as_its_own_role_which_cannot_touch_keys_or_grants(db_dsn, settings_for, pg_server) -> None:  # noqa: ANN001
+    from cabrain.sleep.cycle import sleep_dsn
+
+    dsn, role = await sleep_dsn(settings_for(db_dsn), db_dsn)
+    assert role == "cabrain_sleep"
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert await conn.fetchval("SELECT current_user") == "cabrain_sleep"
+        assert await conn.fetchval("SELECT count(*) FROM memories") == 0  # it reads memories
+        for statement in ("SELECT count(*) FROM agent_keys", "DELETE FROM namespace_grants",
+                          "UPDATE agents SET is_admin = true", "SELECT count(*) FROM capture_inbox"):  # fmt: skip
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.execute(statement)
+    finally:
+        await conn.close()
+    # an explicit URL wins (a password-protected role on a remote server, say)
+    explicit = settings_for(db_dsn, sleep_database_url=db_dsn)
+    assert await sleep_dsn(explicit, db_dsn) == (db_dsn, "CABRAIN_SLEEP_DATABASE_URL")
