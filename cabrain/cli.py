@@ -224,6 +224,26 @@ def cmd_bench_recall(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_sleep(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cabrain import bench_sleep
+
+    try:
+        nodes = [int(n) for n in args.nodes.split(",") if n.strip()]
+    except ValueError:
+        raise InputError(f"--nodes must be comma-separated integers, got {args.nodes!r}") from None
+    if not nodes or min(nodes) < 1 or args.memories < 10 or args.namespaces < 1 or args.cpus_per_node < 1:
+        raise InputError("--nodes and --cpus-per-node must be at least 1, --namespaces at least 1, --memories at least 10")
+    result = bench_sleep.main_run(settings, memories=args.memories, namespaces=args.namespaces, nodes=nodes,
+                                  cpus_per_node=args.cpus_per_node, quiet=args.quiet)  # fmt: skip
+    print(bench_sleep.render_sleep(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(f"\nresults written to {args.json}")
+    return EXIT_OK
+
+
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain import service
 
@@ -660,6 +680,20 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bc.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     bc.set_defaults(func=cmd_bench_capture)
+    bs = bench_sub.add_parser(
+        "sleep",
+        help="sleep-cycle throughput per step on Ray clusters of 1..N nodes",
+        description="Load N synthetic memories (a similarity structure that gives every step work; see "
+        "cabrain/bench_sleep.py) into a scratch database once, then for each node count copy it, start a Ray "
+        "cluster of that many nodes on this machine and time each sleep step over every namespace.",
+    )
+    bs.add_argument("--memories", type=int, default=100_000, help="corpus size (default 100000)")
+    bs.add_argument("--namespaces", type=int, default=8, help="namespaces; the first holds half (default 8)")
+    bs.add_argument("--nodes", default="1,2", help="comma-separated node counts (default 1,2)")
+    bs.add_argument("--cpus-per-node", type=int, default=1, help="CPUs each Ray node offers (default 1)")
+    bs.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bs.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    bs.set_defaults(func=cmd_bench_sleep)
 
     up = sub.add_parser(
         "up",

@@ -126,14 +126,15 @@ def star_clusters(vectors: np.ndarray, threshold: float, min_size: int) -> list[
     unit = _unit(vectors.astype(np.float32))
     near = (unit @ unit.T) >= threshold
     free = np.ones(len(vectors), dtype=bool)
+    degree = near.sum(axis=1).astype(np.int64)  # unassigned neighbours (itself included), kept current
     clusters = []
     while True:
-        degree = (near & free[None, :]).sum(axis=1) * free
-        seed = int(np.argmax(degree))
-        if degree[seed] < min_size:
+        seed = int(np.argmax(np.where(free, degree, -1)))
+        if not free[seed] or degree[seed] < min_size:
             return clusters
-        members = [i for i in np.flatnonzero(near[seed] & free)]
+        members = np.flatnonzero(near[seed] & free)
         free[members] = False
+        degree -= near[:, members].sum(axis=1)
         clusters.append(sorted(int(i) for i in members))
 
 
@@ -216,7 +217,8 @@ async def _distill(
         except LLMError as exc:
             result.add("llm_fallbacks")
             result.change(action="llm fallback", error=str(exc)[:200])
-    picked = central_statements(vectors, ctx.settings.sleep_facts_per_cluster, ctx.settings.sleep_dedup_similarity)
+    # a statement as close to one already chosen as cluster members are to their seed says the same thing
+    picked = central_statements(vectors, ctx.settings.sleep_facts_per_cluster, ctx.settings.sleep_cluster_similarity)
     ids = [r["id"] for r in cluster]
     out = []
     for i in picked:
