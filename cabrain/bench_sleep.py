@@ -57,6 +57,9 @@ ITEMS = {
 GROUP_SPREAD = 0.25  # between groups: about 0.8
 PARAPHRASE = 0.06  # within a group: about 0.94
 DUPLICATE = 0.015  # near-duplicates: about 0.985
+# How often each kind is drawn (groups, duplicate pairs, isolated, facts), so that the shares of
+# *rows* are 70 / 5 / 20 / 5 % (groups hold 4.5 rows on average, pairs 2, facts 1.5).
+DRAWS = [0.70 / 4.5, 0.05 / 2, 0.20 / 1, 0.05 / 1.5]
 
 
 def _noisy(center: np.ndarray, spread: float, rng: np.random.Generator, count: int = 1) -> np.ndarray:
@@ -85,15 +88,15 @@ def workload(n: int, namespaces: list[str], mean: np.ndarray, seed: int):  # noq
         when = now - timedelta(seconds=rng.randint(3600, 365 * 86400))
         center = _noisy(mean, GROUP_SPREAD, np_rng)[0]
         text = synthetic_text(rng)
-        roll = rng.random()
-        if roll < 0.70:  # a group of paraphrases
+        roll = rng.choices(range(4), DRAWS)[0]
+        if roll == 0:  # a group of paraphrases
             size = min(rng.randint(3, 6), n - made)
             texts = [text] + [_variant(text, rng) for _ in range(size - 1)]
             vectors, kind = _noisy(center, PARAPHRASE, np_rng, size), ("experience", "episodic")
-        elif roll < 0.75:  # near-duplicates
+        elif roll == 1:  # near-duplicates
             size = min(2, n - made)
             texts, vectors, kind = [text, text + " ."][:size], _noisy(center, DUPLICATE, np_rng, size), ("experience", "episodic")
-        elif roll < 0.95:
+        elif roll == 2:
             size, texts, vectors, kind = 1, [text], center[None, :], ("experience", "episodic")
         else:  # a fact, and in half the cases a newer one that contradicts it
             subject = " ".join(text.split()[:6])
@@ -222,6 +225,29 @@ async def _run_steps(settings: Settings, dsn: str, quiet: bool) -> dict[str, Any
     return out
 
 
+async def _time_archive(settings: Settings, dsn: str, embedder, namespace: str, queries: int, quiet: bool) -> dict:  # noqa: ANN001
+    """Archive recall latency over what the run demoted (the namespace holding half the corpus)."""
+    from cabrain.brain import Brain
+    from cabrain.eval import percentiles
+    from cabrain.types import ArchiveQuery
+
+    rng = random.Random(5)
+    texts = [" ".join(synthetic_text(rng).split()[: rng.randint(3, 10)]) for _ in range(queries)]
+    brain = await Brain.open(settings, dsn=dsn, embedder=embedder)
+    try:
+        total, scan, scanned = [], [], 0
+        for text in texts:
+            result = await brain.recall_archive(AGENT, ArchiveQuery(text, namespace, k=10))
+            total.append(result.timings_ms["total_ms"])
+            scan.append(result.timings_ms.get("scan_ms", 0.0))
+            scanned = result.scanned
+    finally:
+        await brain.close()
+    out = {"namespace": namespace, "cold_rows": scanned, "total_ms": percentiles(total), "scan_ms": percentiles(scan)}
+    _progress(f"    archive recall over {scanned} cold rows: p50 {out['total_ms']['p50']:.0f} ms", quiet)
+    return out
+
+
 async def run_sleep_bench(
     settings: Settings,
     *,
@@ -229,6 +255,7 @@ async def run_sleep_bench(
     namespaces: int,
     nodes: list[int],
     cpus_per_node: int = 1,
+    archive_queries: int = 30,
     seed: int = 11,
     quiet: bool = False,
 ) -> dict[str, Any]:
@@ -279,6 +306,9 @@ async def run_sleep_bench(
                 _progress(f"  {count} node(s) x {cpus_per_node} CPU", quiet)
                 with _cluster(count, cpus_per_node):
                     result["runs"][str(count)] = await _run_steps(run_settings, with_database(dsn, copy), quiet)
+                if "archive" not in result and archive_queries:
+                    result["archive"] = await _time_archive(run_settings, with_database(dsn, copy), embedder,
+                                                            names[0], archive_queries, quiet)  # fmt: skip
         finally:
             for name in [*copies, source]:
                 await _admin(dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -304,6 +334,12 @@ def render_sleep(result: dict[str, Any]) -> str:
     lines.append("| total | | " + " | ".join(f"{runs[c]['total_s']:.1f} | |" for c in counts) + " |")
     for c in counts:
         lines.append(f"\n{c} node(s): tasks per node {sorted(runs[c]['tasks_per_node'].values(), reverse=True)}")
+    if "archive" in result:
+        a = result["archive"]
+        lines.append(
+            f"\narchive recall ({a['namespace']}, {a['cold_rows']} cold rows): total p50 {a['total_ms']['p50']:.0f} ms, "
+            f"p95 {a['total_ms']['p95']:.0f} ms; of which the scan p50 {a['scan_ms']['p50']:.0f} ms"
+        )
     return "\n".join(lines)
 
 

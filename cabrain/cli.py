@@ -236,7 +236,8 @@ def cmd_bench_sleep(settings: Settings, args: argparse.Namespace) -> int:
     if not nodes or min(nodes) < 1 or args.memories < 10 or args.namespaces < 1 or args.cpus_per_node < 1:
         raise InputError("--nodes and --cpus-per-node must be at least 1, --namespaces at least 1, --memories at least 10")
     result = bench_sleep.main_run(settings, memories=args.memories, namespaces=args.namespaces, nodes=nodes,
-                                  cpus_per_node=args.cpus_per_node, quiet=args.quiet)  # fmt: skip
+                                  cpus_per_node=args.cpus_per_node, archive_queries=args.archive_queries,
+                                  quiet=args.quiet)  # fmt: skip
     print(bench_sleep.render_sleep(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, default=str) + "\n")
@@ -691,6 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--namespaces", type=int, default=8, help="namespaces; the first holds half (default 8)")
     bs.add_argument("--nodes", default="1,2", help="comma-separated node counts (default 1,2)")
     bs.add_argument("--cpus-per-node", type=int, default=1, help="CPUs each Ray node offers (default 1)")
+    bs.add_argument("--archive-queries", type=int, default=30, help="archive recalls timed after the run (default 30)")
     bs.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bs.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     bs.set_defaults(func=cmd_bench_sleep)

@@ -334,7 +334,9 @@ async def _summarise_entities(ctx: StepContext, entity_ids: list[uuid.UUID], res
 async def dedup(ctx: StepContext, namespace: str, month: str = "") -> StepResult:
     """Merge near-duplicates (cosine >= sleep_dedup_similarity) among current memories of the same
     kind and readership: the earliest stays, absorbing the others' importance and use; the others
-    are superseded by it. Only memories new since the last dedup are compared with the rest."""
+    are superseded by it. Two texts that carry a contradiction signal (different numbers, a
+    negation, a revision cue) are never duplicates: which one is current is reconsolidate's call.
+    Only memories new since the last dedup are compared with the rest."""
     result = ctx.result()
     pool = await ctx.pool()
     async with pool.acquire() as conn:
@@ -377,6 +379,8 @@ async def _merge_duplicates(ctx: StepContext, rows: list, since: Any, threshold:
             for j in np.flatnonzero(sims[bi] >= threshold):
                 j = int(j)
                 if j != i:
+                    if _signals(rows[i]["content"], rows[j]["content"]):
+                        continue  # close but contradicting (other numbers, a negation): reconsolidate's call
                     a, b = find(i), find(j)
                     if a != b:
                         parent[max(a, b)] = min(a, b)  # rows are oldest first: the root is the earliest

@@ -218,3 +218,39 @@ async def test_sleep_connects_as_its_own_role_which_cannot_touch_keys_or_grants(
     # an explicit URL wins (a password-protected role on a remote server, say)
     explicit = settings_for(db_dsn, sleep_database_url=db_dsn)
     assert await sleep_dsn(explicit, db_dsn) == (db_dsn, "CABRAIN_SLEEP_DATABASE_URL")
+
+
+async def test_dedup_merges_near_duplicates_but_leaves_contradictions_to_reconsolidate(brain, db_dsn, settings_for) -> None:  # noqa: ANN001
+    now = datetime.now(UTC)
+    fact = {"visibility": Visibility.TEAM, "network": Network.FACT, "memory_type": MemoryType.SEMANTIC}
+    texts = [  # (text, days ago): two wordings of one fact, then a fact and its newer contradiction
+        ("The staging database runs PostgreSQL 16 on host db-stg-1.", 5),
+        ("Staging's database is PostgreSQL 16 on the host db-stg-1.", 4),
+        ("The public API rate limit is 100 requests per minute.", 3),
+        ("The public API rate limit is 250 requests per minute.", 2),
+    ]
+    ids = []
+    for text, days in texts:
+        [r] = await brain.retain("alice", [MemoryInput(text, "proj", valid_at=now - timedelta(days=days), **fact)], decide=False)
+        ids.append(r.memory_id)
+        await asyncio.sleep(0.01)  # distinct created_at: the earliest survives
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        await conn.execute("UPDATE memories SET importance = 0.9 WHERE id = $1", ids[1])
+    finally:
+        await conn.close()
+    settings = settings_for(db_dsn, sleep_dedup_similarity=0.9)  # low enough to reach the rate pair
+    report = await run_cycle(settings, db_dsn, steps=["dedup", "reconsolidate"], use_ray=False)
+    assert report.steps["dedup"]["merged"] == 1 and report.steps["reconsolidate"]["superseded"] == 1
+    got = [await brain.get("alice", i) for i in ids]
+    survivor, merged, old_rate, new_rate = (g.memory for g in got)
+    assert survivor.invalid_at is None and merged.superseded_by == survivor.id
+    assert "dedup: near-duplicate" in merged.metadata["superseded_reason"]
+    assert survivor.importance > 0.89  # the survivor absorbed what it merged (real: 0.9 as float32)
+    assert old_rate.superseded_by == new_rate.id and new_rate.invalid_at is None  # the newer value won
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        sources = await conn.fetch("SELECT source_id, relation FROM memory_sources WHERE memory_id = $1", ids[0])
+    finally:
+        await conn.close()
+    assert [(r["source_id"], r["relation"]) for r in sources] == [(ids[1], "merged")]
