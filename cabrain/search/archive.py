@@ -317,7 +317,9 @@ async def recall_archive(brain: Brain, agent: str, query: ArchiveQuery) -> Archi
     async with brain.pool.acquire() as conn:
         cold_ids = {r["id"] for r in await conn.fetch(COLD_IDS, query.namespace, pool_ids)}
     top = [c for c in fused if c.row["id"] in cold_ids][: query.k]
-    rows = await asyncio.to_thread(newest_rows, cold, query.namespace, [str(c.row["id"]) for c in top], expression)
+    rows = {}
+    if top:
+        rows = await asyncio.to_thread(newest_rows, cold, query.namespace, [str(c.row["id"]) for c in top], expression)
     top = [c for c in top if str(c.row["id"]) in rows]
     links: dict[uuid.UUID, dict[str, list[Link]]] = {}
     if top:
