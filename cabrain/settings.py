@@ -259,6 +259,10 @@ class Settings(BaseSettings):
         default=4.0, ge=0, description="Half-life multiplier per unit of importance: salient memories decay slowest."
     )
     sleep_decay_floor: float = Field(default=0.05, ge=0, le=1, description="Importance never decays below this.")
+    sleep_decay_min_change: float = Field(
+        default=0.01, ge=0, le=1,
+        description="A row's importance is rewritten once it would fall by at least this much (fewer writes).",
+    )
     sleep_demote_after_days: float = Field(
         default=30.0, ge=0, description="Episodes older than this (and unused as long) go cold once consolidated."
     )

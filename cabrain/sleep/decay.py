@@ -5,7 +5,9 @@
 
 where ``days`` is the time since the row last decayed (or, the first time, since it was last
 used or stored). ``decayed_at`` records the moment, so a re-run right after a crash decays by
-(almost) nothing: the step is idempotent. Only current hot rows decay; a row used since its last
+(almost) nothing: the step is idempotent. A row is only rewritten once it would lose at least
+``sleep_decay_min_change`` (or reach the floor): until then its time keeps adding up, so a nightly
+run rewrites the rows whose importance moved, not every row, every night. Only current hot rows decay; a row used since its last
 decay counts its time from that use (reinforcement).
 """
 
@@ -28,7 +30,8 @@ next AS (
     FROM aged WHERE days > 0
 )
 UPDATE memories m SET importance = n.after, decayed_at = now()
-FROM next n WHERE m.id = n.id AND m.valid_at = n.valid_at
+FROM next n
+WHERE m.id = n.id AND m.valid_at = n.valid_at AND (n.before - n.after >= $7 OR n.after <= $6)
 RETURNING m.id, n.before, n.after
 """
 
@@ -42,6 +45,7 @@ async def decay(ctx: StepContext, namespace: str, month: str) -> StepResult:
         rows = await conn.fetch(
             DECAY, namespace, bounds["lo"], bounds["hi"],
             s.sleep_decay_half_life_days, s.sleep_decay_salience_boost, s.sleep_decay_floor,
+            s.sleep_decay_min_change,
         )  # fmt: skip
     result.add("decayed", len(rows))
     result.add("importance_lost_x1000", int(sum(r["before"] - r["after"] for r in rows) * 1000))

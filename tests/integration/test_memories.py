@@ -68,7 +68,9 @@ async def test_new_partitions_get_every_index_including_hnsw(brain):
     defs = " ".join(r["indexdef"] for r in indexes)
     assert "USING hnsw (embedding vector_cosine_ops)" in defs
     assert "(namespace, tier) WHERE (invalid_at IS NULL)" in defs
-    assert "importance DESC" in defs
+    assert "importance" not in defs  # no index covers importance: decay and bookkeeping update in place (HOT)
+    options = await brain.fetchval("SELECT reloptions FROM pg_class WHERE relname = 'memories_p203201'")
+    assert options == ["fillfactor=85"]
 
 
 async def test_ids_are_unique_across_partitions(brain):

@@ -254,3 +254,39 @@ async def test_dedup_merges_near_duplicates_but_leaves_contradictions_to_reconso
     finally:
         await conn.close()
     assert [(r["source_id"], r["relation"]) for r in sources] == [(ids[1], "merged")]
+
+
+async def test_decay_fades_salient_memories_slowest_and_rewrites_only_what_moved(brain, db_dsn, settings_for) -> None:  # noqa: ANN001
+    now = datetime.now(UTC)
+    ids = []
+    for text, importance in (("Weekly sync notes, nothing decided.", 0.2), ("The production database password rotates on the 1st.", 0.9),
+                             ("Someone mentioned the coffee machine.", 0.06)):  # fmt: skip
+        [r] = await brain.retain("alice", [MemoryInput(text, "proj", importance=importance, valid_at=now - timedelta(days=60))],
+                                 decide=False)  # fmt: skip
+        ids.append(r.memory_id)
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        await conn.execute("UPDATE memories SET created_at = now() - interval '60 days'")
+        settings = settings_for(db_dsn)
+        first = await run_cycle(settings, db_dsn, steps=["decay"], use_ray=False)
+        after = {r["id"]: r["importance"] for r in await conn.fetch("SELECT id, importance FROM memories")}
+        # importance * 2 ** (-60 / (30 * (1 + 4 * importance))), never under the 0.05 floor
+        assert after[ids[0]] == pytest.approx(0.2 * 2 ** (-60 / 54), rel=1e-3)
+        assert after[ids[1]] == pytest.approx(0.9 * 2 ** (-60 / 138), rel=1e-3)
+        assert after[ids[2]] == pytest.approx(0.05)
+        assert after[ids[1]] / 0.9 > after[ids[0]] / 0.2  # the salient one kept more of itself
+        assert first.steps["decay"]["decayed"] == 3
+        again = await run_cycle(settings, db_dsn, steps=["decay"], use_ray=False)
+        assert again.steps["decay"].get("decayed", 0) == 0  # nothing moved by 0.01 since: no row rewritten
+        # the rewrites were HOT updates (no new index entries): no index covers importance any more
+        hot_updates = 0
+        for _ in range(50):
+            hot_updates = await conn.fetchval(
+                "SELECT coalesce(sum(n_tup_hot_upd), 0) FROM pg_stat_user_tables WHERE relname LIKE 'memories_p%'"
+            )
+            if hot_updates >= 3:
+                break
+            await asyncio.sleep(0.1)
+        assert hot_updates >= 3
+    finally:
+        await conn.close()
