@@ -84,7 +84,7 @@ ORDER BY e.hit, e.direction, e.other
 """
 
 # Columns of the first pass (no content beyond what BM25 needs) and of the second (no embedding).
-SCORE_COLUMNS = ("id", "content", "embedding", "importance", "valid_at", "demoted_at")
+SCORE_COLUMNS = ("id", "content", "embedding", "importance", "valid_at", "demoted_at", "terms", "term_count")
 ROW_COLUMNS = (
     "id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content", "source_kind",
     "source_ref", "importance", "access_count", "last_accessed_at", "created_at", "valid_at", "invalid_at",
@@ -165,12 +165,34 @@ class _Pass:
         if self.qvec is not None:
             self.sims.append(_similarities(batch.column("embedding").to_pylist(), self.qvec))
         if self.terms:
-            for i, text in enumerate(batch.column("content").to_pylist()):
-                tf, length = term_frequencies(text)
-                self.lengths.append(length)
-                found = {t: tf[t] for t in self.terms if t in tf}
-                if found:
-                    self.matches[base + i] = found
+            self._count_terms(batch, base)
+
+    def _count_terms(self, batch: Any, base: int) -> None:
+        """Doc lengths and the query terms' frequencies: from the stored tokens, one vectorised
+        substring count per term; rows archived before tokens were stored are tokenized here."""
+        import pyarrow.compute as pc
+
+        terms = batch.column("terms") if "terms" in batch.schema.names else None
+        if terms is None or terms.null_count == len(terms):
+            stored = np.zeros(batch.num_rows, dtype=bool)
+        else:
+            stored = ~np.asarray(terms.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        lengths = np.zeros(batch.num_rows, dtype=np.int64)
+        counts = np.zeros((batch.num_rows, len(self.terms)), dtype=np.int64)
+        if stored.any():
+            lengths[stored] = np.asarray(batch.column("term_count").to_numpy(zero_copy_only=False))[stored]
+            for j, term in enumerate(self.terms):
+                found = pc.count_substring(terms, f" {term} ").to_numpy(zero_copy_only=False)
+                counts[stored, j] = np.nan_to_num(np.asarray(found, dtype=float))[stored].astype(np.int64)
+        if not stored.all():
+            contents = batch.column("content").to_pylist()
+            for i in np.flatnonzero(~stored):
+                tf, lengths[i] = term_frequencies(contents[i])
+                counts[i] = [tf.get(t, 0) for t in self.terms]
+        self.lengths.extend(lengths.tolist())
+        names = list(self.terms)
+        for i in np.flatnonzero(counts.any(axis=1)):
+            self.matches[base + int(i)] = {names[j]: int(counts[i, j]) for j in np.flatnonzero(counts[i])}
 
 
 def _similarities(blobs: list[bytes | None], qvec: np.ndarray) -> np.ndarray:

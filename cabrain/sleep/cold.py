@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from cabrain.errors import ColdStoreError
 from cabrain.providers.cold_store import open_catalog
+from cabrain.search.tokenizer import tokenize
 from cabrain.settings import Settings
 
 NAMESPACE = "cabrain"
@@ -53,7 +54,13 @@ FIELDS: list[tuple[str, pa.DataType, bool]] = [
     ("metadata", pa.string(), True),  # JSON
     ("demote_batch", pa.string(), True),
     ("demoted_at", pa.timestamp("us", tz="UTC"), True),
+    # The content's keyword tokens (cabrain.search.tokenizer) as " t1  t2  t3 ": each token between
+    # its own spaces, so archive recall counts a term with one vectorised substring count instead of
+    # tokenizing every archived text per query. Added to tables made before them by schema evolution.
+    ("terms", pa.string(), False),
+    ("term_count", pa.int32(), False),
 ]
+EVOLVED = ("terms", "term_count")  # optional columns older tables lack until table() adds them
 COLUMNS = [name for name, _, _ in FIELDS]
 
 
@@ -86,6 +93,23 @@ def _partition_spec(schema):
     )
 
 
+def _evolve(table, schema):  # noqa: ANN001, ANN202 - pyiceberg Table and Schema
+    """Add the columns of ``EVOLVED`` that ``table`` lacks (a table made by an older CaBrain)."""
+    have = {field.name for field in table.schema().fields}
+    missing = [name for name in EVOLVED if name not in have]
+    if not missing:
+        return table
+    from pyiceberg.exceptions import CommitFailedException
+
+    try:
+        with table.update_schema() as update:
+            for name in missing:
+                update.add_column(name, schema.find_field(name).field_type)
+    except CommitFailedException:  # another process evolved it first
+        pass
+    return table.refresh()
+
+
 def month_of(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m")
 
@@ -103,9 +127,10 @@ class ColdTier:
             try:
                 self._catalog.create_namespace_if_not_exists(NAMESPACE)
                 schema = _iceberg_schema()
-                self._table = self._catalog.create_table_if_not_exists(
+                table = self._catalog.create_table_if_not_exists(
                     TABLE, schema=schema, partition_spec=_partition_spec(schema)
                 )
+                self._table = _evolve(table, schema)
             except Exception as exc:
                 raise ColdStoreError(f"cannot open the cold-tier table {TABLE}: {exc}") from exc
         return self._table
@@ -221,6 +246,7 @@ def to_arrow(rows: Sequence[Any], batch: uuid.UUID, demoted_at: datetime) -> pa.
             vector = vector.to_numpy()
         blob = None if vector is None else np.asarray(vector, dtype="<f4").tobytes()
         metadata = r["metadata"]
+        tokens = tokenize(r["content"])
         values = {
             "id": str(r["id"]), "namespace": r["namespace"], "valid_month": month_of(r["valid_at"]),
             "owner_agent_id": r["owner_agent_id"], "visibility": r["visibility"], "network": r["network"],
@@ -233,6 +259,7 @@ def to_arrow(rows: Sequence[Any], batch: uuid.UUID, demoted_at: datetime) -> pa.
             "superseded_by": None if r["superseded_by"] is None else str(r["superseded_by"]),
             "metadata": metadata if isinstance(metadata, str) else json.dumps(metadata or {}),
             "demote_batch": str(batch), "demoted_at": demoted_at,
+            "terms": " " + "  ".join(tokens) + " " if tokens else "", "term_count": len(tokens),
         }  # fmt: skip
         for name in COLUMNS:
             data[name].append(values[name])
