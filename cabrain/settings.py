@@ -8,7 +8,6 @@ Importing this module does no I/O.
 from __future__ import annotations
 
 import enum
-import os
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
