@@ -229,6 +229,7 @@ def up(
             server = EmbeddedPostgres.from_settings(settings)
             dsn = server.acquire()
             stack.callback(server.release)
+            stack.callback(print, "releasing the embedded PostgreSQL", file=sys.stderr, flush=True)
         else:
             dsn = settings.database_url.get_secret_value()  # type: ignore[union-attr]
         print(asyncio.run(ensure_schema(settings, dsn)), file=sys.stderr)
@@ -263,8 +264,10 @@ def _stop_ray() -> None:
     from ray import serve
 
     try:
-        serve.shutdown()
+        print("stopping the Serve application", file=sys.stderr, flush=True)
+        serve.shutdown()  # lets replicas finish their requests, 30 s at most
     finally:
+        print("stopping Ray", file=sys.stderr, flush=True)
         ray.shutdown()
 
 

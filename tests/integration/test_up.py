@@ -65,7 +65,10 @@ def test_up_serves_the_api_and_ctrl_c_leaves_nothing_behind() -> None:
         assert server.status().running
 
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(90) == 130
+        try:  # Serve's graceful shutdown alone may take 30 s on a loaded machine
+            assert proc.wait(180) == 130
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"`cabrain up` did not stop on Ctrl-C; its last words:\n{err.read_text()[-2000:]}") from None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
                                                    for p in started) or server.status().running):  # fmt: skip
@@ -78,7 +81,11 @@ def test_up_serves_the_api_and_ctrl_c_leaves_nothing_behind() -> None:
             proc.kill()
         for p in _descendants(proc.pid):
             p.kill()
-    assert "interrupted" in err.read_text()
+    stopped = err.read_text()
+    assert "interrupted" in stopped
+    assert stopped.index("stopping the Serve application") < stopped.index("stopping Ray") < stopped.index(
+        "releasing the embedded PostgreSQL"
+    )  # fmt: skip
     # a second run reuses the key made on the first
     env2 = dict(env, CABRAIN_API_PORT=str(free_port()))
     again = subprocess.Popen([sys.executable, "-m", "cabrain.cli", "up"], cwd=REPO, env=env2,
