@@ -209,7 +209,8 @@ async def _run_steps(settings: Settings, dsn: str, quiet: bool) -> dict[str, Any
         if report.status != "done":
             from cabrain.errors import CabrainError
 
-            raise CabrainError(f"the {step} step did not finish: {report.tasks}")
+            failed = [t for t in report.tasks if "error" in t]
+            raise CabrainError(f"the {step} step did not finish ({report.status}): {failed}")
         counts = report.steps.get(step, {})
         items = counts.get(ITEMS.get(step, ""), 0)
         out["steps"][step] = {

@@ -406,7 +406,8 @@ class Brain:
 
         An explicit, slower call (it reads the namespace's Iceberg files); hot recall never
         touches the cold tier. Invalidated memories are included unless the query says not."""
-        from cabrain.search.archive import recall_archive, validate
+        from cabrain.search.archive import recall_archive
+        from cabrain.search.recall import validate  # hot recall's text, k and time-range rules
 
         validate(query, max_k=self.settings.recall_max_k, max_chars=self.settings.max_query_chars)
         started = time.perf_counter()
@@ -436,42 +437,53 @@ class Brain:
             row = await conn.fetchrow(sql.GET_READABLE, namespace, agent, memory_id)
             if row is not None:
                 memory = sql.to_memory(row)
-                following = [sql.to_memory(r) for r in await conn.fetch(sql.NEXT_VERSIONS, namespace, agent, memory_id)]
+                following, previous, entities = await self._history(conn, namespace, agent, memory_id, memory_id)
             else:
-                memory = await self._get_cold(conn, agent, namespace, memory_id)
-                following = []
-                if memory.superseded_by is not None:  # the chain continues in the hot tier
-                    successor = await conn.fetchrow(sql.GET_READABLE, namespace, agent, memory.superseded_by)
-                    if successor is not None:
-                        following = [sql.to_memory(successor)] + [sql.to_memory(r) for r in await conn.fetch(
-                            sql.NEXT_VERSIONS, namespace, agent, memory.superseded_by)]  # fmt: skip
-            previous = await conn.fetch(sql.PREVIOUS_VERSIONS, namespace, agent, memory_id)
-            entities = await conn.fetch(sql.ENTITIES_OF, memory_id)
+                cold = await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)
+                if cold is None:
+                    raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+        if row is None:  # demoted: read from the cold tier with no database connection held
+            memory = await self._read_cold(namespace, memory_id, cold)
+            async with self.pool.acquire() as conn:
+                following, previous, entities = await self._history(
+                    conn, namespace, agent, memory_id, memory.superseded_by, successor=True
+                )
         result = MemoryWithHistory(
             memory=memory,
             previous=[sql.to_memory(r) for r in previous],
-            next=following,
+            next=[sql.to_memory(r) for r in following],
             entities=[r["name"] for r in entities],
         )
         if key is not None:
             await self.cache.set(key, json.dumps(history_to_dict(result)), self.cache.row_ttl_s)
         return result
 
-    async def _get_cold(
-        self, conn: asyncpg.Connection, agent: str, namespace: str, memory_id: uuid.UUID
-    ) -> Memory:
-        """A demoted memory the agent may read, from the cold tier (else :class:`NotFound`)."""
+    @staticmethod
+    async def _history(
+        conn: asyncpg.Connection, namespace: str, agent: str, memory_id: uuid.UUID, chain: uuid.UUID | None,
+        *, successor: bool = False,
+    ) -> tuple[list, list, list]:
+        """(versions after, versions before, entity rows) of ``memory_id``; the versions after are
+        read from ``chain`` on (itself included when ``successor``: a demoted memory's successor)."""
+        following: list = []
+        if chain is not None:
+            first = await conn.fetchrow(sql.GET_READABLE, namespace, agent, chain) if successor else None
+            if first is not None or not successor:
+                following = ([first] if first else []) + list(await conn.fetch(sql.NEXT_VERSIONS, namespace, agent, chain))
+        previous = await conn.fetch(sql.PREVIOUS_VERSIONS, namespace, agent, memory_id)
+        entities = await conn.fetch(sql.ENTITIES_OF, memory_id)
+        return following, list(previous), list(entities)
+
+    async def _read_cold(self, namespace: str, memory_id: uuid.UUID, where: asyncpg.Record) -> Memory:
+        """A demoted memory's row from the cold tier (``where``: its ``COLD_READABLE`` row)."""
         from pyiceberg.expressions import EqualTo
 
-        from cabrain.search.archive import memory_of, newest_rows
+        from cabrain.search.archive import memory_of
         from cabrain.sleep.cold import month_of
 
-        where = await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)
-        if where is None:
-            raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
         cold = await asyncio.to_thread(self.cold_tier)
         rows = await asyncio.to_thread(
-            newest_rows, cold, namespace, [str(memory_id)], EqualTo("valid_month", month_of(where["valid_at"]))
+            cold.newest, namespace, [str(memory_id)], EqualTo("valid_month", month_of(where["valid_at"]))
         )
         if str(memory_id) not in rows:
             raise ColdStoreError(

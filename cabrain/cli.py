@@ -56,13 +56,11 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_sleep(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.sleep.cycle import STEPS, run_cycle
+    from cabrain.sleep.cycle import STEPS, check_steps, run_cycle
     from cabrain.store.db import hot_tier
 
     steps = [s.strip() for s in args.steps.split(",") if s.strip()] if args.steps else list(STEPS)
-    unknown = [s for s in steps if s not in STEPS]
-    if unknown:
-        raise ConfigError(f"unknown sleep step(s): {', '.join(unknown)}", hint=f"steps: {', '.join(STEPS)}")
+    check_steps(steps)  # before Ray starts, and before a schedule waits for its first run
     if not args.schedule and (args.at or args.every or args.max_runs):
         raise InputError("--at, --every and --max-runs go with --schedule")
     if args.every is not None and args.every <= 0:
@@ -284,10 +282,12 @@ def _read_app_config(path: str) -> dict:
 
 # --- agents and keys ---------------------------------------------------------------------------
 def _clock_time(text: str) -> str:
-    import re
+    from cabrain.sleep.schedule import parse_at
 
-    if not re.fullmatch(r"([01][0-9]|2[0-3]):[0-5][0-9]", text.strip()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a time of day HH:MM (24-hour, UTC)")
+    try:
+        parse_at(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time of day HH:MM (24-hour, UTC)") from None
     return text.strip()
 
 

@@ -17,6 +17,7 @@ import asyncio
 import enum
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -254,6 +255,9 @@ def up(
             )
             return
         wait_ready(settings)
+        if threading.current_thread() is threading.main_thread():
+            # it says Ctrl-C stops it: so it does, even when started with SIGINT ignored (a background job)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         print(usage(settings, key_file, made_key), flush=True)
         print("\nCtrl-C stops everything.", flush=True)
         (stop or threading.Event()).wait()

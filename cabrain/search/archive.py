@@ -52,7 +52,6 @@ from cabrain.types import (
 
 if TYPE_CHECKING:
     from cabrain.brain import Brain
-    from cabrain.sleep.cold import ColdTier
 
 ACCESS = f"""
 WITH {ACCESS_CTE}
@@ -83,19 +82,9 @@ WHERE i.namespace = $1 AND (SELECT agent_ok FROM access)
 ORDER BY e.hit, e.direction, e.other
 """
 
-# Columns of the first pass (no content beyond what BM25 needs) and of the second (no embedding).
+# Columns of the first pass (the text only for rows archived without their tokens); the second
+# reads ColdTier.ROW_COLUMNS, no embeddings.
 SCORE_COLUMNS = ("id", "content", "embedding", "importance", "valid_at", "demoted_at", "terms", "term_count")
-ROW_COLUMNS = (
-    "id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content", "source_kind",
-    "source_ref", "importance", "access_count", "last_accessed_at", "created_at", "valid_at", "invalid_at",
-    "superseded_by", "metadata", "demote_batch", "demoted_at",
-)  # fmt: skip
-
-
-def validate(query: ArchiveQuery, *, max_k: int, max_chars: int) -> None:
-    from cabrain.search.recall import validate as validate_recall
-
-    validate_recall(query, max_k=max_k, max_chars=max_chars)  # the same text, k and time-range rules
 
 
 def row_filter(agent: str, team_ok: bool, query: ArchiveQuery) -> Any:
@@ -259,7 +248,7 @@ def _row(state: _Pass, i: int, **extra: float) -> dict:
 
 
 def memory_of(row: dict) -> Memory:
-    """A cold row (from :func:`newest_rows`) as a :class:`Memory` of tier "cold"."""
+    """A cold row (from :meth:`ColdTier.newest`) as a :class:`Memory` of tier "cold"."""
     metadata = row["metadata"]
     return Memory(
         id=uuid.UUID(row["id"]), namespace=row["namespace"], owner_agent_id=row["owner_agent_id"],
@@ -271,21 +260,6 @@ def memory_of(row: dict) -> Memory:
         superseded_by=uuid.UUID(row["superseded_by"]) if row["superseded_by"] else None,
         tier="cold", metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
     )  # fmt: skip
-
-
-def newest_rows(cold: ColdTier, namespace: str, ids: list[str], row_filter_: Any = None) -> dict[str, dict]:
-    """The full cold rows of ``ids`` (newest copy of each), without embeddings."""
-    from pyiceberg.expressions import And, In
-
-    expression = In("id", set(ids)) if row_filter_ is None else And(row_filter_, In("id", set(ids)))
-    _, batches = cold.batches(namespace, expression, ROW_COLUMNS)
-    newest: dict[str, dict] = {}
-    for batch in batches:
-        for row in batch.to_pylist():
-            seen = newest.get(row["id"])
-            if seen is None or row["demoted_at"] > seen["demoted_at"]:
-                newest[row["id"]] = row
-    return newest
 
 
 async def recall_archive(brain: Brain, agent: str, query: ArchiveQuery) -> ArchiveResult:
@@ -339,9 +313,7 @@ async def recall_archive(brain: Brain, agent: str, query: ArchiveQuery) -> Archi
     async with brain.pool.acquire() as conn:
         cold_ids = {r["id"] for r in await conn.fetch(COLD_IDS, query.namespace, pool_ids)}
     top = [c for c in fused if c.row["id"] in cold_ids][: query.k]
-    rows = {}
-    if top:
-        rows = await asyncio.to_thread(newest_rows, cold, query.namespace, [str(c.row["id"]) for c in top], expression)
+    rows = await asyncio.to_thread(cold.newest, query.namespace, [str(c.row["id"]) for c in top], expression)
     top = [c for c in top if str(c.row["id"]) in rows]
     links: dict[uuid.UUID, dict[str, list[Link]]] = {}
     if top:
@@ -366,4 +338,4 @@ async def recall_archive(brain: Brain, agent: str, query: ArchiveQuery) -> Archi
     return ArchiveResult(hits=hits, scanned=kept, files=files, timings_ms=timings)
 
 
-__all__ = ["memory_of", "newest_rows", "recall_archive", "row_filter", "validate"]
+__all__ = ["memory_of", "recall_archive", "row_filter"]

@@ -62,6 +62,8 @@ FIELDS: list[tuple[str, pa.DataType, bool]] = [
 ]
 EVOLVED = ("terms", "term_count")  # optional columns older tables lack until table() adds them
 COLUMNS = [name for name, _, _ in FIELDS]
+# Everything but the embedding and the tokens: what reading a memory back needs.
+ROW_COLUMNS = tuple(c for c in COLUMNS if c not in ("embedding", "embedding_dim", *EVOLVED))
 
 
 def _iceberg_schema():
@@ -123,7 +125,13 @@ class ColdTier:
         self._table = None
 
     def table(self):
-        if self._table is None:
+        """The table, created on first use. Sleep tasks on several nodes may all find it missing
+        and race to create it (or its namespace): the losers of that race load what the winner
+        made on their next attempt."""
+        attempts = 4
+        for attempt in range(attempts):
+            if self._table is not None:
+                break
             try:
                 self._catalog.create_namespace_if_not_exists(NAMESPACE)
                 schema = _iceberg_schema()
@@ -132,7 +140,9 @@ class ColdTier:
                 )
                 self._table = _evolve(table, schema)
             except Exception as exc:
-                raise ColdStoreError(f"cannot open the cold-tier table {TABLE}: {exc}") from exc
+                if attempt == attempts - 1:
+                    raise ColdStoreError(f"cannot open the cold-tier table {TABLE}: {exc}") from exc
+                time.sleep(0.05 * (attempt + 1))
         return self._table
 
     def refresh(self):
@@ -225,6 +235,23 @@ class ColdTier:
             return files, iter(scan.to_arrow_batch_reader())
         except Exception as exc:
             raise ColdStoreError(f"reading the cold tier of {namespace!r} failed: {exc}") from exc
+
+    def newest(self, namespace: str, ids: Sequence[str], row_filter: Any = None) -> dict[str, dict]:
+        """The rows of ``ids`` (``ROW_COLUMNS``), the newest copy of each: a demotion re-run after a
+        crash may have appended a row again with its later state."""
+        from pyiceberg.expressions import And, In
+
+        if not ids:
+            return {}
+        expression = In("id", {str(i) for i in ids})
+        _, batches = self.batches(namespace, expression if row_filter is None else And(row_filter, expression), ROW_COLUMNS)
+        newest: dict[str, dict] = {}
+        for batch in batches:
+            for row in batch.to_pylist():
+                seen = newest.get(row["id"])
+                if seen is None or row["demoted_at"] > seen["demoted_at"]:
+                    newest[row["id"]] = row
+        return newest
 
     def files(self, namespace: str) -> list[str]:
         """Data files a scan of ``namespace`` plans (partition pruning, for tests and doctor)."""

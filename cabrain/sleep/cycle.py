@@ -121,6 +121,12 @@ def _remote_step():
     return sleep_step
 
 
+def check_steps(steps: Sequence[str]) -> None:
+    unknown = [s for s in steps if s not in STEPS]
+    if unknown:
+        raise ConfigError(f"unknown sleep step(s): {', '.join(unknown)}", hint=f"steps: {', '.join(STEPS)}")
+
+
 async def sleep_dsn(settings: Settings, dsn: str) -> tuple[str, str]:
     """The URL sleep tasks connect with, and a line saying which role that is."""
     if settings.sleep_database_url is not None:
@@ -162,9 +168,7 @@ async def run_cycle(
     progress: Callable[[str], None] | None = None,
 ) -> CycleReport:
     """One sleep cycle over ``namespaces`` (default: all) on the hot tier at ``dsn``."""
-    unknown = [s for s in steps if s not in STEPS]
-    if unknown:
-        raise ConfigError(f"unknown sleep step(s): {', '.join(unknown)}", hint=f"steps: {', '.join(STEPS)}")
+    check_steps(steps)
     say = progress or (lambda line: None)
     run_id = uuid.uuid4()
     started = time.perf_counter()
@@ -254,4 +258,4 @@ class _Runner:
         return True
 
 
-__all__ = ["STEPS", "CycleReport", "execute_step", "run_cycle", "sleep_dsn"]
+__all__ = ["STEPS", "CycleReport", "check_steps", "execute_step", "run_cycle", "sleep_dsn"]

@@ -170,7 +170,9 @@ async def _finish(
         if snapshot is None:
             snapshot = cold.append_batch(batch, to_arrow(rows, batch, demoted_at))
         else:  # a re-run: the snapshot landed before the crash; rows changed since are appended again
-            copies = _newest(cold.scan(namespace, months=[month_of(lo)], ids=[r["id"] for r in rows]))
+            from pyiceberg.expressions import EqualTo
+
+            copies = cold.newest(namespace, [str(r["id"]) for r in rows], EqualTo("valid_month", month_of(lo)))
             changed = [r for r in rows if str(r["id"]) not in copies or _differs(r, copies[str(r["id"])])]
             if changed:
                 fix = uuid.uuid5(batch, ",".join(sorted(f"{r['id']}:{r['invalid_at']}:{r['superseded_by']}" for r in changed)))
@@ -205,16 +207,6 @@ async def _finish(
     for r in rows:
         result.change(memory_id=r["id"], action="demoted", batch=batch,
                       why="invalidated" if r["invalid_at"] else "old episode")  # fmt: skip
-
-
-def _newest(table) -> dict[str, dict]:
-    """Per id, the newest cold copy (a crash re-run may have appended a row twice)."""
-    newest: dict[str, dict] = {}
-    for row in table.to_pylist():
-        seen = newest.get(row["id"])
-        if seen is None or row["demoted_at"] > seen["demoted_at"]:
-            newest[row["id"]] = row
-    return newest
 
 
 __all__ = ["demote"]
