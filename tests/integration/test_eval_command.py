@@ -79,5 +79,11 @@ def test_bench_recall_runs_small_and_reports_every_mode(tmp_path, pg_server, hom
     assert data["memories"] == 300 and data["real_vectors"] == 50
     assert {"hybrid", "vector", "bm25", "hybrid (without query embedding)"} <= set(data["recall_ms"])
     assert data["recall_ms"]["hybrid"]["p95"] > 0 and data["embed_query_ms"]["p50"] > 0
+    # the floor: each index probed bare on the same database, and hybrid recall's ratio over it
+    assert data["floor_ms"]["hnsw"]["p50"] > 0 and data["floor_ms"]["bm25"]["p50"] > 0
+    floor = data["embed_query_ms"]["p50"] + data["floor_ms"]["hnsw"]["p50"] + data["floor_ms"]["bm25"]["p50"]
+    assert abs(data["overhead"]["floor_p50_ms"] - floor) < 0.01
+    assert abs(data["overhead"]["ratio_p50"] - data["recall_ms"]["hybrid"]["p50"] / floor) <= 0.006
+    assert "over the floor" in result.stdout
     bad = run_cli("bench", "recall", "--memories", "0", env=env)
     assert bad.returncode == 1 and "at least 1" in bad.stderr
