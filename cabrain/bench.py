@@ -121,6 +121,18 @@ def overhead_over_floor(recall: dict[str, float], embed: dict[str, float], floor
     return out
 
 
+def machine_facts(facts, embedder=None) -> dict[str, Any]:  # noqa: ANN001 - ServerFacts, Embedder
+    """Where a benchmark ran: the machine, the database server and the embedding model."""
+    import os
+    import platform
+
+    return {
+        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "postgres": facts.version, "pgvector": facts.vector_available,
+        **({"embedder": embedder.name} if embedder is not None else {}),
+    }  # fmt: skip
+
+
 def _progress(message: str, quiet: bool) -> None:
     if not quiet:
         print(message, file=sys.stderr, flush=True)
@@ -184,9 +196,6 @@ async def run_recall_bench(
     quiet: bool = False,
 ) -> BenchResult:
     """Load ``memories`` synthetic memories into a scratch database and time ``queries`` recalls."""
-    import os
-    import platform
-
     from cabrain.providers.embedders import load_embedder
     from cabrain.store.scratch import scratch_brain
 
@@ -217,10 +226,7 @@ async def run_recall_bench(
         floor = await measure_floor(brain, texts, vectors, settings.recall_candidates, settings.bm25_postings_per_term)
         overhead = overhead_over_floor(recall_ms[RecallMode.HYBRID.value], percentiles(embed_ms), floor)
         _progress(f"  floor: hnsw p50 {floor['hnsw']['p50']:.1f} ms, bm25 p50 {floor['bm25']['p50']:.1f} ms", quiet)
-    machine = {
-        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "postgres": facts.version, "pgvector": facts.vector_available, "embedder": embedder.name,
-    }  # fmt: skip
+    machine = machine_facts(facts, embedder)
     return BenchResult(memories, min(real_vectors, memories), load_s, percentiles(embed_ms), recall_ms, machine,
                        floor, overhead)  # fmt: skip
 
@@ -322,9 +328,6 @@ async def run_http_bench(
 ) -> HttpBenchResult:
     """Recall through the HTTP API (a local Ray + the Serve app on a scratch database) and in
     process on the same database, at each concurrency, with fresh query texts (no cache)."""
-    import os
-    import platform
-
     from cabrain import identity
     from cabrain.client import AsyncClient
     from cabrain.providers.embedders import load_embedder
@@ -363,10 +366,7 @@ async def run_http_bench(
                     await _timed_concurrently(remote, fresh_texts()[:20], c)
                     http[c] = await _timed_concurrently(remote, fresh_texts(), c)
                     _progress(f"  http, concurrency {c}: p95 {http[c]['p95']:.1f} ms", quiet)
-    machine = {
-        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "postgres": facts.version, "embedder": embedder.name,
-    }  # fmt: skip
+    machine = machine_facts(facts, embedder)
     return HttpBenchResult(memories, queries, http, in_process, machine)
 
 
@@ -401,7 +401,6 @@ async def run_capture_bench(
     it) against the service on a scratch database, per event type."""
     import asyncio
     import os
-    import platform
     import shutil
     import subprocess
     import tempfile
@@ -442,7 +441,7 @@ async def run_capture_bench(
         "events_per_type": events,
         "per_type_ms": {name: percentiles(ts) for name, ts in times.items()},
         "all_ms": percentiles(every),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "postgres": facts.version},
+        "machine": machine_facts(facts),
     }
 
 

@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import platform
 import random
 import tempfile
 import time
@@ -40,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from cabrain.bench import AR_WORDS, EN_WORDS, _progress, synthetic_text
+from cabrain.bench import AR_WORDS, EN_WORDS, _progress, machine_facts, synthetic_text
 from cabrain.settings import Settings
 
 AGENT = "bench"
@@ -313,10 +312,7 @@ async def run_sleep_bench(
         finally:
             for name in [*copies, source]:
                 await _admin(dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    result["machine"] = {
-        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "postgres": facts.version, "embedder": embedder.name,
-    }  # fmt: skip
+    result["machine"] = machine_facts(facts, embedder)
     return result
 
 

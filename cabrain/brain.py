@@ -407,8 +407,9 @@ class Brain:
         An explicit, slower call (it reads the namespace's Iceberg files); hot recall never
         touches the cold tier. Invalidated memories are included unless the query says not."""
         from cabrain.search.archive import recall_archive
-        from cabrain.search.recall import validate  # hot recall's text, k and time-range rules
+        from cabrain.search.recall import validate
 
+        # the same text, k and time-range rules as hot recall
         validate(query, max_k=self.settings.recall_max_k, max_chars=self.settings.max_query_chars)
         started = time.perf_counter()
         result = await recall_archive(self, agent, query)

@@ -182,27 +182,18 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from cabrain import eval as evaluation
-    from cabrain.errors import InputError
 
-    try:
-        ks = [int(k) for k in args.k.split(",") if k.strip()]
-    except ValueError:
-        raise InputError(f"--k must be comma-separated integers, got {args.k!r}") from None
+    ks = _int_list(args.k, "--k")
     modes = [m for group in (args.mode or ["vector,bm25,hybrid"]) for m in group.split(",") if m]
     results = asyncio.run(
         evaluation.run_eval(settings, Path(args.dataset), modes=modes, ks=ks, quiet=args.quiet)
     )
     print(evaluation.render(results, ks))
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps(evaluation.to_json(results, settings), ensure_ascii=False, indent=2) + "\n"
-        )
-        print(f"\nresults written to {args.json}")
+    _write_results(args.json, json.dumps(evaluation.to_json(results, settings), ensure_ascii=False, indent=2) + "\n")
     return EXIT_OK
 
 
 def cmd_bench_recall(settings: Settings, args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from cabrain import bench
     from cabrain.errors import InputError
@@ -216,30 +207,22 @@ def cmd_bench_recall(settings: Settings, args: argparse.Namespace) -> int:
         )
     )  # fmt: skip
     print(bench.render(result))
-    if args.json:
-        Path(args.json).write_text(bench.main_json(result) + "\n")
-        print(f"\nresults written to {args.json}")
+    _write_results(args.json, bench.main_json(result) + "\n")
     return EXIT_OK
 
 
 def cmd_bench_sleep(settings: Settings, args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from cabrain import bench_sleep
 
-    try:
-        nodes = [int(n) for n in args.nodes.split(",") if n.strip()]
-    except ValueError:
-        raise InputError(f"--nodes must be comma-separated integers, got {args.nodes!r}") from None
+    nodes = _int_list(args.nodes, "--nodes")
     if not nodes or min(nodes) < 1 or args.memories < 10 or args.namespaces < 1 or args.cpus_per_node < 1:
         raise InputError("--nodes and --cpus-per-node must be at least 1, --namespaces at least 1, --memories at least 10")
     result = bench_sleep.main_run(settings, memories=args.memories, namespaces=args.namespaces, nodes=nodes,
                                   cpus_per_node=args.cpus_per_node, archive_queries=args.archive_queries,
                                   quiet=args.quiet)  # fmt: skip
     print(bench_sleep.render_sleep(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2, default=str) + "\n")
-        print(f"\nresults written to {args.json}")
+    _write_results(args.json, json.dumps(result, indent=2, default=str) + "\n")
     return EXIT_OK
 
 
@@ -281,6 +264,22 @@ def _read_app_config(path: str) -> dict:
 
 
 # --- agents and keys ---------------------------------------------------------------------------
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(f"{flag} must be comma-separated integers, got {text!r}") from None
+
+
+def _write_results(path: str | None, text: str) -> None:
+    """``--json FILE``: the results, written where asked."""
+    if path:
+        from pathlib import Path
+
+        Path(path).write_text(text)
+        print(f"\nresults written to {path}")
+
+
 def _clock_time(text: str) -> str:
     from cabrain.sleep.schedule import parse_at
 
@@ -505,7 +504,6 @@ def cmd_share(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_bench_capture(settings: Settings, args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from cabrain import bench
     from cabrain.errors import InputError
@@ -515,22 +513,16 @@ def cmd_bench_capture(settings: Settings, args: argparse.Namespace) -> int:
     app_args = _read_app_config(args.config) if args.config else None
     result = asyncio.run(bench.run_capture_bench(settings, events=args.events, app_args=app_args, quiet=args.quiet))
     print(bench.render_capture(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-        print(f"\nresults written to {args.json}")
+    _write_results(args.json, json.dumps(result, indent=2) + "\n")
     return EXIT_OK
 
 
 def cmd_bench_http(settings: Settings, args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from cabrain import bench
     from cabrain.errors import InputError
 
-    try:
-        levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
-    except ValueError:
-        raise InputError(f"--concurrency must be comma-separated integers, got {args.concurrency!r}") from None
+    levels = _int_list(args.concurrency, "--concurrency")
     if not levels or min(levels) < 1 or args.memories < 1 or args.queries < 1:
         raise InputError("--concurrency levels, --memories and --queries must be at least 1")
     app_args = _read_app_config(args.config) if args.config else None
@@ -539,9 +531,7 @@ def cmd_bench_http(settings: Settings, args: argparse.Namespace) -> int:
                              app_args=app_args, quiet=args.quiet)
     )  # fmt: skip
     print(bench.render_http(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result.as_dict(), indent=2) + "\n")
-        print(f"\nresults written to {args.json}")
+    _write_results(args.json, json.dumps(result.as_dict(), indent=2) + "\n")
     return EXIT_OK
 
 

@@ -23,6 +23,15 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _query_fields(body: BaseModel) -> dict[str, Any]:
+    """A query body's fields, its lists as the tuples the frozen query types hold."""
+    data = body.model_dump()
+    for key in ("networks", "memory_types", "source_kinds"):
+        if data[key] is not None:
+            data[key] = tuple(data[key])
+    return data
+
+
 class MemoryIn(Body):
     content: str = Field(description="The memory, in any language (Arabic and English are first class).")
     namespace: str = Field(description="Namespace to write into (must exist and be writable by the caller).")
@@ -87,11 +96,7 @@ class RecallIn(Body):
     )
 
     def to_query(self) -> RecallQuery:
-        data = self.model_dump()
-        for key in ("networks", "memory_types", "source_kinds"):
-            if data[key] is not None:
-                data[key] = tuple(data[key])
-        return RecallQuery(**data)
+        return RecallQuery(**_query_fields(self))
 
 
 class ArchiveRecallIn(Body):
@@ -117,11 +122,7 @@ class ArchiveRecallIn(Body):
     )  # fmt: skip
 
     def to_query(self) -> ArchiveQuery:
-        data = self.model_dump()
-        for key in ("networks", "memory_types", "source_kinds"):
-            if data[key] is not None:
-                data[key] = tuple(data[key])
-        return ArchiveQuery(**data)
+        return ArchiveQuery(**_query_fields(self))
 
 
 class CaptureItemIn(Body):

@@ -51,6 +51,10 @@ Namespace = Annotated[
     ),
 ]  # fmt: skip
 MemoryId = Annotated[str, Field(description="A memory id (UUID) from memory_recall or memory_retain.")]
+Query = Annotated[str, Field(min_length=1, max_length=4000,
+                             description="What you want to know, as a question or keywords, in any language")]
+HowMany = Annotated[int, Field(ge=1, le=50, description="How many memories to return")]
+Mode = Annotated[RecallMode, Field(description="hybrid (best), vector (meaning), bm25 (exact words)")]
 
 BackendFor = Callable[[Context], Awaitable[MemoryBackend]]
 
@@ -108,13 +112,11 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
 
     @server.tool(annotations=ToolAnnotations(title="Recall memories", readOnlyHint=True))
     async def memory_recall(
-        query: Annotated[str, Field(min_length=1, max_length=4000,
-                                    description="What you want to know, as a question or keywords, in any language")],
+        query: Query,
         namespace: Namespace,
         ctx: Context,
-        k: Annotated[int, Field(ge=1, le=50, description="How many memories to return")] = 8,
-        mode: Annotated[RecallMode, Field(description="hybrid (best), vector (meaning), bm25 (exact words)")]
-        = RecallMode.HYBRID,
+        k: HowMany = 8,
+        mode: Mode = RecallMode.HYBRID,
         include_history: Annotated[bool, Field(description="Also return forgotten and superseded memories")] = False,
     ) -> dict[str, Any]:
         """Find the memories most relevant to a query (meaning and keywords, ranked), each with its
@@ -128,13 +130,11 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
 
     @server.tool(annotations=ToolAnnotations(title="Search the memory archive", readOnlyHint=True))
     async def memory_recall_archive(
-        query: Annotated[str, Field(min_length=1, max_length=4000,
-                                    description="What you are looking for, as a question or keywords, in any language")],
+        query: Query,
         namespace: Namespace,
         ctx: Context,
-        k: Annotated[int, Field(ge=1, le=50, description="How many memories to return")] = 8,
-        mode: Annotated[RecallMode, Field(description="hybrid (best), vector (meaning), bm25 (exact words)")]
-        = RecallMode.HYBRID,
+        k: HowMany = 8,
+        mode: Mode = RecallMode.HYBRID,
         valid_from: Annotated[datetime | None, Field(description="Only what was true from this moment on "
                                                       "(ISO 8601, e.g. 2026-01-01T00:00:00Z)")] = None,
         valid_to: Annotated[datetime | None, Field(description="Only what was true before this moment (ISO 8601)")]
