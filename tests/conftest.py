@@ -7,6 +7,7 @@ unprivileged account when the tests run as root).
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import socket
@@ -239,3 +240,11 @@ async def brain(open_brain):
     await b.create_agent("root", is_admin=True)
     await b.create_namespace("alice", "proj")
     return b
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ANN001, ARG001
+    """A child process a failed test left behind would block the interpreter's exit (multiprocessing
+    joins its children then): kill them so a failure ends the run instead of hanging it."""
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join(5)

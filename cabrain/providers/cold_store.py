@@ -8,12 +8,16 @@ S3-compatible storage (``CABRAIN_COLD_S3_*``). Demotion and archive recall build
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from cabrain.errors import ColdStoreError
 from cabrain.settings import Settings, redact_url as _redact
 
 CATALOG_NAME = "cabrain"
+# Processes opening a fresh catalog at once race to create its tables; the losers retry.
+_INIT_RACE = ("already exists", "duplicate key")
+_INIT_ATTEMPTS = 6
 
 
 def catalog_properties(settings: Settings) -> dict[str, str]:
@@ -42,7 +46,14 @@ def open_catalog(settings: Settings):  # noqa: ANN201 - pyiceberg's SqlCatalog
     try:
         from pyiceberg.catalog.sql import SqlCatalog
 
-        return SqlCatalog(CATALOG_NAME, **catalog_properties(settings))
+        for attempt in range(1, _INIT_ATTEMPTS + 1):
+            try:
+                return SqlCatalog(CATALOG_NAME, **catalog_properties(settings))
+            except Exception as exc:
+                if attempt == _INIT_ATTEMPTS or not any(m in str(exc) for m in _INIT_RACE):
+                    raise
+                time.sleep(0.05 * attempt)  # another process is creating the catalog's tables
+        raise AssertionError("unreachable")
     except ImportError as exc:
         raise ColdStoreError(
             f"the cold-tier catalog driver is missing: {exc}",
