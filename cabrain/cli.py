@@ -211,6 +211,33 @@ def cmd_bench_recall(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_all(settings: Settings, args: argparse.Namespace) -> int:
+    """``cabrain bench`` without a sub-command: every measurement at every size, in one run."""
+    from pathlib import Path
+
+    from cabrain import bench_scale
+
+    sizes = _int_list(args.sizes, "--sizes")
+    levels = _int_list(args.concurrency, "--concurrency")
+    if not sizes or min(sizes) < 100:
+        raise InputError("--sizes must be corpus sizes of at least 100, comma-separated")
+    if not levels or min(levels) < 1 or 1 not in levels:
+        raise InputError("--concurrency must be levels of at least 1 and include 1 (the floor is compared at 1)")
+    if args.namespaces < 1 or args.queries < 1 or args.retain_texts < 2 or args.real_vectors < 1:
+        raise InputError("--namespaces, --queries and --real-vectors must be at least 1, --retain-texts at least 2")
+    spec = bench_scale.ScaleSpec(
+        sizes=sizes, namespaces=args.namespaces, queries=args.queries, concurrency=levels,
+        retain_texts=args.retain_texts, http=not args.no_http, keep=args.keep, real_vectors=args.real_vectors,
+        noise=args.noise, maintenance_work_mem=args.maintenance_work_mem,
+        app_args=_read_app_config(args.config) if args.config else None, out=Path(args.out),
+        plot=not args.no_plot, quiet=args.quiet,
+    )  # fmt: skip
+    results = asyncio.run(bench_scale.run(settings, spec))
+    print(bench_scale.render(results))
+    print(f"\nresults written to {spec.out / 'results.json'}" + (f" and {spec.out / 'latency.png'}" if spec.plot else ""))
+    return EXIT_OK
+
+
 def cmd_bench_sleep(settings: Settings, args: argparse.Namespace) -> int:
 
     from cabrain import bench_sleep
@@ -630,9 +657,32 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=cmd_eval)
 
     bench = sub.add_parser(
-        "bench", help="measure performance", description="Performance benchmarks (see docs/BENCHMARKS.md)."
+        "bench",
+        help="measure performance",
+        description="Without BENCH: the whole picture in one run. For each --sizes N, build a synthetic corpus (N "
+        "memories in one namespace, N/100 in each of the others; mixed Arabic and English) and measure retain "
+        "throughput against the bare embedder, recall p50/p95/p99 at each concurrency in process (no cache, L1 "
+        "cache miss and hit, reranked when a reranker is configured) and over HTTP, the floor (query embedding, "
+        "bare HNSW and BM25 probes) and the service's memory. Writes OUT/results.json and OUT/latency.png. "
+        "See docs/BENCHMARKS.md.",
     )
-    bench_sub = bench.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
+    bench.add_argument("--sizes", default="10000,100000", help="corpus sizes, comma-separated (default 10000,100000)")
+    bench.add_argument("--namespaces", type=int, default=20, help="namespaces; the first is the large one (default 20)")
+    bench.add_argument("--queries", type=int, default=200, help="recalls timed per measurement (default 200)")
+    bench.add_argument("--concurrency", default="1,8,32", help="levels, comma-separated, including 1 (default 1,8,32)")
+    bench.add_argument("--retain-texts", type=int, default=512, help="texts retained in batches (default 512)")
+    bench.add_argument("--real-vectors", type=int, default=2000, help="memories embedded for real (default 2000)")
+    bench.add_argument("--noise", type=float, default=0.02, help="per-dimension noise of derived vectors")
+    bench.add_argument("--keep", action="store_true",
+                       help="keep each corpus in a database of its own and reuse it while its parameters match")  # fmt: skip
+    bench.add_argument("--maintenance-work-mem", default="1GB", help="PostgreSQL memory for the index builds")
+    bench.add_argument("--no-http", action="store_true", help="skip the HTTP measurements (no Ray)")
+    bench.add_argument("--config", metavar="FILE", help="Serve config or app args for the HTTP measurements")
+    bench.add_argument("--out", default="bench-results", help="folder for results.json and latency.png")
+    bench.add_argument("--no-plot", action="store_true", help="no latency.png (matplotlib not needed)")
+    bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    bench.set_defaults(func=cmd_bench_all)
+    bench_sub = bench.add_subparsers(dest="bench_command", metavar="BENCH")
     br = bench_sub.add_parser(
         "recall",
         help="recall latency at N memories in one namespace",

@@ -17,40 +17,81 @@ def with_database(dsn: str, database: str) -> str:
     return urlunsplit(urlsplit(dsn)._replace(path="/" + database))
 
 
+async def _migrated_brain(settings: Settings, embedder: Embedder, dsn: str):  # noqa: ANN202 - Brain
+    from cabrain.brain import Brain
+    from cabrain.store import migrations
+    from cabrain.store.db import connect
+
+    conn = await connect(dsn)
+    try:
+        await migrations.migrate(conn, settings.schema_dir, embedding_dim=embedder.dim, embedding_model=settings.embedding_model)
+    finally:
+        await conn.close()
+    return await Brain.open(settings.model_copy(update={"redis_url": None}), dsn=dsn, embedder=embedder)
+
+
+@contextlib.asynccontextmanager
+async def _admin(settings: Settings, dsn: str) -> AsyncIterator:
+    from cabrain.store.db import connect
+
+    admin = await connect(dsn, timeout=settings.db_connect_timeout_s)
+    try:
+        yield admin
+    finally:
+        await admin.close()
+
+
 @contextlib.asynccontextmanager
 async def scratch_brain(settings: Settings, embedder: Embedder, *, prefix: str) -> AsyncIterator[tuple]:
     """A migrated, empty database of its own and a Brain on it (no cache); yields
     ``(brain, server facts, the database's DSN)``. The database is dropped afterwards, whatever happens."""
-    from cabrain.brain import Brain
-    from cabrain.store import migrations
-    from cabrain.store.db import check_server, connect, hot_tier, server_facts
+    from cabrain.store.db import check_server, hot_tier, server_facts
 
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with hot_tier(settings) as dsn:
-        admin = await connect(dsn, timeout=settings.db_connect_timeout_s)
-        try:
+        async with _admin(settings, dsn) as admin:
             facts: ServerFacts = await server_facts(admin)
             check_server(facts)
             await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
         try:
             scratch_dsn = with_database(dsn, name)
-            conn = await connect(scratch_dsn)
-            try:
-                await migrations.migrate(
-                    conn, settings.schema_dir, embedding_dim=embedder.dim, embedding_model=settings.embedding_model
-                )
-            finally:
-                await conn.close()
-            brain = await Brain.open(settings.model_copy(update={"redis_url": None}), dsn=scratch_dsn, embedder=embedder)
+            brain = await _migrated_brain(settings, embedder, scratch_dsn)
             try:
                 yield brain, facts, scratch_dsn
             finally:
                 await brain.close()
         finally:
-            admin = await connect(dsn, timeout=settings.db_connect_timeout_s)
-            try:
+            async with _admin(settings, dsn) as admin:
                 await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            finally:
-                await admin.close()
+
+
+@contextlib.asynccontextmanager
+async def kept_brain(settings: Settings, embedder: Embedder, *, name: str, fingerprint: str) -> AsyncIterator[tuple]:
+    """A database kept between runs (a benchmark corpus that takes long to build); yields
+    ``(brain, server facts, DSN, complete)``. ``complete`` is True when the database exists and was
+    marked with ``fingerprint`` by :func:`mark_complete`; otherwise it is made afresh (empty)."""
+    from cabrain.store.db import check_server, hot_tier, server_facts
+
+    with hot_tier(settings) as dsn:
+        async with _admin(settings, dsn) as admin:
+            facts: ServerFacts = await server_facts(admin)
+            check_server(facts)
+            mark = await admin.fetchval(
+                "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1", name
+            )
+            complete = mark == fingerprint
+            if not complete:
+                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                await admin.execute(f'CREATE DATABASE "{name}"')
+        kept_dsn = with_database(dsn, name)
+        brain = await _migrated_brain(settings, embedder, kept_dsn)
+        try:
+            yield brain, facts, kept_dsn, complete
+        finally:
+            await brain.close()
+
+
+async def mark_complete(brain, name: str, fingerprint: str) -> None:  # noqa: ANN001 - Brain
+    """Mark the kept database ``name`` as holding what ``fingerprint`` describes."""
+    async with brain.pool.acquire() as conn:
+        await conn.execute(f'COMMENT ON DATABASE "{name}" IS ' + "'" + fingerprint.replace("'", "''") + "'")

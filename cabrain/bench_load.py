@@ -1,0 +1,178 @@
+"""The benchmarks' bulk loader: a synthetic corpus of up to millions of memories, quickly.
+
+What it writes is what retain would have written for the same rows (the ``memories`` rows with
+their ``memory_ids`` entries, the BM25 postings from the real tokenizer, the per-term document
+frequencies and per-namespace counters), but the way a bulk import is done: the secondary indexes
+of ``memories`` and ``memory_terms`` (and ``memory_terms``' keys) are dropped, the rows go in with
+COPY, and the very same index definitions are rebuilt once at the end (HNSW builds in bulk several
+times faster than it grows row by row). What is synthetic: the texts come from word lists; only
+``real`` of them are embedded for real, every other memory gets a vector derived from a real one
+(Gaussian noise of ``noise`` per dimension, re-normalised), which keeps the index at its true
+scale and neighbourhood structure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+
+AGENT = "bench"
+CHUNK = 50_000  # memories per COPY round
+MEMORY_COLUMNS = ("id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content",
+                  "source_kind", "embedding", "importance", "valid_at", "content_hash")  # fmt: skip
+POSTING_COLUMNS = ("namespace", "term", "memory_id", "valid_at", "tf", "doc_len", "impact")
+BULK_TABLES = ("memories", "memory_terms")
+
+# Secondary indexes (not backing a constraint) of the tables, with their definitions.
+_INDEXES = """
+SELECT i.indexname, i.indexdef FROM pg_indexes i
+WHERE i.schemaname = current_schema() AND i.tablename = ANY($1::text[])
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)
+ORDER BY i.tablename, i.indexname
+"""
+_CONSTRAINTS = """
+SELECT conname, pg_get_constraintdef(oid) AS def FROM pg_constraint
+WHERE conrelid = 'memory_terms'::regclass AND contype IN ('p', 'f', 'u') ORDER BY contype DESC, conname
+"""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """What to load: ``sizes`` maps namespace -> memories; vectors derived from ``real`` real ones."""
+
+    sizes: dict[str, int]
+    real: int = 2000
+    noise: float = 0.02
+    seed: int = 7
+
+    @property
+    def total(self) -> int:
+        return sum(self.sizes.values())
+
+
+def _say(message: str, quiet: bool) -> None:
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+async def _index_definitions(conn) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:  # noqa: ANN001
+    indexes = [(r["indexname"], r["indexdef"]) for r in await conn.fetch(_INDEXES, list(BULK_TABLES))]
+    constraints = [(r["conname"], r["def"]) for r in await conn.fetch(_CONSTRAINTS)]
+    return indexes, constraints
+
+
+async def bulk_load(
+    brain, corpus: Corpus, *, maintenance_work_mem: str = "1GB", quiet: bool = False  # noqa: ANN001 - Brain
+) -> dict[str, float]:
+    """Load ``corpus`` into ``brain``'s (empty, benchmark-only) database; seconds per phase.
+    ``maintenance_work_mem`` is the index builds' memory (an HNSW build is fastest when its graph fits)."""
+    from cabrain.search.tokenizer import term_frequencies
+    from cabrain.store.migrations import ensure_partitions
+
+    from cabrain.bench import synthetic_text
+
+    timings: dict[str, float] = {}
+    rng, np_rng = random.Random(corpus.seed), np.random.default_rng(corpus.seed)
+    now = datetime.now(timezone.utc)
+    real = max(1, min(corpus.real, corpus.total))
+    for namespace in corpus.sizes:
+        await brain.create_namespace(AGENT, namespace)
+    async with brain.pool.acquire() as conn:
+        await ensure_partitions(conn, now.date(), months_back=13, months_ahead=1)
+
+    started = time.perf_counter()
+    base_texts = [synthetic_text(rng) for _ in range(real)]
+    base: list = []
+    for start in range(0, real, 256):
+        base.extend(await brain.embed_documents(base_texts[start : start + 256]))
+        _say(f"  embedded {min(start + 256, real)}/{real} real vectors", quiet)
+    base_matrix = np.asarray(base, dtype=np.float32)
+    timings["embed_real_s"] = time.perf_counter() - started
+
+    k1, b = brain.settings.bm25_k1, brain.settings.bm25_b
+    async with brain.pool.acquire() as conn:
+        indexes, constraints = await _index_definitions(conn)
+        for name, _ in constraints:
+            await conn.execute(f'ALTER TABLE memory_terms DROP CONSTRAINT "{name}"')
+        for name, _ in indexes:
+            await conn.execute(f'DROP INDEX "{name}"')
+
+        started = time.perf_counter()
+        loaded, real_used = 0, 0
+        df: dict[str, Counter[str]] = {ns: Counter() for ns in corpus.sizes}
+        lengths: dict[str, list[int]] = {ns: [0, 0] for ns in corpus.sizes}  # docs, total tokens
+        for namespace, count in corpus.sizes.items():
+            for chunk_start in range(0, count, CHUNK):
+                size = min(CHUNK, count - chunk_start)
+                picks = np_rng.integers(0, real, size)
+                vectors = base_matrix[picks] + np_rng.normal(0, corpus.noise, (size, base_matrix.shape[1])).astype(np.float32)
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+                rows, postings_in = [], []
+                for i in range(size):
+                    if real_used < real:  # the real texts with their own vectors come first
+                        text, vector = base_texts[real_used], base_matrix[real_used]
+                        real_used += 1
+                    else:
+                        text, vector = synthetic_text(rng), vectors[i]
+                    memory_id = uuid.uuid4()
+                    valid_at = now - timedelta(seconds=rng.randint(0, 365 * 86400))
+                    rows.append((memory_id, namespace, AGENT, "team", "experience", "episodic", text, "bench",
+                                 vector, round(rng.random(), 3), valid_at,
+                                 hashlib.sha256(text.encode()).digest()))  # fmt: skip
+                    tfs, length = term_frequencies(text)
+                    if length:
+                        postings_in.append((memory_id, valid_at, tfs, length))
+                await conn.copy_records_to_table("memories", records=rows, columns=MEMORY_COLUMNS)
+                # BM25 postings exactly as KeywordIndex.index writes them (avgdl as of this batch)
+                stats = lengths[namespace]
+                stats[0] += len(postings_in)
+                stats[1] += sum(p[3] for p in postings_in)
+                avgdl = max(stats[1] / max(stats[0], 1), 1.0)
+                counter = df[namespace]
+                postings = []
+                for memory_id, valid_at, tfs, length in postings_in:
+                    counter.update(tfs.keys())
+                    norm = k1 * (1 - b + b * length / avgdl)
+                    for term, tf in tfs.items():
+                        postings.append((namespace, term, memory_id, valid_at, min(tf, 32767), length,
+                                         tf * (k1 + 1) / (tf + norm)))  # fmt: skip
+                await conn.copy_records_to_table("memory_terms", records=postings, columns=POSTING_COLUMNS)
+                loaded += size
+                rate = loaded / (time.perf_counter() - started)
+                _say(f"  loaded {loaded}/{corpus.total} memories ({rate:,.0f}/s)", quiet)
+        for namespace in corpus.sizes:
+            terms = sorted(df[namespace])
+            await conn.execute(
+                "INSERT INTO bm25_terms (namespace, term, df) SELECT $1, t, n FROM unnest($2::text[], $3::int[]) AS u(t, n)",
+                namespace, terms, [df[namespace][t] for t in terms],
+            )  # fmt: skip
+            await conn.execute(
+                "INSERT INTO bm25_namespaces (namespace, doc_count, total_len) VALUES ($1, $2, $3)",
+                namespace, *lengths[namespace],
+            )  # fmt: skip
+            await conn.execute("UPDATE namespaces SET memory_count = $2 WHERE name = $1", namespace, corpus.sizes[namespace])
+        timings["copy_s"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        await conn.execute("SELECT set_config('maintenance_work_mem', $1, false)", maintenance_work_mem)
+        for name, definition in constraints:
+            _say(f"  restoring {name}", quiet)
+            await conn.execute(f'ALTER TABLE memory_terms ADD CONSTRAINT "{name}" {definition}')
+        for name, definition in indexes:
+            _say(f"  building {name}", quiet)
+            await conn.execute(definition.replace(" ON ONLY ", " ON ", 1))  # and every partition's
+        await conn.execute("RESET maintenance_work_mem")
+        timings["index_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        for table in ("memories", "memory_ids", "memory_terms", "bm25_terms"):
+            await conn.execute(f"VACUUM ANALYZE {table}")
+        timings["vacuum_s"] = time.perf_counter() - started
+    return timings
