@@ -143,6 +143,10 @@ class Settings(BaseSettings):
         description="Cosine similarity at or above which a write may revise (supersede) a neighbour.",
     )
     neighbours: int = Field(default=5, ge=1, le=50, description="Neighbours compared on each write.")
+    retain_search_connections: int = Field(
+        default=4, ge=0, le=64,
+        description="Pooled connections a retain batch searches its items' neighbours on at once (0: one by one).",
+    )
     novelty_floor: float = Field(
         default=0.75, ge=0, lt=1,
         description="Similarity at or below which a memory counts as entirely novel (model-dependent).",

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 import asyncpg
+import numpy as np
 
 from cabrain.errors import AccessDenied, InputError, NotFound
 from cabrain.search import vector
@@ -104,9 +105,11 @@ async def _consult_chat_model(brain: Brain, agent: str, items: list[_Item], deci
     await asyncio.gather(*(consult(item) for item in items))
 
 
-async def _neighbours(conn: asyncpg.Connection, brain: Brain, agent: str, item: _Item) -> list[Neighbour]:
+async def _neighbours(
+    conn: asyncpg.Connection, brain: Brain, agent: str, item: _Item, limit: int | None = None
+) -> list[Neighbour]:
     rows = await vector.search(
-        conn, item.embedding, SearchFilters(item.input.namespace, agent), brain.settings.neighbours,
+        conn, item.embedding, SearchFilters(item.input.namespace, agent), limit or brain.settings.neighbours,
         exact_max=brain.settings.vector_exact_max,
     )  # fmt: skip
     return [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows]
@@ -218,12 +221,38 @@ async def retain(
         if supersede is not None:
             results = [await writer.write(items[0], False, supersede=supersede)]
         elif decide_writes:
-            results = [await writer.write(item, True) for item in items]
+            results = await writer.write_batch(items)
         else:
             results = await writer.write_many(items)
         await writer.flush()
     await brain.invalidate(namespaces)
     return results
+
+
+@dataclass
+class _Pending:
+    """New memories of a batch not yet written (see :meth:`_Writer.write_batch`)."""
+
+    rows: list[dict] = field(default_factory=list)
+    docs: list[IndexedDoc] = field(default_factory=list)
+    chunks: list[tuple] = field(default_factory=list)
+    links: dict[str, list[tuple[uuid.UUID, list[str]]]] = field(default_factory=dict)
+    invalidations: list[tuple[uuid.UUID, str, uuid.UUID]] = field(default_factory=list)
+
+    def add(self, writer: _Writer, item: _Item, memory_id: uuid.UUID, importance: float, names: list[str]) -> None:
+        inp = item.input
+        self.rows.append({
+            "id": memory_id, "namespace": inp.namespace, "owner_agent_id": writer.agent,
+            "visibility": inp.visibility.value, "network": inp.network.value,
+            "memory_type": inp.memory_type.value, "content": item.content,
+            "source_kind": inp.source_kind, "source_ref": inp.source_ref,
+            "embedding": item.embedding, "importance": importance, "valid_at": item.valid_at,
+            "metadata": dict(inp.metadata), "content_hash": item.content_hash,
+        })  # fmt: skip
+        self.docs.append(IndexedDoc(memory_id, inp.namespace, item.valid_at, item.content))
+        self.chunks.extend(_chunk_rows(memory_id, item))
+        if names:
+            self.links.setdefault(inp.namespace, []).append((memory_id, names))
 
 
 class _Writer:
@@ -312,6 +341,151 @@ class _Writer:
             self._event(ns, "retain", memory_id, {"decision": choice.decision.value, "importance": importance})
         )
         return RetainResult(choice.decision, memory_id, importance, superseded, tuple(names), choice.reason)
+
+    async def write_batch(self, items: list[_Item]) -> list[RetainResult]:
+        """Decide and write a batch as :meth:`write` would item by item - each item compared with
+        the stored memories *and* the batch's earlier items - in a few statements per batch.
+
+        The namespaces are locked, so what is committed cannot change meanwhile: every item's
+        stored neighbours are searched at once, on several pooled connections (the HNSW walks
+        use every core), then the decisions are made in order, the batch's own earlier items
+        and supersessions folded in exactly. Rows are written in bulk, flushed before any
+        statement that touches an earlier item of the batch."""
+        searched = await self._search_all(items)
+        exact: dict[tuple, uuid.UUID] = {}
+        for namespace in sorted({i.input.namespace for i in items}):
+            rows = await self.conn.fetch(FIND_EXACT_MANY, namespace,
+                                         [i.content_hash for i in items if i.input.namespace == namespace], self.agent)  # fmt: skip
+            for row in rows:
+                exact.setdefault((namespace, bytes(row["content_hash"]), row["source_ref"]), row["id"])
+        gone: set[uuid.UUID] = set()  # invalidated by this batch
+        written: list[tuple[Neighbour, str, np.ndarray]] = []  # this batch's new memories
+        known: dict[str, set[str]] = {}  # entity keys per namespace, stored or made by this batch
+        for namespace in sorted({i.input.namespace for i in items}):
+            phrases = set().union(*(entity_extraction.phrases(i.content) for i in items if i.input.namespace == namespace))
+            rows = await self.conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases)) if phrases else []
+            known[namespace] = {r["key"] for r in rows}
+        self._pending = _Pending()
+        results = []
+        for item, stored in zip(items, searched, strict=True):
+            inp, ns = item.input, item.input.namespace
+            key = (ns, item.content_hash, inp.source_ref)
+            target = exact.get(key)
+            if target is not None and target not in gone:
+                await self._flush_pending()
+                results.append(await self._reinforce(item, target, "the same content from the same source is already stored"))
+                continue
+            neighbours = await self._batch_neighbours(item, stored, gone, written)
+            if item.planned is not None and tuple(n.id for n in neighbours) == item.planned_against:
+                choice = item.planned
+            else:
+                choice = _deterministic(self.settings, item, neighbours)
+            if choice.decision is Decision.NOOP:
+                await self._flush_pending()
+                results.append(await self._reinforce(item, choice.target, choice.reason))
+                continue
+            if choice.decision is Decision.INVALIDATE and choice.target is not None:
+                await self._flush_pending()
+                results.append(await self._retract(item, choice.target, choice.reason))
+                gone.add(choice.target)
+                continue
+            importance = inp.importance
+            if importance is None:
+                importance = score_importance(
+                    text=item.content, nearest_similarity=neighbours[0].similarity if neighbours else None,
+                    source_kind=inp.source_kind, valid_at=item.valid_at, flagged=inp.important,
+                    revision=choice.decision is Decision.UPDATE, source_weights=self.settings.source_weights,
+                    novelty_floor=self.settings.novelty_floor,
+                )  # fmt: skip
+            memory_id = uuid.uuid4()
+            exact[key] = memory_id
+            names = entity_extraction.extract(item.content, known[ns])
+            if item.entities is not None:  # the chat model's, plus known entities it may have missed
+                names = list(dict.fromkeys([*item.entities, *names]))[: entity_extraction.MAX_ENTITIES]
+            known[ns].update(entity_extraction.entity_key(n) for n in names)
+            self._pending.add(self, item, memory_id, importance, names)
+            superseded: tuple[uuid.UUID, ...] = ()
+            if choice.decision is Decision.UPDATE and choice.target is not None:
+                self._pending.invalidations.append((choice.target, choice.reason, memory_id))
+                gone.add(choice.target)
+                superseded = (choice.target,)
+                self.events.append(self._event(ns, "reconsolidate", choice.target, {"superseded_by": str(memory_id)}))
+            self.events.append(self._event(ns, "retain", memory_id, {"decision": choice.decision.value, "importance": importance}))
+            vector = np.asarray(item.embedding, dtype=np.float32)
+            written.append((Neighbour(memory_id, item.content, 0.0, inp.visibility.value), ns, vector / (np.linalg.norm(vector) or 1.0)))
+            results.append(RetainResult(choice.decision, memory_id, importance, superseded, tuple(names), choice.reason))
+        await self._flush_pending()
+        return results
+
+    async def _search_all(self, items: list[_Item]) -> list[list[Neighbour] | None]:
+        """Every item's stored neighbours (with room for the batch's supersessions), searched at
+        once on up to ``retain_search_connections`` pooled connections besides this one."""
+        limit = self.settings.neighbours * 2
+        parallel = min(self.settings.retain_search_connections, self.settings.db_pool_max - 1, len(items))
+        if parallel < 1:
+            return [await _neighbours(self.conn, self.brain, self.agent, item, limit) for item in items]
+        gate, own = asyncio.Semaphore(parallel), asyncio.Lock()
+
+        async def one(item: _Item) -> list[Neighbour]:
+            async with gate:
+                try:
+                    conn = await self.brain.pool.acquire(timeout=0.05)
+                except asyncio.TimeoutError:  # the pool is busy (maybe with writers waiting for
+                    async with own:  # this batch's lock): search on the transaction's connection
+                        return await _neighbours(self.conn, self.brain, self.agent, item, limit)
+                try:
+                    return await _neighbours(conn, self.brain, self.agent, item, limit)
+                finally:
+                    await self.brain.pool.release(conn)
+
+        return list(await asyncio.gather(*(one(item) for item in items)))
+
+    async def _batch_neighbours(
+        self, item: _Item, stored: list[Neighbour], gone: set[uuid.UUID], written: list[tuple]
+    ) -> list[Neighbour]:
+        """The item's nearest: its stored neighbours less those this batch invalidated, and the
+        batch's earlier new memories - what a search inside the transaction would return."""
+        want = self.settings.neighbours
+        alive = [n for n in stored if n.id not in gone]
+        if len(stored) >= want * 2 and len(alive) < want:  # the batch superseded too many: search again
+            await self._flush_pending()
+            return await _neighbours(self.conn, self.brain, self.agent, item, want)
+        vector = np.asarray(item.embedding, dtype=np.float32)
+        vector = vector / (np.linalg.norm(vector) or 1.0)
+        own = [Neighbour(n.id, n.content, float(np.dot(vector, v)), n.visibility)
+               for n, ns, v in written if ns == item.input.namespace and n.id not in gone]  # fmt: skip
+        return sorted(alive + own, key=lambda n: (-n.similarity, str(n.id)))[:want]
+
+    async def _flush_pending(self) -> None:
+        """Write the batch's pending new memories (rows, postings, passages, entities) and then
+        the supersessions that point at them."""
+        pending = self._pending
+        if not pending.rows:
+            return
+        self._pending = _Pending()
+        await sql.insert_memories(self.conn, pending.rows)
+        await self.brain.keyword.index(self.conn, pending.docs)
+        await sql.insert_chunks(self.conn, pending.chunks)
+        for namespace, links in sorted(pending.links.items()):
+            await self._link_many(namespace, links)
+        for target, reason, memory_id in pending.invalidations:
+            await self.conn.fetchval(
+                sql.INVALIDATE, target, _json({"superseded_reason": reason, "superseded_by_agent": self.agent}), memory_id
+            )
+
+    async def _link_many(self, namespace: str, links: list[tuple[uuid.UUID, list[str]]]) -> None:
+        by_key: dict[str, str] = {}
+        for _, names in links:
+            for name in names:
+                by_key.setdefault(entity_extraction.entity_key(name), name)
+        if not by_key:
+            return
+        keys = sorted(by_key)
+        rows = await self.conn.fetch(UPSERT_ENTITIES, namespace, [by_key[k] for k in keys], keys)
+        ids = {r["key"]: r["id"] for r in rows}
+        pairs = {(memory_id, ids[entity_extraction.entity_key(n)]) for memory_id, names in links for n in names}
+        pairs_sorted = sorted(pairs, key=lambda p: (str(p[0]), str(p[1])))
+        await self.conn.execute(LINK_ENTITIES, [p[0] for p in pairs_sorted], [p[1] for p in pairs_sorted])
 
     async def write_many(self, items: list[_Item]) -> list[RetainResult]:
         """Store every item as ADD without comparing it with neighbours (bulk imports): a few

@@ -286,3 +286,55 @@ async def test_a_disabled_agent_can_neither_create_nor_share_namespaces(brain):
         await brain.create_namespace("alice", "another")
     with pytest.raises(NotFound, match="namespace 'nowhere' does not exist"):
         await brain.share("root", "nowhere", "bob")
+
+
+# Items whose decisions depend on the batch's earlier items: exact and near duplicates of an
+# earlier item, a revision that supersedes an earlier item (then a revision of the revision), a
+# retraction, entities an earlier item introduced, and items that match memories stored before.
+BATCH_STORY = [
+    "The public API listens on port 8000.",
+    "Nadia Haddad leads the payments team in Dubai.",
+    "The public API listens on port 8000.",
+    "the public api listens on port 8000",
+    "The public API now listens on port 9000.",
+    "Ask Nadia Haddad before changing payments.",
+    "The public API now listens on port 9100.",
+    "قررنا استخدام بايثون لكتابة خدمة الفواتير الجديدة.",
+    "The nightly backup job is no longer used.",
+    "Backups are written to the archive bucket every night.",
+    "The CI pipeline takes about twelve minutes on a cold cache.",
+    "The CI pipeline now takes about eight minutes on a cold cache.",
+]
+STORED_BEFORE = [
+    "The nightly backup job runs at 02:00.",
+    "The CI pipeline takes about twelve minutes on a cold cache.",
+]
+
+
+@pytest.mark.parametrize("connections", [0, 4])
+async def test_a_batch_decides_exactly_as_its_items_written_one_by_one(brain, connections):
+    brain.settings = brain.settings.model_copy(update={"retain_search_connections": connections})
+    await brain.create_namespace("alice", "one-by-one")
+    await brain.create_namespace("alice", "batched")
+    outcomes = {}
+    for namespace in ("one-by-one", "batched"):
+        before = await brain.retain("alice", [mem(t, namespace) for t in STORED_BEFORE])
+        if namespace == "batched":
+            results = await brain.retain("alice", [mem(t, namespace) for t in BATCH_STORY])
+        else:
+            results = [(await brain.retain("alice", mem(t, namespace)))[0] for t in BATCH_STORY]
+        ids = {r.memory_id: f"before{i}" for i, r in enumerate(before)}
+        for i, r in enumerate(results):
+            ids.setdefault(r.memory_id, f"item{i}")
+        label = lambda i: ids.get(i, "?")  # noqa: E731
+        outcomes[namespace] = [
+            (r.decision.value, label(r.memory_id) if r.memory_id else None, tuple(label(s) for s in r.superseded),
+             r.entities, round(r.importance, 3))
+            for r in results
+        ]  # fmt: skip
+        current = await top(brain, "alice", "which port does the public API listen on?", namespace, k=10)
+        outcomes[namespace].append(tuple(sorted(current)))
+    assert outcomes["batched"] == outcomes["one-by-one"]
+    decisions = [o[0] for o in outcomes["batched"][: len(BATCH_STORY)]]
+    assert {"ADD", "NOOP", "UPDATE"} <= set(decisions)  # the story exercises the in-batch paths
+    assert outcomes["batched"][4][2] == ("item0",)  # superseded an item of the same batch
