@@ -75,6 +75,11 @@ class Settings(BaseSettings):
     embedded_pg_start_timeout_s: float = Field(
         default=60.0, gt=0, description="How long to wait for the embedded server to start."
     )
+    embedded_pg_shared_buffers: str = Field(
+        default="auto",
+        pattern=r"^(auto|[1-9][0-9]*(kB|MB|GB))$",
+        description="The embedded server's shared_buffers: auto (a quarter of the memory, 128MB-8GB) or a size like 2GB.",
+    )
     embedded_pg_reaper_interval_s: float = Field(
         default=1.0,
         gt=0,
@@ -188,6 +193,11 @@ class Settings(BaseSettings):
         description="Namespaces up to this many memories are searched exactly; larger ones through HNSW.",
     )
     recall_ef_search: int = Field(default=40, ge=10, le=1000, description="HNSW ef_search (per monthly partition).")
+    recall_bm25_during_embedding: bool = Field(
+        default=False,
+        description="Run recall's BM25 search while the query embeds (for an embedder on other hardware; "
+        "on a few CPU cores the two contend, so by default BM25 runs beside the vector search instead).",
+    )
     fusion: str = Field(
         default="score", pattern="^(score|rrf)$",
         description="score (weighted normalised scores) | rrf (Reciprocal Rank Fusion); see docs/BENCHMARKS.md",

@@ -104,9 +104,13 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         if not row["namespace_exists"]:
             raise NotFound(f"namespace {query.namespace!r} does not exist")
 
+    embedded = asyncio.Event()
+
     async def keyword() -> KeywordResult:
         if query.mode is RecallMode.VECTOR:
             return KeywordResult([], 0.0)
+        if query.mode is not RecallMode.BM25 and not settings.recall_bm25_during_embedding:
+            await embedded.wait()  # the embedder has the cores meanwhile
         t0 = time.perf_counter()
         async with brain.pool.acquire() as conn:
             result = await brain.keyword.search(conn, query.query, filters, n)
@@ -117,7 +121,10 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         if query.mode is RecallMode.BM25:
             return []
         t0 = time.perf_counter()
-        vec = await brain.embed_query(query.query)
+        try:
+            vec = await brain.embed_query(query.query)
+        finally:
+            embedded.set()
         t1 = time.perf_counter()
         timings["embed_ms"] = (t1 - t0) * 1000
         rows = await vector.search_with_passages(brain.pool, vec, filters, n, exact_max=settings.vector_exact_max)

@@ -93,6 +93,19 @@ class ServerStatus:
     reaper_pid: int | None
 
 
+def memory_settings(shared_buffers: str) -> tuple[str, str]:
+    """``shared_buffers`` and ``effective_cache_size`` for the server. ``auto``: a quarter of the
+    machine's memory (128MB..8GB) for the buffers, which hold the HNSW graphs recall walks, and
+    half of it as the planner's estimate of the cache; otherwise the PostgreSQL size given."""
+    import psutil
+
+    total_mb = psutil.virtual_memory().total // 2**20
+    cache = f"{max(256, total_mb // 2)}MB"
+    if shared_buffers != "auto":
+        return shared_buffers, cache
+    return f"{min(8192, max(128, total_mb // 4))}MB", cache
+
+
 class EmbeddedPostgres:
     """One embedded PostgreSQL server, shared by every CaBrain process on the same ``home``.
 
@@ -110,8 +123,10 @@ class EmbeddedPostgres:
         start_timeout_s: float = 60.0,
         reaper_interval_s: float = 1.0,
         install_dir: Path | None = None,
+        shared_buffers: str = "auto",
     ) -> None:
         self.root = Path(root).expanduser().absolute()
+        self.shared_buffers = shared_buffers
         self.install_dir = install_dir
         self.data_dir = self.root / "data"
         self.lease_dir = self.root / "leases"
@@ -131,6 +146,7 @@ class EmbeddedPostgres:
             os_user=settings.embedded_pg_os_user,
             start_timeout_s=settings.embedded_pg_start_timeout_s,
             reaper_interval_s=settings.embedded_pg_reaper_interval_s,
+            shared_buffers=settings.embedded_pg_shared_buffers,
         )
 
     def __enter__(self) -> EmbeddedPostgres:
@@ -458,7 +474,9 @@ class EmbeddedPostgres:
         sock = self.socket_dir
         sock.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._chown_for_server(sock, self.log_dir)
-        options = f"-c listen_addresses='' -c unix_socket_directories='{sock}' -c port={PORT}"
+        buffers, cache = memory_settings(self.shared_buffers)
+        options = (f"-c listen_addresses='' -c unix_socket_directories='{sock}' -c port={PORT}"
+                   f" -c shared_buffers={buffers} -c effective_cache_size={cache}")  # fmt: skip
         log.info("embedded_pg.start", extra={"data_dir": str(self.data_dir)})
         self._run(
             "pg_ctl",

@@ -1,0 +1,108 @@
+"""``cabrain bench`` (the one-run benchmark) at a tiny scale, and its bulk loader's faithfulness."""
+
+import json
+import random
+
+from cabrain.bench import synthetic_text
+from cabrain.bench_load import AGENT, Corpus, _index_definitions, bulk_load
+from cabrain.search.tokenizer import term_frequencies
+from cabrain.store.db import connect
+from cabrain.types import RecallQuery
+from tests.conftest import cli_env, free_port, run_cli
+
+
+async def test_bulk_load_writes_what_retain_would_and_restores_every_index(open_brain):
+    brain = await open_brain()
+    await brain.create_agent(AGENT)
+    async with brain.pool.acquire() as conn:
+        before = await _index_definitions(conn)
+    phases = await bulk_load(brain, Corpus({"big": 900, "small": 60}, real=40), quiet=True)
+    assert set(phases) == {"embed_real_s", "copy_s", "index_s", "vacuum_s"}
+    async with brain.pool.acquire() as conn:
+        assert await _index_definitions(conn) == before  # the same indexes and keys, rebuilt
+        partitions = await conn.fetchval(
+            "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'memories'::regclass AND c.relname <> 'memories_default'"
+        )
+        hnsw = await conn.fetchval(
+            "SELECT count(*) FROM pg_indexes WHERE indexdef LIKE '%USING hnsw (embedding%' AND tablename LIKE 'memories_p%'"
+        )
+        assert hnsw == partitions >= 13  # every monthly partition has its HNSW index again
+        counts = {r["name"]: r["memory_count"] for r in await conn.fetch("SELECT name, memory_count FROM namespaces")}
+        assert counts == {"big": 900, "small": 60}
+        assert await conn.fetchval("SELECT count(*) FROM memory_ids") == 960
+        # postings are the real tokenizer's, and the statistics agree with them
+        rows = await conn.fetch("SELECT id, content FROM memories WHERE namespace = 'big' ORDER BY id LIMIT 20")
+        for row in rows:
+            tfs, length = term_frequencies(row["content"])
+            postings = await conn.fetch("SELECT term, tf, doc_len FROM memory_terms WHERE memory_id = $1", row["id"])
+            assert {p["term"]: p["tf"] for p in postings} == dict(tfs)
+            assert {p["doc_len"] for p in postings} == {length}
+        wrong_df = await conn.fetchval(
+            "SELECT count(*) FROM bm25_terms b LEFT JOIN (SELECT namespace, term, count(*) AS n FROM memory_terms "
+            "GROUP BY 1, 2) t USING (namespace, term) WHERE t.n IS DISTINCT FROM b.df"
+        )
+        assert wrong_df == 0
+        stats = await conn.fetchrow("SELECT doc_count, total_len FROM bm25_namespaces WHERE namespace = 'big'")
+        assert stats["doc_count"] == 900
+        assert stats["total_len"] == await conn.fetchval(
+            "SELECT sum(doc_len) FROM (SELECT DISTINCT memory_id, doc_len FROM memory_terms WHERE namespace = 'big') d"
+        )
+    text = synthetic_text(random.Random(Corpus.seed))  # the first real text (it keeps its own vector)
+    result = await brain.recall(AGENT, RecallQuery(text, "big", k=3, rerank=False))
+    assert result.hits[0].memory.content == text  # found by both indexes
+    assert result.hits[0].breakdown.vector_rank == 1 and result.hits[0].breakdown.bm25_rank == 1
+
+
+def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path, pg_server, home):
+    out = tmp_path / "out"
+    env = cli_env(database_url=pg_server.dsn(), home=str(home), api_port=str(free_port()),
+                  ray_object_store_bytes=str(80 * 2**20), ray_num_cpus="2")  # fmt: skip
+    args = ["bench", "--sizes", "300,600", "--namespaces", "3", "--queries", "6", "--concurrency", "1,4",
+            "--retain-texts", "8", "--real-vectors", "40", "--keep", "--out", str(out)]  # fmt: skip
+    try:
+        result = run_cli(*args, env=env, timeout=400)
+        assert result.returncode == 0, result.stderr[-3000:]
+        data = json.loads((out / "results.json").read_text())
+        assert [r["memories"] for r in data["sizes"]] == [300, 600]
+        assert "Gaussian noise" in data["synthetic"]  # the report says what is synthetic
+        for r in data["sizes"]:
+            assert r["total_memories"] == r["memories"] + 2 * (r["memories"] // 100) and r["namespaces"] == 3
+            assert r["load"]["seconds"] > 0 and r["load"]["kept"] == f"cabrain_bench_{r['total_memories']}"
+            rt = r["retain"]
+            assert rt["retain_batched_per_s"] > 0 and rt["bare_embedder_batched_per_s"] > 0
+            assert abs(rt["ratio_batched"] - rt["retain_batched_per_s"] / rt["bare_embedder_batched_per_s"]) < 0.01
+            for level in ("1", "4"):
+                assert r["recall"][level]["errors"] == 0 and r["recall"][level]["p95"] > 0
+                assert r["http"]["recall"][level]["errors"] == 0 and r["http"]["recall"][level]["p95"] > 0
+                cache = r["recall_cache"]
+                assert cache["source"] == "a private redis-server"
+                assert cache["hit"][level]["p50"] < cache["miss"][level]["p50"]  # hits skip the search
+            assert r["floor_ms"]["hnsw"]["p50"] > 0 and r["embed_query_ms"]["p50"] > 0
+            assert r["overhead"]["ratio_p50"] > 0
+            assert "skipped" in r["recall_rerank"]  # no reranker configured: said, not faked
+            memory = r["http"]["memory"]
+            assert memory["total_mb"] > 0 and any("Replica" in name for name in memory["processes_mb"])
+        assert (out / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "retain batched" in result.stdout and "HTTP, cache miss, concurrency 4" in result.stdout
+
+        again = run_cli(*args[:2], "300", *args[3:], "--no-http", "--no-plot", env=env, timeout=300)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "reusing the kept corpus in database cabrain_bench_306" in again.stderr
+        assert "loaded" not in again.stderr
+        assert "http" not in json.loads((out / "results.json").read_text())["sizes"][0]
+
+        bad = run_cli("bench", "--concurrency", "4,8", env=env)
+        assert bad.returncode == 1 and "include 1" in bad.stderr
+    finally:
+        import asyncio
+
+        async def drop() -> None:
+            conn = await connect(pg_server.dsn())
+            try:
+                for name in ("cabrain_bench_306", "cabrain_bench_612"):
+                    await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            finally:
+                await conn.close()
+
+        asyncio.run(drop())
