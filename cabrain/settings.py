@@ -148,6 +148,10 @@ class Settings(BaseSettings):
         description="Cosine similarity at or above which a write may revise (supersede) a neighbour.",
     )
     neighbours: int = Field(default=5, ge=1, le=50, description="Neighbours compared on each write.")
+    retain_ef_search: int = Field(
+        default=20, ge=10, le=1000,
+        description="HNSW ef_search of a write's neighbour search (per monthly partition): twice the rows it asks for.",
+    )
     retain_search_connections: int = Field(
         default=4, ge=0, le=64,
         description="Pooled connections a retain batch searches its items' neighbours on at once (0: one by one).",

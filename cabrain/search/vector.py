@@ -74,10 +74,13 @@ PASSAGES_EXACT = _PASSAGES.format(
 SIZES = "SELECT memory_count, chunk_count FROM namespaces WHERE name = $1"
 
 
-async def _documents(conn: asyncpg.Connection, args: tuple, size: int, exact_max: int) -> list:
+async def _documents(
+    conn: asyncpg.Connection, args: tuple, size: int, exact_max: int, ef_search: int | None = None
+) -> list:
     if size <= exact_max:
         return await fetch_without(conn, SEARCH_EXACT, args, disable=())
-    return await fetch_without(conn, SEARCH, args, disable=("enable_sort",))
+    local = {"hnsw.ef_search": ef_search} if ef_search else None
+    return await fetch_without(conn, SEARCH, args, disable=("enable_sort",), local=local)
 
 
 async def _passages(conn: asyncpg.Connection, args: tuple, chunks: int, exact_max: int) -> list:
@@ -93,12 +96,14 @@ async def search(
     limit: int,
     *,
     exact_max: int = 5000,
+    ef_search: int | None = None,
 ) -> list:
     """Rows (memory columns + ``distance``, cosine distance) nearest to ``vector``, best first,
-    by the memories' own vectors (the write path's neighbours)."""
+    by the memories' own vectors (the write path's neighbours); ``ef_search`` overrides the
+    connection's HNSW candidate list for this search."""
     args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
     size = await conn.fetchval(NAMESPACE_SIZE, filters.namespace) or 0
-    return await _documents(conn, args, size, exact_max)
+    return await _documents(conn, args, size, exact_max, ef_search)
 
 
 async def search_with_passages(

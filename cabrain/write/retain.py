@@ -110,7 +110,7 @@ async def _neighbours(
 ) -> list[Neighbour]:
     rows = await vector.search(
         conn, item.embedding, SearchFilters(item.input.namespace, agent), limit or brain.settings.neighbours,
-        exact_max=brain.settings.vector_exact_max,
+        exact_max=brain.settings.vector_exact_max, ef_search=brain.settings.retain_ef_search,
     )  # fmt: skip
     return [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows]
 
