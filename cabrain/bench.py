@@ -14,14 +14,11 @@ text, and that embedding time is reported separately from recall.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import random
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
@@ -139,50 +136,10 @@ def _progress(message: str, quiet: bool) -> None:
 
 
 async def _load(brain, n: int, real: int, noise: float, seed: int, quiet: bool) -> None:  # noqa: ANN001
-    from cabrain.search.keyword import IndexedDoc
-    from cabrain.store import memories as sql
-    from cabrain.store.migrations import ensure_partitions
+    """N memories in the benchmark namespace, through the bulk loader (:mod:`cabrain.bench_load`)."""
+    from cabrain.bench_load import Corpus, bulk_load
 
-    rng = random.Random(seed)
-    np_rng = np.random.default_rng(seed)
-    now = datetime.now(timezone.utc)
-    async with brain.pool.acquire() as conn:
-        await ensure_partitions(conn, now.date(), months_back=13, months_ahead=1)
-    base_texts = [synthetic_text(rng) for _ in range(real)]
-    base = []
-    for start in range(0, real, 256):
-        base.extend(await brain.embed_documents(base_texts[start : start + 256]))
-        _progress(f"  embedded {min(start + 256, real)}/{real} real vectors", quiet)
-    base_matrix = np.asarray(base, dtype=np.float32)
-    batch = 2000
-    for start in range(0, n, batch):
-        size = min(batch, n - start)
-        rows, docs = [], []
-        picks = np_rng.integers(0, real, size)
-        vectors = base_matrix[picks] + np_rng.normal(0, noise, (size, base_matrix.shape[1])).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        for i in range(size):
-            index = start + i
-            text = base_texts[index] if index < real else synthetic_text(rng)
-            memory_id = uuid.uuid4()
-            valid_at = now - timedelta(seconds=rng.randint(0, 365 * 86400))
-            vec = base_matrix[index] if index < real else vectors[i]
-            rows.append({
-                "id": memory_id, "namespace": NAMESPACE, "owner_agent_id": AGENT, "visibility": "team",
-                "network": "experience", "memory_type": "episodic", "content": text,
-                "source_kind": "bench", "source_ref": None, "embedding": vec,
-                "importance": round(rng.random(), 3), "valid_at": valid_at, "metadata": {},
-                "content_hash": hashlib.sha256(text.encode()).digest(),
-            })  # fmt: skip
-            docs.append(IndexedDoc(memory_id, NAMESPACE, valid_at, text))
-        async with brain.pool.acquire() as conn, conn.transaction():
-            await sql.insert_memories(conn, rows)
-            await brain.keyword.index(conn, docs)
-        _progress(f"  loaded {start + size}/{n} memories", quiet)
-    async with brain.pool.acquire() as conn:
-        await conn.execute("VACUUM ANALYZE memories")
-        await conn.execute("VACUUM ANALYZE memory_terms")
-        await conn.execute("ANALYZE bm25_terms")
+    await bulk_load(brain, Corpus({NAMESPACE: n}, real=real, noise=noise, seed=seed), quiet=quiet)
 
 
 async def run_recall_bench(
@@ -202,7 +159,6 @@ async def run_recall_bench(
     embedder = load_embedder(settings)
     async with scratch_brain(settings, embedder, prefix="cabrain_bench") as (brain, facts, _):
         await brain.create_agent(AGENT)
-        await brain.create_namespace(AGENT, NAMESPACE)
         started = time.perf_counter()
         await _load(brain, memories, min(real_vectors, memories), noise, seed, quiet)
         load_s = time.perf_counter() - started
@@ -341,7 +297,6 @@ async def run_http_bench(
 
     async with scratch_brain(settings, embedder, prefix="cabrain_httpbench") as (brain, facts, dsn):
         await brain.create_agent(AGENT)
-        await brain.create_namespace(AGENT, NAMESPACE)
         await _load(brain, memories, min(real_vectors, memories), noise, seed, quiet)
         async with brain.pool.acquire() as conn:
             key = (await identity.create_key(conn, AGENT, label="bench")).key

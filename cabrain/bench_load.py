@@ -24,7 +24,8 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-AGENT = "bench"
+from cabrain.bench import AGENT, synthetic_text
+
 CHUNK = 50_000  # memories per COPY round
 MEMORY_COLUMNS = ("id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content",
                   "source_kind", "embedding", "importance", "valid_at", "content_hash")  # fmt: skip
@@ -76,8 +77,6 @@ async def bulk_load(
     ``maintenance_work_mem`` is the index builds' memory (an HNSW build is fastest when its graph fits)."""
     from cabrain.search.tokenizer import term_frequencies
     from cabrain.store.migrations import ensure_partitions
-
-    from cabrain.bench import synthetic_text
 
     timings: dict[str, float] = {}
     rng, np_rng = random.Random(corpus.seed), np.random.default_rng(corpus.seed)

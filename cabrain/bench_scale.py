@@ -33,8 +33,15 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from cabrain.bench import NAMESPACE, machine_facts, measure_floor, overhead_over_floor, synthetic_text
-from cabrain.bench_load import AGENT, Corpus, bulk_load
+from cabrain.bench import (
+    AGENT,
+    NAMESPACE,
+    machine_facts,
+    measure_floor,
+    overhead_over_floor,
+    synthetic_text,
+)
+from cabrain.bench_load import Corpus, bulk_load
 from cabrain.errors import ConfigError
 from cabrain.eval import percentiles
 from cabrain.settings import Settings

@@ -13,7 +13,7 @@ import pytest
 
 from cabrain.errors import EmbeddedPostgresError
 from cabrain.store.db import connect
-from cabrain.store.embedded import EmbeddedPostgres
+from cabrain.store.embedded import EmbeddedPostgres, memory_settings
 from tests.conftest import REPO, cli_env, make_scratch_dir, run_cli
 
 OWNER = """
@@ -85,6 +85,14 @@ async def test_start_use_stop_and_keep_data_across_restarts(root):
     assert server_processes(root) == []
     with server:
         assert await query(server, "SELECT note FROM kept") == "still here"
+        # sized to the machine by default: the HNSW graphs recall walks stay in shared buffers
+        buffers, cache = memory_settings("auto")
+        assert await query(server, "SELECT pg_size_bytes(current_setting('shared_buffers'))") == \
+            await query(server, f"SELECT pg_size_bytes('{buffers}')")  # fmt: skip
+        assert await query(server, "SELECT pg_size_bytes(current_setting('effective_cache_size'))") == \
+            await query(server, f"SELECT pg_size_bytes('{cache}')")  # fmt: skip
+    with EmbeddedPostgres(root, reaper_interval_s=0.3, shared_buffers="64MB") as sized:
+        assert await query(sized, "SHOW shared_buffers") == "64MB"
 
 
 async def test_handles_in_one_process_share_one_lease(root):

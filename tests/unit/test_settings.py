@@ -86,3 +86,17 @@ def test_redact_url_hides_only_the_password():
     assert redact_url("postgresql://u:pw@h:5/db") == "postgresql://u:***@h:5/db"
     assert redact_url("postgresql://u@h/db") == "postgresql://u@h/db"
     assert redact_url("redis://:pw@h:6379/0") == "redis://:***@h:6379/0"
+
+
+def test_the_embedded_servers_memory_is_sized_to_the_machine_or_as_set(monkeypatch):
+    import psutil
+
+    from cabrain.store.embedded import memory_settings
+
+    total_mb = psutil.virtual_memory().total // 2**20
+    buffers, cache = memory_settings("auto")
+    assert buffers == f"{min(8192, max(128, total_mb // 4))}MB" and cache == f"{max(256, total_mb // 2)}MB"
+    assert memory_settings("2GB")[0] == "2GB"
+    monkeypatch.setenv("CABRAIN_EMBEDDED_PG_SHARED_BUFFERS", "lots")
+    with pytest.raises(ConfigError, match="EMBEDDED_PG_SHARED_BUFFERS"):
+        load_settings()
