@@ -435,8 +435,8 @@ class _Writer:
                         return await _neighbours(self.conn, self.brain, self.agent, item, limit)
                 try:
                     return await _neighbours(conn, self.brain, self.agent, item, limit)
-                finally:
-                    await self.brain.pool.release(conn)
+                finally:  # (without a timeout here, release would reuse the short one above)
+                    await self.brain.pool.release(conn, timeout=self.settings.db_connect_timeout_s)
 
         return list(await asyncio.gather(*(one(item) for item in items)))
 
