@@ -97,12 +97,15 @@ async def search(
     *,
     exact_max: int = 5000,
     ef_search: int | None = None,
+    size: int | None = None,
 ) -> list:
     """Rows (memory columns + ``distance``, cosine distance) nearest to ``vector``, best first,
     by the memories' own vectors (the write path's neighbours); ``ef_search`` overrides the
-    connection's HNSW candidate list for this search."""
+    connection's HNSW candidate list for this search; ``size``, the namespace's size when the caller
+    knows it."""
     args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
-    size = await conn.fetchval(NAMESPACE_SIZE, filters.namespace) or 0
+    if size is None:
+        size = await conn.fetchval(NAMESPACE_SIZE, filters.namespace) or 0
     return await _documents(conn, args, size, exact_max, ef_search)
 
 

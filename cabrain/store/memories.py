@@ -45,12 +45,19 @@ def to_memory(row: asyncpg.Record) -> Memory:
     )
 
 
+# The rows, and each namespace's counter, in one statement.
 INSERT_MEMORIES = """
-INSERT INTO memories (id, namespace, owner_agent_id, visibility, network, memory_type, content,
-                      source_kind, source_ref, embedding, importance, valid_at, metadata, content_hash)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                     $7::text[], $8::text[], $9::text[], $10::vector[], $11::real[],
-                     $12::timestamptz[], $13::jsonb[], $14::bytea[])
+WITH added AS (
+    INSERT INTO memories (id, namespace, owner_agent_id, visibility, network, memory_type, content,
+                          source_kind, source_ref, embedding, importance, valid_at, metadata, content_hash)
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                         $7::text[], $8::text[], $9::text[], $10::vector[], $11::real[],
+                         $12::timestamptz[], $13::jsonb[], $14::bytea[])
+    RETURNING namespace
+)
+UPDATE namespaces n SET memory_count = n.memory_count + c.added
+FROM (SELECT namespace, count(*) AS added FROM added GROUP BY namespace) c
+WHERE n.name = c.namespace
 """
 
 
@@ -63,7 +70,6 @@ async def insert_memories(conn: asyncpg.Connection, rows: Sequence[dict[str, Any
     args[9] = [Vector(np.asarray(v, dtype=np.float32)) if v is not None else None for v in args[9]]
     args[12] = [json.dumps(m, ensure_ascii=False) for m in args[12]]
     await conn.execute(INSERT_MEMORIES, *args)
-    await _count(conn, COUNT_MEMORIES, args[1])
 
 
 INSERT_CHUNKS = """
@@ -96,11 +102,6 @@ async def _count(conn: asyncpg.Connection, statement: str, namespaces: Sequence[
     await conn.execute(statement, names, [counts[n] for n in names])
 
 
-COUNT_MEMORIES = """
-UPDATE namespaces n SET memory_count = n.memory_count + c.added
-FROM unnest($1::text[], $2::bigint[]) AS c(name, added)
-WHERE n.name = c.name
-"""
 NAMESPACE_SIZE = "SELECT memory_count FROM namespaces WHERE name = $1"
 
 

@@ -13,12 +13,22 @@ async def fetch_without(
     changes = {**{setting: "off" for setting in disable}, **{k: str(int(v)) for k, v in (local or {}).items()}}
     if not changes:
         return list(await conn.fetch(sql, *args))
-    nested = conn.is_in_transaction()
-    async with conn.transaction():
-        before = {name: await conn.fetchval("SELECT current_setting($1)", name) for name in changes} if nested else {}
-        await conn.execute("; ".join(f"SET LOCAL {setting} = {value}" for setting, value in changes.items()))
+    sets = "; ".join(f"SET LOCAL {setting} = {value}" for setting, value in changes.items())
+    if not conn.is_in_transaction():  # BEGIN and the settings in one round trip
+        await conn.execute(f"BEGIN; {sets}")
+        try:
+            rows = list(await conn.fetch(sql, *args))
+        except BaseException:
+            if not conn.is_closed():
+                await conn.execute("ROLLBACK")
+            raise
+        await conn.execute("COMMIT")
+        return rows
+    async with conn.transaction():  # nested: SET LOCAL would outlive the statement; restore after
+        names = list(changes)
+        row = await conn.fetchrow("SELECT " + ", ".join(f"current_setting(${i + 1})" for i in range(len(names))), *names)
+        await conn.execute(sets)
         try:
             return list(await conn.fetch(sql, *args))
         finally:
-            if nested:  # SET LOCAL lasts until the outer transaction ends: restore for the caller
-                await conn.execute("; ".join(f"SET LOCAL {setting} = {value}" for setting, value in before.items()))
+            await conn.execute("; ".join(f"SET LOCAL {name} = {row[i]}" for i, name in enumerate(names)))

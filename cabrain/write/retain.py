@@ -49,15 +49,18 @@ WHERE m.namespace = $1 AND m.content_hash = ANY($2::bytea[])
   AND (m.visibility <> 'private' OR m.owner_agent_id = $3)
 """
 KNOWN_ENTITY_KEYS = "SELECT key FROM entities WHERE namespace = $1 AND key = ANY($2::text[])"
-UPSERT_ENTITIES = """
-INSERT INTO entities (namespace, name, key)
-SELECT $1, t.name, t.key FROM unnest($2::text[], $3::text[]) AS t(name, key) ORDER BY t.key
-ON CONFLICT (namespace, key) DO UPDATE SET updated_at = now()
-RETURNING id, key
-"""
-LINK_ENTITIES = """
+# The entities (by key) and the memories' links to them, in one statement.
+UPSERT_AND_LINK = """
+WITH up AS (
+    INSERT INTO entities (namespace, name, key)
+    SELECT $1, t.name, t.key FROM unnest($2::text[], $3::text[]) AS t(name, key) ORDER BY t.key
+    ON CONFLICT (namespace, key) DO UPDATE SET updated_at = now()
+    RETURNING id, key
+)
 INSERT INTO memory_entities (memory_id, entity_id)
-SELECT * FROM unnest($1::uuid[], $2::uuid[]) ON CONFLICT DO NOTHING
+SELECT l.memory_id, up.id FROM unnest($4::uuid[], $5::text[]) AS l(memory_id, key) JOIN up USING (key)
+ORDER BY 1, 2
+ON CONFLICT DO NOTHING
 """
 CURRENT_FOR_UPDATE = """
 SELECT m.invalid_at IS NULL FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
@@ -106,11 +109,11 @@ async def _consult_chat_model(brain: Brain, agent: str, items: list[_Item], deci
 
 
 async def _neighbours(
-    conn: asyncpg.Connection, brain: Brain, agent: str, item: _Item, limit: int | None = None
+    conn: asyncpg.Connection, brain: Brain, agent: str, item: _Item, limit: int | None = None, size: int | None = None
 ) -> list[Neighbour]:
     rows = await vector.search(
         conn, item.embedding, SearchFilters(item.input.namespace, agent), limit or brain.settings.neighbours,
-        exact_max=brain.settings.vector_exact_max, ef_search=brain.settings.retain_ef_search,
+        exact_max=brain.settings.vector_exact_max, ef_search=brain.settings.retain_ef_search, size=size,
     )  # fmt: skip
     return [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows]
 
@@ -326,7 +329,7 @@ class _Writer:
         names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))
         if item.entities is not None:  # the chat model's, plus known entities it may have missed
             names = list(dict.fromkeys([*item.entities, *names]))[: entity_extraction.MAX_ENTITIES]
-        await self._link_entities(ns, memory_id, names)
+        await self._link_many(ns, [(memory_id, names)])
         superseded: tuple[uuid.UUID, ...] = ()
         if choice.decision is Decision.UPDATE and choice.target is not None:
             await self.conn.fetchval(
@@ -421,9 +424,14 @@ class _Writer:
         """Every item's stored neighbours (with room for the batch's supersessions), searched at
         once on up to ``retain_search_connections`` pooled connections besides this one."""
         limit = self.settings.neighbours * 2
+        sizes = {ns: await self.conn.fetchval(sql.NAMESPACE_SIZE, ns) or 0 for ns in sorted({i.input.namespace for i in items})}
+
+        async def search(conn: asyncpg.Connection, item: _Item) -> list[Neighbour]:
+            return await _neighbours(conn, self.brain, self.agent, item, limit, sizes[item.input.namespace])
+
         parallel = min(self.settings.retain_search_connections, self.settings.db_pool_max - 1, len(items))
         if parallel < 1:
-            return [await _neighbours(self.conn, self.brain, self.agent, item, limit) for item in items]
+            return [await search(self.conn, item) for item in items]
         gate, own = asyncio.Semaphore(parallel), asyncio.Lock()
 
         async def one(item: _Item) -> list[Neighbour]:
@@ -432,9 +440,9 @@ class _Writer:
                     conn = await self.brain.pool.acquire(timeout=0.05)
                 except asyncio.TimeoutError:  # the pool is busy (maybe with writers waiting for
                     async with own:  # this batch's lock): search on the transaction's connection
-                        return await _neighbours(self.conn, self.brain, self.agent, item, limit)
+                        return await search(self.conn, item)
                 try:
-                    return await _neighbours(conn, self.brain, self.agent, item, limit)
+                    return await search(conn, item)
                 finally:  # (without a timeout here, release would reuse the short one above)
                     await self.brain.pool.release(conn, timeout=self.settings.db_connect_timeout_s)
 
@@ -475,17 +483,18 @@ class _Writer:
 
     async def _link_many(self, namespace: str, links: list[tuple[uuid.UUID, list[str]]]) -> None:
         by_key: dict[str, str] = {}
-        for _, names in links:
+        pairs: set[tuple[uuid.UUID, str]] = set()
+        for memory_id, names in links:
             for name in names:
-                by_key.setdefault(entity_extraction.entity_key(name), name)
+                key = entity_extraction.entity_key(name)
+                by_key.setdefault(key, name)
+                pairs.add((memory_id, key))
         if not by_key:
             return
         keys = sorted(by_key)
-        rows = await self.conn.fetch(UPSERT_ENTITIES, namespace, [by_key[k] for k in keys], keys)
-        ids = {r["key"]: r["id"] for r in rows}
-        pairs = {(memory_id, ids[entity_extraction.entity_key(n)]) for memory_id, names in links for n in names}
-        pairs_sorted = sorted(pairs, key=lambda p: (str(p[0]), str(p[1])))
-        await self.conn.execute(LINK_ENTITIES, [p[0] for p in pairs_sorted], [p[1] for p in pairs_sorted])
+        ordered = sorted(pairs, key=lambda p: (str(p[0]), p[1]))
+        await self.conn.execute(UPSERT_AND_LINK, namespace, [by_key[k] for k in keys], keys,
+                                [p[0] for p in ordered], [p[1] for p in ordered])  # fmt: skip
 
     async def write_many(self, items: list[_Item]) -> list[RetainResult]:
         """Store every item as ADD without comparing it with neighbours (bulk imports): a few
@@ -534,13 +543,16 @@ class _Writer:
             await sql.insert_chunks(
                 self.conn, [c for (_, item), row in zip(fresh, rows, strict=True) for c in _chunk_rows(row["id"], item)]
             )
+        links: dict[str, list[tuple[uuid.UUID, list[str]]]] = {}
         for (index, item), row in zip(fresh, rows, strict=True):
             names = entity_extraction.extract(item.content)
-            await self._link_entities(item.input.namespace, row["id"], names)
+            links.setdefault(item.input.namespace, []).append((row["id"], names))
             self.events.append(self._event(item.input.namespace, "retain", row["id"], {"decision": "ADD"}))
             results[index] = RetainResult(
                 Decision.ADD, row["id"], row["importance"], (), tuple(names), "imported without comparison"
             )
+        for namespace, pairs in sorted(links.items()):
+            await self._link_many(namespace, pairs)
         for index, item, target in duplicates:  # after the inserts: the target may be in this batch
             reason = "the same content from the same source is already stored"
             results[index] = await self._reinforce(item, target, reason)
@@ -561,17 +573,6 @@ class _Writer:
         await self.conn.fetchval(sql.INVALIDATE, target, _json(meta), None)
         self.events.append(self._event(item.input.namespace, "forget", target, {"decision": "INVALIDATE", **meta}))
         return RetainResult(Decision.INVALIDATE, None, 0.0, (target,), (), reason)
-
-    async def _link_entities(self, namespace: str, memory_id: uuid.UUID, names: list[str]) -> None:
-        if not names:
-            return
-        by_key = {}
-        for name in names:
-            by_key.setdefault(entity_extraction.entity_key(name), name)
-        keys = sorted(by_key)
-        rows = await self.conn.fetch(UPSERT_ENTITIES, namespace, [by_key[k] for k in keys], keys)
-        ids = [r["id"] for r in rows]
-        await self.conn.execute(LINK_ENTITIES, [memory_id] * len(ids), ids)
 
     def _event(self, namespace: str, op: str, memory_id: uuid.UUID, metadata: dict) -> dict:
         return {"namespace": namespace, "op": op, "memory_id": memory_id, "agent_id": self.agent,
