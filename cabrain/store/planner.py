@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import asyncpg
 
 
@@ -18,9 +20,10 @@ async def fetch_without(
         await conn.execute(f"BEGIN; {sets}")
         try:
             rows = list(await conn.fetch(sql, *args))
-        except BaseException:
-            if not conn.is_closed():
-                await conn.execute("ROLLBACK")
+        except BaseException:  # the statement's error (or cancellation) is what the caller sees
+            with contextlib.suppress(Exception):
+                if not conn.is_closed():
+                    await conn.execute("ROLLBACK")
             raise
         await conn.execute("COMMIT")
         return rows

@@ -17,3 +17,14 @@ async def test_settings_apply_to_the_statement_and_are_restored_after_it(conn):
         after = await conn.fetchrow(SHOW)
         assert (after["sort"], after["ef"]) == ("on", "33")
     assert (await conn.fetchrow(SHOW))["ef"] == "40"
+
+
+async def test_a_failing_statement_leaves_no_transaction_and_the_settings_unchanged(conn):
+    import asyncpg
+    import pytest
+
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        await fetch_without(conn, "SELECT 1 / 0", (), disable=("enable_sort",), local={"hnsw.ef_search": 11})
+    assert not conn.is_in_transaction()
+    assert (await conn.fetchrow(SHOW))["sort"] == "on"
+    assert await conn.fetchval("SELECT 41 + 1") == 42
