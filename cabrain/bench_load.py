@@ -64,6 +64,19 @@ def _say(message: str, quiet: bool) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
+def _bar(label: str, done: int, total: int, quiet: bool, extra: str = "") -> None:
+    """A progress bar redrawn in place on a terminal; one line per step otherwise (logs)."""
+    if quiet:
+        return
+    line = f"  {label} {done}/{total}{extra}"
+    if sys.stderr.isatty():
+        filled = int(30 * done / max(total, 1))
+        end = "\n" if done >= total else ""
+        print(f"\r  {label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}{extra}", end=end, file=sys.stderr, flush=True)
+    else:
+        print(line, file=sys.stderr, flush=True)
+
+
 async def _index_definitions(conn) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:  # noqa: ANN001
     indexes = [(r["indexname"], r["indexdef"]) for r in await conn.fetch(_INDEXES, list(BULK_TABLES))]
     constraints = [(r["conname"], r["def"]) for r in await conn.fetch(_CONSTRAINTS)]
@@ -92,7 +105,7 @@ async def bulk_load(
     base: list = []
     for start in range(0, real, 256):
         base.extend(await brain.embed_documents(base_texts[start : start + 256]))
-        _say(f"  embedded {min(start + 256, real)}/{real} real vectors", quiet)
+        _bar("embedded real vectors", min(start + 256, real), real, quiet)
     base_matrix = np.asarray(base, dtype=np.float32)
     timings["embed_real_s"] = time.perf_counter() - started
 
@@ -146,7 +159,7 @@ async def bulk_load(
                 await conn.copy_records_to_table("memory_terms", records=postings, columns=POSTING_COLUMNS)
                 loaded += size
                 rate = loaded / (time.perf_counter() - started)
-                _say(f"  loaded {loaded}/{corpus.total} memories ({rate:,.0f}/s)", quiet)
+                _bar("loaded memories", loaded, corpus.total, quiet, f" ({rate:,.0f}/s)")
         for namespace in corpus.sizes:
             terms = sorted(df[namespace])
             await conn.execute(

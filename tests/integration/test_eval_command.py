@@ -74,7 +74,7 @@ def test_bench_recall_runs_small_and_reports_every_mode(tmp_path, pg_server, hom
     env = cli_env(database_url=pg_server.dsn(), home=str(home))
     result = run_cli("bench", "recall", "--memories", "300", "--queries", "5", "--real-vectors", "50", "--json", str(out), env=env)
     assert result.returncode == 0, result.stderr
-    assert "loaded 300/300 memories" in result.stderr
+    assert "loaded memories 300/300" in result.stderr
     data = json.loads(out.read_text())
     assert data["memories"] == 300 and data["real_vectors"] == 50
     assert {"hybrid", "vector", "bm25", "hybrid (without query embedding)"} <= set(data["recall_ms"])
