@@ -35,13 +35,6 @@ if TYPE_CHECKING:
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$")
 
-FIND_EXACT = """
-SELECT m.id FROM memories m
-WHERE m.namespace = $1 AND m.content_hash = $2 AND m.source_ref IS NOT DISTINCT FROM $3
-  AND m.invalid_at IS NULL AND m.tier = 'hot'
-  AND (m.visibility <> 'private' OR m.owner_agent_id = $4)
-LIMIT 1
-"""
 FIND_EXACT_MANY = """
 SELECT m.id, m.content_hash, m.source_ref FROM memories m
 WHERE m.namespace = $1 AND m.content_hash = ANY($2::bytea[])
@@ -222,7 +215,7 @@ async def retain(
             await check_write_access(conn, agent, namespace)  # again, under the lock: authoritative
         writer = _Writer(brain, conn, agent)
         if supersede is not None:
-            results = [await writer.write(items[0], False, supersede=supersede)]
+            results = [await writer.write_superseding(items[0], supersede)]
         elif decide_writes:
             results = await writer.write_batch(items)
         else:
@@ -242,10 +235,10 @@ class _Pending:
     links: dict[str, list[tuple[uuid.UUID, list[str]]]] = field(default_factory=dict)
     invalidations: list[tuple[uuid.UUID, str, uuid.UUID]] = field(default_factory=list)
 
-    def add(self, writer: _Writer, item: _Item, memory_id: uuid.UUID, importance: float, names: list[str]) -> None:
+    def add(self, agent: str, item: _Item, memory_id: uuid.UUID, importance: float, names: list[str]) -> None:
         inp = item.input
         self.rows.append({
-            "id": memory_id, "namespace": inp.namespace, "owner_agent_id": writer.agent,
+            "id": memory_id, "namespace": inp.namespace, "owner_agent_id": agent,
             "visibility": inp.visibility.value, "network": inp.network.value,
             "memory_type": inp.memory_type.value, "content": item.content,
             "source_kind": inp.source_kind, "source_ref": inp.source_ref,
@@ -265,6 +258,7 @@ class _Writer:
         self.brain, self.conn, self.agent = brain, conn, agent
         self.settings = brain.settings
         self.events: list[dict] = []
+        self._pending = _Pending()  # new memories not yet written (flushed in bulk)
 
     async def _known_keys(self, namespace: str, text: str) -> set[str]:
         phrases = entity_extraction.phrases(text)
@@ -273,77 +267,31 @@ class _Writer:
         rows = await self.conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases))
         return {r["key"] for r in rows}
 
-    async def write(self, item: _Item, decide_writes: bool, supersede: uuid.UUID | None = None) -> RetainResult:
+    def _importance(self, item: _Item, nearest: float | None, *, revision: bool = False) -> float:
+        """The caller's importance, or the one scored at write time."""
         inp = item.input
-        ns = inp.namespace
-        exact = None
-        if supersede is None:
-            exact = await self.conn.fetchval(FIND_EXACT, ns, item.content_hash, inp.source_ref, self.agent)
-        if exact is not None:
-            return await self._reinforce(item, exact, "the same content from the same source is already stored")
-        neighbours: list[Neighbour] = []
-        if decide_writes:
-            neighbours = await _neighbours(self.conn, self.brain, self.agent, item)
-            if item.planned is not None and tuple(n.id for n in neighbours) == item.planned_against:
-                choice = item.planned
-            else:
-                choice = _deterministic(self.settings, item, neighbours)
-        elif supersede is not None:
-            still_current = await self.conn.fetchval(CURRENT_FOR_UPDATE, supersede)
-            if not still_current:
-                raise InputError(
-                    f"memory {supersede} was superseded or forgotten meanwhile", hint="get it and retry"
-                )
-            choice = WriteDecision(Decision.UPDATE, supersede, "reconsolidated: corrected by the caller")
-        else:
-            choice = WriteDecision(Decision.ADD, None, "imported without comparison")
-        if choice.decision is Decision.NOOP:
-            return await self._reinforce(item, choice.target, choice.reason)
-        if choice.decision is Decision.INVALIDATE and choice.target is not None:
-            return await self._retract(item, choice.target, choice.reason)
-        importance = inp.importance
-        if importance is None:
-            importance = score_importance(
-                text=item.content,
-                nearest_similarity=neighbours[0].similarity if neighbours else None,
-                source_kind=inp.source_kind,
-                valid_at=item.valid_at,
-                flagged=inp.important,
-                revision=choice.decision is Decision.UPDATE,
-                source_weights=self.settings.source_weights,
-                novelty_floor=self.settings.novelty_floor,
-            )
+        if inp.importance is not None:
+            return inp.importance
+        return score_importance(
+            text=item.content, nearest_similarity=nearest, source_kind=inp.source_kind, valid_at=item.valid_at,
+            flagged=inp.important, revision=revision, source_weights=self.settings.source_weights,
+            novelty_floor=self.settings.novelty_floor,
+        )  # fmt: skip
+
+    async def write_superseding(self, item: _Item, target: uuid.UUID) -> RetainResult:
+        """Reconsolidation: ``item`` replaces ``target``, which must still be current (locked here)."""
+        if not await self.conn.fetchval(CURRENT_FOR_UPDATE, target):
+            raise InputError(f"memory {target} was superseded or forgotten meanwhile", hint="get it and retry")
+        ns, reason = item.input.namespace, "reconsolidated: corrected by the caller"
+        importance = self._importance(item, None, revision=True)
         memory_id = uuid.uuid4()
-        await sql.insert_memories(self.conn, [{
-            "id": memory_id, "namespace": ns, "owner_agent_id": self.agent,
-            "visibility": inp.visibility.value, "network": inp.network.value,
-            "memory_type": inp.memory_type.value, "content": item.content,
-            "source_kind": inp.source_kind, "source_ref": inp.source_ref,
-            "embedding": item.embedding, "importance": importance, "valid_at": item.valid_at,
-            "metadata": dict(inp.metadata), "content_hash": item.content_hash,
-        }])  # fmt: skip
-        await self.brain.keyword.index(
-            self.conn, [IndexedDoc(memory_id, ns, item.valid_at, item.content)]
-        )
-        await sql.insert_chunks(self.conn, _chunk_rows(memory_id, item))
         names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))
-        if item.entities is not None:  # the chat model's, plus known entities it may have missed
-            names = list(dict.fromkeys([*item.entities, *names]))[: entity_extraction.MAX_ENTITIES]
-        await self._link_many(ns, [(memory_id, names)])
-        superseded: tuple[uuid.UUID, ...] = ()
-        if choice.decision is Decision.UPDATE and choice.target is not None:
-            await self.conn.fetchval(
-                sql.INVALIDATE,
-                choice.target,
-                _json({"superseded_reason": choice.reason, "superseded_by_agent": self.agent}),
-                memory_id,
-            )
-            superseded = (choice.target,)
-            self.events.append(self._event(ns, "reconsolidate", choice.target, {"superseded_by": str(memory_id)}))
-        self.events.append(
-            self._event(ns, "retain", memory_id, {"decision": choice.decision.value, "importance": importance})
-        )
-        return RetainResult(choice.decision, memory_id, importance, superseded, tuple(names), choice.reason)
+        self._pending.add(self.agent, item, memory_id, importance, names)
+        self._pending.invalidations.append((target, reason, memory_id))
+        await self._flush_pending()
+        self.events.append(self._event(ns, "reconsolidate", target, {"superseded_by": str(memory_id)}))
+        self.events.append(self._event(ns, "retain", memory_id, {"decision": Decision.UPDATE.value, "importance": importance}))
+        return RetainResult(Decision.UPDATE, memory_id, importance, (target,), tuple(names), reason)
 
     async def write_batch(self, items: list[_Item]) -> list[RetainResult]:
         """Decide and write a batch as :meth:`write` would item by item - each item compared with
@@ -368,7 +316,6 @@ class _Writer:
             phrases = set().union(*(entity_extraction.phrases(i.content) for i in items if i.input.namespace == namespace))
             rows = await self.conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases)) if phrases else []
             known[namespace] = {r["key"] for r in rows}
-        self._pending = _Pending()
         results = []
         for item, stored in zip(items, searched, strict=True):
             inp, ns = item.input, item.input.namespace
@@ -392,21 +339,15 @@ class _Writer:
                 results.append(await self._retract(item, choice.target, choice.reason))
                 gone.add(choice.target)
                 continue
-            importance = inp.importance
-            if importance is None:
-                importance = score_importance(
-                    text=item.content, nearest_similarity=neighbours[0].similarity if neighbours else None,
-                    source_kind=inp.source_kind, valid_at=item.valid_at, flagged=inp.important,
-                    revision=choice.decision is Decision.UPDATE, source_weights=self.settings.source_weights,
-                    novelty_floor=self.settings.novelty_floor,
-                )  # fmt: skip
+            importance = self._importance(item, neighbours[0].similarity if neighbours else None,
+                                          revision=choice.decision is Decision.UPDATE)  # fmt: skip
             memory_id = uuid.uuid4()
             exact[key] = memory_id
             names = entity_extraction.extract(item.content, known[ns])
             if item.entities is not None:  # the chat model's, plus known entities it may have missed
                 names = list(dict.fromkeys([*item.entities, *names]))[: entity_extraction.MAX_ENTITIES]
             known[ns].update(entity_extraction.entity_key(n) for n in names)
-            self._pending.add(self, item, memory_id, importance, names)
+            self._pending.add(self.agent, item, memory_id, importance, names)
             superseded: tuple[uuid.UUID, ...] = ()
             if choice.decision is Decision.UPDATE and choice.target is not None:
                 self._pending.invalidations.append((choice.target, choice.reason, memory_id))
@@ -517,42 +458,15 @@ class _Writer:
                 continue
             seen[key] = uuid.uuid4()
             fresh.append((index, item))
-        rows, docs = [], []
         for index, item in fresh:
             inp = item.input
             memory_id = seen[(inp.namespace, item.content_hash, inp.source_ref)]
-            importance = inp.importance
-            if importance is None:
-                importance = score_importance(
-                    text=item.content, nearest_similarity=None, source_kind=inp.source_kind,
-                    valid_at=item.valid_at, flagged=inp.important,
-                    source_weights=self.settings.source_weights, novelty_floor=self.settings.novelty_floor,
-                )  # fmt: skip
-            rows.append({
-                "id": memory_id, "namespace": inp.namespace, "owner_agent_id": self.agent,
-                "visibility": inp.visibility.value, "network": inp.network.value,
-                "memory_type": inp.memory_type.value, "content": item.content,
-                "source_kind": inp.source_kind, "source_ref": inp.source_ref,
-                "embedding": item.embedding, "importance": importance, "valid_at": item.valid_at,
-                "metadata": dict(inp.metadata), "content_hash": item.content_hash,
-            })  # fmt: skip
-            docs.append(IndexedDoc(memory_id, inp.namespace, item.valid_at, item.content))
-        if rows:
-            await sql.insert_memories(self.conn, rows)
-            await self.brain.keyword.index(self.conn, docs)
-            await sql.insert_chunks(
-                self.conn, [c for (_, item), row in zip(fresh, rows, strict=True) for c in _chunk_rows(row["id"], item)]
-            )
-        links: dict[str, list[tuple[uuid.UUID, list[str]]]] = {}
-        for (index, item), row in zip(fresh, rows, strict=True):
+            importance = self._importance(item, None)
             names = entity_extraction.extract(item.content)
-            links.setdefault(item.input.namespace, []).append((row["id"], names))
-            self.events.append(self._event(item.input.namespace, "retain", row["id"], {"decision": "ADD"}))
-            results[index] = RetainResult(
-                Decision.ADD, row["id"], row["importance"], (), tuple(names), "imported without comparison"
-            )
-        for namespace, pairs in sorted(links.items()):
-            await self._link_many(namespace, pairs)
+            self._pending.add(self.agent, item, memory_id, importance, names)
+            self.events.append(self._event(inp.namespace, "retain", memory_id, {"decision": "ADD"}))
+            results[index] = RetainResult(Decision.ADD, memory_id, importance, (), tuple(names), "imported without comparison")
+        await self._flush_pending()
         for index, item, target in duplicates:  # after the inserts: the target may be in this batch
             reason = "the same content from the same source is already stored"
             results[index] = await self._reinforce(item, target, reason)
