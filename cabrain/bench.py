@@ -58,6 +58,11 @@ def synthetic_text(rng: random.Random) -> str:
     return " ".join(rng.choice(words) for _ in range(length)) + f" #{rng.randint(0, 10**6)}"
 
 
+def synthetic_queries(rng: random.Random, n: int) -> list[str]:
+    """Query texts of 3-10 words, drawn like the corpus."""
+    return [" ".join(synthetic_text(rng).split()[: rng.randint(3, 10)]) for _ in range(n)]
+
+
 @dataclass
 class BenchResult:
     memories: int
@@ -163,7 +168,7 @@ async def run_recall_bench(
         await _load(brain, memories, min(real_vectors, memories), noise, seed, quiet)
         load_s = time.perf_counter() - started
         rng = random.Random(seed + 1)
-        texts = [" ".join(synthetic_text(rng).split()[: rng.randint(3, 10)]) for _ in range(queries)]
+        texts = synthetic_queries(rng, queries)
         embed_ms, vectors = [], []
         for text in texts:
             t0 = time.perf_counter()
@@ -217,31 +222,38 @@ def main_json(result: BenchResult) -> str:
 class HttpBenchResult:
     memories: int
     queries: int
-    http: dict[int, dict[str, float]]  # concurrency -> p50/p95/p99 (ms) and rps
-    in_process: dict[int, dict[str, float]]
+    http: dict[int, dict[str, Any]]  # concurrency -> p50/p95/p99 (ms), rps, errors
+    in_process: dict[int, dict[str, Any]]
     machine: dict[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__
 
 
-async def _timed_concurrently(call, texts: list[str], concurrency: int) -> dict[str, float]:  # noqa: ANN001
-    """Run ``call(text)`` for every text, ``concurrency`` at a time; latency percentiles + throughput."""
+async def timed_calls(call, texts: list[str], concurrency: int) -> dict[str, Any]:  # noqa: ANN001
+    """Run ``call(text)`` for every text, ``concurrency`` at a time: latency percentiles (ms) of
+    the calls that succeeded, throughput, and the errors (counted, with the first few kept)."""
     import asyncio
 
     gate = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
+    errors: list[str] = []
 
     async def one(text: str) -> None:
         async with gate:
             t0 = time.perf_counter()
-            await call(text)
+            try:
+                await call(text)
+            except Exception as exc:  # noqa: BLE001 - counted and reported, the run goes on
+                errors.append(f"{type(exc).__name__}: {exc}")
+                return
             latencies.append((time.perf_counter() - t0) * 1000)
 
     started = time.perf_counter()
     await asyncio.gather(*(one(t) for t in texts))
     wall = time.perf_counter() - started
-    return {**percentiles(latencies), "rps": len(texts) / wall}
+    return {**{k: round(v, 2) for k, v in percentiles(latencies).items()}, "rps": round(len(texts) / wall, 1),
+            "errors": len(errors), "first_errors": errors[:3]}  # fmt: skip
 
 
 @contextlib.asynccontextmanager
@@ -293,7 +305,7 @@ async def run_http_bench(
     rng = random.Random(seed)
 
     def fresh_texts() -> list[str]:
-        return [" ".join(synthetic_text(rng).split()[: rng.randint(3, 10)]) for _ in range(queries)]
+        return synthetic_queries(rng, queries)
 
     async with scratch_brain(settings, embedder, prefix="cabrain_httpbench") as (brain, facts, dsn):
         await brain.create_agent(AGENT)
@@ -306,9 +318,9 @@ async def run_http_bench(
 
         in_process = {}
         for c in concurrency:
-            await _timed_concurrently(local, fresh_texts()[:20], c)  # warm-up
-            in_process[c] = await _timed_concurrently(local, fresh_texts(), c)
-            _progress(f"  in process, concurrency {c}: p95 {in_process[c]['p95']:.1f} ms", quiet)
+            await timed_calls(local, fresh_texts()[:20], c)  # warm-up
+            in_process[c] = await timed_calls(local, fresh_texts(), c)
+            _progress(f"  in process, concurrency {c}: p95 {in_process[c].get('p95', 0):.1f} ms, errors {in_process[c]['errors']}", quiet)
 
         async with local_service(settings, dsn, app_args, quiet=quiet) as url:
             http = {}
@@ -318,9 +330,9 @@ async def run_http_bench(
                     await client.recall(RecallQuery(text, NAMESPACE, k=10, rerank=False))
 
                 for c in concurrency:
-                    await _timed_concurrently(remote, fresh_texts()[:20], c)
-                    http[c] = await _timed_concurrently(remote, fresh_texts(), c)
-                    _progress(f"  http, concurrency {c}: p95 {http[c]['p95']:.1f} ms", quiet)
+                    await timed_calls(remote, fresh_texts()[:20], c)
+                    http[c] = await timed_calls(remote, fresh_texts(), c)
+                    _progress(f"  http, concurrency {c}: p95 {http[c].get('p95', 0):.1f} ms, errors {http[c]['errors']}", quiet)
     machine = machine_facts(facts, embedder)
     return HttpBenchResult(memories, queries, http, in_process, machine)
 
@@ -331,11 +343,14 @@ def render_http(result: HttpBenchResult) -> str:
         f"{'concurrency':>11} | {'HTTP p50':>9} {'p95':>8} {'p99':>8} {'req/s':>7} | "
         f"{'in-process p50':>14} {'p95':>8} {'p99':>8} {'req/s':>7}",
     ]
+    nan = float("nan")  # a level where every call failed has no percentiles
     for c, h in result.http.items():
         p = result.in_process[c]
+        errors = h["errors"] + p["errors"]
         lines.append(
-            f"{c:>11} | {h['p50']:9.1f} {h['p95']:8.1f} {h['p99']:8.1f} {h['rps']:7.1f} | "
-            f"{p['p50']:14.1f} {p['p95']:8.1f} {p['p99']:8.1f} {p['rps']:7.1f}"
+            f"{c:>11} | {h.get('p50', nan):9.1f} {h.get('p95', nan):8.1f} {h.get('p99', nan):8.1f} {h['rps']:7.1f} | "
+            f"{p.get('p50', nan):14.1f} {p.get('p95', nan):8.1f} {p.get('p99', nan):8.1f} {p['rps']:7.1f}"
+            + (f"  errors: {h['errors']} HTTP, {p['errors']} in process ({(h['first_errors'] + p['first_errors'])[0]})" if errors else "")
         )
     return "\n".join(lines)
 

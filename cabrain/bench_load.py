@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-from cabrain.bench import AGENT, synthetic_text
+from cabrain.bench import AGENT, _progress, synthetic_text
 
 CHUNK = 50_000  # memories per COPY round
 MEMORY_COLUMNS = ("id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content",
@@ -57,11 +57,6 @@ class Corpus:
     @property
     def total(self) -> int:
         return sum(self.sizes.values())
-
-
-def _say(message: str, quiet: bool) -> None:
-    if not quiet:
-        print(message, file=sys.stderr, flush=True)
 
 
 def _bar(label: str, done: int, total: int, quiet: bool, extra: str = "") -> None:
@@ -176,10 +171,10 @@ async def bulk_load(
         started = time.perf_counter()
         await conn.execute("SELECT set_config('maintenance_work_mem', $1, false)", maintenance_work_mem)
         for name, definition in constraints:
-            _say(f"  restoring {name}", quiet)
+            _progress(f"  restoring {name}", quiet)
             await conn.execute(f'ALTER TABLE memory_terms ADD CONSTRAINT "{name}" {definition}')
         for name, definition in indexes:
-            _say(f"  building {name}", quiet)
+            _progress(f"  building {name}", quiet)
             await conn.execute(definition.replace(" ON ONLY ", " ON ", 1))  # and every partition's
         await conn.execute("RESET maintenance_work_mem")
         timings["index_s"] = time.perf_counter() - started

@@ -26,9 +26,8 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,10 +37,13 @@ from pydantic import SecretStr
 from cabrain.bench import (
     AGENT,
     NAMESPACE,
+    _progress,
     machine_facts,
     measure_floor,
     overhead_over_floor,
+    synthetic_queries,
     synthetic_text,
+    timed_calls,
 )
 from cabrain.bench_load import Corpus, bulk_load
 from cabrain.errors import ConfigError
@@ -71,11 +73,6 @@ class ScaleSpec:
     quiet: bool = False
 
 
-def _say(message: str, quiet: bool) -> None:
-    if not quiet:
-        print(message, file=sys.stderr, flush=True)
-
-
 def corpus_for(size: int, spec: ScaleSpec) -> Corpus:
     """N in the large namespace, N/100 in each of the others."""
     sizes = {NAMESPACE: size}
@@ -103,7 +100,7 @@ async def corpus_brain(settings: Settings, embedder, corpus: Corpus, spec: Scale
         fingerprint = _fingerprint(corpus, settings, embedder)
         async with kept_brain(settings, embedder, name=name, fingerprint=fingerprint) as (brain, facts, dsn, complete):
             if complete:
-                _say(f"  reusing the kept corpus in database {name}", spec.quiet)
+                _progress(f"  reusing the kept corpus in database {name}", spec.quiet)
                 yield brain, facts, dsn, {"reused": name}
                 return
             await brain.create_agent(AGENT)
@@ -123,34 +120,6 @@ async def _timed_load(brain, corpus: Corpus, spec: ScaleSpec) -> dict[str, Any]:
 
 
 # --- measuring ------------------------------------------------------------------------------------
-async def timed_calls(call: Callable[[str], Awaitable[Any]], texts: list[str], concurrency: int) -> dict[str, Any]:
-    """Run ``call(text)`` for every text, ``concurrency`` at a time: latency percentiles (ms) of
-    the calls that succeeded, throughput, and the errors (counted, with the first few kept)."""
-    gate = asyncio.Semaphore(concurrency)
-    latencies: list[float] = []
-    errors: list[str] = []
-
-    async def one(text: str) -> None:
-        async with gate:
-            t0 = time.perf_counter()
-            try:
-                await call(text)
-            except Exception as exc:  # noqa: BLE001 - counted and reported, the run goes on
-                errors.append(f"{type(exc).__name__}: {exc}")
-                return
-            latencies.append((time.perf_counter() - t0) * 1000)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(one(t) for t in texts))
-    wall = time.perf_counter() - started
-    return {**{k: round(v, 2) for k, v in percentiles(latencies).items()}, "rps": round(len(texts) / wall, 1),
-            "errors": len(errors), "first_errors": errors[:3]}  # fmt: skip
-
-
-def _queries(rng: random.Random, n: int) -> list[str]:
-    return [" ".join(synthetic_text(rng).split()[: rng.randint(3, 10)]) for _ in range(n)]
-
-
 async def measure_retain(brain, embedder, texts: list[str], singles: list[str], namespace: str) -> dict[str, Any]:  # noqa: ANN001
     """Texts per second: the bare embedder, then retain, on the same texts; batched (the embedder's
     batch size) on ``texts`` and one at a time on ``singles``."""
@@ -212,7 +181,7 @@ def l1_cache(settings: Settings, folder: Path, quiet: bool):  # noqa: ANN201
             time.sleep(0.05)
         else:
             raise ConfigError("the benchmark's private redis-server did not start")
-        _say(f"  a private redis-server on 127.0.0.1:{port} for the L1 cache", quiet)
+        _progress(f"  a private redis-server on 127.0.0.1:{port} for the L1 cache", quiet)
         yield f"redis://127.0.0.1:{port}/0", "a private redis-server"
     finally:
         proc.terminate()
@@ -227,8 +196,8 @@ async def measure_recall(brain, rng: random.Random, spec: ScaleSpec, *, rerank: 
 
     out = {}
     for c in spec.concurrency:
-        await timed_calls(one, _queries(rng, 10), c)  # warm-up
-        out[c] = await timed_calls(one, _queries(rng, spec.queries), c)
+        await timed_calls(one, synthetic_queries(rng, 10), c)  # warm-up
+        out[c] = await timed_calls(one, synthetic_queries(rng, spec.queries), c)
     return out
 
 
@@ -240,7 +209,7 @@ async def measure_cached(brain, rng: random.Random, spec: ScaleSpec) -> dict[str
 
     miss, hit = {}, {}
     for c in spec.concurrency:
-        texts = _queries(rng, spec.queries)
+        texts = synthetic_queries(rng, spec.queries)
         miss[c] = await timed_calls(one, texts, c)
         hit[c] = await timed_calls(one, texts, c)
     return {"miss": miss, "hit": hit}
@@ -278,12 +247,12 @@ async def measure_http(settings: Settings, brain, dsn: str, rng: random.Random, 
 
             levels, hits = {}, {}
             for c in spec.concurrency:
-                await timed_calls(remote, _queries(rng, 10), c)  # warm-up
-                texts = _queries(rng, spec.queries)
+                await timed_calls(remote, synthetic_queries(rng, 10), c)  # warm-up
+                texts = synthetic_queries(rng, spec.queries)
                 levels[c] = await timed_calls(remote, texts, c)
                 if cached:
                     hits[c] = await timed_calls(remote, texts, c)
-                _say(f"  http, concurrency {c}: p95 {levels[c].get('p95', 0):.1f} ms, errors {levels[c]['errors']}",
+                _progress(f"  http, concurrency {c}: p95 {levels[c].get('p95', 0):.1f} ms, errors {levels[c]['errors']}",
                      spec.quiet)  # fmt: skip
             out["recall"] = levels
             if cached:
@@ -321,21 +290,21 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
     corpus = corpus_for(size, spec)
     rng = random.Random(spec.seed * 1000 + size)
     result: dict[str, Any] = {"memories": size, "total_memories": corpus.total, "namespaces": len(corpus.sizes)}
-    _say(f"corpus of {size:,} memories (+{corpus.total - size:,} in {len(corpus.sizes) - 1} small namespaces)", spec.quiet)
+    _progress(f"corpus of {size:,} memories (+{corpus.total - size:,} in {len(corpus.sizes) - 1} small namespaces)", spec.quiet)
     async with corpus_brain(settings, embedder, corpus, spec) as (brain, facts, dsn, load):
         result["load"] = load
         result["machine"] = machine_facts(facts, embedder)
-        _say("  reading the indexes into shared buffers", spec.quiet)
+        _progress("  reading the indexes into shared buffers", spec.quiet)
         result["warm"] = await prewarm(brain)
         async with brain.pool.acquire() as conn:
             result["database_mb"] = round(await conn.fetchval("SELECT pg_database_size(current_database())") / 2**20, 1)
             result["shared_buffers"] = await conn.fetchval("SHOW shared_buffers")
 
-        _say("  floor: query embedding and bare index probes", spec.quiet)
-        warm = _queries(rng, 10)
+        _progress("  floor: query embedding and bare index probes", spec.quiet)
+        warm = synthetic_queries(rng, 10)
         await measure_floor(brain, warm, [await embedder.embed_query(t) for t in warm], settings.recall_candidates,
                             settings.bm25_postings_per_term)  # warm-up, untimed  # fmt: skip
-        texts = _queries(rng, spec.queries)
+        texts = synthetic_queries(rng, spec.queries)
         embed_ms, vectors = [], []
         for text in texts:
             t0 = time.perf_counter()
@@ -345,19 +314,19 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
         result["embed_query_ms"] = percentiles(embed_ms)
         result["floor_ms"] = floor
 
-        _say("  recall in process, no cache", spec.quiet)
+        _progress("  recall in process, no cache", spec.quiet)
         result["recall"] = await measure_recall(brain, rng, spec)
         result["overhead"] = overhead_over_floor(result["recall"][1], result["embed_query_ms"], floor) \
             if 1 in result["recall"] else {}  # fmt: skip
         if settings.reranker_provider != RerankerProvider.NONE:
-            _say("  recall in process, reranked", spec.quiet)
+            _progress("  recall in process, reranked", spec.quiet)
             result["recall_rerank"] = await measure_recall(brain, rng, spec, rerank=True)
         else:
             result["recall_rerank"] = {"skipped": "no reranker configured (CABRAIN_RERANKER_PROVIDER)"}
 
         redis_url, redis_source = redis
         if redis_url is not None:
-            _say("  recall in process, through the L1 cache", spec.quiet)
+            _progress("  recall in process, through the L1 cache", spec.quiet)
             cached_brain = await Brain.open(settings.model_copy(update={"redis_url": SecretStr(redis_url)}), dsn=dsn, embedder=embedder)
             try:
                 result["recall_cache"] = {"source": redis_source, **await measure_cached(cached_brain, rng, spec)}
@@ -366,7 +335,7 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
         else:
             result["recall_cache"] = {"skipped": redis_source}
 
-        _say(f"  retain: {spec.retain_texts} texts batched, {min(64, spec.retain_texts)} one at a time", spec.quiet)
+        _progress(f"  retain: {spec.retain_texts} texts batched, {min(64, spec.retain_texts)} one at a time", spec.quiet)
         batched = [synthetic_text(rng) for _ in range(spec.retain_texts)]
         singles = [synthetic_text(rng) for _ in range(min(64, spec.retain_texts))]
         result["retain"] = await measure_retain(brain, embedder, batched, singles, NAMESPACE)
