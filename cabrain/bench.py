@@ -82,7 +82,7 @@ class BenchResult:
 # fetching - what a recall could not go below. HNSW: the namespace's nearest ids through the
 # monthly partitions' HNSW indexes (sorting disabled, as recall runs it). BM25: the query terms'
 # top postings by precomputed impact, summed per memory.
-HNSW_PROBE = "SELECT id FROM memories WHERE namespace = $1 ORDER BY embedding <=> $2 LIMIT $3"
+HNSW_PROBE = "SELECT id FROM memory_vectors WHERE namespace = $1 ORDER BY embedding <=> $2 LIMIT $3"
 BM25_PROBE = """
 SELECT p.memory_id, sum(p.impact) AS s
 FROM unnest($2::text[]) AS q(term)

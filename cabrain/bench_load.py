@@ -30,7 +30,7 @@ CHUNK = 50_000  # memories per COPY round
 MEMORY_COLUMNS = ("id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content",
                   "source_kind", "embedding", "importance", "valid_at", "content_hash")  # fmt: skip
 POSTING_COLUMNS = ("namespace", "term", "memory_id", "valid_at", "tf", "doc_len", "impact")
-BULK_TABLES = ("memories", "memory_terms")
+BULK_TABLES = ("memories", "memory_terms", "memory_vectors")
 
 # Secondary indexes (not backing a constraint) of the tables, with their definitions.
 _INDEXES = """

@@ -4,14 +4,16 @@ Two strategies, by the namespace's size:
 
 - up to ``exact_max`` rows, an exact scan: the namespace's rows through its btree index,
   distances for those rows only, sorted - exact, and fast at that size;
-- above it, the HNSW indexes: sorting is disabled for the statement so PostgreSQL walks each
-  monthly partition's HNSW index in distance order and merges them (Merge Append), stopping after
-  ``limit`` rows. The pool sets ``hnsw.iterative_scan = relaxed_order``, so when scope and filters
-  reject rows an index scan keeps going instead of returning too few; the outer ORDER BY restores
-  exact order among the survivors.
+- above it, the one HNSW graph of ``memory_vectors`` (all hot vectors, kept in step with the rows
+  by a trigger): sorting and hash/merge joins are disabled for the statement so PostgreSQL walks
+  the graph in distance order and looks each row up (by id and month), stopping after ``limit``
+  rows that pass scope and filters. The pool sets ``hnsw.iterative_scan = relaxed_order``, so when
+  scope and filters reject rows the scan keeps going instead of returning too few; the outer
+  ORDER BY restores exact order among the survivors. Left to its cost model, the planner often
+  prefers sorting the whole namespace, which is exact but grows linearly with it.
 
-Without this, the planner's cost model - summing one HNSW start-up cost per partition - often
-prefers sorting the whole namespace, which is exact but grows linearly with it.
+One graph rather than one per monthly partition: a walk costs about the logarithm of the graph's
+size, so one walk over a million vectors is several times cheaper than fourteen over 75,000 each.
 
 Long memories also have passage vectors (``memory_chunks``). In recall a memory's
 similarity to the query is the mean of its own vector's similarity and its best passage's (its
@@ -42,8 +44,19 @@ nearest AS MATERIALIZED (
 )
 SELECT * FROM nearest ORDER BY distance, id
 """
-# Through the HNSW indexes (run with sorting disabled).
-SEARCH = _TEMPLATE.format(access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="m.embedding <=> $10")
+# Through the one HNSW graph of memory_vectors, joined back to the rows for scope and filters (run
+# with sorting disabled, so the index order is kept and the scan stops after $9 survivors).
+SEARCH = f"""
+WITH {ACCESS_CTE},
+nearest AS MATERIALIZED (
+    SELECT {COLUMNS}, v.embedding <=> $10 AS distance
+    FROM memory_vectors v JOIN memories m ON m.id = v.id AND m.valid_at = v.valid_at
+    WHERE v.namespace = $1 AND {RECALL_FILTER}
+    ORDER BY v.embedding <=> $10
+    LIMIT $9
+)
+SELECT * FROM nearest ORDER BY distance, id
+"""
 # Exact: "+ 0" keeps the HNSW index out, so the namespace's rows are found by its btree and sorted.
 SEARCH_EXACT = _TEMPLATE.format(
     access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="(m.embedding <=> $10) + 0"
@@ -80,7 +93,8 @@ async def _documents(
     if size <= exact_max:
         return await fetch_without(conn, SEARCH_EXACT, args, disable=())
     local = {"hnsw.ef_search": ef_search} if ef_search else None
-    return await fetch_without(conn, SEARCH, args, disable=("enable_sort",), local=local)
+    disable = ("enable_sort", "enable_hashjoin", "enable_mergejoin")  # walk the graph, look rows up
+    return await fetch_without(conn, SEARCH, args, disable=disable, local=local)
 
 
 async def _passages(conn: asyncpg.Connection, args: tuple, chunks: int, exact_max: int) -> list:

@@ -60,13 +60,16 @@ async def test_a_memory_can_be_written_to_and_read_from_a_month_with_no_partitio
     assert await ensure_partitions(brain, date(2031, 5, 1), months_back=0, months_ahead=0) == created
 
 
-async def test_new_partitions_get_every_index_including_hnsw(brain):
+async def test_new_partitions_get_every_index_and_vectors_share_one_graph(brain):
     await ensure_partitions(brain, date(2032, 1, 1), months_back=0, months_ahead=0)
     indexes = await brain.fetch(
         "SELECT indexdef FROM pg_indexes WHERE tablename = 'memories_p203201'"
     )
     defs = " ".join(r["indexdef"] for r in indexes)
-    assert "USING hnsw (embedding vector_cosine_ops)" in defs
+    assert "hnsw" not in defs  # the vectors are walked in memory_vectors' one graph
+    assert await brain.fetchval(
+        "SELECT count(*) FROM pg_indexes WHERE tablename = 'memory_vectors' AND indexdef LIKE '%USING hnsw (embedding vector_cosine_ops)%'"
+    ) == 1
     assert "(namespace, tier) WHERE (invalid_at IS NULL)" in defs
     assert "importance" not in defs  # no index covers importance: decay and bookkeeping update in place (HOT)
     options = await brain.fetchval("SELECT reloptions FROM pg_class WHERE relname = 'memories_p203201'")
@@ -148,3 +151,19 @@ async def test_nearest_neighbour_search_across_partitions(brain):
         "SELECT id FROM memories WHERE namespace = 'proj' ORDER BY embedding <=> $1 LIMIT 3", base
     )
     assert [r["id"] for r in top] == ids[:3]
+
+
+async def test_a_rows_vector_follows_it_through_partition_moves_updates_and_deletes(brain):
+    vector_of = "SELECT embedding FROM memory_vectors WHERE id = $1"
+    memory_id, when = uuid.uuid4(), datetime(2033, 3, 3, tzinfo=timezone.utc)
+    assert await brain.fetchval(INSERT, memory_id, "a fact", unit_vector(1), when) == "memories_default"
+    assert np.allclose((await brain.fetchval(vector_of, memory_id)).to_numpy(), unit_vector(1))
+    await ensure_partitions(brain, date(2033, 3, 1), months_back=0, months_ahead=0)  # the row moves
+    assert (await brain.fetchrow(GET_BY_ID, memory_id))["partition"] == "memories_p203303"
+    assert np.allclose((await brain.fetchval(vector_of, memory_id)).to_numpy(), unit_vector(1))
+    await brain.execute("UPDATE memories SET embedding = $2 WHERE id = $1", memory_id, unit_vector(2))
+    assert np.allclose((await brain.fetchval(vector_of, memory_id)).to_numpy(), unit_vector(2))
+    await brain.execute("UPDATE memories SET invalid_at = now() WHERE id = $1", memory_id)
+    assert await brain.fetchval(vector_of, memory_id) is not None  # history stays searchable
+    await brain.execute("DELETE FROM memories WHERE id = $1", memory_id)  # as demotion does
+    assert await brain.fetchval(vector_of, memory_id) is None
