@@ -79,9 +79,9 @@ class BenchResult:
 
 
 # The floor: each index alone, on the same database, with no scoping, filters, fusion or row
-# fetching - what a recall could not go below. HNSW: the namespace's nearest ids through the
-# monthly partitions' HNSW indexes (sorting disabled, as recall runs it). BM25: the query terms'
-# top postings by precomputed impact, summed per memory.
+# fetching - what a recall could not go below. HNSW: the namespace's nearest ids through the HNSW
+# graph of memory_vectors (sorting disabled, as recall runs it). BM25: the query terms' top
+# postings by precomputed impact, summed per memory.
 HNSW_PROBE = "SELECT id FROM memory_vectors WHERE namespace = $1 ORDER BY embedding <=> $2 LIMIT $3"
 BM25_PROBE = """
 SELECT p.memory_id, sum(p.impact) AS s

@@ -150,7 +150,7 @@ class Settings(BaseSettings):
     neighbours: int = Field(default=5, ge=1, le=50, description="Neighbours compared on each write.")
     retain_ef_search: int = Field(
         default=20, ge=10, le=1000,
-        description="HNSW ef_search of a write's neighbour search (per monthly partition): twice the rows it asks for.",
+        description="HNSW ef_search of a write's neighbour search: twice the rows it asks for.",
     )
     retain_search_connections: int = Field(
         default=4, ge=0, le=64,
@@ -196,7 +196,7 @@ class Settings(BaseSettings):
         default=5000, ge=0,
         description="Namespaces up to this many memories are searched exactly; larger ones through HNSW.",
     )
-    recall_ef_search: int = Field(default=40, ge=10, le=1000, description="HNSW ef_search (per monthly partition).")
+    recall_ef_search: int = Field(default=40, ge=10, le=1000, description="HNSW ef_search of recall's vector search.")
     recall_bm25_during_embedding: bool = Field(
         default=False,
         description="Run recall's BM25 search while the query embeds (for an embedder on other hardware; "
