@@ -196,6 +196,13 @@ class Settings(BaseSettings):
         default=5000, ge=0,
         description="Namespaces up to this many memories are searched exactly; larger ones through HNSW.",
     )
+    vector_skip_cost: float = Field(
+        default=30.0, ge=0,
+        description="Cost of a vector the HNSW walk steps over (another namespace's) relative to a row the exact "
+        "scan reads: a namespace of n memories among N in the graph is searched exactly while n*n <= this * k * N, "
+        "so small namespaces in a large brain are not walked through everyone else's vectors (0: by "
+        "CABRAIN_VECTOR_EXACT_MAX alone).",
+    )
     recall_ef_search: int = Field(default=40, ge=10, le=1000, description="HNSW ef_search of recall's vector search.")
     recall_bm25_during_embedding: bool = Field(
         default=False,

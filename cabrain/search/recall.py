@@ -127,7 +127,9 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
             embedded.set()
         t1 = time.perf_counter()
         timings["embed_ms"] = (t1 - t0) * 1000
-        rows = await vector.search_with_passages(brain.pool, vec, filters, n, exact_max=settings.vector_exact_max)
+        rows = await vector.search_with_passages(
+            brain.pool, vec, filters, n, exact_max=settings.vector_exact_max, skip_cost=settings.vector_skip_cost
+        )
         timings["vector_ms"] = (time.perf_counter() - t1) * 1000
         return rows
 

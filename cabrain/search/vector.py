@@ -84,21 +84,58 @@ PASSAGES_EXACT = _PASSAGES.format(
 )
 
 
-SIZES = "SELECT memory_count, chunk_count FROM namespaces WHERE name = $1"
+# The graph's size as the planner last counted it (autovacuum keeps it current): free to read.
+GRAPH_SIZE = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'memory_vectors'::regclass"
+SIZES = f"""
+SELECT n.memory_count, n.chunk_count, ({GRAPH_SIZE}) AS vectors,
+       (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'memory_chunks'::regclass) AS passages
+FROM namespaces n WHERE n.name = $1
+"""
+
+
+def exact_is_cheaper(size: int, total: int, limit: int, exact_max: int, skip_cost: float) -> bool:
+    """Whether a namespace of ``size`` vectors, among ``total`` in the graph, is better searched
+    exactly than through HNSW for ``limit`` results.
+
+    The exact scan reads the namespace's rows: cost ~ ``size``. The graph walk, filtered to the
+    namespace, steps over about ``limit * total / size`` vectors to find ``limit`` of it, each
+    ``skip_cost`` times dearer than a row the exact scan reads. So a small namespace in a large
+    brain is searched exactly even above ``exact_max`` (measured in docs/BENCHMARKS.md: a 10k
+    namespace among 1.19M vectors takes 8 ms exactly, 45-75 ms through the graph)."""
+    if size <= exact_max:
+        return True
+    return size * size <= skip_cost * limit * max(total, size)
 
 
 async def _documents(
-    conn: asyncpg.Connection, args: tuple, size: int, exact_max: int, ef_search: int | None = None
+    conn: asyncpg.Connection,
+    args: tuple,
+    size: int,
+    exact_max: int,
+    ef_search: int | None = None,
+    *,
+    total: int | None = None,
+    skip_cost: float = 0.0,
 ) -> list:
-    if size <= exact_max:
+    limit = args[-2]
+    if size > exact_max and skip_cost > 0 and total is None:
+        total = await conn.fetchval(GRAPH_SIZE) or 0
+    if exact_is_cheaper(size, total or 0, limit, exact_max, skip_cost):
         return await fetch_without(conn, SEARCH_EXACT, args, disable=())
     local = {"hnsw.ef_search": ef_search} if ef_search else None
     disable = ("enable_sort", "enable_hashjoin", "enable_mergejoin")  # walk the graph, look rows up
-    return await fetch_without(conn, SEARCH, args, disable=disable, local=local)
+    rows = await fetch_without(conn, SEARCH, args, disable=disable, local=local)
+    if len(rows) < limit and size > len(rows):
+        # The walk gave up (hnsw.max_scan_tuples) before finding enough rows that pass scope and
+        # filters: the exact scan finds them all, slower but never short.
+        return await fetch_without(conn, SEARCH_EXACT, args, disable=())
+    return rows
 
 
-async def _passages(conn: asyncpg.Connection, args: tuple, chunks: int, exact_max: int) -> list:
-    if chunks <= exact_max:
+async def _passages(
+    conn: asyncpg.Connection, args: tuple, chunks: int, exact_max: int, *, total: int = 0, skip_cost: float = 0.0
+) -> list:
+    if exact_is_cheaper(chunks, total, args[-1], exact_max, skip_cost):
         return await fetch_without(conn, PASSAGES_EXACT, args, disable=("enable_hashjoin", "enable_mergejoin"))
     return await fetch_without(conn, PASSAGES, args, disable=("enable_sort", "enable_hashjoin", "enable_mergejoin"))
 
@@ -112,15 +149,16 @@ async def search(
     exact_max: int = 5000,
     ef_search: int | None = None,
     size: int | None = None,
+    skip_cost: float = 0.0,
 ) -> list:
     """Rows (memory columns + ``distance``, cosine distance) nearest to ``vector``, best first,
     by the memories' own vectors (the write path's neighbours); ``ef_search`` overrides the
     connection's HNSW candidate list for this search; ``size``, the namespace's size when the caller
-    knows it."""
+    knows it; ``skip_cost``, see :func:`exact_is_cheaper` (0: by ``exact_max`` alone)."""
     args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
     if size is None:
         size = await conn.fetchval(NAMESPACE_SIZE, filters.namespace) or 0
-    return await _documents(conn, args, size, exact_max, ef_search)
+    return await _documents(conn, args, size, exact_max, ef_search, skip_cost=skip_cost)
 
 
 async def search_with_passages(
@@ -130,6 +168,7 @@ async def search_with_passages(
     limit: int,
     *,
     exact_max: int = 5000,
+    skip_cost: float = 0.0,
 ) -> list:
     """Like :func:`search`, scoring each memory by its vector and its best passage (recall).
     The two searches run at once on two connections. ``distance`` is 1 - the mean of both
@@ -137,17 +176,19 @@ async def search_with_passages(
     args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
     async with pool.acquire() as conn:
         sizes = await conn.fetchrow(SIZES, filters.namespace)
-    size, chunks = (sizes["memory_count"], sizes["chunk_count"]) if sizes else (0, 0)
+    size, chunks, vectors, passages_total = tuple(sizes) if sizes else (0, 0, 0, 0)
 
     async def documents() -> list:
         async with pool.acquire() as conn:
-            return await _documents(conn, args, size, exact_max)
+            return await _documents(conn, args, size, exact_max, total=vectors, skip_cost=skip_cost)
 
     async def passages() -> list:
         if chunks == 0:
             return []
         async with pool.acquire() as conn:
-            return await _passages(conn, (*args, limit * 4), chunks, exact_max)
+            return await _passages(
+                conn, (*args, limit * 4), chunks, exact_max, total=passages_total, skip_cost=skip_cost
+            )
 
     docs, near = await asyncio.gather(documents(), passages())
     merged: dict = {}

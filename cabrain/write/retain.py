@@ -107,6 +107,7 @@ async def _neighbours(
     rows = await vector.search(
         conn, item.embedding, SearchFilters(item.input.namespace, agent), limit or brain.settings.neighbours,
         exact_max=brain.settings.vector_exact_max, ef_search=brain.settings.retain_ef_search, size=size,
+        skip_cost=brain.settings.vector_skip_cost,
     )  # fmt: skip
     return [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows]
 
