@@ -45,7 +45,7 @@ from cabrain.bench import (
     synthetic_text,
     timed_calls,
 )
-from cabrain.bench_load import Corpus, bulk_load
+from cabrain.bench_load import Corpus, bulk_load, graph_build_memory
 from cabrain.errors import ConfigError
 from cabrain.eval import percentiles
 from cabrain.settings import Settings
@@ -66,7 +66,7 @@ class ScaleSpec:
     real_vectors: int = 2000
     noise: float = 0.02
     seed: int = 7
-    maintenance_work_mem: str = "1GB"
+    maintenance_work_mem: str = "auto"
     app_args: dict[str, Any] | None = None
     out: Path = Path("bench-results")
     plot: bool = True
@@ -115,8 +115,14 @@ async def corpus_brain(settings: Settings, embedder, corpus: Corpus, spec: Scale
 
 async def _timed_load(brain, corpus: Corpus, spec: ScaleSpec) -> dict[str, Any]:  # noqa: ANN001
     started = time.perf_counter()
-    phases = await bulk_load(brain, corpus, maintenance_work_mem=spec.maintenance_work_mem, quiet=spec.quiet)
-    return {"seconds": round(time.perf_counter() - started, 1), **{k: round(v, 1) for k, v in phases.items()}}
+    memory = spec.maintenance_work_mem
+    if memory == "auto":
+        memory = graph_build_memory(corpus.total, brain.embedder.dim)
+    phases = await bulk_load(brain, corpus, maintenance_work_mem=memory, quiet=spec.quiet)
+    return {
+        "seconds": round(time.perf_counter() - started, 1), **{k: round(v, 1) for k, v in phases.items()},
+        "maintenance_work_mem": memory,
+    }
 
 
 # --- measuring ------------------------------------------------------------------------------------
@@ -188,14 +194,17 @@ def l1_cache(settings: Settings, folder: Path, quiet: bool):  # noqa: ANN201
         proc.wait(10)
 
 
-async def measure_recall(brain, rng: random.Random, spec: ScaleSpec, *, rerank: bool = False) -> dict[int, dict]:  # noqa: ANN001
+async def measure_recall(
+    brain, rng: random.Random, spec: ScaleSpec, *, rerank: bool = False, namespace: str = NAMESPACE,  # noqa: ANN001
+    levels: list[int] | None = None,
+) -> dict[int, dict]:
     """In-process recall at each concurrency, fresh query texts at every level."""
 
     async def one(text: str) -> None:
-        await brain.recall(AGENT, RecallQuery(text, NAMESPACE, k=10, rerank=rerank))
+        await brain.recall(AGENT, RecallQuery(text, namespace, k=10, rerank=rerank))
 
     out = {}
-    for c in spec.concurrency:
+    for c in levels or spec.concurrency:
         await timed_calls(one, synthetic_queries(rng, 10), c)  # warm-up
         out[c] = await timed_calls(one, synthetic_queries(rng, spec.queries), c)
     return out
@@ -318,6 +327,13 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
         result["recall"] = await measure_recall(brain, rng, spec)
         result["overhead"] = overhead_over_floor(result["recall"][1], result["embed_query_ms"], floor) \
             if 1 in result["recall"] else {}  # fmt: skip
+        small = next((n for n in corpus.sizes if n != NAMESPACE), None)
+        if small is not None:
+            _progress(f"  recall in process, in a small namespace ({corpus.sizes[small]:,} memories)", spec.quiet)
+            result["recall_small"] = {
+                "namespace": small, "memories": corpus.sizes[small],
+                "recall": await measure_recall(brain, rng, spec, namespace=small, levels=[1]),
+            }  # fmt: skip
         if settings.reranker_provider != RerankerProvider.NONE:
             _progress("  recall in process, reranked", spec.quiet)
             result["recall_rerank"] = await measure_recall(brain, rng, spec, rerank=True)
@@ -447,6 +463,10 @@ def render(results: dict[str, Any]) -> str:
             lines.append(f"  {'floor: bare ' + probe + ' probe':<44} {p['p50']:8.1f} {p['p95']:8.1f} {p['p99']:8.1f}")
         for c, p in r["recall"].items():
             lines.append(_row(f"in process, no cache, concurrency {c}", p))
+        small = r.get("recall_small")
+        if small:
+            for c, p in small["recall"].items():
+                lines.append(_row(f"in process, {small['memories']:,}-memory namespace, c {c}", p))
         cache = r["recall_cache"]
         if "skipped" in cache:
             lines.append(f"  L1 cache: not measured ({cache['skipped']})")

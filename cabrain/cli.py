@@ -24,7 +24,13 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.providers.embedders import load_embedder
     from cabrain.store import migrations
-    from cabrain.store.db import check_server, connect, describe_target, hot_tier, server_facts
+    from cabrain.store.db import (
+        check_server,
+        connect,
+        describe_target,
+        hot_tier,
+        server_facts,
+    )
 
     dim = settings.embedding_dim or load_embedder(settings).dim
 
@@ -675,7 +681,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--noise", type=float, default=0.02, help="per-dimension noise of derived vectors")
     bench.add_argument("--keep", action="store_true",
                        help="keep each corpus in a database of its own and reuse it while its parameters match")  # fmt: skip
-    bench.add_argument("--maintenance-work-mem", default="1GB", help="PostgreSQL memory for the index builds")
+    bench.add_argument(
+        "--maintenance-work-mem", default="auto",
+        help="PostgreSQL memory for the index builds (auto: the vector graph's size, at most a quarter of memory)",
+    )  # fmt: skip
     bench.add_argument("--no-http", action="store_true", help="skip the HTTP measurements (no Ray)")
     bench.add_argument("--config", metavar="FILE", help="Serve config or app args for the HTTP measurements")
     bench.add_argument("--out", default="bench-results", help="folder for results.json and latency.png")

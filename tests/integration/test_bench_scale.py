@@ -66,6 +66,10 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
         for r in data["sizes"]:
             assert r["total_memories"] == r["memories"] + 2 * (r["memories"] // 100) and r["namespaces"] == 3
             assert r["load"]["seconds"] > 0 and r["load"]["kept"] == f"cabrain_bench_{r['total_memories']}"
+            assert r["load"]["maintenance_work_mem"] == "64MB"  # auto: the graph's size, here the floor
+            small = r["recall_small"]
+            assert small["memories"] == r["memories"] // 100 and small["recall"]["1"]["errors"] == 0
+            assert small["recall"]["1"]["p95"] > 0
             rt = r["retain"]
             assert rt["retain_batched_per_s"] > 0 and rt["bare_embedder_batched_per_s"] > 0
             assert abs(rt["ratio_batched"] - rt["retain_batched_per_s"] / rt["bare_embedder_batched_per_s"]) < 0.01
@@ -82,6 +86,7 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
             memory = r["http"]["memory"]
             assert memory["total_mb"] > 0 and any("Replica" in name for name in memory["processes_mb"])
         assert (out / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "6-memory namespace, c 1" in result.stdout
         assert "retain batched" in result.stdout and "HTTP, cache miss, concurrency 4" in result.stdout
 
         again = run_cli(*args[:2], "300", *args[3:], "--no-http", "--no-plot", env=env, timeout=300)
@@ -108,3 +113,15 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
                 await conn.close()
 
         asyncio.run(drop())
+
+
+def test_the_graph_build_memory_fits_the_graph_within_a_quarter_of_memory():
+    import psutil
+
+    from cabrain.bench_load import graph_build_memory
+
+    assert graph_build_memory(1_000, 384) == "64MB"  # the floor
+    quarter = psutil.virtual_memory().total // 4 // 2**20
+    million = int(graph_build_memory(1_190_000, 384).removesuffix("MB"))
+    assert million == min(quarter, int(1_190_000 * (384 * 4 + 600) * 1.3) // 2**20)
+    assert int(graph_build_memory(50_000_000, 384).removesuffix("MB")) == quarter

@@ -72,10 +72,15 @@ async def test_a_walk_that_gives_up_early_falls_back_to_the_exact_scan(two_names
     conn = two_namespaces
     query = vectors(1, 9)[0]
     filters = SearchFilters("small", "agent-a")
+    # The large namespace is the query's neighbourhood, the small one its far side: a walk limited
+    # to a handful of vectors meets only the large namespace's.
+    for name, seed, centre in (("big", 3, query), ("small", 4, -query)):
+        ids = [r["id"] for r in await conn.fetch("SELECT id FROM memories WHERE namespace = $1 ORDER BY id", name)]
+        moved = np.asarray(vectors(len(ids), seed)) * 0.3 + centre
+        await conn.executemany("UPDATE memories SET embedding = $2 WHERE id = $1", zip(ids, list(moved)))
     exact = await vector.search(conn, query, filters, 10, exact_max=1000)
     assert len(exact) == 10
 
-    # A walk limited to a handful of vectors finds almost none of the small namespace's 30.
     await conn.execute("SET hnsw.ef_search = 10")
     await conn.execute("SET hnsw.max_scan_tuples = 1")
     await conn.execute("SET hnsw.iterative_scan = relaxed_order")
