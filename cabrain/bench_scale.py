@@ -273,13 +273,12 @@ async def measure_http(settings: Settings, brain, dsn: str, rng: random.Random, 
 PREWARM = """
 SELECT coalesce(sum(pg_prewarm(i.indexrelid)), 0) * current_setting('block_size')::bigint / 1048576
 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
-WHERE (a.amname = 'hnsw' AND i.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'memories'::regclass))
-   OR c.relname = 'memory_terms_lookup'
+WHERE a.amname = 'hnsw' OR c.relname = 'memory_terms_lookup'
 """
 
 
 async def prewarm(brain) -> dict[str, Any]:  # noqa: ANN001
-    """Read the hot path's indexes (the partitions' HNSW graphs, the BM25 postings index) into
+    """Read the hot path's indexes (the HNSW graphs of memories and passages, the BM25 postings index) into
     shared buffers with pg_prewarm, as a long-running server holds them; said in the report when
     the server lacks the extension."""
     import asyncpg

@@ -24,13 +24,7 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.providers.embedders import load_embedder
     from cabrain.store import migrations
-    from cabrain.store.db import (
-        check_server,
-        connect,
-        describe_target,
-        hot_tier,
-        server_facts,
-    )
+    from cabrain.store.db import check_server, connect, describe_target, hot_tier, server_facts
 
     dim = settings.embedding_dim or load_embedder(settings).dim
 
