@@ -76,7 +76,6 @@ class KeywordBackend(Protocol):
     ) -> KeywordResult: ...
 
 
-STATS = "SELECT doc_count, total_len FROM bm25_namespaces WHERE namespace = $1"
 UPSERT_STATS = """
 INSERT INTO bm25_namespaces (namespace, doc_count, total_len) VALUES ($1, $2, $3)
 ON CONFLICT (namespace) DO UPDATE
@@ -95,26 +94,35 @@ INSERT INTO memory_terms (namespace, term, memory_id, valid_at, tf, doc_len, imp
 SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::timestamptz[], $5::smallint[],
                      $6::int[], $7::real[])
 """
+# The query's terms with their document frequencies, and the namespace's statistics, in one trip.
 QUERY_TERMS = """
-SELECT t.term, t.qtf, s.df FROM unnest($1::text[], $2::int[]) AS t(term, qtf)
+SELECT t.term, t.qtf, s.df, n.doc_count, n.total_len
+FROM unnest($1::text[], $2::int[]) AS t(term, qtf)
 LEFT JOIN bm25_terms s ON s.namespace = $3 AND s.term = t.term
+LEFT JOIN bm25_namespaces n ON n.namespace = $3
 """
 SEARCH = f"""
 WITH {ACCESS_CTE},
-q AS (SELECT * FROM unnest($10::text[], $11::int[], $12::float8[]) AS t(term, qtf, idf)),
-cand AS MATERIALIZED (
-    SELECT p.memory_id, p.valid_at,
-           sum(q.qtf * q.idf * p.tf * ($13::float8 + 1)
-               / (p.tf + $13::float8 * (1 - $14::float8 + $14::float8 * p.doc_len / $15::float8))) AS score
+-- BM25 with k1 = $13, b = $14, avgdl = $15, its per-term constants folded once per query term
+-- (w = qtf * idf * (k1 + 1), k = k1 * b / avgdl, c = k1 * (1 - b)) so that each of the thousands
+-- of postings read costs w * tf / (tf + k * doc_len + c): the same score, a third less time.
+q AS (
+    SELECT t.term, t.qtf * t.idf * ($13::float8 + 1) AS w, $13::float8 * $14::float8 / $15::float8 AS k,
+           $13::float8 * (1 - $14::float8) AS c
+    FROM unnest($10::text[], $11::int[], $12::float8[]) AS t(term, qtf, idf)
+),
+top AS (
+    SELECT p.memory_id, p.valid_at, sum(q.w * p.tf / (p.tf + q.k * p.doc_len + q.c)) AS score
     FROM q CROSS JOIN LATERAL (
         SELECT t.memory_id, t.valid_at, t.tf, t.doc_len FROM memory_terms t
         WHERE t.namespace = $1 AND t.term = q.term
         ORDER BY t.impact DESC LIMIT $16
     ) p
     GROUP BY p.memory_id, p.valid_at
-),
-top AS (SELECT * FROM cand ORDER BY score DESC, memory_id LIMIT $17)
-SELECT {COLUMNS}, c.score, (SELECT count(*) FROM cand) AS candidates
+    ORDER BY score DESC, p.memory_id
+    LIMIT $17
+)
+SELECT {COLUMNS}, c.score
 FROM top c JOIN memories m ON m.id = c.memory_id AND m.valid_at = c.valid_at
 WHERE {RECALL_FILTER}
 ORDER BY c.score DESC, m.id
@@ -182,13 +190,12 @@ class PostgresBM25:
         counts = query_terms([query])
         if not counts:
             return KeywordResult([], 0.0)
-        stats = await conn.fetchrow(STATS, filters.namespace)
-        n_docs = float(stats["doc_count"]) if stats else 0.0
-        if n_docs == 0:
-            return KeywordResult([], 0.0)
-        avgdl = max(stats["total_len"] / n_docs, 1.0)
         terms = list(counts)
         rows = await conn.fetch(QUERY_TERMS, terms, [counts[t] for t in terms], filters.namespace)
+        n_docs = float(rows[0]["doc_count"] or 0)
+        if n_docs == 0:
+            return KeywordResult([], 0.0)
+        avgdl = max(rows[0]["total_len"] / n_docs, 1.0)
         # Terms unknown to the namespace weigh as much as the rarest possible term.
         max_idf = idf(n_docs, 1)
         total_mass = sum(r["qtf"] * (idf(n_docs, r["df"]) if r["df"] else max_idf) for r in rows)
@@ -217,7 +224,8 @@ class PostgresBM25:
             ), disable=("enable_hashjoin", "enable_mergejoin"))  # fmt: skip
             if len(result) >= limit:
                 return KeywordResult(list(result), coverage)
-            candidates = result[0]["candidates"] if result else await self._count(conn, known, filters, budget)
+            # Short: count the candidates (only now - counting every time costs a millisecond).
+            candidates = await self._count(conn, known, filters, budget)
             if candidates > shortlist:
                 shortlist *= 8
             elif any(r["df"] > budget for r in known) and budget < n_docs:
