@@ -201,6 +201,59 @@ async def retain(
     settings = brain.settings
     for item in items:
         item.chunks = chunk(item.content, target_chars=settings.chunk_chars, min_chars=settings.chunk_min_chars)
+    # A call larger than one embedder batch is written group by group while the next group embeds
+    # (one transaction, so it stays all or nothing). The chat model, when there is one, is
+    # consulted on the whole call before anything is locked, so it needs every vector first.
+    groups = _groups(items, settings.embed_batch_size)
+    pipelined = len(groups) > 1 and supersede is None and brain.chat is None
+    if not pipelined:
+        groups = [items]
+    await _embed(brain, groups[0])
+    if brain.chat is not None and supersede is None:
+        await _consult_chat_model(brain, agent, items, decide_writes)
+    results: list[RetainResult] = []
+    async with brain.pool.acquire() as conn, conn.transaction():
+        for namespace in namespaces:
+            await conn.execute(NAMESPACE_LOCK, namespace)
+            await check_write_access(conn, agent, namespace)  # again, under the lock: authoritative
+        writer = _Writer(brain, conn, agent)
+        for index, group in enumerate(groups):
+            following = asyncio.create_task(_embed(brain, groups[index + 1])) if index + 1 < len(groups) else None
+            try:
+                if supersede is not None:
+                    results.append(await writer.write_superseding(group[0], supersede))
+                elif decide_writes:
+                    results.extend(await writer.write_batch(group))
+                else:
+                    results.extend(await writer.write_many(group))
+            except BaseException:
+                if following is not None:
+                    following.cancel()
+                    await asyncio.gather(following, return_exceptions=True)
+                raise
+            if following is not None:
+                await following
+        await writer.flush()
+    await brain.invalidate(namespaces)
+    return results
+
+
+def _groups(items: list[_Item], batch: int) -> list[list[_Item]]:
+    """Consecutive items holding about ``batch`` texts each (an item's passages count)."""
+    groups: list[list[_Item]] = [[]]
+    texts = 0
+    for item in items:
+        size = 1 + len(item.chunks)
+        if groups[-1] and texts + size > batch:
+            groups.append([])
+            texts = 0
+        groups[-1].append(item)
+        texts += size
+    return groups
+
+
+async def _embed(brain: Brain, items: list[_Item]) -> None:
+    """Give ``items`` their vectors and their passages' vectors."""
     texts = [i.content for i in items] + [c for i in items for c in i.chunks]
     vectors = await brain.embed_documents(texts)
     position = len(items)
@@ -208,22 +261,6 @@ async def retain(
         item.embedding = vec
         item.chunk_embeddings = vectors[position : position + len(item.chunks)]
         position += len(item.chunks)
-    if brain.chat is not None and supersede is None:
-        await _consult_chat_model(brain, agent, items, decide_writes)
-    async with brain.pool.acquire() as conn, conn.transaction():
-        for namespace in namespaces:
-            await conn.execute(NAMESPACE_LOCK, namespace)
-            await check_write_access(conn, agent, namespace)  # again, under the lock: authoritative
-        writer = _Writer(brain, conn, agent)
-        if supersede is not None:
-            results = [await writer.write_superseding(items[0], supersede)]
-        elif decide_writes:
-            results = await writer.write_batch(items)
-        else:
-            results = await writer.write_many(items)
-        await writer.flush()
-    await brain.invalidate(namespaces)
-    return results
 
 
 @dataclass
@@ -260,6 +297,11 @@ class _Writer:
         self.settings = brain.settings
         self.events: list[dict] = []
         self._pending = _Pending()  # new memories not yet written (flushed in bulk)
+        # Across the write_batch calls of one transaction (a call written group by group): what
+        # searches on other connections cannot see yet - the memories this transaction wrote and
+        # those it invalidated.
+        self._gone: set[uuid.UUID] = set()
+        self._written: list[tuple[Neighbour, str, np.ndarray]] = []
 
     async def _known_keys(self, namespace: str, text: str) -> set[str]:
         phrases = entity_extraction.phrases(text)
@@ -302,7 +344,8 @@ class _Writer:
         stored neighbours are searched at once, on several pooled connections (the HNSW walks
         use every core), then the decisions are made in order, the batch's own earlier items
         and supersessions folded in exactly. Rows are written in bulk, flushed before any
-        statement that touches an earlier item of the batch."""
+        statement that touches an earlier item of the batch. Called again in the same transaction
+        (a call written group by group), it decides as if the groups were one batch."""
         searched = await self._search_all(items)
         exact: dict[tuple, uuid.UUID] = {}
         for namespace in sorted({i.input.namespace for i in items}):
@@ -310,8 +353,8 @@ class _Writer:
                                          [i.content_hash for i in items if i.input.namespace == namespace], self.agent)  # fmt: skip
             for row in rows:
                 exact.setdefault((namespace, bytes(row["content_hash"]), row["source_ref"]), row["id"])
-        gone: set[uuid.UUID] = set()  # invalidated by this batch
-        written: list[tuple[Neighbour, str, np.ndarray]] = []  # this batch's new memories
+        gone = self._gone  # invalidated by this transaction
+        written = self._written  # this transaction's new memories
         known: dict[str, set[str]] = {}  # entity keys per namespace, stored or made by this batch
         for namespace in sorted({i.input.namespace for i in items}):
             phrases = set().union(*(entity_extraction.phrases(i.content) for i in items if i.input.namespace == namespace))
@@ -402,8 +445,9 @@ class _Writer:
             return await _neighbours(self.conn, self.brain, self.agent, item, want)
         vector = np.asarray(item.embedding, dtype=np.float32)
         vector = vector / (np.linalg.norm(vector) or 1.0)
+        seen = {n.id for n in alive}  # (a search on this transaction's connection sees its writes)
         own = [Neighbour(n.id, n.content, float(np.dot(vector, v)), n.visibility)
-               for n, ns, v in written if ns == item.input.namespace and n.id not in gone]  # fmt: skip
+               for n, ns, v in written if ns == item.input.namespace and n.id not in gone and n.id not in seen]  # fmt: skip
         return sorted(alive + own, key=lambda n: (-n.similarity, str(n.id)))[:want]
 
     async def _flush_pending(self) -> None:

@@ -72,6 +72,7 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
             assert small["recall"]["1"]["p95"] > 0
             rt = r["retain"]
             assert rt["retain_batched_per_s"] > 0 and rt["bare_embedder_batched_per_s"] > 0
+            assert rt["retain_call"] == 4  # half the texts in one call
             assert abs(rt["ratio_batched"] - rt["retain_batched_per_s"] / rt["bare_embedder_batched_per_s"]) < 0.01
             for level in ("1", "4"):
                 assert r["recall"][level]["errors"] == 0 and r["recall"][level]["p95"] > 0

@@ -311,9 +311,13 @@ STORED_BEFORE = [
 ]
 
 
-@pytest.mark.parametrize("connections", [0, 4])
-async def test_a_batch_decides_exactly_as_its_items_written_one_by_one(brain, connections):
-    brain.settings = brain.settings.model_copy(update={"retain_search_connections": connections})
+# connections: the neighbour searches' own connections (0: on the transaction's); group: texts
+# embedded at a time (below the batch's 12 items, it is written group by group as groups embed).
+@pytest.mark.parametrize(("connections", "group"), [(0, 32), (4, 32), (4, 3), (0, 5)])
+async def test_a_batch_decides_exactly_as_its_items_written_one_by_one(brain, connections, group):
+    brain.settings = brain.settings.model_copy(
+        update={"retain_search_connections": connections, "embed_batch_size": group}
+    )
     await brain.create_namespace("alice", "one-by-one")
     await brain.create_namespace("alice", "batched")
     outcomes = {}

@@ -105,6 +105,8 @@ async def test_an_embedder_failing_mid_batch_writes_nothing(db_dsn, settings_for
         await brain.create_agent("alice")
         await brain.create_namespace("alice", "proj")
         batch = [MemoryInput(f"memory number {i}", "proj") for i in range(5)]
+        # In the second of three groups: the call is written group by group as groups embed, so
+        # the first group was already written (in the call's transaction) when this one fails.
         batch[3] = MemoryInput("this one is POISON for the model", "proj")
         with pytest.raises(EmbedderError, match="answered 500"):
             await brain.retain("alice", batch)
