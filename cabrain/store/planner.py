@@ -11,10 +11,16 @@ async def fetch_without(
     conn: asyncpg.Connection, sql: str, args: tuple, *, disable: tuple[str, ...], local: dict[str, int] | None = None
 ) -> list:
     """Run ``sql`` with the planner settings ``disable`` (e.g. ``enable_sort``) off, and the
-    numeric settings ``local`` (e.g. ``hnsw.ef_search``) set, for it alone."""
-    changes = {**{setting: "off" for setting in disable}, **{k: str(int(v)) for k, v in (local or {}).items()}}
-    if not changes:
-        return list(await conn.fetch(sql, *args))
+    numeric settings ``local`` (e.g. ``hnsw.ef_search``) set, for it alone - always planned for
+    its actual parameters (``plan_cache_mode = force_custom_plan``).
+
+    A prepared statement run a few times on one connection may otherwise switch to PostgreSQL's
+    generic plan, chosen without the parameters' values; for the steered searches that plan was
+    measured at 363 ms against 10 ms at 100k memories (docs/BENCHMARKS.md)."""
+    changes = {
+        **{setting: "off" for setting in disable}, "plan_cache_mode": "force_custom_plan",
+        **{k: str(int(v)) for k, v in (local or {}).items()},
+    }  # fmt: skip
     sets = "; ".join(f"SET LOCAL {setting} = {value}" for setting, value in changes.items())
     if not conn.is_in_transaction():  # BEGIN and the settings in one round trip
         await conn.execute(f"BEGIN; {sets}")
