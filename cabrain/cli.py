@@ -858,6 +858,10 @@ def build_parser() -> argparse.ArgumentParser:
     share.add_argument("--revoke", action="store_true", help="remove the grant instead")
     share.set_defaults(func=cmd_share)
 
+    from cabrain.workflows.cli import add_parser as add_workflows
+
+    add_workflows(sub)
+
     db = sub.add_parser(
         "db",
         help="manage the embedded PostgreSQL",

@@ -339,6 +339,49 @@ class Settings(BaseSettings):
         default=300.0, gt=0, description="How long cabrain up waits for the models and the API to be ready."
     )
 
+    # --- workflow learning -------------------------------------------------------------------------
+    workflow_timeout_s: float = Field(default=60.0, gt=0, description="Seconds a model call may take (workflow learning).")
+    workflow_retries: int = Field(default=2, ge=0, le=10, description="Retries of a model call on connection errors, timeouts, 429 and 5xx.")
+    workflow_retry_backoff_s: float = Field(default=0.5, ge=0, description="First retry's wait; doubled for each next one.")
+    workflow_max_tokens: int = Field(default=2048, ge=1, le=200_000, description="max_tokens of every task call.")
+    workflow_max_task_chars: int = Field(default=20_000, ge=1, description="Longest task (description + context).")
+    workflow_prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description='USD per 1k tokens in and out by model name, for registered models without their own prices: '
+        'JSON, e.g. {"claude-sonnet-4-5": [0.003, 0.015]}.',
+    )
+    workflow_judge: str | None = Field(
+        default=None, description="The registered (local) model that judges local outputs; unset: scores say they lack a judge."
+    )
+    workflow_weight_embedding: float = Field(default=0.3, ge=0, description="Weight of embedding similarity in a score.")
+    workflow_weight_judge: float = Field(default=0.5, ge=0, description="Weight of the judge's rating in a score.")
+    workflow_weight_structural: float = Field(default=0.2, ge=0, description="Weight of the structural comparison in a score.")
+    workflow_accept_score: float = Field(
+        default=0.90, ge=0, le=1, description="A learning iteration stops at the first chain scoring this much."
+    )
+    workflow_route_confidence: float = Field(
+        default=0.95, ge=0, le=1, description="Confidence a kind of task needs before it is routed locally."
+    )
+    workflow_route_accuracy: float = Field(
+        default=0.90, ge=0, le=1, description="Mean score its best chain needs before it is routed locally."
+    )
+    workflow_cluster_similarity: float = Field(
+        default=0.88, ge=0, le=1, description="A task joins a kind (cluster) whose centroid is at least this similar."
+    )
+    workflow_confidence_prior: float = Field(
+        default=1.0, gt=0, description="Confidence = samples / (samples + this + failure weight x failures)."
+    )
+    workflow_failure_weight: float = Field(
+        default=3.0, ge=0, description="How much a routed output that failed validation costs a chain's confidence."
+    )
+    workflow_max_attempts: int = Field(default=8, ge=1, le=100, description="Chains tried per reference, at most.")
+    workflow_examples: int = Field(default=3, ge=0, le=20, description="Solved tasks recalled into the enhanced prompt.")
+    workflow_lease_s: float = Field(
+        default=600.0, gt=0, description="A queued task claimed this long ago without a result goes back to pending."
+    )
+    workflow_max_tries: int = Field(default=3, ge=1, le=100, description="Claims of a queued task before it fails.")
+    workflow_poll_s: float = Field(default=1.0, gt=0, description="How often an idle worker looks for queued tasks.")
+
     # --- logs ----------------------------------------------------------------------------------
     log_level: str = Field(default="WARNING", description="DEBUG, INFO, WARNING, ERROR.")
 
@@ -356,6 +399,14 @@ class Settings(BaseSettings):
         if value is None or not value.get_secret_value().strip():
             return None
         check_url(value.get_secret_value(), REDIS_SCHEMES)
+        return value
+
+    @field_validator("workflow_prices")
+    @classmethod
+    def _check_prices(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for model, (price_in, price_out) in value.items():
+            if price_in < 0 or price_out < 0:
+                raise ValueError(f"prices of {model!r} must be 0 or more")
         return value
 
     @field_validator("log_level")

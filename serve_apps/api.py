@@ -45,6 +45,7 @@ from cabrain.errors import (
     Unauthenticated,
 )
 from cabrain.identity import Principal
+from cabrain.providers.llm_calls import ModelCallError
 from cabrain.settings import load_settings
 from cabrain.types import (
     ArchiveResult,
@@ -82,6 +83,7 @@ STATUS: list[tuple[type[CabrainError], int, str]] = [
     (CacheError, 503, "cache_unavailable"),
     (ColdStoreError, 503, "cold_tier_unavailable"),
     (ServiceError, 503, "service_unavailable"),
+    (ModelCallError, 502, "model_failed"),
     (ConfigError, 500, "misconfigured"),
 ]
 # The hot tier went away under a pooled connection (restart, failover): reconnect and retry.
@@ -706,6 +708,9 @@ def create_api(svc: Ingress) -> FastAPI:
         svc.forget_keys()
         return JSONResponse({"agent_id": agent_id, "disabled": True, "changed": changed})
 
+    from serve_apps.workflows_api import add_routes
+
+    add_routes(app, svc, Caller, Admin)
     return app
 
 

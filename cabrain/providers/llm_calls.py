@@ -1,0 +1,177 @@
+"""Language models that do tasks (workflow learning): one Protocol, two wire formats.
+
+- ``openai``: an OpenAI-compatible ``/chat/completions`` endpoint - Ollama, vLLM, llama.cpp's
+  server, OpenAI itself, and anything else speaking it;
+- ``anthropic``: Anthropic's Messages API (``/v1/messages``).
+
+Every call returns what it cost to make: tokens in and out (as the server counted them; ``None``
+when a server does not say, never a guess), and wall time. Retries (connection errors, timeouts,
+429 and 5xx) and timeouts come from the caller; a call that still fails raises
+:class:`ModelCallError` carrying how many attempts were made. Recording calls and pricing them is
+the caller's business (:mod:`cabrain.workflows.calls`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import httpx
+
+from cabrain.errors import CabrainError, ConfigError
+
+ANTHROPIC_VERSION = "2023-06-01"
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+
+class ModelCallError(CabrainError):
+    """A model could not be reached or did not answer usefully, after every retry."""
+
+    def __init__(self, message: str, *, hint: str | None = None, attempts: int = 1) -> None:
+        super().__init__(message, hint=hint)
+        self.attempts = attempts
+
+
+class Wire(str, enum.Enum):
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    model: str
+    tokens_in: int | None
+    tokens_out: int | None
+    duration_ms: float
+    attempts: int = 1
+
+
+@runtime_checkable
+class TaskModel(Protocol):
+    """A model that answers a prompt (a system text and one user turn)."""
+
+    name: str
+    model: str
+
+    async def complete(self, system: str, user: str, *, max_tokens: int) -> Completion: ...
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    timeout_s: float = 60.0
+    retries: int = 2
+    backoff_s: float = 0.5
+
+
+class _HTTPModel:
+    """The retrying HTTP call shared by both wire formats."""
+
+    def __init__(self, endpoint: str, model: str, policy: CallPolicy, headers: dict[str, str]) -> None:
+        if not endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"model endpoint {endpoint!r} is not an http(s) URL")
+        self.endpoint = endpoint.rstrip("/")
+        self.model = model
+        self._policy = policy
+        self._headers = headers
+
+    async def _post(self, url: str, body: dict, parse: Callable[[dict], tuple[str, int | None, int | None]]) -> Completion:
+        policy, attempt, started = self._policy, 0, time.perf_counter()
+        while True:
+            attempt += 1
+            retryable, problem = False, ""
+            try:
+                async with httpx.AsyncClient(timeout=policy.timeout_s) as client:
+                    response = await client.post(url, json=body, headers=self._headers)
+            except httpx.TimeoutException:
+                retryable, problem = True, f"no answer within {policy.timeout_s:g} s"
+            except httpx.HTTPError as exc:
+                retryable, problem = True, f"cannot reach it: {type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    try:
+                        text, tokens_in, tokens_out = parse(response.json())
+                    except (ValueError, KeyError, IndexError, TypeError) as exc:
+                        raise ModelCallError(f"{self.model} at {url} sent an unexpected body: {exc}", attempts=attempt) from exc
+                    return Completion(text, self.model, tokens_in, tokens_out,
+                                      (time.perf_counter() - started) * 1000, attempt)  # fmt: skip
+                retryable = response.status_code in RETRY_STATUSES
+                problem = f"answered {response.status_code}: {response.text[:300]}"
+            if not retryable or attempt > policy.retries:
+                raise ModelCallError(f"{self.model} at {url} {problem}", attempts=attempt,
+                                     hint=None if retryable else "check the agent's endpoint, model and key")  # fmt: skip
+            await asyncio.sleep(policy.backoff_s * 2 ** (attempt - 1))
+
+
+def _tokens(usage: dict | None, key: str) -> int | None:
+    value = (usage or {}).get(key)
+    return int(value) if isinstance(value, int | float) and value >= 0 else None
+
+
+class OpenAIModel(_HTTPModel):
+    """``POST {endpoint}/chat/completions``; ``endpoint`` includes the API prefix (``.../v1``)."""
+
+    def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, policy: CallPolicy = CallPolicy()) -> None:
+        super().__init__(endpoint, model, policy, {"Authorization": f"Bearer {api_key}"} if api_key else {})
+        self.name = f"openai:{model}@{self.endpoint}"
+
+    async def complete(self, system: str, user: str, *, max_tokens: int) -> Completion:
+        body = {
+            "model": self.model, "temperature": 0, "max_tokens": max_tokens,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        }  # fmt: skip
+
+        def parse(data: dict) -> tuple[str, int | None, int | None]:
+            usage = data.get("usage")
+            return (data["choices"][0]["message"]["content"] or "", _tokens(usage, "prompt_tokens"),
+                    _tokens(usage, "completion_tokens"))  # fmt: skip
+
+        return await self._post(self.endpoint + "/chat/completions", body, parse)
+
+
+class AnthropicModel(_HTTPModel):
+    """``POST {endpoint}/v1/messages`` (``endpoint``: ``https://api.anthropic.com`` or a proxy)."""
+
+    def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, policy: CallPolicy = CallPolicy()) -> None:
+        headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
+        super().__init__(endpoint, model, policy, headers)
+        self.name = f"anthropic:{model}@{self.endpoint}"
+
+    async def complete(self, system: str, user: str, *, max_tokens: int) -> Completion:
+        body = {"model": self.model, "max_tokens": max_tokens, "temperature": 0, "system": system,
+                "messages": [{"role": "user", "content": user}]}  # fmt: skip
+
+        def parse(data: dict) -> tuple[str, int | None, int | None]:
+            text = "".join(block.get("text", "") for block in data["content"] if block.get("type") == "text")
+            usage = data.get("usage")
+            return text, _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens")
+
+        url = self.endpoint + ("/messages" if self.endpoint.endswith("/v1") else "/v1/messages")
+        return await self._post(url, body, parse)
+
+
+AVAILABLE_WIRES: dict[Wire, type[_HTTPModel]] = {Wire.OPENAI: OpenAIModel, Wire.ANTHROPIC: AnthropicModel}
+
+
+def api_key_from(env_name: str | None) -> str | None:
+    """The key in the environment variable ``env_name`` (keys are never stored in the database)."""
+    if not env_name:
+        return None
+    key = os.environ.get(env_name)
+    if not key:
+        raise ConfigError(f"the environment variable {env_name} (this agent's API key) is not set",
+                          hint=f"export {env_name}=... where the dispatcher and workers run")  # fmt: skip
+    return key
+
+
+def build_model(wire: str, endpoint: str, model: str, *, api_key_env: str | None, policy: CallPolicy) -> TaskModel:
+    try:
+        kind = Wire(wire)
+    except ValueError:
+        raise ConfigError(f"unknown provider {wire!r}", hint=f"one of: {', '.join(w.value for w in Wire)}") from None
+    return AVAILABLE_WIRES[kind](endpoint, model, api_key=api_key_from(api_key_env), policy=policy)

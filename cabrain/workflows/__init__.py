@@ -1,0 +1,4 @@
+"""Workflow learning: learn which tasks local models can take over from frontier models, and route
+them (design 003). Tasks are dispatched (:mod:`.dispatch`), queued (:mod:`.queue`), learned from
+offline (:mod:`.learn`, Ray tasks), scored (:mod:`.scoring`), clustered into kinds
+(:mod:`.clusters`) and reported on (:mod:`.report`); models are registered in :mod:`.registry`."""

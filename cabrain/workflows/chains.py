@@ -1,0 +1,135 @@
+"""Local chains of growing complexity (design 003, "OSS learning iterations"):
+
+1. ``single``: one model, the task's own prompt;
+2. ``enhanced``: one model, with reasoning instructions and similar solved tasks recalled from
+   CaBrain's memory as examples;
+3. ``decompose``: one model breaks the task into steps, a second carries them out;
+4. ``plan_verify``: one model plans, a second executes, a third checks the answer and corrects it.
+
+A chain is named by its kind and its models (``ChainSpec.key``, e.g. ``decompose:qwen3+llama3``):
+that is what a task cluster learns and what routing runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cabrain.errors import InputError
+from cabrain.workflows.calls import Caller, Step
+from cabrain.workflows.registry import ModelAgent
+
+KINDS = ("single", "enhanced", "decompose", "plan_verify")
+ROLES = {"single": ("answer",), "enhanced": ("answer",), "decompose": ("plan", "answer"),
+         "plan_verify": ("plan", "answer", "verify")}  # fmt: skip
+
+FORMAT = {
+    "json": "Answer with a single JSON value and nothing else.",
+    "code": "Answer with the code only, in one fenced code block.",
+    "text": "Answer directly and concisely: the answer only.",
+}
+SYSTEM_ANSWER = "You complete tasks. {format}"
+SYSTEM_ENHANCED = (
+    "You complete tasks carefully. Work out the task step by step before answering, check every "
+    "number, name and field against the task, and output only the final answer. {format}"
+)
+SYSTEM_PLAN = "You plan tasks. Break the task into at most 5 short, concrete steps. Reply with the numbered steps only."
+SYSTEM_FOLLOW = "You complete tasks by following the given steps. {format}"
+SYSTEM_VERIFY = (
+    "You verify answers. If the answer fully and correctly completes the task, reply with it "
+    "unchanged; otherwise reply with a corrected answer. {format}"
+)
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    kind: str
+    agents: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InputError(f"unknown chain kind {self.kind!r}")
+        if len(self.agents) != len(ROLES[self.kind]):
+            raise InputError(f"a {self.kind} chain takes {len(ROLES[self.kind])} model(s), got {len(self.agents)}")
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{'+'.join(self.agents)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "agents": list(self.agents), "key": self.key}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChainSpec:
+        return cls(data["kind"], tuple(data["agents"]))
+
+
+@dataclass(frozen=True)
+class TaskPrompt:
+    description: str
+    context: str
+    task_type: str
+    examples: tuple[tuple[str, str], ...] = ()  # (task, answer) of similar solved tasks
+
+    def text(self) -> str:
+        return f"Task:\n{self.description}" + (f"\n\nContext:\n{self.context}" if self.context else "")
+
+    def with_examples(self) -> str:
+        if not self.examples:
+            return self.text()
+        shown = "\n\n".join(f"Example task:\n{t}\nIts answer:\n{a}" for t, a in self.examples)
+        return f"Similar tasks solved before:\n\n{shown}\n\n{self.text()}"
+
+
+@dataclass
+class ChainRun:
+    spec: ChainSpec
+    steps: list[Step] = field(default_factory=list)
+    output: str | None = None
+    error: str | None = None
+
+
+def candidates(local: list[ModelAgent], limit: int) -> list[ChainSpec]:
+    """The chains to try, simplest first: each local model alone, then each with the enhanced
+    prompt, then a two-model and a three-model chain (models reused when there are fewer)."""
+    names = [a.name for a in local]
+    if not names:
+        return []
+    out = [ChainSpec("single", (n,)) for n in names] + [ChainSpec("enhanced", (n,)) for n in names]
+    out.append(ChainSpec("decompose", (names[0], names[1 % len(names)])))
+    out.append(ChainSpec("plan_verify", (names[0], names[1 % len(names)], names[2 % len(names)])))
+    return out[:limit]
+
+
+async def run(caller: Caller, spec: ChainSpec, agents: dict[str, ModelAgent], task: TaskPrompt, *,
+              purpose: str, task_id: Any) -> ChainRun:  # fmt: skip
+    """Run ``spec`` on ``task``; a failing call ends the chain with ``error`` set (its calls are
+    recorded either way)."""
+    from cabrain.providers.llm_calls import ModelCallError
+
+    done = ChainRun(spec)
+    fmt = FORMAT[task.task_type]
+
+    async def step(role: str, name: str, system: str, user: str) -> str:
+        agent = agents.get(name)
+        if agent is None or not agent.active:
+            raise ModelCallError(f"model agent {name!r} is not registered or not active")
+        result = await caller.call(agent, system, user, purpose=purpose, task_id=task_id, role=role)
+        done.steps.append(result)
+        return result.output
+
+    try:
+        if spec.kind == "single":
+            done.output = await step("answer", spec.agents[0], SYSTEM_ANSWER.format(format=fmt), task.text())
+        elif spec.kind == "enhanced":
+            done.output = await step("answer", spec.agents[0], SYSTEM_ENHANCED.format(format=fmt), task.with_examples())
+        else:
+            plan = await step("plan", spec.agents[0], SYSTEM_PLAN, task.text())
+            answer = await step("answer", spec.agents[1], SYSTEM_FOLLOW.format(format=fmt), f"{task.text()}\n\nSteps:\n{plan}")
+            if spec.kind == "plan_verify":
+                answer = await step("verify", spec.agents[2], SYSTEM_VERIFY.format(format=fmt),
+                                    f"{task.text()}\n\nAnswer to check:\n{answer}")  # fmt: skip
+            done.output = answer
+    except ModelCallError as exc:
+        done.error = str(exc)
+    return done

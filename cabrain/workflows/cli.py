@@ -1,0 +1,275 @@
+"""``cabrain workflows ...``: the model registry, dispatching and queueing tasks, workers, the
+learning iterations and the report - run against the hot tier directly (an operator's tool,
+like ``cabrain sleep``); agents reach the same through the HTTP API."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from cabrain.errors import InputError
+from cabrain.settings import Settings
+
+EXIT_OK, EXIT_FAIL = 0, 1
+
+
+def _with_brain(settings: Settings, work: Callable[[Any], Awaitable[Any]]) -> Any:
+    from cabrain.brain import Brain
+    from cabrain.store.db import hot_tier
+
+    async def run(dsn: str) -> Any:
+        brain = await Brain.open(settings, dsn=dsn)
+        try:
+            return await work(brain)
+        finally:
+            await brain.close()
+
+    with hot_tier(settings) as dsn:
+        return asyncio.run(run(dsn))
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "yes", "1", "on"):
+        return True
+    if text.lower() in ("false", "no", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _print(data: Any, as_json: bool, text: str) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str) if as_json else text)
+
+
+# --- the registry ---------------------------------------------------------------------------------
+def _agent_fields(args: argparse.Namespace) -> dict[str, Any]:
+    names = {"layer": "layer", "provider": "provider", "model": "model", "endpoint": "endpoint",
+             "api_key_env": "api_key_env", "capabilities": "capabilities", "cost_in": "cost_in_per_1k",
+             "cost_out": "cost_out_per_1k", "active": "active"}  # fmt: skip
+    return {field: getattr(args, arg) for arg, field in names.items() if getattr(args, arg, None) is not None}
+
+
+def cmd_agents_add(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.workflows import registry
+
+    async def work(brain: Any) -> Any:
+        async with brain.pool.acquire() as conn:
+            return await registry.add(conn, name=args.name, **_agent_fields(args))
+
+    agent = _with_brain(settings, work)
+    _print(agent.to_json(), args.json, f"added {agent.name} ({agent.layer}, {agent.provider} {agent.model} at {agent.endpoint})")
+    return EXIT_OK
+
+
+def cmd_agents_set(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.workflows import registry
+
+    fields = _agent_fields(args)
+    if not fields:
+        raise InputError("nothing to change", hint="give one of --layer, --provider, --model, --endpoint, --api-key-env, "
+                         "--capabilities, --cost-in, --cost-out, --active")  # fmt: skip
+
+    async def work(brain: Any) -> Any:
+        async with brain.pool.acquire() as conn:
+            return await registry.update(conn, args.name, **fields)
+
+    agent = _with_brain(settings, work)
+    _print(agent.to_json(), args.json, f"updated {agent.name}: {', '.join(sorted(fields))}")
+    return EXIT_OK
+
+
+def cmd_agents_list(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.workflows import registry
+
+    async def work(brain: Any) -> Any:
+        async with brain.pool.acquire() as conn:
+            return await registry.listed(conn, layer=args.layer)
+
+    agents = _with_brain(settings, work)
+    lines = [f"{a.name:20s} {a.layer:8s} {a.provider:9s} {a.model:28s} {'active' if a.active else 'inactive':8s} "
+             f"calls {a.calls} failed {a.failures} latency {a.latency_ms or 0:.0f} ms  {a.endpoint}" for a in agents]  # fmt: skip
+    _print([a.to_json() for a in agents], args.json, "\n".join(lines) or "no model agents registered")
+    return EXIT_OK
+
+
+# --- tasks ----------------------------------------------------------------------------------------
+def _request(args: argparse.Namespace) -> Any:
+    from cabrain.workflows.dispatch import TaskRequest
+
+    description = sys.stdin.read() if args.description == "-" else args.description
+    return TaskRequest(args.namespace, description, args.context or "", args.type, args.destructive, args.review,
+                       args.frontier)  # fmt: skip
+
+
+def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.workflows.dispatch import Dispatcher
+
+    request = _request(args)
+    result = _with_brain(settings, lambda brain: Dispatcher(brain).dispatch(args.agent, request))
+    if args.json:
+        _print(result.to_json(), True, "")
+    else:
+        print(result.output)
+        print(f"[{result.route}] {result.reason}; task {result.task_id}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.workflows import queue
+
+    request = _request(args)
+    item = _with_brain(settings, lambda brain: queue.enqueue(brain.pool, args.agent, request, priority=args.priority,
+                                                             max_chars=settings.workflow_max_task_chars))  # fmt: skip
+    _print(item, args.json, f"queued {item['id']} (priority {item['priority']})")
+    return EXIT_OK
+
+
+def cmd_queue(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.workflows import queue
+
+    if args.id:
+        if not args.agent:
+            raise InputError("--agent is needed to read a queued task (it must be able to read the namespace)")
+        item = _with_brain(settings, lambda brain: queue.get(brain.pool, args.agent, args.id))
+        _print(item, args.json, f"{item['id']} {item['status']}" + (f": {item['error']}" if item["error"] else "")
+               + (f"\n{item['result']['output']}" if item.get("result") else ""))  # fmt: skip
+        return EXIT_OK
+    counts = _with_brain(settings, lambda brain: queue.counts(brain.pool, args.namespace))
+    _print(counts, args.json, ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return EXIT_OK
+
+
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.workflows import queue
+    from cabrain.workflows.dispatch import Dispatcher
+
+    name = args.name or f"{socket.gethostname()}-{id(args):x}"
+    say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
+
+    async def work(brain: Any) -> int:
+        return await queue.work(Dispatcher(brain), name, drain=args.drain, progress=say)
+
+    ran = _with_brain(settings, work)
+    print(f"worker {name}: ran {ran} task(s)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_learn(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.store.db import hot_tier
+    from cabrain.workflows.learn import learn
+
+    if args.limit < 1:
+        raise InputError("--limit must be at least 1")
+    say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
+    started_ray = False
+    if not args.inline:
+        from cabrain import service
+
+        started_ray = service.init_ray(settings)
+        say("connected to the Ray cluster" if not started_ray else "started a local Ray for this run")
+    try:
+        with hot_tier(settings) as dsn:
+            report = asyncio.run(learn(settings, dsn, namespaces=args.namespace or None, limit=args.limit,
+                                       use_ray=not args.inline, progress=say))  # fmt: skip
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+    _print(report, args.json, f"{report['runs']} run(s): {report['learned']} learned, {report['skipped']} skipped, "
+           f"{report['failed']} failed; {report['attempts']} attempt(s) in {report['seconds']:.1f} s")  # fmt: skip
+    return EXIT_OK if report["failed"] == 0 else EXIT_FAIL
+
+
+def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.workflows import report
+
+    if args.days is not None and args.days < 1:
+        raise InputError("--days must be at least 1")
+
+    async def work(brain: Any) -> Any:
+        async with brain.pool.acquire() as conn:
+            return await report.build(conn, namespaces=args.namespace or None, days=args.days,
+                                      accept=settings.workflow_accept_score)  # fmt: skip
+
+    data = _with_brain(settings, work)
+    _print(data, args.json, report.render(data))
+    return EXIT_OK
+
+
+def add_parser(sub: Any) -> None:
+    wf = sub.add_parser(
+        "workflows", help="workflow learning: models, dispatch, queue, learning, report",
+        description="Hand tasks to frontier or local models, learn which kinds local chains can take over, and "
+        "route them. Runs against the hot tier directly.",
+    )  # fmt: skip
+    wsub = wf.add_subparsers(dest="workflows_command", metavar="ACTION", required=True)
+
+    agents = wsub.add_parser("agents", help="the model registry")
+    asub = agents.add_subparsers(dest="agents_command", metavar="ACTION", required=True)
+    for action in ("add", "set"):
+        p = asub.add_parser(action, help=f"{action} a model agent")
+        p.add_argument("name")
+        required = action == "add"
+        p.add_argument("--layer", choices=["frontier", "local"], required=required)
+        p.add_argument("--provider", choices=["openai", "anthropic"], required=required,
+                       help="openai: any OpenAI-compatible server (Ollama, vLLM, llama.cpp, OpenAI); anthropic: Messages API")  # fmt: skip
+        p.add_argument("--model", required=required)
+        p.add_argument("--endpoint", required=required, help="e.g. http://127.0.0.1:11434/v1 or https://api.anthropic.com")
+        p.add_argument("--api-key-env", help="the environment variable holding its API key (never the key itself)")
+        p.add_argument("--capabilities", help="comma-separated, e.g. code,json")
+        p.add_argument("--cost-in", type=float, help="USD per 1k input tokens (default: CABRAIN_WORKFLOW_PRICES)")
+        p.add_argument("--cost-out", type=float, help="USD per 1k output tokens")
+        p.add_argument("--active", type=_bool, help="true or false")
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=cmd_agents_add if action == "add" else cmd_agents_set)
+    p = asub.add_parser("list", help="list model agents")
+    p.add_argument("--layer", choices=["frontier", "local"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_agents_list)
+
+    for action, helptext in (("dispatch", "route and run a task now"), ("enqueue", "queue a task for a worker")):
+        p = wsub.add_parser(action, help=helptext)
+        p.add_argument("description", help="the task ('-' reads standard input)")
+        p.add_argument("--agent", required=True, help="the CaBrain agent the task is for (write access to the namespace)")
+        p.add_argument("--namespace", "-n", required=True)
+        p.add_argument("--context", default="")
+        p.add_argument("--type", default="text", choices=["text", "json", "code"])
+        p.add_argument("--destructive", action="store_true", help="always the frontier model")
+        p.add_argument("--review", action="store_true", help="flagged for review: always the frontier model")
+        p.add_argument("--frontier", help="this registered frontier model instead of the first active one")
+        p.add_argument("--json", action="store_true")
+        if action == "enqueue":
+            p.add_argument("--priority", type=int, default=5, help="higher runs sooner (default 5)")
+        p.set_defaults(func=cmd_dispatch if action == "dispatch" else cmd_enqueue)
+
+    p = wsub.add_parser("queue", help="queue counts, or one queued task")
+    p.add_argument("id", nargs="?")
+    p.add_argument("--agent", help="with an id: the agent reading it")
+    p.add_argument("--namespace", "-n")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_queue)
+
+    p = wsub.add_parser("worker", help="claim and run queued tasks")
+    p.add_argument("--name", help="this worker's name (default: host and a number)")
+    p.add_argument("--drain", action="store_true", help="stop when no task is pending")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_worker)
+
+    p = wsub.add_parser("learn", help="run the learning iterations (Ray tasks; --inline: here)")
+    p.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
+    p.add_argument("--limit", type=int, default=100, help="at most this many reference runs")
+    p.add_argument("--inline", action="store_true", help="in this process, without Ray")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_learn)
+
+    p = wsub.add_parser("report", help="local share, cost saved, accuracy over time, per agent")
+    p.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
+    p.add_argument("--days", type=int, help="only the last DAYS days")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_report)

@@ -1,0 +1,121 @@
+"""Kinds of task: clusters of task embeddings, one set per namespace (not regexes).
+
+A task joins the nearest cluster of its namespace when its embedding is within
+``CABRAIN_WORKFLOW_CLUSTER_SIMILARITY`` of the centroid (the centroid moves to the members' mean),
+else it starts a cluster of its own. Each cluster keeps its best local chain, learned from the
+scored attempts against current (not superseded) references:
+
+- a chain's evidence-weighted accuracy is ``mean * n / (n + prior)`` over its ``n`` complete scores
+  (every part measured, the judge included); the best chain has the highest;
+- ``avg_accuracy`` is that chain's mean, ``samples`` its ``n``;
+- ``confidence = n / (n + prior + failure_weight * failures)`` grows with samples and falls with
+  every routed output of that chain that failed validation (``failures``).
+
+A kind is trusted - routed locally - when its confidence and accuracy both reach the routing
+thresholds (``CABRAIN_WORKFLOW_ROUTE_CONFIDENCE`` 0.95, ``CABRAIN_WORKFLOW_ROUTE_ACCURACY`` 0.90).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+LOCK = "SELECT pg_advisory_xact_lock(hashtext('cabrain-workflow-clusters'), hashtext($1))"
+NEAREST = """
+SELECT id, members, centroid, 1 - (centroid <=> $2) AS similarity
+FROM task_clusters WHERE namespace = $1 ORDER BY centroid <=> $2 LIMIT 1
+"""
+CREATE = "INSERT INTO task_clusters (namespace, centroid, members) VALUES ($1, $2, 1) RETURNING id"
+MOVE = "UPDATE task_clusters SET centroid = $2, members = members + 1, updated_at = now() WHERE id = $1"
+CHAINS = """
+SELECT chain_key, (array_agg(chain_kind))[1] AS kind, avg(score)::float8 AS mean, count(*) AS n
+FROM chain_attempts
+WHERE cluster_id = $1 AND superseded_at IS NULL AND complete AND score IS NOT NULL
+GROUP BY chain_key
+"""
+FAILURES = "SELECT count(*) FROM workflow_tasks WHERE cluster_id = $1 AND route = 'fallback' AND chain->>'key' = $2"
+SAVE = """
+UPDATE task_clusters SET best_chain = $2, avg_accuracy = $3, samples = $4, failures = $5, confidence = $6,
+       updated_at = now()
+WHERE id = $1
+"""
+GET = "SELECT id, namespace, members, best_chain, avg_accuracy, samples, failures, confidence FROM task_clusters WHERE id = $1"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    id: int
+    namespace: str
+    members: int
+    best_chain: dict[str, Any] | None
+    avg_accuracy: float | None
+    samples: int
+    failures: int
+    confidence: float
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record) -> Cluster:
+        chain = row["best_chain"]
+        return cls(row["id"], row["namespace"], row["members"], json.loads(chain) if isinstance(chain, str) else chain,
+                   row["avg_accuracy"], row["samples"], row["failures"], float(row["confidence"]))  # fmt: skip
+
+    def trusted(self, min_confidence: float, min_accuracy: float) -> bool:
+        return (self.best_chain is not None and self.avg_accuracy is not None
+                and self.confidence >= min_confidence and self.avg_accuracy >= min_accuracy)  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "members": self.members, "best_chain": self.best_chain,
+                "avg_accuracy": None if self.avg_accuracy is None else round(self.avg_accuracy, 4),
+                "samples": self.samples, "failures": self.failures, "confidence": round(self.confidence, 4)}  # fmt: skip
+
+
+def _unit(v: Any) -> np.ndarray:
+    x = np.asarray(v, dtype=np.float32)
+    norm = float(np.linalg.norm(x))
+    return x / norm if norm else x
+
+
+async def assign(conn: asyncpg.Connection, namespace: str, embedding: Any, similarity: float) -> int:
+    """The id of the cluster ``embedding`` belongs to in ``namespace`` (made when none is near);
+    inside the caller's transaction, serialised per namespace."""
+    await conn.execute(LOCK, namespace)
+    vec = _unit(embedding)
+    row = await conn.fetchrow(NEAREST, namespace, vec)
+    if row is None or row["similarity"] < similarity:
+        return await conn.fetchval(CREATE, namespace, vec)
+    members, previous = row["members"], row["centroid"]
+    previous = _unit(previous.to_numpy() if hasattr(previous, "to_numpy") else previous)
+    centroid = _unit((previous * members + vec) / (members + 1))
+    await conn.execute(MOVE, row["id"], centroid)
+    return row["id"]
+
+
+async def get(conn: asyncpg.Connection, cluster_id: int) -> Cluster:
+    return Cluster.from_row(await conn.fetchrow(GET, cluster_id))
+
+
+async def recompute(conn: asyncpg.Connection, cluster_id: int, *, prior: float, failure_weight: float) -> Cluster:
+    """The cluster's best chain, accuracy, samples, failures and confidence, from its current
+    attempts; inside the caller's transaction, the cluster's row locked first, so that concurrent
+    learners each count every attempt committed before them."""
+    await conn.execute("SELECT 1 FROM task_clusters WHERE id = $1 FOR UPDATE", cluster_id)
+    best: tuple | None = None
+    for row in await conn.fetch(CHAINS, cluster_id):
+        n, mean = int(row["n"]), float(row["mean"])
+        steps = row["chain_key"].count("+") + 1
+        rank = (mean * n / (n + prior), n, -steps)
+        if best is None or rank > best[0]:
+            best = (rank, row["chain_key"], row["kind"], mean, n)
+    if best is None:
+        await conn.execute(SAVE, cluster_id, None, None, 0, 0, 0.0)
+        return await get(conn, cluster_id)
+    _, key, kind, mean, n = best
+    failures = await conn.fetchval(FAILURES, cluster_id, key)
+    confidence = n / (n + prior + failure_weight * failures)
+    chain = {"kind": kind, "agents": key.split(":", 1)[1].split("+"), "key": key}
+    await conn.execute(SAVE, cluster_id, json.dumps(chain), mean, n, failures, confidence)
+    return await get(conn, cluster_id)

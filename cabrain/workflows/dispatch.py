@@ -1,0 +1,264 @@
+"""``dispatch(task)``: record a task, route it, run it, keep the frontier answer as the reference.
+
+Routing (design 003, "Dispatch Routing Logic"):
+
+1. destructive or review-flagged tasks always go to the frontier model;
+2. a task whose kind (its cluster) is trusted - confidence and accuracy at or above
+   ``CABRAIN_WORKFLOW_ROUTE_CONFIDENCE`` / ``CABRAIN_WORKFLOW_ROUTE_ACCURACY`` - goes to the
+   cluster's learned local chain; if that chain fails or its output fails validation (empty, not
+   JSON for a JSON task, not parsing for a code task), the task is retried on the frontier model
+   and the failure lowers the chain's confidence;
+3. everything else goes to the frontier model.
+
+A frontier answer is stored as the task's reference (``frontier_runs``) for the offline learning
+iterations (:mod:`cabrain.workflows.learn`), superseding an older reference to the same task,
+and retained as a memory (a solved example the enhanced prompt recalls). Tasks belong to a
+namespace: dispatching needs write access to it, as retaining does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cabrain.errors import InputError
+from cabrain.providers.llm_calls import CallPolicy, ModelCallError
+from cabrain.types import MemoryInput, MemoryType, Network, Visibility
+from cabrain.workflows import chains, clusters, registry, scoring
+from cabrain.workflows.calls import Caller, totals
+
+if TYPE_CHECKING:
+    from cabrain.brain import Brain
+    from cabrain.settings import Settings
+
+log = logging.getLogger("cabrain.workflows")
+
+INSERT_TASK = """
+INSERT INTO workflow_tasks (id, namespace, submitted_by, task_hash, description, context, task_type,
+                            destructive, needs_review, embedding, cluster_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+"""
+FINISH_TASK = """
+UPDATE workflow_tasks SET route = $2, route_reason = $3, chain = $4, output = $5, status = $6, error = $7,
+       finished_at = now()
+WHERE id = $1
+"""
+FAIL_TASK = "UPDATE workflow_tasks SET status = 'failed', error = $2, finished_at = now() WHERE id = $1 AND status = 'running'"
+INSERT_REFERENCE = """
+INSERT INTO frontier_runs (id, task_id, namespace, agent, output, tokens_in, tokens_out, cost_usd, duration_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+"""
+# Older references to the same task (same namespace and hash) and their attempts give way.
+SUPERSEDE = """
+WITH old AS (
+    UPDATE frontier_runs r SET superseded_at = now()
+    FROM workflow_tasks t
+    WHERE t.id = r.task_id AND t.namespace = $1 AND t.task_hash = $2 AND r.id <> $3 AND r.superseded_at IS NULL
+    RETURNING r.id, r.memory_id
+), gone AS (
+    UPDATE chain_attempts a SET superseded_at = now() FROM old WHERE a.frontier_run_id = old.id AND a.superseded_at IS NULL
+    RETURNING a.cluster_id
+)
+SELECT (SELECT array_agg(memory_id) FROM old WHERE memory_id IS NOT NULL) AS memories,
+       (SELECT array_agg(DISTINCT cluster_id) FROM gone WHERE cluster_id IS NOT NULL) AS clusters
+"""
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    namespace: str
+    description: str
+    context: str = ""
+    task_type: str = "text"
+    destructive: bool = False
+    needs_review: bool = False
+    frontier_agent: str | None = None  # a registered frontier model; default: the first active one
+
+    @classmethod
+    def from_json(cls, data: Any) -> TaskRequest:
+        if not isinstance(data, dict):
+            raise InputError("a task is a JSON object")
+        unknown = set(data) - {"namespace", "description", "context", "task_type", "destructive", "needs_review",
+                               "frontier_agent"}  # fmt: skip
+        if unknown:
+            raise InputError(f"unknown task field(s): {', '.join(sorted(unknown))}")
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise InputError(f"bad task: {exc}") from None
+
+    def check(self, max_chars: int) -> None:
+        for name in ("namespace", "description", "context"):
+            if not isinstance(getattr(self, name), str):
+                raise InputError(f"{name} must be a string")
+        if not self.description.strip():
+            raise InputError("the task's description is empty")
+        if len(self.description) + len(self.context) > max_chars:
+            raise InputError(f"the task is {len(self.description) + len(self.context)} characters, the limit is {max_chars}",
+                             hint="raise CABRAIN_WORKFLOW_MAX_TASK_CHARS")  # fmt: skip
+        if "\x00" in self.description + self.context:
+            raise InputError("the task contains a NUL character")
+        if self.task_type not in scoring.TASK_TYPES:
+            raise InputError(f"task_type must be one of {', '.join(scoring.TASK_TYPES)}, got {self.task_type!r}")
+        for name in ("destructive", "needs_review"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be true or false")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "description": self.description, "context": self.context,
+                "task_type": self.task_type, "destructive": self.destructive, "needs_review": self.needs_review,
+                "frontier_agent": self.frontier_agent}  # fmt: skip
+
+    @property
+    def digest(self) -> bytes:
+        return hashlib.sha256("\x00".join((self.task_type, self.description, self.context)).encode()).digest()
+
+    def prompt(self, examples: tuple[tuple[str, str], ...] = ()) -> chains.TaskPrompt:
+        return chains.TaskPrompt(self.description, self.context, self.task_type, examples)
+
+
+@dataclass
+class DispatchResult:
+    task_id: uuid.UUID
+    route: str  # frontier | local | fallback
+    reason: str
+    output: str
+    cluster: dict[str, Any]
+    chain: dict[str, Any] | None = None
+    agents: list[str] = field(default_factory=list)
+    cost_usd: float | None = None
+    local_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": str(self.task_id), "route": self.route, "reason": self.reason, "output": self.output,
+                "cluster": self.cluster, "chain": self.chain, "agents": self.agents, "cost_usd": self.cost_usd,
+                "local_error": self.local_error}  # fmt: skip
+
+
+def caller_for(brain: Brain) -> Caller:
+    s = brain.settings
+    return Caller(brain.pool, policy=CallPolicy(s.workflow_timeout_s, s.workflow_retries, s.workflow_retry_backoff_s),
+                  prices=s.workflow_prices, max_tokens=s.workflow_max_tokens)  # fmt: skip
+
+
+class Dispatcher:
+    def __init__(self, brain: Brain) -> None:
+        self.brain = brain
+        self.settings: Settings = brain.settings
+        self.caller = caller_for(brain)
+
+    def _trusted(self, cluster: clusters.Cluster) -> bool:
+        return cluster.trusted(self.settings.workflow_route_confidence, self.settings.workflow_route_accuracy)
+
+    async def dispatch(self, agent: str, request: TaskRequest) -> DispatchResult:
+        from cabrain.write.retain import check_write_access
+
+        s = self.settings
+        request.check(s.workflow_max_task_chars)
+        async with self.brain.pool.acquire() as conn:
+            await check_write_access(conn, agent, request.namespace)
+            frontier = await registry.frontier(conn, request.frontier_agent)  # fail before any call
+        [vector] = await self.brain.embed_documents([f"{request.description}\n{request.context[:1000]}"])
+        task_id = uuid.uuid4()
+        async with self.brain.pool.acquire() as conn, conn.transaction():
+            cluster_id = await clusters.assign(conn, request.namespace, vector, s.workflow_cluster_similarity)
+            await conn.execute(INSERT_TASK, task_id, request.namespace, agent, request.digest, request.description,
+                               request.context, request.task_type, request.destructive, request.needs_review,
+                               vector, cluster_id)  # fmt: skip
+            cluster = await clusters.get(conn, cluster_id)
+        try:
+            return await self._route(agent, request, task_id, cluster, frontier)
+        except BaseException as exc:
+            async with self.brain.pool.acquire() as conn:
+                await conn.execute(FAIL_TASK, task_id, f"{type(exc).__name__}: {exc}"[:2000])
+            raise
+
+    async def _route(self, agent: str, request: TaskRequest, task_id: uuid.UUID, cluster: clusters.Cluster,
+                     frontier: registry.ModelAgent) -> DispatchResult:  # fmt: skip
+        s = self.settings
+        if request.destructive:
+            return await self._frontier(agent, request, task_id, cluster, frontier, "frontier",
+                                        "destructive tasks always go to the frontier model")  # fmt: skip
+        if request.needs_review:
+            return await self._frontier(agent, request, task_id, cluster, frontier, "frontier",
+                                        "tasks flagged for review always go to the frontier model")  # fmt: skip
+        if not self._trusted(cluster):
+            why = ("no local chain learned for this kind of task yet" if cluster.best_chain is None else
+                   f"this kind of task is not trusted locally yet (confidence {cluster.confidence:.2f} of "
+                   f"{s.workflow_route_confidence}, accuracy {cluster.avg_accuracy or 0:.2f} of {s.workflow_route_accuracy})")  # fmt: skip
+            return await self._frontier(agent, request, task_id, cluster, frontier, "frontier", why)
+        spec = chains.ChainSpec.from_json(cluster.best_chain)
+        async with self.brain.pool.acquire() as conn:
+            agents = {a.name: a for a in await registry.listed(conn)}
+        run = await chains.run(self.caller, spec, agents, request.prompt(), purpose="local", task_id=task_id)
+        problem = run.error or scoring.validate(request.task_type, run.output or "")
+        if problem is None:
+            reason = (f"trusted local chain {spec.key} (confidence {cluster.confidence:.2f}, "
+                      f"accuracy {cluster.avg_accuracy:.2f})")  # fmt: skip
+            async with self.brain.pool.acquire() as conn:
+                await conn.execute(FINISH_TASK, task_id, "local", reason, json.dumps(spec.to_json()), run.output, "done", None)
+            return DispatchResult(task_id, "local", reason, run.output or "", cluster.to_json(), spec.to_json(),
+                                  list(spec.agents), totals(run.steps)["cost_usd"])  # fmt: skip
+        log.info("local chain failed validation", extra={"task": str(task_id), "chain": spec.key, "problem": problem})
+        result = await self._frontier(agent, request, task_id, cluster, frontier, "fallback",
+                                      f"local chain {spec.key} failed: {problem}; retried on the frontier model",
+                                      chain=spec)  # fmt: skip
+        local_cost = totals(run.steps)["cost_usd"]
+        result.local_error = problem
+        result.agents = [*spec.agents, *result.agents]
+        if result.cost_usd is not None and local_cost is not None:
+            result.cost_usd += local_cost
+        return result
+
+    async def _frontier(self, agent: str, request: TaskRequest, task_id: uuid.UUID, cluster: clusters.Cluster,
+                        frontier: registry.ModelAgent, route: str, reason: str,
+                        chain: chains.ChainSpec | None = None) -> DispatchResult:  # fmt: skip
+        s = self.settings
+        system = chains.SYSTEM_ANSWER.format(format=chains.FORMAT[request.task_type])
+        try:
+            step = await self.caller.call(frontier, system, request.prompt().text(), purpose="frontier", task_id=task_id)
+        except ModelCallError:
+            if chain is not None:  # the fallback failed too; the chain's failure still counts
+                async with self.brain.pool.acquire() as conn, conn.transaction():
+                    await conn.execute(FINISH_TASK, task_id, route, reason, json.dumps(chain.to_json()), None, "failed",
+                                       "the frontier model failed as well")  # fmt: skip
+                    await clusters.recompute(conn, cluster.id, prior=s.workflow_confidence_prior,
+                                             failure_weight=s.workflow_failure_weight)  # fmt: skip
+            raise
+        reference_id = uuid.uuid4()
+        async with self.brain.pool.acquire() as conn, conn.transaction():
+            await conn.execute(FINISH_TASK, task_id, route, reason, json.dumps(chain.to_json()) if chain else None,
+                               step.output, "done", None)  # fmt: skip
+            await conn.execute(INSERT_REFERENCE, reference_id, task_id, request.namespace, frontier.name, step.output,
+                               step.tokens_in, step.tokens_out, step.cost_usd, step.duration_ms)  # fmt: skip
+            old = await conn.fetchrow(SUPERSEDE, request.namespace, request.digest, reference_id)
+            for cluster_id in {cluster.id, *(old["clusters"] or [])}:
+                updated = await clusters.recompute(conn, cluster_id, prior=s.workflow_confidence_prior,
+                                                   failure_weight=s.workflow_failure_weight)  # fmt: skip
+                if cluster_id == cluster.id:
+                    cluster = updated
+        await self._remember(agent, request, task_id, reference_id, step.output, old["memories"] or [])
+        return DispatchResult(task_id, route, reason, step.output, cluster.to_json(), None, [frontier.name], step.cost_usd)
+
+    async def _remember(self, agent: str, request: TaskRequest, task_id: uuid.UUID, reference_id: uuid.UUID,
+                        output: str, superseded: list[uuid.UUID]) -> None:  # fmt: skip
+        """The solved task as a memory (the enhanced prompt's examples); older answers to the
+        same task are forgotten. A failure here loses no answer: it is logged."""
+        limit = self.settings.max_content_chars
+        text = f"Solved task ({request.task_type}): {request.description}\nAnswer: {output}"[:limit]
+        try:
+            [stored] = await self.brain.retain(agent, MemoryInput(
+                text, request.namespace, visibility=Visibility.TEAM, network=Network.EXPERIENCE,
+                memory_type=MemoryType.PROCEDURAL, source_kind="workflow", source_ref=f"workflow:{task_id}",
+                metadata={"workflow_task": str(task_id)},
+            ), decide=False)  # fmt: skip
+            async with self.brain.pool.acquire() as conn:
+                await conn.execute("UPDATE frontier_runs SET memory_id = $2 WHERE id = $1", reference_id, stored.memory_id)
+            for memory_id in superseded:
+                await self.brain.forget(agent, memory_id, reason="a newer answer to the same task superseded it")
+        except Exception as exc:  # noqa: BLE001 - the answer is stored; the example is a convenience
+            log.warning("could not retain the solved task as a memory", extra={"task": str(task_id), "error": str(exc)})

@@ -1,0 +1,153 @@
+"""The dispatch queue: tasks with a priority and a status (pending, picked, done, failed), safe for
+many workers on one PostgreSQL.
+
+A worker claims the most urgent pending task with ``FOR UPDATE SKIP LOCKED``, so two workers
+never claim the same one; it runs it through :class:`~cabrain.workflows.dispatch.Dispatcher` and
+keeps the result. A claim older than ``CABRAIN_WORKFLOW_LEASE_S`` (its worker died) goes back to
+pending, until it has been tried ``CABRAIN_WORKFLOW_MAX_TRIES`` times; then it fails. Tasks are
+queued for an agent with write access to the namespace, and read back by agents that can read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from cabrain.errors import AccessDenied, CabrainError, InputError, NotFound
+from cabrain.store.scope import WRITE_ACCESS
+from cabrain.workflows.dispatch import Dispatcher, TaskRequest
+
+log = logging.getLogger("cabrain.workflows")
+
+COLUMNS = "id, namespace, submitted_by, priority, status, request, task_id, result, error, tries, picked_by, picked_at, finished_at, created_at"
+ENQUEUE = f"""
+INSERT INTO dispatch_queue (id, namespace, submitted_by, priority, request) VALUES ($1, $2, $3, $4, $5)
+RETURNING {COLUMNS}
+"""
+CLAIM = f"""
+UPDATE dispatch_queue q SET status = 'picked', picked_by = $1, picked_at = now(), tries = q.tries + 1
+WHERE q.id = (
+    SELECT id FROM dispatch_queue WHERE status = 'pending'
+    ORDER BY priority DESC, created_at, id
+    FOR UPDATE SKIP LOCKED
+    LIMIT 1
+)
+RETURNING {COLUMNS}
+"""
+EXPIRE = """
+UPDATE dispatch_queue
+SET status = CASE WHEN tries >= $2 THEN 'failed' ELSE 'pending' END,
+    error = CASE WHEN tries >= $2 THEN 'its worker stopped before finishing it, ' || tries || ' time(s)' ELSE error END,
+    finished_at = CASE WHEN tries >= $2 THEN now() END,
+    picked_by = NULL
+WHERE status = 'picked' AND picked_at < now() - make_interval(secs => $1)
+RETURNING id
+"""
+FINISH = """
+UPDATE dispatch_queue SET status = $3, result = $4, error = $5, task_id = $6, finished_at = now()
+WHERE id = $1 AND status = 'picked' AND picked_by = $2
+"""
+GET = f"SELECT {COLUMNS} FROM dispatch_queue WHERE id = $1"
+COUNTS = "SELECT status, count(*) AS n FROM dispatch_queue WHERE ($1::text IS NULL OR namespace = $1) GROUP BY status"
+
+
+def _view(row: asyncpg.Record) -> dict[str, Any]:
+    out = dict(row)
+    for key in ("request", "result"):
+        if isinstance(out[key], str):
+            out[key] = json.loads(out[key])
+    for key in ("id", "task_id"):
+        out[key] = None if out[key] is None else str(out[key])
+    for key in ("picked_at", "finished_at", "created_at"):
+        out[key] = None if out[key] is None else out[key].isoformat()
+    return out
+
+
+async def enqueue(pool: asyncpg.Pool, agent: str, request: TaskRequest, *, priority: int = 5, max_chars: int) -> dict[str, Any]:
+    from cabrain.write.retain import check_write_access
+
+    request.check(max_chars)
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -1000 <= priority <= 1000:
+        raise InputError(f"priority must be an integer from -1000 to 1000, got {priority!r}")
+    async with pool.acquire() as conn:
+        await check_write_access(conn, agent, request.namespace)
+        row = await conn.fetchrow(ENQUEUE, uuid.uuid4(), request.namespace, agent, priority, json.dumps(request.to_json()))
+    return _view(row)
+
+
+async def get(pool: asyncpg.Pool, agent: str, queue_id: uuid.UUID | str) -> dict[str, Any]:
+    try:
+        key = uuid.UUID(str(queue_id))
+    except ValueError:
+        raise InputError(f"not a queue id: {queue_id!r}") from None
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(GET, key)
+        if row is None:
+            raise NotFound(f"no queued task {key}")
+        access = await conn.fetchrow(WRITE_ACCESS, row["namespace"], agent)
+    if not access["agent_ok"] or not (access["can_read"] or row["submitted_by"] == agent):
+        raise NotFound(f"no queued task {key}")  # what an agent may not read does not exist for it
+    return _view(row)
+
+
+async def counts(pool: asyncpg.Pool, namespace: str | None = None) -> dict[str, int]:
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(COUNTS, namespace)
+    return {status: next((r["n"] for r in rows if r["status"] == status), 0) for status in ("pending", "picked", "done", "failed")}
+
+
+async def claim(pool: asyncpg.Pool, worker: str, *, lease_s: float, max_tries: int) -> dict[str, Any] | None:
+    async with pool.acquire() as conn:
+        expired = await conn.fetch(EXPIRE, lease_s, max_tries)
+        if expired:
+            log.warning("claims expired", extra={"tasks": [str(r["id"]) for r in expired]})
+        row = await conn.fetchrow(CLAIM, worker)
+    return None if row is None else _view(row)
+
+
+async def run_one(dispatcher: Dispatcher, worker: str, item: dict[str, Any]) -> dict[str, Any]:
+    """Run a claimed task and keep its result (or its error)."""
+    pool = dispatcher.brain.pool
+    task_id, status, result, error = None, "done", None, None
+    try:
+        request = TaskRequest.from_json(item["request"])
+        outcome = await dispatcher.dispatch(item["submitted_by"], request)
+        task_id, result = outcome.task_id, outcome.to_json()
+    except (CabrainError, AccessDenied) as exc:
+        status, error = "failed", str(exc)
+    except Exception as exc:  # noqa: BLE001 - a worker outlives any one task
+        log.exception("queued task crashed", extra={"queue_id": item["id"]})
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+    async with pool.acquire() as conn:
+        await conn.execute(FINISH, uuid.UUID(item["id"]), worker, status,
+                           None if result is None else json.dumps(result), error, task_id)  # fmt: skip
+    return {"id": item["id"], "status": status, "error": error, "task_id": None if task_id is None else str(task_id)}
+
+
+async def work(dispatcher: Dispatcher, worker: str, *, stop: asyncio.Event | None = None, drain: bool = False,
+               progress: Callable[[str], None] | None = None) -> int:  # fmt: skip
+    """Claim and run tasks until ``stop`` is set (or, with ``drain``, until none is pending);
+    returns how many it ran."""
+    s = dispatcher.settings
+    say = progress or (lambda line: None)
+    ran = 0
+    while stop is None or not stop.is_set():
+        item = await claim(dispatcher.brain.pool, worker, lease_s=s.workflow_lease_s, max_tries=s.workflow_max_tries)
+        if item is None:
+            if drain:
+                break
+            try:
+                await asyncio.wait_for((stop or asyncio.Event()).wait(), timeout=s.workflow_poll_s)
+            except asyncio.TimeoutError:
+                pass
+            continue
+        done = await run_one(dispatcher, worker, item)
+        ran += 1
+        say(f"{worker}: {done['id']} {done['status']}{': ' + done['error'] if done['error'] else ''}")
+    return ran

@@ -1,0 +1,224 @@
+"""Workflow learning end to end, against a scripted model server on loopback (tests/fakes/llm_server.py)
+playing the frontier model, a local model that is good at one kind of task and bad at another,
+and a judge."""
+
+import json
+import random
+
+import httpx
+import pytest
+
+from cabrain.errors import AccessDenied, InputError
+from cabrain.workflows import clusters, registry
+from cabrain.workflows.dispatch import Dispatcher, TaskRequest
+from cabrain.workflows.learn import learn
+from cabrain.workflows.report import build as build_report
+from tests.conftest import start_fake
+
+FRONTIER_PRICE = (0.015, 0.075)
+LOCAL_PRICE = (0.0001, 0.0002)
+
+
+@pytest.fixture(scope="module")
+def llm_server():
+    proc, port = start_fake("llm_server")
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture
+async def models(llm_server):
+    httpx.post(f"{llm_server}/_reset")
+    return llm_server
+
+
+def invoice(rng: random.Random) -> str:
+    company = rng.choice(["Acme", "Globex", "Initech", "Umbrella", "Hooli", "Stark", "Wayne", "Wonka"])
+    currency = rng.choice(["USD", "EUR", "GBP"])
+    return (f"Extract the invoice number, total and currency as JSON: invoice {rng.randint(1000, 9999)} from "
+            f"{company} totals {rng.randint(10, 5000)}.{rng.randint(10, 99)} {currency}.")  # fmt: skip
+
+
+def risk(rng: random.Random) -> str:
+    project = rng.choice(["Falcon", "Heron", "Osprey", "Kestrel", "Condor", "Merlin"])
+    return (f"Write a risk note for project {project}: budget {rng.randint(50, 900) * 1000}, "
+            f"{rng.randint(3, 60)} days of slack, one sentence.")  # fmt: skip
+
+
+async def setup_brain(open_brain, server: str, **overrides):
+    brain = await open_brain(workflow_judge="judge", **overrides)
+    await brain.create_agent("alice")
+    await brain.create_agent("bob")
+    await brain.create_namespace("alice", "ops")
+    async with brain.pool.acquire() as conn:
+        await registry.add(conn, name="claude", layer="frontier", provider="openai", model="frontier-large",
+                           endpoint=f"{server}/v1", cost_in_per_1k=FRONTIER_PRICE[0], cost_out_per_1k=FRONTIER_PRICE[1])
+        await registry.add(conn, name="qwen", layer="local", provider="openai", model="local-good",
+                           endpoint=f"{server}/v1", cost_in_per_1k=LOCAL_PRICE[0], cost_out_per_1k=LOCAL_PRICE[1])
+        await registry.add(conn, name="judge", layer="local", provider="openai", model="judge-1",
+                           endpoint=f"{server}/v1", cost_in_per_1k=0, cost_out_per_1k=0)  # fmt: skip
+    return brain
+
+
+async def dispatch(brain, text: str, task_type: str, **flags):
+    return await Dispatcher(brain).dispatch("alice", TaskRequest("ops", text, task_type=task_type, **flags))
+
+
+async def test_the_loop_learns_to_route_one_kind_locally_and_keeps_the_other_on_the_frontier(open_brain, models, db_dsn):
+    brain = await setup_brain(open_brain, models)
+    rng = random.Random(3)
+    first = [await dispatch(brain, invoice(rng), "json") for _ in range(20)]
+    first += [await dispatch(brain, risk(rng), "text") for _ in range(6)]
+    assert {r.route for r in first} == {"frontier"}
+    assert "no local chain learned" in first[0].reason
+    assert json.loads(first[0].output)["currency"] in ("USD", "EUR", "GBP")
+    invoice_cluster, risk_cluster = first[0].cluster["id"], first[-1].cluster["id"]
+    assert {r.cluster["id"] for r in first[:20]} == {invoice_cluster}  # one kind, by embedding
+    assert {r.cluster["id"] for r in first[20:]} == {risk_cluster} != {invoice_cluster}
+
+    report = await learn(brain.settings, db_dsn, use_ray=False)
+    assert report["runs"] == 26 and report["failed"] == 0
+    async with brain.pool.acquire() as conn:
+        good = await clusters.get(conn, invoice_cluster)
+        bad = await clusters.get(conn, risk_cluster)
+        attempts = await conn.fetch("SELECT chain_kind, chain_key, score, complete FROM chain_attempts")
+    assert good.best_chain["key"] == "single:qwen" and good.samples == 20 and good.avg_accuracy > 0.95
+    assert good.trusted(0.95, 0.90)
+    assert not bad.trusted(0.95, 0.90) and (bad.avg_accuracy or 0) < 0.5
+    # The bad kind went through every chain, simplest first; the judge is never one of them.
+    assert {a["chain_kind"] for a in attempts if a["score"] < 0.5} == {"single", "enhanced", "decompose", "plan_verify"}
+    assert not any("judge" in a["chain_key"] for a in attempts) and all(a["complete"] for a in attempts)
+
+    later = [await dispatch(brain, invoice(rng), "json") for _ in range(5)]
+    later += [await dispatch(brain, risk(rng), "text") for _ in range(3)]
+    assert [r.route for r in later] == ["local"] * 5 + ["frontier"] * 3
+    assert later[0].chain["key"] == "single:qwen" and json.loads(later[0].output)["total"] > 0
+    assert "not trusted locally yet" in later[-1].reason
+
+    async with brain.pool.acquire() as conn:
+        data = await build_report(conn)
+        # Savings from the recorded costs alone: each local task avoided its kind's mean frontier
+        # cost and paid for its local calls.
+        mean_frontier = await conn.fetchval(
+            "SELECT avg(r.cost_usd)::float8 FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id "
+            "WHERE t.cluster_id = $1", invoice_cluster)  # fmt: skip
+        local_paid = await conn.fetchval("SELECT sum(cost_usd)::float8 FROM llm_calls WHERE purpose = 'local'")
+        frontier_paid = await conn.fetchval("SELECT sum(cost_usd)::float8 FROM llm_calls WHERE purpose = 'frontier'")
+        calls = await conn.fetchval("SELECT count(*) FROM llm_calls WHERE cost_usd IS NULL OR tokens_in IS NULL")
+    assert calls == 0  # every call priced from its tokens
+    assert data["tasks"] == {"done": 34, "frontier": 29, "local": 5, "fallback": 0, "failed": 0, "local_share": round(5 / 34, 4)}
+    assert data["cost_usd"]["saved"] == pytest.approx(5 * mean_frontier - local_paid, rel=1e-6)
+    assert data["cost_usd"]["frontier"] == pytest.approx(frontier_paid, rel=1e-6)
+    assert data["cost_usd"]["saved"] > 0 and data["cost_usd"]["learning"] > 0
+    assert data["agents"]["alice"]["local"] == 5
+    assert data["models"]["qwen"]["calls"] > 0 and data["models"]["claude"]["layer"] == "frontier"
+    assert data["accuracy_by_day"][0]["attempts"] == len(attempts)
+    assert data["routed_by_day"][0] == {"day": data["routed_by_day"][0]["day"], "local": 5, "fallback": 0, "pass_rate": 1.0}
+
+
+async def learned_brain(open_brain, server: str, dsn: str, samples: int = 2, **overrides):
+    """Invoice tasks learned from ``samples`` references, with thresholds low enough to trust them."""
+    settings = {"workflow_route_confidence": 0.5, **overrides}
+    brain = await setup_brain(open_brain, server, **settings)
+    rng = random.Random(11)
+    for _ in range(samples):
+        await dispatch(brain, invoice(rng), "json")
+    await learn(brain.settings, dsn, use_ray=False)
+    return brain, rng
+
+
+async def test_a_local_output_failing_validation_is_redone_by_the_frontier_model_and_costs_confidence(open_brain, models, db_dsn):
+    brain, rng = await learned_brain(open_brain, models, db_dsn)
+    assert (await dispatch(brain, invoice(rng), "json")).route == "local"
+    httpx.post(f"{models}/_mode", json={"model": "local-good", "mode": "broken"})
+    result = await dispatch(brain, invoice(rng), "json")
+    assert result.route == "fallback" and "not JSON" in result.local_error
+    assert json.loads(result.output)["invoice"] > 0  # the frontier model's answer
+    assert result.agents == ["qwen", "claude"]
+    async with brain.pool.acquire() as conn:
+        cluster = await clusters.get(conn, result.cluster["id"])
+    assert cluster.failures == 1 and cluster.confidence < 0.5  # 2 / (2 + 1 + 3 * 1)
+    assert (await dispatch(brain, invoice(rng), "json")).route == "frontier"  # no longer trusted
+
+
+async def test_thresholds_decide_what_is_trusted(open_brain, models, db_dsn):
+    brain, rng = await learned_brain(open_brain, models, db_dsn, samples=3)  # confidence 3 / (3 + 1) = 0.75
+    assert (await dispatch(brain, invoice(rng), "json")).route == "local"
+    for stricter in ({"workflow_route_confidence": 0.8}, {"workflow_route_accuracy": 0.99}):
+        brain.settings = brain.settings.model_copy(update=stricter)
+        assert (await dispatch(brain, invoice(rng), "json")).route == "frontier"
+
+
+async def test_destructive_and_review_flagged_tasks_always_go_to_the_frontier_model(open_brain, models, db_dsn):
+    brain, rng = await learned_brain(open_brain, models, db_dsn)
+    assert (await dispatch(brain, invoice(rng), "json")).route == "local"
+    destructive = await dispatch(brain, invoice(rng), "json", destructive=True)
+    review = await dispatch(brain, invoice(rng), "json", needs_review=True)
+    assert destructive.route == review.route == "frontier"
+    assert "destructive" in destructive.reason and "review" in review.reason
+
+
+async def test_a_task_needs_write_access_to_its_namespace_and_a_sound_request(open_brain, models):
+    brain = await setup_brain(open_brain, models)
+    with pytest.raises(AccessDenied):
+        await Dispatcher(brain).dispatch("bob", TaskRequest("ops", "Extract anything", task_type="json"))
+    for bad, words in ((TaskRequest("ops", "  "), "empty"), (TaskRequest("ops", "x", task_type="yaml"), "task_type"),
+                       (TaskRequest("ops", "x\x00y"), "NUL")):  # fmt: skip
+        with pytest.raises(InputError, match=words):
+            await Dispatcher(brain).dispatch("alice", bad)
+    async with brain.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM workflow_tasks") == 0
+        assert await conn.fetchval("SELECT count(*) FROM llm_calls") == 0
+
+
+async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, models, db_dsn, home):
+    import asyncio
+
+    from tests.conftest import cli_env, run_cli
+
+    brain = await setup_brain(open_brain, models)
+    rng = random.Random(21)
+    for _ in range(2):
+        await dispatch(brain, invoice(rng), "json")
+    await dispatch(brain, risk(rng), "text")
+    env = cli_env(database_url=db_dsn, home=str(home), workflow_judge="judge", ray_num_cpus="2",
+                  ray_object_store_bytes=str(80 * 2**20))  # fmt: skip
+    done = await asyncio.to_thread(run_cli, "workflows", "learn", "--json", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "learning from 3 reference run(s) on Ray" in done.stdout
+    report = json.loads(done.stdout[done.stdout.index("\n{") + 1 :])
+    assert report["runs"] == 3 and report["learned"] == 3 and report["failed"] == 0
+    by_kind = sorted(len(o["attempts"]) for o in report["outcomes"])
+    assert by_kind == [1, 1, 4]  # invoices: the first chain passes; the risk note: every chain, none passes
+    again = await asyncio.to_thread(run_cli, "workflows", "learn", "--inline", "--json", "--quiet", env=env)
+    assert again.returncode == 0 and json.loads(again.stdout)["runs"] == 0  # nothing new to learn from
+    bad = await asyncio.to_thread(run_cli, "workflows", "learn", "--limit", "0", env=env)
+    assert bad.returncode == 1 and "--limit" in bad.stderr
+
+
+async def test_a_newer_answer_to_the_same_task_supersedes_the_old_reference_and_its_examples(open_brain, models, db_dsn):
+    brain = await setup_brain(open_brain, models, workflow_route_confidence=0.6)  # 2 samples: 0.67
+    rng = random.Random(31)
+    texts = [invoice(rng) for _ in range(2)]
+    for text in texts:
+        await dispatch(brain, text, "json")
+    await learn(brain.settings, db_dsn, use_ray=False)
+    async with brain.pool.acquire() as conn:
+        [cluster_id] = {r["cluster_id"] for r in await conn.fetch("SELECT cluster_id FROM workflow_tasks")}
+        before = await clusters.get(conn, cluster_id)
+        old_memory = await conn.fetchval("SELECT r.memory_id FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id "
+                                         "WHERE t.description = $1", texts[0])  # fmt: skip
+    assert before.samples == 2 and old_memory is not None
+    again = await dispatch(brain, texts[0], "json", needs_review=True)  # the same task, answered anew
+    assert again.route == "frontier"
+    async with brain.pool.acquire() as conn:
+        refs = await conn.fetch("SELECT r.superseded_at IS NOT NULL AS old, r.learned_at IS NOT NULL AS learned "
+                                "FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id WHERE t.description = $1 "
+                                "ORDER BY r.created_at", texts[0])  # fmt: skip
+        stale = await conn.fetchval("SELECT count(*) FROM chain_attempts WHERE superseded_at IS NOT NULL")
+        after = await clusters.get(conn, cluster_id)
+    assert [(r["old"], r["learned"]) for r in refs] == [(True, True), (False, False)]
+    assert stale == 1 and after.samples == 1 and after.confidence < before.confidence
+    forgotten = await brain.get("alice", old_memory)
+    assert forgotten.memory.invalid_at is not None  # the old answer no longer recalled as an example

@@ -1,0 +1,59 @@
+"""Workflow learning over the live HTTP API: the registry (admins change it), dispatch, the queue
+and the report, with a scripted model server on loopback."""
+
+import pytest
+
+from tests.conftest import start_fake
+
+
+@pytest.fixture(scope="module")
+def models():
+    proc, port = start_fake("llm_server")
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_workflows_over_http(service, models):
+    with service.client("admin") as admin, service.client("alice") as alice, service.client("bob") as bob:
+        frontier = {"name": "http-frontier", "layer": "frontier", "provider": "openai", "model": "frontier-h",
+                    "endpoint": f"{models}/v1", "cost_in_per_1k": 0.01, "cost_out_per_1k": 0.03}  # fmt: skip
+        r = alice.post("/v1/workflows/agents", json=frontier)
+        assert r.status_code == 403, r.text  # changing the registry is for admins
+        r = admin.post("/v1/workflows/agents", json=frontier)
+        assert r.status_code == 201, r.text
+        assert admin.post("/v1/workflows/agents", json=frontier).status_code == 400  # exists
+        bad = admin.post("/v1/workflows/agents", json={**frontier, "name": "x", "endpoint": "ftp://nope"})
+        assert bad.status_code == 400 and "http" in bad.json()["error"]["message"]
+        names = [a["name"] for a in alice.get("/v1/workflows/agents").json()["agents"]]
+        assert "http-frontier" in names
+
+        assert alice.post("/v1/namespaces", json={"name": "wf"}).status_code == 201  # its own: others count proj
+        task = {"namespace": "wf", "task_type": "json",
+                "description": "Extract the invoice number, total and currency as JSON: invoice 4242 from Acme totals 99.50 EUR."}  # fmt: skip
+        r = alice.post("/v1/workflows/dispatch", json=task)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["route"] == "frontier" and body["agents"] == ["http-frontier"] and '"invoice": 4242' in body["output"]
+        assert body["cost_usd"] > 0
+        assert bob.post("/v1/workflows/dispatch", json=task).status_code == 403  # no write access to wf
+        assert alice.post("/v1/workflows/dispatch", json={**task, "task_type": "yaml"}).status_code == 400
+        assert alice.post("/v1/workflows/dispatch", json={**task, "surprise": 1}).status_code == 422
+
+        queued = alice.post("/v1/workflows/queue", json={**task, "priority": 7})
+        assert queued.status_code == 202 and queued.json()["status"] == "pending"
+        qid = queued.json()["id"]
+        assert alice.get(f"/v1/workflows/queue/{qid}").json()["priority"] == 7
+        assert bob.get(f"/v1/workflows/queue/{qid}").status_code == 404
+
+        report = alice.get("/v1/workflows/report").json()
+        assert report["tasks"]["frontier"] >= 1 and report["cost_usd"]["frontier"] > 0
+        assert bob.get("/v1/workflows/report").json()["tasks"]["done"] == 0  # bob reads nothing of wf
+
+        down = admin.patch("/v1/workflows/agents/http-frontier", json={"model": "down-h"})
+        assert down.status_code == 200 and down.json()["model"] == "down-h"
+        failed = alice.post("/v1/workflows/dispatch", json={**task, "description": task["description"] + " Again."})
+        assert failed.status_code == 502 and failed.json()["error"]["type"] == "model_failed"
+        admin.patch("/v1/workflows/agents/http-frontier", json={"active": False})
+        none = alice.post("/v1/workflows/dispatch", json=task)
+        assert none.status_code == 500 and "no active frontier model" in none.json()["error"]["message"]

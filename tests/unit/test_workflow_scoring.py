@@ -1,0 +1,67 @@
+"""Scoring a local output against the frontier reference: structure by task type, the judge's
+answer, the weights, and what happens without a judge."""
+
+import pytest
+
+from cabrain.workflows import scoring
+from cabrain.workflows.chains import ChainSpec, candidates
+from cabrain.workflows.registry import ModelAgent
+
+REF_JSON = '{"invoice": 1042, "total": 250.4, "currency": "EUR", "lines": [{"sku": "A1", "qty": 2}]}'
+
+
+def test_json_compares_schema_and_values():
+    assert scoring.json_match(REF_JSON, REF_JSON) == 1.0
+    fenced = '```json\n{"currency": "eur", "total": 250.40, "invoice": 1042, "lines": [{"qty": 2, "sku": "A1"}]}\n```'
+    assert scoring.json_match(REF_JSON, fenced) == 1.0  # order, case, fences and 250.40 vs 250.4 do not matter
+    wrong_total = REF_JSON.replace("250.4", "25.4")
+    assert scoring.json_match(REF_JSON, wrong_total) == pytest.approx(0.5 + 0.5 * 4 / 5)
+    wrong_type = REF_JSON.replace("1042", '"1042"')
+    assert scoring.json_match(REF_JSON, wrong_type) == pytest.approx(0.5 * 4 / 5)
+    assert scoring.json_match(REF_JSON, "the total is 250.4") == 0.0
+
+
+def test_code_must_parse_and_is_compared_by_shape():
+    ref = "def area(w, h):\n    return w * h\n"
+    assert scoring.code_match(ref, "```python\ndef size(a, b):\n    return a * b\n```") == 1.0  # names differ, shape same
+    assert 0.3 < scoring.code_match(ref, "def area(w, h):\n    if w < 0:\n        raise ValueError\n    return w * h\n") < 1.0
+    assert scoring.code_match(ref, "def area(w, h) return w * h") == 0.0
+
+
+def test_text_checks_the_numbers_and_names_the_reference_states():
+    ref = "Project Falcon carries moderate risk: its budget of 120000 leaves 14 days of slack."
+    assert scoring.facts_match(ref, "Falcon: budget 120,000, slack of 14 days; moderate risk.") == 1.0
+    assert scoring.facts_match(ref, "Falcon has 12 days of slack.") == pytest.approx(1 / 3)
+    assert scoring.facts_match("It went well.", "Fine.") == 1.0  # nothing to check: left to the other measures
+    assert scoring.facts_match(ref, "") == 0.0
+
+
+def test_the_judge_answer_and_the_weights():
+    assert scoring.parse_judge('Sure! {"score": 85, "reason": "close"}') == (0.85, "close")
+    for bad in ("eighty", '{"score": 140}', '{"score": true}', '{"grade": 5}'):
+        with pytest.raises(ValueError):
+            scoring.parse_judge(bad)
+    weights = scoring.Weights(0.3, 0.5, 0.2)
+    full = scoring.combine(0.9, 0.8, 1.0, weights)
+    assert full.value == pytest.approx(0.3 * 0.9 + 0.5 * 0.8 + 0.2 * 1.0) and full.complete
+    partial = scoring.combine(0.9, None, 1.0, weights, "the judge failed: down")
+    assert partial.value == pytest.approx((0.3 * 0.9 + 0.2 * 1.0) / 0.5)
+    assert not partial.complete and partial.parts()["judge"] is None and "down" in partial.parts()["judge_error"]
+
+
+def test_validation_at_routing_time():
+    assert scoring.validate("json", '{"a": 1}') is None
+    assert "not JSON" in scoring.validate("json", "Sorry, no JSON today.")
+    assert "does not parse" in scoring.validate("code", "def f(:\n pass")
+    assert scoring.validate("text", "   ") == "the output is empty"
+
+
+def test_chains_grow_from_one_model_to_three():
+    local = [ModelAgent("qwen", "local", "openai", "q", "http://h"), ModelAgent("llama", "local", "openai", "l", "http://h")]
+    keys = [c.key for c in candidates(local, 10)]
+    assert keys == ["single:qwen", "single:llama", "enhanced:qwen", "enhanced:llama", "decompose:qwen+llama",
+                    "plan_verify:qwen+llama+qwen"]  # fmt: skip
+    assert [c.key for c in candidates(local, 3)] == keys[:3]
+    assert ChainSpec.from_json(ChainSpec("decompose", ("a", "b")).to_json()).key == "decompose:a+b"
+    with pytest.raises(Exception, match="takes 2"):
+        ChainSpec("decompose", ("a",))
