@@ -209,10 +209,12 @@ def add_parser(sub: Any) -> None:
     )  # fmt: skip
     wsub = wf.add_subparsers(dest="workflows_command", metavar="ACTION", required=True)
 
-    agents = wsub.add_parser("agents", help="the model registry")
+    agents = wsub.add_parser("agents", help="the model registry",
+                             description="The frontier and local models tasks can be handed to.")  # fmt: skip
     asub = agents.add_subparsers(dest="agents_command", metavar="ACTION", required=True)
     for action in ("add", "set"):
-        p = asub.add_parser(action, help=f"{action} a model agent")
+        p = asub.add_parser(action, help=f"{action} a model agent",
+                            description="Register a model." if action == "add" else "Change a model, or deactivate it (--active false).")  # fmt: skip
         p.add_argument("name")
         required = action == "add"
         p.add_argument("--layer", choices=["frontier", "local"], required=required)
@@ -227,13 +229,13 @@ def add_parser(sub: Any) -> None:
         p.add_argument("--active", type=_bool, help="true or false")
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=cmd_agents_add if action == "add" else cmd_agents_set)
-    p = asub.add_parser("list", help="list model agents")
+    p = asub.add_parser("list", help="list model agents", description="The registered models, with their measured latency and calls.")
     p.add_argument("--layer", choices=["frontier", "local"])
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_agents_list)
 
     for action, helptext in (("dispatch", "route and run a task now"), ("enqueue", "queue a task for a worker")):
-        p = wsub.add_parser(action, help=helptext)
+        p = wsub.add_parser(action, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
         p.add_argument("description", help="the task ('-' reads standard input)")
         p.add_argument("--agent", required=True, help="the CaBrain agent the task is for (write access to the namespace)")
         p.add_argument("--namespace", "-n", required=True)
@@ -247,20 +249,24 @@ def add_parser(sub: Any) -> None:
             p.add_argument("--priority", type=int, default=5, help="higher runs sooner (default 5)")
         p.set_defaults(func=cmd_dispatch if action == "dispatch" else cmd_enqueue)
 
-    p = wsub.add_parser("queue", help="queue counts, or one queued task")
+    p = wsub.add_parser("queue", help="queue counts, or one queued task",
+                        description="How many queued tasks are pending, picked, done and failed; or one of them.")  # fmt: skip
     p.add_argument("id", nargs="?")
     p.add_argument("--agent", help="with an id: the agent reading it")
     p.add_argument("--namespace", "-n")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_queue)
 
-    p = wsub.add_parser("worker", help="claim and run queued tasks")
+    p = wsub.add_parser("worker", help="claim and run queued tasks",
+                        description="Claim queued tasks (SKIP LOCKED: run as many workers as you like) and run them.")  # fmt: skip
     p.add_argument("--name", help="this worker's name (default: host and a number)")
     p.add_argument("--drain", action="store_true", help="stop when no task is pending")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_worker)
 
-    p = wsub.add_parser("learn", help="run the learning iterations (Ray tasks; --inline: here)")
+    p = wsub.add_parser("learn", help="run the learning iterations (Ray tasks; --inline: here)",
+                        description="Try local chains against new frontier references, offline: one Ray task per "
+                        "reference over the cluster (a local Ray, or CABRAIN_RAY_ADDRESS).")  # fmt: skip
     p.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
     p.add_argument("--limit", type=int, default=100, help="at most this many reference runs")
     p.add_argument("--inline", action="store_true", help="in this process, without Ray")
@@ -268,7 +274,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_learn)
 
-    p = wsub.add_parser("report", help="local share, cost saved, accuracy over time, per agent")
+    p = wsub.add_parser("report", help="local share, cost saved, accuracy over time, per agent",
+                        description="What workflow learning is worth, from recorded calls and costs.")  # fmt: skip
     p.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
     p.add_argument("--days", type=int, help="only the last DAYS days")
     p.add_argument("--json", action="store_true")

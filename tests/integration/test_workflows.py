@@ -222,3 +222,51 @@ async def test_a_newer_answer_to_the_same_task_supersedes_the_old_reference_and_
     assert stale == 1 and after.samples == 1 and after.confidence < before.confidence
     forgotten = await brain.get("alice", old_memory)
     assert forgotten.memory.invalid_at is not None  # the old answer no longer recalled as an example
+
+
+async def test_the_command_line_manages_models_dispatches_and_reports(open_brain, models, db_dsn, home):
+    import asyncio
+
+    from tests.conftest import cli_env, run_cli
+
+    brain = await open_brain()
+    await brain.create_agent("alice")
+    await brain.create_namespace("alice", "ops")
+    env = cli_env(database_url=db_dsn, home=str(home))
+
+    def cli(*args: str):
+        return asyncio.to_thread(run_cli, "workflows", *args, env=env)
+
+    added = await cli("agents", "add", "claude", "--layer", "frontier", "--provider", "openai", "--model", "frontier-c",
+                      "--endpoint", f"{models}/v1", "--cost-in", "0.01", "--cost-out", "0.02", "--capabilities", "json,code")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    bad = await cli("agents", "add", "x", "--layer", "frontier", "--provider", "openai", "--model", "m", "--endpoint", "ftp://x")
+    assert bad.returncode == 1 and "http(s) URL" in bad.stderr
+    listed = await cli("agents", "list", "--json")
+    [agent] = json.loads(listed.stdout)
+    assert agent["capabilities"] == ["json", "code"] and agent["cost_in_per_1k"] == 0.01 and agent["active"]
+    nothing = await cli("agents", "set", "claude")
+    assert nothing.returncode == 1 and "nothing to change" in nothing.stderr
+
+    done = await cli("dispatch", "--agent", "alice", "-n", "ops", "--type", "json", "--json",
+                     "Extract the invoice number, total and currency as JSON: invoice 77 from Acme totals 5.50 USD.")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["route"] == "frontier" and json.loads(result["output"])["invoice"] == 77
+    denied = await cli("dispatch", "--agent", "mallory", "-n", "ops", "anything")
+    assert denied.returncode == 1 and "unknown or disabled" in denied.stderr
+
+    queued = await cli("enqueue", "--agent", "alice", "-n", "ops", "--priority", "3", "--json", "Say done.")
+    qid = json.loads(queued.stdout)["id"]
+    shown = await cli("queue", qid, "--agent", "alice", "--json")
+    assert json.loads(shown.stdout)["status"] == "pending"
+    counts = await cli("queue", "--json")
+    assert json.loads(counts.stdout) == {"pending": 1, "picked": 0, "done": 0, "failed": 0}
+
+    off = await cli("agents", "set", "claude", "--active", "false")
+    assert off.returncode == 0
+    refused = await cli("dispatch", "--agent", "alice", "-n", "ops", "Say done.")
+    assert refused.returncode == 2 and "no active frontier model" in refused.stderr  # a configuration problem
+
+    report = await cli("report")
+    assert report.returncode == 0 and "tasks done 1: frontier 1" in report.stdout and "per model" in report.stdout
