@@ -82,6 +82,7 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
                 assert cache["hit"][level]["p50"] < cache["miss"][level]["p50"]  # hits skip the search
             assert r["floor_ms"]["hnsw"]["p50"] > 0 and r["embed_query_ms"]["p50"] > 0
             assert r["warm"]["prewarmed_mb"] > 0  # the HNSW and BM25 indexes read into shared buffers
+            assert r["warm"]["rows_cached_mb"] > 0  # and the rows recall reads into the OS cache
             assert r["overhead"]["ratio_p50"] > 0
             assert "skipped" in r["recall_rerank"]  # no reranker configured: said, not faked
             memory = r["http"]["memory"]
