@@ -52,6 +52,7 @@ INSERT INTO chain_attempts (id, frontier_run_id, task_id, cluster_id, chain_kind
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 """
 DONE = "UPDATE frontier_runs SET learned_at = now(), learn_error = $2 WHERE id = $1 AND learned_at IS NULL"
+NOT_YET = "UPDATE frontier_runs SET learn_error = $2 WHERE id = $1"
 
 
 @dataclass
@@ -170,6 +171,13 @@ async def _learn_locked(brain: Brain, run_id: uuid.UUID) -> LearnOutcome:
                                  "complete": bool(score and score.complete), "error": run.error})  # fmt: skip
         if score is not None and score.complete and score.value >= s.workflow_accept_score:
             break
+    if outcome.attempts and all(a["error"] for a in outcome.attempts):
+        # No chain answered (the local server down, say): nothing was learned; try again next time.
+        reason = f"no local chain answered: {outcome.attempts[0]['error']}"
+        async with brain.pool.acquire() as conn:
+            await conn.execute(NOT_YET, run_id, reason[:2000])
+        outcome.status, outcome.reason = "failed", reason
+        return outcome
     async with brain.pool.acquire() as conn, conn.transaction():
         await conn.execute(DONE, run_id, None)
         cluster = await clusters.recompute(conn, row["cluster_id"], prior=s.workflow_confidence_prior,
@@ -184,7 +192,7 @@ async def _learn_guarded(brain: Brain, run_id: str) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - reported per run; the others go on
         log.error("learning failed", extra={"run": run_id, "error": str(exc)})
         async with brain.pool.acquire() as conn:
-            await conn.execute(DONE, uuid.UUID(run_id), str(exc)[:2000])
+            await conn.execute(NOT_YET, uuid.UUID(run_id), str(exc)[:2000])
         return LearnOutcome(run_id, "failed", str(exc)).to_json()
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 
-from cabrain.errors import AccessDenied, CabrainError, InputError, NotFound
+from cabrain.errors import CabrainError, InputError, NotFound
 from cabrain.store.scope import WRITE_ACCESS
 from cabrain.workflows.dispatch import Dispatcher, TaskRequest
 
@@ -119,7 +119,7 @@ async def run_one(dispatcher: Dispatcher, worker: str, item: dict[str, Any]) -> 
         request = TaskRequest.from_json(item["request"])
         outcome = await dispatcher.dispatch(item["submitted_by"], request)
         task_id, result = outcome.task_id, outcome.to_json()
-    except (CabrainError, AccessDenied) as exc:
+    except CabrainError as exc:
         status, error = "failed", str(exc)
     except Exception as exc:  # noqa: BLE001 - a worker outlives any one task
         log.exception("queued task crashed", extra={"queue_id": item["id"]})

@@ -96,3 +96,18 @@ async def test_registry_checks_what_it_is_given(open_brain, models, monkeypatch)
 async def _active(brain):
     async with brain.pool.acquire() as conn:
         return await registry.listed(conn, active_only=True)
+
+
+async def test_learning_with_no_local_model_answering_keeps_the_reference_for_later(open_brain, models, db_dsn):  # noqa: F811
+    brain = await setup_brain(open_brain, models, workflow_retries=0)
+    async with brain.pool.acquire() as conn:
+        await registry.update(conn, "qwen", model="down-local")
+    await dispatch(brain, invoice(random.Random(4)), "json")
+    report = await learn(brain.settings, db_dsn, use_ray=False)
+    assert report["failed"] == 1 and "no local chain answered" in report["outcomes"][0]["reason"]
+    async with brain.pool.acquire() as conn:
+        run = await conn.fetchrow("SELECT learned_at, learn_error FROM frontier_runs")
+        await registry.update(conn, "qwen", model="local-good")
+    assert run["learned_at"] is None and "answered 500" in run["learn_error"]
+    again = await learn(brain.settings, db_dsn, use_ray=False)  # the model is back: learned now
+    assert again["learned"] == 1 and again["outcomes"][0]["attempts"][0]["score"] > 0.9
