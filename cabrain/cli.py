@@ -66,26 +66,16 @@ def cmd_sleep(settings: Settings, args: argparse.Namespace) -> int:
     if args.every is not None and args.every <= 0:
         raise InputError("--every must be a positive number of seconds")
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
-    started_ray = False
-    if not args.inline:
-        from cabrain import service
+    from cabrain.service import ray_session
 
-        started_ray = service.init_ray(settings)
-        say("connected to the Ray cluster" if not started_ray else "started a local Ray for this run")
-    try:
-        with hot_tier(settings) as dsn:
-            def run_once():  # noqa: ANN202 - a CycleReport
-                return asyncio.run(run_cycle(settings, dsn, namespaces=args.namespace or None, steps=steps,
-                                             use_ray=not args.inline, progress=say))  # fmt: skip
+    with ray_session(settings, inline=args.inline, say=say), hot_tier(settings) as dsn:
+        def run_once():  # noqa: ANN202 - a CycleReport
+            return asyncio.run(run_cycle(settings, dsn, namespaces=args.namespace or None, steps=steps,
+                                         use_ray=not args.inline, progress=say))  # fmt: skip
 
-            if args.schedule:
-                return _sleep_on_schedule(settings, args, run_once, say)
-            report = run_once()
-    finally:
-        if started_ray:
-            import ray
-
-            ray.shutdown()
+        if args.schedule:
+            return _sleep_on_schedule(settings, args, run_once, say)
+        report = run_once()
     if args.json:
         print(json.dumps(report.to_json(), indent=2, default=str))
     else:

@@ -21,7 +21,8 @@ import signal
 import sys
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,24 @@ def init_ray(settings: Settings) -> bool:
         **quiet,
     )
     return True
+
+
+@contextmanager
+def ray_session(settings: Settings, *, inline: bool, say: Callable[[str], None]) -> Iterator[None]:
+    """Ray for one command's tasks (``cabrain sleep``, ``cabrain workflows learn``): the cluster at
+    ``CABRAIN_RAY_ADDRESS``, or a local Ray started for the command and stopped after it; nothing
+    when the command runs ``inline``."""
+    started = False
+    if not inline:
+        started = init_ray(settings)
+        say("connected to the Ray cluster" if not started else "started a local Ray for this run")
+    try:
+        yield
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
 
 
 def deploy(settings: Settings, dsn: str, app_args: dict[str, Any] | None = None) -> None:

@@ -58,6 +58,14 @@ def start_fake(module: str) -> tuple[subprocess.Popen, int]:
     return proc, port
 
 
+def serve_fake(module: str) -> Iterator[str]:
+    """A fixture body: a stand-in model server's URL while the fixture lives."""
+    proc, port = start_fake(module)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(10)
+
+
 def make_scratch_dir(prefix: str) -> Path:
     base = os.environ.get("CABRAIN_TEST_TMPDIR", "/tmp")
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
@@ -205,6 +213,12 @@ def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess
         timeout=timeout,
         cwd=REPO,
     )
+
+
+@pytest.fixture(scope="session")
+def llm_server() -> Iterator[str]:
+    """The scripted frontier / local / judge model server (tests/fakes/llm_server.py) on loopback."""
+    yield from serve_fake("llm_server")
 
 
 @pytest.fixture(scope="session")

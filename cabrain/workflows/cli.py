@@ -165,21 +165,11 @@ def cmd_learn(settings: Settings, args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise InputError("--limit must be at least 1")
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
-    started_ray = False
-    if not args.inline:
-        from cabrain import service
+    from cabrain.service import ray_session
 
-        started_ray = service.init_ray(settings)
-        say("connected to the Ray cluster" if not started_ray else "started a local Ray for this run")
-    try:
-        with hot_tier(settings) as dsn:
-            report = asyncio.run(learn(settings, dsn, namespaces=args.namespace or None, limit=args.limit,
-                                       use_ray=not args.inline, progress=say))  # fmt: skip
-    finally:
-        if started_ray:
-            import ray
-
-            ray.shutdown()
+    with ray_session(settings, inline=args.inline, say=say), hot_tier(settings) as dsn:
+        report = asyncio.run(learn(settings, dsn, namespaces=args.namespace or None, limit=args.limit,
+                                   use_ray=not args.inline, progress=say))  # fmt: skip
     _print(report, args.json, f"{report['runs']} run(s): {report['learned']} learned, {report['skipped']} skipped, "
            f"{report['failed']} failed; {report['attempts']} attempt(s) in {report['seconds']:.1f} s")  # fmt: skip
     return EXIT_OK if report["failed"] == 0 else EXIT_FAIL

@@ -10,7 +10,7 @@ from cabrain.providers.llm_calls import AnthropicModel, CallPolicy, ModelCallErr
 from cabrain.workflows import registry
 from cabrain.workflows.learn import learn
 from tests.conftest import free_port
-from tests.integration.test_workflows import dispatch, invoice, llm_server, models, setup_brain  # noqa: F401
+from tests.integration.test_workflows import dispatch, invoice, models, setup_brain  # noqa: F401 - models: a fixture
 
 FAST = CallPolicy(timeout_s=0.5, retries=2, backoff_s=0.01)
 

@@ -11,7 +11,7 @@ from cabrain.errors import AccessDenied, InputError, NotFound
 from cabrain.workflows import queue
 from cabrain.workflows.dispatch import TaskRequest
 from tests.conftest import cli_env
-from tests.integration.test_workflows import invoice, llm_server, models, setup_brain  # noqa: F401 - fixtures
+from tests.integration.test_workflows import invoice, models, setup_brain  # noqa: F401 - models: a fixture
 
 
 async def test_several_workers_run_every_task_exactly_once(open_brain, models, db_dsn, home):  # noqa: F811

@@ -13,18 +13,9 @@ from cabrain.workflows import clusters, registry
 from cabrain.workflows.dispatch import Dispatcher, TaskRequest
 from cabrain.workflows.learn import learn
 from cabrain.workflows.report import build as build_report
-from tests.conftest import start_fake
 
 FRONTIER_PRICE = (0.015, 0.075)
 LOCAL_PRICE = (0.0001, 0.0002)
-
-
-@pytest.fixture(scope="module")
-def llm_server():
-    proc, port = start_fake("llm_server")
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(10)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from cabrain import identity
 from cabrain.settings import Settings, load_settings
 from cabrain.store.db import connect
 from cabrain.store.embedded import EmbeddedPostgres
-from tests.conftest import _create_database, free_port, make_scratch_dir, start_fake
+from tests.conftest import _create_database, free_port, make_scratch_dir, serve_fake
 
 APP_ARGS = {
     "ingress": {"num_cpus": 0.25, "query_embedding": "remote"},  # recalls exercise the embedder deployment
@@ -49,10 +49,7 @@ class Service:
 
 @pytest.fixture(scope="session")
 def rerank_url() -> Iterator[str]:
-    proc, port = start_fake("rerank_server")
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(10)
+    yield from serve_fake("rerank_server")
 
 
 @pytest.fixture(scope="session")

@@ -1,20 +1,9 @@
 """Workflow learning over the live HTTP API: the registry (admins change it), dispatch, the queue
 and the report, with a scripted model server on loopback."""
 
-import pytest
 
-from tests.conftest import start_fake
-
-
-@pytest.fixture(scope="module")
-def models():
-    proc, port = start_fake("llm_server")
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(10)
-
-
-def test_workflows_over_http(service, models):
+def test_workflows_over_http(service, llm_server):
+    models = llm_server
     with service.client("admin") as admin, service.client("alice") as alice, service.client("bob") as bob:
         frontier = {"name": "http-frontier", "layer": "frontier", "provider": "openai", "model": "frontier-h",
                     "endpoint": f"{models}/v1", "cost_in_per_1k": 0.01, "cost_out_per_1k": 0.03}  # fmt: skip
