@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("cabrain.workflows")
 
 TO_LEARN = """
-SELECT r.id FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id
+SELECT r.id FROM frontier_runs r
 WHERE r.learned_at IS NULL AND r.superseded_at IS NULL AND ($1::text[] IS NULL OR r.namespace = ANY($1::text[]))
 ORDER BY r.created_at
 LIMIT $2

@@ -10,7 +10,7 @@ never deleted: calls and runs refer to them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -43,7 +43,6 @@ class ModelAgent:
     calls: int = 0
     failures: int = 0
     active: bool = True
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> ModelAgent:
