@@ -166,7 +166,7 @@ async def test_a_task_needs_write_access_to_its_namespace_and_a_sound_request(op
 async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, models, db_dsn, home):
     import asyncio
 
-    from tests.conftest import cli_env, run_cli
+    from tests.conftest import REPO, cli_env, run_cli
 
     brain = await setup_brain(open_brain, models)
     rng = random.Random(21)
@@ -182,8 +182,14 @@ async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, mode
     assert report["runs"] == 3 and report["learned"] == 3 and report["failed"] == 0
     by_kind = sorted(len(o["attempts"]) for o in report["outcomes"])
     assert by_kind == [1, 1, 4]  # invoices: the first chain passes; the risk note: every chain, none passes
-    again = await asyncio.to_thread(run_cli, "workflows", "learn", "--inline", "--json", "--quiet", env=env)
-    assert again.returncode == 0 and json.loads(again.stdout)["runs"] == 0  # nothing new to learn from
+    # The Ray job entrypoint (what `ray job submit -- python -m jobs.workflow_learn` runs) is the same command.
+    import subprocess
+    import sys
+
+    again = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "jobs.workflow_learn", "--inline", "--json",
+                                                     "--quiet"], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads(again.stdout)["runs"] == 0  # nothing new to learn from
     bad = await asyncio.to_thread(run_cli, "workflows", "learn", "--limit", "0", env=env)
     assert bad.returncode == 1 and "--limit" in bad.stderr
 
