@@ -338,6 +338,10 @@ class AsyncClient:
     async def whoami(self) -> dict[str, Any]:
         return await self.request("GET", "/v1/whoami")
 
+    async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]:
+        """Workflow learning: route and run a task (``POST /v1/workflows/dispatch``)."""
+        return await self.request("POST", "/v1/workflows/dispatch", json=task)
+
     async def list_memories(
         self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000
     ) -> list[Memory]:

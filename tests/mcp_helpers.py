@@ -14,7 +14,7 @@ from tests.conftest import REPO
 
 TOOLS = {
     "memory_retain", "memory_recall", "memory_recall_archive", "memory_get", "memory_forget", "memory_share",
-    "memory_reconsolidate",
+    "memory_reconsolidate", "workflow_dispatch",
 }  # fmt: skip
 
 

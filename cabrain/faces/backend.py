@@ -4,7 +4,7 @@ for one agent: straight from a :class:`~cabrain.brain.Brain`, or through the HTT
 from __future__ import annotations
 
 import uuid
-from typing import Protocol
+from typing import Any, Protocol
 
 from cabrain.types import (
     ArchiveQuery,
@@ -44,6 +44,8 @@ class MemoryBackend(Protocol):
     async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> None: ...
 
     async def create_namespace(self, name: str) -> bool: ...
+
+    async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class BrainBackend:
@@ -85,6 +87,11 @@ class BrainBackend:
 
     async def create_namespace(self, name: str) -> bool:
         return await self.brain.create_namespace(self.agent, name)
+
+    async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]:
+        from cabrain.workflows.dispatch import Dispatcher, TaskRequest
+
+        return (await Dispatcher(self.brain).dispatch(self.agent, TaskRequest.from_json(task))).to_json()
 
 
 class HttpBackend:
@@ -128,3 +135,6 @@ class HttpBackend:
 
     async def create_namespace(self, name: str) -> bool:
         return await self.client.create_namespace(name)
+
+    async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]:
+        return await self.client.dispatch_task(task)

@@ -1,5 +1,6 @@
 """MCP tools (SPEC §5.1): ``memory_retain``, ``memory_recall``, ``memory_recall_archive``,
-``memory_get``, ``memory_forget``, ``memory_share``, ``memory_reconsolidate``.
+``memory_get``, ``memory_forget``, ``memory_share``, ``memory_reconsolidate``; and workflow
+learning's ``workflow_dispatch``.
 
 One tool set, two transports:
 
@@ -203,6 +204,26 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             "decision": result.decision.value, "memory_id": str(result.memory_id),
             "superseded": [str(s) for s in result.superseded],
         }  # fmt: skip
+
+    @server.tool(annotations=ToolAnnotations(title="Hand a task to a model", destructiveHint=False, openWorldHint=True))
+    async def workflow_dispatch(
+        description: Annotated[str, Field(min_length=1, max_length=20000, description="The task, as you would "
+                                          "give it to a model, e.g. 'Extract the invoice number and total as JSON: ...'")],
+        namespace: Namespace,
+        ctx: Context,
+        context: Annotated[str, Field(max_length=20000, description="Material the task works on")] = "",
+        task_type: Annotated[str, Field(pattern="^(text|json|code)$", description="text, json or code: "
+                                        "how the answer is checked")] = "text",
+        destructive: Annotated[bool, Field(description="It changes or deletes something: always the "
+                                           "frontier model")] = False,
+        needs_review: Annotated[bool, Field(description="Flag it for review: always the frontier model")] = False,
+    ) -> dict[str, Any]:
+        """Run a task on the cheapest model trusted for its kind: a local model chain once CaBrain has
+        learned that it matches the frontier model on such tasks, the frontier model otherwise. The
+        answer says which (route), why (reason), and what it cost."""
+        task = {"namespace": namespace, "description": description, "context": context, "task_type": task_type,
+                "destructive": destructive, "needs_review": needs_review}  # fmt: skip
+        return await run(ctx, lambda b: b.dispatch_task(task))
 
     return server
 

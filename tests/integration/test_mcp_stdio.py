@@ -41,3 +41,26 @@ def test_mcp_without_a_key_or_with_a_bad_one_exits_with_a_clear_error(db_dsn: st
     assert missing.returncode == 2 and "CABRAIN_API_KEY" in missing.stderr
     wrong = run({**env, "CABRAIN_API_KEY": "cbk_" + "x" * 43})
     assert wrong.returncode == 1 and "unknown or revoked" in wrong.stderr
+
+
+async def test_a_task_handed_to_a_model_over_stdio(db_dsn: str, home, llm_server) -> None:
+    from cabrain.workflows import registry
+    from tests.mcp_helpers import call, call_error
+
+    keys = await _keys(db_dsn)
+    conn = await connect(db_dsn)
+    try:
+        await registry.add(conn, name="claude", layer="frontier", provider="openai", model="frontier-m",
+                           endpoint=f"{llm_server}/v1", cost_in_per_1k=0.01, cost_out_per_1k=0.02)  # fmt: skip
+    finally:
+        await conn.close()
+    env = cli_env(database_url=db_dsn, home=str(home))
+    async with stdio_session({**env, "CABRAIN_API_KEY": keys["alice"]}) as alice, stdio_session(
+        {**env, "CABRAIN_API_KEY": keys["bob"]}
+    ) as bob:
+        task = "Extract the invoice number, total and currency as JSON: invoice 31 from Acme totals 9.90 GBP."
+        done = await call(alice, "workflow_dispatch", description=task, namespace="proj", task_type="json")
+        assert done["route"] == "frontier" and done["agents"] == ["claude"] and '"invoice": 31' in done["output"]
+        assert done["cost_usd"] > 0 and "no local chain learned" in done["reason"]
+        assert "may not write" in await call_error(bob, "workflow_dispatch", description=task, namespace="proj")
+        await call_error(alice, "workflow_dispatch", description=task, namespace="proj", task_type="yaml")

@@ -46,3 +46,29 @@ def test_workflows_over_http(service, llm_server):
         admin.patch("/v1/workflows/agents/http-frontier", json={"active": False})
         none = alice.post("/v1/workflows/dispatch", json=task)
         assert none.status_code == 500 and "no active frontier model" in none.json()["error"]["message"]
+
+
+async def test_workflow_dispatch_as_an_mcp_tool_through_the_service(service, llm_server):
+    from tests.conftest import cli_env
+    from tests.mcp_helpers import call, call_error, http_session, stdio_session
+
+    with service.client("admin") as admin, service.client("alice") as alice:
+        model = {"name": "mcp-frontier", "layer": "frontier", "provider": "openai", "model": "frontier-mcp",
+                 "endpoint": f"{llm_server}/v1", "cost_in_per_1k": 0.01, "cost_out_per_1k": 0.03}  # fmt: skip
+        assert admin.post("/v1/workflows/agents", json=model).status_code == 201
+        assert alice.post("/v1/namespaces", json={"name": "wf-mcp"}).status_code == 201
+    task = "Extract the invoice number, total and currency as JSON: invoice 808 from Acme totals 12.00 EUR."
+    env = cli_env(api_url=service.url)
+    try:
+        # stdio in remote mode (through the HTTP API), and streamable HTTP at /mcp (in the ingress)
+        async with stdio_session({**env, "CABRAIN_API_KEY": service.keys["alice"]}) as remote, http_session(
+            service.url, service.keys["alice"]
+        ) as direct, http_session(service.url, service.keys["bob"]) as bob:
+            for session in (remote, direct):
+                done = await call(session, "workflow_dispatch", description=task, namespace="wf-mcp", task_type="json")
+                assert done["route"] == "frontier" and done["agents"] == ["mcp-frontier"]
+                assert '"invoice": 808' in done["output"]
+            assert "may not write" in await call_error(bob, "workflow_dispatch", description=task, namespace="wf-mcp")
+    finally:
+        with service.client("admin") as admin:
+            admin.patch("/v1/workflows/agents/mcp-frontier", json={"active": False})
