@@ -1,4 +1,5 @@
-"""Running the sleep cycle on a schedule: ``cabrain sleep --schedule`` and ``jobs.sleep_scheduler``.
+"""Running the sleep cycle on a schedule: ``cabrain sleep --schedule`` and ``jobs.sleep_scheduler``
+(and workflow learning: ``cabrain workflows learn --every``).
 
 A long-running loop: wait until the next run time (daily at ``CABRAIN_SLEEP_AT``, HH:MM UTC, or
 every ``--every`` seconds), run one cycle, log its summary, repeat. A run that fails is logged and
@@ -46,11 +47,12 @@ class Scheduler:
         max_runs: int | None = None,
         say: Callable[[str], None] = lambda line: None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        label: str = "sleep run",
     ) -> None:
         if (at is None) == (every is None):
             raise ValueError("give exactly one of at and every")
         self.run_once, self.at, self.every, self.max_runs = run_once, at, every, max_runs
-        self.say, self.clock = say, clock
+        self.say, self.clock, self.label = say, clock, label
         self.stopped = threading.Event()
         self.runs = 0
         self.failures = 0
@@ -69,7 +71,7 @@ class Scheduler:
             due = next_run(self.clock(), at=self.at, every=self.every, last=last)
             wait = (due - self.clock()).total_seconds()
             if wait > 0:
-                self.say(f"next sleep run at {due.isoformat(timespec='seconds')}")
+                self.say(f"next {self.label} at {due.isoformat(timespec='seconds')}")
                 if self.stopped.wait(wait):
                     break
             last = self.clock()
@@ -78,8 +80,8 @@ class Scheduler:
                 self.say(self.run_once())
             except Exception as exc:  # noqa: BLE001 - one failed run must not end the schedule
                 self.failures += 1
-                self.say(f"sleep run failed: {exc}")
-                log.error("scheduled sleep run failed", extra={"error": str(exc), "run": self.runs})
+                self.say(f"{self.label} failed: {exc}")
+                log.error("scheduled run failed", extra={"what": self.label, "error": str(exc), "run": self.runs})
         return self.failures
 
 

@@ -167,12 +167,43 @@ def cmd_learn(settings: Settings, args: argparse.Namespace) -> int:
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
     from cabrain.service import ray_session
 
+    if args.every is not None and args.every <= 0:
+        raise InputError("--every must be a positive number of seconds")
+    if args.max_runs is not None and args.every is None:
+        raise InputError("--max-runs goes with --every")
     with ray_session(settings, inline=args.inline, say=say), hot_tier(settings) as dsn:
-        report = asyncio.run(learn(settings, dsn, namespaces=args.namespace or None, limit=args.limit,
-                                   use_ray=not args.inline, progress=say))  # fmt: skip
-    _print(report, args.json, f"{report['runs']} run(s): {report['learned']} learned, {report['skipped']} skipped, "
-           f"{report['failed']} failed; {report['attempts']} attempt(s) in {report['seconds']:.1f} s")  # fmt: skip
+        def once() -> dict[str, Any]:
+            return asyncio.run(learn(settings, dsn, namespaces=args.namespace or None, limit=args.limit,
+                                     use_ray=not args.inline, progress=say))  # fmt: skip
+
+        if args.every is not None:
+            return _learn_on_schedule(args, once, say)
+        report = once()
+    _print(report, args.json, _summary(report))
     return EXIT_OK if report["failed"] == 0 else EXIT_FAIL
+
+
+def _summary(report: dict[str, Any]) -> str:
+    return (f"{report['runs']} run(s): {report['learned']} learned, {report['skipped']} skipped, {report['failed']} "
+            f"failed; {report['attempts']} attempt(s) in {report['seconds']:.1f} s")  # fmt: skip
+
+
+def _learn_on_schedule(args: argparse.Namespace, once: Callable[[], dict[str, Any]], say: Callable[[str], None]) -> int:
+    """Learn every ``--every`` seconds until stopped (SIGTERM, Ctrl-C) or ``--max-runs`` are done."""
+    from datetime import timedelta
+
+    from cabrain.sleep.schedule import Scheduler
+
+    def run() -> str:
+        report = once()
+        if report["failed"]:
+            raise RuntimeError(_summary(report))
+        return _summary(report)
+
+    scheduler = Scheduler(run, every=timedelta(seconds=args.every), max_runs=args.max_runs, say=say, label="learning run")
+    scheduler.install_signal_handlers()
+    say(f"learning every {args.every:g} s")
+    return EXIT_OK if scheduler.loop() == 0 else EXIT_FAIL
 
 
 def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
@@ -260,6 +291,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
     p.add_argument("--limit", type=int, default=100, help="at most this many reference runs")
     p.add_argument("--inline", action="store_true", help="in this process, without Ray")
+    p.add_argument("--every", type=float, metavar="SECONDS", help="keep learning: a run every SECONDS until stopped")
+    p.add_argument("--max-runs", type=int, help="with --every: stop after this many runs")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_learn)

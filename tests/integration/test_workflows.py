@@ -192,6 +192,12 @@ async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, mode
     assert json.loads(again.stdout)["runs"] == 0  # nothing new to learn from
     bad = await asyncio.to_thread(run_cli, "workflows", "learn", "--limit", "0", env=env)
     assert bad.returncode == 1 and "--limit" in bad.stderr
+    # On a schedule: a run every --every seconds until stopped (here after two).
+    kept = await asyncio.to_thread(run_cli, "workflows", "learn", "--inline", "--every", "0.2", "--max-runs", "2", env=env)
+    assert kept.returncode == 0, kept.stderr[-2000:]
+    assert "learning every 0.2 s" in kept.stdout and kept.stdout.count("0 run(s): 0 learned") == 2
+    loose = await asyncio.to_thread(run_cli, "workflows", "learn", "--max-runs", "2", env=env)
+    assert loose.returncode == 1 and "goes with --every" in loose.stderr
 
 
 async def test_a_newer_answer_to_the_same_task_supersedes_the_old_reference_and_its_examples(open_brain, models, db_dsn):
