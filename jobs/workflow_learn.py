@@ -6,6 +6,8 @@ Connects to the cluster it was submitted to (or ``CABRAIN_RAY_ADDRESS``, or a lo
 the new frontier references out over every node, one Ray task each; progress goes to stdout
 (``ray job logs``), the report to stdout at the end (``--json`` for JSON). Exit status: 0 done,
 1 some runs failed, 2 bad arguments or settings. ``cabrain workflows learn`` runs the same.
+With ``--every SECONDS`` it is a long-running job that learns on that schedule until stopped
+(``ray job stop``).
 """
 
 from __future__ import annotations
