@@ -149,16 +149,18 @@ async def search(
     exact_max: int = 5000,
     ef_search: int | None = None,
     size: int | None = None,
+    total: int | None = None,
     skip_cost: float = 0.0,
 ) -> list:
     """Rows (memory columns + ``distance``, cosine distance) nearest to ``vector``, best first,
     by the memories' own vectors (the write path's neighbours); ``ef_search`` overrides the
     connection's HNSW candidate list for this search; ``size``, the namespace's size when the caller
-    knows it; ``skip_cost``, see :func:`exact_is_cheaper` (0: by ``exact_max`` alone)."""
+    knows it; ``total``, the graph's size likewise; ``skip_cost``, see :func:`exact_is_cheaper`
+    (0: by ``exact_max`` alone)."""
     args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
     if size is None:
         size = await conn.fetchval(NAMESPACE_SIZE, filters.namespace) or 0
-    return await _documents(conn, args, size, exact_max, ef_search, skip_cost=skip_cost)
+    return await _documents(conn, args, size, exact_max, ef_search, total=total, skip_cost=skip_cost)
 
 
 async def search_with_passages(

@@ -12,10 +12,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from cabrain.cli import EXIT_FAIL, EXIT_OK
 from cabrain.errors import InputError
 from cabrain.settings import Settings
-
-EXIT_OK, EXIT_FAIL = 0, 1
 
 
 def _with_brain(settings: Settings, work: Callable[[Any], Awaitable[Any]]) -> Any:

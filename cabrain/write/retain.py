@@ -102,12 +102,13 @@ async def _consult_chat_model(brain: Brain, agent: str, items: list[_Item], deci
 
 
 async def _neighbours(
-    conn: asyncpg.Connection, brain: Brain, agent: str, item: _Item, limit: int | None = None, size: int | None = None
+    conn: asyncpg.Connection, brain: Brain, agent: str, item: _Item, limit: int | None = None, size: int | None = None,
+    total: int | None = None,
 ) -> list[Neighbour]:
     rows = await vector.search(
         conn, item.embedding, SearchFilters(item.input.namespace, agent), limit or brain.settings.neighbours,
         exact_max=brain.settings.vector_exact_max, ef_search=brain.settings.retain_ef_search, size=size,
-        skip_cost=brain.settings.vector_skip_cost,
+        total=total, skip_cost=brain.settings.vector_skip_cost,
     )  # fmt: skip
     return [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows]
 
@@ -410,9 +411,10 @@ class _Writer:
         once on up to ``retain_search_connections`` pooled connections besides this one."""
         limit = self.settings.neighbours * 2
         sizes = {ns: await self.conn.fetchval(sql.NAMESPACE_SIZE, ns) or 0 for ns in sorted({i.input.namespace for i in items})}
+        total = await self.conn.fetchval(vector.GRAPH_SIZE) or 0  # once for the batch, not per search
 
         async def search(conn: asyncpg.Connection, item: _Item) -> list[Neighbour]:
-            return await _neighbours(conn, self.brain, self.agent, item, limit, sizes[item.input.namespace])
+            return await _neighbours(conn, self.brain, self.agent, item, limit, sizes[item.input.namespace], total)
 
         parallel = min(self.settings.retain_search_connections, self.settings.db_pool_max - 1, len(items))
         if parallel < 1:
