@@ -104,7 +104,7 @@ async def measure_floor(brain, texts: list[str], vectors: list, candidates: int,
         for text, vector in zip(texts, vectors, strict=True):
             t0 = time.perf_counter()
             await fetch_without(conn, HNSW_PROBE, (NAMESPACE, np.asarray(vector, dtype=np.float32), candidates),
-                                disable=("enable_sort",))  # fmt: skip
+                                disable=("enable_sort",), generic=True)  # fmt: skip
             t1 = time.perf_counter()
             await conn.fetch(BM25_PROBE, NAMESPACE, sorted(set(tokenize(text))), postings, candidates)
             t2 = time.perf_counter()

@@ -60,6 +60,16 @@ class SearchFilters:
 
 
 @dataclass(frozen=True)
+class QueryTerms:
+    """A query's terms with their statistics in one namespace (:meth:`KeywordBackend.read_terms`),
+    read ahead of the search - recall reads them while the query is being embedded."""
+
+    query: str
+    namespace: str
+    rows: list  # per term: term, qtf, df (None: unknown to the namespace), doc_count, total_len
+
+
+@dataclass(frozen=True)
 class KeywordResult:
     rows: list[asyncpg.Record]  # memory columns + "score", best first
     coverage: float  # share of the query's idf mass found in the namespace vocabulary, [0, 1]
@@ -71,9 +81,14 @@ class KeywordBackend(Protocol):
     async def index(self, conn: asyncpg.Connection, docs: Sequence[IndexedDoc]) -> None:
         """Index new memories, inside the caller's transaction."""
 
+    async def read_terms(self, conn: asyncpg.Connection, query: str, namespace: str) -> QueryTerms:
+        """What :meth:`search` needs to know of the query before it searches (cheap)."""
+
     async def search(
-        self, conn: asyncpg.Connection, query: str, filters: SearchFilters, limit: int
-    ) -> KeywordResult: ...
+        self, conn: asyncpg.Connection, query: str, filters: SearchFilters, limit: int,
+        *, terms: QueryTerms | None = None,
+    ) -> KeywordResult:
+        """The best ``limit`` rows; ``terms``: this query's :meth:`read_terms`, when read ahead."""
 
 
 UPSERT_STATS = """
@@ -130,6 +145,12 @@ LIMIT $9
 """
 
 
+# The shortlist's rows are looked up by their keys (runtime partition pruning on valid_at), never
+# by hashing or materialising the namespace: the one plan left whatever the parameters, so it is
+# planned once per connection (fetch_without's ``generic``; custom planning cost about 1 ms a call).
+LOOKUPS = ("enable_hashjoin", "enable_mergejoin", "enable_material")
+
+
 def idf(n_docs: float, df: float) -> float:
     return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
@@ -184,14 +205,22 @@ class PostgresBM25:
     async def _count(self, conn: asyncpg.Connection, known: list, filters: SearchFilters, budget: int) -> int:
         return await conn.fetchval(COUNT_CANDIDATES, filters.namespace, [r["term"] for r in known], budget)
 
-    async def search(
-        self, conn: asyncpg.Connection, query: str, filters: SearchFilters, limit: int
-    ) -> KeywordResult:
+    async def read_terms(self, conn: asyncpg.Connection, query: str, namespace: str) -> QueryTerms:
         counts = query_terms([query])
         if not counts:
-            return KeywordResult([], 0.0)
+            return QueryTerms(query, namespace, [])
         terms = list(counts)
-        rows = await conn.fetch(QUERY_TERMS, terms, [counts[t] for t in terms], filters.namespace)
+        return QueryTerms(query, namespace, list(await conn.fetch(QUERY_TERMS, terms, [counts[t] for t in terms], namespace)))
+
+    async def search(
+        self, conn: asyncpg.Connection, query: str, filters: SearchFilters, limit: int,
+        *, terms: QueryTerms | None = None,
+    ) -> KeywordResult:
+        if terms is None or (terms.query, terms.namespace) != (query, filters.namespace):
+            terms = await self.read_terms(conn, query, filters.namespace)
+        rows = terms.rows
+        if not rows:
+            return KeywordResult([], 0.0)
         n_docs = float(rows[0]["doc_count"] or 0)
         if n_docs == 0:
             return KeywordResult([], 0.0)
@@ -208,8 +237,7 @@ class PostgresBM25:
         # scope and filters reject too many (or when a term had more postings than were read).
         budget, shortlist = self.postings_per_term, limit * 4
         while True:
-            # Look the shortlist up row by row (runtime partition pruning on valid_at), never by
-            # hashing the whole namespace: the planner cannot know the shortlist is short.
+            # Look the shortlist up row by row (LOOKUPS): the planner cannot know it is short.
             result = await fetch_without(conn, SEARCH, (
                 *filters.args(),
                 limit,
@@ -221,7 +249,7 @@ class PostgresBM25:
                 avgdl,
                 budget,
                 shortlist,
-            ), disable=("enable_hashjoin", "enable_mergejoin"))  # fmt: skip
+            ), disable=LOOKUPS, generic=True)  # fmt: skip
             if len(result) >= limit:
                 return KeywordResult(list(result), coverage)
             # Short: count the candidates (only now - counting every time costs a millisecond).

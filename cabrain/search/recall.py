@@ -1,6 +1,7 @@
 """The read path (SPEC §4.2). Never calls an LLM, never touches the cold tier.
 
-1. The query is embedded while BM25 runs (they do not depend on each other).
+1. The query is embedded; meanwhile the caller's access, the query terms' statistics and the
+   namespace's sizes are read (BM25 itself waits for the cores the embedder uses).
 2. Vector top-N and BM25 top-N, both scoped and filtered in SQL.
 3. Fusion (:mod:`cabrain.search.fusion`), salience nudge, top k.
 4. Optional cross-encoder rerank of the fused top candidates.
@@ -109,26 +110,34 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
     async def keyword() -> KeywordResult:
         if query.mode is RecallMode.VECTOR:
             return KeywordResult([], 0.0)
+        terms = None
         if query.mode is not RecallMode.BM25 and not settings.recall_bm25_during_embedding:
+            async with brain.pool.acquire() as conn:  # read ahead: a light lookup
+                terms = await brain.keyword.read_terms(conn, query.query, query.namespace)
             await embedded.wait()  # the embedder has the cores meanwhile
         t0 = time.perf_counter()
         async with brain.pool.acquire() as conn:
-            result = await brain.keyword.search(conn, query.query, filters, n)
+            result = await brain.keyword.search(conn, query.query, filters, n, terms=terms)
         timings["bm25_ms"] = (time.perf_counter() - t0) * 1000
         return result
+
+    async def embed() -> list[float]:
+        t0 = time.perf_counter()
+        try:
+            return await brain.embed_query(query.query)
+        finally:
+            timings["embed_ms"] = (time.perf_counter() - t0) * 1000
+            embedded.set()
 
     async def dense() -> list:
         if query.mode is RecallMode.BM25:
             return []
-        t0 = time.perf_counter()
-        try:
-            vec = await brain.embed_query(query.query)
-        finally:
-            embedded.set()
+        # the namespace's sizes (exact scan or graph walk) are read while the query is embedded
+        vec, sizes = await asyncio.gather(embed(), vector.namespace_sizes(brain.pool, query.namespace))
         t1 = time.perf_counter()
-        timings["embed_ms"] = (t1 - t0) * 1000
         rows = await vector.search_with_passages(
-            brain.pool, vec, filters, n, exact_max=settings.vector_exact_max, skip_cost=settings.vector_skip_cost
+            brain.pool, vec, filters, n, exact_max=settings.vector_exact_max, skip_cost=settings.vector_skip_cost,
+            sizes=sizes,
         )
         timings["vector_ms"] = (time.perf_counter() - t1) * 1000
         return rows

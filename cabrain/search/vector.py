@@ -83,6 +83,10 @@ PASSAGES_EXACT = _PASSAGES.format(
     access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="(c.embedding <=> $10) + 0"
 )
 
+# Walk the graph in distance order and look each row up by its key: with these off it is the one
+# plan left whatever the parameters, so it is planned once per connection (fetch_without's
+# ``generic``) - planning it for each call's parameters cost more than the walk itself.
+GRAPH_WALK = ("enable_sort", "enable_hashjoin", "enable_mergejoin", "enable_material")
 
 # The graph's size as the planner last counted it (autovacuum keeps it current): free to read.
 GRAPH_SIZE = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'memory_vectors'::regclass"
@@ -123,8 +127,7 @@ async def _documents(
     if exact_is_cheaper(size, total or 0, limit, exact_max, skip_cost):
         return await fetch_without(conn, SEARCH_EXACT, args, disable=())
     local = {"hnsw.ef_search": ef_search} if ef_search else None
-    disable = ("enable_sort", "enable_hashjoin", "enable_mergejoin")  # walk the graph, look rows up
-    rows = await fetch_without(conn, SEARCH, args, disable=disable, local=local)
+    rows = await fetch_without(conn, SEARCH, args, disable=GRAPH_WALK, local=local, generic=True)
     if len(rows) < limit and size > len(rows):
         # The walk gave up (hnsw.max_scan_tuples) before finding enough rows that pass scope and
         # filters: the exact scan finds them all, slower but never short.
@@ -137,7 +140,7 @@ async def _passages(
 ) -> list:
     if exact_is_cheaper(chunks, total, args[-1], exact_max, skip_cost):
         return await fetch_without(conn, PASSAGES_EXACT, args, disable=("enable_hashjoin", "enable_mergejoin"))
-    return await fetch_without(conn, PASSAGES, args, disable=("enable_sort", "enable_hashjoin", "enable_mergejoin"))
+    return await fetch_without(conn, PASSAGES, args, disable=GRAPH_WALK, generic=True)
 
 
 async def search(
@@ -163,6 +166,14 @@ async def search(
     return await _documents(conn, args, size, exact_max, ef_search, total=total, skip_cost=skip_cost)
 
 
+async def namespace_sizes(pool: asyncpg.Pool, namespace: str) -> tuple[int, int, int, int]:
+    """(the namespace's memories, its passages, every hot vector, every passage): what chooses
+    between the exact scan and the graph walk (:func:`exact_is_cheaper`)."""
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(SIZES, namespace)
+    return tuple(row) if row else (0, 0, 0, 0)
+
+
 async def search_with_passages(
     pool: asyncpg.Pool,
     vector: list[float] | np.ndarray,
@@ -171,14 +182,16 @@ async def search_with_passages(
     *,
     exact_max: int = 5000,
     skip_cost: float = 0.0,
+    sizes: tuple[int, int, int, int] | None = None,
 ) -> list:
     """Like :func:`search`, scoring each memory by its vector and its best passage (recall).
-    The two searches run at once on two connections. ``distance`` is 1 - the mean of both
+    The two searches run at once on two connections. ``sizes``: the namespace's
+    :func:`namespace_sizes`, when read ahead (recall reads them while the query is embedded). ``distance`` is 1 - the mean of both
     similarities; ``doc_distance`` and ``passage_distance`` carry the parts."""
     args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
-    async with pool.acquire() as conn:
-        sizes = await conn.fetchrow(SIZES, filters.namespace)
-    size, chunks, vectors, passages_total = tuple(sizes) if sizes else (0, 0, 0, 0)
+    if sizes is None:
+        sizes = await namespace_sizes(pool, filters.namespace)
+    size, chunks, vectors, passages_total = sizes
 
     async def documents() -> list:
         async with pool.acquire() as conn:

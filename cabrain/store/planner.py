@@ -8,17 +8,27 @@ import asyncpg
 
 
 async def fetch_without(
-    conn: asyncpg.Connection, sql: str, args: tuple, *, disable: tuple[str, ...], local: dict[str, int] | None = None
+    conn: asyncpg.Connection, sql: str, args: tuple, *, disable: tuple[str, ...], local: dict[str, int] | None = None,
+    generic: bool = False,
 ) -> list:
     """Run ``sql`` with the planner settings ``disable`` (e.g. ``enable_sort``) off, and the
-    numeric settings ``local`` (e.g. ``hnsw.ef_search``) set, for it alone - always planned for
-    its actual parameters (``plan_cache_mode = force_custom_plan``).
+    numeric settings ``local`` (e.g. ``hnsw.ef_search``) set, for it alone.
 
-    A prepared statement run a few times on one connection may otherwise switch to PostgreSQL's
-    generic plan, chosen without the parameters' values; for the steered searches that plan was
-    measured at 363 ms against 10 ms at 100k memories (docs/BENCHMARKS.md)."""
+    Which plan: by default always one made for the actual parameters
+    (``plan_cache_mode = force_custom_plan``). A prepared statement run a few times on one
+    connection may otherwise switch to PostgreSQL's generic plan, chosen without the parameters'
+    values: for the graph search that plan materialised the namespace's rows and was measured at
+    363 ms against 10 ms at 100k memories (docs/BENCHMARKS.md).
+
+    ``generic``: plan once per connection and reuse the plan (``force_generic_plan``), for a
+    statement whose settings leave it one sensible plan whatever the parameters - the hot path's
+    graph walk and BM25 lookups, with sorting or hashing, merge joins and materialising disabled
+    (``enable_material`` among ``disable``). Planning such a statement over the monthly partitions
+    costs 1-2.5 ms a call, more than the graph walk itself at a million memories. PostgreSQL
+    replans it by itself when a table it reads changes shape or statistics."""
     changes = {
-        **{setting: "off" for setting in disable}, "plan_cache_mode": "force_custom_plan",
+        **{setting: "off" for setting in disable},
+        "plan_cache_mode": "force_generic_plan" if generic else "force_custom_plan",
         **{k: str(int(v)) for k, v in (local or {}).items()},
     }  # fmt: skip
     sets = "; ".join(f"SET LOCAL {setting} = {value}" for setting, value in changes.items())

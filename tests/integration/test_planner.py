@@ -42,3 +42,12 @@ async def test_a_steered_statement_is_always_planned_for_its_parameters(conn):
         "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")}  # fmt: skip
     assert plans[steered]["generic_plans"] == 0 and plans[steered]["custom_plans"] == 8
     assert plans[plain]["generic_plans"] > 0  # what would happen otherwise
+
+
+async def test_a_generic_statement_is_planned_once_per_connection(conn):
+    sql = "SELECT count(*) FROM pg_class WHERE relname = $1 AND relkind::text = $2 AND 1 = 1"
+    for name in ("pg_class", "pg_type", "pg_proc", "pg_class"):
+        [row] = await fetch_without(conn, sql, (name, "r"), disable=("enable_sort",), generic=True)
+        assert row["count"] == 1
+    [plans] = await conn.fetch("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", sql)
+    assert plans["custom_plans"] == 0 and plans["generic_plans"] == 4

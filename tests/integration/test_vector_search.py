@@ -97,3 +97,48 @@ async def test_a_walk_that_gives_up_early_falls_back_to_the_exact_scan(two_names
     # A namespace with fewer rows than asked for is not re-searched for rows it does not have.
     rows = await vector.search(conn, query, filters, 50, exact_max=10, skip_cost=0, size=30)
     assert len(rows) == 30
+
+
+async def generic_plan(conn, sql: str, disable: tuple[str, ...], literals: str) -> str:  # noqa: ANN001
+    """The plan PostgreSQL keeps for ``sql`` under ``disable`` whatever its parameters."""
+    async with conn.transaction():
+        await conn.execute("; ".join(f"SET LOCAL {s} = off" for s in disable) + "; SET LOCAL plan_cache_mode = force_generic_plan")
+        await conn.execute(f"PREPARE shape AS {sql}")
+        try:
+            return "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN (COSTS OFF) EXECUTE shape({literals})"))
+        finally:
+            await conn.execute("DEALLOCATE shape")
+
+
+async def test_the_hot_path_searches_keep_one_plan_that_walks_the_indexes(two_namespaces):
+    # The graph walk and BM25's lookups are planned once per connection (planning them for each
+    # call cost more than the walk): their plan must not depend on the parameters. Left to itself
+    # the planner's parameter-blind plan materialised the namespace's rows (363 ms at 100k).
+    from cabrain.search import keyword
+
+    conn = two_namespaces
+    await conn.execute("ANALYZE memories")
+    scope = "'big', 'agent-a', false, NULL, NULL, NULL, NULL, NULL, 10"
+    query = "'[" + ",".join(f"{x:.5f}" for x in vectors(1, 9)[0]) + "]'"
+    for sql in (vector.SEARCH, vector.PASSAGES):
+        limits = ", 40" if sql is vector.PASSAGES else ""
+        plan = await generic_plan(conn, sql, vector.GRAPH_WALK, f"{scope}, {query}{limits}")
+        assert "Index Scan using memory_vectors_hnsw" in plan or "Index Scan using memory_chunks_vec" in plan
+        assert "Materialize" not in plan and "Hash Join" not in plan and "Merge Join" not in plan
+        assert "Index Cond: ((id = " in plan  # each row looked up by its key
+    plan = await generic_plan(
+        conn, keyword.SEARCH, keyword.LOOKUPS,
+        f"{scope}, ARRAY['memory'], ARRAY[1], ARRAY[1.5::float8], 1.2, 0.75, 10.0, 2000, 40",
+    )
+    assert "Index Only Scan using memory_terms_lookup" in plan
+    assert "Materialize" not in plan and "Hash Join" not in plan and "Merge Join" not in plan
+    assert "Index Cond: ((id = " in plan
+
+    # And that plan is what the searches run, call after call.
+    for seed in range(5):
+        rows = await vector.search(conn, vectors(1, seed)[0], SearchFilters("big", "agent-a"), 10, exact_max=10)
+        assert len(rows) == 10
+    [plans] = await conn.fetch(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", vector.SEARCH
+    )
+    assert plans["custom_plans"] == 0 and plans["generic_plans"] == 5
