@@ -1,7 +1,8 @@
 """The read path (SPEC §4.2). Never calls an LLM, never touches the cold tier.
 
-1. The query is embedded; meanwhile the caller's access, the query terms' statistics and the
-   namespace's sizes are read (BM25 itself waits for the cores the embedder uses).
+1. The caller's access, the query terms' statistics and the namespace's sizes are read, then
+   the query is embedded with the cores to itself (with a remote embedder, all of that and BM25
+   run while the query is away: ``CABRAIN_RECALL_BM25_DURING_EMBEDDING``).
 2. Vector top-N and BM25 top-N, both scoped and filtered in SQL.
 3. Fusion (:mod:`cabrain.search.fusion`), salience nudge, top k.
 4. Optional cross-encoder rerank of the fused top candidates.
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 from cabrain.errors import AccessDenied, InputError, NotFound
 from cabrain.search import vector
 from cabrain.search.fusion import Candidate, fuse
-from cabrain.search.keyword import KeywordResult, SearchFilters
+from cabrain.search.keyword import KeywordResult, QueryTerms, SearchFilters
 from cabrain.store import memories as sql
 from cabrain.store.memories import COLUMNS
 from cabrain.store.scope import ACCESS_CTE, RECALL_FILTER
@@ -105,44 +106,59 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         if not row["namespace_exists"]:
             raise NotFound(f"namespace {query.namespace!r} does not exist")
 
-    embedded = asyncio.Event()
-
-    async def keyword() -> KeywordResult:
+    async def terms() -> QueryTerms | None:
         if query.mode is RecallMode.VECTOR:
+            return None
+        async with brain.pool.acquire() as conn:
+            return await brain.keyword.read_terms(conn, query.query, query.namespace)
+
+    async def sizes() -> tuple | None:
+        return None if query.mode is RecallMode.BM25 else await vector.namespace_sizes(brain.pool, query.namespace)
+
+    async def embed() -> list[float] | None:
+        if query.mode is RecallMode.BM25:
+            return None
+        t0 = time.perf_counter()
+        try:
+            return await brain.embed_query(query.query)
+        finally:
+            timings["embed_ms"] = (time.perf_counter() - t0) * 1000
+
+    async def keyword(terms: QueryTerms | None) -> KeywordResult:
+        if terms is None:
             return KeywordResult([], 0.0)
-        terms = None
-        if query.mode is not RecallMode.BM25 and not settings.recall_bm25_during_embedding:
-            async with brain.pool.acquire() as conn:  # read ahead: a light lookup
-                terms = await brain.keyword.read_terms(conn, query.query, query.namespace)
-            await embedded.wait()  # the embedder has the cores meanwhile
         t0 = time.perf_counter()
         async with brain.pool.acquire() as conn:
             result = await brain.keyword.search(conn, query.query, filters, n, terms=terms)
         timings["bm25_ms"] = (time.perf_counter() - t0) * 1000
         return result
 
-    async def embed() -> list[float]:
-        t0 = time.perf_counter()
-        try:
-            return await brain.embed_query(query.query)
-        finally:
-            timings["embed_ms"] = (time.perf_counter() - t0) * 1000
-            embedded.set()
-
-    async def dense() -> list:
-        if query.mode is RecallMode.BM25:
+    async def dense(vec: list[float] | None, sizes: tuple | None) -> list:
+        if vec is None:
             return []
-        # the namespace's sizes (exact scan or graph walk) are read while the query is embedded
-        vec, sizes = await asyncio.gather(embed(), vector.namespace_sizes(brain.pool, query.namespace))
-        t1 = time.perf_counter()
+        t0 = time.perf_counter()
         rows = await vector.search_with_passages(
             brain.pool, vec, filters, n, exact_max=settings.vector_exact_max, skip_cost=settings.vector_skip_cost,
             sizes=sizes,
         )
-        timings["vector_ms"] = (time.perf_counter() - t1) * 1000
+        timings["vector_ms"] = (time.perf_counter() - t0) * 1000
         return rows
 
-    _, bm25, vec_rows = await asyncio.gather(caller(), keyword(), dense())
+    if settings.recall_bm25_during_embedding:
+        # A remote embedder: the lookups and BM25 run while the query is away being embedded.
+        async def lexical() -> KeywordResult:
+            return await keyword(await terms())
+
+        async def semantic() -> list:
+            return await dense(*await asyncio.gather(embed(), sizes()))
+
+        _, bm25, vec_rows = await asyncio.gather(caller(), lexical(), semantic())
+    else:
+        # In process the embedder needs the cores to itself: the light lookups first (together,
+        # about a millisecond), then the embedding, then both searches at once.
+        _, query_terms, namespace_sizes = await asyncio.gather(caller(), terms(), sizes())
+        vec = await embed()
+        bm25, vec_rows = await asyncio.gather(keyword(query_terms), dense(vec, namespace_sizes))
     coverage = 1.0 if query.mode is RecallMode.BM25 else bm25.coverage
     fused = fuse(
         vec_rows,

@@ -160,6 +160,27 @@ async def test_recall_modes_rank_by_their_own_list(brain):
     assert bm25.hits[0].memory.content == vector.hits[0].memory.content == CORPUS[0]
 
 
+async def test_recall_answers_the_same_whether_bm25_runs_during_the_embedding_or_after_it(brain, open_brain):
+    # In process the lookups come first and the embedder gets the cores to itself; for a remote
+    # embedder the lookups and BM25 run while the query is away. The answers are the same.
+    await brain.retain("alice", [mem(c) for c in CORPUS])
+    remote_order = await open_brain(recall_bm25_during_embedding=True)
+    for q in ("PostgreSQL storage node", "اجتماع الفريق", "dark mode editor", "خدمة الفواتير"):
+        for mode in RecallMode:
+            here = await brain.recall("alice", RecallQuery(q, "proj", mode=mode))
+            there = await remote_order.recall("alice", RecallQuery(q, "proj", mode=mode))
+            assert [(h.memory.id, round(h.score, 9)) for h in here.hits] == [
+                (h.memory.id, round(h.score, 9)) for h in there.hits
+            ]
+            assert ("bm25_ms" in here.timings_ms) == (mode is not RecallMode.VECTOR)
+    # Either way an unknown namespace or agent is an error, not an empty answer.
+    for b in (brain, remote_order):
+        with pytest.raises(NotFound):
+            await b.recall("alice", RecallQuery("anything", "nowhere"))
+        with pytest.raises(AccessDenied):
+            await b.recall("mallory", RecallQuery("anything", "proj"))
+
+
 async def test_entities_link_memories_and_recall_returns_related_ones(brain):
     await brain.retain("alice", [
         mem("We moved the job queue to Valkey last sprint."),
