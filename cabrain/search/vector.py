@@ -33,17 +33,6 @@ from cabrain.store.memories import COLUMNS, NAMESPACE_SIZE
 from cabrain.store.planner import fetch_without
 from cabrain.store.scope import ACCESS_CTE, RECALL_FILTER
 
-_TEMPLATE = """
-WITH {access},
-nearest AS MATERIALIZED (
-    SELECT {columns}, m.embedding <=> $10 AS distance
-    FROM memories m
-    WHERE {where} AND m.embedding IS NOT NULL
-    ORDER BY {order}
-    LIMIT $9
-)
-SELECT * FROM nearest ORDER BY distance, id
-"""
 # Through the one HNSW graph of memory_vectors, joined back to the rows for scope and filters (run
 # with sorting disabled, so the index order is kept and the scan stops after $9 survivors).
 SEARCH = f"""
@@ -57,10 +46,22 @@ nearest AS MATERIALIZED (
 )
 SELECT * FROM nearest ORDER BY distance, id
 """
-# Exact: "+ 0" keeps the HNSW index out, so the namespace's rows are found by its btree and sorted.
-SEARCH_EXACT = _TEMPLATE.format(
-    access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="(m.embedding <=> $10) + 0"
+# Exact: "+ 0" keeps the HNSW index out, so the namespace's rows are found by its btree and the
+# nearest chosen by distance alone; only those are then read whole (sorting the namespace's rows
+# with all their columns cost a fifth more: a 10k namespace 21.5 -> 17.7 ms).
+SEARCH_EXACT = f"""
+WITH {ACCESS_CTE},
+nearest AS MATERIALIZED (
+    SELECT m.id, m.valid_at, m.embedding <=> $10 AS distance
+    FROM memories m
+    WHERE {RECALL_FILTER} AND m.embedding IS NOT NULL
+    ORDER BY (m.embedding <=> $10) + 0
+    LIMIT $9
 )
+SELECT {COLUMNS}, n.distance
+FROM nearest n JOIN memories m ON m.id = n.id AND m.valid_at = n.valid_at
+ORDER BY n.distance, m.id
+"""
 
 _PASSAGES = """
 WITH {access},
@@ -125,13 +126,13 @@ async def _documents(
     if size > exact_max and skip_cost > 0 and total is None:
         total = await conn.fetchval(GRAPH_SIZE) or 0
     if exact_is_cheaper(size, total or 0, limit, exact_max, skip_cost):
-        return await fetch_without(conn, SEARCH_EXACT, args, disable=())
+        return await fetch_without(conn, SEARCH_EXACT, args, disable=("enable_hashjoin", "enable_mergejoin"))
     local = {"hnsw.ef_search": ef_search} if ef_search else None
     rows = await fetch_without(conn, SEARCH, args, disable=GRAPH_WALK, local=local, generic=True)
     if len(rows) < limit and size > len(rows):
         # The walk gave up (hnsw.max_scan_tuples) before finding enough rows that pass scope and
         # filters: the exact scan finds them all, slower but never short.
-        return await fetch_without(conn, SEARCH_EXACT, args, disable=())
+        return await fetch_without(conn, SEARCH_EXACT, args, disable=("enable_hashjoin", "enable_mergejoin"))
     return rows
 
 
