@@ -202,15 +202,25 @@ async def measure_recall(
     brain, rng: random.Random, spec: ScaleSpec, *, rerank: bool = False, namespace: str = NAMESPACE,  # noqa: ANN001
     levels: list[int] | None = None,
 ) -> dict[int, dict]:
-    """In-process recall at each concurrency, fresh query texts at every level."""
+    """In-process recall at each concurrency, fresh query texts at every level; at concurrency 1
+    also where the time went (``stages``: percentiles of recall's own ``timings_ms``)."""
+    stages: dict[str, list[float]] = {}
 
     async def one(text: str) -> None:
-        await brain.recall(AGENT, RecallQuery(text, namespace, k=10, rerank=rerank))
+        result = await brain.recall(AGENT, RecallQuery(text, namespace, k=10, rerank=rerank))
+        for stage, ms in result.timings_ms.items():
+            stages.setdefault(stage, []).append(ms)
 
     out = {}
     for c in levels or spec.concurrency:
         await timed_calls(one, synthetic_queries(rng, 10), c)  # warm-up
+        stages.clear()
         out[c] = await timed_calls(one, synthetic_queries(rng, spec.queries), c)
+        if c == 1:
+            out[c]["stages"] = {
+                stage.removesuffix("_ms"): {k: round(v, 2) for k, v in percentiles(ms).items()}
+                for stage, ms in stages.items()
+            }
     return out
 
 
@@ -481,6 +491,9 @@ def render(results: dict[str, Any]) -> str:
             lines.append(f"  {'floor: bare ' + probe + ' probe':<44} {p['p50']:8.1f} {p['p95']:8.1f} {p['p99']:8.1f}")
         for c, p in r["recall"].items():
             lines.append(_row(f"in process, no cache, concurrency {c}", p))
+            if p.get("stages"):
+                lines.append("    its stages, p50 / p95: " + ", ".join(
+                    f"{stage} {q['p50']:.1f} / {q['p95']:.1f}" for stage, q in p["stages"].items()))  # fmt: skip
         small = r.get("recall_small")
         if small:
             for c, p in small["recall"].items():
