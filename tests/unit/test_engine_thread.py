@@ -64,3 +64,42 @@ async def test_a_cancelled_caller_s_call_is_not_run():
     await busy
     assert await engine.run(DOCUMENTS, ran.append, "after") is None
     assert ran == ["after"] and waiting.cancelled()
+
+
+async def test_queries_waiting_together_run_as_one_call_and_a_bad_one_fails_alone():
+    engine = EngineThread("test-engine", max_batch=3)
+    release = threading.Event()
+    started = threading.Event()
+    calls: list[list[str]] = []
+
+    def block() -> None:
+        started.set()
+        release.wait(10)
+
+    def upper(texts: list[str]) -> list[str]:
+        calls.append(list(texts))
+        if "bad" in texts:
+            raise ValueError("bad text")
+        return [t.upper() for t in texts]
+
+    busy = asyncio.ensure_future(engine.run(DOCUMENTS, block))
+    await asyncio.to_thread(started.wait, 10)
+    waiting = [asyncio.ensure_future(engine.run_batched(QUERY, upper, t)) for t in ("a", "b", "c", "d")]
+    await asyncio.sleep(0.05)
+    release.set()
+    await busy
+    assert await asyncio.gather(*waiting) == ["A", "B", "C", "D"]
+    assert calls == [["a", "b", "c"], ["d"]]  # at most max_batch a call, in order
+
+    calls.clear()
+    busy = asyncio.ensure_future(engine.run(DOCUMENTS, block))
+    release.clear()
+    started.clear()
+    await asyncio.to_thread(started.wait, 10)
+    waiting = [asyncio.ensure_future(engine.run_batched(QUERY, upper, t)) for t in ("x", "bad", "y")]
+    await asyncio.sleep(0.05)
+    release.set()
+    await busy
+    results = await asyncio.gather(*waiting, return_exceptions=True)
+    assert results[0] == "X" and results[2] == "Y" and isinstance(results[1], ValueError)
+    assert calls == [["x", "bad", "y"], ["x"], ["bad"], ["y"]]  # the batch failed: each alone
