@@ -156,7 +156,9 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
     else:
         # In process the embedder needs the cores to itself: the light lookups first (together,
         # about a millisecond), then the embedding, then both searches at once.
+        t0 = time.perf_counter()
         _, query_terms, namespace_sizes = await asyncio.gather(caller(), terms(), sizes())
+        timings["lookups_ms"] = (time.perf_counter() - t0) * 1000
         vec = await embed()
         bm25, vec_rows = await asyncio.gather(keyword(query_terms), dense(vec, namespace_sizes))
     coverage = 1.0 if query.mode is RecallMode.BM25 else bm25.coverage
