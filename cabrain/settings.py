@@ -213,8 +213,9 @@ class Settings(BaseSettings):
     recall_ef_search: int = Field(default=40, ge=10, le=1000, description="HNSW ef_search of recall's vector search.")
     recall_bm25_during_embedding: bool = Field(
         default=False,
-        description="Run recall's BM25 search while the query embeds (for an embedder on other hardware; "
-        "on a few CPU cores the two contend, so by default BM25 runs beside the vector search instead).",
+        description="Run recall's lookups and BM25 search while the query embeds (for an embedder on other "
+        "hardware; on a few CPU cores they contend, so by default the lookups go first, then the embedding "
+        "alone, then BM25 beside the vector search).",
     )
     fusion: str = Field(
         default="score", pattern="^(score|rrf)$",

@@ -62,7 +62,7 @@ class SearchFilters:
 @dataclass(frozen=True)
 class QueryTerms:
     """A query's terms with their statistics in one namespace (:meth:`KeywordBackend.read_terms`),
-    read ahead of the search - recall reads them while the query is being embedded."""
+    read ahead of the search - recall reads them with its other lookups, before the embedding."""
 
     query: str
     namespace: str
@@ -210,7 +210,8 @@ class PostgresBM25:
         if not counts:
             return QueryTerms(query, namespace, [])
         terms = list(counts)
-        return QueryTerms(query, namespace, list(await conn.fetch(QUERY_TERMS, terms, [counts[t] for t in terms], namespace)))
+        rows = await conn.fetch(QUERY_TERMS, terms, [counts[t] for t in terms], namespace)
+        return QueryTerms(query, namespace, list(rows))
 
     async def search(
         self, conn: asyncpg.Connection, query: str, filters: SearchFilters, limit: int,

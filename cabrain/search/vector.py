@@ -88,6 +88,8 @@ PASSAGES_EXACT = _PASSAGES.format(
 # plan left whatever the parameters, so it is planned once per connection (fetch_without's
 # ``generic``) - planning it for each call's parameters cost more than the walk itself.
 GRAPH_WALK = ("enable_sort", "enable_hashjoin", "enable_mergejoin", "enable_material")
+# The exact scans: the nearest few rows are looked up by key, never joined by hashing.
+EXACT = ("enable_hashjoin", "enable_mergejoin")
 
 # The graph's size as the planner last counted it (autovacuum keeps it current): free to read.
 GRAPH_SIZE = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'memory_vectors'::regclass"
@@ -126,13 +128,13 @@ async def _documents(
     if size > exact_max and skip_cost > 0 and total is None:
         total = await conn.fetchval(GRAPH_SIZE) or 0
     if exact_is_cheaper(size, total or 0, limit, exact_max, skip_cost):
-        return await fetch_without(conn, SEARCH_EXACT, args, disable=("enable_hashjoin", "enable_mergejoin"))
+        return await fetch_without(conn, SEARCH_EXACT, args, disable=EXACT)
     local = {"hnsw.ef_search": ef_search} if ef_search else None
     rows = await fetch_without(conn, SEARCH, args, disable=GRAPH_WALK, local=local, generic=True)
     if len(rows) < limit and size > len(rows):
         # The walk gave up (hnsw.max_scan_tuples) before finding enough rows that pass scope and
         # filters: the exact scan finds them all, slower but never short.
-        return await fetch_without(conn, SEARCH_EXACT, args, disable=("enable_hashjoin", "enable_mergejoin"))
+        return await fetch_without(conn, SEARCH_EXACT, args, disable=EXACT)
     return rows
 
 
@@ -140,7 +142,7 @@ async def _passages(
     conn: asyncpg.Connection, args: tuple, chunks: int, exact_max: int, *, total: int = 0, skip_cost: float = 0.0
 ) -> list:
     if exact_is_cheaper(chunks, total, args[-1], exact_max, skip_cost):
-        return await fetch_without(conn, PASSAGES_EXACT, args, disable=("enable_hashjoin", "enable_mergejoin"))
+        return await fetch_without(conn, PASSAGES_EXACT, args, disable=EXACT)
     return await fetch_without(conn, PASSAGES, args, disable=GRAPH_WALK, generic=True)
 
 
@@ -186,9 +188,9 @@ async def search_with_passages(
     sizes: tuple[int, int, int, int] | None = None,
 ) -> list:
     """Like :func:`search`, scoring each memory by its vector and its best passage (recall).
-    The two searches run at once on two connections. ``sizes``: the namespace's
-    :func:`namespace_sizes`, when read ahead (recall reads them while the query is embedded). ``distance`` is 1 - the mean of both
-    similarities; ``doc_distance`` and ``passage_distance`` carry the parts."""
+    The two searches run at once on two connections. ``distance`` is 1 - the mean of both
+    similarities; ``doc_distance`` and ``passage_distance`` carry the parts. ``sizes``: the
+    namespace's :func:`namespace_sizes`, when read ahead (recall reads them with its other lookups)."""
     args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
     if sizes is None:
         sizes = await namespace_sizes(pool, filters.namespace)

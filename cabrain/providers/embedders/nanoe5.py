@@ -17,8 +17,9 @@ with fewer calls (recall at concurrency 32: 34 -> 58 requests a second at 1M mem
 Between calls OpenMP's threads spin before they sleep: 300,000 turns by default, which kept a
 core busy just after each query's embedding, when the two searches that follow need both cores.
 ``CABRAIN_EMBEDDING_SPIN_COUNT`` (3000) sets ``GOMP_SPINCOUNT`` before the engine loads, unless
-the environment sets it already: recall p95 at 1M memories 43 -> 38 ms, the embedding alone
-unchanged (docs/BENCHMARKS.md).
+the environment sets it already: recall p95 at 1M memories 3-5 ms lower than with 300,000, the
+embedding alone unchanged; below about 300 turns a lone query's embedding slows down again
+(docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
