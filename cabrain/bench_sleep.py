@@ -161,11 +161,10 @@ async def _load(dsn: str, settings: Settings, embedder, n: int, namespaces: list
 
 
 @contextlib.contextmanager
-def _cluster(nodes: int, cpus: int):  # noqa: ANN202
-    from cabrain.service import RAY_LOCAL_ENV
+def _cluster(settings: Settings, nodes: int, cpus: int):  # noqa: ANN202
+    from cabrain.service import apply_ray_environment, ray_environment
 
-    for key, value in RAY_LOCAL_ENV.items():
-        os.environ.setdefault(key, value)
+    apply_ray_environment(ray_environment(settings, local=True))  # loopback, token auth
     import ray
     from ray.cluster_utils import Cluster
 
@@ -304,7 +303,7 @@ async def run_sleep_bench(
                 })  # fmt: skip
                 os.makedirs(f"{cold}/warehouse", exist_ok=True)
                 _progress(f"  {count} node(s) x {cpus_per_node} CPU", quiet)
-                with _cluster(count, cpus_per_node):
+                with _cluster(run_settings, count, cpus_per_node):
                     result["runs"][str(count)] = await _run_steps(run_settings, with_database(dsn, copy), quiet)
                 if "archive" not in result and archive_queries:
                     result["archive"] = await _time_archive(run_settings, with_database(dsn, copy), embedder,

@@ -9,6 +9,7 @@ it. Admin agents (``agents.is_admin``) manage agents, keys and any namespace's g
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import secrets
 import uuid
@@ -216,26 +217,46 @@ def admin_key_path(home: Path) -> Path:
     return home / "admin.key"
 
 
-async def ensure_admin_key(conn: asyncpg.Connection, home: Path, *, agent_id: str = "admin") -> tuple[Path, bool]:
-    """First run: create the ``admin`` agent and a key, written to ``home/admin.key`` (mode 0600).
+BOOTSTRAP_SETTING = "admin_bootstrapped_at"
+CLAIM_BOOTSTRAP = """
+INSERT INTO cabrain_settings (key, value) VALUES ($1, now()::text) ON CONFLICT (key) DO NOTHING RETURNING key
+"""
+ANY_ADMIN = "SELECT EXISTS (SELECT 1 FROM agents WHERE is_admin)"
 
-    Returns the file and whether a key was made now. Nothing is made while an active admin key
-    exists (the file may have been moved away on purpose).
+
+@dataclass(frozen=True)
+class AdminBootstrap:
+    """What ``cabrain up`` found or did about the first admin key."""
+
+    path: Path  # where the first run wrote its key
+    made_now: bool  # this run was the first: an admin agent and its key were made
+    active: bool  # some admin agent has a key that works
+
+
+async def ensure_admin_key(conn: asyncpg.Connection, home: Path, *, agent_id: str = "admin") -> AdminBootstrap:
+    """First run only: create the ``admin`` agent and a key, written to ``home/admin.key`` (mode 0600).
+
+    The bootstrap happens once per database (recorded in ``cabrain_settings``). After it, admin
+    agents and keys are the operator's: one that was disabled or revoked stays so, however often
+    ``cabrain up`` runs; a database that already had an admin before the record existed counts as
+    bootstrapped. The operator makes another admin with ``cabrain agents create NAME --admin``.
     """
     path = admin_key_path(home)
-    if await conn.fetchval(ACTIVE_ADMIN_KEYS) > 0:
-        return path, False
     async with conn.transaction():
-        await conn.execute(
-            "INSERT INTO agents (id, display_name, is_admin) VALUES ($1, 'CaBrain administrator', true) "
-            "ON CONFLICT (id) DO UPDATE SET is_admin = true, disabled_at = NULL",
-            agent_id,
-        )
-        new = await create_key(conn, agent_id, label="created by cabrain up")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.touch(mode=0o600)
-        tmp.chmod(0o600)
-        tmp.write_text(new.key + "\n")
-        tmp.replace(path)
-    return path, True
+        claimed = await conn.fetchval(CLAIM_BOOTSTRAP, BOOTSTRAP_SETTING) is not None
+        if claimed and not await conn.fetchval(ANY_ADMIN):
+            if await conn.fetchval(AGENT_EXISTS, agent_id):
+                raise AlreadyExists(
+                    f"the first admin cannot be made: an agent named {agent_id!r} exists and is not an admin",
+                    hint="make an admin yourself: cabrain agents create NAME --admin",
+                )
+            await create_agent(conn, agent_id, display_name="CaBrain administrator", is_admin=True, exist_ok=False)
+            new = await create_key(conn, agent_id, label="created by cabrain up")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(new.key + "\n")
+            tmp.replace(path)
+            return AdminBootstrap(path, True, True)
+    return AdminBootstrap(path, False, await conn.fetchval(ACTIVE_ADMIN_KEYS) > 0)

@@ -37,8 +37,81 @@ from cabrain.settings import Settings
 log = logging.getLogger(__name__)
 
 APP_NAME = "cabrain"
-# Ray on a workstation: no token auth between local processes, no usage reporting.
-RAY_LOCAL_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+# A Ray that CaBrain starts on this machine: every process it runs listens on loopback only (Ray's
+# own switch for a single-machine Ray; without it Ray binds its gRPC servers to every interface and
+# its job agent to the machine's address), and every call into it carries the token of
+# CABRAIN_HOME/ray/auth_token (made on first use, mode 0600), so another local user cannot submit
+# jobs or drive its workers either. No usage reporting.
+RAY_LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+RAY_COMMON_ENV = {"RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def ray_token_path(settings: Settings) -> Path:
+    """The token file of the Ray this machine's CaBrain starts (made with mode 0600 on first use)."""
+    return settings.ray_auth_token_file or settings.home / "ray" / "auth_token"
+
+
+def ensure_ray_token(path: Path) -> Path:
+    """A 256-bit token at ``path`` (Ray's own format), made now if there is none; private to this user."""
+    import secrets
+
+    if path.exists():
+        if stat_mode(path) & 0o077:
+            path.chmod(0o600)
+        if not path.read_text().strip():
+            raise ConfigError(f"the Ray token file {path} is empty", hint="delete it; a new token is made on the next start")
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    tmp.replace(path)
+    return path
+
+
+def stat_mode(path: Path) -> int:
+    import stat
+
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def ray_environment(settings: Settings, *, local: bool) -> dict[str, str]:
+    """The environment a Ray of CaBrain's runs with (``local``: one this machine starts, on loopback;
+    otherwise a cluster's, whose token comes from CABRAIN_RAY_AUTH_TOKEN_FILE or Ray's own lookup:
+    RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token)."""
+    env = dict(RAY_COMMON_ENV)
+    if local:
+        env.update(RAY_LOOPBACK_ENV)
+        env["RAY_AUTH_TOKEN_PATH"] = str(ensure_ray_token(ray_token_path(settings)))
+    elif settings.ray_auth_token_file is not None:
+        if not settings.ray_auth_token_file.is_file():
+            raise ConfigError(
+                f"CABRAIN_RAY_AUTH_TOKEN_FILE {settings.ray_auth_token_file} does not exist",
+                hint="copy the cluster's token there (the head's ~/.ray/auth_token, see README 'Scale-out')",
+            )
+        env["RAY_AUTH_TOKEN_PATH"] = str(settings.ray_auth_token_file)
+    return env
+
+
+def apply_ray_environment(env: dict[str, str]) -> None:
+    """Set ``env`` in this process (Ray's processes inherit it). Ray reads the loopback switch once,
+    when it is first imported: a process that imported Ray earlier gets the same value set here."""
+    os.environ.update(env)
+    if "ray._private.ray_constants" in sys.modules and env.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":
+        sys.modules["ray._private.ray_constants"].ENABLE_RAY_CLUSTER = False
+    if "ray._raylet" in sys.modules:  # the token mode and file are read into Ray's C++ config once
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+
+
+def cluster_address(settings: Settings) -> str | None:
+    """The Ray cluster to use: CABRAIN_RAY_ADDRESS, or the one a Ray job runs in (RAY_ADDRESS)."""
+    return settings.ray_address or os.environ.get("RAY_ADDRESS") or None
 
 
 def settings_for_replicas(settings: Settings, **overrides: Any) -> dict[str, Any]:
@@ -96,7 +169,7 @@ async def ensure_schema(settings: Settings, dsn: str) -> str:
         await conn.close()
 
 
-async def ensure_admin(settings: Settings, dsn: str) -> tuple[Path, bool]:
+async def ensure_admin(settings: Settings, dsn: str) -> identity.AdminBootstrap:
     from cabrain.store.db import connect
 
     conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
@@ -107,9 +180,9 @@ async def ensure_admin(settings: Settings, dsn: str) -> tuple[Path, bool]:
 
 
 def init_ray(settings: Settings) -> bool:
-    """Connect to ``CABRAIN_RAY_ADDRESS`` or start a local Ray; True when it started one."""
-    for key, value in RAY_LOCAL_ENV.items():
-        os.environ.setdefault(key, value)
+    """Connect to ``CABRAIN_RAY_ADDRESS`` (or the cluster of the Ray job this runs in) or start a
+    local Ray on loopback with token authentication; True when it started one."""
+    address = cluster_address(settings)
     import ray
 
     if ray.is_initialized():
@@ -119,21 +192,31 @@ def init_ray(settings: Settings) -> bool:
         "logging_level": logging.WARNING,
         "include_dashboard": False,
     }
-    if settings.ray_address:
+    if address:
+        apply_ray_environment(ray_environment(settings, local=False))
         try:
-            ray.init(address=settings.ray_address, **quiet)
+            ray.init(address=address, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ServiceError(
-                f"cannot connect to the Ray cluster at {settings.ray_address}: {exc}",
-                hint="check CABRAIN_RAY_ADDRESS and that `ray status` works on the head node",
+                f"cannot connect to the Ray cluster at {address}: {exc}",
+                hint="check CABRAIN_RAY_ADDRESS, that `ray status` works on the head node, and that this machine has "
+                "the cluster's Ray token (CABRAIN_RAY_AUTH_TOKEN_FILE or ~/.ray/auth_token)",
             ) from exc
         return False
+    apply_ray_environment(ray_environment(settings, local=True))
     ray.init(
         num_cpus=settings.ray_num_cpus,
         object_store_memory=settings.ray_object_store_bytes,
         _node_ip_address="127.0.0.1",
         **quiet,
     )
+    node_ip = ray.util.get_node_ip_address()
+    if node_ip not in LOOPBACK:  # never serve a local Ray on the network
+        ray.shutdown()
+        raise ServiceError(
+            f"the local Ray came up on {node_ip}, not on loopback",
+            hint="unset RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER and RAY_ADDRESS in this environment",
+        )
     return True
 
 
@@ -205,11 +288,23 @@ def wait_ready(settings: Settings, *, progress: bool = True) -> dict[str, Any]:
     )
 
 
-def usage(settings: Settings, key_file: Path, made_key: bool) -> str:
+def admin_line(admin: identity.AdminBootstrap) -> str:
+    if admin.made_now:
+        return f"admin key: {admin.path} (created now; keep it safe)"
+    if admin.active:
+        return f"admin key: {admin.path}" + ("" if admin.path.exists() else " (moved away; any admin key works)")
+    return (
+        "admin key: none is active (the admin agents were disabled or their keys revoked, and stay so); "
+        "make one with: cabrain agents create NAME --admin"
+    )
+
+
+def usage(settings: Settings, admin: identity.AdminBootstrap) -> str:
     url = api_url(settings)
+    key_file = admin.path
     lines = [
         f"CaBrain is up at {url}  (API docs: {url}/docs)",
-        f"admin key: {key_file}" + (" (created now; keep it safe)" if made_key else ""),
+        admin_line(admin),
         "",
         "try it:",
         f"  export CABRAIN_API_KEY=$(cat {key_file})",
@@ -232,7 +327,7 @@ def up(
     stop: threading.Event | None = None,
 ) -> None:
     """``cabrain up``: see the module docstring. Returns when stopped (local) or deployed (cluster)."""
-    remote = bool(settings.ray_address)
+    remote = bool(cluster_address(settings))
     if remote and settings.embedded:
         raise ConfigError(
             "deploying onto a Ray cluster needs a shared database",
@@ -247,15 +342,18 @@ def up(
                 file=sys.stderr,
             )
             server = EmbeddedPostgres.from_settings(settings)
-            dsn = server.acquire()
+            dsn = server.acquire(service=True)
             stack.callback(server.release)
             stack.callback(print, "releasing the embedded PostgreSQL", file=sys.stderr, flush=True)
+            healing = threading.Event()
+            stack.enter_context(_supervised(server, healing, settings.embedded_pg_reaper_interval_s))
         else:
             dsn = settings.database_url.get_secret_value()  # type: ignore[union-attr]
         print(asyncio.run(ensure_schema(settings, dsn)), file=sys.stderr)
-        key_file, made_key = asyncio.run(ensure_admin(settings, dsn))
+        admin = asyncio.run(ensure_admin(settings, dsn))
         print(
-            "starting Ray" if not remote else f"connecting to Ray at {settings.ray_address}",
+            "starting Ray (loopback only, token authentication)" if not remote
+            else f"connecting to Ray at {cluster_address(settings)}",
             file=sys.stderr,
         )
         started_ray = init_ray(settings)
@@ -268,8 +366,8 @@ def up(
             print(
                 f"deployed onto the cluster: the API answers on port {settings.api_port} of {where} "
                 f"(GET /v1/ready says when its models are loaded)\n"
-                f"admin key: {key_file}{' (created now; keep it safe)' if made_key else ''}\n"
-                f"remove it with: cabrain down (CABRAIN_RAY_ADDRESS={settings.ray_address})",
+                f"{admin_line(admin)}\n"
+                f"remove it with: cabrain down (CABRAIN_RAY_ADDRESS={cluster_address(settings)})",
                 flush=True,
             )
             return
@@ -277,9 +375,30 @@ def up(
         if threading.current_thread() is threading.main_thread():
             # it says Ctrl-C stops it: so it does, even when started with SIGINT ignored (a background job)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        print(usage(settings, key_file, made_key), flush=True)
+        print(usage(settings, admin), flush=True)
         print("\nCtrl-C stops everything.", flush=True)
         (stop or threading.Event()).wait()
+
+
+@contextmanager
+def _supervised(server: Any, stop: threading.Event, interval_s: float) -> Iterator[None]:
+    """While the service runs: restart its embedded PostgreSQL if it dies (and the watchdog that
+    does the same, if that dies). The watchdog usually gets there first; either is enough."""
+
+    def loop() -> None:
+        while not stop.wait(max(interval_s, 0.5)):
+            try:
+                server.heal()
+            except Exception as exc:  # noqa: BLE001 - keep supervising; say why this round failed
+                log.error("embedded_pg.heal_failed", extra={"error": str(exc)})
+
+    thread = threading.Thread(target=loop, name="cabrain-pg-supervisor", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 def _stop_ray() -> None:

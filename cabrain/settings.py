@@ -335,6 +335,12 @@ class Settings(BaseSettings):
         default=None,
         description="Ray cluster to deploy onto (e.g. ray://head:10001 or auto). Unset: cabrain up starts a local Ray.",
     )
+    ray_auth_token_file: Path | None = Field(
+        default=None,
+        description="Ray's token file. For the local Ray of cabrain up / sleep: unset = home/ray/auth_token, made on "
+        "first use (mode 0600). For the cluster at CABRAIN_RAY_ADDRESS: unset = Ray's own lookup (RAY_AUTH_TOKEN, "
+        "RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token).",
+    )
     ray_num_cpus: int | None = Field(default=None, ge=1, description="CPUs a local Ray may use (unset: all).")
     ray_object_store_bytes: int = Field(
         default=256 * 1024 * 1024, ge=78 * 1024 * 1024, description="Object store size of a local Ray."

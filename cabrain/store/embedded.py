@@ -18,6 +18,12 @@ watchdog (``python -m cabrain.store.embedded reap``) that drops leases of dead p
 the server once none is left: no orphan server outlives CaBrain. A server killed hard leaves a
 stale ``postmaster.pid``; :meth:`acquire` recognises and clears it before starting again.
 
+Self-healing. The same watchdog restarts the server when it dies while a live process still holds a
+lease (a killed postmaster, an out-of-memory kill), so a running service never has to be restarted
+by hand; ``cabrain up`` also re-spawns a watchdog that died. A service's lease (``acquire(service=
+True)``) cannot be dropped by ``cabrain db stop --force``: stopping the database under a running
+service is refused (stop the service first).
+
 The server listens on a unix socket only (no TCP), with trust authentication; the socket
 directory is private to the server's OS account (and root).
 """
@@ -170,15 +176,16 @@ class EmbeddedPostgres:
         """libpq/asyncpg URL for the server's unix socket."""
         return f"postgresql://{SUPERUSER}@/{database}?host={quote(str(self.socket_dir), safe='/')}&port={PORT}"
 
-    def acquire(self) -> str:
-        """Start the server if needed and register this process as a user of it. Returns the DSN."""
+    def acquire(self, *, service: bool = False) -> str:
+        """Start the server if needed and register this process as a user of it (``service``: a
+        long-running service whose database ``stop --force`` must not take away). Returns the DSN."""
         self._prepare_root()
         with _HELD_LOCK, self._locked():
             self._prune_leases()
             self._ensure_initialised()
             self._ensure_running()  # also restarts a server that died under a live lease
-            if not self._lease_path(os.getpid()).exists():
-                self._write_lease()
+            if service or not self._lease_path(os.getpid()).exists():
+                self._write_lease(service=service or self._is_service_lease(os.getpid()))
             _HELD[self.root] = _HELD.get(self.root, 0) + 1
             self._ensure_reaper()
         return self.dsn()
@@ -198,10 +205,18 @@ class EmbeddedPostgres:
                     self._stop_server()
 
     def stop(self, *, force: bool = False) -> None:
-        """Stop the server now. Without ``force``, refuse while other live processes use it."""
+        """Stop the server now. Without ``force``, refuse while other live processes use it; even
+        with it, refuse while a service (``cabrain up``) uses it: its watchdog would only restart it."""
         self._prepare_root()
         with _HELD_LOCK, self._locked():
             others = [pid for pid in self._prune_leases() if pid != os.getpid()]
+            services = [pid for pid in others if self._is_service_lease(pid)]
+            if services:
+                raise EmbeddedPostgresError(
+                    f"the embedded PostgreSQL is in use by the running CaBrain service (pid {', '.join(map(str, services))})",
+                    hint="stop the service first (Ctrl-C on `cabrain up`, or SIGTERM to that pid); "
+                    "--force does not take a running service's database away",
+                )
             if others and not force:
                 raise EmbeddedPostgresError(
                     f"the embedded PostgreSQL is in use by process(es) {', '.join(map(str, others))}",
@@ -271,20 +286,28 @@ class EmbeddedPostgres:
     def _lease_path(self, pid: int) -> Path:
         return self.lease_dir / str(pid)
 
-    def _write_lease(self) -> None:
+    def _write_lease(self, *, service: bool = False) -> None:
+        """``<start time>[ service]``: the start time tells a reused pid from ours."""
         pid = os.getpid()
-        self._lease_path(pid).write_text(str(_process_start_time(pid)))
+        self._lease_path(pid).write_text(str(_process_start_time(pid)) + (" service" if service else ""))
+
+    def _read_lease(self, path: Path) -> tuple[int, float, bool] | None:
+        try:
+            fields = path.read_text().split()
+            return int(path.name), float(fields[0] if fields else "nan"), "service" in fields[1:]
+        except (ValueError, OSError):
+            return None
+
+    def _is_service_lease(self, pid: int) -> bool:
+        lease = self._read_lease(self._lease_path(pid))
+        return lease is not None and lease[2] and _process_start_time(pid) == lease[1]
 
     def _live_leases(self) -> list[int]:
         live = []
         for path in self.lease_dir.glob("*"):
-            try:
-                pid = int(path.name)
-                started = float(path.read_text() or "nan")
-            except (ValueError, OSError):
-                continue
-            if _process_start_time(pid) == started:
-                live.append(pid)
+            lease = self._read_lease(path)
+            if lease is not None and _process_start_time(lease[0]) == lease[1]:
+                live.append(lease[0])
         return live
 
     def _prune_leases(self) -> list[int]:
@@ -535,21 +558,46 @@ class EmbeddedPostgres:
             )  # fmt: skip
         self.reaper_pid_path.write_text(f"{proc.pid} {_process_start_time(proc.pid)}")
 
+    def heal(self) -> bool:
+        """While a live process holds a lease: restart the server if it died, and the watchdog if
+        it died. True when the server runs afterwards (False: nobody uses it, or it cannot start)."""
+        with _HELD_LOCK, self._locked():
+            if not self._prune_leases():
+                return False
+            if self._running_pid() is None:
+                log.warning("embedded_pg.restarting", extra={"data_dir": str(self.data_dir), "why": "the server died"})
+                self._ensure_running()
+            self._ensure_reaper()
+            return True
+
     def reap_forever(self) -> None:
-        """Watchdog loop: stop the server once no live CaBrain process holds a lease."""
+        """Watchdog loop: stop the server once no live CaBrain process holds a lease, and restart it
+        while one does and it died (doubling the wait after each failed start, up to 30 s)."""
+        wait = self.reaper_interval_s
         while True:
-            time.sleep(self.reaper_interval_s)
+            time.sleep(wait)
             with self._locked():
                 if self._reaper_pid() != os.getpid():
                     return  # another watchdog took over
-                if self._running_pid() is None:
+                live = self._prune_leases()
+                running = self._running_pid() is not None
+                if not live:
+                    if running:
+                        log.warning("embedded_pg.reaping_orphan_server", extra={"data_dir": str(self.data_dir)})
+                        self._stop_server()
                     self.reaper_pid_path.unlink(missing_ok=True)
                     return
-                if not self._prune_leases():
-                    log.warning("embedded_pg.reaping_orphan_server", extra={"data_dir": str(self.data_dir)})
-                    self._stop_server()
-                    self.reaper_pid_path.unlink(missing_ok=True)
-                    return
+                if running:
+                    wait = self.reaper_interval_s
+                    continue
+                log.warning("embedded_pg.restarting", extra={"data_dir": str(self.data_dir), "users": live})
+                try:
+                    self._ensure_running()
+                    wait = self.reaper_interval_s
+                    log.warning("embedded_pg.restarted", extra={"data_dir": str(self.data_dir)})
+                except EmbeddedPostgresError as exc:
+                    wait = min(max(wait * 2, 1.0), 30.0)
+                    log.error("embedded_pg.restart_failed", extra={"error": str(exc), "retry_in_s": wait})
 
 
 def _process_start_time(pid: int) -> float | None:
@@ -573,7 +621,9 @@ def main(argv: list[str] | None = None) -> int:
     reap.add_argument("--install-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    from cabrain.logs import configure
+
+    configure("WARNING")  # JSON lines into log/reaper.log
     EmbeddedPostgres(
         args.root, os_user=args.os_user, reaper_interval_s=args.interval, install_dir=args.install_dir
     ).reap_forever()

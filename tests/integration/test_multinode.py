@@ -1,4 +1,5 @@
-"""Adding a node adds replicas: a real multi-node Ray cluster (in a subprocess of its own)."""
+"""Adding a node adds replicas: a real multi-node Ray cluster (in a subprocess of its own), on loopback,
+whose job endpoints refuse callers without the cluster's token."""
 
 from __future__ import annotations
 
@@ -24,3 +25,8 @@ def test_a_replica_waits_for_an_added_node_and_then_serves_from_it(db_dsn: str) 
     assert len(seen["embedder_pids"]) == 2
     assert seen["recall_statuses"] == [200] * 20
     assert seen["removed"] is True and "cabrain" not in seen["apps_after_down"]  # cabrain down
+    # two nodes, every replica and proxy: nothing listens beyond loopback, no job runs without the token
+    assert len(seen["listeners"]) > 10 and seen["exposed"] == [], seen["listeners"]
+    refused = seen["jobs_without_token"]
+    assert list(refused.values()).count(401) >= 2 and not [s for s in refused.values() if s < 400], refused
+    assert 200 in seen["jobs_with_token"].values(), seen["jobs_with_token"]

@@ -3,6 +3,7 @@ stops all of it."""
 
 from __future__ import annotations
 
+import os
 import signal
 import stat
 import subprocess
@@ -14,7 +15,8 @@ import httpx
 import psutil
 
 from cabrain.store.embedded import EmbeddedPostgres
-from tests.conftest import REPO, cli_env, free_port, make_scratch_dir
+from tests import netcheck
+from tests.conftest import REPO, cli_env, free_port, make_scratch_dir, run_cli
 
 
 def _wait_for_line(path: Path, needle: str, proc: subprocess.Popen, timeout: float) -> str:
@@ -36,15 +38,31 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
-def test_up_serves_the_api_and_ctrl_c_leaves_nothing_behind() -> None:
-    home = make_scratch_dir("cabrain-up-")
-    port = free_port()
-    env = cli_env(home=str(home), api_port=str(port), ray_num_cpus="2", ray_object_store_bytes=str(100 * 1024**2))
-    out, err = home / "up.out", home / "up.err"
+def _start_up(home: Path, env: dict[str, str], name: str) -> tuple[subprocess.Popen, Path, Path]:
+    out, err = home / f"{name}.out", home / f"{name}.err"
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cabrain.cli", "up"], cwd=REPO, env=env, stdout=stdout, stderr=stderr
         )
+    return proc, out, err
+
+
+def _stop(proc: subprocess.Popen, err: Path) -> list[psutil.Process]:
+    started = _descendants(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    try:  # Serve's graceful shutdown alone may take 30 s on a loaded machine
+        assert proc.wait(180) == 130
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"`cabrain up` did not stop on Ctrl-C; its last words:\n{err.read_text()[-2000:]}") from None
+    return started
+
+
+def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -> None:
+    home = make_scratch_dir("cabrain-up-")
+    port = free_port()
+    env = cli_env(home=str(home), api_port=str(port), ray_num_cpus="2", ray_object_store_bytes=str(100 * 1024**2))
+    proc, out, err = _start_up(home, env, "up")
+    server = EmbeddedPostgres(home / "pg")
     try:
         text = _wait_for_line(out, "Ctrl-C stops everything", proc, timeout=240)
         key_file = home / "admin.key"
@@ -61,14 +79,25 @@ def test_up_serves_the_api_and_ctrl_c_leaves_nothing_behind() -> None:
             assert hits[0]["memory"]["content"] == "We chose pgvector."
         started = _descendants(proc.pid)
         assert any("raylet" in " ".join(p.cmdline()) for p in started)
-        server = EmbeddedPostgres(home / "pg")
         assert server.status().running
 
-        proc.send_signal(signal.SIGINT)
-        try:  # Serve's graceful shutdown alone may take 30 s on a loaded machine
-            assert proc.wait(180) == 130
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"`cabrain up` did not stop on Ctrl-C; its last words:\n{err.read_text()[-2000:]}") from None
+        # Everything this service and the Ray it started listen on is on loopback; the database on
+        # a unix socket only; Ray's job endpoints refuse a caller without the token.
+        deadline = time.monotonic() + 60
+        while True:  # Ray's agents open their ports shortly after the app is up
+            found = netcheck.listeners(netcheck.process_tree(proc.pid) | netcheck.postgres_of(str(home / "pg" / "data")))
+            refused = netcheck.job_submission_statuses(found, token=None)
+            if 401 in refused.values() or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert any(f.port == port for f in found)
+        assert netcheck.exposed(found) == [], "listening beyond loopback:\n" + "\n".join(map(str, found))
+        assert not [f for f in found if f.name == "postgres"]
+        assert 401 in refused.values() and not [s for s in refused.values() if s < 400], refused
+        token = home / "ray" / "auth_token"
+        assert stat.S_IMODE(token.stat().st_mode) == 0o600 and stat.S_IMODE(token.parent.stat().st_mode) == 0o700
+
+        started = _stop(proc, err)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
                                                    for p in started) or server.status().running):  # fmt: skip
@@ -86,17 +115,56 @@ def test_up_serves_the_api_and_ctrl_c_leaves_nothing_behind() -> None:
     assert stopped.index("stopping the Serve application") < stopped.index("stopping Ray") < stopped.index(
         "releasing the embedded PostgreSQL"
     )  # fmt: skip
-    # a second run reuses the key made on the first
+
+    # The operator disables the first admin and makes another; `cabrain up` again leaves both as they are.
+    disabled = run_cli("agents", "disable", "admin", env=env)
+    assert disabled.returncode == 0, disabled.stderr
+    made = run_cli("agents", "create", "ops", "--admin", env=env)
+    assert made.returncode == 0, made.stderr
+    printed = dict(line.split(":", 1) for line in made.stdout.splitlines() if ":" in line)
+    ops_key = printed["key   "].strip()
     env2 = dict(env, CABRAIN_API_PORT=str(free_port()))
-    again = subprocess.Popen([sys.executable, "-m", "cabrain.cli", "up"], cwd=REPO, env=env2,
-                             stdout=(home / "up2.out").open("w"), stderr=subprocess.DEVNULL)  # fmt: skip
+    again, out2, err2 = _start_up(home, env2, "up2")
+    url = f"http://127.0.0.1:{env2['CABRAIN_API_PORT']}"
     try:
-        text = _wait_for_line(home / "up2.out", "Ctrl-C stops everything", again, timeout=240)
-        assert f"admin key: {key_file}\n" in text
+        text = _wait_for_line(out2, "Ctrl-C stops everything", again, timeout=240)
+        assert f"admin key: {key_file}\n" in text  # ops holds an active admin key; nothing was made
         assert key_file.read_text().strip() == key
+        assert httpx.get(f"{url}/v1/whoami", headers={"Authorization": f"Bearer {key}"}).status_code == 401
+        ops = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ops_key}"}, timeout=30)
+        agents = {a["id"]: a for a in ops.get("/v1/agents").json()["agents"]}
+        assert agents["admin"]["disabled_at"] is not None and agents["ops"]["is_admin"] is True
+
+        # The database under a running service: `db stop --force` is refused; a killed postmaster
+        # is restarted by the service itself and the API answers again without anyone's help.
+        assert ops.post("/v1/namespaces", json={"name": "ops-notes"}).status_code == 201
+        assert ops.post("/v1/memories", json={"content": "The backup runs at 02:00.", "namespace": "ops-notes"}).is_success
+        refused_stop = run_cli("db", "stop", "--force", env=env2)
+        assert refused_stop.returncode == 1 and "running CaBrain service" in refused_stop.stderr
+        assert server.status().running
+        os.kill(server.status().pid, signal.SIGKILL)
+        deadline = time.monotonic() + 90
+        answers = []
+        while time.monotonic() < deadline:
+            try:
+                answer = ops.post("/v1/recall", json={"query": "when does the backup run?", "namespace": "ops-notes"})
+                answers.append(answer.status_code)
+                if answer.status_code == 200:
+                    break
+                assert answer.status_code == 503 and answer.json()["error"]["type"], answer.text
+            except httpx.HTTPError as exc:
+                answers.append(type(exc).__name__)
+            time.sleep(0.5)
+        assert answers[-1] == 200, answers
+        assert answer.json()["hits"][0]["memory"]["content"] == "The backup runs at 02:00.", answers
+        healed = (home / "pg" / "log" / "reaper.log").read_text() + err2.read_text()
+        assert "embedded_pg.restarting" in healed  # the watchdog or the service's supervisor restarted it
+        print("answers while the database restarted:", answers)
+        ops.close()
     finally:
-        again.send_signal(signal.SIGINT)
-        again.wait(90)
+        if again.poll() is None:
+            again.send_signal(signal.SIGINT)
+            again.wait(120)
 
 
 def test_up_refuses_a_cluster_without_a_shared_database() -> None:

@@ -14,18 +14,23 @@ import threading
 import time
 from pathlib import Path
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
 def main(dsn: str, home: str, port: int) -> dict:
+    from cabrain import service
+    from cabrain.settings import load_settings
+
+    # The cluster every node of which runs on this machine: Ray on loopback, with token auth, as
+    # CaBrain runs its own local Ray (before Ray is imported: it reads the switch once).
+    service.apply_ray_environment(service.ray_environment(load_settings(home=home), local=True))
+    token_file = Path(home) / "ray" / "auth_token"
+
     import httpx
     import ray
     from ray import serve
     from ray.cluster_utils import Cluster
 
-    from cabrain import service
-    from cabrain.settings import load_settings
+    from tests import netcheck
 
     store = 80 * 1024 * 1024
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": store})
@@ -36,7 +41,7 @@ def main(dsn: str, home: str, port: int) -> dict:
         # of this test runs on one machine, so only the head runs an HTTP proxy.
         settings = load_settings(
             home=home, database_url=dsn, api_port=port, serve_ready_timeout_s=180,
-            ray_address=cluster.address, serve_proxy_location="HeadOnly",
+            ray_address=cluster.address, serve_proxy_location="HeadOnly", ray_auth_token_file=token_file,
         )  # fmt: skip
         args = {"ingress": {"num_cpus": 0}, "embedder": {"num_replicas": 2, "num_cpus": 1}}
         done = threading.Event()
@@ -80,8 +85,18 @@ def main(dsn: str, home: str, port: int) -> dict:
             ], "decide": False})  # fmt: skip
             recalls = [client.post("/v1/recall", json={"query": f"which rack does node {i} run?",
                                                        "namespace": "cluster"}).status_code for i in range(20)]  # fmt: skip
+        # What the cluster exposes, every node and replica up: loopback only; jobs need the token.
+        found = netcheck.listeners(netcheck.process_tree(os.getpid()))
+        without_token = netcheck.job_submission_statuses(found, token=None)
+        with_token = netcheck.job_submission_statuses(
+            [f for f in found if "DashboardAgent" in f.name], token=token_file.read_text().strip()
+        )
         removed = service.down(settings)
         return {
+            "listeners": [str(f) for f in found],
+            "exposed": netcheck.exposed(found),
+            "jobs_without_token": without_token,
+            "jobs_with_token": with_token,
             "removed": removed,
             "apps_after_down": sorted(serve.status().applications),
             "head": head,

@@ -14,8 +14,6 @@ import json
 import os
 import sys
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 SUMMARY_FACTS = """
 SELECT m.namespace, m.content,
@@ -66,6 +64,11 @@ def cycle(dsn: str, home: str, address: str) -> dict:
 
 
 def main(dsn_one: str, dsn_two: str, home: str) -> dict:
+    from cabrain import service
+    from cabrain.settings import load_settings
+
+    # every node on this machine: Ray on loopback with token auth, as CaBrain's own local Ray
+    service.apply_ray_environment(service.ray_environment(load_settings(home=home), local=True))
     import ray
     from ray.cluster_utils import Cluster
 
