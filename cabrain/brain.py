@@ -22,7 +22,7 @@ from typing import Any
 
 import asyncpg
 
-from cabrain import identity
+from cabrain import identity, namespaces
 from cabrain.errors import (
     AccessDenied,
     AlreadyExists,
@@ -33,6 +33,7 @@ from cabrain.errors import (
     InputError,
     NotFound,
 )
+from cabrain.faces import inbox
 from cabrain.providers.cache import RedisCache
 from cabrain.providers.embedders import Embedder, load_embedder
 from cabrain.providers.llm import ChatModel, load_chat_model
@@ -68,21 +69,41 @@ RETURNING name
 NAMESPACE_OWNER = "SELECT owner_agent_id FROM namespaces WHERE name = $1"
 NAMESPACE_OWNER_EXISTS = "SELECT 1 FROM namespaces WHERE name = $1"
 IS_ADMIN = "SELECT is_admin FROM agents WHERE id = $1 AND disabled_at IS NULL"
+# A grant is an offer until its grantee accepts it; widening an accepted grant makes it an offer again.
 UPSERT_GRANT = """
 INSERT INTO namespace_grants (agent_id, namespace, can_read, can_write, granted_by)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (agent_id, namespace) DO UPDATE
 SET can_read = EXCLUDED.can_read, can_write = EXCLUDED.can_write,
-    granted_by = EXCLUDED.granted_by, granted_at = now()
+    granted_by = EXCLUDED.granted_by, granted_at = now(),
+    accepted_at = CASE WHEN (EXCLUDED.can_write AND NOT namespace_grants.can_write)
+                         OR (EXCLUDED.can_read AND NOT namespace_grants.can_read)
+                       THEN NULL ELSE namespace_grants.accepted_at END
+RETURNING accepted_at IS NOT NULL AS accepted
 """
 DELETE_GRANT = "DELETE FROM namespace_grants WHERE agent_id = $1 AND namespace = $2"
+ACCEPT_GRANT = """
+UPDATE namespace_grants SET accepted_at = coalesce(accepted_at, now())
+WHERE agent_id = $1 AND namespace = $2
+RETURNING can_read, can_write, accepted_at
+"""
+# The L1 cache's key parts, read from PostgreSQL before an answer is computed (providers/cache.py).
+CACHE_SCOPE = "SELECT g.gen AS cache_gen, e.gen FROM cache_generations g CROSS JOIN cache_epoch e WHERE g.namespace = $1"
+CACHE_SCOPE_OF_ID = """
+SELECT i.namespace, g.gen AS cache_gen, e.gen
+FROM memory_ids i LEFT JOIN cache_generations g ON g.namespace = i.namespace CROSS JOIN cache_epoch e
+WHERE i.id = $1
+"""
 AGENT_EXISTS = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1)"
 AGENT_ACTIVE = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND disabled_at IS NULL)"
 LIST_NAMESPACES = """
 SELECT n.name, n.owner_agent_id, n.created_at,
        CASE WHEN n.owner_agent_id = $1 OR adm.is_admin THEN n.memory_count END AS memory_count,
        n.owner_agent_id = $1 OR adm.is_admin OR coalesce(g.can_read, false) AS can_read,
-       n.owner_agent_id = $1 OR adm.is_admin OR coalesce(g.can_write, false) AS can_write
+       n.owner_agent_id = $1 OR adm.is_admin OR coalesce(g.can_write AND g.accepted_at IS NOT NULL, false) AS can_write,
+       CASE WHEN g.agent_id IS NOT NULL AND n.owner_agent_id IS DISTINCT FROM $1
+            THEN jsonb_build_object('can_read', g.can_read, 'can_write', g.can_write, 'granted_by', g.granted_by,
+                                    'accepted', g.accepted_at IS NOT NULL) END AS grant
 FROM namespaces n
 CROSS JOIN (SELECT coalesce(bool_or(is_admin AND disabled_at IS NULL), false) AS is_admin
             FROM agents WHERE id = $1) adm
@@ -91,7 +112,7 @@ WHERE n.owner_agent_id = $1 OR g.agent_id IS NOT NULL OR adm.is_admin
 ORDER BY n.name
 """
 LIST_GRANTS = """
-SELECT agent_id, namespace, can_read, can_write, granted_by, granted_at
+SELECT agent_id, namespace, can_read, can_write, granted_by, granted_at, accepted_at
 FROM namespace_grants WHERE namespace = $1 ORDER BY agent_id
 """
 
@@ -260,13 +281,15 @@ class Brain:
 
     async def create_namespace(self, agent: str, name: str) -> bool:
         """Create a namespace owned by ``agent``; True if made now, False if ``agent`` already owns
-        it (idempotent). One owned by another agent is :class:`AlreadyExists`."""
-        from cabrain.write.retain import NAMESPACE_RE
-
-        if not isinstance(name, str) or not NAMESPACE_RE.match(name):
-            raise InputError(
-                f"namespace {name!r} is not valid",
-                hint="1-200 characters: letters, digits and . _ : / @ - (starting with a letter or digit)",
+        it (idempotent). One owned by another agent is :class:`AlreadyExists`; a personal name
+        (``@other/...``) of another agent is :class:`AccessDenied`."""
+        if not namespaces.is_valid(name):
+            raise InputError(f"namespace {name!r} is not valid", hint=namespaces.HINT)
+        owner_of_name = namespaces.personal_owner(name)
+        if owner_of_name is not None and owner_of_name != agent:
+            raise AccessDenied(
+                f"namespace {name!r} is personal to agent {owner_of_name!r}: only that agent can create it",
+                hint=f"your own personal namespaces start with '@{agent}/'",
             )
         async with self.pool.acquire() as conn:
             if not await conn.fetchval(AGENT_ACTIVE, agent):
@@ -277,9 +300,40 @@ class Brain:
         if owner != agent:
             raise AlreadyExists(
                 f"namespace {name!r} already exists and belongs to another agent",
-                hint="choose another name, or ask its owner for a grant",
+                hint="choose another name (your personal ones start with '@" + agent + "/'), or ask its owner for a grant",
             )
         return False
+
+    async def capture_namespace(
+        self, agent: str, *, namespace: str | None = None, project: str | None = None
+    ) -> tuple[str, bool]:
+        """Where ``agent``'s captured memories go, and whether capture may inject that namespace's
+        memories into the agent's context: ``(name, injectable)``.
+
+        ``project`` (a name capture derived, e.g. from the git remote) is bound to the agent: its
+        own namespace of that name if it has one from before, else the personal ``@agent/project``,
+        created now, which nobody else can hold. ``namespace`` (one the operator configured) is used
+        as it is, created for the agent if missing; its memories are injected only if the agent
+        owns it or accepted a grant on it. Writing still needs write access, checked on write.
+        """
+        from cabrain.store.scope import INJECTABLE
+
+        if (namespace is None) == (project is None):
+            raise InputError("give either namespace or project")
+        if project is not None:
+            if not namespaces.is_valid(project) or project.startswith("@"):
+                raise InputError(f"project {project!r} is not a valid namespace name", hint=namespaces.HINT)
+            async with self.pool.acquire() as conn:
+                own = await conn.fetchval(NAMESPACE_OWNER, project) == agent
+            namespace = project if own else namespaces.personal(agent, project)
+        assert namespace is not None
+        try:
+            await self.create_namespace(agent, namespace)
+        except AlreadyExists:
+            pass  # someone else's: writing needs their (accepted) grant, and it is injected only then
+        async with self.pool.acquire() as conn:
+            injectable = bool(await conn.fetchval(INJECTABLE, namespace, agent))
+        return namespace, injectable
 
     async def _require_owner(self, conn: asyncpg.Connection, agent: str, namespace: str) -> None:
         if not await conn.fetchval(AGENT_ACTIVE, agent):
@@ -295,18 +349,44 @@ class Brain:
 
     async def share(
         self, agent: str, namespace: str, grantee: str, *, can_read: bool = True, can_write: bool = False
-    ) -> None:
-        """Grant ``grantee`` read (and optionally write) access to ``namespace``'s team memories."""
+    ) -> bool:
+        """Offer ``grantee`` read (and optionally write) access to ``namespace``'s team memories.
+        Reading works at once; writing, and capture injecting the namespace's memories into the
+        grantee's context, only once the grantee accepts (:meth:`accept_grant`). Returns whether the
+        grant is accepted (narrowing an accepted grant keeps it accepted)."""
         async with self.pool.acquire() as conn, conn.transaction():
             await self._require_owner(conn, agent, namespace)
             if not await conn.fetchval(AGENT_EXISTS, grantee):
                 raise NotFound(f"agent {grantee!r} does not exist")
-            await conn.execute(UPSERT_GRANT, grantee, namespace, can_read, can_write, agent)
+            accepted = await conn.fetchval(UPSERT_GRANT, grantee, namespace, can_read, can_write, agent)
             await sql.insert_events(conn, [{
                 "namespace": namespace, "op": "share", "agent_id": agent,
-                "metadata": {"grantee": grantee, "can_read": can_read, "can_write": can_write},
+                "metadata": {"grantee": grantee, "can_read": can_read, "can_write": can_write, "accepted": accepted},
             }])  # fmt: skip
-        await self.invalidate([namespace], epoch=True)
+        return bool(accepted)
+
+    async def accept_grant(self, agent: str, namespace: str) -> dict[str, Any]:
+        """``agent`` accepts the grant it was offered on ``namespace`` (idempotent)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            if not await conn.fetchval(AGENT_ACTIVE, agent):
+                raise AccessDenied(f"agent {agent!r} is unknown or disabled")
+            row = await conn.fetchrow(ACCEPT_GRANT, agent, namespace)
+            if row is None:
+                raise NotFound(f"agent {agent!r} holds no grant on namespace {namespace!r}",
+                               hint="its owner offers one first (POST /v1/grants, cabrain share)")  # fmt: skip
+            await sql.insert_events(conn, [{"namespace": namespace, "op": "accept_grant", "agent_id": agent,
+                                            "metadata": {"can_read": row["can_read"], "can_write": row["can_write"]}}])  # fmt: skip
+        return {"namespace": namespace, "agent": agent, **dict(row)}
+
+    async def decline_grant(self, agent: str, namespace: str) -> bool:
+        """``agent`` declines (or gives up) its grant on ``namespace``; True if there was one."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            if not await conn.fetchval(AGENT_ACTIVE, agent):
+                raise AccessDenied(f"agent {agent!r} is unknown or disabled")
+            status = await conn.execute(DELETE_GRANT, agent, namespace)
+            if status.endswith(" 1"):
+                await sql.insert_events(conn, [{"namespace": namespace, "op": "decline_grant", "agent_id": agent}])
+        return status.endswith(" 1")
 
     async def revoke(self, agent: str, namespace: str, grantee: str) -> bool:
         """Remove ``grantee``'s grant on ``namespace``; True if there was one."""
@@ -316,15 +396,18 @@ class Brain:
             await sql.insert_events(conn, [{
                 "namespace": namespace, "op": "revoke", "agent_id": agent, "metadata": {"grantee": grantee},
             }])  # fmt: skip
-        await self.invalidate([namespace], epoch=True)
-        return status.endswith("1")
+        return status.endswith(" 1")
 
     async def list_namespaces(self, agent: str) -> list[dict[str, Any]]:
         """Namespaces ``agent`` owns or holds a grant on (every namespace for an admin)."""
         async with self.pool.acquire() as conn:
             if not await conn.fetchval(AGENT_ACTIVE, agent):
                 raise AccessDenied(f"agent {agent!r} is unknown or disabled")
-            return [dict(r) for r in await conn.fetch(LIST_NAMESPACES, agent)]
+            rows = [dict(r) for r in await conn.fetch(LIST_NAMESPACES, agent)]
+        for row in rows:  # the grant offered to the agent, if any
+            if isinstance(row["grant"], str):
+                row["grant"] = json.loads(row["grant"])
+        return rows
 
     async def list_grants(self, agent: str, namespace: str) -> list[dict[str, Any]]:
         """The grants on ``namespace`` (its owner and admins only)."""
@@ -378,10 +461,11 @@ class Brain:
         validate(query, max_k=self.settings.recall_max_k, max_chars=self.settings.max_query_chars)
         key = None
         if self.cache is not None:
-            scope = await self.cache.scope(query.namespace)
+            started = time.perf_counter()
+            async with self.pool.acquire() as conn:  # read before the answer is computed: see providers/cache.py
+                scope = await conn.fetchrow(CACHE_SCOPE, query.namespace)
             if scope is not None:
-                key = f"recall:{scope}:{_digest(agent, query)}"
-                started = time.perf_counter()
+                key = f"recall:{scope['gen']}:{scope['cache_gen']}:{_digest(agent, query)}"
                 cached = await self.cache.get(key)
                 if cached is not None:
                     result = recall_from_dict(json.loads(cached), cached=True)
@@ -425,16 +509,15 @@ class Brain:
         memory_id = _as_uuid(memory_id)
         key = None
         async with self.pool.acquire() as conn:
-            namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
-            if namespace is None:
+            scope = await conn.fetchrow(CACHE_SCOPE_OF_ID, memory_id)
+            if scope is None:
                 raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+            namespace = scope["namespace"]
             if self.cache is not None:
-                scope = await self.cache.scope(namespace)
-                if scope is not None:
-                    key = f"get:{scope}:{agent}:{memory_id}"
-                    cached = await self.cache.get(key)
-                    if cached is not None:
-                        return history_from_dict(json.loads(cached))
+                key = f"get:{scope['gen']}:{scope['cache_gen']}:{agent}:{memory_id}"
+                cached = await self.cache.get(key)
+                if cached is not None:
+                    return history_from_dict(json.loads(cached))
             row = await conn.fetchrow(sql.GET_READABLE, namespace, agent, memory_id)
             if row is not None:
                 memory = sql.to_memory(row)
@@ -537,11 +620,11 @@ class Brain:
             memory = await self._writable(conn, agent, memory_id)
             meta = {"forgotten_by": agent, **({"forget_reason": reason} if reason else {})}
             await conn.fetchval(sql.INVALIDATE, memory_id, json.dumps(meta, ensure_ascii=False), None)
+            await conn.execute(inbox.FORGET, memory_id)  # the raw captured text it came from, if still kept
             await sql.insert_events(conn, [{
                 "namespace": memory.namespace, "op": "forget", "memory_id": memory_id, "agent_id": agent,
                 "metadata": meta,
             }])  # fmt: skip
-        await self.invalidate([memory.namespace])
         return await self.get(agent, memory_id)
 
     async def reconsolidate(
@@ -590,14 +673,6 @@ class Brain:
             "namespace": query.namespace, "op": "recall", "agent_id": agent, "latency_ms": int(latency_ms),
             "metadata": {"k": query.k, "mode": query.mode.value, "hits": [str(i) for i in ids]},
         })  # fmt: skip
-
-    async def invalidate(self, namespaces: list[str], *, epoch: bool = False) -> None:
-        """Make every cached answer about these namespaces unreachable (``epoch``: all of them)."""
-        if self.cache is None:
-            return
-        await self.cache.bump_namespaces(namespaces)
-        if epoch:
-            await self.cache.bump_epoch()
 
 
 def _as_uuid(value: uuid.UUID | str, what: str = "memory id") -> uuid.UUID:

@@ -503,9 +503,23 @@ def cmd_namespaces(settings: Settings, args: argparse.Namespace) -> int:
             made = client.create_namespace(args.create)
             print(f"namespace {args.create} {'created' if made else 'already yours'}")
             return EXIT_OK
+        if args.accept:
+            row = client.accept_grant(args.accept)
+            what = "read and write" if row["can_write"] else "read"
+            print(f"accepted: you may {what} {args.accept}'s team memories, and capture may use them")
+            return EXIT_OK
+        if args.decline:
+            gone = client.decline_grant(args.decline)
+            print(f"{'declined' if gone else 'you held no grant on'} {args.decline}")
+            return EXIT_OK
         for ns in client.namespaces():
             access = "rw" if ns["can_write"] else "r"
-            print(f"{ns['name']:<40} {access:<3} owner {ns['owner_agent_id']}")
+            grant = ns.get("grant")
+            pending = ""
+            if grant and not grant["accepted"]:
+                offered = "read and write" if grant["can_write"] else "read"
+                pending = f"  (offered {offered} by {grant['granted_by']}; accept: cabrain namespaces --accept {ns['name']})"
+            print(f"{ns['name']:<40} {access:<3} owner {ns['owner_agent_id']}{pending}")
     return EXIT_OK
 
 
@@ -515,8 +529,10 @@ def cmd_share(settings: Settings, args: argparse.Namespace) -> int:
             removed = client.revoke(args.namespace, args.agent)
             print(f"{'revoked' if removed else 'no grant for'} {args.agent} on {args.namespace}")
         else:
-            client.share(args.namespace, args.agent, can_write=args.write)
-            print(f"{args.agent} may now read{' and write' if args.write else ''} {args.namespace}'s team memories")
+            accepted = client.share(args.namespace, args.agent, can_write=args.write)
+            print(f"{args.agent} may now read {args.namespace}'s team memories"
+                  + ("" if accepted else f"; it writes, and its capture uses them, once it accepts "
+                                         f"(cabrain namespaces --accept {args.namespace}, with its key)"))  # fmt: skip
     return EXIT_OK
 
 
@@ -836,9 +852,15 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("memory_id")
     forget.add_argument("--reason", default=None)
     forget.set_defaults(func=cmd_forget)
-    namespaces = sub.add_parser("namespaces", help="list or create namespaces",
-                                description="List your namespaces, or create one." + remote_note)  # fmt: skip
-    namespaces.add_argument("--create", metavar="NAME", default=None)
+    namespaces = sub.add_parser("namespaces", help="list or create namespaces; accept or decline grants",
+                                description="List your namespaces (and grants offered to you), create one, or "
+                                "accept or decline a grant." + remote_note)  # fmt: skip
+    namespaces_action = namespaces.add_mutually_exclusive_group()
+    namespaces_action.add_argument("--create", metavar="NAME", default=None, help="create a namespace you own")
+    namespaces_action.add_argument("--accept", metavar="NAME", default=None,
+                                   help="accept the grant you were offered on NAME (writing, and capture, need it)")
+    namespaces_action.add_argument("--decline", metavar="NAME", default=None,
+                                   help="decline (or give up) your grant on NAME")
     namespaces.set_defaults(func=cmd_namespaces)
     share = sub.add_parser("share", help="grant (or revoke) an agent access to a namespace",
                            description="Share a namespace's team memories." + remote_note)  # fmt: skip

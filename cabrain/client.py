@@ -204,13 +204,22 @@ class Client:
         can_read: bool = True,
         can_write: bool = False,
     ) -> None:
+        """Offer ``agent`` access; it reads at once and writes once it accepts. True if accepted already."""
         body = {
             "namespace": namespace,
             "agent": agent,
             "can_read": can_read,
             "can_write": can_write,
         }
-        self.request("POST", "/v1/grants", json=body)
+        return self.request("POST", "/v1/grants", json=body)["accepted"]
+
+    def accept_grant(self, namespace: str) -> dict[str, Any]:
+        """Accept the grant this key's agent was offered on ``namespace``."""
+        return self.request("POST", "/v1/grants/accept", json={"namespace": namespace})
+
+    def decline_grant(self, namespace: str) -> bool:
+        """Decline (or give up) this key's agent's grant on ``namespace``; True if there was one."""
+        return self.request("POST", "/v1/grants/decline", json={"namespace": namespace})["declined"]
 
     def revoke(self, namespace: str, agent: str) -> bool:
         return self.request("DELETE", "/v1/grants", params={"namespace": namespace, "agent": agent})["revoked"]
@@ -331,9 +340,9 @@ class AsyncClient:
         body = {"content": content, "reason": reason, "source_ref": source_ref}
         return retain_from_dict(await self.request("POST", f"/v1/memories/{memory_id}/reconsolidate", json=body))
 
-    async def share(self, namespace: str, agent: str, *, can_read: bool = True, can_write: bool = False) -> None:
+    async def share(self, namespace: str, agent: str, *, can_read: bool = True, can_write: bool = False) -> bool:
         body = {"namespace": namespace, "agent": agent, "can_read": can_read, "can_write": can_write}
-        await self.request("POST", "/v1/grants", json=body)
+        return (await self.request("POST", "/v1/grants", json=body))["accepted"]
 
     async def whoami(self) -> dict[str, Any]:
         return await self.request("GET", "/v1/whoami")

@@ -353,6 +353,31 @@ class Settings(BaseSettings):
         default=300.0, gt=0, description="How long cabrain up waits for the models and the API to be ready."
     )
 
+    # --- capture (Claude Code hooks) ---------------------------------------------------------------
+    # The hook reads these itself (standard library only, cabrain.faces.capture.CaptureConfig); they
+    # are declared here too so that they are validated, documented and known to `cabrain doctor`.
+    capture_namespace: str | None = Field(
+        default=None,
+        description="The namespace captured memories go to. Unset: the project (git remote, else directory), "
+        "bound to the capturing agent (@<agent>/<project>).",
+    )
+    capture_agent: str = Field(
+        default="claude-code", min_length=1, description="The agent capture acts as without a service and without a key."
+    )
+    capture_visibility: str = Field(
+        default="private", pattern="^(private|team|global)$", description="Visibility of captured memories."
+    )
+    capture_timeout_s: float = Field(default=2.0, gt=0, description="The hook's request timeout.")
+    capture_context_k: int = Field(default=6, ge=1, le=50, description="Memories the hook injects as context.")
+    capture_inbox_retention_s: float = Field(
+        default=0.0, ge=0,
+        description="How long a processed capture inbox row (the raw captured text) is kept; 0: removed once retained.",
+    )
+    capture_inbox_failed_retention_s: float = Field(
+        default=7 * 86400.0, ge=0,
+        description="How long an inbox row whose retain failed every attempt is kept, with its error, for an operator.",
+    )
+
     # --- workflow learning -------------------------------------------------------------------------
     workflow_timeout_s: float = Field(default=60.0, gt=0, description="Seconds a model call may take (workflow learning).")
     workflow_retries: int = Field(default=2, ge=0, le=10, description="Retries of a model call on connection errors, timeouts, 429 and 5xx.")

@@ -93,6 +93,7 @@ CONNECTION_LOST = (
     asyncpg.exceptions.PostgresConnectionError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.InternalClientError,  # a pooled connection left mid-protocol when the server died
     ConnectionError,  # refused / reset while the server restarts (TimeoutError is not one of these)
     FileNotFoundError,  # its unix socket is gone while it restarts
 )
@@ -571,15 +572,20 @@ def create_api(svc: Ingress) -> FastAPI:
         from cabrain.faces import inbox
         from cabrain.write.retain import check_write_access
 
+        if (body.namespace is None) == (body.project is None):
+            raise InputError("give either namespace (a configured one) or project (a derived one)")
+        target: dict[str, Any] = {}
+
         async def op(b: Brain) -> int:
-            try:
-                await b.create_namespace(p.agent_id, body.namespace)
-            except AlreadyExists:
-                pass  # another agent's namespace: writing needs a grant, checked next
+            target["namespace"], target["injectable"] = await b.capture_namespace(
+                p.agent_id, namespace=body.namespace, project=body.project
+            )
+            if not body.items:
+                return 0
             async with b.pool.acquire() as conn:
-                await check_write_access(conn, p.agent_id, body.namespace)
+                await check_write_access(conn, p.agent_id, target["namespace"])
                 items = [i.model_dump(mode="json") for i in body.items]
-                return await inbox.enqueue(conn, p.agent_id, body.namespace, items, decide=body.decide)
+                return await inbox.enqueue(conn, p.agent_id, target["namespace"], items, decide=body.decide)
 
         warm = None
         if body.recall is not None and svc.brain is not None and len(body.recall.query) <= svc.settings.max_query_chars:
@@ -590,13 +596,21 @@ def create_api(svc: Ingress) -> FastAPI:
         finally:
             if warm is not None:  # the recall below takes the vector from the query cache
                 await asyncio.gather(warm, return_exceptions=True)
-        svc.inbox_ready.set()
-        answer: dict[str, Any] = {"queued": queued, "items": len(body.items)}
+        if queued:
+            svc.inbox_ready.set()
+        answer: dict[str, Any] = {"namespace": target["namespace"], "queued": queued, "items": len(body.items)}
         if body.recall is not None:
-            query = RecallQuery(body.recall.query, body.namespace, k=body.recall.k, expand=False)
-            result = await svc.run(lambda b: b.recall(p.agent_id, query))
-            recalled = recall_to_dict(result)
-            answer["hits"], answer["timings_ms"] = recalled["hits"], recalled["timings_ms"]
+            if target["injectable"]:
+                query = RecallQuery(body.recall.query, target["namespace"], k=body.recall.k, expand=False)
+                result = await svc.run(lambda b: b.recall(p.agent_id, query))
+                recalled = recall_to_dict(result)
+                answer["hits"], answer["timings_ms"] = recalled["hits"], recalled["timings_ms"]
+            else:  # another agent's namespace the caller never accepted: nothing of it goes into its context
+                answer["hits"] = []
+                answer["withheld"] = (
+                    f"namespace {target['namespace']!r} is not yours and you accepted no grant on it: "
+                    "its memories are not put into your context"
+                )
         return JSONResponse(answer, status_code=202)
 
     # --- namespaces and grants ------------------------------------------------------------------
@@ -631,12 +645,24 @@ def create_api(svc: Ingress) -> FastAPI:
     @app.post(
         "/v1/grants",
         tags=["namespaces"],
-        summary="Share a namespace's team memories with an agent",
+        summary="Offer an agent access to a namespace's team memories (it reads at once, writes once it accepts)",
     )
     async def share(body: schemas.GrantIn, p: Caller) -> JSONResponse:
-        await svc.run(lambda b: b.share(p.agent_id, body.namespace, body.agent, can_read=body.can_read,
-                                        can_write=body.can_write))  # fmt: skip
-        return JSONResponse(body.model_dump())
+        accepted = await svc.run(lambda b: b.share(p.agent_id, body.namespace, body.agent, can_read=body.can_read,
+                                                   can_write=body.can_write))  # fmt: skip
+        return JSONResponse({**body.model_dump(), "accepted": accepted})
+
+    @app.post("/v1/grants/accept", tags=["namespaces"],
+              summary="Accept the grant the caller was offered on a namespace (writes, and capture, need it)")  # fmt: skip
+    async def accept_grant(body: schemas.GrantAnswerIn, p: Caller) -> JSONResponse:
+        row = await svc.run(lambda b: b.accept_grant(p.agent_id, body.namespace))
+        return JSONResponse(jsonable(row))
+
+    @app.post("/v1/grants/decline", tags=["namespaces"],
+              summary="Decline (or give up) the caller's grant on a namespace")  # fmt: skip
+    async def decline_grant(body: schemas.GrantAnswerIn, p: Caller) -> JSONResponse:
+        declined = await svc.run(lambda b: b.decline_grant(p.agent_id, body.namespace))
+        return JSONResponse({"namespace": body.namespace, "agent": p.agent_id, "declined": declined})
 
     @app.delete(
         "/v1/grants",

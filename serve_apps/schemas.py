@@ -143,8 +143,17 @@ class CaptureRecallIn(Body):
 
 
 class CaptureIn(Body):
-    namespace: str = Field(description="The project's namespace; created (owned by the caller) when missing.")
-    items: list[CaptureItemIn] = Field(min_length=1, max_length=256)
+    namespace: str | None = Field(
+        default=None,
+        description="A namespace the operator chose (CABRAIN_CAPTURE_NAMESPACE); created (owned by the caller) "
+        "when missing. Its memories are recalled for context only if the caller owns it or accepted a grant on it.",
+    )
+    project: str | None = Field(
+        default=None,
+        description="The project's name as capture derived it (e.g. 'github.com/acme/api'); bound to the caller: "
+        "its own namespace of that name from before, else its personal '@<agent>/<project>'.",
+    )
+    items: list[CaptureItemIn] = Field(default_factory=list, max_length=256, description="Memories (none: only recall).")
     decide: bool = Field(default=True, description="Compare with neighbours (false: store as they are).")
     recall: CaptureRecallIn | None = Field(default=None, description="Also recall for context, in the same call.")
 
@@ -173,9 +182,13 @@ class ReconsolidateIn(Body):
 
 class NamespaceIn(Body):
     name: str = Field(
-        description="Letters, digits and . _ : / @ - (1-200 characters).",
+        description="Letters, digits and . _ : / @ - (1-200 characters); '@<your agent id>/...' is personal.",
         examples=["cabrain"],
     )
+
+
+class GrantAnswerIn(Body):
+    namespace: str = Field(description="The namespace whose grant the caller accepts or declines.")
 
 
 class GrantIn(Body):

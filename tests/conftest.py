@@ -171,12 +171,13 @@ def settings_for(home: Path):
     return build
 
 
-def start_redis(folder: Path) -> tuple[subprocess.Popen, str]:
-    """A real redis-server on a free loopback port."""
+def start_redis(folder: Path, port: int | None = None) -> tuple[subprocess.Popen, str]:
+    """A real redis-server on a loopback port (a free one unless given). It saves no snapshot by
+    itself, but SAVE writes one to ``folder``, and a server started on ``folder`` loads it."""
     exe = shutil.which("redis-server")
     if exe is None:
         pytest.fail("redis-server is not installed: run the tests through scripts/test")
-    port = free_port()
+    port = port or free_port()
     proc = subprocess.Popen(
         [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--dir", str(folder)],

@@ -41,7 +41,7 @@ class MemoryBackend(Protocol):
         self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000
     ) -> list[Memory]: ...
 
-    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> None: ...
+    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> bool: ...
 
     async def create_namespace(self, name: str) -> bool: ...
 
@@ -82,8 +82,8 @@ class BrainBackend:
             self.agent, namespace, source_kind=source_kind, source_ref_prefix=source_ref_prefix, limit=limit
         )
 
-    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> None:
-        await self.brain.share(self.agent, namespace, agent, can_write=can_write)
+    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> bool:
+        return await self.brain.share(self.agent, namespace, agent, can_write=can_write)
 
     async def create_namespace(self, name: str) -> bool:
         return await self.brain.create_namespace(self.agent, name)
@@ -130,8 +130,8 @@ class HttpBackend:
             namespace, source_kind=source_kind, source_ref_prefix=source_ref_prefix, limit=limit
         )
 
-    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> None:
-        await self.client.share(namespace, agent, can_write=can_write)
+    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> bool:
+        return await self.client.share(namespace, agent, can_write=can_write)
 
     async def create_namespace(self, name: str) -> bool:
         return await self.client.create_namespace(name)

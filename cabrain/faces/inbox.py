@@ -2,8 +2,11 @@
 
 ``enqueue`` is one INSERT (the hook's answer waits for nothing else); ``drain`` claims pending
 rows with ``FOR UPDATE SKIP LOCKED`` (so every ingress replica can work the queue), retains their
-memories, and marks them processed. A row whose retain fails is retried later; after
-``MAX_ATTEMPTS`` it stays, with its error, for an operator to look at.
+memories, and removes them: the raw captured text is not kept once it is a memory (or, with
+``CABRAIN_CAPTURE_INBOX_RETENTION_S``, kept that long, marked processed, with the ids of the
+memories it became, so that forgetting one of them removes it too). A row whose retain fails is
+retried later; after ``MAX_ATTEMPTS`` it stays, with its error, for an operator to look at, for
+``CABRAIN_CAPTURE_INBOX_FAILED_RETENTION_S``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,16 @@ WHERE id IN (
 )
 RETURNING id, agent_id, namespace, items, decide
 """
-DONE = "UPDATE capture_inbox SET processed_at = now(), last_error = NULL WHERE id = $1"
+DONE = "UPDATE capture_inbox SET processed_at = now(), last_error = NULL, memory_ids = $2 WHERE id = $1"
+REMOVE = "DELETE FROM capture_inbox WHERE id = $1"
+# Processed rows past their retention, and rows that failed for good past theirs ($1, $2: seconds).
+PURGE = f"""
+DELETE FROM capture_inbox
+WHERE (processed_at IS NOT NULL AND processed_at < now() - make_interval(secs => $1))
+   OR (processed_at IS NULL AND attempts >= {MAX_ATTEMPTS} AND created_at < now() - make_interval(secs => $2))
+"""
+# A forgotten memory's raw captured text goes with it.
+FORGET = "DELETE FROM capture_inbox WHERE memory_ids @> ARRAY[$1::uuid]"
 FAILED = "UPDATE capture_inbox SET last_error = $2 WHERE id = $1"
 PENDING = f"SELECT count(*) FROM capture_inbox WHERE processed_at IS NULL AND attempts < {MAX_ATTEMPTS}"
 
@@ -60,21 +72,26 @@ async def enqueue(
 
 
 async def drain(brain, *, batch: int = 16) -> int:
-    """Retain what is pending (one claimed batch); how many rows were handled."""
+    """Retain what is pending (one claimed batch); how many rows were handled. Also removes rows
+    past their retention."""
+    settings = brain.settings
     async with brain.pool.acquire() as conn:
         rows = await conn.fetch(CLAIM, batch)
+        await conn.execute(PURGE, settings.capture_inbox_retention_s, settings.capture_inbox_failed_retention_s)
     for row in rows:
         try:
             items = [item_from_json(d, row["namespace"]) for d in json.loads(row["items"])]
-            if items:
-                await brain.retain(row["agent_id"], items, decide=row["decide"])
+            results = await brain.retain(row["agent_id"], items, decide=row["decide"]) if items else []
         except Exception as exc:  # noqa: BLE001 - kept on the row; retried until MAX_ATTEMPTS
-            log.warning("capture inbox row failed", extra={"id": row["id"], "error": str(exc)})
+            log.warning("capture inbox row failed", extra={"id": row["id"], "error": type(exc).__name__})
             async with brain.pool.acquire() as conn:
                 await conn.execute(FAILED, row["id"], f"{type(exc).__name__}: {exc}"[:2000])
             continue
         async with brain.pool.acquire() as conn:
-            await conn.execute(DONE, row["id"])
+            if settings.capture_inbox_retention_s > 0:
+                await conn.execute(DONE, row["id"], [r.memory_id for r in results if r.memory_id is not None])
+            else:
+                await conn.execute(REMOVE, row["id"])
     return len(rows)
 
 

@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from cabrain import __version__
+from cabrain import __version__, namespaces
 from cabrain.errors import CabrainError
 from cabrain.faces.backend import MemoryBackend
 from cabrain.types import (
@@ -47,8 +47,10 @@ memory_recall does not have what you need."""
 Namespace = Annotated[
     str,
     Field(
-        min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]*$",
-        description="Namespace, usually the project (e.g. 'github.com/acme/api'); letters, digits and . _ : / @ -",
+        min_length=1, max_length=200, pattern=namespaces.PATTERN,
+        description="Namespace, usually one per project: one you own or were granted (personal ones are "
+        "'@<your agent id>/<project>', e.g. '@claude-code/github.com/acme/api', where capture writes); "
+        "letters, digits and . _ : / @ -",
     ),
 ]  # fmt: skip
 MemoryId = Annotated[str, Field(description="A memory id (UUID) from memory_recall or memory_retain.")]
@@ -185,9 +187,11 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         ctx: Context,
         can_write: Annotated[bool, Field(description="Also let it write into the namespace")] = False,
     ) -> dict[str, Any]:
-        """Let another agent read this namespace's team memories (only its owner or an admin may)."""
-        await run(ctx, lambda b: b.share(namespace, agent, can_write=can_write))
-        return {"namespace": namespace, "agent": agent, "can_read": True, "can_write": can_write}
+        """Offer another agent access to this namespace's team memories (only its owner or an admin may).
+        It can read them at once; it can write, and its capture hooks use them, only after its operator
+        accepts the grant (an agent never accepts grants through these tools)."""
+        accepted = await run(ctx, lambda b: b.share(namespace, agent, can_write=can_write))
+        return {"namespace": namespace, "agent": agent, "can_read": True, "can_write": can_write, "accepted": accepted}
 
     @server.tool(annotations=ToolAnnotations(title="Correct a memory", destructiveHint=False))
     async def memory_reconsolidate(

@@ -2,16 +2,19 @@
 
 What it holds (all keys under ``cabrain:``):
 
-- ``recall:<epoch>:<ns-token>:<digest>``: a recall's answer for one agent and one exact request,
+- ``recall:<epoch>:<generation>:<digest>``: a recall's answer for one agent and one exact request,
   for ``cache_recall_ttl_s``;
-- ``get:<epoch>:<ns-token>:<agent>:<id>``: ``get`` results, for ``cache_row_ttl_s``;
-- ``ns-of:<id>``: the namespace of a memory id (immutable);
+- ``get:<epoch>:<generation>:<agent>:<id>``: ``get`` results, for ``cache_row_ttl_s``;
 - ``emb:<model>:<kind>:<sha256>``: content -> embedding, for ``cache_embedding_ttl_s``.
 
-Invalidation is by token, not by search: every write to a namespace (retain, forget,
-reconsolidate, grant changes) replaces that namespace's random token, and agent or grant changes
-replace the global epoch, so no key written before can be read again. Tokens are random (not
-counters), so a token evicted or flushed from Redis can never come back and revive stale keys.
+Whether a cached answer is still valid is decided in PostgreSQL, never by what Redis holds: every
+change that can alter a namespace's answers (a write, a forget, a supersession, a grant, a sleep
+step, a demotion) moves that namespace's ``cache_gen`` to a fresh value of one sequence, in the same
+transaction (triggers, schema 0009), and agent changes move the global epoch. The caller reads both
+before it computes an answer and keys the answer with them, so an answer is only read back while
+nothing it depends on has changed. Redis restarting from a snapshot, being restored from an old
+one or losing writes can only lose entries: the keys it brings back name generations that will
+never be asked for again.
 
 Every Redis failure is logged (at most once a minute) and treated as a miss: with Redis down or
 flushed, recall gives the same answers, only slower.
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 
 import numpy as np
 import redis.asyncio as aioredis
@@ -82,38 +84,6 @@ class RedisCache:
                 "cache.unavailable",
                 extra={"op": op, "redis": self._url, "error": str(exc), "effect": "serving from PostgreSQL"},
             )
-
-    # --- tokens ---------------------------------------------------------------------------------
-    async def _token(self, key: str) -> str:
-        full = PREFIX + key
-        value = await self._client.get(full)
-        if value is None:
-            await self._client.set(full, uuid.uuid4().hex, nx=True)
-            value = await self._client.get(full)
-        return value.decode() if isinstance(value, bytes) else str(value)
-
-    async def scope(self, namespace: str) -> str | None:
-        """``<epoch>:<namespace token>``, or None when Redis is unavailable."""
-        try:
-            return f"{await self._token('epoch')}:{await self._token('ns:' + namespace)}"
-        except (RedisError, OSError) as exc:
-            self._failed("scope", exc)
-            return None
-
-    async def bump_namespaces(self, namespaces: list[str]) -> None:
-        try:
-            async with self._client.pipeline(transaction=False) as pipe:
-                for ns in namespaces:
-                    pipe.set(PREFIX + "ns:" + ns, uuid.uuid4().hex)
-                await pipe.execute()
-        except (RedisError, OSError) as exc:
-            self._failed("invalidate", exc)
-
-    async def bump_epoch(self) -> None:
-        try:
-            await self._client.set(PREFIX + "epoch", uuid.uuid4().hex)
-        except (RedisError, OSError) as exc:
-            self._failed("invalidate", exc)
 
     # --- values ---------------------------------------------------------------------------------
     async def get(self, key: str) -> bytes | None:

@@ -73,18 +73,6 @@ class StepContext:
     def result(self) -> StepResult:
         return StepResult(cap=self.settings.sleep_max_changes)
 
-    async def invalidate_cache(self, namespaces: list[str]) -> None:
-        """Recall's L1 cache must not serve what a step changed (no-op without Redis)."""
-        if self.settings.redis_url is None or not namespaces:
-            return
-        from cabrain.providers.cache import RedisCache
-
-        cache = RedisCache(self.settings.redis_url.get_secret_value(), timeout_s=self.settings.cache_timeout_s)
-        try:
-            await cache.bump_namespaces(sorted(set(namespaces)))
-        finally:
-            await cache.close()
-
     async def close(self) -> None:
         if self._pool is not None:
             await self._pool.close()

@@ -51,8 +51,6 @@ async def decay(ctx: StepContext, namespace: str, month: str) -> StepResult:
     result.add("importance_lost_x1000", int(sum(r["before"] - r["after"] for r in rows) * 1000))
     for r in sorted(rows, key=lambda r: r["after"] - r["before"])[:20]:
         result.change(memory_id=r["id"], action="decayed", before=round(r["before"], 4), after=round(r["after"], 4))
-    if rows:
-        await ctx.invalidate_cache([namespace])
     return result
 
 

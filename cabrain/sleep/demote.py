@@ -142,8 +142,6 @@ async def demote(ctx: StepContext, namespace: str, month: str) -> StepResult:
             await conn.execute(PLAN_BATCH, batch_id, namespace, month, ctx.run_id, ids)
         failpoints.hit("demote.after_plan")
         await _finish(ctx, result, namespace, lo, hi, batch_id, ids, resumed=False)
-    if result.counts.get("demoted"):
-        await ctx.invalidate_cache([namespace])
     return result
 
 

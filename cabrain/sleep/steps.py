@@ -200,8 +200,6 @@ async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> Step
             result.add("episodes_consolidated", len(cluster))
     if touched_entities:
         await _summarise_entities(ctx, sorted(touched_entities), result)
-    if result.counts.get("facts_created") or result.counts.get("entity_summaries"):
-        await ctx.invalidate_cache([namespace])
     return result
 
 
@@ -353,8 +351,6 @@ async def dedup(ctx: StepContext, namespace: str, month: str = "") -> StepResult
             await _merge_duplicates(ctx, members, since, threshold, result)
     async with pool.acquire() as conn:
         await conn.execute(SET_WATERMARK, namespace, "dedup", upto)
-    if result.counts.get("merged"):
-        await ctx.invalidate_cache([namespace])
     return result
 
 
@@ -469,8 +465,6 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
                     gone.add(older)
                     result.add("superseded")
                     result.change(memory_id=b["id"], action="superseded", by=a["id"], reason=why)
-    if result.counts.get("superseded"):
-        await ctx.invalidate_cache([namespace])
     return result
 
 

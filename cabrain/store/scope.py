@@ -7,8 +7,11 @@ Rules (SPEC F5):
 - ``team`` memories are readable by the namespace's owner, agents with a read grant on the
   namespace, and admins;
 - ``global`` memories are readable by every agent;
-- writing into a namespace needs its ownership, a write grant, or admin; changing an existing
-  memory (forget, reconsolidate, supersede) needs to be able to read it and to write its namespace.
+- writing into a namespace needs its ownership, an *accepted* write grant, or admin; changing an
+  existing memory (forget, reconsolidate, supersede) needs to be able to read it and to write its
+  namespace. A grant is an offer until its grantee accepts it: it reads at once, writes only then;
+- capture injects memories only from namespaces the agent owns or holds an accepted grant on
+  (``INJECTABLE``): not from every namespace it could read (an admin's, a global memory's).
 """
 
 from __future__ import annotations
@@ -55,10 +58,22 @@ SELECT
     OR EXISTS (SELECT 1 FROM namespaces n WHERE n.name = $1 AND n.owner_agent_id = $2
                AND EXISTS (SELECT 1 FROM agents a WHERE a.id = $2 AND a.disabled_at IS NULL))
     OR EXISTS (SELECT 1 FROM namespace_grants g JOIN agents a ON a.id = g.agent_id
-               WHERE g.namespace = $1 AND g.agent_id = $2 AND g.can_write AND a.disabled_at IS NULL)
+               WHERE g.namespace = $1 AND g.agent_id = $2 AND g.can_write AND g.accepted_at IS NOT NULL
+                 AND a.disabled_at IS NULL)
     AS can_write,
+    EXISTS (SELECT 1 FROM namespace_grants g
+            WHERE g.namespace = $1 AND g.agent_id = $2 AND g.can_write AND g.accepted_at IS NULL) AS write_offered,
     EXISTS (SELECT 1 FROM agents a WHERE a.id = $2 AND a.disabled_at IS NULL AND a.is_admin)
     OR EXISTS (SELECT 1 FROM namespaces n WHERE n.name = $1 AND n.owner_agent_id = $2)
     OR EXISTS (SELECT 1 FROM namespace_grants g
                WHERE g.namespace = $1 AND g.agent_id = $2 AND g.can_read) AS can_read
+"""
+
+# $1 namespace, $2 agent: may capture put this namespace's memories into the agent's context?
+INJECTABLE = """
+SELECT n.owner_agent_id = $2
+       OR EXISTS (SELECT 1 FROM namespace_grants g
+                  WHERE g.namespace = $1 AND g.agent_id = $2 AND g.can_read AND g.accepted_at IS NOT NULL)
+FROM namespaces n
+WHERE n.name = $1 AND EXISTS (SELECT 1 FROM agents a WHERE a.id = $2 AND a.disabled_at IS NULL)
 """

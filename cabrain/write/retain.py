@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 import numpy as np
 
+from cabrain import namespaces
 from cabrain.errors import AccessDenied, InputError, NotFound
 from cabrain.search import vector
 from cabrain.search.chunking import chunk
@@ -33,7 +33,6 @@ from cabrain.write.salience import importance as score_importance
 if TYPE_CHECKING:
     from cabrain.brain import Brain
 
-NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$")
 
 FIND_EXACT_MANY = """
 SELECT m.id, m.content_hash, m.source_ref FROM memories m
@@ -151,11 +150,8 @@ def validate(items: Sequence[MemoryInput], *, max_chars: int, max_batch: int) ->
             raise InputError(
                 f"{where}: content is not valid UTF-8 (unpaired surrogate at position {exc.start})"
             ) from None
-        if not isinstance(item.namespace, str) or not NAMESPACE_RE.match(item.namespace):
-            raise InputError(
-                f"{where}: namespace {item.namespace!r} is not valid",
-                hint="1-200 characters: letters, digits and . _ : / @ - (starting with a letter or digit)",
-            )
+        if not namespaces.is_valid(item.namespace):
+            raise InputError(f"{where}: namespace {item.namespace!r} is not valid", hint=namespaces.HINT)
         if item.importance is not None and not 0.0 <= item.importance <= 1.0:
             raise InputError(f"{where}: importance must be between 0 and 1, got {item.importance}")
         try:
@@ -176,12 +172,17 @@ async def check_write_access(conn: asyncpg.Connection, agent: str, namespace: st
     if not row["namespace_exists"]:
         raise NotFound(
             f"namespace {namespace!r} does not exist",
-            hint="create it first (Brain.create_namespace)",
+            hint="create it first (POST /v1/namespaces, `cabrain namespaces --create NAME`, Brain.create_namespace)",
         )
     if not row["can_write"]:
+        if row["write_offered"]:
+            raise AccessDenied(
+                f"agent {agent!r} was offered write access to namespace {namespace!r} but has not accepted it",
+                hint=f"accept it first: cabrain namespaces --accept {namespace} (POST /v1/grants/accept)",
+            )
         raise AccessDenied(
             f"agent {agent!r} may not write to namespace {namespace!r}",
-            hint="ask the namespace's owner for a write grant",
+            hint="ask the namespace's owner for a write grant (and accept it)",
         )
 
 
@@ -195,9 +196,9 @@ async def retain(
 ) -> list[RetainResult]:
     """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one."""
     items = validate(inputs, max_chars=brain.settings.max_content_chars, max_batch=brain.settings.max_batch)
-    namespaces = sorted({i.input.namespace for i in items})
+    targets = sorted({i.input.namespace for i in items})
     async with brain.pool.acquire() as conn:  # fail fast, before any embedding
-        for namespace in namespaces:
+        for namespace in targets:
             await check_write_access(conn, agent, namespace)
     settings = brain.settings
     for item in items:
@@ -214,7 +215,7 @@ async def retain(
         await _consult_chat_model(brain, agent, items, decide_writes)
     results: list[RetainResult] = []
     async with brain.pool.acquire() as conn, conn.transaction():
-        for namespace in namespaces:
+        for namespace in targets:
             await conn.execute(NAMESPACE_LOCK, namespace)
             await check_write_access(conn, agent, namespace)  # again, under the lock: authoritative
         writer = _Writer(brain, conn, agent)
@@ -234,8 +235,7 @@ async def retain(
                 raise
             if following is not None:
                 await following
-        await writer.flush()
-    await brain.invalidate(namespaces)
+        await writer.flush()  # the L1 cache's generation of each namespace moved with the rows (schema 0009)
     return results
 
 

@@ -121,7 +121,10 @@ async def test_visibility_and_grants_are_enforced(brain):
     assert set(await top(brain, "bob", query, k=10)) == {"global note about the roadmap", "team note about the roadmap"}
     with pytest.raises(AccessDenied, match="may not write"):
         await brain.retain("bob", mem("bob tries to write"))
-    await brain.share("alice", "proj", "bob", can_read=True, can_write=True)
+    assert await brain.share("alice", "proj", "bob", can_read=True, can_write=True) is False  # an offer
+    with pytest.raises(AccessDenied, match="has not accepted"):
+        await brain.retain("bob", mem("bob writes before accepting"))
+    assert (await brain.accept_grant("bob", "proj"))["can_write"] is True
     [bobs] = await brain.retain("bob", mem("bob's own private note about the roadmap"))
     assert "bob's own private note about the roadmap" not in await top(brain, "alice", query, k=10)
     assert "bob's own private note about the roadmap" in await top(brain, "bob", query, k=10)

@@ -1,10 +1,12 @@
-"""The Redis L1 cache: faster answers, never stale ones, and correct answers without Redis."""
+"""The Redis L1 cache: faster answers, never stale ones (whatever Redis restores), and correct answers
+without Redis."""
 
 import logging
 
 import pytest
 
 from cabrain.types import MemoryInput, RecallQuery
+from cabrain.errors import NotFound
 from tests.conftest import start_redis
 
 
@@ -110,3 +112,109 @@ async def test_embeddings_are_cached_by_content(cached_brain):
     vectors = await cached_brain.embed_documents(["Cache me once."])
     assert cached_brain.cache.hits == before + 1
     assert len(vectors[0]) == cached_brain.embedder.dim
+
+
+def _restart_from_snapshot(proc, url: str, folder, snapshot: bytes | None = None):  # noqa: ANN001, ANN202
+    """Kill Redis, optionally put an older snapshot in its place, and start it again on the same port
+    from the snapshot in ``folder``: what it had then comes back, keys and all."""
+    proc.kill()
+    proc.wait(10)
+    if snapshot is not None:
+        (folder / "dump.rdb").write_bytes(snapshot)
+    return start_redis(folder, port=int(url.rsplit(":", 1)[1].split("/")[0]))[0]
+
+
+@pytest.mark.parametrize("redis_during_the_change", ["down", "up, then an older snapshot restored"])
+async def test_a_forget_is_never_undone_by_what_redis_restores(open_brain, tmp_path, redis_during_the_change):
+    import redis.asyncio as aioredis
+
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    proc, url = start_redis(folder)
+    try:
+        brain = await open_brain(redis_url=url)
+        await brain.create_agent("alice")
+        await brain.create_namespace("alice", "proj")
+        [memory] = await brain.retain("alice", MemoryInput("The on-call phone is in drawer 3.", "proj"))
+        query = RecallQuery("where is the on-call phone?", "proj", k=3)
+        assert contents(await brain.recall("alice", query)) == ["The on-call phone is in drawer 3."]
+        assert (await brain.recall("alice", query)).cached
+        assert (await brain.get("alice", memory.memory_id)).memory.invalid_at is None  # cached too
+        client = aioredis.from_url(url)
+        await client.save()  # the snapshot holds both cached answers
+        await client.aclose()
+        snapshot = (folder / "dump.rdb").read_bytes()
+        if redis_during_the_change == "down":
+            proc.kill()
+            proc.wait(10)
+            await brain.forget("alice", memory.memory_id)  # Redis cannot be told
+            proc = _restart_from_snapshot(proc, url, folder)
+        else:
+            await brain.forget("alice", memory.memory_id)
+            proc = _restart_from_snapshot(proc, url, folder, snapshot)
+        client = aioredis.from_url(url)
+        assert await client.dbsize() > 0, "the restored snapshot brought the old entries back"
+        await client.aclose()
+        for _ in range(2):  # the brain's Redis connection notices the restart (one failed call) and reconnects
+            await brain.cache.get("warm-up")
+        after = await brain.recall("alice", query)
+        assert contents(after) == [] and not after.cached
+        assert (await brain.get("alice", memory.memory_id)).memory.invalid_at is not None
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+async def test_a_revoke_while_redis_is_down_holds_when_redis_comes_back_from_its_snapshot(open_brain, tmp_path):
+    import redis.asyncio as aioredis
+
+    from cabrain.types import Visibility
+
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    proc, url = start_redis(folder)
+    try:
+        brain = await open_brain(redis_url=url)
+        for agent in ("alice", "bob"):
+            await brain.create_agent(agent)
+        await brain.create_namespace("alice", "proj")
+        [memory] = await brain.retain(
+            "alice", MemoryInput("Team-only: the merger closes in March.", "proj", visibility=Visibility.TEAM)
+        )
+        await brain.share("alice", "proj", "bob")
+        query = RecallQuery("when does the merger close?", "proj", k=3)
+        assert contents(await brain.recall("bob", query)) == ["Team-only: the merger closes in March."]
+        assert (await brain.recall("bob", query)).cached
+        assert (await brain.get("bob", memory.memory_id)).memory.content
+        client = aioredis.from_url(url)
+        await client.save()
+        await client.aclose()
+        proc.kill()
+        proc.wait(10)
+        assert await brain.revoke("alice", "proj", "bob")
+        proc = _restart_from_snapshot(proc, url, folder)
+        for _ in range(2):
+            await brain.cache.get("warm-up")
+        assert contents(await brain.recall("bob", query)) == []
+        with pytest.raises(NotFound):
+            await brain.get("bob", memory.memory_id)
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+async def test_a_sleep_step_moves_the_cache_generation_too(cached_brain, db_dsn, settings_for):
+    """Changes made outside the Brain (a sleep step, as another role) make cached answers unreachable."""
+    import asyncpg
+
+    [memory] = await cached_brain.retain("alice", MemoryInput("The wiki moved to wiki.internal.", "proj"))
+    query = RecallQuery("where is the wiki?", "proj", k=3)
+    await cached_brain.recall("alice", query)
+    assert (await cached_brain.recall("alice", query)).cached
+    conn = await asyncpg.connect(db_dsn)
+    try:  # what reconsolidate and dedup do to a row, as plain SQL
+        await conn.execute("UPDATE memories SET invalid_at = now() WHERE id = $1", memory.memory_id)
+    finally:
+        await conn.close()
+    after = await cached_brain.recall("alice", query)
+    assert not after.cached and contents(after) == []

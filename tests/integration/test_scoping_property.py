@@ -47,8 +47,12 @@ async def test_recall_and_get_never_return_what_the_caller_may_not_read(brain, d
             if can_read:
                 world["readers"].add((grantee, ns))
             world.setdefault("writers", set())
-            if can_write:
+            world.setdefault("offered", set())
+            if can_write and rng.random() < 0.7:  # a write grant counts only once its grantee accepts it
+                await brain.accept_grant(grantee, ns)
                 world["writers"].add((grantee, ns))
+            elif can_write:
+                world["offered"].add((grantee, ns))
     memories = {}
     for i in range(45):
         ns = rng.choice(namespaces)
@@ -58,6 +62,10 @@ async def test_recall_and_get_never_return_what_the_caller_may_not_read(brain, d
         text = f"memory {i}: " + " ".join(rng.sample(WORDS, 4)) + f" item{i}"
         [result] = await brain.retain(author, MemoryInput(text, ns, visibility=visibility), decide=False)
         memories[result.memory_id] = {"namespace": ns, "owner": author, "visibility": visibility.value}
+    for grantee, ns in sorted(world["offered"] - world["writers"]):  # offered, not accepted: no write
+        if grantee != world["owners"][ns] and grantee != "agent5":
+            with pytest.raises(AccessDenied, match="has not accepted"):
+                await brain.retain(grantee, MemoryInput("an unaccepted write", ns), decide=False)
     disabled = rng.choice(agents[:5])
     async with brain.pool.acquire() as conn:
         await conn.execute("UPDATE agents SET disabled_at = now() WHERE id = $1", disabled)

@@ -39,3 +39,59 @@ def test_the_pool_reconnects_after_postgres_restarts(service: Service) -> None:
             response = alice.post("/v1/recall", json={"query": f"after the restart {i}", "namespace": "proj"})
             assert response.status_code == 200, response.text
         assert alice.get(f"/v1/memories/{written.json()['memory_id']}").status_code == 200
+
+
+def test_a_killed_postmaster_under_load_is_restarted_and_the_api_recovers_by_itself(service: Service) -> None:
+    """SIGKILL of the embedded PostgreSQL while clients write and read: its watchdog restarts it, the
+    API answers 503 (JSON) meanwhile and 200 again after, with nobody's help, and every write it
+    acknowledged is there."""
+    import threading
+
+    import httpx
+
+    stop = threading.Event()
+    seen: list[tuple[float, int]] = []
+    written: list[str] = []
+    bodies: list[str] = []
+
+    def client(i: int) -> None:
+        with service.client("alice", timeout=30) as alice:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                try:
+                    if n % 2:
+                        r = alice.post("/v1/memories", json={"content": f"Load writer {i} note {n}.", "namespace": "proj"})
+                        if r.status_code == 200:
+                            written.append(r.json()["memory_id"])
+                    else:
+                        r = alice.post("/v1/recall", json={"query": f"writer {i} note", "namespace": "proj"})
+                    if r.status_code != 200:
+                        assert r.json()["error"]["type"], r.text  # a JSON error, never a bare 500 page
+                    seen.append((time.monotonic(), r.status_code))
+                    if r.status_code not in (200, 503):
+                        bodies.append(r.text)
+                except httpx.HTTPError:
+                    seen.append((time.monotonic(), 0))
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(2)
+    killed_at = time.monotonic()
+    os.kill(service.pg.status().pid, signal.SIGKILL)
+    deadline = killed_at + 90
+    recovered = None
+    while time.monotonic() < deadline and recovered is None:
+        time.sleep(0.5)
+        after = [status for at, status in seen if at > killed_at + 1]
+        if after[-6:] == [200] * 6 and len(after) >= 6:
+            recovered = time.monotonic() - killed_at
+    stop.set()
+    for t in threads:
+        t.join(60)
+    assert recovered is not None, f"no recovery; statuses after the kill: {[s for at, s in seen if at > killed_at][-20:]}"
+    assert {status for _, status in seen} <= {200, 503}, bodies[:3]
+    with service.client("alice") as alice:
+        missing = [m for m in written if alice.get(f"/v1/memories/{m}").status_code != 200]
+    assert written and missing == []

@@ -20,7 +20,7 @@ from cabrain.faces.capture import (
     _Url,
     git_remote,
     origin_url,
-    project_namespace,
+    project_name,
     decisions_and_learnings,
     hook_output,
     namespace_from_remote,
@@ -206,13 +206,13 @@ def test_the_git_remote_is_read_from_the_config_as_git_reads_it(tmp_path: Path) 
     repo = tmp_path / "repo"
     _git("init", "-q", str(repo))
     assert git_remote(str(repo)) is None  # no origin: the directory names the namespace
-    assert project_namespace(str(repo)) == "dir" + str(repo.resolve())
+    assert project_name(str(repo)) == "dir" + str(repo.resolve())
     _git("-C", str(repo), "remote", "add", "upstream", "git@github.com:other/fork.git")
     _git("-C", str(repo), "remote", "add", "origin", "git@github.com:acme/payments.git")
     sub = repo / "src" / "deep"
     sub.mkdir(parents=True)
     assert git_remote(str(sub)) == _git_says(sub) == "git@github.com:acme/payments.git"
-    assert project_namespace(str(sub)) == "github.com/acme/payments"
+    assert project_name(str(sub)) == "github.com/acme/payments"
     _git("-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x")
     worktree = tmp_path / "wt"
     _git("-C", str(repo), "worktree", "add", "-q", str(worktree))
