@@ -142,6 +142,15 @@ class Settings(BaseSettings):
         default=32_000, ge=1, le=1_000_000, description="Longest memory accepted, in characters."
     )
     max_batch: int = Field(default=256, ge=1, le=10_000, description="Most memories in one retain call.")
+    max_metadata_bytes: int = Field(
+        default=16384, ge=256, le=1_048_576,
+        description="Largest metadata of one memory, in bytes of JSON (it comes back with every hit).",
+    )
+    redact_secrets: bool = Field(
+        default=True,
+        description="Remove <private> blocks and anything that looks like a secret (keys, tokens, passwords, "
+        "credentials in URLs) from every memory before it is stored (cabrain/redact.py).",
+    )
     chunk_min_chars: int = Field(
         default=400, ge=50, description="Memories longer than this are also embedded passage by passage."
     )

@@ -46,6 +46,7 @@ from cabrain.errors import (
 )
 from cabrain.identity import Principal
 from cabrain.providers.llm_calls import ModelCallError
+from cabrain.redact import redact_deep
 from cabrain.settings import load_settings
 from cabrain.types import (
     ArchiveResult,
@@ -584,7 +585,7 @@ def create_api(svc: Ingress) -> FastAPI:
                 return 0
             async with b.pool.acquire() as conn:
                 await check_write_access(conn, p.agent_id, target["namespace"])
-                items = [i.model_dump(mode="json") for i in body.items]
+                items = redact_deep([i.model_dump(mode="json") for i in body.items])  # before the inbox holds them
                 return await inbox.enqueue(conn, p.agent_id, target["namespace"], items, decide=body.decide)
 
         warm = None

@@ -37,6 +37,8 @@ import re
 import sys
 import time
 
+from cabrain.redact import PRIVATE, redact, redact_deep
+
 TYPE_CHECKING = False  # typing itself costs the hook a few milliseconds to import
 if TYPE_CHECKING:
     from pathlib import Path
@@ -50,56 +52,24 @@ MIN_PROMPT_CHARS = 12
 MAX_MEMORY_CHARS = 2000
 
 # --- redaction -------------------------------------------------------------------------------------
-PRIVATE = r"<private>.*?(?:</private>|\Z)"
-SECRET_PATTERNS: list[tuple[str, int]] = [  # (pattern, flags); compiled on first use
-    (r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL),
-    (r"\b(?:sk|pk|rk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}", 0),  # OpenAI / Anthropic / Stripe
-    (r"\bcbk_[A-Za-z0-9_\-]{20,}", 0),  # CaBrain keys
-    (r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", 0),  # AWS access key ids
-    (r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{30,}", 0),  # GitHub
-    (r"\bglpat-[A-Za-z0-9_\-]{20,}", 0),  # GitLab
-    (r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", 0),  # Slack
-    (r"\bAIza[0-9A-Za-z_\-]{35}\b", 0),  # Google API keys
-    (r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", 0),  # JWTs
-    (r"\b(authorization:\s*(?:bearer|basic|token)\s+)\S+", re.IGNORECASE),
-    (
-        r"(\b[\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|client[_-]?secret|private[_-]?key)"
-        r"[\"']?\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|\S+)",
-        re.IGNORECASE,
-    ),
-    (r"(\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+(@)", re.IGNORECASE),  # credentials in URLs
-]
-REDACTED = "[REDACTED]"
+# Everything an event yields is redacted whole before anything cuts it short (a token cut in half
+# no longer looks like a token); the service redacts again what it stores.
+REDACT_WINDOW = 65536  # characters of one value redacted (and kept) at most
 
 
-@functools.cache
-def _compiled() -> tuple[re.Pattern[str], list[re.Pattern[str]]]:
-    """Compiled on first use: events that redact nothing (SessionStart) skip the cost."""
-    return re.compile(PRIVATE, re.IGNORECASE | re.DOTALL), [re.compile(p, f) for p, f in SECRET_PATTERNS]
+def clean(value: Any, n: int) -> str:
+    """``value`` (text, or anything JSON-able) redacted, whitespace folded, cut to ``n`` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) > REDACT_WINDOW:
+        rest = text[REDACT_WINDOW:]
+        if "private" in rest.lower() and _stray_close(rest):
+            return PRIVATE  # a closing tag past the window hides everything before it
+        text = text[:REDACT_WINDOW]
+    return _short(redact(text), n)
 
 
-def redact(text: str) -> str:
-    """``text`` without ``<private>`` blocks and without anything that looks like a secret."""
-    private, patterns = _compiled()
-    text = private.sub("[PRIVATE]", text)
-    for pattern in patterns:
-        if pattern.groups >= 2:
-            text = pattern.sub(lambda m: m.group(1) + REDACTED + (m.group(3) if m.re.groups >= 3 else ""), text)
-        elif pattern.groups == 1:
-            text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-        else:
-            text = pattern.sub(REDACTED, text)
-    return text
-
-
-def redact_deep(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {k: redact_deep(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_deep(v) for v in value]
-    return value
+def _stray_close(text: str) -> bool:
+    return re.search(r"<\s*/\s*private\b", text, re.IGNORECASE) is not None
 
 
 # --- configuration -----------------------------------------------------------------------------------
@@ -282,17 +252,17 @@ def _utc_now() -> str:
 
 
 def _memory(event: dict[str, Any], content: str, **fields: Any) -> dict[str, Any]:
-    content = redact(content).strip()
+    content = redact(content).strip()  # whole, then cut
     if len(content) > MAX_MEMORY_CHARS:
         content = content[: MAX_MEMORY_CHARS - 1] + "…"
+    metadata = redact_deep({"hook": event.get("hook_event_name"), **fields.pop("metadata", {})})
     return {
         "content": content, "source_kind": SOURCE_KIND, "source_ref": event.get("session_id"),
-        "valid_at": _utc_now(),
-        "metadata": {"hook": event.get("hook_event_name"), **fields.pop("metadata", {})}, **fields,
+        "valid_at": _utc_now(), "metadata": metadata, **fields,
     }  # fmt: skip
 
 
-def _short(value: Any, n: int = 160) -> str:
+def _short(value: Any, n: int = 160) -> str:  # only ever on redacted text (see clean)
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -304,17 +274,17 @@ FAILURE_WORDS = re.compile(r"(?i)\b(error|failed|failure|exception|traceback|fat
 def _tool_failed(response: Any) -> str | None:
     if isinstance(response, dict):
         if response.get("is_error") or response.get("error"):
-            return _short(response.get("error") or response.get("content") or "error")
+            return clean(response.get("error") or response.get("content") or "error", 160)
         if response.get("interrupted"):
             return "interrupted"
         code = response.get("exit_code", response.get("exitCode", response.get("returncode")))
         if isinstance(code, int) and code != 0:
-            return f"exit code {code}: {_short(response.get('stderr') or '', 200)}"
+            return f"exit code {code}: {clean(response.get('stderr') or '', 200)}"
         stderr = response.get("stderr")
         if isinstance(stderr, str) and FAILURE_WORDS.search(stderr[:2000]):
-            return _short(stderr, 200)
+            return clean(stderr, 200)
     if isinstance(response, str) and FAILURE_WORDS.search(response[:500]):
-        return _short(response, 200)
+        return clean(response, 200)
     return None
 
 
@@ -331,16 +301,16 @@ def tool_memory(event: dict[str, Any]) -> dict[str, Any] | None:
         elif tool == "MultiEdit":
             what = f"Edited {path} ({len(args.get('edits') or [])} changes)"
         else:
-            what = f"Edited {path}: `{_short(args.get('old_string', ''), 80)}` -> `{_short(args.get('new_string', ''), 80)}`"
+            what = f"Edited {path}: `{clean(args.get('old_string', ''), 80)}` -> `{clean(args.get('new_string', ''), 80)}`"
         return _memory(event, what + (f" - failed: {failed}" if failed else ""), **meta)
     if tool == "Bash":
-        command = _short(args.get("command", ""), 300)
+        command = clean(args.get("command", ""), 300)
         if failed:
             return _memory(event, f"Command failed: `{command}` - {failed}", **meta)
-        return _memory(event, f"Ran `{command}`" + (f" ({args['description']})" if args.get("description") else ""),
+        return _memory(event, f"Ran `{command}`" + (f" ({clean(args['description'], 200)})" if args.get("description") else ""),
                        **meta)  # fmt: skip
     if failed and tool not in READ_ONLY_TOOLS | {""}:
-        return _memory(event, f"{tool} failed: {failed} (input: {_short(args, 200)})", **meta)
+        return _memory(event, f"{tool} failed: {failed} (input: {clean(args, 200)})", **meta)
     if failed:
         return _memory(event, f"{tool} failed: {failed}", **meta)
     return None
@@ -429,7 +399,7 @@ def _plan(event: dict[str, Any], namespace: str) -> Plan:
 
 def _digest(event: dict[str, Any]) -> list[dict[str, Any]]:
     entries = read_transcript(event.get("transcript_path"))
-    prompts = [_short(redact(_text_of(e)), 160) for e in entries if _role(e) == "user" and _text_of(e).strip()]
+    prompts = [clean(_text_of(e), 160) for e in entries if _role(e) == "user" and _text_of(e).strip()]
     files = []
     for e in entries:
         content = (e.get("message") or {}).get("content")
@@ -466,7 +436,7 @@ def context_text(namespace: str, hits: list[dict[str, Any]]) -> str:
         when = (m.get("valid_at") or m.get("created_at") or "")[:10]
         source = m.get("source_kind") or "-"
         author = m.get("owner_agent_id") or "-"
-        lines.append(f"- [{when}, {source}, by {author}] {_short(m['content'], 400)} (id {m['id']})")
+        lines.append(f"- [{when}, {source}, by {author}] {clean(m['content'], 400)} (id {m['id']})")
     return "\n".join(lines)
 
 

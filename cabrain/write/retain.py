@@ -8,6 +8,7 @@ advisory lock, so two agents writing the same fact at once produce one memory an
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import uuid
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ import numpy as np
 
 from cabrain import namespaces
 from cabrain.errors import AccessDenied, InputError, NotFound
+from cabrain.redact import redact, redact_deep
 from cabrain.search import vector
 from cabrain.search.chunking import chunk
 from cabrain.search.keyword import IndexedDoc, SearchFilters
@@ -122,8 +124,13 @@ def _deterministic(settings, item: _Item, neighbours: list[Neighbour]) -> WriteD
     )
 
 
-def validate(items: Sequence[MemoryInput], *, max_chars: int, max_batch: int) -> list[_Item]:
-    """Check every item before anything is embedded or written; raise :class:`InputError`."""
+def validate(
+    items: Sequence[MemoryInput], *, max_chars: int, max_batch: int, max_metadata_bytes: int = 16384,
+    redact_secrets: bool = True,
+) -> list[_Item]:
+    """Check every item before anything is embedded or written; raise :class:`InputError`. With
+    ``redact_secrets``, what is stored has its secrets and ``<private>`` blocks removed
+    (:mod:`cabrain.redact`), content and metadata alike."""
     if not items:
         raise InputError("nothing to retain: the batch is empty")
     if len(items) > max_batch:
@@ -155,9 +162,20 @@ def validate(items: Sequence[MemoryInput], *, max_chars: int, max_batch: int) ->
         if item.importance is not None and not 0.0 <= item.importance <= 1.0:
             raise InputError(f"{where}: importance must be between 0 and 1, got {item.importance}")
         try:
-            _json(dict(item.metadata))
-        except (TypeError, ValueError) as exc:
+            size = len(_json(dict(item.metadata)).encode("utf-8"))
+        except (TypeError, ValueError, UnicodeEncodeError) as exc:
             raise InputError(f"{where}: metadata must be JSON-serialisable ({exc})") from None
+        if size > max_metadata_bytes:
+            raise InputError(
+                f"{where}: metadata is {size} bytes as JSON, the limit is {max_metadata_bytes}",
+                hint="keep metadata to short provenance fields (it comes back with every hit), "
+                "or raise CABRAIN_MAX_METADATA_BYTES",
+            )
+        if redact_secrets:
+            content = redact(content)
+            encoded = content.encode("utf-8")
+            if item.metadata:
+                item = dataclasses.replace(item, metadata=redact_deep(dict(item.metadata)))
         valid_at = item.valid_at or datetime.now(timezone.utc)
         if valid_at.tzinfo is None:
             valid_at = valid_at.replace(tzinfo=timezone.utc)
@@ -195,12 +213,15 @@ async def retain(
     supersede: uuid.UUID | None = None,
 ) -> list[RetainResult]:
     """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one."""
-    items = validate(inputs, max_chars=brain.settings.max_content_chars, max_batch=brain.settings.max_batch)
+    settings = brain.settings
+    items = validate(
+        inputs, max_chars=settings.max_content_chars, max_batch=settings.max_batch,
+        max_metadata_bytes=settings.max_metadata_bytes, redact_secrets=settings.redact_secrets,
+    )  # fmt: skip
     targets = sorted({i.input.namespace for i in items})
     async with brain.pool.acquire() as conn:  # fail fast, before any embedding
         for namespace in targets:
             await check_write_access(conn, agent, namespace)
-    settings = brain.settings
     for item in items:
         item.chunks = chunk(item.content, target_chars=settings.chunk_chars, min_chars=settings.chunk_min_chars)
     # A call larger than one embedder batch is written group by group while the next group embeds
