@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 
 from cabrain import __version__
-from cabrain.errors import CabrainError, ConfigError, InputError
+from cabrain.errors import CabrainError, ConfigError, UsageError
 from cabrain.settings import Settings, load_settings
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -62,10 +63,11 @@ def cmd_sleep(settings: Settings, args: argparse.Namespace) -> int:
     steps = [s.strip() for s in args.steps.split(",") if s.strip()] if args.steps else list(STEPS)
     check_steps(steps)  # before Ray starts, and before a schedule waits for its first run
     if not args.schedule and (args.at or args.every or args.max_runs):
-        raise InputError("--at, --every and --max-runs go with --schedule")
+        raise UsageError("--at, --every and --max-runs go with --schedule")
     if args.every is not None and args.every <= 0:
-        raise InputError("--every must be a positive number of seconds")
-    say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
+        raise UsageError("--every must be a positive number of seconds")
+    out = sys.stderr if args.json else sys.stdout  # --json: stdout holds the JSON report alone
+    say = (lambda line: None) if args.quiet else (lambda line: print(line, file=out, flush=True))
     from cabrain.service import ray_session
 
     with ray_session(settings, inline=args.inline, say=say), hot_tier(settings) as dsn:
@@ -114,7 +116,9 @@ def _sleep_on_schedule(settings: Settings, args: argparse.Namespace, run_once, s
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.doctor import Status, render, run_doctor
 
-    checks = asyncio.run(run_doctor(settings))
+    from cabrain.settings import unknown_variables
+
+    checks = asyncio.run(run_doctor(settings, unknown=unknown_variables(dict(os.environ))))
     if args.json:
         print(json.dumps([c.as_dict() for c in checks], ensure_ascii=False, indent=2))
     else:
@@ -175,6 +179,12 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
 
     ks = _int_list(args.k, "--k")
     modes = [m for group in (args.mode or ["vector,bm25,hybrid"]) for m in group.split(",") if m]
+    unknown = [m for m in modes if m not in evaluation.MODES]
+    if unknown or not modes:
+        raise UsageError(f"--mode: unknown mode(s) {', '.join(unknown) or '(none given)'}",
+                         hint=f"choose from {', '.join(evaluation.MODES)}")  # fmt: skip
+    if not ks or any(k < 1 or k > settings.recall_max_k for k in ks):
+        raise UsageError(f"--k: every k must be between 1 and {settings.recall_max_k}, got {args.k!r}")
     results = asyncio.run(
         evaluation.run_eval(settings, Path(args.dataset), modes=modes, ks=ks, quiet=args.quiet)
     )
@@ -186,10 +196,8 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_bench_recall(settings: Settings, args: argparse.Namespace) -> int:
 
     from cabrain import bench
-    from cabrain.errors import InputError
-
     if args.memories < 1 or args.queries < 1 or args.real_vectors < 1:
-        raise InputError("--memories, --queries and --real-vectors must be at least 1")
+        raise UsageError("--memories, --queries and --real-vectors must be at least 1")
     result = asyncio.run(
         bench.run_recall_bench(
             settings, memories=args.memories, queries=args.queries, real_vectors=args.real_vectors,
@@ -210,11 +218,11 @@ def cmd_bench_all(settings: Settings, args: argparse.Namespace) -> int:
     sizes = _int_list(args.sizes, "--sizes")
     levels = _int_list(args.concurrency, "--concurrency")
     if not sizes or min(sizes) < 100:
-        raise InputError("--sizes must be corpus sizes of at least 100, comma-separated")
+        raise UsageError("--sizes must be corpus sizes of at least 100, comma-separated")
     if not levels or min(levels) < 1 or 1 not in levels:
-        raise InputError("--concurrency must be levels of at least 1 and include 1 (the floor is compared at 1)")
+        raise UsageError("--concurrency must be levels of at least 1 and include 1 (the floor is compared at 1)")
     if args.namespaces < 1 or args.queries < 1 or args.retain_texts < 2 or args.real_vectors < 1:
-        raise InputError("--namespaces, --queries and --real-vectors must be at least 1, --retain-texts at least 2")
+        raise UsageError("--namespaces, --queries and --real-vectors must be at least 1, --retain-texts at least 2")
     spec = bench_scale.ScaleSpec(
         sizes=sizes, namespaces=args.namespaces, queries=args.queries, concurrency=levels,
         retain_texts=args.retain_texts, http=not args.no_http, keep=args.keep, real_vectors=args.real_vectors,
@@ -234,7 +242,7 @@ def cmd_bench_sleep(settings: Settings, args: argparse.Namespace) -> int:
 
     nodes = _int_list(args.nodes, "--nodes")
     if not nodes or min(nodes) < 1 or args.memories < 10 or args.namespaces < 1 or args.cpus_per_node < 1:
-        raise InputError("--nodes and --cpus-per-node must be at least 1, --namespaces at least 1, --memories at least 10")
+        raise UsageError("--nodes and --cpus-per-node must be at least 1, --namespaces at least 1, --memories at least 10")
     result = bench_sleep.main_run(settings, memories=args.memories, namespaces=args.namespaces, nodes=nodes,
                                   cpus_per_node=args.cpus_per_node, archive_queries=args.archive_queries,
                                   quiet=args.quiet)  # fmt: skip
@@ -264,19 +272,17 @@ def _read_app_config(path: str) -> dict:
 
     import yaml
 
-    from cabrain.errors import InputError
-
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+        raise UsageError(f"cannot read {path}: {exc}") from None
     if isinstance(data, dict) and "applications" in data:
         apps = [a for a in data["applications"] if a.get("import_path", "").startswith("serve_apps.app")]
         if not apps:
-            raise InputError(f"{path} has no application with import_path serve_apps.app:build_app")
+            raise UsageError(f"{path} has no application with import_path serve_apps.app:build_app")
         data = apps[0].get("args") or {}
     if not isinstance(data, dict):
-        raise InputError(f"{path} must hold a mapping of application args")
+        raise UsageError(f"{path} must hold a mapping of application args")
     return data
 
 
@@ -285,7 +291,7 @@ def _int_list(text: str, flag: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise InputError(f"{flag} must be comma-separated integers, got {text!r}") from None
+        raise UsageError(f"{flag} must be comma-separated integers, got {text!r}") from None
 
 
 def _write_results(path: str | None, text: str) -> None:
@@ -334,8 +340,16 @@ def _local_db(settings: Settings, work):  # noqa: ANN001, ANN202
     from cabrain.store.db import connect, hot_tier
 
     async def run(dsn: str):  # noqa: ANN202
+        from cabrain.store import migrations
+
         conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
         try:
+            state = await migrations.inspect(conn, settings.schema_dir)
+            if not state.current:
+                raise migrations.SchemaError(
+                    f"the database schema is not current ({state.version}; pending: {', '.join(state.pending) or '-'})",
+                    hint="run: cabrain migrate",
+                )
             return await work(conn)
         finally:
             await conn.close()
@@ -418,12 +432,12 @@ def cmd_agents_revoke(settings: Settings, args: argparse.Namespace) -> int:
     import uuid as _uuid
 
     from cabrain import identity
-    from cabrain.errors import InputError, NotFound
+    from cabrain.errors import NotFound
 
     try:
         key_id = _uuid.UUID(args.key_id)
     except ValueError:
-        raise InputError(f"{args.key_id!r} is not a key id (see: cabrain agents keys {args.name})") from None
+        raise UsageError(f"{args.key_id!r} is not a key id (see: cabrain agents keys {args.name})") from None
     if settings.api_url:
         with _remote(settings) as client:
             client.revoke_key(args.name, key_id)
@@ -462,7 +476,7 @@ def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.types import ArchiveQuery, RecallQuery, archive_to_dict, recall_to_dict
 
     if not args.archive and (args.valid_from or args.valid_to):
-        raise InputError("--from and --to go with --archive", hint="add --archive to search the cold tier by time")
+        raise UsageError("--from and --to go with --archive", hint="add --archive to search the cold tier by time")
     with _remote(settings) as client:
         if args.archive:
             query = ArchiveQuery(args.query, args.namespace, k=args.k, valid_from=args.valid_from,
@@ -539,10 +553,8 @@ def cmd_share(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_bench_capture(settings: Settings, args: argparse.Namespace) -> int:
 
     from cabrain import bench
-    from cabrain.errors import InputError
-
     if args.events < 1:
-        raise InputError("--events must be at least 1")
+        raise UsageError("--events must be at least 1")
     app_args = _read_app_config(args.config) if args.config else None
     result = asyncio.run(bench.run_capture_bench(settings, events=args.events, app_args=app_args, quiet=args.quiet))
     print(bench.render_capture(result))
@@ -553,11 +565,9 @@ def cmd_bench_capture(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_bench_http(settings: Settings, args: argparse.Namespace) -> int:
 
     from cabrain import bench
-    from cabrain.errors import InputError
-
     levels = _int_list(args.concurrency, "--concurrency")
     if not levels or min(levels) < 1 or args.memories < 1 or args.queries < 1:
-        raise InputError("--concurrency levels, --memories and --queries must be at least 1")
+        raise UsageError("--concurrency levels, --memories and --queries must be at least 1")
     app_args = _read_app_config(args.config) if args.config else None
     result = asyncio.run(
         bench.run_http_bench(settings, memories=args.memories, queries=args.queries, concurrency=levels,
@@ -909,10 +919,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
         from cabrain import logs
+        from cabrain.settings import describe_unknown, unknown_variables
 
         logs.configure(settings.log_level)
+        unknown = unknown_variables(dict(os.environ))
+        if unknown and args.func is not cmd_doctor:  # doctor reports them as one of its checks
+            print(f"cabrain: warning: {describe_unknown(unknown)}", file=sys.stderr)
         return args.func(settings, args)
-    except ConfigError as exc:
+    except (ConfigError, UsageError) as exc:
         print(f"cabrain: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except CabrainError as exc:
@@ -921,6 +935,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cabrain: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:  # a failure nobody turned into a CabrainError: one line, not a traceback
+        import asyncpg
+
+        if isinstance(exc, asyncpg.PostgresError | OSError):
+            print(f"cabrain: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return EXIT_FAIL
+        raise
 
 
 if __name__ == "__main__":

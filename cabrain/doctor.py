@@ -46,12 +46,19 @@ def _failed(name: str, exc: CabrainError) -> Check:
     return Check(name, Status.FAIL, exc.message, exc.hint)
 
 
-async def run_doctor(settings: Settings) -> list[Check]:
-    """Run every check; never raises for a failing dependency (it becomes a FAIL row)."""
+async def run_doctor(settings: Settings, *, unknown: list[tuple[str, str | None]] = ()) -> list[Check]:
+    """Run every check; never raises for a failing dependency (it becomes a FAIL row). ``unknown``:
+    the ``CABRAIN_*`` variables of the environment that no setting reads (see settings.unknown_variables)."""
+    from cabrain.settings import describe_unknown
     from cabrain.store.db import describe_target, hot_tier
 
     embed_check, model_dim = await _check_embedder(settings)
-    checks: list[Check] = [Check("settings", Status.OK, f"home {settings.home}"), embed_check]
+    if unknown:
+        settings_check = Check("settings", Status.WARN, f"home {settings.home}; {describe_unknown(list(unknown))}",
+                               "fix or remove the variable(s): CaBrain ignores them")  # fmt: skip
+    else:
+        settings_check = Check("settings", Status.OK, f"home {settings.home}")
+    checks: list[Check] = [settings_check, embed_check]
     target = describe_target(settings)
     try:
         with hot_tier(settings) as dsn:

@@ -5,6 +5,7 @@ each face maps them once (exit codes in the CLI, status codes over HTTP, tool er
 
     CabrainError
     ├── ConfigError                 a setting is missing, malformed or inconsistent
+    ├── UsageError                  a command was given a bad flag or argument (the CLI exits 2)
     ├── DatabaseError               the hot tier cannot be used
     │   ├── DatabaseUnreachable     connection refused, unknown host, bad credentials
     │   ├── ExtensionMissing        pgvector / pg_trgm not installed or too old
@@ -46,6 +47,10 @@ class CabrainError(Exception):
 
 class ConfigError(CabrainError):
     """A setting is missing, malformed or inconsistent with another."""
+
+
+class UsageError(CabrainError):
+    """A command line flag or argument is malformed or out of range (exit code 2, like argparse's)."""
 
 
 class DatabaseError(CabrainError):

@@ -60,15 +60,23 @@ class EvalSet:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{number} is not valid JSON: {exc.msg}") from None
+    rows, number = [], 0
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{path}:{number} is not valid JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (line {number + 1})",
+                         hint="save the set as UTF-8 JSON lines") from None  # fmt: skip
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    if not rows:
+        raise InputError(f"{path} is empty", hint="a set needs at least one JSON object per line")
     return rows
 
 

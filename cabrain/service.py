@@ -43,7 +43,12 @@ APP_NAME = "cabrain"
 # CABRAIN_HOME/ray/auth_token (made on first use, mode 0600), so another local user cannot submit
 # jobs or drive its workers either. No usage reporting.
 RAY_LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-RAY_COMMON_ENV = {"RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+RAY_COMMON_ENV = {
+    "RAY_AUTH_MODE": "token",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    # Serve's HTTP proxy answers in CaBrain's JSON error shape too (serve_apps/proxy.py)
+    "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "serve_apps.proxy:middlewares",
+}
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 

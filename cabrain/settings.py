@@ -11,8 +11,8 @@ import enum
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from cabrain.errors import ConfigError
 from cabrain.paths import default_home
@@ -336,6 +336,10 @@ class Settings(BaseSettings):
         default=2.0, ge=0,
         description="How long an ingress replica trusts a checked API key (a revoked key stops within this).",
     )
+    metrics_key: SecretStr | None = Field(
+        default=None,
+        description="A bearer token that may read GET /metrics and nothing else (for Prometheus); unset: admin keys only.",
+    )
     api_url: str | None = Field(
         default=None, description="Base URL of a running CaBrain API, for the CLI's remote mode, e.g. http://127.0.0.1:8000."
     )
@@ -465,6 +469,15 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown log level {value!r}; use DEBUG, INFO, WARNING or ERROR")
         return level
 
+    @model_validator(mode="after")
+    def _check_together(self) -> Settings:
+        if self.db_pool_min > self.db_pool_max:
+            raise ValueError(
+                f"CABRAIN_DB_POOL_MIN ({self.db_pool_min}) is above CABRAIN_DB_POOL_MAX ({self.db_pool_max}): "
+                "the pool could never open"
+            )
+        return self
+
     # --- derived -------------------------------------------------------------------------------
     @property
     def embedded(self) -> bool:
@@ -521,8 +534,50 @@ def load_settings(**overrides: object) -> Settings:
         for err in exc.errors():
             field = ".".join(str(p) for p in err["loc"]) or "settings"
             msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"CABRAIN_{field.upper()}: {msg}")
+            problems.append(msg if field == "settings" else f"CABRAIN_{field.upper()}: {msg}")
         raise ConfigError(
             "invalid settings: " + "; ".join(problems),
             hint="fix the variable(s) above in the environment (see README, 'Settings')",
         ) from None
+    except SettingsError as exc:  # a value that must be JSON (a dict, a list) and is not
+        import re
+
+        found = re.search(r'field "([a-z0-9_]+)"', str(exc))
+        name = f"CABRAIN_{found.group(1).upper()}" if found else "a CABRAIN_ variable"
+        cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+        raise ConfigError(
+            f"invalid settings: {name} is not valid JSON{cause}",
+            hint='write it as JSON, e.g. CABRAIN_SOURCE_WEIGHTS=\'{"manual": 0.8, "chat": 0.4}\'',
+        ) from None
+
+
+# CABRAIN_ variables that are not settings of the package: the scripts', the test suite's and the
+# sleep cycle's crash points (cabrain/sleep/failpoints.py).
+OTHER_VARIABLES = frozenset({
+    "CABRAIN_TEST_CEILING", "CABRAIN_TEST_TMPDIR", "CABRAIN_VENV", "CABRAIN_TORCH_VERSION", "CABRAIN_TORCH_INDEX_URL",
+    "CABRAIN_FAILPOINTS",
+})  # fmt: skip
+
+
+def known_variables() -> set[str]:
+    return {f"CABRAIN_{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
+
+
+def unknown_variables(environ: dict[str, str]) -> list[tuple[str, str | None]]:
+    """The ``CABRAIN_*`` names in ``environ`` that no setting reads, each with the closest known
+    name (a misspelled variable would otherwise be ignored without a word)."""
+    import difflib
+
+    known = known_variables()
+    suffixes = {k.removeprefix("CABRAIN_"): k for k in known}
+    out = []
+    for name in sorted(environ):
+        if name.startswith("CABRAIN_") and name not in known:
+            close = difflib.get_close_matches(name.removeprefix("CABRAIN_"), suffixes, n=1, cutoff=0.7)
+            out.append((name, suffixes[close[0]] if close else None))
+    return out
+
+
+def describe_unknown(unknown: list[tuple[str, str | None]]) -> str:
+    return "; ".join(f"{name} is not a CaBrain setting" + (f" (did you mean {close}?)" if close else "")
+                     for name, close in unknown)  # fmt: skip

@@ -14,6 +14,7 @@ wrong shape, 503 not ready / a dependency is down. Every error body is
 # No ``from __future__ import annotations``: FastAPI must see the route-local dependency types.
 import asyncio
 import contextlib
+import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -125,11 +126,41 @@ class BodyTooLarge(Exception):
     pass
 
 
+async def _read_body(receive: Callable, max_bytes: int) -> tuple[bytes, bool]:
+    """The whole request body (raises :class:`BodyTooLarge` past ``max_bytes``); and whether the
+    client disconnected meanwhile."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return bytes(body), True
+        body += message.get("body", b"")
+        if len(body) > max_bytes:
+            raise BodyTooLarge
+        if not message.get("more_body", False):
+            return bytes(body), False
+
+
 class Guard:
     """ASGI middleware: refuses bodies over the limit (413) and records per-route metrics."""
 
     def __init__(self, app: Any, *, max_bytes: int, metrics: IngressMetrics) -> None:
         self.app, self.max_bytes, self.metrics = app, max_bytes, metrics
+
+    async def _buffered(self, receive: Callable) -> Callable:
+        body, disconnected = await _read_body(receive, self.max_bytes)
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            if disconnected:
+                return {"type": "http.disconnect"}
+            return await receive()
+
+        return replay
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -145,9 +176,14 @@ class Guard:
             await send(message)
 
         try:
-            length = dict(scope.get("headers") or []).get(b"content-length")
+            headers = dict(scope.get("headers") or [])
+            length = headers.get(b"content-length")
             if length is not None and length.isdigit() and int(length) > self.max_bytes:
                 raise BodyTooLarge
+            if length is None and b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+                # A body of unknown length is read (up to the limit) before the app sees it: a too large
+                # one is a 413, not a parse error halfway through.
+                receive = await self._buffered(receive)
             seen = 0
 
             async def limited_receive() -> dict:
@@ -376,6 +412,14 @@ class McpAuth:
         except CabrainError as exc:
             await map_error(exc)(scope, receive, send)
             return
+        if scope.get("method") == "GET":
+            # A stateless server sends nothing on its own: no stream to hold open (and hold a request
+            # slot of the ingress) for ever. The MCP spec's answer for that is 405.
+            await error_response(
+                405, "method_not_allowed", "this MCP endpoint is stateless: it opens no server-sent event stream",
+                "send requests with POST", Allow="POST, DELETE",
+            )(scope, receive, send)
+            return
         scope.setdefault("state", {})[MCP_PRINCIPAL] = principal
         await self.app(scope, receive, send)
 
@@ -495,9 +539,18 @@ def create_api(svc: Ingress) -> FastAPI:
         ok, body = await svc.ready()
         return JSONResponse({"ready": ok, **body}, status_code=200 if ok else 503)
 
-    @app.get("/metrics", tags=["health"], summary="Prometheus metrics of every replica on every node",
-             response_class=PlainTextResponse)  # fmt: skip
-    async def metrics() -> PlainTextResponse:
+    @app.get("/metrics", tags=["health"], response_class=PlainTextResponse,
+             summary="Prometheus metrics of every replica on every node (an admin key, or CABRAIN_METRICS_KEY)")  # fmt: skip
+    async def metrics(creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> PlainTextResponse:
+        token = creds.credentials if creds else None
+        scrape_key = svc.settings.metrics_key.get_secret_value() if svc.settings.metrics_key else None
+        if not (scrape_key and token and hmac.compare_digest(token.encode(), scrape_key.encode())):
+            principal = await svc.authenticate(token)
+            if not principal.is_admin:
+                raise AccessDenied(
+                    f"agent {principal.agent_id!r} may not read the metrics",
+                    hint="scrape with an admin key or with CABRAIN_METRICS_KEY",
+                )
         return PlainTextResponse(await collect(), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/whoami", tags=["agents"], summary="The agent this key acts as")

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cabrain.cli import EXIT_FAIL, EXIT_OK
-from cabrain.errors import InputError
+from cabrain.errors import UsageError
 from cabrain.settings import Settings
 
 
@@ -69,7 +69,7 @@ def cmd_agents_set(settings: Settings, args: argparse.Namespace) -> int:
 
     fields = _agent_fields(args)
     if not fields:
-        raise InputError("nothing to change", hint="give one of --layer, --provider, --model, --endpoint, --api-key-env, "
+        raise UsageError("nothing to change", hint="give one of --layer, --provider, --model, --endpoint, --api-key-env, "
                          "--capabilities, --cost-in, --cost-out, --active")  # fmt: skip
 
     async def work(brain: Any) -> Any:
@@ -132,7 +132,7 @@ def cmd_queue(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.id:
         if not args.agent:
-            raise InputError("--agent is needed to read a queued task (it must be able to read the namespace)")
+            raise UsageError("--agent is needed to read a queued task (it must be able to read the namespace)")
         item = _with_brain(settings, lambda brain: queue.get(brain.pool, args.agent, args.id))
         _print(item, args.json, f"{item['id']} {item['status']}" + (f": {item['error']}" if item["error"] else "")
                + (f"\n{item['result']['output']}" if item.get("result") else ""))  # fmt: skip
@@ -162,14 +162,14 @@ def cmd_learn(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.workflows.learn import learn
 
     if args.limit < 1:
-        raise InputError("--limit must be at least 1")
+        raise UsageError("--limit must be at least 1")
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
     from cabrain.service import ray_session
 
     if args.every is not None and args.every <= 0:
-        raise InputError("--every must be a positive number of seconds")
+        raise UsageError("--every must be a positive number of seconds")
     if args.max_runs is not None and args.every is None:
-        raise InputError("--max-runs goes with --every")
+        raise UsageError("--max-runs goes with --every")
     with ray_session(settings, inline=args.inline, say=say), hot_tier(settings) as dsn:
         def once() -> dict[str, Any]:
             return asyncio.run(learn(settings, dsn, namespaces=args.namespace or None, limit=args.limit,
@@ -209,7 +209,7 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.workflows import report
 
     if args.days is not None and args.days < 1:
-        raise InputError("--days must be at least 1")
+        raise UsageError("--days must be at least 1")
 
     async def work(brain: Any) -> Any:
         async with brain.pool.acquire() as conn:

@@ -102,11 +102,11 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
         assert "http" not in json.loads((out / "results.json").read_text())["sizes"][0]
 
         bad = run_cli("bench", "--concurrency", "4,8", env=env)
-        assert bad.returncode == 1 and "include 1" in bad.stderr
+        assert bad.returncode == 2 and "include 1" in bad.stderr
         for args_bad, words in ((["--sizes", "50"], "at least 100"), (["--sizes", "1e4"], "comma-separated integers"),
                                 (["--retain-texts", "1"], "at least 2")):  # fmt: skip
             bad = run_cli("bench", *args_bad, env=env)
-            assert bad.returncode == 1 and words in bad.stderr, bad.stderr
+            assert bad.returncode == 2 and words in bad.stderr, bad.stderr
     finally:
         import asyncio
 

@@ -43,7 +43,7 @@ async def test_agents_create_list_key_revoke_disable(db_dsn: str, home) -> None:
     revoked = run_cli("agents", "revoke", "claude-code", key_id, env=env)
     assert revoked.returncode == 0
     assert run_cli("agents", "revoke", "claude-code", key_id, env=env).returncode == 1
-    assert run_cli("agents", "revoke", "claude-code", "not-a-uuid", env=env).returncode == 1
+    assert run_cli("agents", "revoke", "claude-code", "not-a-uuid", env=env).returncode == 2  # not a key id: a usage error
     assert "revoked" in run_cli("agents", "keys", "claude-code", env=env).stdout
 
     disabled = run_cli("agents", "disable", "claude-code", env=env)
@@ -51,3 +51,12 @@ async def test_agents_create_list_key_revoke_disable(db_dsn: str, home) -> None:
     assert re.search(r"claude-code\s+no\s+1\s+disabled", run_cli("agents", "list", env=env).stdout)
     assert run_cli("agents", "key", "claude-code", env=env).returncode == 1
     assert run_cli("agents", "disable", "nobody", env=env).returncode == 1
+
+
+async def test_agents_on_a_database_that_was_never_migrated_say_so(empty_dsn: str, home) -> None:  # noqa: ANN001
+    env = cli_env(database_url=empty_dsn, home=str(home))
+    for args in (("agents", "list"), ("agents", "create", "claude"), ("agents", "disable", "admin")):
+        result = run_cli(*args, env=env)
+        assert result.returncode == 1, result.stderr
+        assert "schema is not current" in result.stderr and "cabrain migrate" in result.stderr
+        assert "Traceback" not in result.stderr

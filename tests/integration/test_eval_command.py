@@ -60,11 +60,25 @@ def test_eval_rejects_bad_arguments_clearly(tmp_path, home, pg_server):
     write_set(tmp_path / "tiny")
     env = cli_env(database_url=pg_server.dsn(), home=str(home))
     bad_mode = run_cli("eval", str(tmp_path), "--mode", "magic", env=env)
-    assert bad_mode.returncode == 1 and "unknown mode(s): magic" in bad_mode.stderr
+    assert bad_mode.returncode == 2 and "unknown mode(s) magic" in bad_mode.stderr  # a usage error
     bad_k = run_cli("eval", str(tmp_path), "--k", "1,x", env=env)
-    assert bad_k.returncode == 1 and "--k must be comma-separated integers" in bad_k.stderr
+    assert bad_k.returncode == 2 and "--k must be comma-separated integers" in bad_k.stderr
+    big_k = run_cli("eval", str(tmp_path), "--k", "0", env=env)
+    assert big_k.returncode == 2 and "every k must be between 1 and" in big_k.stderr
     empty = run_cli("eval", str(tmp_path / "tiny" / "corpus.jsonl"), env=env)
     assert empty.returncode == 1 and "holds no evaluation set" in empty.stderr
+    blank = tmp_path / "broken" / "blank"
+    blank.mkdir(parents=True)
+    (blank / "corpus.jsonl").write_text("")
+    (blank / "queries.jsonl").write_text("")
+    nothing = run_cli("eval", str(blank), env=env)
+    assert nothing.returncode == 1 and "corpus.jsonl is empty" in nothing.stderr and "Traceback" not in nothing.stderr
+    latin = tmp_path / "broken" / "latin"
+    latin.mkdir()
+    (latin / "corpus.jsonl").write_bytes('{"id": "a", "namespace": "n", "text": "caf\xe9"}\n'.encode("latin-1"))
+    (latin / "queries.jsonl").write_text('{"id": "q", "namespace": "n", "query": "x", "gold": ["a"]}\n')
+    binary = run_cli("eval", str(latin), env=env)
+    assert binary.returncode == 1 and "is not UTF-8 text (line 1)" in binary.stderr and "Traceback" not in binary.stderr
     no_reranker = run_cli("eval", str(tmp_path), "--mode", "hybrid+rerank", env=env)
     assert no_reranker.returncode == 1 and "needs a reranker" in no_reranker.stderr
 
@@ -86,4 +100,4 @@ def test_bench_recall_runs_small_and_reports_every_mode(tmp_path, pg_server, hom
     assert abs(data["overhead"]["ratio_p50"] - data["recall_ms"]["hybrid"]["p50"] / floor) <= 0.006
     assert "over the floor" in result.stdout
     bad = run_cli("bench", "recall", "--memories", "0", env=env)
-    assert bad.returncode == 1 and "at least 1" in bad.stderr
+    assert bad.returncode == 2 and "at least 1" in bad.stderr  # a usage error

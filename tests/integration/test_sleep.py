@@ -148,6 +148,10 @@ async def test_bad_sleep_arguments_are_named_and_change_nothing(db_dsn: str, hom
         assert await conn.fetchval("SELECT count(*) FROM sleep_runs") == 0
     finally:
         await conn.close()
+    # --json: the report alone on stdout (progress goes to stderr), so it parses
+    report = run_cli("sleep", "--inline", "--steps", "decay", "--json", env=env)
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["status"] == "done"
 
 
 async def test_two_cycles_never_work_on_one_namespace_at_once(brain, db_dsn, settings_for) -> None:  # noqa: ANN001

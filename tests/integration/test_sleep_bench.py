@@ -34,4 +34,4 @@ async def test_bench_sleep_runs_small_on_one_and_two_nodes(tmp_path, pg_server, 
         await conn.close()
     assert left == 0
     bad = run_cli("bench", "sleep", "--nodes", "0", env=env)
-    assert bad.returncode == 1 and "at least 1" in bad.stderr
+    assert bad.returncode == 2 and "at least 1" in bad.stderr

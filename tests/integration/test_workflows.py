@@ -191,13 +191,13 @@ async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, mode
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads(again.stdout)["runs"] == 0  # nothing new to learn from
     bad = await asyncio.to_thread(run_cli, "workflows", "learn", "--limit", "0", env=env)
-    assert bad.returncode == 1 and "--limit" in bad.stderr
+    assert bad.returncode == 2 and "--limit" in bad.stderr
     # On a schedule: a run every --every seconds until stopped (here after two).
     kept = await asyncio.to_thread(run_cli, "workflows", "learn", "--inline", "--every", "0.2", "--max-runs", "2", env=env)
     assert kept.returncode == 0, kept.stderr[-2000:]
     assert "learning every 0.2 s" in kept.stdout and kept.stdout.count("0 run(s): 0 learned") == 2
     loose = await asyncio.to_thread(run_cli, "workflows", "learn", "--max-runs", "2", env=env)
-    assert loose.returncode == 1 and "goes with --every" in loose.stderr
+    assert loose.returncode == 2 and "goes with --every" in loose.stderr
 
 
 async def test_a_newer_answer_to_the_same_task_supersedes_the_old_reference_and_its_examples(open_brain, models, db_dsn):
@@ -249,7 +249,7 @@ async def test_the_command_line_manages_models_dispatches_and_reports(open_brain
     [agent] = json.loads(listed.stdout)
     assert agent["capabilities"] == ["json", "code"] and agent["cost_in_per_1k"] == 0.01 and agent["active"]
     nothing = await cli("agents", "set", "claude")
-    assert nothing.returncode == 1 and "nothing to change" in nothing.stderr
+    assert nothing.returncode == 2 and "nothing to change" in nothing.stderr
 
     done = await cli("dispatch", "--agent", "alice", "-n", "ops", "--type", "json", "--json",
                      "Extract the invoice number, total and currency as JSON: invoice 77 from Acme totals 5.50 USD.")  # fmt: skip

@@ -21,6 +21,7 @@ from cabrain.store.db import connect
 from cabrain.store.embedded import EmbeddedPostgres
 from tests.conftest import _create_database, free_port, make_scratch_dir, serve_fake
 
+METRICS_KEY = "scrape-only-7f3c9b1e5d"  # CABRAIN_METRICS_KEY: Prometheus's, good for /metrics alone
 APP_ARGS = {
     "ingress": {"num_cpus": 0.25, "query_embedding": "remote"},  # recalls exercise the embedder deployment
     "embedder": {"num_cpus": 0.5, "max_batch_size": 16, "batch_wait_timeout_s": 0.002},
@@ -85,6 +86,7 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
         home=Path(home), database_url=service_db, redis_url=redis_url, api_port=free_port(),
         reranker_provider="http", reranker_url=rerank_url, ray_num_cpus=2,
         ray_object_store_bytes=100 * 1024 * 1024, serve_ready_timeout_s=240, db_connect_timeout_s=20,
+        metrics_key=METRICS_KEY,
     )  # fmt: skip
     keys, ids = await _make_agents(service_db)
     svc.init_ray(settings)

@@ -11,7 +11,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.service.conftest import Service
+from tests.service.conftest import METRICS_KEY, Service
 
 
 def _memory(client: httpx.Client, content: str, namespace: str = "proj", **extra) -> dict:  # noqa: ANN003
@@ -188,6 +188,23 @@ async def test_bad_input_gets_clear_errors_and_writes_nothing(service: Service) 
         huge = alice.post("/v1/memories", json={"content": "x" * (service.settings.api_max_body_bytes + 10),
                                                 "namespace": "proj"})  # fmt: skip
         _error(huge, 413, "payload_too_large")
+
+        def chunks(total: int):  # noqa: ANN202 - a body of unknown length (Transfer-Encoding: chunked)
+            yield b'{"content": "'
+            for _ in range(total // 65536 + 1):
+                yield b"y" * 65536
+            yield b'", "namespace": "proj"}'
+
+        chunked = alice.post("/v1/memories", content=chunks(service.settings.api_max_body_bytes),
+                             headers={"content-type": "application/json"})  # fmt: skip
+        assert chunked.request.headers.get("transfer-encoding") == "chunked"
+        _error(chunked, 413, "payload_too_large")
+        small = alice.post("/v1/memories", content=iter([b'{"content": "a chunked memory", ', b'"namespace": "proj"}']),
+                           headers={"content-type": "application/json"})  # fmt: skip
+        assert small.status_code == 200, small.text
+        fat = alice.post("/v1/memories", json={"content": "heavy metadata", "namespace": "proj",
+                                               "metadata": {"blob": "z" * 100_000}})  # fmt: skip
+        assert "metadata" in _error(fat, 400, "bad_request")["message"]
         marker = f"half-written-{uuid.uuid4().hex}"
         mixed = alice.post("/v1/memories/batch", json={"items": [
             {"content": f"{marker} first, a fine memory", "namespace": "proj"},
@@ -249,9 +266,14 @@ def test_metrics_cover_routes_cache_batches_and_queues(service: Service) -> None
     ]
     deadline = time.monotonic() + 60
     text = ""
-    with service.client(None) as anon:
+    with service.client(None) as anon, service.client("alice") as alice, service.client("admin") as admin:
+        assert _error(anon.get("/metrics"), 401, "unauthenticated")
+        assert _error(alice.get("/metrics"), 403, "forbidden")  # not an admin
+        assert admin.get("/metrics").status_code == 200
+        scraper = {"Authorization": f"Bearer {METRICS_KEY}"}
+        assert _error(anon.get("/v1/whoami", headers=scraper), 401, "unauthenticated")  # good for /metrics alone
         while time.monotonic() < deadline:
-            response = anon.get("/metrics")
+            response = anon.get("/metrics", headers=scraper)
             assert response.status_code == 200
             text = response.text
             if all(w in text for w in wanted):

@@ -95,3 +95,47 @@ def test_a_killed_postmaster_under_load_is_restarted_and_the_api_recovers_by_its
     with service.client("alice") as alice:
         missing = [m for m in written if alice.get(f"/v1/memories/{m}").status_code != 200]
     assert written and missing == []
+
+
+def test_requests_in_flight_when_the_ingress_dies_get_a_json_503_and_the_api_comes_back(service: Service) -> None:
+    """Serve's proxy answers for a replica that died under a request: CaBrain's JSON 503, not a
+    plain-text 500; a replacement replica then serves again."""
+    import threading
+
+    import httpx
+    import psutil
+
+    ingress = [p for p in psutil.process_iter(["name", "cmdline"])
+               if "ServeReplica:cabrain:Ingress" in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+    assert ingress
+    answers: list[httpx.Response] = []
+
+    def slow_batch(i: int) -> None:
+        items = [{"content": f"In-flight note {i}-{n}: the {n}th long-running write of many words, " * 3,
+                  "namespace": "proj"} for n in range(120)]  # fmt: skip
+        with service.client("alice", timeout=120) as alice:
+            answers.append(alice.post("/v1/memories/batch", json={"items": items, "decide": False}))
+
+    threads = [threading.Thread(target=slow_batch, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)  # the batches are embedding now
+    for proc in ingress:
+        proc.kill()
+    for t in threads:
+        t.join(150)
+    assert answers and all(a.status_code in (200, 503) for a in answers), [(a.status_code, a.text[:200]) for a in answers]
+    failed = [a for a in answers if a.status_code == 503]
+    assert failed, "no request was in flight when the replica died"
+    for answer in failed:
+        assert answer.headers["content-type"].startswith("application/json")
+        assert answer.json()["error"]["type"] == "service_unavailable" and answer.headers["retry-after"]
+    deadline = time.monotonic() + 180
+    with service.client("alice") as alice:
+        while time.monotonic() < deadline:
+            ready = alice.get("/v1/ready")
+            if ready.status_code == 200:
+                break
+            assert ready.headers["content-type"].startswith("application/json"), ready.text
+            time.sleep(1)
+        assert alice.post("/v1/recall", json={"query": "in-flight note", "namespace": "proj"}).status_code == 200

@@ -65,3 +65,26 @@ def test_server_check_explains_what_is_missing(server, message):
         check_server(server)
     assert message in str(info.value)
     assert info.value.hint
+
+
+def test_misspelled_variables_are_reported_with_the_closest_name(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("CABRAIN_HOME", str(tmp_path))
+    monkeypatch.setenv("CABRAIN_RECAL_MAX_K", "20")
+    monkeypatch.setenv("CABRAIN_API_HOTS", "0.0.0.0")
+    assert main(["recall", "x", "-n", "proj"]) == 2  # fails for want of CABRAIN_API_URL, after the warning
+    err = capsys.readouterr().err
+    assert "CABRAIN_RECAL_MAX_K is not a CaBrain setting (did you mean CABRAIN_RECALL_MAX_K?)" in err
+    assert "CABRAIN_API_HOTS is not a CaBrain setting (did you mean CABRAIN_API_HOST?)" in err
+
+
+@pytest.mark.parametrize(("variables", "message"), [
+    ({"CABRAIN_SOURCE_WEIGHTS": "{manual: 0.8"}, "CABRAIN_SOURCE_WEIGHTS is not valid JSON"),
+    ({"CABRAIN_DB_POOL_MIN": "20", "CABRAIN_DB_POOL_MAX": "5"}, "CABRAIN_DB_POOL_MIN (20) is above CABRAIN_DB_POOL_MAX (5)"),
+])  # fmt: skip
+def test_bad_settings_are_one_clear_line_and_exit_2(monkeypatch, capsys, tmp_path, variables, message):
+    monkeypatch.setenv("CABRAIN_HOME", str(tmp_path))
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert main(["doctor"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
