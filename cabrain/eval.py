@@ -70,7 +70,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{path}:{number} is not valid JSON: {exc.msg}") from None
-    except UnicodeDecodeError as exc:
+    except UnicodeDecodeError:
         raise InputError(f"{path} is not UTF-8 text (line {number + 1})",
                          hint="save the set as UTF-8 JSON lines") from None  # fmt: skip
     except OSError as exc:
