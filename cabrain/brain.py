@@ -12,6 +12,7 @@ Every call acts as an agent; scoping is enforced in SQL (:mod:`cabrain.store.sco
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -528,6 +529,12 @@ class Brain:
                     raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
         if row is None:  # demoted: read from the cold tier with no database connection held
             memory = await self._read_cold(namespace, memory_id, cold)
+            if cold["forgotten_at"] is not None:  # forgotten after its demotion: shown as forgotten
+                memory = dataclasses.replace(
+                    memory, invalid_at=memory.invalid_at or cold["forgotten_at"],
+                    metadata={**memory.metadata, "forgotten_by": cold["forgotten_by"],
+                              **({"forget_reason": cold["forget_reason"]} if cold["forget_reason"] else {})},
+                )  # fmt: skip
             async with self.pool.acquire() as conn:
                 following, previous, entities = await self._history(
                     conn, namespace, agent, memory_id, memory.superseded_by, successor=True
@@ -564,6 +571,18 @@ class Brain:
 
         from cabrain.search.archive import memory_of
         from cabrain.sleep.cold import month_of
+        from cabrain.types import MemoryType, Network, Visibility
+
+        if where["purged_at"] is not None:  # forgotten, and its text removed from the cold tier since
+            return Memory(
+                id=memory_id, namespace=namespace, owner_agent_id=where["owner_agent_id"],
+                visibility=Visibility(where["visibility"] or "private"), network=Network.EXPERIENCE,
+                memory_type=MemoryType.EPISODIC,
+                content=f"[forgotten; its text was purged from the cold tier on {where['purged_at']:%Y-%m-%d}]",
+                source_kind=None, source_ref=None, importance=0.0, access_count=0, last_accessed_at=None,
+                created_at=where["valid_at"], valid_at=where["valid_at"], invalid_at=where["forgotten_at"],
+                superseded_by=None, tier="cold", metadata={"purged_at": where["purged_at"].isoformat()},
+            )  # fmt: skip
 
         cold = await asyncio.to_thread(self.cold_tier)
         rows = await asyncio.to_thread(
@@ -614,16 +633,31 @@ class Brain:
         return memory
 
     async def forget(self, agent: str, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
-        """Soft-forget: the memory gets ``invalid_at`` and leaves recall; ``get`` still shows it."""
+        """Soft-forget: the memory gets ``invalid_at`` and leaves recall; ``get`` still shows it. A
+        memory already demoted to the cold tier (kept there as it was) is forgotten on its identity:
+        archive recall leaves it out from then on. Either way the forget is recorded on the memory's
+        identity, and the raw captured text it came from, if still kept, is removed."""
+        from cabrain.write.retain import check_write_access
+
         memory_id = _as_uuid(memory_id)
+        meta = {"forgotten_by": agent, **({"forget_reason": reason} if reason else {})}
         async with self.pool.acquire() as conn, conn.transaction():
-            memory = await self._writable(conn, agent, memory_id)
-            meta = {"forgotten_by": agent, **({"forget_reason": reason} if reason else {})}
-            await conn.fetchval(sql.INVALIDATE, memory_id, json.dumps(meta, ensure_ascii=False), None)
+            memory = await sql.readable_memory(conn, agent, memory_id)
+            if memory is None:
+                namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
+                cold = namespace and await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)
+                if not cold:
+                    raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+                await check_write_access(conn, agent, namespace)
+                meta["tier"] = "cold"
+            else:
+                namespace = memory.namespace
+                await check_write_access(conn, agent, namespace)
+                await conn.fetchval(sql.INVALIDATE, memory_id, json.dumps(meta, ensure_ascii=False), None)
+            await conn.execute(sql.FORGET_IDENTITY, memory_id, agent, reason)
             await conn.execute(inbox.FORGET, memory_id)  # the raw captured text it came from, if still kept
             await sql.insert_events(conn, [{
-                "namespace": memory.namespace, "op": "forget", "memory_id": memory_id, "agent_id": agent,
-                "metadata": meta,
+                "namespace": namespace, "op": "forget", "memory_id": memory_id, "agent_id": agent, "metadata": meta,
             }])  # fmt: skip
         return await self.get(agent, memory_id)
 

@@ -266,6 +266,11 @@ class Settings(BaseSettings):
         default=None,
         description="Iceberg warehouse location (file:// or s3://). Unset: home/cold/warehouse.",
     )
+    cold_forgotten_retention_days: float | None = Field(
+        default=None, ge=0,
+        description="Days a forgotten memory's text stays in the cold tier (with the table's history) before the "
+        "sleep cycle removes it. Unset: the cold tier keeps everything; forgotten memories only leave archive recall.",
+    )
     cold_s3_endpoint: str | None = Field(default=None, description="S3-compatible endpoint URL.")
     cold_s3_region: str | None = Field(default=None, description="S3 region.")
     cold_s3_access_key: SecretStr | None = Field(default=None, description="S3 access key id.")

@@ -115,11 +115,15 @@ CREATE TRIGGER namespaces_cache AFTER INSERT OR UPDATE OF owner_agent_id ON name
 CREATE TRIGGER agents_cache AFTER UPDATE OF is_admin, disabled_at ON agents
     FOR EACH STATEMENT EXECUTE FUNCTION cabrain_touch_epoch();
 
--- 4. Forgetting an archived memory: the cold tier keeps rows as they were, so the forget is
---    recorded with the memory's identity and archive recall leaves it out.
+-- 4. Forgetting, recorded on the memory's identity (hot or demoted): archive recall leaves forgotten
+--    memories out, whether they were forgotten before or after their demotion.
 ALTER TABLE memory_ids ADD COLUMN forgotten_at timestamptz;
 ALTER TABLE memory_ids ADD COLUMN forgotten_by text;
 ALTER TABLE memory_ids ADD COLUMN forget_reason text;
+-- ... and, where the operator set CABRAIN_COLD_FORGOTTEN_RETENTION_DAYS, when its text left the cold
+-- tier (the identity stays).
+ALTER TABLE memory_ids ADD COLUMN purged_at timestamptz;
+CREATE INDEX memory_ids_forgotten ON memory_ids (namespace, forgotten_at) WHERE forgotten_at IS NOT NULL AND purged_at IS NULL;
 
 -- 5. Captured raw text is not kept forever: a processed inbox row records the memories it became
 --    (so forgetting one removes the raw text it came from); rows are removed once processed, or

@@ -8,8 +8,14 @@ S3-compatible storage (``CABRAIN_COLD_S3_*``). Demotion and archive recall build
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 from cabrain.errors import ColdStoreError
 from cabrain.settings import Settings, redact_url as _redact
@@ -37,18 +43,56 @@ def catalog_properties(settings: Settings) -> dict[str, str]:
     return props
 
 
+_UMASK = threading.Lock()
+
+
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files and directories made meanwhile (by pyarrow, pyiceberg, SQLite) are the service user's
+    alone: mode 0600 and 0700. (The umask is the process's: the lock keeps two writers from
+    restoring each other's; anything else made meanwhile is only more private.)"""
+    with _UMASK:
+        previous = os.umask(0o077)
+        try:
+            yield
+        finally:
+            os.umask(previous)
+
+
+def make_private(root: Path) -> None:
+    """``root`` and everything under it: no access for group or others (an older cold tier's files)."""
+    for path in [root, *root.rglob("*")]:
+        try:
+            mode = stat.S_IMODE(path.lstat().st_mode)
+            if mode & 0o077 and not path.is_symlink():
+                path.chmod(mode & 0o700)
+        except FileNotFoundError:
+            continue
+
+
+def local_cold_dir(settings: Settings) -> Path | None:
+    """The local folder of the embedded default's catalog or warehouse (None when both are elsewhere)."""
+    return settings.cold_dir if settings.cold_catalog_uri is None or settings.cold_warehouse is None else None
+
+
 def open_catalog(settings: Settings):  # noqa: ANN201 - pyiceberg's SqlCatalog
-    """Open the Iceberg SQL catalog (creating the local directories of the embedded default)."""
-    if settings.cold_catalog_uri is None or settings.cold_warehouse is None:
-        settings.cold_dir.mkdir(parents=True, exist_ok=True)
-        if settings.cold_warehouse is None:
-            (settings.cold_dir / "warehouse").mkdir(exist_ok=True)
+    """Open the Iceberg SQL catalog (creating the local directories of the embedded default,
+    private to this user: the cold tier keeps every memory's text)."""
+    local = local_cold_dir(settings)
+    if local is not None:
+        with private_files():
+            local.mkdir(parents=True, exist_ok=True)
+            if settings.cold_warehouse is None:
+                (local / "warehouse").mkdir(exist_ok=True)
+        if stat.S_IMODE(local.stat().st_mode) & 0o077:  # made by an older CaBrain: close it, once
+            make_private(local)
     try:
         from pyiceberg.catalog.sql import SqlCatalog
 
         for attempt in range(1, _INIT_ATTEMPTS + 1):
             try:
-                return SqlCatalog(CATALOG_NAME, **catalog_properties(settings))
+                with private_files():
+                    return SqlCatalog(CATALOG_NAME, **catalog_properties(settings))
             except Exception as exc:
                 if attempt == _INIT_ATTEMPTS or not any(m in str(exc) for m in _INIT_RACE):
                     raise

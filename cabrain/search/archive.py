@@ -13,7 +13,8 @@ rows for the namespace's owner, its readers and admins.
    may have appended a row twice).
 3. BM25 with the scanned rows' own statistics; the two lists are fused exactly like hot recall's.
 4. The best candidates are checked against ``memory_ids`` (only ids marked cold are answered, so
-   a row whose demotion has not finished yet is never reported from both tiers), read in full
+   a row whose demotion has not finished yet is never reported from both tiers, and never a
+   forgotten one, whether it was forgotten before or after its demotion), read in full
    (a second pass over the same files, without embeddings), and returned with their provenance:
    source kind and reference, the demotion batch, the memories distilled from them and the
    memories they were made from.
@@ -59,7 +60,7 @@ SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = $1) AS namespace_exists, ag
 """
 # Of these ids, the ones whose identity says they live in the cold tier (in this namespace).
 COLD_IDS = """
-SELECT id FROM memory_ids WHERE namespace = $1 AND id = ANY($2::uuid[]) AND tier = 'cold'
+SELECT id FROM memory_ids WHERE namespace = $1 AND id = ANY($2::uuid[]) AND tier = 'cold' AND forgotten_at IS NULL
 """
 # Provenance around the hits, in both directions, limited to what the agent may read.
 LINKS = f"""

@@ -4,7 +4,10 @@ Partitioned by ``namespace`` and ``valid_month`` (identity transforms), so a nam
 plans only that namespace's files and a time range only its months. Every demotion batch is one
 append (one snapshot) whose files hold only that batch and whose snapshot summary carries
 ``cabrain.batch``, so "is this batch in the cold tier already?" is answered from the table itself.
-Nothing is ever deleted or rewritten here.
+Nothing is ever deleted or rewritten here, except a forgotten memory's row once its forget is older
+than ``CABRAIN_COLD_FORGOTTEN_RETENTION_DAYS`` (unset: never), with the table's older snapshots, which
+keep it until then (:meth:`ColdTier.purge`). Files and folders of a local warehouse are the service
+user's alone.
 
 Embeddings are stored as little-endian float32 bytes (``embedding``, with ``embedding_dim``).
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,13 +25,16 @@ import numpy as np
 import pyarrow as pa
 
 from cabrain.errors import ColdStoreError
-from cabrain.providers.cold_store import open_catalog
+from cabrain.providers.cold_store import open_catalog, private_files
 from cabrain.search.tokenizer import tokenize
 from cabrain.settings import Settings
 
 NAMESPACE = "cabrain"
 TABLE = f"{NAMESPACE}.memories"
 BATCH_PROPERTY = "cabrain.batch"
+# No column statistics of the texts in the manifests: their lower and upper bounds would copy the
+# first characters of memories there, where a purge of forgotten rows could not reach them.
+TABLE_PROPERTIES = {f"write.metadata.metrics.column.{c}": "none" for c in ("content", "metadata", "terms", "source_ref")}
 
 # (name, arrow type, required)
 FIELDS: list[tuple[str, pa.DataType, bool]] = [
@@ -96,12 +102,21 @@ def _partition_spec(schema):
 
 
 def _evolve(table, schema):  # noqa: ANN001, ANN202 - pyiceberg Table and Schema
-    """Add the columns of ``EVOLVED`` that ``table`` lacks (a table made by an older CaBrain)."""
+    """Add the columns of ``EVOLVED`` that ``table`` lacks, and ``TABLE_PROPERTIES`` (a table made by
+    an older CaBrain)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    if any(table.properties.get(k) != v for k, v in TABLE_PROPERTIES.items()):
+        try:
+            with table.transaction() as tx:
+                tx.set_properties(**TABLE_PROPERTIES)
+        except CommitFailedException:  # another process set them first
+            pass
+        table = table.refresh()
     have = {field.name for field in table.schema().fields}
     missing = [name for name in EVOLVED if name not in have]
     if not missing:
         return table
-    from pyiceberg.exceptions import CommitFailedException
 
     try:
         with table.update_schema() as update:
@@ -133,12 +148,13 @@ class ColdTier:
             if self._table is not None:
                 break
             try:
-                self._catalog.create_namespace_if_not_exists(NAMESPACE)
-                schema = _iceberg_schema()
-                table = self._catalog.create_table_if_not_exists(
-                    TABLE, schema=schema, partition_spec=_partition_spec(schema)
-                )
-                self._table = _evolve(table, schema)
+                with private_files():
+                    self._catalog.create_namespace_if_not_exists(NAMESPACE)
+                    schema = _iceberg_schema()
+                    table = self._catalog.create_table_if_not_exists(
+                        TABLE, schema=schema, partition_spec=_partition_spec(schema), properties=TABLE_PROPERTIES
+                    )
+                    self._table = _evolve(table, schema)
             except Exception as exc:
                 if attempt == attempts - 1:
                     raise ColdStoreError(f"cannot open the cold-tier table {TABLE}: {exc}") from exc
@@ -171,7 +187,8 @@ class ColdTier:
             if existing is not None:
                 return existing
             try:
-                self.table().append(rows, snapshot_properties={BATCH_PROPERTY: str(batch)})
+                with private_files():
+                    self.table().append(rows, snapshot_properties={BATCH_PROPERTY: str(batch)})
             except CommitFailedException:
                 if attempt == attempts - 1:
                     raise
@@ -253,6 +270,75 @@ class ColdTier:
                     newest[row["id"]] = row
         return newest
 
+    # --- forgetting ------------------------------------------------------------------------------------
+    def purge(self, namespace: str, ids: Sequence[str], *, attempts: int = 8) -> None:
+        """Remove the rows of ``ids`` (forgotten memories of ``namespace``) from the table's current
+        state: one snapshot rewriting the files that held them. Older snapshots still hold them until
+        :meth:`expire` drops those. Safe to repeat: rows already gone match nothing."""
+        from pyiceberg.exceptions import CommitFailedException
+        from pyiceberg.expressions import And, EqualTo, In
+
+        if not ids:
+            return
+        expression = And(EqualTo("namespace", namespace), In("id", {str(i) for i in ids}))
+        delay = 0.05
+        for attempt in range(attempts):
+            table = self.refresh()
+            if table.current_snapshot() is None:
+                return
+            try:
+                with private_files():
+                    table.delete(expression, snapshot_properties={"cabrain.purge": str(len(ids))})
+                return
+            except CommitFailedException:  # a demotion committed meanwhile: again on the new state
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            except Exception as exc:
+                raise ColdStoreError(f"removing forgotten memories of {namespace!r} from {TABLE} failed: {exc}") from exc
+
+    def expire(self, older_than: datetime) -> dict[str, int]:
+        """Drop the table's snapshots taken before ``older_than`` (never the current one), then delete
+        the files no remaining snapshot uses and older than it: what purged rows were still kept in.
+        Returns counts."""
+        table = self.refresh()
+        current = table.current_snapshot()
+        if current is None:
+            return {"snapshots_expired": 0, "files_deleted": 0}
+        cutoff_ms = int(older_than.timestamp() * 1000)
+        old = [snap.snapshot_id for snap in table.snapshots()
+               if snap.timestamp_ms < cutoff_ms and snap.snapshot_id != current.snapshot_id]  # fmt: skip
+        if old:
+            with private_files():
+                table.maintenance.expire_snapshots().by_ids(old).commit()
+            table = self.refresh()
+        live = {table.metadata_location}
+        for snap in table.snapshots():
+            live.add(snap.manifest_list)
+            for manifest in snap.manifests(table.io):
+                live.add(manifest.manifest_path)
+                live.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
+        live = {_path_of(location) for location in live}
+        deleted = 0
+        for path, modified in self._table_files(table):
+            if path not in live and modified < older_than.timestamp():
+                table.io.delete(path if "://" in path else "file://" + path)
+                deleted += 1
+        return {"snapshots_expired": len(old), "files_deleted": deleted}
+
+    @staticmethod
+    def _table_files(table) -> Iterator[tuple[str, float]]:  # noqa: ANN001
+        """Every file under the table's location, with its modification time."""
+        from pyarrow.fs import FileSelector, FileType
+
+        scheme, netloc, path = table.io.parse_location(table.location())
+        fs = table.io.fs_by_scheme(scheme, netloc)
+        for info in fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True)):
+            if info.type == FileType.File:
+                modified = info.mtime.timestamp() if info.mtime is not None else 0.0
+                yield (f"{scheme}://{info.path}" if scheme not in ("file", "") else info.path), modified
+
     def files(self, namespace: str) -> list[str]:
         """Data files a scan of ``namespace`` plans (partition pruning, for tests and doctor)."""
         from pyiceberg.expressions import EqualTo
@@ -261,6 +347,16 @@ class ColdTier:
         if table.current_snapshot() is None:
             return []
         return [task.file.file_path for task in table.scan(row_filter=EqualTo("namespace", namespace)).plan_files()]
+
+
+def _path_of(location: str) -> str:
+    """A file's location as :meth:`ColdTier._table_files` lists it (local paths without ``file://``)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(location)
+    if parts.scheme in ("file", ""):
+        return parts.path
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 def to_arrow(rows: Sequence[Any], batch: uuid.UUID, demoted_at: datetime) -> pa.Table:

@@ -1,8 +1,8 @@
 """The sleep cycle: plan per namespace and month partition, run the steps as Ray tasks spread over
 the cluster, keep a report.
 
-Per namespace the steps run in order (consolidate, dedup, reconsolidate, decay, demote: each
-sees what the one before changed); namespaces run side by side, and decay and demote fan out
+Per namespace the steps run in order (consolidate, dedup, reconsolidate, decay, demote, purge:
+each sees what the one before changed); namespaces run side by side, and decay and demote fan out
 further, one task per month partition. ``maintain`` runs once at the end. Every step records a
 ``sleep_steps`` row (status, counts, what changed, the node it ran on), the run a ``sleep_runs``
 row with the summary.
@@ -31,7 +31,7 @@ from cabrain.sleep.context import StepContext, jsonb
 
 log = logging.getLogger(__name__)
 
-STEPS = ("consolidate", "dedup", "reconsolidate", "decay", "demote", "maintain")
+STEPS = ("consolidate", "dedup", "reconsolidate", "decay", "demote", "purge", "maintain")
 PER_MONTH = frozenset({"decay", "demote"})
 LOCK_CLASS = 0x5C1EE9  # advisory lock key space of the sleep cycle
 

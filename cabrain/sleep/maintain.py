@@ -7,6 +7,8 @@ emptied a partition enough to matter.
 - ``REINDEX`` of a month partition when the rows demoted from it since the last maintain are at
   least ``sleep_reindex_dead_ratio`` of what it held (an HNSW graph keeps the holes of deleted
   rows until rebuilt). Old partitions take no writes, so the lock is harmless.
+- With ``CABRAIN_COLD_FORGOTTEN_RETENTION_DAYS`` set: the cold table's snapshots from before the
+  last hour are expired and the files only they held deleted (see :mod:`cabrain.sleep.purge`).
 
 Runs once per cycle, over the whole database, through ``cabrain_maintain`` (SECURITY DEFINER) so
 the sleep role needs no ownership.
@@ -17,6 +19,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 from cabrain.sleep.context import StepContext, StepResult
+from cabrain.sleep.purge import expire_history
 
 DEFAULT_MONTHS = "SELECT DISTINCT to_char(valid_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month FROM memories_default"
 PARTITIONS = """
@@ -65,6 +68,7 @@ async def maintain(ctx: StepContext, namespace: str = "", month: str = "") -> St
         for table in ("memories", "memory_terms", "bm25_terms", "memory_chunks", "entities", "memory_ids"):
             await conn.execute("SELECT cabrain_maintain($1, 'analyze')", table)
             result.add("tables_analyzed")
+    await expire_history(ctx, result)
     return result
 
 

@@ -472,9 +472,10 @@ def _step_functions() -> dict[str, Any]:
     from cabrain.sleep.decay import decay
     from cabrain.sleep.demote import demote
     from cabrain.sleep.maintain import maintain
+    from cabrain.sleep.purge import purge
 
     return {"consolidate": consolidate, "dedup": dedup, "reconsolidate": reconsolidate,
-            "decay": decay, "demote": demote, "maintain": maintain}  # fmt: skip
+            "decay": decay, "demote": demote, "purge": purge, "maintain": maintain}  # fmt: skip
 
 
 STEP_FUNCTIONS = _step_functions()

@@ -113,11 +113,21 @@ FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
 WHERE i.id = $3 AND i.namespace = $1 AND {READABLE}
 """
 NAMESPACE_OF = "SELECT namespace FROM memory_ids WHERE id = $1"
+# The record of a forget, on the memory's identity (hot or demoted): archive recall leaves it out, and
+# the cold tier's purge (CABRAIN_COLD_FORGOTTEN_RETENTION_DAYS) finds it there. $1 id, $2 agent, $3 reason.
+FORGET_IDENTITY = """
+UPDATE memory_ids SET forgotten_at = coalesce(forgotten_at, now()), forgotten_by = coalesce(forgotten_by, $2),
+                      forget_reason = coalesce(forget_reason, $3)
+WHERE id = $1
+RETURNING forgotten_at
+"""
 # $1 namespace, $2 agent, $3 id: a demoted memory the agent may read (owner and visibility are kept
 # on its identity row when it leaves the hot tier).
 COLD_READABLE = f"""
 WITH {ACCESS_CTE}
-SELECT i.valid_at, i.cold_batch, i.demoted_at FROM memory_ids i
+SELECT i.valid_at, i.cold_batch, i.demoted_at, i.forgotten_at, i.forgotten_by, i.forget_reason, i.purged_at,
+       i.owner_agent_id, i.visibility
+FROM memory_ids i
 WHERE i.id = $3 AND i.namespace = $1 AND i.tier = 'cold' AND (SELECT agent_ok FROM access)
   AND (i.visibility = 'global' OR i.owner_agent_id = $2
        OR (i.visibility = 'team' AND (SELECT team_ok FROM access)))

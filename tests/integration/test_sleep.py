@@ -114,11 +114,12 @@ async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn,
     # the hot recall never sees the cold tier
     hot = await brain.recall("alice", RecallQuery(old_event.content, "proj", k=20))
     assert old_event.id not in {h.memory.id for h in hot.hits}
-    # get answers a demoted id from the cold tier; changing it is refused with a clear error
+    # get answers a demoted id from the cold tier; correcting it is refused with a clear error (forgetting
+    # it works: tests/integration/test_retention.py)
     got = await brain.get("alice", old_event.id)
     assert got.memory.tier == "cold" and got.memory.content == old_event.content
     with pytest.raises(InputError, match="cold tier"):
-        await brain.forget("alice", old_event.id)
+        await brain.reconsolidate("alice", old_event.id, "A corrected version of an archived event.")
     # the same scoping as hot recall: bob sees these team memories only with a grant
     assert (await brain.recall_archive("bob", ArchiveQuery(old_event.content, "proj"))).hits == []
     with pytest.raises(NotFound):
