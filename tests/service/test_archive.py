@@ -61,7 +61,7 @@ def test_archive_route_client_and_get(service: Service, archived: dict[str, str]
         assert archived["backup"] not in {h["memory"]["id"] for h in hot["hits"]}
         got = alice.get(f"/v1/memories/{archived['backup']}").json()
         assert got["memory"]["tier"] == "cold" and got["memory"]["content"] == EVENTS[0]
-        refused = alice.post(f"/v1/memories/{archived['backup']}/forget", json={})
+        refused = alice.post(f"/v1/memories/{archived['backup']}/reconsolidate", json={"content": "corrected"})
         assert refused.status_code == 400 and "cold tier" in refused.json()["error"]["message"]
         # bad input is named
         bad = alice.post("/v1/recall/archive", json={"query": "x", "namespace": NAMESPACE, "k": 0})
