@@ -19,7 +19,7 @@ async def test_bench_sleep_runs_small_on_one_and_two_nodes(tmp_path, pg_server, 
     assert "loaded 600/600 memories" in result.stderr and "| consolidate |" in result.stdout
     data = json.loads(out.read_text())
     one, two = data["runs"]["1"], data["runs"]["2"]
-    assert list(one["steps"]) == ["consolidate", "dedup", "reconsolidate", "decay", "demote", "maintain"]
+    assert list(one["steps"]) == ["consolidate", "dedup", "reconsolidate", "decay", "demote", "purge", "maintain"]
     assert len(one["tasks_per_node"]) == 1 and len(two["tasks_per_node"]) == 2
     for step in ("consolidate", "dedup", "reconsolidate", "demote"):  # the same work wherever it ran
         assert one["steps"][step]["items"] == two["steps"][step]["items"] > 0, step

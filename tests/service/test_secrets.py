@@ -131,7 +131,7 @@ async def test_no_planted_secret_reaches_a_table_a_queue_file_or_a_log(service: 
             written = alice.post("/v1/memories/batch", json={"items": items[start : start + 50], "decide": False})
             assert written.status_code == 200, written.text
 
-    await _drained(service.dsn)
+    await _drained(service.dsn, timeout=300)  # about 300 captured batches to embed and write
     tables = await _every_table(service.dsn)
     assert "sess-secrets" in tables and "API note 7" in tables  # the events and notes did arrive
     assert _leaks(tables) == []
