@@ -30,3 +30,5 @@ def test_a_replica_waits_for_an_added_node_and_then_serves_from_it(db_dsn: str) 
     refused = seen["jobs_without_token"]
     assert list(refused.values()).count(401) >= 2 and not [s for s in refused.values() if s < 400], refused
     assert 200 in seen["jobs_with_token"].values(), seen["jobs_with_token"]
+    driver = seen["foreign_driver"]  # a driver without the token runs nothing
+    assert driver["returncode"] != 0 and not driver["ran"] and driver["refused_for_the_token"], driver

@@ -91,8 +91,10 @@ def main(dsn: str, home: str, port: int) -> dict:
         with_token = netcheck.job_submission_statuses(
             [f for f in found if "DashboardAgent" in f.name], token=token_file.read_text().strip()
         )
+        driver = _foreign_driver(cluster.address)
         removed = service.down(settings)
         return {
+            "foreign_driver": driver,
             "listeners": [str(f) for f in found],
             "exposed": netcheck.exposed(found),
             "jobs_without_token": without_token,
@@ -111,6 +113,22 @@ def main(dsn: str, home: str, port: int) -> dict:
         serve.shutdown()
         ray.shutdown()
         cluster.shutdown()
+
+
+def _foreign_driver(address: str) -> dict:
+    """Another process on the machine connects as a Ray driver without the cluster's token (it
+    would run code as the service's user): what happens."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as empty_home:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+        env["HOME"] = empty_home  # no ~/.ray/auth_token either
+        code = (f"import ray; ray.init(address={address!r}, log_to_driver=False); "
+                "print('RAN', ray.get(ray.remote(lambda: open('/etc/hostname').read()).remote()))")  # fmt: skip
+        probe = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    return {"returncode": probe.returncode, "ran": "RAN" in probe.stdout,
+            "refused_for_the_token": "InvalidAuthToken" in probe.stderr or "AuthenticationError" in probe.stderr}  # fmt: skip
 
 
 if __name__ == "__main__":
