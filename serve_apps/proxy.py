@@ -40,22 +40,23 @@ class JsonErrors:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
-        state: dict[str, Any] = {"start": None, "replaced": False, "sent": False}
+        state: dict[str, Any] = {"start": None, "replaced": False, "sent": False, "text": b""}
 
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = {k.lower(): v for k, v in message.get("headers", [])}
                 is_json = headers.get(b"content-type", b"").startswith(b"application/json")
-                if message["status"] >= 408 and not is_json and message["status"] in (408, 429, 500, 502, 503, 504):
+                if not is_json and message["status"] in (408, 429, 500, 502, 503, 504):
                     state["start"] = message  # the proxy's own plain-text error: replaced when its body ends
                     return
                 state["sent"] = True
                 await send(message)
                 return
             if state["start"] is not None:  # the body of a replaced error
+                state["text"] = (state["text"] + message.get("body", b""))[:2000]
                 if not message.get("more_body", False) and not state["replaced"]:
                     state["replaced"] = True
-                    await self._send_error(send, state["start"]["status"])
+                    await self._send_error(send, state["start"]["status"], state["text"].decode("utf-8", "replace"))
                 return
             await send(message)
 
@@ -73,11 +74,16 @@ class JsonErrors:
             await self._send_error(send, state["start"]["status"] if state["start"] else 503)
 
     @staticmethod
-    async def _send_error(send: Send, status: int) -> None:
+    async def _send_error(send: Send, status: int, said: str = "") -> None:
+        said = " ".join(said.split())
         if status == 408:
             body = error_body(408, "the request took longer than the service allows", "retry, or send less at once")
         elif status == 429:
-            body = error_body(429, "the service is busy", "retry after the time in Retry-After")
+            body = error_body(429, f"the service is busy ({said or 'too many requests'})",
+                              "retry after the time in Retry-After")  # fmt: skip
+        elif status == 503 and said:  # no replica can take it now (starting, overloaded): Serve says why
+            body = error_body(503, f"the service cannot take this request now: {said}",
+                              "retry shortly; GET /v1/ready says when it is ready")  # fmt: skip
         else:
             status = 503
             body = error_body(503, "the service could not answer this request: the replica that held it "
