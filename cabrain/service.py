@@ -67,8 +67,8 @@ def ensure_ray_token(path: Path) -> Path:
         if not path.read_text().strip():
             raise ConfigError(f"the Ray token file {path} is empty", hint="delete it; a new token is made on the next start")
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.parent.chmod(0o700)
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True)  # never changes a folder that was there
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

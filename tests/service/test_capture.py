@@ -41,6 +41,8 @@ async def _drained(dsn: str, timeout: float = 60) -> None:
     try:
         deadline = time.monotonic() + timeout
         while await conn.fetchval("SELECT count(*) FROM capture_inbox WHERE processed_at IS NULL"):
+            errors = await conn.fetch("SELECT DISTINCT last_error FROM capture_inbox WHERE last_error IS NOT NULL")
+            assert not errors, [r["last_error"] for r in errors]  # a failed retain: say why at once
             assert time.monotonic() < deadline, "the capture inbox was not drained"
             await asyncio.sleep(0.3)
         assert await conn.fetchval("SELECT count(*) FROM capture_inbox WHERE last_error IS NOT NULL") == 0
@@ -209,5 +211,6 @@ async def test_a_squatted_project_name_plants_nothing_and_reads_nothing(service:
     accepted = capture({"session_id": "sess-squat-4", "cwd": str(project), "hook_event_name": "UserPromptSubmit",
                         "prompt": "What must we run before deploying?"}, configured)  # fmt: skip
     assert accepted.returncode == 0 and "by carol" in accepted.stdout  # consented: shown, with its author
+    await _drained(service.dsn)  # the accepted write lands before bob gives the grant up
     with service.client("bob") as bob:
         assert bob.post("/v1/grants/decline", json={"namespace": "github.com/acme/api"}).json()["declined"] is True
