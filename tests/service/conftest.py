@@ -59,6 +59,22 @@ async def service_db(pg_server: EmbeddedPostgres, template_db: str) -> str:
     return pg_server.dsn(name)
 
 
+async def table_texts(dsn: str) -> dict[str, str]:
+    """Every row of every table of the database as text, by table: where a test looks for what must
+    never have been stored."""
+    conn = await connect(dsn)
+    try:
+        tables = await conn.fetch(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"
+        )
+        return {
+            row["table_name"]: "\n".join(r[0] for r in await conn.fetch(f'SELECT t::text FROM "{row["table_name"]}" t'))
+            for row in tables
+        }
+    finally:
+        await conn.close()
+
+
 async def _make_agents(dsn: str) -> tuple[dict[str, str], dict[str, str]]:
     conn = await connect(dsn)
     keys, ids = {}, {}

@@ -13,7 +13,7 @@ import asyncpg
 
 from tests.conftest import REPO, cli_env, free_port, make_scratch_dir
 from tests.mcp_helpers import call, http_session
-from tests.service.conftest import Service
+from tests.service.conftest import Service, table_texts
 
 SESSION = REPO / "tests" / "data" / "claude_session"
 PROJECT = "github.com/acme/payments"
@@ -22,11 +22,15 @@ PRIVATE = "12 Elm Street"
 SECRET = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
 
 
-def _repo() -> Path:
+def _repo_of(remote: str) -> Path:
     path = make_scratch_dir("cabrain-project-")
     subprocess.run(["git", "init", "-q", str(path)], check=True)
-    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", "git@github.com:acme/payments.git"], check=True)
+    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", remote], check=True)
     return path
+
+
+def _repo() -> Path:
+    return _repo_of("git@github.com:acme/payments.git")
 
 
 def capture(event: dict, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -51,19 +55,7 @@ async def _drained(dsn: str, timeout: float = 60) -> None:
 
 
 async def _tables_containing(dsn: str, needle: str) -> list[str]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        tables = await conn.fetch(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"
-        )
-        found = []
-        for row in tables:
-            name = row["table_name"]
-            if await conn.fetchval(f'SELECT count(*) FROM "{name}" t WHERE t::text LIKE $1', f"%{needle}%"):
-                found.append(name)
-        return found
-    finally:
-        await conn.close()
+    return [name for name, text in (await table_texts(dsn)).items() if needle in text]
 
 
 async def test_gate_1_a_recorded_session_becomes_recallable_knowledge(service: Service) -> None:
@@ -144,13 +136,6 @@ async def test_a_down_service_queues_locally_and_flush_delivers(service: Service
     assert stored == 1
     bad = capture({"no": "event"}, up)
     assert bad.returncode == 1 and "hook_event_name" in bad.stderr
-
-
-def _repo_of(remote: str) -> Path:
-    path = make_scratch_dir("cabrain-project-")
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", remote], check=True)
-    return path
 
 
 async def test_a_squatted_project_name_plants_nothing_and_reads_nothing(service: Service) -> None:

@@ -9,11 +9,9 @@ import json
 import time
 from pathlib import Path
 
-import asyncpg
-
 from tests.conftest import cli_env, free_port, make_scratch_dir
 from tests.secrets_table import SECRETS
-from tests.service.conftest import Service
+from tests.service.conftest import Service, table_texts
 from tests.service.test_capture import _drained, _repo_of, capture
 
 
@@ -55,20 +53,6 @@ def _transcript(folder: Path) -> str:
             f.write(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [
                 {"type": "text", "text": f"We decided to store it because you asked: {text}"}]}}) + "\n")  # fmt: skip
     return str(path)
-
-
-async def _every_table(dsn: str) -> str:
-    conn = await asyncpg.connect(dsn)
-    try:
-        tables = await conn.fetch(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"
-        )
-        parts = []
-        for row in tables:
-            parts += [r[0] for r in await conn.fetch(f'SELECT t::text FROM "{row["table_name"]}" t')]
-        return "\n".join(parts)
-    finally:
-        await conn.close()
 
 
 def _ray_logs(since: float) -> str:
@@ -132,7 +116,7 @@ async def test_no_planted_secret_reaches_a_table_a_queue_file_or_a_log(service: 
             assert written.status_code == 200, written.text
 
     await _drained(service.dsn, timeout=300)  # about 300 captured batches to embed and write
-    tables = await _every_table(service.dsn)
+    tables = "\n".join((await table_texts(service.dsn)).values())
     assert "sess-secrets" in tables and "API note 7" in tables  # the events and notes did arrive
     assert _leaks(tables) == []
     for path in home.glob("capture-queue*"):
