@@ -109,7 +109,8 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
         if proc.poll() is None:
             proc.kill()
         for p in _descendants(proc.pid):
-            p.kill()
+            p.kill()  # the database's watchdog among them: stop its server too, or it outlives a failed test
+        server.stop(force=True)
     stopped = err.read_text()
     assert "interrupted" in stopped
     assert stopped.index("stopping the Serve application") < stopped.index("stopping Ray") < stopped.index(
@@ -165,6 +166,7 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
         if again.poll() is None:
             again.send_signal(signal.SIGINT)
             again.wait(120)
+        server.stop(force=True)  # a no-op after a clean stop
 
 
 def test_up_refuses_a_cluster_without_a_shared_database() -> None:
