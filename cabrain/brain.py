@@ -39,6 +39,7 @@ from cabrain.providers.cache import RedisCache
 from cabrain.providers.embedders import Embedder, load_embedder
 from cabrain.providers.llm import ChatModel, load_chat_model
 from cabrain.providers.rerankers import Reranker, load_reranker
+from cabrain.redact import redact
 from cabrain.search.keyword import KeywordBackend, PostgresBM25
 from cabrain.settings import Settings
 from cabrain.store import memories as sql
@@ -177,13 +178,7 @@ class Brain:
             pool = await create_pool(dsn, settings)
             try:
                 async with pool.acquire() as conn:
-                    state = await migrations.inspect(conn, settings.schema_dir)
-                if not state.current:
-                    raise migrations.SchemaError(
-                        f"the database schema is not current (pending: {', '.join(state.pending) or '-'}, "
-                        f"edited: {', '.join(state.edited) or '-'}, unknown: {', '.join(state.unknown) or '-'})",
-                        hint="run: cabrain migrate",
-                    )
+                    state = await migrations.require_current(conn, settings.schema_dir)
                 migrations.check_embedding_dim(state, embedder.dim, settings.embedding_model)
                 if reranker is None:
                     reranker = await asyncio.to_thread(load_reranker, settings)
@@ -529,12 +524,6 @@ class Brain:
                     raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
         if row is None:  # demoted: read from the cold tier with no database connection held
             memory = await self._read_cold(namespace, memory_id, cold)
-            if cold["forgotten_at"] is not None:  # forgotten after its demotion: shown as forgotten
-                memory = dataclasses.replace(
-                    memory, invalid_at=memory.invalid_at or cold["forgotten_at"],
-                    metadata={**memory.metadata, "forgotten_by": cold["forgotten_by"],
-                              **({"forget_reason": cold["forget_reason"]} if cold["forget_reason"] else {})},
-                )  # fmt: skip
             async with self.pool.acquire() as conn:
                 following, previous, entities = await self._history(
                     conn, namespace, agent, memory_id, memory.superseded_by, successor=True
@@ -566,7 +555,8 @@ class Brain:
         return following, list(previous), list(entities)
 
     async def _read_cold(self, namespace: str, memory_id: uuid.UUID, where: asyncpg.Record) -> Memory:
-        """A demoted memory's row from the cold tier (``where``: its ``COLD_READABLE`` row)."""
+        """A demoted memory's row from the cold tier (``where``: its ``COLD_READABLE`` row), shown
+        as forgotten when it was forgotten after its demotion (its text, once purged, is gone)."""
         from pyiceberg.expressions import EqualTo
 
         from cabrain.search.archive import memory_of
@@ -594,7 +584,14 @@ class Brain:
                 "but its row is not in the Iceberg table",
                 hint="check CABRAIN_COLD_CATALOG_URI / CABRAIN_COLD_WAREHOUSE point at the cold tier the sleep cycle writes",
             )
-        return memory_of(rows[str(memory_id)])
+        memory = memory_of(rows[str(memory_id)])
+        if where["forgotten_at"] is None:
+            return memory
+        return dataclasses.replace(
+            memory, invalid_at=memory.invalid_at or where["forgotten_at"],
+            metadata={**memory.metadata, "forgotten_by": where["forgotten_by"],
+                      **({"forget_reason": where["forget_reason"]} if where["forget_reason"] else {})},
+        )  # fmt: skip
 
     async def list_memories(
         self,
@@ -615,44 +612,45 @@ class Brain:
             rows = await conn.fetch(sql.LIST_CURRENT, namespace, agent, source_kind, source_ref_prefix, limit)
         return [sql.to_memory(r) for r in rows]
 
-    async def _writable(self, conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID):  # noqa: ANN202
+    async def _writable(
+        self, conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID, *, archived_too: bool = False
+    ) -> tuple[Memory | None, str]:
+        """The memory ``agent`` may read and change, and its namespace; the memory is None for a
+        demoted one, which only ``archived_too`` callers (forget) accept: the archive keeps memories
+        as they were. Unknown and unreadable ids are both :class:`NotFound`."""
         from cabrain.write.retain import check_write_access
 
         memory = await sql.readable_memory(conn, agent, memory_id)
-        if memory is None:
+        if memory is not None:
+            namespace = memory.namespace
+        else:
             namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
             cold = namespace and await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)
-            if cold:
+            if not cold:
+                raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+            if not archived_too:
                 raise InputError(
                     f"memory {memory_id} was moved to the cold tier on {cold['demoted_at'].isoformat()}; "
                     "archived memories are kept as they were and cannot be changed",
                     hint="read it with get or recall_archive; retain a new memory to record something new",
                 )
-            raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
-        await check_write_access(conn, agent, memory.namespace)
-        return memory
+        await check_write_access(conn, agent, namespace)
+        return memory, namespace
 
     async def forget(self, agent: str, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
         """Soft-forget: the memory gets ``invalid_at`` and leaves recall; ``get`` still shows it. A
         memory already demoted to the cold tier (kept there as it was) is forgotten on its identity:
         archive recall leaves it out from then on. Either way the forget is recorded on the memory's
         identity, and the raw captured text it came from, if still kept, is removed."""
-        from cabrain.write.retain import check_write_access
-
         memory_id = _as_uuid(memory_id)
+        if reason and self.settings.redact_secrets:
+            reason = redact(reason)  # stored with the memory and its identity
         meta = {"forgotten_by": agent, **({"forget_reason": reason} if reason else {})}
         async with self.pool.acquire() as conn, conn.transaction():
-            memory = await sql.readable_memory(conn, agent, memory_id)
+            memory, namespace = await self._writable(conn, agent, memory_id, archived_too=True)
             if memory is None:
-                namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
-                cold = namespace and await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)
-                if not cold:
-                    raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
-                await check_write_access(conn, agent, namespace)
                 meta["tier"] = "cold"
             else:
-                namespace = memory.namespace
-                await check_write_access(conn, agent, namespace)
                 await conn.fetchval(sql.INVALIDATE, memory_id, json.dumps(meta, ensure_ascii=False), None)
             await conn.execute(sql.FORGET_IDENTITY, memory_id, agent, reason)
             await conn.execute(inbox.FORGET, memory_id)  # the raw captured text it came from, if still kept
@@ -678,7 +676,7 @@ class Brain:
 
         old_id = _as_uuid(old_id)
         async with self.pool.acquire() as conn:
-            old = await self._writable(conn, agent, old_id)
+            old, _ = await self._writable(conn, agent, old_id)
         if old.invalid_at is not None:
             raise InputError(
                 f"memory {old_id} is no longer current (invalidated at {old.invalid_at.isoformat()})",

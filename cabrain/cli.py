@@ -177,19 +177,37 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
 
     from cabrain import eval as evaluation
 
+    if args.dataset == "decisions":
+        return _eval_decisions(settings, args)
+    if args.pairs is not None or args.decider is not None:
+        raise UsageError(f"unexpected {args.pairs or '--decider'}: a second set and --decider belong to "
+                         "`cabrain eval decisions SET`")  # fmt: skip
     ks = _int_list(args.k, "--k")
     modes = [m for group in (args.mode or ["vector,bm25,hybrid"]) for m in group.split(",") if m]
-    unknown = [m for m in modes if m not in evaluation.MODES]
-    if unknown or not modes:
-        raise UsageError(f"--mode: unknown mode(s) {', '.join(unknown) or '(none given)'}",
-                         hint=f"choose from {', '.join(evaluation.MODES)}")  # fmt: skip
-    if not ks or any(k < 1 or k > settings.recall_max_k for k in ks):
-        raise UsageError(f"--k: every k must be between 1 and {settings.recall_max_k}, got {args.k!r}")
     results = asyncio.run(
         evaluation.run_eval(settings, Path(args.dataset), modes=modes, ks=ks, quiet=args.quiet)
     )
     print(evaluation.render(results, ks))
     _write_results(args.json, json.dumps(evaluation.to_json(results, settings), ensure_ascii=False, indent=2) + "\n")
+    return EXIT_OK
+
+
+def _eval_decisions(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cabrain import eval_decisions
+
+    if args.pairs is None:
+        raise UsageError("cabrain eval decisions needs a set: a .jsonl file of labelled pairs or a folder of them",
+                         hint="cabrain eval decisions eval/decisions")  # fmt: skip
+    if args.mode or args.k != "1,5,10,20":
+        raise UsageError("--mode and --k measure recall; `cabrain eval decisions` takes --decider")
+    results = asyncio.run(
+        eval_decisions.run_decision_eval(settings, Path(args.pairs), decider=args.decider or "deterministic",
+                                         quiet=args.quiet)  # fmt: skip
+    )
+    print(eval_decisions.render(results))
+    _write_results(args.json, json.dumps(eval_decisions.to_json(results, settings), ensure_ascii=False, indent=2) + "\n")
     return EXIT_OK
 
 
@@ -344,12 +362,7 @@ def _local_db(settings: Settings, work):  # noqa: ANN001, ANN202
 
         conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
         try:
-            state = await migrations.inspect(conn, settings.schema_dir)
-            if not state.current:
-                raise migrations.SchemaError(
-                    f"the database schema is not current ({state.version}; pending: {', '.join(state.pending) or '-'})",
-                    hint="run: cabrain migrate",
-                )
+            await migrations.require_current(conn, settings.schema_dir)
             return await work(conn)
         finally:
             await conn.close()
@@ -657,12 +670,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser(
         "eval",
-        help="measure recall quality on question -> passage sets",
+        help="measure recall quality, or the write and sleep decisions (eval decisions SET)",
         description="Load each set (a folder with corpus.jsonl and queries.jsonl, or a folder of "
         "such folders) into a scratch database and report hit@k (recall_any@k), recall_all@k, MRR, "
-        "nDCG@10 and latency percentiles for every mode side by side. See docs/EVAL.md.",
+        "nDCG@10 and latency percentiles for every mode side by side. `cabrain eval decisions SET` "
+        "instead plays labelled statement pairs (a .jsonl file or a folder of them) through retain "
+        "and sleep and reports precision and recall per decision and the false-supersede rate. "
+        "See docs/EVAL.md.",
     )
-    ev.add_argument("dataset", help="a set folder, or a folder of set folders")
+    ev.add_argument("dataset", help="a set folder, or a folder of set folders; or the word `decisions`")
+    ev.add_argument("pairs", nargs="?", help="with `decisions`: a .jsonl file of labelled pairs, or a folder of them")
+    ev.add_argument(
+        "--decider", choices=["deterministic", "llm"], default=None,
+        help="with `decisions`: the write decider measured (default deterministic; llm needs CABRAIN_LLM_URL)",
+    )  # fmt: skip
     ev.add_argument("--k", default="1,5,10,20", help="cut-offs, comma-separated (default 1,5,10,20)")
     ev.add_argument(
         "--mode", action="append", default=None,

@@ -203,7 +203,7 @@ class Client:
         *,
         can_read: bool = True,
         can_write: bool = False,
-    ) -> None:
+    ) -> bool:
         """Offer ``agent`` access; it reads at once and writes once it accepts. True if accepted already."""
         body = {
             "namespace": namespace,

@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cabrain.errors import InputError
+from cabrain.errors import InputError, UsageError
 from cabrain.settings import Settings
 from cabrain.types import MemoryInput, RecallMode, RecallQuery, Visibility
 
@@ -262,10 +262,11 @@ async def run_eval(
     from cabrain.store.scratch import scratch_brain
 
     unknown = [m for m in modes if m not in MODES]
-    if unknown:
-        raise InputError(f"unknown mode(s): {', '.join(unknown)}", hint=f"choose from {', '.join(MODES)}")
+    if unknown or not modes:  # the command's --mode and --k: a bad one is a usage error
+        raise UsageError(f"--mode: unknown mode(s) {', '.join(unknown) or '(none given)'}",
+                         hint=f"choose from {', '.join(MODES)}")  # fmt: skip
     if not ks or any(k < 1 or k > settings.recall_max_k for k in ks):
-        raise InputError(f"every k must be between 1 and {settings.recall_max_k}")
+        raise UsageError(f"--k: every k must be between 1 and {settings.recall_max_k}, got {list(ks)}")
     sets = [load_set(p) for p in find_sets(path)]
     embedder = load_embedder(settings)
     if "hybrid+rerank" in modes:

@@ -9,7 +9,6 @@ it. Admin agents (``agents.is_admin``) manage agents, keys and any namespace's g
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import secrets
 import uuid
@@ -20,6 +19,7 @@ from pathlib import Path
 import asyncpg
 
 from cabrain.errors import AlreadyExists, InputError, NotFound, Unauthenticated
+from cabrain.paths import write_private
 
 KEY_PREFIX = "cbk_"
 SHOWN_CHARS = 12  # "cbk_" + 8: enough to tell keys apart in a listing, useless for guessing
@@ -252,11 +252,6 @@ async def ensure_admin_key(conn: asyncpg.Connection, home: Path, *, agent_id: st
                 )
             await create_agent(conn, agent_id, display_name="CaBrain administrator", is_admin=True, exist_ok=False)
             new = await create_key(conn, agent_id, label="created by cabrain up")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(new.key + "\n")
-            tmp.replace(path)
+            write_private(path, new.key + "\n")
             return AdminBootstrap(path, True, True)
     return AdminBootstrap(path, False, await conn.fetchval(ACTIVE_ADMIN_KEYS) > 0)

@@ -40,3 +40,16 @@ def user_data_dir(app: str) -> str:
         return os.path.join(base, app)
     base = (os.environ.get("XDG_DATA_HOME") or "").strip() or os.path.expanduser("~/.local/share")
     return os.path.join(base, app)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by this user alone (mode 0600), atomically: a reader sees
+    the old file or the whole new one, never a file another user could read first. The folder is
+    made (mode 0700) when missing; an existing one is left as it is."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    tmp.replace(path)

@@ -32,6 +32,7 @@ from pydantic import SecretStr
 
 from cabrain import identity
 from cabrain.errors import ConfigError, ServiceError
+from cabrain.paths import write_private
 from cabrain.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,27 +61,15 @@ def ray_token_path(settings: Settings) -> Path:
 def ensure_ray_token(path: Path) -> Path:
     """A 256-bit token at ``path`` (Ray's own format), made now if there is none; private to this user."""
     import secrets
-
-    if path.exists():
-        if stat_mode(path) & 0o077:
-            path.chmod(0o600)
-        if not path.read_text().strip():
-            raise ConfigError(f"the Ray token file {path} is empty", hint="delete it; a new token is made on the next start")
-        return path
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True)  # never changes a folder that was there
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(32))
-    tmp.replace(path)
-    return path
-
-
-def stat_mode(path: Path) -> int:
     import stat
 
-    return stat.S_IMODE(path.stat().st_mode)
+    if not path.exists():
+        write_private(path, secrets.token_hex(32))
+    elif stat.S_IMODE(path.stat().st_mode) & 0o077:
+        path.chmod(0o600)
+    if not path.read_text().strip():
+        raise ConfigError(f"the Ray token file {path} is empty", hint="delete it; a new token is made on the next start")
+    return path
 
 
 def ray_environment(settings: Settings, *, local: bool) -> dict[str, str]:

@@ -126,21 +126,6 @@ class BodyTooLarge(Exception):
     pass
 
 
-async def _read_body(receive: Callable, max_bytes: int) -> tuple[bytes, bool]:
-    """The whole request body (raises :class:`BodyTooLarge` past ``max_bytes``); and whether the
-    client disconnected meanwhile."""
-    body = bytearray()
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return bytes(body), True
-        body += message.get("body", b"")
-        if len(body) > max_bytes:
-            raise BodyTooLarge
-        if not message.get("more_body", False):
-            return bytes(body), False
-
-
 class Guard:
     """ASGI middleware: refuses bodies over the limit (413) and records per-route metrics."""
 
@@ -148,14 +133,26 @@ class Guard:
         self.app, self.max_bytes, self.metrics = app, max_bytes, metrics
 
     async def _buffered(self, receive: Callable) -> Callable:
-        body, disconnected = await _read_body(receive, self.max_bytes)
+        """The whole request body read now (:class:`BodyTooLarge` past the limit), handed on as one
+        message; then whatever the client sends next (its disconnect)."""
+        body, disconnected = bytearray(), False
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected = True
+                break
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                raise BodyTooLarge
+            if not message.get("more_body", False):
+                break
         replayed = False
 
         async def replay() -> dict:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
             if disconnected:
                 return {"type": "http.disconnect"}
             return await receive()
@@ -545,12 +542,7 @@ def create_api(svc: Ingress) -> FastAPI:
         token = creds.credentials if creds else None
         scrape_key = svc.settings.metrics_key.get_secret_value() if svc.settings.metrics_key else None
         if not (scrape_key and token and hmac.compare_digest(token.encode(), scrape_key.encode())):
-            principal = await svc.authenticate(token)
-            if not principal.is_admin:
-                raise AccessDenied(
-                    f"agent {principal.agent_id!r} may not read the metrics",
-                    hint="scrape with an admin key or with CABRAIN_METRICS_KEY",
-                )
+            await admin(await caller(creds))  # otherwise an admin's key
         return PlainTextResponse(await collect(), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/whoami", tags=["agents"], summary="The agent this key acts as")
@@ -660,11 +652,9 @@ def create_api(svc: Ingress) -> FastAPI:
                 recalled = recall_to_dict(result)
                 answer["hits"], answer["timings_ms"] = recalled["hits"], recalled["timings_ms"]
             else:  # another agent's namespace the caller never accepted: nothing of it goes into its context
-                answer["hits"] = []
-                answer["withheld"] = (
-                    f"namespace {target['namespace']!r} is not yours and you accepted no grant on it: "
-                    "its memories are not put into your context"
-                )
+                from cabrain.faces.capture import WITHHELD
+
+                answer["hits"], answer["withheld"] = [], WITHHELD.format(target["namespace"])
         return JSONResponse(answer, status_code=202)
 
     # --- namespaces and grants ------------------------------------------------------------------

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 SOURCE_KIND = "claude_code"
+WITHHELD = "namespace {!r} is not yours and you accepted no grant on it: its memories are not put into your context"
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "Stop")
 READ_ONLY_TOOLS = {"Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "TodoWrite", "TodoRead", "NotebookRead"}
 EDIT_TOOLS = {"Edit", "MultiEdit", "Write", "NotebookEdit"}
@@ -651,8 +652,7 @@ async def handle_on_database(config: CaptureConfig, event: dict[str, Any]) -> di
         if not todo.context_query:
             return None
         if not injectable:
-            print(f"cabrain capture: namespace {namespace!r} is not yours and you accepted no grant on it: "
-                  "its memories are not put into your context", file=sys.stderr)  # fmt: skip
+            print(f"cabrain capture: {WITHHELD.format(namespace)}", file=sys.stderr)
             return None
         result = await brain.recall(agent, RecallQuery(todo.context_query, namespace, k=config.context_k, expand=False))
         return hook_output(event.get("hook_event_name", ""), context_text(namespace, recall_to_dict(result)["hits"]))

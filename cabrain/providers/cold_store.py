@@ -43,7 +43,7 @@ def catalog_properties(settings: Settings) -> dict[str, str]:
     return props
 
 
-_UMASK = threading.Lock()
+_UMASK = threading.RLock()  # re-entered: a table opened (and made) inside a commit
 
 
 @contextlib.contextmanager

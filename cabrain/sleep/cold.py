@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -175,33 +175,40 @@ class ColdTier:
                 return snapshot.snapshot_id
         return None
 
-    def append_batch(self, batch: uuid.UUID, rows: pa.Table, *, attempts: int = 8) -> int:
-        """Append ``rows`` as one snapshot tagged with ``batch``; exactly once, even when called
-        again after a crash or racing another writer (a lost commit race is retried on the new
-        table state, after checking the batch did not land meanwhile). Returns the snapshot id."""
+    def _commit(self, change: Callable[[Any], None], what: str, attempts: int = 8) -> None:
+        """Commit ``change(table)`` on the table's latest state, its files private to this user. A
+        commit race lost to another writer (a demotion on another node) is retried on the new state,
+        the wait doubling; any other failure is a :class:`ColdStoreError` naming ``what``."""
         from pyiceberg.exceptions import CommitFailedException
 
         delay = 0.05
         for attempt in range(attempts):
-            existing = self.committed_snapshot(batch)
-            if existing is not None:
-                return existing
             try:
                 with private_files():
-                    self.table().append(rows, snapshot_properties={BATCH_PROPERTY: str(batch)})
+                    change(self.refresh())
+                return
             except CommitFailedException:
                 if attempt == attempts - 1:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
-                continue
             except Exception as exc:
-                raise ColdStoreError(f"writing demotion batch {batch} to {TABLE} failed: {exc}") from exc
-            snapshot = self.committed_snapshot(batch)
-            if snapshot is None:
-                raise ColdStoreError(f"demotion batch {batch} was appended but no snapshot carries it")
-            return snapshot
-        raise ColdStoreError(f"demotion batch {batch}: no commit after {attempts} attempts")
+                raise ColdStoreError(f"{what} failed: {exc}") from exc
+
+    def append_batch(self, batch: uuid.UUID, rows: pa.Table) -> int:
+        """Append ``rows`` as one snapshot tagged with ``batch``; exactly once, even when called
+        again after a crash or racing another writer (a lost commit race is retried on the new
+        table state, after checking the batch did not land meanwhile). Returns the snapshot id."""
+
+        def append(table) -> None:  # noqa: ANN001
+            if self.committed_snapshot(batch) is None:
+                table.append(rows, snapshot_properties={BATCH_PROPERTY: str(batch)})
+
+        self._commit(append, f"writing demotion batch {batch} to {TABLE}")
+        snapshot = self.committed_snapshot(batch)
+        if snapshot is None:
+            raise ColdStoreError(f"demotion batch {batch} was appended but no snapshot carries it")
+        return snapshot
 
     def batch_ids(self, namespace: str, batch: uuid.UUID) -> set[str]:
         """The ids the table holds for ``batch`` (read back from the data files, for verification)."""
@@ -271,32 +278,21 @@ class ColdTier:
         return newest
 
     # --- forgetting ------------------------------------------------------------------------------------
-    def purge(self, namespace: str, ids: Sequence[str], *, attempts: int = 8) -> None:
+    def purge(self, namespace: str, ids: Sequence[str]) -> None:
         """Remove the rows of ``ids`` (forgotten memories of ``namespace``) from the table's current
         state: one snapshot rewriting the files that held them. Older snapshots still hold them until
         :meth:`expire` drops those. Safe to repeat: rows already gone match nothing."""
-        from pyiceberg.exceptions import CommitFailedException
         from pyiceberg.expressions import And, EqualTo, In
 
         if not ids:
             return
         expression = And(EqualTo("namespace", namespace), In("id", {str(i) for i in ids}))
-        delay = 0.05
-        for attempt in range(attempts):
-            table = self.refresh()
-            if table.current_snapshot() is None:
-                return
-            try:
-                with private_files():
-                    table.delete(expression, snapshot_properties={"cabrain.purge": str(len(ids))})
-                return
-            except CommitFailedException:  # a demotion committed meanwhile: again on the new state
-                if attempt == attempts - 1:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-            except Exception as exc:
-                raise ColdStoreError(f"removing forgotten memories of {namespace!r} from {TABLE} failed: {exc}") from exc
+
+        def delete(table) -> None:  # noqa: ANN001
+            if table.current_snapshot() is not None:
+                table.delete(expression, snapshot_properties={"cabrain.purge": str(len(ids))})
+
+        self._commit(delete, f"removing forgotten memories of {namespace!r} from {TABLE}")
 
     def expire(self, older_than: datetime) -> dict[str, int]:
         """Drop the table's snapshots taken before ``older_than`` (never the current one), then delete

@@ -27,7 +27,7 @@ from cabrain.providers.llm import LLMError
 from cabrain.search.keyword import IndexedDoc, PostgresBM25
 from cabrain.sleep.context import StepContext, StepResult
 from cabrain.store import memories as sql
-from cabrain.write.decision import _overlap, _signals
+from cabrain.write.decision import RETRACTION_MARGIN, compare, contradiction, duplicates
 
 WIDTH = {"private": 0, "team": 1, "global": 2}
 MAX_FACT_CHARS = 400
@@ -332,8 +332,9 @@ async def _summarise_entities(ctx: StepContext, entity_ids: list[uuid.UUID], res
 async def dedup(ctx: StepContext, namespace: str, month: str = "") -> StepResult:
     """Merge near-duplicates (cosine >= sleep_dedup_similarity) among current memories of the same
     kind and readership: the earliest stays, absorbing the others' importance and use; the others
-    are superseded by it. Two texts that carry a contradiction signal (different numbers, a
-    negation, a revision cue) are never duplicates: which one is current is reconsolidate's call.
+    are superseded by it. Only texts that say the same thing are duplicates
+    (:func:`cabrain.write.decision.duplicates`): about another subject, or with a new value, a
+    negation or a revision cue, they are kept apart (which one is current is reconsolidate's call).
     Only memories new since the last dedup are compared with the rest."""
     result = ctx.result()
     pool = await ctx.pool()
@@ -375,8 +376,9 @@ async def _merge_duplicates(ctx: StepContext, rows: list, since: Any, threshold:
             for j in np.flatnonzero(sims[bi] >= threshold):
                 j = int(j)
                 if j != i:
-                    if _signals(rows[i]["content"], rows[j]["content"]):
-                        continue  # close but contradicting (other numbers, a negation): reconsolidate's call
+                    newer, older = (i, j) if (rows[i]["created_at"], str(rows[i]["id"])) >= (rows[j]["created_at"], str(rows[j]["id"])) else (j, i)
+                    if not duplicates(rows[newer]["content"], rows[older]["content"], float(sims[bi, j]), threshold):
+                        continue  # close but not the same (another subject, a new value): kept apart
                     a, b = find(i), find(j)
                     if a != b:
                         parent[max(a, b)] = min(a, b)  # rows are oldest first: the root is the earliest
@@ -418,9 +420,10 @@ CONTRADICTION_PROMPT = (
 async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> StepResult:
     """Facts that contradict each other are resolved by supersession: the newer evidence wins
     (later ``valid_at``, then later ``created_at``), the reason is recorded on the old row. A pair is
-    a contradiction when the two are about the same subject (cosine >= revision_similarity, a third
-    of their words shared) and carry a contradiction signal (negation on one side, different numbers,
-    a revision cue), or, with a chat model configured, when the model says so."""
+    a contradiction when the write decision (:func:`cabrain.write.decision.contradiction`) would have
+    let the newer revise or retract the older - the same subject, a new value of the same attribute
+    or a retraction - or, with a chat model configured, when the model says so of two statements
+    about the same subject."""
     result = ctx.result()
     s = ctx.settings
     pool = await ctx.pool()
@@ -439,18 +442,16 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
         if newer in gone:
             continue
         for older in order:
-            if rank[older] >= rank[newer] or older in gone or sims[newer, older] < s.revision_similarity:
+            if rank[older] >= rank[newer] or older in gone or sims[newer, older] < s.revision_similarity - RETRACTION_MARGIN:
                 continue
             a, b = rows[newer], rows[older]
             if WIDTH[a["visibility"]] < WIDTH[b["visibility"]]:
                 continue  # never hide a wider-visible fact behind a narrower one
             if b["visibility"] == "private" and a["owner_agent_id"] != b["owner_agent_id"]:
                 continue
-            signals = _signals(a["content"], b["content"])
-            why = None
-            if signals and _overlap(a["content"], b["content"]) >= 1 / 3:
-                why = ", ".join(signals)
-            elif chat is not None and not signals:
+            why = contradiction(a["content"], b["content"], float(sims[newer, older]),
+                                revision_similarity=s.revision_similarity, duplicate_similarity=s.duplicate_similarity)  # fmt: skip
+            if why is None and chat is not None and compare(a["content"], b["content"]).same_subject:
                 try:
                     verdict = json.loads(await chat.complete(CONTRADICTION_PROMPT, f"A (newer): {a['content']}\nB (older): {b['content']}"))
                     if verdict.get("contradiction") is True:

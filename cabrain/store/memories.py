@@ -119,7 +119,6 @@ FORGET_IDENTITY = """
 UPDATE memory_ids SET forgotten_at = coalesce(forgotten_at, now()), forgotten_by = coalesce(forgotten_by, $2),
                       forget_reason = coalesce(forget_reason, $3)
 WHERE id = $1
-RETURNING forgotten_at
 """
 # $1 namespace, $2 agent, $3 id: a demoted memory the agent may read (owner and visibility are kept
 # on its identity row when it leaves the hot tier).

@@ -195,6 +195,18 @@ async def inspect(conn: asyncpg.Connection, schema_dir: Path) -> SchemaState:
     )
 
 
+async def require_current(conn: asyncpg.Connection, schema_dir: Path) -> SchemaState:
+    """:func:`inspect`, raising :class:`SchemaError` unless every migration is applied as on disk."""
+    state = await inspect(conn, schema_dir)
+    if not state.current:
+        raise SchemaError(
+            f"the database schema is not current (pending: {', '.join(state.pending) or '-'}, "
+            f"edited: {', '.join(state.edited) or '-'}, unknown: {', '.join(state.unknown) or '-'})",
+            hint="run: cabrain migrate",
+        )
+    return state
+
+
 def check_embedding_dim(state: SchemaState, dim: int, model: str) -> None:
     """Raise unless the configured model fits the vectors the schema was created for."""
     if state.embedding_dim is not None and state.embedding_dim != dim:

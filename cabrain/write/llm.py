@@ -13,7 +13,7 @@ import logging
 
 from cabrain.providers.llm import ChatModel, LLMError
 from cabrain.types import Decision
-from cabrain.write.decision import Neighbour, WriteDecision
+from cabrain.write.decision import Neighbour, WriteDecision, check_decision
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ async def llm_decide(model: ChatModel, text: str, neighbours: list[Neighbour], f
         return fallback
     try:
         answer = await model.complete(DECISION_SYSTEM, decision_prompt(text, neighbours))
-        return parse_decision(answer, neighbours)
+        return check_decision(text, parse_decision(answer, neighbours), neighbours)
     except (LLMError, ValueError, json.JSONDecodeError) as exc:
         log.warning("write_decision.llm_fallback", extra={"error": str(exc), "fallback": fallback.decision.value})
         return fallback

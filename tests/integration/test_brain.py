@@ -366,3 +366,17 @@ async def test_a_batch_decides_exactly_as_its_items_written_one_by_one(brain, co
     decisions = [o[0] for o in outcomes["batched"][: len(BATCH_STORY)]]
     assert {"ADD", "NOOP", "UPDATE"} <= set(decisions)  # the story exercises the in-batch paths
     assert outcomes["batched"][4][2] == ("item0",)  # superseded an item of the same batch
+
+
+async def test_a_grant_is_accepted_or_declined_only_by_its_grantee(brain):
+    with pytest.raises(NotFound, match="holds no grant"):
+        await brain.accept_grant("bob", "proj")
+    assert await brain.decline_grant("bob", "proj") is False
+    assert await brain.share("alice", "proj", "bob", can_write=True) is False
+    assert (await brain.accept_grant("bob", "proj"))["accepted_at"] is not None
+    assert await brain.share("alice", "proj", "bob", can_write=False) is True  # narrowing keeps the consent
+    assert await brain.share("alice", "proj", "bob", can_write=True) is False  # widening asks again
+    assert await brain.decline_grant("bob", "proj") is True
+    with pytest.raises(AccessDenied, match="personal to agent 'alice'"):
+        await brain.create_namespace("bob", "@alice/diary")
+    assert await brain.create_namespace("bob", "@bob/diary") is True

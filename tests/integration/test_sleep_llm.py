@@ -28,8 +28,9 @@ async def _load(brain, now: datetime) -> None:  # noqa: ANN001
         await brain.retain("alice", [MemoryInput(text, "proj", visibility=Visibility.TEAM, source_kind="chat",
                                                  valid_at=now - timedelta(days=3, hours=i + 10 * n))
                                      for i, text in enumerate(session)], decide=False)  # fmt: skip
-    for days, city in ((2, "Cairo"), (1, "Dubai")):  # no negation, number or revision cue: only a model sees it
-        await brain.retain("alice", [MemoryInput(f"The ProjAtlas team office is in {city}.", "proj",
+    # the rules read another attribute of the same office (both kept); the scripted model calls it a contradiction
+    for days, text in ((2, "The ProjAtlas team office is in Cairo."), (1, "The ProjAtlas team office is open until six.")):
+        await brain.retain("alice", [MemoryInput(text, "proj",
                                                  visibility=Visibility.TEAM, network=Network.FACT,
                                                  memory_type=MemoryType.SEMANTIC,
                                                  valid_at=now - timedelta(days=days))], decide=False)  # fmt: skip

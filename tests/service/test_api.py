@@ -314,3 +314,19 @@ def test_cli_remote_mode_and_python_client(service: Service) -> None:
     made = run_cli("agents", "create", "erin", env=admin_env)
     assert made.returncode == 0, made.stderr
     assert "cbk_" in made.stdout and "not shown again" in made.stderr
+
+
+def test_consent_and_capture_routes_answer_bad_input_clearly(service: Service) -> None:
+    with service.client("carol") as carol:
+        _error(carol.post("/v1/grants/accept", json={"namespace": "proj"}), 404, "not_found")  # nothing offered
+        assert carol.post("/v1/grants/decline", json={"namespace": "proj"}).json()["declined"] is False
+        _error(carol.post("/v1/grants/accept", json={}), 422, "invalid")
+        _error(carol.post("/v1/grants/accept", json={"namespace": "proj", "extra": 1}), 422, "invalid")
+        both = carol.post("/v1/capture", json={"namespace": "proj", "project": "github.com/acme/x", "items": []})
+        assert "either namespace" in _error(both, 400, "bad_request")["message"]
+        neither = carol.post("/v1/capture", json={"items": []})
+        _error(neither, 400, "bad_request")
+        bound = carol.post("/v1/capture", json={"project": "@alice/github.com/acme/x", "items": []})
+        assert "project" in _error(bound, 400, "bad_request")["message"]  # a project is never someone's personal name
+        _error(carol.post("/v1/namespaces", json={"name": "@alice/notes"}), 403, "forbidden")
+        assert carol.post("/v1/namespaces", json={"name": "@carol/notes"}).status_code in (200, 201)
