@@ -24,6 +24,7 @@ from typing import Any
 import asyncpg
 
 from cabrain import identity, namespaces
+from cabrain.clock import Clock, utc_now
 from cabrain.errors import (
     AccessDenied,
     AlreadyExists,
@@ -35,6 +36,7 @@ from cabrain.errors import (
     NotFound,
 )
 from cabrain.faces import inbox
+from cabrain.fixes import Fix
 from cabrain.providers.cache import RedisCache
 from cabrain.providers.embedders import Embedder, load_embedder
 from cabrain.providers.llm import ChatModel, load_chat_model
@@ -42,6 +44,7 @@ from cabrain.providers.rerankers import Reranker, load_reranker
 from cabrain.redact import redact
 from cabrain.search.keyword import KeywordBackend, PostgresBM25
 from cabrain.settings import Settings
+from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
 from cabrain.store import migrations
 from cabrain.store.bookkeeping import Bookkeeper
@@ -49,6 +52,8 @@ from cabrain.store.pool import create_pool
 from cabrain.types import (
     ArchiveQuery,
     ArchiveResult,
+    EntityPage,
+    EntityWithMemories,
     Memory,
     MemoryInput,
     MemoryWithHistory,
@@ -60,6 +65,7 @@ from cabrain.types import (
     recall_from_dict,
     recall_to_dict,
 )
+from cabrain.write.entities import entity_key
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +94,26 @@ ACCEPT_GRANT = """
 UPDATE namespace_grants SET accepted_at = coalesce(accepted_at, now())
 WHERE agent_id = $1 AND namespace = $2
 RETURNING can_read, can_write, accepted_at
+"""
+# Archived identities of a namespace whose source_kind is not known yet (demoted before schema 0010).
+ARCHIVED_UNKNOWN_KIND = "SELECT id FROM memory_ids WHERE namespace = $1 AND tier = 'cold' AND source_kind IS NULL"
+SET_ARCHIVED_KIND = """
+UPDATE memory_ids i SET source_kind = k.kind FROM unnest($1::uuid[], $2::text[]) AS k(id, kind) WHERE i.id = k.id
+"""
+ARCHIVED_OF_KIND = """
+SELECT id FROM memory_ids WHERE namespace = $1 AND tier = 'cold' AND source_kind = $2 AND forgotten_at IS NULL
+ORDER BY id
+"""
+# An archived memory back in the hot tier, as it was (the register trigger re-registers its identity).
+RESTORE_ROW = """
+WITH restored AS (
+    INSERT INTO memories (id, namespace, owner_agent_id, visibility, network, memory_type, content, source_kind,
+                          source_ref, embedding, importance, access_count, last_accessed_at, created_at, valid_at,
+                          metadata, content_hash, pinned)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16::jsonb, $17, $18)
+    RETURNING namespace
+)
+UPDATE namespaces SET memory_count = memory_count + 1 WHERE name = (SELECT namespace FROM restored)
 """
 # The L1 cache's key parts, read from PostgreSQL before an answer is computed (providers/cache.py).
 CACHE_SCOPE = "SELECT g.gen AS cache_gen, e.gen FROM cache_generations g CROSS JOIN cache_epoch e WHERE g.namespace = $1"
@@ -133,8 +159,10 @@ class Brain:
         cache: RedisCache | None = None,
         chat: ChatModel | None = None,
         on_close: list | None = None,
+        clock: Clock = utc_now,
     ) -> None:
         self.settings = settings
+        self.clock = clock  # "now" for the write path's default valid_at, salience recency, inbox retention
         self.pool = pool
         self.embedder = embedder
         self.keyword = keyword or PostgresBM25(
@@ -156,12 +184,14 @@ class Brain:
         dsn: str | None = None,
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
+        clock: Clock = utc_now,
     ) -> Brain:
         """Connect, check the schema is current and fits the embedding model, load providers.
 
         With no ``dsn`` and no ``CABRAIN_DATABASE_URL``, holds a lease on the embedded server
         until :meth:`close`. ``embedder`` / ``reranker`` replace the configured ones (the Serve
-        ingress passes handles to its model deployments).
+        ingress passes handles to its model deployments). ``clock`` is "now" for what the brain
+        decides by the time (:mod:`cabrain.clock`).
         """
         on_close = []
         if dsn is None:
@@ -204,7 +234,7 @@ class Brain:
                 embedding_ttl_s=settings.cache_embedding_ttl_s,
                 timeout_s=settings.cache_timeout_s,
             )
-        return cls(settings, pool, embedder, reranker=reranker, cache=cache, chat=chat, on_close=on_close)
+        return cls(settings, pool, embedder, reranker=reranker, cache=cache, chat=chat, on_close=on_close, clock=clock)
 
     async def close(self) -> None:
         await self._bookkeeper.close()
@@ -369,7 +399,7 @@ class Brain:
             row = await conn.fetchrow(ACCEPT_GRANT, agent, namespace)
             if row is None:
                 raise NotFound(f"agent {agent!r} holds no grant on namespace {namespace!r}",
-                               hint="its owner offers one first (POST /v1/grants, cabrain share)")  # fmt: skip
+                               fix=Fix("offer_grant", {"namespace": namespace, "agent": agent}))  # fmt: skip
             await sql.insert_events(conn, [{"namespace": namespace, "op": "accept_grant", "agent_id": agent,
                                             "metadata": {"can_read": row["can_read"], "can_write": row["can_write"]}}])  # fmt: skip
         return {"namespace": namespace, "agent": agent, **dict(row)}
@@ -601,16 +631,147 @@ class Brain:
         source_kind: str | None = None,
         source_ref_prefix: str | None = None,
         limit: int = 1000,
+        include_archived: bool = False,
     ) -> list[Memory]:
         """Current memories of ``namespace`` that ``agent`` may read, by provenance (the memory-tool
-        backend lists its files with this), ordered by ``source_ref``."""
+        backend lists its files with this), ordered by ``source_ref``. ``include_archived`` (with a
+        ``source_kind``) adds current ones that sleep moved to the cold tier (tier "cold"): the
+        memory-tool files archived before files were pinned, which :meth:`unarchive` brings back."""
         if not 1 <= limit <= 10_000:
             raise InputError(f"limit must be between 1 and 10000, got {limit}")
+        if include_archived and not source_kind:
+            raise InputError("include_archived lists archived memories of one source_kind; give it")
         async with self.pool.acquire() as conn:
             if await conn.fetchval(NAMESPACE_OWNER_EXISTS, namespace) is None:
                 raise NotFound(f"namespace {namespace!r} does not exist")
             rows = await conn.fetch(sql.LIST_CURRENT, namespace, agent, source_kind, source_ref_prefix, limit)
-        return [sql.to_memory(r) for r in rows]
+            found = [sql.to_memory(r) for r in rows]
+            if include_archived:
+                found += await self._archived_current(conn, agent, namespace, source_kind, source_ref_prefix)
+        found.sort(key=lambda m: (m.source_ref is None, m.source_ref or "", m.created_at))
+        return found[:limit]
+
+    async def _archived_current(
+        self, conn: asyncpg.Connection, agent: str, namespace: str, source_kind: str, prefix: str | None
+    ) -> list[Memory]:
+        """Current memories of ``source_kind`` in the cold tier that ``agent`` may read. Reads the
+        Iceberg table only when memory_ids says there are some (or does not know yet: identities
+        archived before schema 0010 learn their source_kind here, once)."""
+        from cabrain.search.archive import memory_of
+
+        unknown = [r["id"] for r in await conn.fetch(ARCHIVED_UNKNOWN_KIND, namespace)]
+        if unknown:
+            cold = await asyncio.to_thread(self.cold_tier)
+            for start in range(0, len(unknown), 1000):
+                part = unknown[start : start + 1000]
+                rows = await asyncio.to_thread(cold.newest, namespace, [str(i) for i in part])
+                kinds = {i: (rows[str(i)]["source_kind"] or "") if str(i) in rows else "" for i in part}
+                await conn.execute(SET_ARCHIVED_KIND, list(kinds), list(kinds.values()))
+        ids = [r["id"] for r in await conn.fetch(ARCHIVED_OF_KIND, namespace, source_kind)]
+        if not ids:
+            return []
+        cold = await asyncio.to_thread(self.cold_tier)
+        rows = await asyncio.to_thread(cold.newest, namespace, [str(i) for i in ids])
+        out = []
+        for memory_id in ids:
+            row = rows.get(str(memory_id))
+            if row is None or row["invalid_at"] is not None:
+                continue
+            if prefix and not (row["source_ref"] or "").startswith(prefix):
+                continue
+            if await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id):
+                out.append(memory_of(row))
+        return out
+
+    async def unarchive(self, agent: str, memory_id: uuid.UUID | str) -> Memory:
+        """Bring an archived (demoted) current memory back to the hot tier, with its own id, content,
+        validity, provenance and links: it is recalled again (its passages and keyword postings are
+        rebuilt). The cold tier keeps its copy. Needs write access to the namespace."""
+        from cabrain.search.archive import memory_of
+        from cabrain.search.chunking import chunk
+        from cabrain.search.keyword import IndexedDoc
+        from cabrain.write.retain import NAMESPACE_LOCK, check_write_access
+
+        memory_id = _as_uuid(memory_id)
+        async with self.pool.acquire() as conn:
+            namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
+            where = namespace and await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)
+            if not where:
+                if namespace and await sql.readable_memory(conn, agent, memory_id) is not None:
+                    raise InputError(f"memory {memory_id} is not archived")
+                raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+            await check_write_access(conn, agent, namespace)
+        if where["forgotten_at"] is not None:
+            raise InputError(f"memory {memory_id} was forgotten; a forgotten memory is not brought back")
+        cold = await asyncio.to_thread(self.cold_tier)
+        rows = await asyncio.to_thread(cold.newest, namespace, [str(memory_id)])
+        if str(memory_id) not in rows:
+            raise ColdStoreError(f"memory {memory_id} is archived but its row is not in the cold tier")
+        row = rows[str(memory_id)]
+        if row["invalid_at"] is not None:
+            raise InputError(f"memory {memory_id} was superseded or forgotten before it was archived; "
+                             "only current memories come back (see its history with get)")  # fmt: skip
+        memory = memory_of(row)
+        passages = chunk(memory.content, target_chars=self.settings.chunk_chars, min_chars=self.settings.chunk_min_chars)
+        vectors = await self.embed_documents([memory.content, *passages])
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(NAMESPACE_LOCK, namespace)
+            if not await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id):
+                raise InputError(f"memory {memory_id} is no longer archived")
+            await conn.execute(
+                RESTORE_ROW, memory.id, namespace, memory.owner_agent_id, memory.visibility.value, memory.network.value,
+                memory.memory_type.value, memory.content, memory.source_kind, memory.source_ref,
+                sql.as_vector(vectors[0]), memory.importance, memory.access_count, memory.last_accessed_at,
+                memory.created_at, memory.valid_at, json.dumps(memory.metadata, ensure_ascii=False),
+                hashlib.sha256(memory.content.encode("utf-8")).digest(), memory.source_kind == "memory_file",
+            )  # fmt: skip
+            await self.keyword.index(conn, [IndexedDoc(memory.id, namespace, memory.valid_at, memory.content)])
+            await sql.insert_chunks(conn, [(memory.id, n, namespace, memory.valid_at, text, vec)
+                                           for n, (text, vec) in enumerate(zip(passages, vectors[1:], strict=True))])  # fmt: skip
+            await sql.insert_events(conn, [{"namespace": namespace, "op": "unarchive", "memory_id": memory.id,
+                                            "agent_id": agent, "metadata": {}}])  # fmt: skip
+            restored = await sql.readable_memory(conn, agent, memory.id)
+        assert restored is not None
+        return restored
+
+    # --- entities --------------------------------------------------------------------------------
+    async def list_entities(
+        self, agent: str, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> EntityPage:
+        """Entities of ``namespace`` in name order, with their summaries, as :mod:`cabrain.store.entities`
+        scopes them (an agent that may not read the namespace gets :class:`NotFound`). ``query`` keeps
+        names that contain it (any case); ``cursor`` is a page's ``next_cursor``."""
+        if not 1 <= limit <= 200:
+            raise InputError(f"limit must be between 1 and 200, got {limit}")
+        key_part = entity_key(query) if query is not None and query.strip() else None
+        async with self.pool.acquire() as conn:
+            await entity_sql.require_readable(conn, namespace, agent)
+            found, next_cursor = await entity_sql.page(
+                conn, namespace, agent, key_part=key_part, after=cursor or None, limit=limit
+            )
+        return EntityPage(found, next_cursor)
+
+    async def get_entity(
+        self, agent: str, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
+    ) -> EntityWithMemories:
+        """One entity of ``namespace`` (by name, in any case, or by id) with its summary when the caller
+        may read every memory it was made from, and the hot memories that mention it the caller may
+        read, newest first (``history``: superseded and forgotten ones too), at most ``limit``.
+        Unknown, unreadable and never-mentioned-to-the-caller entities are all :class:`NotFound`."""
+        if not 1 <= limit <= 200:
+            raise InputError(f"limit must be between 1 and 200, got {limit}")
+        if not isinstance(name_or_id, str) or not name_or_id.strip():
+            raise InputError("give an entity's name or id")
+        try:
+            entity_id = uuid.UUID(name_or_id)
+        except ValueError:
+            entity_id = None
+        async with self.pool.acquire() as conn:
+            await entity_sql.require_readable(conn, namespace, agent)
+            entity = await entity_sql.one(conn, namespace, agent, entity_id=entity_id, key=entity_key(name_or_id),
+                                          name=name_or_id)  # fmt: skip
+            rows = await entity_sql.memories(conn, namespace, agent, entity.id, history=history, limit=limit)
+        return EntityWithMemories(entity, [sql.to_memory(r) for r in rows])
 
     async def _writable(
         self, conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID, *, archived_too: bool = False
@@ -632,7 +793,7 @@ class Brain:
                 raise InputError(
                     f"memory {memory_id} was moved to the cold tier on {cold['demoted_at'].isoformat()}; "
                     "archived memories are kept as they were and cannot be changed",
-                    hint="read it with get or recall_archive; retain a new memory to record something new",
+                    fix=Fix("read_archived", {"memory_id": str(memory_id)}),
                 )
         await check_write_access(conn, agent, namespace)
         return memory, namespace
@@ -680,7 +841,8 @@ class Brain:
         if old.invalid_at is not None:
             raise InputError(
                 f"memory {old_id} is no longer current (invalidated at {old.invalid_at.isoformat()})",
-                hint=f"reconsolidate its current version{' ' + str(old.superseded_by) if old.superseded_by else ''}",
+                fix=Fix("reconsolidate_current", {"memory_id": str(old.superseded_by)}) if old.superseded_by
+                else Fix("retain_instead"),
             )
         item = MemoryInput(
             content=corrected_content,
@@ -697,6 +859,94 @@ class Brain:
             Decision.UPDATE, result.memory_id, result.importance, (old_id,), result.entities,
             reason or "reconsolidated",
         )  # fmt: skip
+
+    # --- judgments: what CaBrain decided on its own, and undoing it ------------------------------
+    async def judgments(self, agent: str, memory_id: uuid.UUID | str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """The judgments (supersessions, invalidations, merges, corrections, reverts) that changed a
+        memory the agent may read, newest first."""
+        from cabrain.store import judgments
+
+        memory_id = _as_uuid(memory_id)
+        if not 1 <= limit <= 500:
+            raise InputError(f"limit must be between 1 and 500, got {limit}")
+        async with self.pool.acquire() as conn:
+            await self._readable_or_archived(conn, agent, memory_id)
+            rows = await judgments.of_memory(conn, memory_id, limit)
+            return [judgments.describe(r) for r in rows if await self._may_see_judgment(conn, agent, r)]
+
+    async def revert(
+        self, agent: str, *, judgment_id: uuid.UUID | str | None = None, memory_id: uuid.UUID | str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Undo a judgment - by its id, or the latest one not reverted yet that changed ``memory_id``:
+        every memory it changed gets back its state before it (the same id, content, validity,
+        metadata and links), and the revert is recorded as a judgment of its own (revertible in
+        turn). Only an agent that may write the namespace and read every memory involved may."""
+        from cabrain.store import judgments
+        from cabrain.write import retain as retain_sql
+        from cabrain.write.retain import check_write_access
+
+        if (judgment_id is None) == (memory_id is None):
+            raise InputError("give a judgment id or a memory id, not both")
+        reason = redact(reason) if reason and self.settings.redact_secrets else reason
+        async with self.pool.acquire() as conn, conn.transaction():
+            if judgment_id is not None:
+                row = await judgments.get(conn, _as_uuid(judgment_id, "judgment id"))
+                if row is None or not await self._may_see_judgment(conn, agent, row):
+                    raise NotFound(f"judgment {judgment_id} does not exist or is not visible to {agent!r}")
+            else:
+                memory_id = _as_uuid(memory_id)
+                await self._readable_or_archived(conn, agent, memory_id)
+                rows = [r for r in await judgments.of_memory(conn, memory_id, 500) if r["reverted_by"] is None]
+                if not rows:
+                    raise NotFound(f"no judgment to revert changed memory {memory_id}")
+                row = rows[0]
+                if not await self._may_see_judgment(conn, agent, row):
+                    raise NotFound(f"no judgment to revert changed memory {memory_id}")
+            await conn.execute(retain_sql.NAMESPACE_LOCK, row["namespace"])
+            await check_write_access(conn, agent, row["namespace"])
+            row = await judgments.get(conn, row["id"])  # again, under the lock
+            undo = await judgments.revert(conn, row, agent=agent, reason=reason)
+            await sql.insert_events(conn, [{"namespace": row["namespace"], "op": "revert", "memory_id": c.memory_id,
+                                            "agent_id": agent, "metadata": {"judgment": str(row["id"]),
+                                                                            "revert": str(undo.id)}}
+                                           for c in undo.changes])  # fmt: skip
+            return judgments.describe(await judgments.get(conn, undo.id))
+
+    async def _readable_or_archived(self, conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID) -> None:
+        if await sql.readable_memory(conn, agent, memory_id) is not None:
+            return
+        namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
+        if not (namespace and await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)):
+            raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
+
+    async def _may_see_judgment(self, conn: asyncpg.Connection, agent: str, row: asyncpg.Record) -> bool:
+        """Every memory a judgment changed is readable by ``agent`` (it shows their states)."""
+        for memory_id in row["memory_ids"]:
+            if await sql.readable_memory(conn, agent, memory_id) is None:
+                namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
+                if not (namespace and await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)):
+                    return False
+        return True
+
+    async def touch(self, agent: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
+        """Count a read of these memories (a memory-tool file viewed): their use and recency rise as a
+        recall's hits do, so what is looked at does not fade. Unreadable ids are skipped; returns how
+        many were counted."""
+        ids = [_as_uuid(i) for i in memory_ids]
+        if len(ids) > 1000:
+            raise InputError(f"at most 1000 memories at a time, got {len(ids)}")
+        seen = []
+        async with self.pool.acquire() as conn:
+            for memory_id in dict.fromkeys(ids):
+                memory = await sql.readable_memory(conn, agent, memory_id)
+                if memory is not None and memory.invalid_at is None:
+                    seen.append(memory)
+        for namespace in sorted({m.namespace for m in seen}):
+            mine = [m.id for m in seen if m.namespace == namespace]
+            self._bookkeeper.record(mine, {"namespace": namespace, "op": "read", "agent_id": agent,
+                                           "metadata": {"ids": [str(i) for i in mine]}})  # fmt: skip
+        return len(seen)
 
     # --- background work and cache -------------------------------------------------------------
     def after_recall(self, agent: str, query: RecallQuery, ids: list[uuid.UUID], latency_ms: float) -> None:

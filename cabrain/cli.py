@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -517,10 +518,84 @@ def cmd_get(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_entities(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.types import entity_page_to_dict
+
+    if not 1 <= args.limit <= 200:
+        raise UsageError(f"--limit must be between 1 and 200, got {args.limit}")
+    with _remote(settings) as client:
+        page = client.entities(args.namespace, query=args.query, limit=args.limit, cursor=args.cursor)
+    if args.json:
+        print(json.dumps(entity_page_to_dict(page), ensure_ascii=False, indent=2))
+        return EXIT_OK
+    for e in page.entities:
+        about = " ".join(e.summary.split()) if e.summary else "(no summary you may read)"
+        print(f"{e.name:<32} {about[:200]}")
+    if not page.entities:
+        print("no entities" + (f" matching {args.query!r}" if args.query else ""))
+    if page.next_cursor:
+        print(f"more: cabrain entities {shlex.quote(args.namespace)} --cursor {shlex.quote(page.next_cursor)}"
+              + (f" --query {shlex.quote(args.query)}" if args.query else ""))  # fmt: skip
+    return EXIT_OK
+
+
+def cmd_entity(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.types import entity_memories_to_dict
+
+    if not 1 <= args.limit <= 200:
+        raise UsageError(f"--limit must be between 1 and 200, got {args.limit}")
+    with _remote(settings) as client:
+        found = client.entity(args.namespace, args.name, history=args.history, limit=args.limit)
+    if args.json:
+        print(json.dumps(entity_memories_to_dict(found), ensure_ascii=False, indent=2))
+        return EXIT_OK
+    e = found.entity
+    print(f"{e.name}  ({e.id})")
+    if e.summary:
+        print(f"summary ({e.summarized_at:%Y-%m-%d %H:%M}): {e.summary}")
+    else:
+        print("summary: none you may read")
+    for m in found.memories:
+        gone = " (superseded)" if m.invalid_at else ""
+        print(f"- {m.valid_at:%Y-%m-%d} {m.content}{gone}  ({m.id})")
+    if not found.memories:
+        print("no current memory you may read mentions it" + ("" if args.history else " (--history: older ones too)"))
+    return EXIT_OK
+
+
 def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
     with _remote(settings) as client:
         result = client.forget(args.memory_id, reason=args.reason)
     print(f"forgotten {result.memory.id} (kept, out of recall since {result.memory.invalid_at})")
+    return EXIT_OK
+
+
+def cmd_judgments(settings: Settings, args: argparse.Namespace) -> int:
+    with _remote(settings) as client:
+        rows = client.judgments(args.memory_id, limit=args.limit)
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    if not rows:
+        print(f"no judgment changed {args.memory_id}")
+    for j in rows:
+        state = f" (reverted by {j['reverted_by']})" if j["reverted_by"] else ""
+        print(f"{j['created_at'][:19]}  {j['id']}  {j['kind']:<10} {j['origin']:<13} {j['agent'] or 'sleep'}{state}")
+        print(f"    {j['reason']}")
+    return EXIT_OK
+
+
+def cmd_revert(settings: Settings, args: argparse.Namespace) -> int:
+    with _remote(settings) as client:
+        if args.judgment:
+            undo = client.revert(judgment_id=args.id, reason=args.reason)
+        else:
+            undo = client.revert(memory_id=args.id, reason=args.reason)
+    if args.json:
+        print(json.dumps(undo, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    print(f"reverted judgment {undo['reverts']} ({undo['inputs'].get('kind')}, {undo['inputs'].get('origin')}): "
+          f"{len(undo['changes'])} memories back as they were; this revert is {undo['id']} (revert it to redo)")  # fmt: skip
     return EXIT_OK
 
 
@@ -824,9 +899,10 @@ def build_parser() -> argparse.ArgumentParser:
     mcp = sub.add_parser(
         "mcp",
         help="serve the MCP tools over stdio (for Claude Code, Claude Desktop, ...)",
-        description="Serve memory_retain, memory_recall, memory_get, memory_forget, memory_share and "
-        "memory_reconsolidate over stdio, acting as the agent whose key is CABRAIN_API_KEY: through the "
-        "service at CABRAIN_API_URL when set, otherwise straight on the database.",
+        description="Serve memory_retain, memory_recall, memory_recall_archive, memory_get, memory_forget, "
+        "memory_share, memory_reconsolidate, memory_namespaces, memory_create_namespace, memory_entities, "
+        "memory_entity and workflow_dispatch over stdio, acting as the agent whose key is CABRAIN_API_KEY: "
+        "through the service at CABRAIN_API_URL when set, otherwise straight on the database.",
     )
     mcp.set_defaults(func=cmd_mcp)
 
@@ -879,10 +955,45 @@ def build_parser() -> argparse.ArgumentParser:
     get = sub.add_parser("get", help="show a memory with its history", description="Get a memory." + remote_note)
     get.add_argument("memory_id")
     get.set_defaults(func=cmd_get)
+    entities = sub.add_parser("entities", help="list what a namespace's memories are about, with summaries",
+                              description="List the entities (people, projects, tools, files ...) a namespace's "
+                              "memories mention, in name order, with what sleep summarised of each."
+                              + remote_note)  # fmt: skip
+    entities.add_argument("namespace")
+    entities.add_argument("--query", "-q", default=None, help="only names containing this (any case)")
+    entities.add_argument("--limit", type=int, default=50, help="entities per page (1-200, default 50)")
+    entities.add_argument("--cursor", default=None, help="the next page (printed under a full page)")
+    entities.add_argument("--json", action="store_true", help="print the answer as JSON")
+    entities.set_defaults(func=cmd_entities)
+    entity = sub.add_parser("entity", help="show one entity: its summary and the memories that mention it",
+                            description="Show one entity (by name, in any case, or id): its summary and the "
+                            "memories that mention it, newest first." + remote_note)  # fmt: skip
+    entity.add_argument("namespace")
+    entity.add_argument("name", help="the entity's name or id")
+    entity.add_argument("--history", action="store_true", help="also superseded and forgotten memories")
+    entity.add_argument("--limit", type=int, default=20, help="memories shown at most (1-200, default 20)")
+    entity.add_argument("--json", action="store_true", help="print the answer as JSON")
+    entity.set_defaults(func=cmd_entity)
     forget = sub.add_parser("forget", help="soft-forget a memory", description="Forget (never delete)." + remote_note)
     forget.add_argument("memory_id")
     forget.add_argument("--reason", default=None)
     forget.set_defaults(func=cmd_forget)
+    judged = sub.add_parser("judgments", help="why a memory changed: supersessions, merges, corrections, reverts",
+                            description="List the judgments that changed a memory, newest first." + remote_note)  # fmt: skip
+    judged.add_argument("memory_id")
+    judged.add_argument("--limit", type=int, default=50, help="at most this many (1-500, default 50)")
+    judged.add_argument("--json", action="store_true", help="print them as JSON")
+    judged.set_defaults(func=cmd_judgments)
+    revert = sub.add_parser("revert", help="undo a supersession, invalidation or merge",
+                            description="Undo the latest judgment that changed MEMORY_ID (or, with --judgment, the "
+                            "judgment ID): the memories it changed get back exactly their state before it. The revert "
+                            "is recorded and can be reverted in turn. Needs write access to the namespace."
+                            + remote_note)  # fmt: skip
+    revert.add_argument("id", help="a memory id (or a judgment id with --judgment)")
+    revert.add_argument("--judgment", action="store_true", help="ID is a judgment id")
+    revert.add_argument("--reason", default=None, help="why it is undone")
+    revert.add_argument("--json", action="store_true", help="print the revert as JSON")
+    revert.set_defaults(func=cmd_revert)
     namespaces = sub.add_parser("namespaces", help="list or create namespaces; accept or decline grants",
                                 description="List your namespaces (and grants offered to you), create one, or "
                                 "accept or decline a grant." + remote_note)  # fmt: skip
@@ -925,6 +1036,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _explain(exc: CabrainError) -> str:
+    """The error, and what to do about it in this command line's terms (cabrain/fixes.py)."""
+    hint = exc.hint_for("cli")
+    return exc.message + (f"\n  fix: {hint}" if hint else "")
+
+
 def _terminate(signum: int, frame: object) -> None:
     raise SystemExit(EXIT_INTERRUPTED)
 
@@ -948,10 +1065,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"cabrain: warning: {describe_unknown(unknown)}", file=sys.stderr)
         return args.func(settings, args)
     except (ConfigError, UsageError) as exc:
-        print(f"cabrain: {exc}", file=sys.stderr)
+        print(f"cabrain: {_explain(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except CabrainError as exc:
-        print(f"cabrain: {exc}", file=sys.stderr)
+        print(f"cabrain: {_explain(exc)}", file=sys.stderr)
         return EXIT_FAIL
     except KeyboardInterrupt:
         print("cabrain: interrupted", file=sys.stderr)

@@ -17,6 +17,7 @@ errors the core raises (:class:`~cabrain.errors.NotFound`, :class:`~cabrain.erro
 from __future__ import annotations
 
 import dataclasses
+import urllib.parse
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +29,7 @@ from cabrain.errors import (
     AlreadyExists,
     CabrainError,
     ColdStoreError,
+    ConflictError,
     DatabaseUnreachable,
     EmbedderError,
     InputError,
@@ -35,9 +37,12 @@ from cabrain.errors import (
     ServiceError,
     Unauthenticated,
 )
+from cabrain.fixes import Fix
 from cabrain.types import (
     ArchiveQuery,
     ArchiveResult,
+    EntityPage,
+    EntityWithMemories,
     Memory,
     MemoryInput,
     MemoryWithHistory,
@@ -45,6 +50,8 @@ from cabrain.types import (
     RecallResult,
     RetainResult,
     archive_from_dict,
+    entity_memories_from_dict,
+    entity_page_from_dict,
     history_from_dict,
     jsonable,
     memory_from_dict,
@@ -57,6 +64,7 @@ ERRORS: dict[str, type[CabrainError]] = {
     "forbidden": AccessDenied,
     "not_found": NotFound,
     "already_exists": AlreadyExists,
+    "conflict": ConflictError,
     "bad_request": InputError,
     "invalid": InputError,
     "payload_too_large": InputError,
@@ -80,15 +88,16 @@ def raise_for(response: httpx.Response) -> Any:
         return response.json()
     try:
         err = response.json()["error"]
-        kind, message, hint = (
+        kind, message, hint, fix = (
             err.get("type", ""),
             err.get("message", ""),
             err.get("hint"),
+            Fix.from_json(err.get("fix")),  # the caller's face words it for its own surface
         )
-    except (ValueError, KeyError, TypeError):
-        kind, message, hint = "", response.text[:500] or response.reason_phrase, None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        kind, message, hint, fix = "", response.text[:500] or response.reason_phrase, None, None
     cls = ERRORS.get(kind, ServiceError)
-    raise cls(f"{message} (HTTP {response.status_code})", hint=hint)
+    raise cls(f"{message} (HTTP {response.status_code})", hint=hint, fix=fix)
 
 
 def _unreachable(base_url: str, exc: Exception) -> ServiceError:
@@ -118,8 +127,26 @@ class _Requests:
         return "POST", "/v1/recall", {"json": recall_body(query)}
 
     @staticmethod
+    def revert(memory_id: uuid.UUID | str | None, judgment_id: uuid.UUID | str | None) -> tuple[str, str]:
+        if (memory_id is None) == (judgment_id is None):
+            raise InputError("give a memory id or a judgment id, not both")
+        if judgment_id is not None:
+            return "POST", f"/v1/judgments/{judgment_id}/revert"
+        return "POST", f"/v1/memories/{memory_id}/revert"
+
+    @staticmethod
     def recall_archive(query: ArchiveQuery) -> tuple[str, str, dict[str, Any]]:
         return "POST", "/v1/recall/archive", {"json": jsonable(dataclasses.asdict(query))}
+
+    @staticmethod
+    def entities(namespace: str, query: str | None, limit: int, cursor: str | None) -> tuple[str, str, dict[str, Any]]:
+        params = {"namespace": namespace, "limit": limit, **{k: v for k, v in (("q", query), ("cursor", cursor)) if v}}
+        return "GET", "/v1/entities", {"params": params}
+
+    @staticmethod
+    def entity(namespace: str, name_or_id: str, history: bool, limit: int) -> tuple[str, str, dict[str, Any]]:
+        params = {"namespace": namespace, "history": "true" if history else "false", "limit": limit}
+        return "GET", f"/v1/entities/{urllib.parse.quote(str(name_or_id), safe='')}", {"params": params}
 
 
 class Client:
@@ -180,6 +207,18 @@ class Client:
     def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
         return history_from_dict(self.request("GET", f"/v1/memories/{memory_id}"))
 
+    def entities(
+        self, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> EntityPage:
+        """Entities of ``namespace`` with their summaries; see :meth:`cabrain.brain.Brain.list_entities`."""
+        method, path, kw = _Requests.entities(namespace, query, limit, cursor)
+        return entity_page_from_dict(self.request(method, path, **kw))
+
+    def entity(self, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20) -> EntityWithMemories:
+        """One entity with its summary and the memories that mention it; see :meth:`cabrain.brain.Brain.get_entity`."""
+        method, path, kw = _Requests.entity(namespace, name_or_id, history, limit)
+        return entity_memories_from_dict(self.request(method, path, **kw))
+
     def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
         return history_from_dict(self.request("POST", f"/v1/memories/{memory_id}/forget", json={"reason": reason}))
 
@@ -188,6 +227,20 @@ class Client:
     ) -> RetainResult:
         body = {"content": content, "reason": reason, "source_ref": source_ref}
         return retain_from_dict(self.request("POST", f"/v1/memories/{memory_id}/reconsolidate", json=body))
+
+    def judgments(self, memory_id: uuid.UUID | str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """The judgments that changed a memory, newest first."""
+        return self.request("GET", f"/v1/memories/{memory_id}/judgments", params={"limit": limit})["judgments"]
+
+    def revert(
+        self, *, memory_id: uuid.UUID | str | None = None, judgment_id: uuid.UUID | str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Undo a judgment (by id), or the latest one that changed a memory; returns the revert."""
+        return self.request(*_Requests.revert(memory_id, judgment_id), json={"reason": reason})
+
+    def touch(self, memory_ids: Sequence[uuid.UUID | str]) -> int:
+        return self.request("POST", "/v1/memories/accessed", json={"ids": [str(i) for i in memory_ids]})["counted"]
 
     # namespaces and grants
     def create_namespace(self, name: str) -> bool:
@@ -326,6 +379,18 @@ class AsyncClient:
     async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
         return history_from_dict(await self.request("GET", f"/v1/memories/{memory_id}"))
 
+    async def entities(
+        self, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> EntityPage:
+        method, path, kw = _Requests.entities(namespace, query, limit, cursor)
+        return entity_page_from_dict(await self.request(method, path, **kw))
+
+    async def entity(
+        self, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
+    ) -> EntityWithMemories:
+        method, path, kw = _Requests.entity(namespace, name_or_id, history, limit)
+        return entity_memories_from_dict(await self.request(method, path, **kw))
+
     async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
         return history_from_dict(
             await self.request("POST", f"/v1/memories/{memory_id}/forget", json={"reason": reason})
@@ -334,11 +399,26 @@ class AsyncClient:
     async def create_namespace(self, name: str) -> bool:
         return (await self.request("POST", "/v1/namespaces", json={"name": name}))["created"]
 
+    async def namespaces(self) -> list[dict[str, Any]]:
+        return (await self.request("GET", "/v1/namespaces"))["namespaces"]
+
     async def reconsolidate(
         self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
     ) -> RetainResult:
         body = {"content": content, "reason": reason, "source_ref": source_ref}
         return retain_from_dict(await self.request("POST", f"/v1/memories/{memory_id}/reconsolidate", json=body))
+
+    async def judgments(self, memory_id: uuid.UUID | str, *, limit: int = 50) -> list[dict[str, Any]]:
+        return (await self.request("GET", f"/v1/memories/{memory_id}/judgments", params={"limit": limit}))["judgments"]
+
+    async def revert(
+        self, *, memory_id: uuid.UUID | str | None = None, judgment_id: uuid.UUID | str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        return await self.request(*_Requests.revert(memory_id, judgment_id), json={"reason": reason})
+
+    async def touch(self, memory_ids: Sequence[uuid.UUID | str]) -> int:
+        return (await self.request("POST", "/v1/memories/accessed", json={"ids": [str(i) for i in memory_ids]}))["counted"]
 
     async def share(self, namespace: str, agent: str, *, can_read: bool = True, can_write: bool = False) -> bool:
         body = {"namespace": namespace, "agent": agent, "can_read": can_read, "can_write": can_write}
@@ -352,8 +432,14 @@ class AsyncClient:
         return await self.request("POST", "/v1/workflows/dispatch", json=task)
 
     async def list_memories(
-        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000
+        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000,
+        include_archived: bool = False,
     ) -> list[Memory]:
-        params = {"namespace": namespace, "limit": limit}
+        params: dict[str, Any] = {"namespace": namespace, "limit": limit}
         params.update({k: v for k, v in (("source_kind", source_kind), ("source_ref_prefix", source_ref_prefix)) if v})
+        if include_archived:
+            params["include_archived"] = "true"
         return [memory_from_dict(m) for m in (await self.request("GET", "/v1/memories", params=params))["memories"]]
+
+    async def unarchive(self, memory_id: uuid.UUID | str) -> Memory:
+        return memory_from_dict(await self.request("POST", f"/v1/memories/{memory_id}/unarchive"))

@@ -27,17 +27,27 @@ each face maps them once (exit codes in the CLI, status codes over HTTP, tool er
 
 from __future__ import annotations
 
+from cabrain.fixes import Fix, render
+
 
 class CabrainError(Exception):
     """Base of every error CaBrain raises on purpose.
 
-    ``hint`` tells the user what to do; it is printed under the message by the CLI.
+    ``hint`` tells the user what to do; it is printed under the message by the CLI. When what to do
+    is an action the caller takes on its own surface (create a namespace, accept a grant), the error
+    carries it as ``fix`` (:mod:`cabrain.fixes`) and each face words it with :meth:`hint_for`; the
+    plain ``hint`` then names every surface's way.
     """
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, fix: Fix | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.fix = fix
+        self.hint = hint if hint is not None or fix is None else render(fix, None)
+
+    def hint_for(self, surface: str) -> str | None:
+        """The hint in the words of ``surface`` (mcp, http, cli): its fix, else the plain hint."""
+        return (render(self.fix, surface) if self.fix is not None else None) or self.hint
 
     def __str__(self) -> str:
         if self.hint:
@@ -95,6 +105,10 @@ class AlreadyExists(CabrainError):
 
 class NotFound(CabrainError):
     """An unknown memory, namespace or agent (or one the caller may not know exists)."""
+
+
+class ConflictError(CabrainError):
+    """The request conflicts with the current state (a judgment reverted already, a memory changed since)."""
 
 
 class AccessDenied(CabrainError):

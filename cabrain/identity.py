@@ -19,6 +19,7 @@ from pathlib import Path
 import asyncpg
 
 from cabrain.errors import AlreadyExists, InputError, NotFound, Unauthenticated
+from cabrain.fixes import Fix
 from cabrain.paths import write_private
 
 KEY_PREFIX = "cbk_"
@@ -135,7 +136,7 @@ async def create_agent(
     if not exist_ok and await conn.fetchval(AGENT_EXISTS, agent_id):
         raise AlreadyExists(
             f"agent {agent_id!r} already exists",
-            hint="make it another key instead (cabrain agents key NAME)",
+            fix=Fix("create_key", {"agent": agent_id}),
         )
     await conn.fetchrow(UPSERT_AGENT, agent_id, display_name, is_admin)
     return agent_id
@@ -147,7 +148,7 @@ async def create_key(conn: asyncpg.Connection, agent_id: str, *, label: str | No
     if row is None:
         raise NotFound(
             f"agent {agent_id!r} does not exist",
-            hint="create it first: cabrain agents create NAME",
+            fix=Fix("create_agent", {"agent": agent_id}),
         )
     if row["disabled_at"] is not None:
         raise InputError(f"agent {agent_id!r} is disabled; it cannot get new keys")
@@ -163,7 +164,7 @@ async def authenticate(conn: asyncpg.Connection, key: str | None) -> Principal:
     if not key:
         raise Unauthenticated(
             "this request carries no API key",
-            hint="send the header 'Authorization: Bearer <key>'",
+            fix=Fix("send_key"),
         )
     if not looks_like_key(key):
         raise Unauthenticated(
@@ -174,7 +175,7 @@ async def authenticate(conn: asyncpg.Connection, key: str | None) -> Principal:
     if row is None:
         raise Unauthenticated(
             "the API key is unknown or revoked, or its agent is disabled",
-            hint="ask an admin for a new key (cabrain agents key NAME)",
+            fix=Fix("new_key"),
         )
     await conn.execute(TOUCH_KEY, row["key_id"])
     return Principal(row["agent_id"], row["is_admin"], row["key_id"])

@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ import httpx
 from pydantic import SecretStr
 
 from cabrain import identity
+from cabrain.clock import Clock, utc_now, utc_today
 from cabrain.errors import ConfigError, ServiceError
 from cabrain.paths import write_private
 from cabrain.settings import Settings
@@ -134,8 +134,8 @@ def api_url(settings: Settings) -> str:
     return f"http://{host}:{settings.api_port}"
 
 
-async def ensure_schema(settings: Settings, dsn: str) -> str:
-    """Migrate when needed; returns a one-line summary."""
+async def ensure_schema(settings: Settings, dsn: str, *, clock: Clock = utc_now) -> str:
+    """Migrate when needed (and create the partitions around the clock's month); returns a one-line summary."""
     from cabrain.store import migrations
     from cabrain.store.db import check_server, connect, server_facts
 
@@ -144,7 +144,7 @@ async def ensure_schema(settings: Settings, dsn: str) -> str:
         check_server(await server_facts(conn))
         state = await migrations.inspect(conn, settings.schema_dir)
         if state.current:
-            await migrations.ensure_partitions(conn, date.today())
+            await migrations.ensure_partitions(conn, utc_today(clock))
             return f"schema up to date ({state.version})"
         if settings.embedding_dim is not None:
             dim = settings.embedding_dim
@@ -157,6 +157,7 @@ async def ensure_schema(settings: Settings, dsn: str) -> str:
             settings.schema_dir,
             embedding_dim=dim,
             embedding_model=settings.embedding_model,
+            today=utc_today(clock),
         )
         return f"applied {len(report.applied)} migration(s)"
     finally:

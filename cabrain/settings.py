@@ -241,6 +241,10 @@ class Settings(BaseSettings):
         description="How fast BM25's say in fusion falls when the query's words are unknown to the namespace.",
     )
     related_limit: int = Field(default=5, ge=0, le=100, description="Related memories from one entity hop.")
+    recall_entity_summaries: int = Field(
+        default=5, ge=0, le=50,
+        description="Summaries of the entities a recall's hits mention most, returned with it (0: none).",
+    )  # fmt: skip
     reranker_provider: RerankerProvider = Field(
         default=RerankerProvider.NONE, description="none | cross-encoder | http"
     )
@@ -305,6 +309,10 @@ class Settings(BaseSettings):
         default=4.0, ge=0, description="Half-life multiplier per unit of importance: salient memories decay slowest."
     )
     sleep_decay_floor: float = Field(default=0.05, ge=0, le=1, description="Importance never decays below this.")
+    sleep_decay_pinned_floor: float = Field(
+        default=0.5, ge=0, le=1,
+        description="A pinned memory (a memory-tool file, or one flagged important) never decays below this.",
+    )  # fmt: skip
     sleep_decay_min_change: float = Field(
         default=0.01, ge=0, le=1,
         description="A row's importance is rewritten once it would fall by at least this much (fewer writes).",

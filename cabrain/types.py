@@ -135,11 +135,24 @@ class RecallQuery:
 
 
 @dataclass(frozen=True)
+class EntitySummary:
+    """An entity the hits of a recall mention, with what sleep summarised of it."""
+
+    name: str
+    summary: str
+    summarized_at: datetime | None
+    memory_ids: list[uuid.UUID]  # the hits that mention it, best first
+
+
+@dataclass(frozen=True)
 class RecallResult:
     hits: list[Hit]
     related: list[Memory]
     timings_ms: Mapping[str, float]
     cached: bool = False
+    # the summaries of the entities the hits mention most, each only when the caller may read every
+    # memory it was made from
+    entities: list[EntitySummary] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -194,6 +207,35 @@ class MemoryWithHistory:
     previous: list[Memory]
     next: list[Memory]
     entities: list[str]
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A name memories mention (a person, project, tool, file ...), and what sleep summarised of it."""
+
+    id: uuid.UUID
+    namespace: str
+    name: str
+    kind: str | None
+    summary: str | None  # None: not summarised yet, or made from memories the caller may not read
+    summarized_at: datetime | None  # None whenever summary is
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class EntityPage:
+    """``list_entities``: entities in name order; ``next_cursor`` asks for the next page."""
+
+    entities: list[Entity]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class EntityWithMemories:
+    """``get_entity``: the entity and the memories that mention it the caller may read, newest first."""
+
+    entity: Entity
+    memories: list[Memory]
 
 
 # --- JSON forms (the HTTP API and the L1 cache use these) -----------------------------------------
@@ -255,7 +297,12 @@ def recall_to_dict(r: RecallResult) -> dict[str, Any]:
         "related": [memory_to_dict(m) for m in r.related],
         "timings_ms": dict(r.timings_ms),
         "cached": r.cached,
-    }
+        "entities": [
+            {"name": e.name, "summary": e.summary, "summarized_at": _dt(e.summarized_at),
+             "memory_ids": [str(i) for i in e.memory_ids]}
+            for e in r.entities
+        ],
+    }  # fmt: skip
 
 
 def recall_from_dict(d: Mapping[str, Any], *, cached: bool = False) -> RecallResult:
@@ -267,6 +314,11 @@ def recall_from_dict(d: Mapping[str, Any], *, cached: bool = False) -> RecallRes
         related=[memory_from_dict(m) for m in d["related"]],
         timings_ms=d["timings_ms"],
         cached=cached,
+        entities=[  # absent from answers of earlier versions (and their cached ones)
+            EntitySummary(e["name"], e["summary"], _parse_dt(e["summarized_at"]),
+                          [uuid.UUID(i) for i in e["memory_ids"]])
+            for e in d.get("entities", [])
+        ],
     )
 
 
@@ -286,6 +338,36 @@ def history_from_dict(d: Mapping[str, Any]) -> MemoryWithHistory:
         next=[memory_from_dict(m) for m in d["next"]],
         entities=list(d["entities"]),
     )
+
+
+def entity_to_dict(e: Entity) -> dict[str, Any]:
+    return {
+        "id": str(e.id), "namespace": e.namespace, "name": e.name, "kind": e.kind, "summary": e.summary,
+        "summarized_at": _dt(e.summarized_at), "updated_at": _dt(e.updated_at),
+    }  # fmt: skip
+
+
+def entity_from_dict(d: Mapping[str, Any]) -> Entity:
+    return Entity(
+        id=uuid.UUID(d["id"]), namespace=d["namespace"], name=d["name"], kind=d["kind"], summary=d["summary"],
+        summarized_at=_parse_dt(d["summarized_at"]), updated_at=_parse_dt(d["updated_at"]),
+    )  # fmt: skip
+
+
+def entity_page_to_dict(p: EntityPage) -> dict[str, Any]:
+    return {"entities": [entity_to_dict(e) for e in p.entities], "next_cursor": p.next_cursor}
+
+
+def entity_page_from_dict(d: Mapping[str, Any]) -> EntityPage:
+    return EntityPage([entity_from_dict(e) for e in d["entities"]], d["next_cursor"])
+
+
+def entity_memories_to_dict(e: EntityWithMemories) -> dict[str, Any]:
+    return {"entity": entity_to_dict(e.entity), "memories": [memory_to_dict(m) for m in e.memories]}
+
+
+def entity_memories_from_dict(d: Mapping[str, Any]) -> EntityWithMemories:
+    return EntityWithMemories(entity_from_dict(d["entity"]), [memory_from_dict(m) for m in d["memories"]])
 
 
 def retain_to_dict(r: RetainResult) -> dict[str, Any]:

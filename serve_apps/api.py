@@ -8,7 +8,9 @@ scoping is then enforced in SQL exactly as in process.
 Status codes: 400 malformed, 401 no or bad key, 403 outside one's grants (or not an admin),
 404 unknown or unreadable, 409 exists already, 413 body too large, 422 well-formed JSON of the
 wrong shape, 503 not ready / a dependency is down. Every error body is
-``{"error": {"type", "message", "hint"}}``.
+``{"error": {"type", "message", "hint"}}``, the hint in this API's terms; with ``"fix": {"action",
+"params"}`` too when the fix is an action the caller takes (:mod:`cabrain.fixes`), which the client,
+the CLI and ``cabrain mcp`` word again for their own callers.
 """
 
 # No ``from __future__ import annotations``: FastAPI must see the route-local dependency types.
@@ -37,6 +39,7 @@ from cabrain.errors import (
     CacheError,
     ColdStoreError,
     ConfigError,
+    ConflictError,
     DatabaseError,
     DatabaseUnreachable,
     EmbedderError,
@@ -45,17 +48,22 @@ from cabrain.errors import (
     ServiceError,
     Unauthenticated,
 )
+from cabrain.fixes import Fix
 from cabrain.identity import Principal
 from cabrain.providers.llm_calls import ModelCallError
 from cabrain.redact import redact_deep
 from cabrain.settings import load_settings
 from cabrain.types import (
     ArchiveResult,
+    EntityPage,
+    EntityWithMemories,
     MemoryWithHistory,
     RecallQuery,
     RecallResult,
     RetainResult,
     archive_to_dict,
+    entity_memories_to_dict,
+    entity_page_to_dict,
     history_to_dict,
     jsonable,
     memory_to_dict,
@@ -79,6 +87,7 @@ STATUS: list[tuple[type[CabrainError], int, str]] = [
     (AccessDenied, 403, "forbidden"),
     (NotFound, 404, "not_found"),
     (AlreadyExists, 409, "already_exists"),
+    (ConflictError, 409, "conflict"),
     (InputError, 400, "bad_request"),
     (EmbedderError, 503, "model_unavailable"),
     (DatabaseError, 503, "database_unavailable"),
@@ -106,20 +115,21 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def error_response(status: int, kind: str, message: str, hint: str | None = None, **headers: str) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"type": kind, "message": message, "hint": hint}},
-        status_code=status,
-        headers=headers or None,
-    )
+def error_response(
+    status: int, kind: str, message: str, hint: str | None = None, *, fix: Fix | None = None, **headers: str
+) -> JSONResponse:
+    error: dict[str, Any] = {"type": kind, "message": message, "hint": hint}
+    if fix is not None:  # the client words it again for its own caller (the CLI, an MCP server on it)
+        error["fix"] = fix.to_json()
+    return JSONResponse({"error": error}, status_code=status, headers=headers or None)
 
 
 def map_error(exc: CabrainError) -> JSONResponse:
     for cls, status, kind in STATUS:
         if isinstance(exc, cls):
             headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
-            return error_response(status, kind, exc.message, exc.hint, **headers)
-    return error_response(500, "internal", exc.message, exc.hint)
+            return error_response(status, kind, exc.message, exc.hint_for("http"), fix=exc.fix, **headers)
+    return error_response(500, "internal", exc.message, exc.hint_for("http"), fix=exc.fix)
 
 
 class BodyTooLarge(Exception):
@@ -324,7 +334,7 @@ class Ingress:
         except TimeoutError:
             raise ServiceError(
                 f"the service is still starting ({self.start_error or 'loading models'})",
-                hint="retry shortly; GET /v1/ready says when it is ready",
+                fix=Fix("wait_ready"),
             ) from None
         except Exception:  # noqa: BLE001 - the start task's failure, reported with its cause
             raise failed from None
@@ -570,10 +580,12 @@ def create_api(svc: Ingress) -> FastAPI:
         source_kind: Annotated[str | None, Query()] = None,
         source_ref_prefix: Annotated[str | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+        include_archived: Annotated[bool, Query(description="also current ones of source_kind in the cold tier")] = False,
     ) -> JSONResponse:
         rows = await svc.run(
             lambda b: b.list_memories(p.agent_id, namespace, source_kind=source_kind,
-                                      source_ref_prefix=source_ref_prefix, limit=limit)
+                                      source_ref_prefix=source_ref_prefix, limit=limit,
+                                      include_archived=include_archived)
         )  # fmt: skip
         return JSONResponse({"memories": [memory_to_dict(m) for m in rows]})
 
@@ -589,6 +601,34 @@ def create_api(svc: Ingress) -> FastAPI:
         reason = body.reason if body else None
         result = await svc.run(lambda b: b.forget(p.agent_id, memory_id, reason=reason))
         return JSONResponse(history_to_dict(result))
+
+    @app.get("/v1/memories/{memory_id}/judgments", tags=["judgments"], response_model=schemas.JudgmentsOut,
+             summary="The judgments that changed a memory: supersessions, merges, corrections, reverts")  # fmt: skip
+    async def memory_judgments(memory_id: str, p: Caller, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> JSONResponse:
+        rows = await svc.run(lambda b: b.judgments(p.agent_id, memory_id, limit=limit))
+        return JSONResponse({"judgments": rows})
+
+    @app.post("/v1/memories/{memory_id}/revert", tags=["judgments"], response_model=schemas.JudgmentOut,
+              summary="Undo the latest judgment that changed a memory (writers of its namespace)")  # fmt: skip
+    async def revert_memory(memory_id: str, p: Caller, body: schemas.RevertIn | None = None) -> JSONResponse:
+        reason = body.reason if body else None
+        return JSONResponse(await svc.run(lambda b: b.revert(p.agent_id, memory_id=memory_id, reason=reason)))
+
+    @app.post("/v1/judgments/{judgment_id}/revert", tags=["judgments"], response_model=schemas.JudgmentOut,
+              summary="Undo a judgment (a revert too) by its id (writers of its namespace)")  # fmt: skip
+    async def revert_judgment(judgment_id: str, p: Caller, body: schemas.RevertIn | None = None) -> JSONResponse:
+        reason = body.reason if body else None
+        return JSONResponse(await svc.run(lambda b: b.revert(p.agent_id, judgment_id=judgment_id, reason=reason)))
+
+    @app.post("/v1/memories/{memory_id}/unarchive", tags=["memories"],
+              summary="Bring an archived current memory back to the hot tier (writers of its namespace)")  # fmt: skip
+    async def unarchive(memory_id: str, p: Caller) -> JSONResponse:
+        return JSONResponse(memory_to_dict(await svc.run(lambda b: b.unarchive(p.agent_id, memory_id))))
+
+    @app.post("/v1/memories/accessed", tags=["memories"],
+              summary="Count a read of these memories (a memory-tool file viewed)")  # fmt: skip
+    async def touch(body: schemas.TouchIn, p: Caller) -> JSONResponse:
+        return JSONResponse({"counted": await svc.run(lambda b: b.touch(p.agent_id, body.ids))})
 
     @app.post("/v1/memories/{memory_id}/reconsolidate", tags=["memories"], response_model=RetainResult,
               summary="Replace a memory with a corrected version (the old one is superseded)")  # fmt: skip
@@ -656,6 +696,31 @@ def create_api(svc: Ingress) -> FastAPI:
 
                 answer["hits"], answer["withheld"] = [], WITHHELD.format(target["namespace"])
         return JSONResponse(answer, status_code=202)
+
+    # --- entities -------------------------------------------------------------------------------
+    @app.get("/v1/entities", tags=["entities"], response_model=EntityPage,
+             summary="Entities of a namespace (what its memories mention), with sleep's summaries")  # fmt: skip
+    async def list_entities(
+        namespace: Annotated[str, Query(description="A namespace the caller may read.")],
+        p: Caller,
+        q: Annotated[str | None, Query(max_length=200, description="Only names containing this (any case).")] = None,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        cursor: Annotated[str | None, Query(description="The next_cursor of the page before.")] = None,
+    ) -> JSONResponse:
+        page = await svc.run(lambda b: b.list_entities(p.agent_id, namespace, query=q, limit=limit, cursor=cursor))
+        return JSONResponse(entity_page_to_dict(page))
+
+    @app.get("/v1/entities/{name_or_id:path}", tags=["entities"], response_model=EntityWithMemories,
+             summary="One entity (by name or id): its summary and the memories that mention it")  # fmt: skip
+    async def get_entity(
+        name_or_id: str,
+        namespace: Annotated[str, Query(description="The entity's namespace.")],
+        p: Caller,
+        history: Annotated[bool, Query(description="Also superseded and forgotten memories.")] = False,
+        limit: Annotated[int, Query(ge=1, le=200, description="Memories returned at most.")] = 20,
+    ) -> JSONResponse:
+        found = await svc.run(lambda b: b.get_entity(p.agent_id, namespace, name_or_id, history=history, limit=limit))
+        return JSONResponse(entity_memories_to_dict(found))
 
     # --- namespaces and grants ------------------------------------------------------------------
     @app.get(

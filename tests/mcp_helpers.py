@@ -14,8 +14,11 @@ from tests.conftest import REPO
 
 TOOLS = {
     "memory_retain", "memory_recall", "memory_recall_archive", "memory_get", "memory_forget", "memory_share",
-    "memory_reconsolidate", "workflow_dispatch",
+    "memory_reconsolidate", "memory_namespaces", "memory_create_namespace", "memory_entities", "memory_entity",
+    "memory_judgments", "memory_revert", "workflow_dispatch",
 }  # fmt: skip
+# What an MCP client must never be told to do: call CaBrain's Python, or use another surface's route or command.
+OTHER_SURFACES = ("Brain.", "brain.", "POST /v1", "cabrain namespaces --create")
 
 
 @contextlib.asynccontextmanager
@@ -66,14 +69,38 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
     assert team["decision"] == "ADD"
     private = await call(owner, "memory_retain", content="My locker code is 4711.", namespace=namespace)
     found = await call(owner, "memory_recall", query="what did we decide about the mobile app?", namespace=namespace)
+    assert found["entities"] == []  # no sleep run has summarised anything yet (tests/service/test_entities.py)
     top = found["hits"][0]
     assert top["id"] == team["memory_id"] and top["source_ref"] == "adr-7" and top["owner"]
     got = await call(owner, "memory_get", memory_id=team["memory_id"])
     assert got["memory"]["content"].startswith("We decided")
 
+    # namespaces: the caller's own, a new one, and the fix for writing where none exists, in tool terms
+    listed = {n["name"]: n for n in (await call(owner, "memory_namespaces"))["namespaces"]}
+    assert listed[namespace]["access"] == "owner" and listed[namespace]["pending_offer"] is None
+    made = f"{namespace}/made-over-mcp"
+    assert (await call(owner, "memory_create_namespace", namespace=made))["created"] is True
+    assert (await call(owner, "memory_create_namespace", namespace=made))["created"] is False  # idempotent
+    assert "already exists" in await call_error(other, "memory_create_namespace", namespace=made)
+    assert "personal to agent 'alice'" in await call_error(other, "memory_create_namespace", namespace="@alice/x")
+    assert made in {n["name"] for n in (await call(owner, "memory_namespaces"))["namespaces"]}
+    missing = await call_error(owner, "memory_retain", content="a note", namespace=f"{namespace}/missing")
+    assert "does not exist" in missing and f'memory_create_namespace with namespace="{namespace}/missing"' in missing
+    assert not any(s in missing for s in OTHER_SURFACES), missing
+
+    # entities: what the namespace's memories mention, scoped like them
+    entities = {e["name"]: e for e in (await call(owner, "memory_entities", namespace=namespace))["entities"]}
+    assert "Flutter" in entities and entities["Flutter"]["summary"] is None
+    flutter = await call(owner, "memory_entity", namespace=namespace, name="flutter")
+    assert [m["id"] for m in flutter["memories"]] == [team["memory_id"]]
+    assert "not visible" in await call_error(other, "memory_entities", namespace=namespace)
+    assert "not visible" in await call_error(other, "memory_entity", namespace=namespace, name="Flutter")
+    assert "memory_entities with namespace=" in await call_error(owner, "memory_entity", namespace=namespace,
+                                                                  name="No Such Thing")  # fmt: skip
+
     # scoping: no grant, nothing readable or writable
     denied = await call_error(other, "memory_retain", content="sneaky", namespace=namespace)
-    assert "may not write" in denied
+    assert "may not write" in denied and "memory_share" in denied and not any(s in denied for s in OTHER_SURFACES)
     assert "does not exist or is not visible" in await call_error(other, "memory_get", memory_id=team["memory_id"])
     assert (await call(other, "memory_recall", query="mobile app decision", namespace=namespace))["hits"] == []
     assert "may not share" in await call_error(other, "memory_share", namespace=namespace, agent="alice")
@@ -83,6 +110,11 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
     shared = await call(other, "memory_recall", query="mobile app decision", namespace=namespace)
     assert [h["id"] for h in shared["hits"]] == [team["memory_id"]]  # the team memory, never the private one
     assert private["memory_id"] not in json.dumps(shared)
+    offered = {n["name"]: n for n in (await call(other, "memory_namespaces"))["namespaces"]}[namespace]
+    assert offered["access"] == "read" and offered["pending_offer"] == {"can_read": True, "can_write": False,
+                                                                         "by": offered["owner"]}  # fmt: skip
+    assert [e["name"] for e in (await call(other, "memory_entities", namespace=namespace, query="flut"))["entities"]] \
+        == ["Flutter"]
 
     fixed = await call(owner, "memory_reconsolidate", memory_id=team["memory_id"],
                        corrected_content="We decided to ship the mobile app natively (Swift and Kotlin).",
@@ -90,6 +122,19 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
     assert fixed["decision"] == "UPDATE" and fixed["superseded"] == [team["memory_id"]]
     history = await call(owner, "memory_get", memory_id=fixed["memory_id"])
     assert [m["id"] for m in history["previous"]] == [team["memory_id"]]
+
+    # judgments: why the memory changed, and undoing it (writers only), then undoing the undo
+    [why] = (await call(owner, "memory_judgments", memory_id=team["memory_id"]))["judgments"]
+    assert (why["kind"], why["origin"]) == ("supersede", "correction") and "Flutter plugin gaps" in why["reason"]
+    assert "may not write" in await call_error(other, "memory_revert", memory_id=team["memory_id"])
+    undo = await call(owner, "memory_revert", memory_id=team["memory_id"], reason="keep both for now")
+    assert undo["reverts"] == why["id"] and undo["kind"] == "revert"
+    assert (await call(owner, "memory_get", memory_id=team["memory_id"]))["memory"]["invalid_at"] is None
+    assert "already reverted" in await call_error(owner, "memory_revert", judgment_id=why["id"])
+    redo = await call(owner, "memory_revert", judgment_id=undo["id"])
+    assert redo["reverts"] == undo["id"]
+    assert (await call(owner, "memory_get", memory_id=team["memory_id"]))["memory"]["superseded_by"] == fixed["memory_id"]
+    assert "not both" in await call_error(owner, "memory_revert")
     gone = await call(owner, "memory_forget", memory_id=private["memory_id"], reason="not for memory")
     assert gone["forgotten"] == private["memory_id"] and gone["invalid_at"]
 

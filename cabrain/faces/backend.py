@@ -9,6 +9,8 @@ from typing import Any, Protocol
 from cabrain.types import (
     ArchiveQuery,
     ArchiveResult,
+    EntityPage,
+    EntityWithMemories,
     Memory,
     MemoryInput,
     MemoryWithHistory,
@@ -38,12 +40,34 @@ class MemoryBackend(Protocol):
     ) -> RetainResult: ...
 
     async def list_memories(
-        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000
+        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000,
+        include_archived: bool = False,
     ) -> list[Memory]: ...
 
     async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> bool: ...
 
+    async def judgments(self, memory_id: uuid.UUID | str) -> list[dict[str, Any]]: ...
+
+    async def revert(
+        self, *, memory_id: uuid.UUID | str | None = None, judgment_id: uuid.UUID | str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]: ...
+
+    async def touch(self, memory_ids: list[uuid.UUID]) -> int: ...
+
+    async def unarchive(self, memory_id: uuid.UUID | str) -> Memory: ...
+
     async def create_namespace(self, name: str) -> bool: ...
+
+    async def list_namespaces(self) -> list[dict[str, Any]]: ...
+
+    async def entities(
+        self, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> EntityPage: ...
+
+    async def entity(
+        self, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
+    ) -> EntityWithMemories: ...
 
     async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -76,17 +100,47 @@ class BrainBackend:
         return await self.brain.reconsolidate(self.agent, memory_id, content, reason=reason, source_ref=source_ref)
 
     async def list_memories(
-        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000
+        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000,
+        include_archived: bool = False,
     ) -> list[Memory]:
         return await self.brain.list_memories(
-            self.agent, namespace, source_kind=source_kind, source_ref_prefix=source_ref_prefix, limit=limit
+            self.agent, namespace, source_kind=source_kind, source_ref_prefix=source_ref_prefix, limit=limit,
+            include_archived=include_archived,
         )
 
     async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> bool:
         return await self.brain.share(self.agent, namespace, agent, can_write=can_write)
 
+    async def judgments(self, memory_id: uuid.UUID | str) -> list[dict[str, Any]]:
+        return await self.brain.judgments(self.agent, memory_id)
+
+    async def revert(
+        self, *, memory_id: uuid.UUID | str | None = None, judgment_id: uuid.UUID | str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        return await self.brain.revert(self.agent, memory_id=memory_id, judgment_id=judgment_id, reason=reason)
+
+    async def touch(self, memory_ids: list[uuid.UUID]) -> int:
+        return await self.brain.touch(self.agent, memory_ids)
+
+    async def unarchive(self, memory_id: uuid.UUID | str) -> Memory:
+        return await self.brain.unarchive(self.agent, memory_id)
+
     async def create_namespace(self, name: str) -> bool:
         return await self.brain.create_namespace(self.agent, name)
+
+    async def list_namespaces(self) -> list[dict[str, Any]]:
+        return await self.brain.list_namespaces(self.agent)
+
+    async def entities(
+        self, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> EntityPage:
+        return await self.brain.list_entities(self.agent, namespace, query=query, limit=limit, cursor=cursor)
+
+    async def entity(
+        self, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
+    ) -> EntityWithMemories:
+        return await self.brain.get_entity(self.agent, namespace, name_or_id, history=history, limit=limit)
 
     async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]:
         from cabrain.workflows.dispatch import Dispatcher, TaskRequest
@@ -124,17 +178,47 @@ class HttpBackend:
         return await self.client.reconsolidate(memory_id, content, reason=reason, source_ref=source_ref)
 
     async def list_memories(
-        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000
+        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000,
+        include_archived: bool = False,
     ) -> list[Memory]:
         return await self.client.list_memories(
-            namespace, source_kind=source_kind, source_ref_prefix=source_ref_prefix, limit=limit
+            namespace, source_kind=source_kind, source_ref_prefix=source_ref_prefix, limit=limit,
+            include_archived=include_archived,
         )
 
     async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> bool:
         return await self.client.share(namespace, agent, can_write=can_write)
 
+    async def judgments(self, memory_id: uuid.UUID | str) -> list[dict[str, Any]]:
+        return await self.client.judgments(memory_id)
+
+    async def revert(
+        self, *, memory_id: uuid.UUID | str | None = None, judgment_id: uuid.UUID | str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        return await self.client.revert(memory_id=memory_id, judgment_id=judgment_id, reason=reason)
+
+    async def touch(self, memory_ids: list[uuid.UUID]) -> int:
+        return await self.client.touch(memory_ids)
+
+    async def unarchive(self, memory_id: uuid.UUID | str) -> Memory:
+        return await self.client.unarchive(memory_id)
+
     async def create_namespace(self, name: str) -> bool:
         return await self.client.create_namespace(name)
+
+    async def list_namespaces(self) -> list[dict[str, Any]]:
+        return await self.client.namespaces()
+
+    async def entities(
+        self, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> EntityPage:
+        return await self.client.entities(namespace, query=query, limit=limit, cursor=cursor)
+
+    async def entity(
+        self, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
+    ) -> EntityWithMemories:
+        return await self.client.entity(namespace, name_or_id, history=history, limit=limit)
 
     async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]:
         return await self.client.dispatch_task(task)

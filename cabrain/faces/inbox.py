@@ -39,11 +39,12 @@ RETURNING id, agent_id, namespace, items, decide
 """
 DONE = "UPDATE capture_inbox SET processed_at = now(), last_error = NULL, memory_ids = $2 WHERE id = $1"
 REMOVE = "DELETE FROM capture_inbox WHERE id = $1"
-# Processed rows past their retention, and rows that failed for good past theirs ($1, $2: seconds).
+# Processed rows past their retention, and rows that failed for good past theirs ($1, $2: seconds; $3: now, the
+# brain's clock).
 PURGE = f"""
 DELETE FROM capture_inbox
-WHERE (processed_at IS NOT NULL AND processed_at < now() - make_interval(secs => $1))
-   OR (processed_at IS NULL AND attempts >= {MAX_ATTEMPTS} AND created_at < now() - make_interval(secs => $2))
+WHERE (processed_at IS NOT NULL AND processed_at < $3::timestamptz - make_interval(secs => $1))
+   OR (processed_at IS NULL AND attempts >= {MAX_ATTEMPTS} AND created_at < $3::timestamptz - make_interval(secs => $2))
 """
 # A forgotten memory's raw captured text goes with it.
 FORGET = "DELETE FROM capture_inbox WHERE memory_ids @> ARRAY[$1::uuid]"
@@ -77,7 +78,8 @@ async def drain(brain, *, batch: int = 16) -> int:
     settings = brain.settings
     async with brain.pool.acquire() as conn:
         rows = await conn.fetch(CLAIM, batch)
-        await conn.execute(PURGE, settings.capture_inbox_retention_s, settings.capture_inbox_failed_retention_s)
+        await conn.execute(PURGE, settings.capture_inbox_retention_s, settings.capture_inbox_failed_retention_s,
+                           brain.clock())  # fmt: skip
     for row in rows:
         try:
             items = [item_from_json(d, row["namespace"]) for d in json.loads(row["items"])]

@@ -1,6 +1,8 @@
 """MCP tools (SPEC §5.1): ``memory_retain``, ``memory_recall``, ``memory_recall_archive``,
-``memory_get``, ``memory_forget``, ``memory_share``, ``memory_reconsolidate``; and workflow
-learning's ``workflow_dispatch``.
+``memory_get``, ``memory_forget``, ``memory_share``, ``memory_reconsolidate``, ``memory_namespaces``,
+``memory_create_namespace``, ``memory_entities``, ``memory_entity``, ``memory_judgments``,
+``memory_revert``; and workflow learning's
+``workflow_dispatch``.
 
 One tool set, two transports:
 
@@ -8,7 +10,8 @@ One tool set, two transports:
   running service (``CABRAIN_API_URL``) or straight on the database when none is configured;
 - streamable HTTP at ``/mcp`` in the Serve ingress, stateless, the API key as bearer token.
 
-Failures are raised as tool errors (``isError``), never returned as text.
+Failures are raised as tool errors (``isError``), never returned as text, their fix worded as the
+tools to call (:mod:`cabrain.fixes`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from cabrain.errors import CabrainError
 from cabrain.faces.backend import MemoryBackend
 from cabrain.types import (
     ArchiveQuery,
+    Entity,
     Memory,
     MemoryInput,
     MemoryType,
@@ -40,7 +44,9 @@ INSTRUCTIONS = """CaBrain is a long-term memory shared by agents. Recall before 
 past work, decisions, people or preferences (memory_recall); retain what is worth knowing later -
 decisions with their reasons, facts, lessons, preferences - as short self-contained statements
 (memory_retain). When a memory turns out wrong, correct it with memory_reconsolidate rather than
-writing a contradicting one. Memories live in namespaces (usually one per project). Old raw events
+writing a contradicting one. Memories live in namespaces (usually one per project): memory_namespaces
+lists yours, memory_create_namespace makes a new one. memory_entities and memory_entity show what is
+known about the people, projects and tools your memories mention. Old raw events
 and superseded facts move to an archive over time; search it with memory_recall_archive when
 memory_recall does not have what you need."""
 
@@ -74,6 +80,26 @@ def _memory(m: Memory) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _when(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _entity(e: Entity) -> dict[str, Any]:
+    return {"name": e.name, "id": str(e.id), "kind": e.kind, "summary": e.summary,
+            "summarized_at": _when(e.summarized_at)}  # fmt: skip
+
+
+def _namespace(row: dict[str, Any], agent: str) -> dict[str, Any]:
+    """A namespace as its caller should see it: its access there, and a grant offered and not accepted."""
+    grant = row.get("grant")
+    access = "owner" if row["owner_agent_id"] == agent else "write" if row["can_write"] else "read"
+    offered = None
+    if grant and not grant["accepted"]:
+        offered = {"can_read": grant["can_read"], "can_write": grant["can_write"], "by": grant["granted_by"]}
+    return {"name": row["name"], "owner": row["owner_agent_id"], "access": access, "pending_offer": offered,
+            "memory_count": row.get("memory_count")}  # fmt: skip
+
+
 def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=None) -> MCPServer:
     """The MCP server; ``backend_for(ctx)`` gives the calling agent's backend."""
     server = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan, log_level="WARNING")
@@ -83,7 +109,8 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             backend = await backend_for(ctx)
             return await op(backend)
         except CabrainError as exc:
-            raise ToolError(exc.message + (f" (fix: {exc.hint})" if exc.hint else "")) from exc
+            hint = exc.hint_for("mcp")
+            raise ToolError(exc.message + (f" (fix: {hint})" if hint else "")) from exc
 
     @server.tool(annotations=ToolAnnotations(title="Remember something", destructiveHint=False))
     async def memory_retain(
@@ -123,13 +150,19 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         include_history: Annotated[bool, Field(description="Also return forgotten and superseded memories")] = False,
     ) -> dict[str, Any]:
         """Find the memories most relevant to a query (meaning and keywords, ranked), each with its
-        provenance (who, when, where from), plus memories related through shared entities."""
+        provenance (who, when, where from), plus memories related through shared entities and what
+        is known about the entities the hits mention (their summaries)."""
         q = RecallQuery(query, namespace, k=k, mode=mode, include_invalid=include_history)
         result = await run(ctx, lambda b: b.recall(q))
         return {
             "hits": [{**_memory(h.memory), "score": round(h.score, 4)} for h in result.hits],
             "related": [_memory(m) for m in result.related],
-        }
+            "entities": [
+                {"name": e.name, "summary": e.summary, "summarized_at": _when(e.summarized_at),
+                 "memory_ids": [str(i) for i in e.memory_ids]}
+                for e in result.entities
+            ],
+        }  # fmt: skip
 
     @server.tool(annotations=ToolAnnotations(title="Search the memory archive", readOnlyHint=True))
     async def memory_recall_archive(
@@ -193,6 +226,53 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         accepted = await run(ctx, lambda b: b.share(namespace, agent, can_write=can_write))
         return {"namespace": namespace, "agent": agent, "can_read": True, "can_write": can_write, "accepted": accepted}
 
+    @server.tool(annotations=ToolAnnotations(title="List your namespaces", readOnlyHint=True))
+    async def memory_namespaces(ctx: Context) -> dict[str, Any]:
+        """The namespaces you own or were granted, each with your access (owner, write or read), and
+        grants offered to you that are not accepted yet (you read those at once; writing waits until
+        your operator accepts: cabrain namespaces --accept NAME)."""
+
+        async def op(b: MemoryBackend) -> list[dict[str, Any]]:
+            return [_namespace(r, b.agent) for r in await b.list_namespaces()]
+
+        return {"namespaces": await run(ctx, op)}
+
+    @server.tool(annotations=ToolAnnotations(title="Create a namespace", destructiveHint=False, idempotentHint=True))
+    async def memory_create_namespace(namespace: Namespace, ctx: Context) -> dict[str, Any]:
+        """Create a namespace you own (one per project, say). A name starting with '@<another agent>/'
+        is that agent's alone; one another agent owns already is refused. Creating one you own
+        again changes nothing (created: false)."""
+        created = await run(ctx, lambda b: b.create_namespace(namespace))
+        return {"namespace": namespace, "created": created, "access": "owner"}
+
+    @server.tool(annotations=ToolAnnotations(title="What is known about whom", readOnlyHint=True))
+    async def memory_entities(
+        namespace: Namespace,
+        ctx: Context,
+        query: Annotated[str | None, Field(max_length=200, description="Only names containing this (any case)")]
+        = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="How many entities to return")] = 50,
+        cursor: Annotated[str | None, Field(max_length=1000, description="next_cursor of the page before")] = None,
+    ) -> dict[str, Any]:
+        """The entities (people, projects, tools, files ...) this namespace's memories mention, in name
+        order, each with what sleep summarised of it (summary null: none yet, or made from memories
+        you may not read). Open one with memory_entity."""
+        page = await run(ctx, lambda b: b.entities(namespace, query=query, limit=limit, cursor=cursor))
+        return {"entities": [_entity(e) for e in page.entities], "next_cursor": page.next_cursor}
+
+    @server.tool(annotations=ToolAnnotations(title="Everything about one entity", readOnlyHint=True))
+    async def memory_entity(
+        namespace: Namespace,
+        name: Annotated[str, Field(min_length=1, max_length=2000, description="The entity's name (any case) or id, "
+                                   "e.g. from memory_entities or memory_recall's entities")],
+        ctx: Context,
+        include_history: Annotated[bool, Field(description="Also forgotten and superseded memories")] = False,
+        limit: Annotated[int, Field(ge=1, le=200, description="How many memories to return")] = 20,
+    ) -> dict[str, Any]:
+        """One entity: its summary, and the memories that mention it, newest first."""
+        found = await run(ctx, lambda b: b.entity(namespace, name, history=include_history, limit=limit))
+        return {"entity": _entity(found.entity), "memories": [_memory(m) for m in found.memories]}
+
     @server.tool(annotations=ToolAnnotations(title="Correct a memory", destructiveHint=False))
     async def memory_reconsolidate(
         memory_id: MemoryId,
@@ -208,6 +288,26 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             "decision": result.decision.value, "memory_id": str(result.memory_id),
             "superseded": [str(s) for s in result.superseded],
         }  # fmt: skip
+
+    @server.tool(annotations=ToolAnnotations(title="Why a memory changed", readOnlyHint=True))
+    async def memory_judgments(memory_id: MemoryId, ctx: Context) -> dict[str, Any]:
+        """The judgments that changed a memory, newest first: CaBrain's own decisions (a revision
+        that superseded it on write, a duplicate merged or a contradiction resolved in sleep), a
+        caller's corrections, and reverts, each with its reason, what it was based on and the
+        memory's state before and after. Use memory_revert to undo one."""
+        return {"judgments": await run(ctx, lambda b: b.judgments(memory_id))}
+
+    @server.tool(annotations=ToolAnnotations(title="Undo a judgment", destructiveHint=False))
+    async def memory_revert(
+        ctx: Context,
+        memory_id: Annotated[str | None, Field(description="Undo the latest judgment that changed this memory")] = None,
+        judgment_id: Annotated[str | None, Field(description="Or undo this judgment (from memory_judgments)")] = None,
+        reason: Annotated[str | None, Field(max_length=2000, description="Why it is undone")] = None,
+    ) -> dict[str, Any]:
+        """Undo a supersession, invalidation or merge: the memories it changed get back exactly their
+        state before it (a superseded memory is current again). The revert is recorded and can itself
+        be reverted. Give memory_id or judgment_id. Needs write access to the namespace."""
+        return await run(ctx, lambda b: b.revert(memory_id=memory_id, judgment_id=judgment_id, reason=reason))
 
     @server.tool(annotations=ToolAnnotations(title="Hand a task to a model", destructiveHint=False, openWorldHint=True))
     async def workflow_dispatch(

@@ -79,7 +79,17 @@ class MemoryFiles:
 
     # --- lookups --------------------------------------------------------------------------------
     async def _files(self, prefix: str = ROOT) -> dict[str, Memory]:
-        found = await self.backend.list_memories(self.namespace, source_kind=SOURCE_KIND, source_ref_prefix=prefix)
+        found = await self.backend.list_memories(self.namespace, source_kind=SOURCE_KIND, source_ref_prefix=prefix,
+                                                 include_archived=True)  # fmt: skip
+        archived = [m for m in found if m.tier == "cold"]
+        if archived:  # archived before files were pinned: a file never vanishes, it comes back to the hot tier
+            restored = {}
+            for m in archived:
+                try:
+                    restored[m.id] = await self.backend.unarchive(m.id)
+                except CabrainError:  # (a reader without write access still sees it, as archived)
+                    pass
+            found = [restored.get(m.id, m) for m in found]
         return {m.source_ref: m for m in found if m.source_ref}
 
     async def _file(self, path: str) -> Memory | None:
@@ -103,6 +113,7 @@ class MemoryFiles:
         path = normalise(command.path)
         memory = None if path == ROOT else await self._file(path)
         if memory is not None:
+            await self.backend.touch([memory.id])  # a file looked at is a file in use: it does not fade
             return self._render_file(command, memory.content)
         files = await self._files() if path == ROOT else await self._under(path)
         if path != ROOT and not files:
@@ -159,7 +170,7 @@ class MemoryFiles:
         if path == ROOT or await self._file(path) is not None or await self._under(path):
             raise ToolError(f"File {command.path} already exists")  # a directory there too, as the reference
         item = MemoryInput(command.file_text, self.namespace, visibility=self.visibility, source_kind=SOURCE_KIND,
-                           source_ref=path, metadata={"memory_tool": "create"})  # fmt: skip
+                           source_ref=path, important=True, metadata={"memory_tool": "create"})  # fmt: skip
         await self.backend.retain(item, decide=False)
         return f"File created successfully at: {command.path}"
 

@@ -6,7 +6,9 @@
 2. Vector top-N and BM25 top-N, both scoped and filtered in SQL.
 3. Fusion (:mod:`cabrain.search.fusion`), salience nudge, top k.
 4. Optional cross-encoder rerank of the fused top candidates.
-5. One hop through ``memory_entities``: memories sharing entities with the hits, as ``related``.
+5. One hop through ``memory_entities``: memories sharing entities with the hits, as ``related``,
+   and beside it (one more query) the summaries sleep wrote of the entities the hits mention most,
+   each only when the caller may read every memory it was made from.
 6. After answering: ``access_count`` / ``last_accessed_at`` bumped and a ``memory_events`` row,
    in the background, off the response path.
 """
@@ -21,10 +23,11 @@ from cabrain.errors import AccessDenied, InputError, NotFound
 from cabrain.search import vector
 from cabrain.search.fusion import Candidate, fuse
 from cabrain.search.keyword import KeywordResult, QueryTerms, SearchFilters
+from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
 from cabrain.store.memories import COLUMNS
 from cabrain.store.scope import ACCESS_CTE, RECALL_FILTER
-from cabrain.types import Hit, RecallMode, RecallQuery, RecallResult, ScoreBreakdown
+from cabrain.types import EntitySummary, Hit, RecallMode, RecallQuery, RecallResult, ScoreBreakdown
 
 if TYPE_CHECKING:
     from cabrain.brain import Brain
@@ -182,18 +185,30 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
     top = fused[: query.k]
     hits = [_hit(c, rerank_scores.get(c.row["id"])) for c in top]
-    related = []
-    if query.expand and hits and settings.related_limit:
+    related, entities = [], []
+    if query.expand and hits and (settings.related_limit or settings.recall_entity_summaries):
         t0 = time.perf_counter()
-        async with brain.pool.acquire() as conn:
-            rows = await conn.fetch(
-                RELATED, *filters.args(), settings.related_limit, [h.memory.id for h in hits]
-            )
+        ids = [h.memory.id for h in hits]
+
+        async def neighbours() -> list:
+            if not settings.related_limit:
+                return []
+            async with brain.pool.acquire() as conn:
+                return await conn.fetch(RELATED, *filters.args(), settings.related_limit, ids)
+
+        async def summaries() -> list[EntitySummary]:
+            if not settings.recall_entity_summaries:
+                return []
+            async with brain.pool.acquire() as conn:
+                return await entity_sql.recall_summaries(conn, query.namespace, agent, ids,
+                                                         settings.recall_entity_summaries)  # fmt: skip
+
+        rows, entities = await asyncio.gather(neighbours(), summaries())
         related = [sql.to_memory(r) for r in rows]
         timings["expand_ms"] = (time.perf_counter() - t0) * 1000
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     brain.after_recall(agent, query, [h.memory.id for h in hits], timings["total_ms"])
-    return RecallResult(hits=hits, related=related, timings_ms=timings)
+    return RecallResult(hits=hits, related=related, timings_ms=timings, entities=entities)
 
 
 def _hit(c: Candidate, rerank: float | None) -> Hit:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
+from cabrain.clock import Clock, utc_now
 from cabrain.settings import Settings
 from cabrain.store.pool import create_pool
 
@@ -36,16 +35,12 @@ class StepResult:
         return {"counts": self.counts, "changes": self.changes}
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class StepContext:
     def __init__(
-        self, settings: Settings, dsn: str, run_id: uuid.UUID, *, clock: Callable[[], datetime] = utc_now
+        self, settings: Settings, dsn: str, run_id: uuid.UUID, *, clock: Clock = utc_now
     ) -> None:
         self.settings, self.dsn, self.run_id = settings, dsn, run_id
-        self.clock = clock  # "now" for what a step decides in Python (the database's own now() elsewhere)
+        self.clock = clock  # "now" for every age a step decides on (passed into its SQL; cabrain.clock)
         self._pool: asyncpg.Pool | None = None
         self._embedder = None
         self._chat = None

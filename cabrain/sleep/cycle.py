@@ -25,6 +25,7 @@ from typing import Any
 
 import asyncpg
 
+from cabrain.clock import Clock, utc_now
 from cabrain.errors import ConfigError
 from cabrain.settings import Settings, load_settings
 from cabrain.sleep.context import StepContext, jsonb
@@ -83,13 +84,13 @@ def _node_id() -> str | None:
 
 
 async def execute_step(
-    settings: Settings, dsn: str, run_id: uuid.UUID, step: str, namespace: str, month: str
+    settings: Settings, dsn: str, run_id: uuid.UUID, step: str, namespace: str, month: str, *, clock: Clock = utc_now
 ) -> dict[str, Any]:
     """Run one step on one namespace (and month) and record it; what the driver gets back."""
     from cabrain.sleep import steps as registry
 
     fn = registry.STEP_FUNCTIONS[step]
-    ctx = StepContext(settings, dsn, run_id)
+    ctx = StepContext(settings, dsn, run_id, clock=clock)
     node = _node_id()
     started = time.perf_counter()
     try:
@@ -115,8 +116,10 @@ def _remote_step():
     import ray
 
     @ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")
-    def sleep_step(settings: dict[str, Any], dsn: str, run_id: str, step: str, namespace: str, month: str) -> dict:
-        return asyncio.run(execute_step(load_settings(**settings), dsn, uuid.UUID(run_id), step, namespace, month))
+    def sleep_step(settings: dict[str, Any], dsn: str, run_id: str, step: str, namespace: str, month: str,
+                   clock: Clock = utc_now) -> dict:  # fmt: skip
+        return asyncio.run(execute_step(load_settings(**settings), dsn, uuid.UUID(run_id), step, namespace, month,
+                                        clock=clock))  # fmt: skip
 
     return sleep_step
 
@@ -166,8 +169,10 @@ async def run_cycle(
     steps: Sequence[str] = STEPS,
     use_ray: bool = True,
     progress: Callable[[str], None] | None = None,
+    clock: Clock = utc_now,
 ) -> CycleReport:
-    """One sleep cycle over ``namespaces`` (default: all) on the hot tier at ``dsn``."""
+    """One sleep cycle over ``namespaces`` (default: all) on the hot tier at ``dsn``, as of ``clock``
+    (every age a step decides on: decay, the consolidation window, demotion, purge, partitions ahead)."""
     check_steps(steps)
     say = progress or (lambda line: None)
     run_id = uuid.uuid4()
@@ -190,7 +195,7 @@ async def run_cycle(
         await lock_conn.execute(START_RUN, run_id, socket.gethostname(), list(steps), mine)
         say(f"sleep run {run_id}: {len(mine)} namespace(s), steps {', '.join(steps)} (as {role})")
         months = {name: [r["month"] for r in await lock_conn.fetch(MONTHS, name)] for name in mine}
-        runner = _Runner(settings, worker_dsn, run_id, use_ray, say)
+        runner = _Runner(settings, worker_dsn, run_id, use_ray, say, clock)
         per_namespace = [s for s in steps if s != "maintain"]
         outcomes = await asyncio.gather(*(runner.namespace(n, per_namespace, months[n]) for n in mine))
         failed = [n for n, ok in zip(mine, outcomes, strict=True) if not ok]
@@ -216,8 +221,10 @@ async def run_cycle(
 
 
 class _Runner:
-    def __init__(self, settings: Settings, dsn: str, run_id: uuid.UUID, use_ray: bool, say: Callable[[str], None]) -> None:
-        self.settings, self.dsn, self.run_id, self.say = settings, dsn, run_id, say
+    def __init__(
+        self, settings: Settings, dsn: str, run_id: uuid.UUID, use_ray: bool, say: Callable[[str], None], clock: Clock
+    ) -> None:
+        self.settings, self.dsn, self.run_id, self.say, self.clock = settings, dsn, run_id, say, clock
         self.tasks: list[dict[str, Any]] = []
         self.failures: list[dict[str, Any]] = []
         self._remote = None
@@ -230,10 +237,12 @@ class _Runner:
     async def task(self, step: str, namespace: str, month: str) -> bool:
         try:
             if self._remote is not None:
-                ref = self._remote.remote(self._settings_dict, self.dsn, str(self.run_id), step, namespace, month)
+                ref = self._remote.remote(self._settings_dict, self.dsn, str(self.run_id), step, namespace, month,
+                                          self.clock)  # fmt: skip
                 done = await ref
             else:
-                done = await execute_step(self.settings, self.dsn, self.run_id, step, namespace, month)
+                done = await execute_step(self.settings, self.dsn, self.run_id, step, namespace, month,
+                                          clock=self.clock)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - recorded; the namespace's later steps are skipped
             cause = getattr(exc, "cause", None) or exc
             self.failures.append({"step": step, "namespace": namespace, "month": month, "error": str(cause)})

@@ -3,8 +3,9 @@
     importance <- max(floor, importance * 2 ** (-days / half_life)),
     half_life   = sleep_decay_half_life_days * (1 + sleep_decay_salience_boost * importance)
 
-where ``days`` is the time since the row last decayed (or, the first time, since it was last
-used or stored). ``decayed_at`` records the moment, so a re-run right after a crash decays by
+(a pinned memory - a memory-tool file, or one flagged ``important`` - decays no lower than
+``sleep_decay_pinned_floor``), where ``days`` is the time since the row last decayed (or, the first time, since it was last
+used or stored), as of the step's clock. ``decayed_at`` records that moment, so a re-run right after a crash decays by
 (almost) nothing: the step is idempotent. A row is only rewritten once it would lose at least
 ``sleep_decay_min_change`` (or reach the floor): until then its time keeps adding up, so a nightly
 run rewrites the rows whose importance moved, not every row, every night. Only current hot rows decay; a row used since its last
@@ -19,19 +20,21 @@ from cabrain.sleep.demote import MONTH_BOUNDS
 DECAY = """
 WITH aged AS (
     SELECT m.id, m.valid_at, m.importance,
-           extract(epoch FROM now() - greatest(m.decayed_at, m.last_accessed_at, m.created_at)) / 86400.0 AS days
+           extract(epoch FROM $9::timestamptz - greatest(m.decayed_at, m.last_accessed_at, m.created_at)) / 86400.0 AS days
     FROM memories m
     WHERE m.namespace = $1 AND m.valid_at >= $2 AND m.valid_at < $3
-      AND m.invalid_at IS NULL AND m.tier = 'hot' AND m.importance > $6
+      AND m.invalid_at IS NULL AND m.tier = 'hot' AND m.importance > (CASE WHEN m.pinned THEN $8::real ELSE $6::real END)
 ),
 next AS (
-    SELECT id, valid_at, importance AS before,
-           greatest($6, importance * power(2.0, -days / ($4 * (1 + $5 * importance))))::real AS after
-    FROM aged WHERE days > 0
+    SELECT id, valid_at, importance AS before, floor,
+           greatest(floor, importance * power(2.0, -days / ($4 * (1 + $5 * importance))))::real AS after
+    FROM (SELECT a.*, CASE WHEN m.pinned THEN greatest($6::real, $8::real) ELSE $6::real END AS floor
+          FROM aged a JOIN memories m ON m.id = a.id AND m.valid_at = a.valid_at) f
+    WHERE days > 0
 )
-UPDATE memories m SET importance = n.after, decayed_at = now()
+UPDATE memories m SET importance = n.after, decayed_at = $9
 FROM next n
-WHERE m.id = n.id AND m.valid_at = n.valid_at AND (n.before - n.after >= $7 OR n.after <= $6)
+WHERE m.id = n.id AND m.valid_at = n.valid_at AND (n.before - n.after >= $7 OR n.after <= n.floor)
 RETURNING m.id, n.before, n.after
 """
 
@@ -45,7 +48,7 @@ async def decay(ctx: StepContext, namespace: str, month: str) -> StepResult:
         rows = await conn.fetch(
             DECAY, namespace, bounds["lo"], bounds["hi"],
             s.sleep_decay_half_life_days, s.sleep_decay_salience_boost, s.sleep_decay_floor,
-            s.sleep_decay_min_change,
+            s.sleep_decay_min_change, s.sleep_decay_pinned_floor, ctx.clock(),
         )  # fmt: skip
     result.add("decayed", len(rows))
     result.add("importance_lost_x1000", int(sum(r["before"] - r["after"] for r in rows) * 1000))

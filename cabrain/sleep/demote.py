@@ -3,8 +3,9 @@
 A memory is demoted when it was invalidated (forgotten or superseded) more than
 ``sleep_demote_invalid_after_days`` ago, or when it is an episode older than
 ``sleep_demote_after_days``, unused for as long, and either distilled into facts already or less
-important than ``sleep_demote_keep_importance``. Facts, semantic memories and entity summaries stay
-hot.
+important than ``sleep_demote_keep_importance``. Facts, semantic memories, entity summaries and
+pinned memories (memory-tool files, memories flagged ``important``) stay hot while current. Ages are
+counted as of the step's clock (:mod:`cabrain.clock`).
 
 Per namespace and month partition, in batches (the ledger is ``cold_batches``):
 
@@ -49,11 +50,11 @@ SELECT m.id FROM memories m
 WHERE m.namespace = $1 AND m.valid_at >= $2 AND m.valid_at < $3 AND m.tier = 'hot'
   AND NOT (m.id = ANY($4::uuid[]))
   AND (
-        (m.invalid_at IS NOT NULL AND m.invalid_at < now() - make_interval(secs => $5))
-     OR (m.invalid_at IS NULL AND m.memory_type = 'episodic'
-         AND m.valid_at < now() - make_interval(secs => $6)
-         AND m.created_at < now() - make_interval(secs => $6)
-         AND (m.last_accessed_at IS NULL OR m.last_accessed_at < now() - make_interval(secs => $6))
+        (m.invalid_at IS NOT NULL AND m.invalid_at < $9::timestamptz - make_interval(secs => $5))
+     OR (m.invalid_at IS NULL AND m.memory_type = 'episodic' AND NOT m.pinned
+         AND m.valid_at < $9::timestamptz - make_interval(secs => $6)
+         AND m.created_at < $9::timestamptz - make_interval(secs => $6)
+         AND (m.last_accessed_at IS NULL OR m.last_accessed_at < $9::timestamptz - make_interval(secs => $6))
          AND (m.consolidated_at IS NOT NULL OR m.importance < $7))
   )
 ORDER BY m.id
@@ -95,7 +96,7 @@ WHERE namespace = $1
 DELETE_CHUNKS = "DELETE FROM memory_chunks WHERE namespace = $1 AND memory_id = ANY($2::uuid[])"
 MARK_COLD = """
 UPDATE memory_ids i SET tier = 'cold', cold_batch = $2, demoted_at = $3,
-       owner_agent_id = m.owner_agent_id, visibility = m.visibility
+       owner_agent_id = m.owner_agent_id, visibility = m.visibility, source_kind = coalesce(m.source_kind, '')
 FROM memories m
 WHERE m.id = i.id AND m.valid_at = i.valid_at AND i.id = ANY($1::uuid[])
 """
@@ -134,7 +135,7 @@ async def demote(ctx: StepContext, namespace: str, month: str) -> StepResult:
             ids = [r["id"] for r in await conn.fetch(
                 CANDIDATES, namespace, lo, hi, pending,
                 settings.sleep_demote_invalid_after_days * 86400, settings.sleep_demote_after_days * 86400,
-                settings.sleep_demote_keep_importance, settings.sleep_demote_batch,
+                settings.sleep_demote_keep_importance, settings.sleep_demote_batch, ctx.clock(),
             )]  # fmt: skip
             if not ids:
                 break
@@ -163,7 +164,7 @@ async def _finish(
         if not rows:  # nothing hot is left of it: it finished, short of the ledger's last word
             await conn.execute(FINISH_BATCH, batch, cold.committed_snapshot(batch))
             return
-        demoted_at = datetime.now(UTC)
+        demoted_at = datetime.now(UTC)  # a record (archive reads keep the newest copy), not a decision: wall clock
         snapshot = cold.committed_snapshot(batch)
         if snapshot is None:
             snapshot = cold.append_batch(batch, to_arrow(rows, batch, demoted_at))

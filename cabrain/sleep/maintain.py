@@ -1,8 +1,9 @@
 """*maintain*: partitions ahead, fresh planner statistics, and index rebuilds where demotion
 emptied a partition enough to matter.
 
-- The current month's and the next ``sleep_partitions_ahead`` months' partitions of ``memories``
-  are created, and so is a partition for any month whose rows sit in the default partition.
+- The current month's (by the step's clock) and the next ``sleep_partitions_ahead`` months'
+  partitions of ``memories`` are created, and so is a partition for any month whose rows sit in
+  the default partition.
 - ``ANALYZE`` on the tables the cycle changed.
 - ``REINDEX`` of a month partition when the rows demoted from it since the last maintain are at
   least ``sleep_reindex_dead_ratio`` of what it held (an HNSW graph keeps the holes of deleted
@@ -16,8 +17,9 @@ the sleep role needs no ownership.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date
 
+from cabrain.clock import utc_today
 from cabrain.sleep.context import StepContext, StepResult
 from cabrain.sleep.purge import expire_history
 
@@ -48,7 +50,7 @@ async def maintain(ctx: StepContext, namespace: str = "", month: str = "") -> St
     pool = await ctx.pool()
     async with pool.acquire() as conn:
         existing = {r["relname"] for r in await conn.fetch(PARTITIONS)}
-        wanted = _months_ahead(datetime.now(UTC).date(), ctx.settings.sleep_partitions_ahead)
+        wanted = _months_ahead(utc_today(ctx.clock), ctx.settings.sleep_partitions_ahead)
         wanted += [date(int(m[:4]), int(m[5:7]), 1) for m in (r["month"] for r in await conn.fetch(DEFAULT_MONTHS))]
         for first in sorted(set(wanted)):
             name = await conn.fetchval("SELECT cabrain_ensure_memories_partition($1)", first)

@@ -2,11 +2,11 @@
 
 The cold tier keeps everything by default: a forgotten memory (forgotten while hot or after its
 demotion) is only left out of archive recall. With ``CABRAIN_COLD_FORGOTTEN_RETENTION_DAYS`` set,
-once a forget is that old this step removes the memory's row from the Iceberg table (one snapshot
-per namespace, rewriting the files that held it) and records ``purged_at`` on its identity, which
-stays; ``maintain`` then expires the table's snapshots from before the purge and deletes the files
-only they still held. From the first sleep cycle after the retention, nothing of the text is left in
-the cold tier. Idempotent: rows already gone match nothing.
+once a forget is that old (by the step's clock) this step removes the memory's row from the Iceberg
+table (one snapshot per namespace, rewriting the files that held it) and records ``purged_at`` on its
+identity, which stays; ``maintain`` then expires the table's snapshots from before the purge and
+deletes the files only they still held. From the first sleep cycle after the retention, nothing of
+the text is left in the cold tier. Idempotent: rows already gone match nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from cabrain.sleep.context import StepContext, StepResult
 DUE = """
 SELECT id FROM memory_ids
 WHERE namespace = $1 AND tier = 'cold' AND forgotten_at IS NOT NULL AND purged_at IS NULL
-  AND forgotten_at < now() - make_interval(secs => $2)
+  AND forgotten_at < $4::timestamptz - make_interval(secs => $2)
 ORDER BY forgotten_at
 LIMIT $3
 """
@@ -39,7 +39,7 @@ async def purge(ctx: StepContext, namespace: str, month: str = "") -> StepResult
     cold = ctx.cold()
     while True:
         async with pool.acquire() as conn:
-            ids = [r["id"] for r in await conn.fetch(DUE, namespace, days * 86400.0, BATCH)]
+            ids = [r["id"] for r in await conn.fetch(DUE, namespace, days * 86400.0, BATCH, ctx.clock())]
         if not ids:
             return result
         await asyncio.to_thread(cold.purge, namespace, [str(i) for i in ids])

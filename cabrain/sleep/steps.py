@@ -26,6 +26,7 @@ import numpy as np
 from cabrain.providers.llm import LLMError
 from cabrain.search.keyword import IndexedDoc, PostgresBM25
 from cabrain.sleep.context import StepContext, StepResult
+from cabrain.store import judgments
 from cabrain.store import memories as sql
 from cabrain.write.decision import RETRACTION_MARGIN, compare, contradiction, duplicates
 
@@ -37,7 +38,7 @@ SELECT m.id, m.owner_agent_id, m.visibility, m.content, m.embedding, m.importanc
 FROM memories m
 WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.memory_type = 'episodic'
   AND m.consolidated_at IS NULL AND m.embedding IS NOT NULL
-  AND m.created_at > now() - make_interval(secs => $2)
+  AND m.created_at > $4::timestamptz - make_interval(secs => $2)
 ORDER BY m.created_at DESC, m.id
 LIMIT $3
 """
@@ -50,6 +51,7 @@ ADD_SOURCES = """
 INSERT INTO memory_sources (memory_id, source_id, relation, run_id)
 SELECT $1, s, $3, $4 FROM unnest($2::uuid[]) AS s
 ON CONFLICT DO NOTHING
+RETURNING source_id
 """
 MARK_CONSOLIDATED = """
 UPDATE memories m SET consolidated_at = now()
@@ -75,8 +77,8 @@ UPDATE entities SET summary = $2, summary_sources = $3, summarized_at = now(), u
 WHERE id = $1
 """
 CURRENT = """
-SELECT m.id, m.owner_agent_id, m.visibility, m.network, m.memory_type, m.content, m.embedding, m.importance,
-       m.access_count, m.valid_at, m.created_at
+SELECT m.id, m.namespace, m.owner_agent_id, m.visibility, m.network, m.memory_type, m.content, m.embedding,
+       m.importance, m.access_count, m.valid_at, m.created_at, m.pinned
 FROM memories m
 WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.embedding IS NOT NULL
   AND ($2::text[] IS NULL OR m.network = ANY($2::text[]))
@@ -86,16 +88,6 @@ WATERMARK = "SELECT upto FROM sleep_watermarks WHERE namespace = $1 AND step = $
 SET_WATERMARK = """
 INSERT INTO sleep_watermarks (namespace, step, upto) VALUES ($1, $2, $3)
 ON CONFLICT (namespace, step) DO UPDATE SET upto = greatest(sleep_watermarks.upto, EXCLUDED.upto)
-"""
-SUPERSEDE = """
-UPDATE memories m SET invalid_at = now(), superseded_by = $2, metadata = m.metadata || $3::jsonb
-FROM memory_ids i
-WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at AND m.invalid_at IS NULL
-RETURNING m.id
-"""
-ABSORB = """
-UPDATE memories m SET importance = greatest(m.importance, $2), access_count = m.access_count + $3
-FROM memory_ids i WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at
 """
 
 
@@ -169,13 +161,15 @@ def _statement(text: str) -> str:
 
 # --- consolidate -----------------------------------------------------------------------------------
 async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> StepResult:
-    """Cluster recent episodes and distill each cluster into facts (with their sources), then
-    refresh the summaries of the entities those facts touch."""
+    """Cluster recent episodes (stored within ``sleep_consolidate_window_days`` of the step's clock)
+    and distill each cluster into facts (with their sources), then refresh the summaries of the
+    entities those facts touch."""
     result = ctx.result()
     s = ctx.settings
     pool = await ctx.pool()
     async with pool.acquire() as conn:
-        episodes = await conn.fetch(EPISODES, namespace, s.sleep_consolidate_window_days * 86400, s.sleep_consolidate_batch)
+        episodes = await conn.fetch(EPISODES, namespace, s.sleep_consolidate_window_days * 86400, s.sleep_consolidate_batch,
+                                    ctx.clock())  # fmt: skip
     result.add("episodes_read", len(episodes))
     touched_entities: set[uuid.UUID] = set()
     for (owner, visibility), rows in sorted(_groups(episodes).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
@@ -375,7 +369,7 @@ async def _merge_duplicates(ctx: StepContext, rows: list, since: Any, threshold:
         for bi, i in enumerate(block):
             for j in np.flatnonzero(sims[bi] >= threshold):
                 j = int(j)
-                if j != i:
+                if j != i and not (rows[i]["pinned"] or rows[j]["pinned"]):  # a pinned memory stands alone
                     newer, older = (i, j) if (rows[i]["created_at"], str(rows[i]["id"])) >= (rows[j]["created_at"], str(rows[j]["id"])) else (j, i)
                     if not duplicates(rows[newer]["content"], rows[older]["content"], float(sims[bi, j]), threshold):
                         continue  # close but not the same (another subject, a new value): kept apart
@@ -393,19 +387,29 @@ async def _merge_duplicates(ctx: StepContext, rows: list, since: Any, threshold:
         keeper = rows[root]
         async with pool.acquire() as conn, conn.transaction():
             merged = []
+            judgment = judgments.Judgment(keeper["namespace"], "merge", "dedup", f"dedup: near-duplicates of {keeper['id']}",
+                                          run_id=ctx.run_id, inputs={"keeper": str(keeper["id"]), "text": keeper["content"],
+                                                                     "similarities": {}})  # fmt: skip
+            now = await conn.fetchval("SELECT now()")
             for i in sorted(members):
                 if i == root:
                     continue
                 sim = best.get((min(i, root), max(i, root))) or float(unit[i] @ unit[root])
                 reason = {"superseded_reason": f"dedup: near-duplicate of {keeper['id']} (similarity {sim:.3f})",
                           "sleep_run": str(ctx.run_id)}  # fmt: skip
-                if await conn.fetchval(SUPERSEDE, rows[i]["id"], keeper["id"], json.dumps(reason)):
+                if await judgments.supersede(conn, judgment, rows[i]["id"], by=keeper["id"], metadata=reason, now=now):
                     merged.append(rows[i])
+                    judgment.inputs["similarities"][str(rows[i]["id"])] = round(sim, 4)
                     result.change(memory_id=rows[i]["id"], action="merged", into=keeper["id"], similarity=round(sim, 4))
             if merged:
-                await conn.execute(ABSORB, keeper["id"], max(float(r["importance"]) for r in merged),
-                                   sum(int(r["access_count"]) for r in merged))  # fmt: skip
-                await conn.execute(ADD_SOURCES, keeper["id"], [r["id"] for r in merged], "merged", ctx.run_id)
+                await judgments.change(conn, judgment, keeper["id"], {
+                    "importance": max(float(keeper["importance"]), *(float(r["importance"]) for r in merged)),
+                    "access_count": int(keeper["access_count"]) + sum(int(r["access_count"]) for r in merged),
+                })  # fmt: skip
+                added = await conn.fetch(ADD_SOURCES, keeper["id"], [r["id"] for r in merged], "merged", ctx.run_id)
+                judgment.links = [{"memory_id": str(keeper["id"]), "source_id": str(a["source_id"]), "relation": "merged",
+                                   "run_id": str(ctx.run_id), "op": "add"} for a in added]  # fmt: skip
+                await judgments.record(conn, judgment)
                 result.add("merged", len(merged))
                 result.add("survivors")
 
@@ -449,6 +453,8 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
                 continue  # never hide a wider-visible fact behind a narrower one
             if b["visibility"] == "private" and a["owner_agent_id"] != b["owner_agent_id"]:
                 continue
+            if b["pinned"]:
+                continue  # pinned (a memory-tool file, an important memory): only its writer replaces it
             why = contradiction(a["content"], b["content"], float(sims[newer, older]),
                                 revision_similarity=s.revision_similarity, duplicate_similarity=s.duplicate_similarity)  # fmt: skip
             if why is None and chat is not None and compare(a["content"], b["content"]).same_subject:
@@ -461,8 +467,13 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
             if why is None:
                 continue
             reason = {"superseded_reason": f"contradicted by newer evidence {a['id']}: {why}", "sleep_run": str(ctx.run_id)}
-            async with pool.acquire() as conn:
-                if await conn.fetchval(SUPERSEDE, b["id"], a["id"], json.dumps(reason)):
+            judgment = judgments.Judgment(namespace, "supersede", "reconsolidate", reason["superseded_reason"],
+                                          run_id=ctx.run_id, inputs={"newer": str(a["id"]), "text": a["content"],
+                                                                     "similarity": round(float(sims[newer, older]), 4)})  # fmt: skip
+            async with pool.acquire() as conn, conn.transaction():
+                if await judgments.supersede(conn, judgment, b["id"], by=a["id"], metadata=reason,
+                                             now=await conn.fetchval("SELECT now()")):  # fmt: skip
+                    await judgments.record(conn, judgment)
                     gone.add(older)
                     result.add("superseded")
                     result.change(memory_id=b["id"], action="superseded", by=a["id"], reason=why)

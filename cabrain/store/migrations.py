@@ -26,6 +26,7 @@ from pathlib import Path
 
 import asyncpg
 
+from cabrain.clock import utc_today
 from cabrain.errors import (
     EmbeddingDimensionMismatch,
     ExtensionMissing,
@@ -284,7 +285,7 @@ async def migrate(
             report.applied.append(m.name)
         await conn.execute(UPSERT_SETTING, "embedding_dim", str(embedding_dim))
         await conn.execute(UPSERT_SETTING, "embedding_model", embedding_model)
-        report.partitions = await ensure_partitions(conn, today or date.today(), months_ahead=months_ahead)
+        report.partitions = await ensure_partitions(conn, today or utc_today(), months_ahead=months_ahead)
         report.sleep_role = await ensure_sleep_role(conn)
     report.duration_ms = int((time.perf_counter() - started) * 1000)
     return report
@@ -293,7 +294,7 @@ async def migrate(
 async def ensure_partitions(
     conn: asyncpg.Connection, today: date, *, months_back: int = 1, months_ahead: int = 3
 ) -> list[str]:
-    """Create the monthly ``memories`` partitions around ``today`` (idempotent)."""
+    """Create the monthly ``memories`` partitions around ``today`` (a UTC date; idempotent)."""
     first = date(today.year, today.month, 1)
     names = []
     async with conn.transaction():
@@ -316,7 +317,8 @@ GRANT INSERT, UPDATE ON memories, memory_ids, entities, memory_entities, memory_
     memory_terms, bm25_terms, bm25_namespaces, memory_chunks TO {SLEEP_ROLE};
 GRANT DELETE ON memories, memory_terms, memory_chunks TO {SLEEP_ROLE};
 GRANT UPDATE (memory_count, chunk_count) ON namespaces TO {SLEEP_ROLE};
-GRANT INSERT, UPDATE ON memory_sources, cold_batches, sleep_runs, sleep_steps, sleep_watermarks TO {SLEEP_ROLE};
+GRANT INSERT, UPDATE ON memory_sources, cold_batches, sleep_runs, sleep_steps, sleep_watermarks, judgments
+    TO {SLEEP_ROLE};
 GRANT EXECUTE ON FUNCTION cabrain_ensure_memories_partition(date) TO {SLEEP_ROLE};
 GRANT EXECUTE ON FUNCTION cabrain_maintain(text, text) TO {SLEEP_ROLE};
 REVOKE ALL ON agent_keys, capture_inbox FROM {SLEEP_ROLE};

@@ -36,6 +36,18 @@ AND (m.visibility = 'global'
      OR (m.visibility = 'team' AND (SELECT team_ok FROM access)))
 """
 
+
+def readable_id(column: str) -> str:
+    """The predicate "``column`` is the id of a memory of namespace $1 that agent $2 may read", hot or
+    demoted (a demoted memory keeps its owner and visibility on ``memory_ids``). Needs ACCESS_CTE."""
+    return f"""EXISTS (
+    SELECT 1 FROM memory_ids ri LEFT JOIN memories rm ON rm.id = ri.id AND rm.valid_at = ri.valid_at
+    WHERE ri.id = {column} AND ri.namespace = $1 AND (SELECT agent_ok FROM access)
+      AND (coalesce(rm.visibility, ri.visibility) = 'global'
+           OR coalesce(rm.owner_agent_id, ri.owner_agent_id) = $2
+           OR (coalesce(rm.visibility, ri.visibility) = 'team' AND (SELECT team_ok FROM access))))"""
+
+
 # Recall filters: $3 include_invalid, $4 networks, $5 memory types, $6 source kinds,
 # $7 valid_from, $8 valid_to (NULL = no filter).
 RECALL_FILTER = f"""

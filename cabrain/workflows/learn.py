@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cabrain.errors import ConfigError, NotFound
+from cabrain.fixes import Fix
 from cabrain.providers.llm_calls import ModelCallError
 from cabrain.types import RecallQuery
 from cabrain.workflows import chains, clusters, registry, scoring
@@ -149,8 +150,8 @@ async def _learn_locked(brain: Brain, run_id: uuid.UUID) -> LearnOutcome:
             await conn.execute(DONE, run_id, None)
         return LearnOutcome(str(run_id), "skipped", "its kind of task is already trusted", cluster=cluster.to_json())
     if not local:
-        raise ConfigError("no active local model is registered",
-                          hint="cabrain workflows agents add NAME --layer local --provider openai --endpoint http://127.0.0.1:11434/v1 ...")  # fmt: skip
+        raise ConfigError("no active local model is registered", fix=Fix("register_model", {
+            "layer": "local", "provider": "openai", "endpoint": "http://127.0.0.1:11434/v1"}))  # fmt: skip
     outcome = LearnOutcome(str(run_id), "learned")
     prompt_examples = None
     for spec in chains.candidates(local, s.workflow_max_attempts):

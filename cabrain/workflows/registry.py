@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 
 from cabrain.errors import ConfigError, InputError, NotFound
+from cabrain.fixes import Fix
 from cabrain.providers.llm_calls import CallPolicy, TaskModel, Wire, build_model
 
 LAYERS = ("frontier", "local")
@@ -129,7 +130,7 @@ async def add(conn: asyncpg.Connection, **fields: Any) -> ModelAgent:
                               f.get("api_key_env"), f.get("capabilities", []), f.get("cost_in_per_1k"),
                               f.get("cost_out_per_1k"), f.get("active", True))  # fmt: skip
     if row is None:
-        raise InputError(f"model agent {f['name']!r} already exists", hint="change it with `cabrain workflows agents set`")
+        raise InputError(f"model agent {f['name']!r} already exists", fix=Fix("update_model", {"name": f["name"]}))
     return ModelAgent.from_row(row)
 
 
@@ -152,7 +153,7 @@ async def update(conn: asyncpg.Connection, name: str, **fields: Any) -> ModelAge
 async def get(conn: asyncpg.Connection, name: str) -> ModelAgent:
     row = await conn.fetchrow(f"SELECT {', '.join(COLUMNS)} FROM llm_agents WHERE name = $1", name)
     if row is None:
-        raise NotFound(f"no model agent named {name!r}", hint="see `cabrain workflows agents list`")
+        raise NotFound(f"no model agent named {name!r}", fix=Fix("list_models"))
     return ModelAgent.from_row(row)
 
 
@@ -174,6 +175,6 @@ async def frontier(conn: asyncpg.Connection, preferred: str | None = None) -> Mo
         return agent
     agents = await listed(conn, layer="frontier", active_only=True)
     if not agents:
-        raise ConfigError("no active frontier model is registered",
-                          hint="cabrain workflows agents add NAME --layer frontier --provider anthropic ...")  # fmt: skip
+        raise ConfigError("no active frontier model is registered", fix=Fix("register_model", {
+            "layer": "frontier", "provider": "anthropic", "endpoint": "https://api.anthropic.com"}))  # fmt: skip
     return agents[0]

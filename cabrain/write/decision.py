@@ -183,6 +183,7 @@ _AR_MARKERS = _words(
     "أصبحت اصبحت صار صارت ليس ليست في إلى الى على عبر تم تمت يبلغ تبلغ بلغ بلغت يوجد توجد موجود موجودة"
 )
 _AR_PREPOSITIONS = _words("في إلى الى على عبر")
+_TO = _words("إلى الى لـ to into")
 _AR_OPENERS = _words("بعد منذ اعتبارا ابتداء تبين اتضح")
 _CLAUSE_OPENERS = (
     _words("after under from since as for these starting beginning effective following with per") | _AR_OPENERS
@@ -278,9 +279,19 @@ class _Token:
                     or self.text in RETRACTION_CUES or self.text in NEGATIONS)  # fmt: skip
 
 
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    """The tokenizer's light stem of one word ("" for a stop word)."""
+    stems = tokenize(word)
+    return stems[0] if stems else ""
+
+
+@lru_cache(maxsize=65536)
 def _key(word: str) -> str:
     if "-" in word:
         return word
+    if len(word) >= 5 and word[0] == "س" and word[1] in "يتنا" and re.match(r"^[\u0621-\u064a]+$", word):
+        word = word[1:]  # the future: سيحضر -> يحضر
     if re.match(r"^[\u0621-\u064a]+$", word):  # Arabic: prefixes only (ابن/ابنة, جد/جدة stay apart)
         if len(word) > 3 and word.startswith("و"):
             word = word[1:]
@@ -288,8 +299,7 @@ def _key(word: str) -> str:
             if word.startswith(prefix) and len(word) - len(prefix) >= 2:
                 return word[len(prefix) :]
         return word
-    stems = tokenize(word)
-    return stems[0] if stems else word
+    return _stem(word) or word
 
 
 @lru_cache(maxsize=8192)
@@ -332,7 +342,7 @@ def _tokens(text: str) -> tuple[_Token, ...]:
             out.append(_Token(word, _NUMBER_WORDS[word], True, False))
             continue
         opens = not out or bool(re.search(r"[.!?:;]\s*$", text[: m.start()]))
-        capital = raw[0].isupper() and not opens and word not in _DETERMINERS
+        capital = raw[0].isupper() and not opens and word not in _DETERMINERS and word != "i"
         out.append(
             _Token(
                 word,
@@ -413,6 +423,8 @@ def _predicate_start(tokens: tuple[_Token, ...]) -> int | None:
         t = tokens[i]
         if content and _is_marker(tokens, i):
             return _back(tokens, i, start)
+        if content and start and t.text in _TO:  # "تم نقل الاجتماع إلى يوم الاثنين": after a change verb, "to" gives the value
+            return i
         if t.number and content and not tokens[i - 1].number and tokens[i - 1].text not in LABELS:
             # before any verb, a number is a value when a unit follows it or it ends the sentence
             # ("١٢٠٠٠ ريال", "٤٥ موظفاً"), else it labels its noun ("Invoice 1001 from", "بـ ٤٤٢١ مخصص")
@@ -441,7 +453,8 @@ def _opening(tokens: tuple[_Token, ...]) -> int:
             ):
                 i = j
                 break
-    while i < len(tokens) and i < 3 + (i and 7):
+    limit = i + 3
+    while i < len(tokens) and i < limit:
         t = tokens[i]
         verb_first = (
             _is_marker(tokens, i)
@@ -455,10 +468,12 @@ def _opening(tokens: tuple[_Token, ...]) -> int:
             )
         )
         if t.text in ("تم", "تمت") and i + 1 < len(tokens):
-            i += 2  # تم + the verbal noun: "تم نقل", "تمت ترقية"
-            continue
+            i += 2  # تم + the verbal noun: "تم نقل", "تمت ترقية"; its subject follows
+            break
         if not verb_first:
             break
+        if i + 1 < len(tokens) and _is_marker(tokens, i + 1) and t.text not in REVISION_CUES | NEGATIONS:
+            break  # "ياسمين تعمل ...": a name that looks like a verb, before its verb
         i += 1
     return i if i < len(tokens) else 0
 
@@ -484,6 +499,7 @@ class Comparison:
     restates: bool  # the new statement repeats what the old one is about and adds little (see retraction)
     negation_differs: bool
     numbers_differ: bool
+    names_differ: bool = False  # a name or code in place of another ("Rebecca" / "Victor")
 
     @property
     def signals(self) -> list[str]:
@@ -492,6 +508,8 @@ class Comparison:
             out.append("negation differs")
         if self.numbers_differ:
             out.append("numbers differ")
+        if self.names_differ:
+            out.append("names differ")
         if self.revision_cue:
             out.append("revision cue")
         if self.retraction:
@@ -503,15 +521,47 @@ def _predicates(a: tuple[_Token, ...], b: tuple[_Token, ...], blocks: list) -> t
     """Where each statement's predicate starts; one found on one side only is carried to the other
     through the alignment; found on neither, the predicate is the last word."""
     pa, pb = _predicate_start(a), _predicate_start(b)
+    if pa is None and pb is None:  # two nominal sentences: their predicate is where they part at the end
+        tail = _shared_tail(a, b, blocks)
+        if tail is not None:
+            return tail
     if pa is None and pb is not None:
-        pa = next((i + (pb - j) for i, j, size in blocks if j <= pb < j + size), None)
+        pa = _project(pb, [(j, i, size) for i, j, size in blocks])
     elif pb is None and pa is not None:
-        pb = next((j + (pa - i) for i, j, size in blocks if i <= pa < i + size), None)
+        pb = _project(pa, blocks)
     if pa is None:
         pa = max(len(a) - 1, 0)
     if pb is None:
         pb = max(len(b) - 1, 0)
     return pa, pb
+
+
+def _project(p: int, blocks: list) -> int | None:
+    """Position ``p`` of one statement carried to the other through the alignment ``blocks`` ((i, j,
+    size) with i on p's side): inside a shared run, the same word; in a gap, right after the shared
+    run before it."""
+    at = None
+    for i, j, size in blocks:
+        if i <= p < i + size:
+            return j + (p - i)
+        if size and i + size <= p:
+            at = j + size
+    return at
+
+
+def _shared_tail(a: tuple[_Token, ...], b: tuple[_Token, ...], blocks: list) -> tuple[int, int] | None:
+    """Two sentences with no verb that agree word for word up to a point and differ only after it
+    ("الطلب رقم ٥٥٠ في حالة «قيد المعالجة»" / "... «تم التسليم»"): the predicate starts there."""
+    real = [blk for blk in blocks if blk[2]]
+    if not real or real[0][:2] != (0, 0):
+        return None
+    i, j, size = real[0]
+    rest = real[1:]
+    if any(a[k].substantive for blk in rest for k in range(blk[0], blk[0] + blk[2])):
+        return None  # they agree again later: the difference is in the middle (another subject)
+    if i + size >= len(a) or j + size >= len(b) or size < 2:
+        return None
+    return i + size, j + size
 
 
 def _copula_slot(a: tuple[_Token, ...], b: tuple[_Token, ...], pa: int, pb: int, opcodes: list) -> bool:
@@ -537,8 +587,7 @@ def _loose(t: _Token) -> str:
     """A word's light stem (Arabic suffixes too), for comparing what two statements mention."""
     if t.number or t.capital:
         return t.key
-    stems = tokenize(t.text)
-    return stems[0] if stems else t.key
+    return _stem(t.text) or t.key
 
 
 def compare(new: str, old: str) -> Comparison:
@@ -549,7 +598,7 @@ def compare(new: str, old: str) -> Comparison:
     oa, ob = _opening(a), _opening(b)
     subject_change: list[str] = []
     elaborated: list[str] = []  # words only one side's subject has ("The doctor increased the dose")
-    changed = replaced = False
+    changed = replaced = names = False
     predicate_shared = False
     opcodes = matcher.get_opcodes()
     for op, i1, i2, j1, j2 in opcodes:
@@ -563,6 +612,7 @@ def compare(new: str, old: str) -> Comparison:
             continue
         changed = True
         replaced = replaced or bool(old_words)
+        names = names or (any(t.capital for t in new_words) and any(t.capital for t in old_words))
         if i2 <= oa and j2 <= ob:
             continue  # the verb that opens a verb-subject sentence
         if (i2 > i1 and oa <= i1 < pa) or (j2 > j1 and ob <= j1 < pb):
@@ -600,6 +650,7 @@ def compare(new: str, old: str) -> Comparison:
         restates=restates,
         negation_differs=neg_a != neg_b,
         numbers_differ=bool(na - nb and nb - na),
+        names_differ=names,
     )
 
 
@@ -616,6 +667,7 @@ class WriteDecision:
     decision: Decision
     target: uuid.UUID | None  # the neighbour reinforced (NOOP) or superseded (UPDATE/INVALIDATE)
     reason: str
+    similarity: float | None = None  # to the target
 
 
 def judge(
@@ -642,7 +694,7 @@ def judge(
         )
     if similarity < revision_similarity:
         return Decision.ADD, "new information"
-    valued = c.numbers_differ or c.negation_differs or c.revision_cue
+    valued = c.numbers_differ or c.names_differ or c.negation_differs or c.revision_cue
     if not valued and similarity >= duplicate_similarity:
         return (
             Decision.NOOP,
@@ -673,9 +725,9 @@ def decide(
         decision, reason = judge(text, n.content, n.similarity, duplicate_similarity=duplicate_similarity,
                                  revision_similarity=revision_similarity)  # fmt: skip
         if decision in (Decision.UPDATE, Decision.INVALIDATE) and WIDTH[n.visibility] <= width:
-            return WriteDecision(decision, n.id, reason)
+            return WriteDecision(decision, n.id, reason, n.similarity)
         if decision is Decision.NOOP and WIDTH[n.visibility] >= width:
-            return WriteDecision(decision, n.id, reason)
+            return WriteDecision(decision, n.id, reason, n.similarity)
     return WriteDecision(Decision.ADD, None, "new information")
 
 

@@ -20,11 +20,14 @@ import asyncpg
 import numpy as np
 
 from cabrain import namespaces
+from cabrain.clock import Clock, utc_now
 from cabrain.errors import AccessDenied, InputError, NotFound
+from cabrain.fixes import Fix
 from cabrain.redact import redact, redact_deep
 from cabrain.search import vector
 from cabrain.search.chunking import chunk
 from cabrain.search.keyword import IndexedDoc, SearchFilters
+from cabrain.store import judgments
 from cabrain.store import memories as sql
 from cabrain.store.scope import WRITE_ACCESS
 from cabrain.types import Decision, MemoryInput, RetainResult
@@ -126,11 +129,12 @@ def _deterministic(settings, item: _Item, neighbours: list[Neighbour]) -> WriteD
 
 def validate(
     items: Sequence[MemoryInput], *, max_chars: int, max_batch: int, max_metadata_bytes: int = 16384,
-    redact_secrets: bool = True,
+    redact_secrets: bool = True, clock: Clock = utc_now,
 ) -> list[_Item]:
     """Check every item before anything is embedded or written; raise :class:`InputError`. With
     ``redact_secrets``, what is stored has its secrets and ``<private>`` blocks removed
-    (:mod:`cabrain.redact`), content and metadata alike."""
+    (:mod:`cabrain.redact`), content and metadata alike. An item without ``valid_at`` happened at
+    ``clock()``."""
     if not items:
         raise InputError("nothing to retain: the batch is empty")
     if len(items) > max_batch:
@@ -176,7 +180,7 @@ def validate(
             encoded = content.encode("utf-8")
             if item.metadata:
                 item = dataclasses.replace(item, metadata=redact_deep(dict(item.metadata)))
-        valid_at = item.valid_at or datetime.now(timezone.utc)
+        valid_at = item.valid_at or clock()
         if valid_at.tzinfo is None:
             valid_at = valid_at.replace(tzinfo=timezone.utc)
         checked.append(_Item(item, content, valid_at, hashlib.sha256(encoded).digest()))
@@ -188,19 +192,17 @@ async def check_write_access(conn: asyncpg.Connection, agent: str, namespace: st
     if not row["agent_ok"]:
         raise AccessDenied(f"agent {agent!r} is unknown or disabled")
     if not row["namespace_exists"]:
-        raise NotFound(
-            f"namespace {namespace!r} does not exist",
-            hint="create it first (POST /v1/namespaces, `cabrain namespaces --create NAME`, Brain.create_namespace)",
-        )
+        raise NotFound(f"namespace {namespace!r} does not exist", fix=Fix("create_namespace", {"namespace": namespace}))
     if not row["can_write"]:
         if row["write_offered"]:
             raise AccessDenied(
                 f"agent {agent!r} was offered write access to namespace {namespace!r} but has not accepted it",
-                hint=f"accept it first: cabrain namespaces --accept {namespace} (POST /v1/grants/accept)",
+                fix=Fix("accept_grant", {"namespace": namespace}),
             )
         raise AccessDenied(
             f"agent {agent!r} may not write to namespace {namespace!r}",
             hint="ask the namespace's owner for a write grant (and accept it)",
+            fix=Fix("request_write", {"namespace": namespace, "agent": agent}),
         )
 
 
@@ -216,7 +218,7 @@ async def retain(
     settings = brain.settings
     items = validate(
         inputs, max_chars=settings.max_content_chars, max_batch=settings.max_batch,
-        max_metadata_bytes=settings.max_metadata_bytes, redact_secrets=settings.redact_secrets,
+        max_metadata_bytes=settings.max_metadata_bytes, redact_secrets=settings.redact_secrets, clock=brain.clock,
     )  # fmt: skip
     targets = sorted({i.input.namespace for i in items})
     async with brain.pool.acquire() as conn:  # fail fast, before any embedding
@@ -293,7 +295,7 @@ class _Pending:
     docs: list[IndexedDoc] = field(default_factory=list)
     chunks: list[tuple] = field(default_factory=list)
     links: dict[str, list[tuple[uuid.UUID, list[str]]]] = field(default_factory=dict)
-    invalidations: list[tuple[uuid.UUID, str, uuid.UUID]] = field(default_factory=list)
+    invalidations: list[tuple[uuid.UUID, WriteDecision, uuid.UUID, str]] = field(default_factory=list)
 
     def add(self, agent: str, item: _Item, memory_id: uuid.UUID, importance: float, names: list[str]) -> None:
         inp = item.input
@@ -303,7 +305,7 @@ class _Pending:
             "memory_type": inp.memory_type.value, "content": item.content,
             "source_kind": inp.source_kind, "source_ref": inp.source_ref,
             "embedding": item.embedding, "importance": importance, "valid_at": item.valid_at,
-            "metadata": dict(inp.metadata), "content_hash": item.content_hash,
+            "metadata": dict(inp.metadata), "content_hash": item.content_hash, "pinned": inp.important,
         })  # fmt: skip
         self.docs.append(IndexedDoc(memory_id, inp.namespace, item.valid_at, item.content))
         self.chunks.extend(_chunk_rows(memory_id, item))
@@ -323,6 +325,7 @@ class _Writer:
         # searches on other connections cannot see yet - the memories this transaction wrote and
         # those it invalidated.
         self._gone: set[uuid.UUID] = set()
+        self._txn_now: datetime | None = None
         self._written: list[tuple[Neighbour, str, np.ndarray]] = []
 
     async def _known_keys(self, namespace: str, text: str) -> set[str]:
@@ -340,19 +343,20 @@ class _Writer:
         return score_importance(
             text=item.content, nearest_similarity=nearest, source_kind=inp.source_kind, valid_at=item.valid_at,
             flagged=inp.important, revision=revision, source_weights=self.settings.source_weights,
-            novelty_floor=self.settings.novelty_floor,
+            novelty_floor=self.settings.novelty_floor, now=self.brain.clock(),
         )  # fmt: skip
 
     async def write_superseding(self, item: _Item, target: uuid.UUID) -> RetainResult:
         """Reconsolidation: ``item`` replaces ``target``, which must still be current (locked here)."""
         if not await self.conn.fetchval(CURRENT_FOR_UPDATE, target):
             raise InputError(f"memory {target} was superseded or forgotten meanwhile", hint="get it and retry")
-        ns, reason = item.input.namespace, "reconsolidated: corrected by the caller"
+        why = item.input.metadata.get("reason")
+        ns, reason = item.input.namespace, f"corrected by the caller: {why}" if why else "reconsolidated: corrected by the caller"
         importance = self._importance(item, None, revision=True)
         memory_id = uuid.uuid4()
         names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))
         self._pending.add(self.agent, item, memory_id, importance, names)
-        self._pending.invalidations.append((target, reason, memory_id))
+        self._pending.invalidations.append((target, WriteDecision(Decision.UPDATE, target, reason), memory_id, "correction"))
         await self._flush_pending()
         self.events.append(self._event(ns, "reconsolidate", target, {"superseded_by": str(memory_id)}))
         self.events.append(self._event(ns, "retain", memory_id, {"decision": Decision.UPDATE.value, "importance": importance}))
@@ -416,7 +420,7 @@ class _Writer:
             self._pending.add(self.agent, item, memory_id, importance, names)
             superseded: tuple[uuid.UUID, ...] = ()
             if choice.decision is Decision.UPDATE and choice.target is not None:
-                self._pending.invalidations.append((choice.target, choice.reason, memory_id))
+                self._pending.invalidations.append((choice.target, choice, memory_id, "write"))
                 gone.add(choice.target)
                 superseded = (choice.target,)
                 self.events.append(self._event(ns, "reconsolidate", choice.target, {"superseded_by": str(memory_id)}))
@@ -480,15 +484,14 @@ class _Writer:
         if not pending.rows:
             return
         self._pending = _Pending()
+        pending_text = {r["id"]: r["content"] for r in pending.rows}
         await sql.insert_memories(self.conn, pending.rows)
         await self.brain.keyword.index(self.conn, pending.docs)
         await sql.insert_chunks(self.conn, pending.chunks)
         for namespace, links in sorted(pending.links.items()):
             await self._link_many(namespace, links)
-        for target, reason, memory_id in pending.invalidations:
-            await self.conn.fetchval(
-                sql.INVALIDATE, target, _json({"superseded_reason": reason, "superseded_by_agent": self.agent}), memory_id
-            )
+        for target, choice, memory_id, origin in pending.invalidations:
+            await self._judge(choice, target, memory_id, origin, pending_text.get(memory_id, ""))
 
     async def _link_many(self, namespace: str, links: list[tuple[uuid.UUID, list[str]]]) -> None:
         by_key: dict[str, str] = {}
@@ -552,9 +555,32 @@ class _Writer:
     async def _retract(self, item: _Item, target: uuid.UUID, reason: str) -> RetainResult:
         """INVALIDATE: the new text only retracts ``target``; it is invalidated, nothing is stored."""
         meta = {"invalidated_reason": reason, "invalidated_by_agent": self.agent, "retraction": item.content}
-        await self.conn.fetchval(sql.INVALIDATE, target, _json(meta), None)
+        judgment = judgments.Judgment(item.input.namespace, "invalidate", "write", reason, agent_id=self.agent,
+                                      inputs={"decision": "INVALIDATE", "text": item.content})  # fmt: skip
+        if not await judgments.supersede(self.conn, judgment, target, by=None, metadata=meta, now=await self._now()):
+            raise InputError(f"memory {target} was superseded or forgotten meanwhile", hint="write it again")
+        await judgments.record(self.conn, judgment)
         self.events.append(self._event(item.input.namespace, "forget", target, {"decision": "INVALIDATE", **meta}))
         return RetainResult(Decision.INVALIDATE, None, 0.0, (target,), (), reason)
+
+    async def _now(self) -> datetime:
+        """The transaction's time (what invalid_at has always been set to)."""
+        if self._txn_now is None:
+            self._txn_now = await self.conn.fetchval("SELECT now()")
+        return self._txn_now
+
+    async def _judge(self, choice: WriteDecision, target: uuid.UUID, memory_id: uuid.UUID, origin: str, text: str) -> None:
+        """Supersede ``target`` by ``memory_id`` and record the judgment (a revision decided on write, or
+        a caller's correction) with what it was made on."""
+        namespace = await self.conn.fetchval("SELECT namespace FROM memory_ids WHERE id = $1", target)
+        judgment = judgments.Judgment(
+            namespace, "supersede", origin, choice.reason, agent_id=self.agent,
+            inputs={"decision": choice.decision.value, "text": text, "new_memory_id": str(memory_id),
+                    "similarity": choice.similarity},
+        )  # fmt: skip
+        meta = {"superseded_reason": choice.reason, "superseded_by_agent": self.agent}
+        if await judgments.supersede(self.conn, judgment, target, by=memory_id, metadata=meta, now=await self._now()):
+            await judgments.record(self.conn, judgment)
 
     def _event(self, namespace: str, op: str, memory_id: uuid.UUID, metadata: dict) -> dict:
         return {"namespace": namespace, "op": op, "memory_id": memory_id, "agent_id": self.agent,

@@ -4,6 +4,7 @@ command by command with the SDK's reference filesystem implementation."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 
 import anthropic
 import httpx
@@ -14,6 +15,7 @@ from cabrain import identity
 from cabrain.faces.backend import BrainBackend
 from cabrain.faces.memory_tool import AsyncCabrainMemoryTool, CabrainMemoryTool, MemoryFiles
 from cabrain.store.db import connect
+from cabrain.types import MemoryInput
 from tests.conftest import make_scratch_dir, start_fake
 
 F = "/memories/notes/deploy.md"
@@ -177,3 +179,49 @@ async def test_the_example_runs_against_the_messages_api(messages_api, db_dsn, h
     finally:
         await conn.close()
     assert stored == "staging deploys on Tuesdays\n"
+
+
+async def test_a_file_survives_any_number_of_sleep_cycles_and_one_archived_before_pins_comes_back(
+    open_brain, db_dsn, settings_for
+) -> None:
+    from anthropic.types.beta import BetaMemoryTool20250818CreateCommand, BetaMemoryTool20250818ViewCommand
+
+    from cabrain.sleep.cycle import run_cycle
+
+    brain = await open_brain()
+    await brain.create_agent("claude")
+    await brain.create_namespace("claude", "proj")
+    files = MemoryFiles(BrainBackend(brain, "claude"), "proj")
+    await files.create(BetaMemoryTool20250818CreateCommand(command="create", path="/memories/new.md", file_text="x\n"))
+    # files written 400 days ago: keep.md as the tool writes them now (pinned), old.md as it did before pins
+    long_ago = datetime.now(UTC) - timedelta(days=400)
+    for path, pinned in (("/memories/keep.md", True), ("/memories/old.md", False)):
+        await brain.retain("claude", MemoryInput(f"deploy on tuesdays ({path})\n", "proj", source_kind="memory_file",
+                                                 source_ref=path, important=pinned, valid_at=long_ago), decide=False)  # fmt: skip
+    conn = await connect(db_dsn)
+    try:  # never read since, low importance: what a default cycle archives
+        await conn.execute("UPDATE memories SET created_at = now() - interval '400 days', importance = 0.3, "
+                           "last_accessed_at = NULL WHERE source_ref <> '/memories/new.md'")  # fmt: skip
+        assert await conn.fetchval("SELECT pinned FROM memories WHERE source_ref = '/memories/new.md'")
+    finally:
+        await conn.close()
+    settings = settings_for(db_dsn, sleep_demote_after_days=30)
+    for _ in range(3):
+        assert (await run_cycle(settings, db_dsn, namespaces=["proj"], use_ray=False)).status == "done"
+    hot = {m.source_ref: m for m in await brain.list_memories("claude", "proj", source_kind="memory_file")}
+    assert set(hot) == {"/memories/keep.md", "/memories/new.md"}  # old.md was archived, as it was before pins
+    assert hot["/memories/keep.md"].importance >= settings.sleep_decay_pinned_floor - 1e-6 or \
+        hot["/memories/keep.md"].importance == pytest.approx(0.3)  # never decayed below where it stood
+
+    listing = await files.view(BetaMemoryTool20250818ViewCommand(command="view", path="/memories"))
+    assert "/memories/old.md" in listing and "/memories/keep.md" in listing  # nothing vanished
+    back = {m.source_ref: m for m in await brain.list_memories("claude", "proj", source_kind="memory_file")}
+    assert back["/memories/old.md"].tier == "hot" and back["/memories/old.md"].id  # back, with its own id
+    shown = await files.view(BetaMemoryTool20250818ViewCommand(command="view", path="/memories/old.md"))
+    assert "deploy on tuesdays" in shown
+    await brain._bookkeeper.close()  # the view's access is written
+    seen = (await brain.get("claude", back["/memories/old.md"].id)).memory
+    assert seen.access_count >= 1 and seen.last_accessed_at is not None
+    assert (await run_cycle(settings, db_dsn, namespaces=["proj"], use_ray=False)).status == "done"
+    again = {m.source_ref for m in await brain.list_memories("claude", "proj", source_kind="memory_file")}
+    assert again == {"/memories/keep.md", "/memories/new.md", "/memories/old.md"}  # and it stays: pinned now

@@ -88,3 +88,60 @@ def test_entities_cover_names_code_paths_urls_tags_and_known_arabic_names():
     assert extract("قابلت جمال خاشقجي في المدينة المنورة", {"جمال خاشقجي", "المدينه المنوره"}) == [
         "جمال خاشقجي", "المدينة المنورة",
     ]  # fmt: skip
+
+
+def test_statements_about_another_subject_are_kept_however_similar():
+    from cabrain.write.decision import compare
+
+    for old_text, new_text in [
+        ("Server alpha has 16 GB of RAM.", "Server beta has 32 GB of RAM."),
+        ("Invoice 1001 from Acme totals 250 USD.", "Invoice 1002 from Acme totals 900 USD."),
+        ("The staging cluster runs 3 nodes.", "The production cluster runs 12 nodes."),
+        ("Ahmed's phone extension is 214.", "Mona's phone extension is 377."),
+        ("Q1 revenue was 4.2 million dollars.", "Q2 revenue was 4.8 million dollars."),
+        ("Host web-01 runs nginx 1.24.", "Host web-02 runs nginx 1.22."),
+        ("فاتورة المياه لشقة بسام ١٢٠ ريالاً هذا الشهر.", "فاتورة المياه لشقة بسام ١٢٠ ريالاً الشهر الماضي."),
+        ("مكتب أحمد في الطابق الثالث.", "مكتب منى في الطابق الثالث."),
+        ("راتب خالد الشهري ١٢٠٠٠ ريال.", "راتب فاطمة الشهري ١٤٥٠٠ ريال."),
+    ]:
+        c = compare(new_text, old_text)
+        assert not c.same_subject, (old_text, new_text)
+        for similarity in (0.86, 0.93, 0.99):  # whatever the similarity
+            assert decide(new_text, [n(old_text, similarity)], **THRESHOLDS).decision is Decision.ADD, new_text
+
+
+def test_revisions_retractions_and_repeats_of_the_same_subject():
+    cases = [
+        ("The API rate limit is 100 requests per minute.", "The API rate limit is now 250 requests per minute.",
+         Decision.UPDATE),
+        ("Chen's line manager is Rebecca.", "Chen's line manager is Victor.", Decision.UPDATE),
+        ("عمر يسكن في حي النخيل.", "انتقل عمر للسكن في حي الياسمين.", Decision.UPDATE),  # verb first, then its subject
+        ("اجتماع الفريق يوم الخميس.", "اجتماع الفريق صار يوم الأربعاء.", Decision.UPDATE),
+        ("The team offsite is on March 14.", "The team offsite on March 14 has been cancelled.", Decision.INVALIDATE),
+        ("Omar is allergic to peanuts.", "It is not true that Omar is allergic to peanuts.", Decision.INVALIDATE),
+        ("Khalid will attend the Dubai conference.", "Khalid will not attend the Dubai conference.", Decision.UPDATE),
+        ("The 2023 budget was 2 million dollars.", "The 2023 budget was $2,000,000.", Decision.NOOP),
+        ("The backup job runs at 2 am.", "The backup job runs at 02:00.", Decision.NOOP),
+        ("Server gamma has 8 CPU cores.", "Server gamma has eight CPU cores.", Decision.NOOP),
+        ("Server alpha has 16 GB of RAM.", "Server alpha runs Ubuntu 22.04.", Decision.ADD),  # another attribute
+    ]  # fmt: skip
+    for old_text, new_text, expected in cases:
+        old = n(old_text, 0.96)
+        choice = decide(new_text, [old], **THRESHOLDS)
+        assert choice.decision is expected, (old_text, new_text, choice.reason)
+        assert choice.target == (None if expected is Decision.ADD else old.id)
+
+
+def test_the_chat_model_may_not_supersede_another_subject():
+    from cabrain.write.decision import WriteDecision, check_decision
+
+    old = n("Server alpha has 16 GB of RAM.", 0.95)
+    refused = check_decision("Server beta has 32 GB of RAM.", WriteDecision(Decision.UPDATE, old.id, "model"), [old])
+    assert refused.decision is Decision.ADD and "another subject" in refused.reason
+    same = n("The weekly sync is on Monday.", 0.95)
+    kept = check_decision("The weekly sync moved to Tuesday.", WriteDecision(Decision.UPDATE, same.id, "model"), [same])
+    assert (kept.decision, kept.target) == (Decision.UPDATE, same.id)
+    noop = check_decision("anything", WriteDecision(Decision.NOOP, same.id, "model"), [same])
+    assert noop.decision is Decision.NOOP  # absorbing loses nothing: the model's call
+    ghost = check_decision("x", WriteDecision(Decision.UPDATE, uuid.uuid4(), "model"), [same])
+    assert ghost.decision is Decision.ADD

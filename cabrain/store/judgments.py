@@ -1,0 +1,224 @@
+"""The judgment journal (schema 0010): every supersession, invalidation and merge, made on write, in
+dedup or in reconsolidation, and every correction and revert, with its reason, its inputs and the
+exact state of each memory it changed, before and after.
+
+:func:`supersede` is the one way a memory is superseded or invalidated; :func:`record` writes a
+judgment made of several changes (a dedup merge); :func:`revert` applies a judgment's ``before``
+states - only to memories still as the judgment left them - and records that as a judgment of its
+own, so a revert is itself revertible and the previous state always comes back exactly: the same
+id, content, validity, metadata and links.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from cabrain.errors import ConflictError
+
+# The state a judgment changes, per memory.
+STATE = ("invalid_at", "superseded_by", "metadata", "importance", "access_count", "pinned")
+
+CURRENT_STATE = """
+SELECT m.id, m.valid_at, m.namespace, m.invalid_at, m.superseded_by, m.metadata, m.importance, m.access_count, m.pinned
+FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE i.id = ANY($1::uuid[])
+ORDER BY m.id
+FOR UPDATE OF m
+"""
+SET_STATE = """
+UPDATE memories m SET invalid_at = $3::timestamptz, superseded_by = $4::uuid, metadata = $5::jsonb,
+                      importance = $6::real, access_count = $7::int, pinned = $8::boolean
+WHERE m.id = $1 AND m.valid_at = $2
+"""
+INSERT = """
+INSERT INTO judgments (id, namespace, kind, origin, agent_id, run_id, reason, inputs, changes, links, memory_ids, reverts)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::uuid[], $12)
+"""
+GET = "SELECT * FROM judgments WHERE id = $1"
+OF_MEMORY = """
+SELECT * FROM judgments WHERE memory_ids @> ARRAY[$1::uuid] ORDER BY created_at DESC, id LIMIT $2
+"""
+MARK_REVERTED = "UPDATE judgments SET reverted_by = $2 WHERE id = $1 AND reverted_by IS NULL RETURNING id"
+ADD_LINK = """
+INSERT INTO memory_sources (memory_id, source_id, relation, run_id) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
+"""
+REMOVE_LINK = "DELETE FROM memory_sources WHERE memory_id = $1 AND source_id = $2 AND relation = $3"
+
+
+def _state(row: asyncpg.Record) -> dict[str, Any]:
+    metadata = row["metadata"]
+    return {
+        "invalid_at": row["invalid_at"].isoformat() if row["invalid_at"] else None,
+        "superseded_by": str(row["superseded_by"]) if row["superseded_by"] else None,
+        "metadata": json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
+        "importance": float(row["importance"]),
+        "access_count": int(row["access_count"]),
+        "pinned": bool(row["pinned"]),
+    }
+
+
+async def _set(conn: asyncpg.Connection, memory_id: uuid.UUID, valid_at: datetime, state: dict[str, Any]) -> None:
+    await conn.execute(
+        SET_STATE, memory_id, valid_at,
+        datetime.fromisoformat(state["invalid_at"]) if state["invalid_at"] else None,
+        uuid.UUID(state["superseded_by"]) if state["superseded_by"] else None,
+        json.dumps(state["metadata"], ensure_ascii=False), state["importance"], state["access_count"], state["pinned"],
+    )  # fmt: skip
+
+
+@dataclass
+class Change:
+    """One memory's state before a judgment and what the judgment makes of it."""
+
+    memory_id: uuid.UUID
+    valid_at: datetime
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"memory_id": str(self.memory_id), "valid_at": self.valid_at.isoformat(), "before": self.before,
+                "after": self.after}  # fmt: skip
+
+
+@dataclass
+class Judgment:
+    namespace: str
+    kind: str  # supersede | invalidate | merge | revert
+    origin: str  # write | correction | dedup | reconsolidate | revert
+    reason: str
+    agent_id: str | None = None
+    run_id: uuid.UUID | None = None
+    inputs: dict[str, Any] = field(default_factory=dict)
+    changes: list[Change] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)  # {memory_id, source_id, relation, run_id, op}
+    reverts: uuid.UUID | None = None
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+
+async def record(conn: asyncpg.Connection, judgment: Judgment) -> uuid.UUID:
+    await conn.execute(
+        INSERT, judgment.id, judgment.namespace, judgment.kind, judgment.origin, judgment.agent_id, judgment.run_id,
+        judgment.reason, json.dumps(judgment.inputs, ensure_ascii=False, default=str),
+        json.dumps([c.to_json() for c in judgment.changes], ensure_ascii=False),
+        json.dumps(judgment.links, default=str), sorted({c.memory_id for c in judgment.changes}), judgment.reverts,
+    )  # fmt: skip
+    return judgment.id
+
+
+async def change(
+    conn: asyncpg.Connection, judgment: Judgment, memory_id: uuid.UUID, update: dict[str, Any], *,
+    only_current: bool = False,
+) -> Change | None:
+    """Apply ``update`` (some of STATE; ``metadata`` is merged in) to one memory, locked, and add the
+    change to ``judgment``; None when the memory is not hot (or, with ``only_current``, not current)."""
+    rows = await conn.fetch(CURRENT_STATE, [memory_id])
+    if not rows or (only_current and rows[0]["invalid_at"] is not None):
+        return None
+    row = rows[0]
+    before = _state(row)
+    after = {**before, **{k: v for k, v in update.items() if k != "metadata"}}
+    after["metadata"] = {**before["metadata"], **update.get("metadata", {})}
+    await _set(conn, memory_id, row["valid_at"], after)
+    c = Change(memory_id, row["valid_at"], before, after)
+    judgment.changes.append(c)
+    return c
+
+
+async def supersede(
+    conn: asyncpg.Connection, judgment: Judgment, target: uuid.UUID, *, by: uuid.UUID | None,
+    metadata: dict[str, Any], now: datetime,
+) -> bool:
+    """Supersede (``by`` the replacement) or invalidate (``by`` None) ``target`` if it is current,
+    as part of ``judgment``; its metadata gains ``metadata`` and the judgment's id. A pinned target
+    passes its pin on to its replacement (a new version of a memory-tool file stays pinned)."""
+    meta = {**metadata, "judgment": str(judgment.id)}
+    done = await change(conn, judgment, target, {"invalid_at": now.isoformat(),
+                                                 "superseded_by": str(by) if by else None, "metadata": meta},
+                        only_current=True)  # fmt: skip
+    if done is not None and by is not None and done.before["pinned"]:
+        await conn.execute("UPDATE memories m SET pinned = true FROM memory_ids i "
+                           "WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at", by)  # fmt: skip
+    return done is not None
+
+
+async def of_memory(conn: asyncpg.Connection, memory_id: uuid.UUID, limit: int = 50) -> list[asyncpg.Record]:
+    return await conn.fetch(OF_MEMORY, memory_id, limit)
+
+
+async def get(conn: asyncpg.Connection, judgment_id: uuid.UUID) -> asyncpg.Record | None:
+    return await conn.fetchrow(GET, judgment_id)
+
+
+async def revert(conn: asyncpg.Connection, row: asyncpg.Record, *, agent: str, reason: str | None) -> Judgment:
+    """Undo judgment ``row``: every memory it changed goes back to its ``before`` state, the links it
+    added are removed (those it removed come back); recorded as a judgment of kind ``revert``.
+
+    Refused (:class:`ConflictError`) when it was reverted already, or when a memory it changed has
+    changed its validity since (superseded again, forgotten, archived): that later change is undone
+    first. A merge survivor's importance and use are restored only if nothing moved them since."""
+    if row["reverted_by"] is not None:
+        raise ConflictError(
+            f"judgment {row['id']} was already reverted (by {row['reverted_by']})",
+            hint="revert that revert to bring this judgment back",
+        )
+    changes = [_as_change(c) for c in json.loads(row["changes"])]
+    current = {r["id"]: r for r in await conn.fetch(CURRENT_STATE, [c.memory_id for c in changes])}
+    undo = Judgment(row["namespace"], "revert", "revert", reason or f"revert of {row['kind']} ({row['origin']})",
+                    agent_id=agent, reverts=row["id"], inputs={"reverted": str(row["id"]), "kind": row["kind"],
+                                                               "origin": row["origin"], "reason": row["reason"]})  # fmt: skip
+    for c in changes:
+        now = current.get(c.memory_id)
+        if now is None:
+            raise ConflictError(
+                f"memory {c.memory_id} is no longer in the hot tier (archived by sleep); this judgment cannot be "
+                "reverted",
+            )
+        state = _state(now)
+        validity = ("invalid_at", "superseded_by")
+        if any(state[k] != c.after[k] for k in validity):
+            raise ConflictError(
+                f"memory {c.memory_id} changed since this judgment (now {'invalid' if state['invalid_at'] else 'current'}"
+                f"{', superseded by ' + state['superseded_by'] if state['superseded_by'] else ''})",
+                hint="revert the later judgment that changed it first (list them with the memory's judgments)",
+            )
+        target = dict(c.before)
+        if any(state[k] != c.after[k] for k in ("importance", "access_count")):
+            target["importance"], target["access_count"] = state["importance"], state["access_count"]  # moved since
+        await _set(conn, c.memory_id, now["valid_at"], target)
+        undo.changes.append(Change(c.memory_id, now["valid_at"], state, target))
+    for link in json.loads(row["links"]):
+        args = (uuid.UUID(link["memory_id"]), uuid.UUID(link["source_id"]), link["relation"])
+        if link["op"] == "add":
+            await conn.execute(REMOVE_LINK, *args)
+        else:
+            await conn.execute(ADD_LINK, *args, uuid.UUID(link["run_id"]) if link.get("run_id") else None)
+        undo.links.append({**link, "op": "remove" if link["op"] == "add" else "add"})
+    await record(conn, undo)
+    if await conn.fetchval(MARK_REVERTED, row["id"], undo.id) is None:
+        raise ConflictError(f"judgment {row['id']} was reverted meanwhile")
+    return undo
+
+
+def _as_change(c: dict[str, Any]) -> Change:
+    return Change(uuid.UUID(c["memory_id"]), datetime.fromisoformat(c["valid_at"]), c["before"], c["after"])
+
+
+def describe(row: asyncpg.Record) -> dict[str, Any]:
+    """A judgment as the API shows it."""
+    return {
+        "id": str(row["id"]), "namespace": row["namespace"], "kind": row["kind"], "origin": row["origin"],
+        "agent": row["agent_id"], "run_id": str(row["run_id"]) if row["run_id"] else None, "reason": row["reason"],
+        "inputs": json.loads(row["inputs"]), "changes": json.loads(row["changes"]), "links": json.loads(row["links"]),
+        "memory_ids": [str(m) for m in row["memory_ids"]], "created_at": row["created_at"].isoformat(),
+        "reverts": str(row["reverts"]) if row["reverts"] else None,
+        "reverted_by": str(row["reverted_by"]) if row["reverted_by"] else None,
+    }  # fmt: skip
+
+
+__all__ = ["Change", "Judgment", "change", "describe", "get", "of_memory", "record", "revert", "supersede"]
