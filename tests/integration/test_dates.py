@@ -78,12 +78,15 @@ DECAY_SPANS = [  # stored, then decayed as of
 
 
 @pytest.mark.parametrize(("stored", "as_of"), DECAY_SPANS)
-async def test_decay_counts_the_time_up_to_the_clock(brain, db_dsn, settings_for, stored, as_of) -> None:  # noqa: ANN001
+async def test_decay_counts_the_time_up_to_the_clock(
+    brain, db_dsn, settings_for, stored, as_of  # noqa: ANN001
+) -> None:
     stored, clock = at(stored), Frozen(at(as_of))
     [r] = await brain.retain("alice", [MemoryInput("Weekly sync notes, nothing decided.", "proj", importance=0.5,
                                                    valid_at=stored)], decide=False)  # fmt: skip
     await _sql(db_dsn, "UPDATE memories SET created_at = $1", stored)
-    settings = settings_for(db_dsn, sleep_decay_half_life_days=30, sleep_decay_salience_boost=4, sleep_decay_min_change=0)
+    settings = settings_for(db_dsn, sleep_decay_half_life_days=30, sleep_decay_salience_boost=4,
+                            sleep_decay_min_change=0)  # fmt: skip
 
     first = await run_cycle(settings, db_dsn, steps=["decay"], use_ray=False, clock=clock)
     [row] = await _sql(db_dsn, "SELECT importance, decayed_at FROM memories WHERE id = $1", r.memory_id)
@@ -118,14 +121,16 @@ async def test_a_memory_is_demoted_once_it_is_old_enough_and_not_a_moment_before
 ) -> None:
     moment = at(moment)
     episode_at, forgotten_at = moment - timedelta(days=30), moment - timedelta(days=7)
-    [episode] = await brain.retain("alice", [MemoryInput("Someone mentioned the coffee machine.", "proj", importance=0.1,
-                                                         valid_at=episode_at)], decide=False)  # fmt: skip
+    [episode] = await brain.retain("alice", [MemoryInput("Someone mentioned the coffee.", "proj", importance=0.1,
+                                                         valid_at=episode_at)],
+                                   decide=False)  # fmt: skip
     [fact] = await brain.retain("alice", [MemoryInput("The office wifi password is on the fridge.", "proj",
                                                       network=Network.FACT, memory_type=MemoryType.SEMANTIC,
                                                       valid_at=forgotten_at)], decide=False)  # fmt: skip
     await brain.forget("alice", fact.memory_id, reason="wrong")
     await _sql(db_dsn, "UPDATE memories SET created_at = $2 WHERE id = $1", episode.memory_id, episode_at)
-    await _sql(db_dsn, "UPDATE memories SET created_at = $2, invalid_at = $2 WHERE id = $1", fact.memory_id, forgotten_at)
+    await _sql(db_dsn, "UPDATE memories SET created_at = $2, invalid_at = $2 WHERE id = $1", fact.memory_id,
+               forgotten_at)  # fmt: skip
     settings = settings_for(db_dsn, sleep_demote_after_days=30, sleep_demote_invalid_after_days=7,
                             sleep_demote_keep_importance=0.5)  # fmt: skip
 
@@ -137,7 +142,8 @@ async def test_a_memory_is_demoted_once_it_is_old_enough_and_not_a_moment_before
     assert await demoted_as_of(moment - timedelta(seconds=1)) == 0
     assert await demoted_as_of(moment) == 0  # exactly 30 (7) days old is not older than that
     assert await demoted_as_of(moment + timedelta(seconds=1)) == 2
-    tiers = await _sql(db_dsn, "SELECT id, tier FROM memory_ids WHERE id = ANY($1::uuid[])", [episode.memory_id, fact.memory_id])
+    tiers = await _sql(db_dsn, "SELECT tier FROM memory_ids WHERE id = ANY($1::uuid[])",
+                       [episode.memory_id, fact.memory_id])  # fmt: skip
     assert {r["tier"] for r in tiers} == {"cold"}
 
 
@@ -207,13 +213,16 @@ async def test_a_memory_written_as_of_a_date_lands_in_the_partition_of_its_utc_m
     brain_at, db_dsn, settings_for, moment  # noqa: ANN001
 ) -> None:
     writer = await brain_at(Frozen(moment))
-    [r] = await writer.retain("alice", [MemoryInput("The release train leaves every second Tuesday.", "proj")], decide=False)
-    [row] = await _sql(db_dsn, "SELECT valid_at, tableoid::regclass::text AS part FROM memories WHERE id = $1", r.memory_id)
+    [r] = await writer.retain("alice", [MemoryInput("The release train leaves every second Tuesday.", "proj")],
+                              decide=False)  # fmt: skip
+    placed = "SELECT valid_at, tableoid::regclass::text AS part FROM memories WHERE id = $1"
+    [row] = await _sql(db_dsn, placed, r.memory_id)
     assert row["valid_at"] == moment  # no valid_at given: it happened at the clock's now
     assert row["part"] in ("memories_default", partition(moment))  # its month's partition may not exist yet
     # maintain, as of any day, gives a month whose rows wait in the default partition its own partition
-    await run_cycle(settings_for(db_dsn), db_dsn, steps=["maintain"], use_ray=False, clock=Frozen(at("2031-06-15T00:00:00")))
-    [row] = await _sql(db_dsn, "SELECT tableoid::regclass::text AS part FROM memories WHERE id = $1", r.memory_id)
+    some_day = Frozen(at("2031-06-15T00:00:00"))
+    await run_cycle(settings_for(db_dsn), db_dsn, steps=["maintain"], use_ray=False, clock=some_day)
+    [row] = await _sql(db_dsn, placed, r.memory_id)
     assert row["part"] == partition(moment)
     assert (await _sql(db_dsn, "SELECT count(*) AS n FROM memories_default"))[0]["n"] == 0
 
@@ -224,7 +233,8 @@ async def test_salience_counts_recency_by_the_brains_clock(brain, brain_at) -> N
     for n, now in enumerate((happened, happened + timedelta(days=30))):
         writer = await brain_at(Frozen(now))
         [r] = await writer.retain("alice", [MemoryInput("The staging database moved to db-stg-2.", "proj",
-                                                        source_ref=f"r{n}", valid_at=happened)], decide=False)  # fmt: skip
+                                                        source_ref=f"r{n}", valid_at=happened)],
+                                  decide=False)  # fmt: skip
         scores.append(r.importance)
     assert scores[0] - scores[1] == pytest.approx(0.10 * (1 - math.exp(-1)), abs=2e-4)  # recency: exp(-age / 30 days)
 
@@ -236,7 +246,9 @@ async def test_salience_counts_recency_by_the_brains_clock(brain, brain_at) -> N
     pytest.param("2028-02-28T23:30:00", id="into-29-february"),
     pytest.param("2027-12-31T23:59:59", id="over-new-year"),
 ])  # fmt: skip
-async def test_the_capture_inbox_keeps_rows_exactly_as_long_as_its_retention(brain, brain_at, db_dsn, moment) -> None:  # noqa: ANN001
+async def test_the_capture_inbox_keeps_rows_exactly_as_long_as_its_retention(
+    brain, brain_at, db_dsn, moment  # noqa: ANN001
+) -> None:
     done_at = at(moment)
     async with brain.pool.acquire() as conn:
         kept = await inbox.enqueue(conn, "alice", "proj", [{"content": "User asked: rotate the TLS certificate."}])
