@@ -23,7 +23,7 @@ CREATE TABLE judgments (
     inputs      jsonb NOT NULL DEFAULT '{}',       -- what the judgment was made on (texts, similarity, ...)
     changes     jsonb NOT NULL,                    -- [{memory_id, valid_at, before: {...}, after: {...}}]
     links       jsonb NOT NULL DEFAULT '[]',       -- memory_sources rows it added (or, reverted, removed)
-    memory_ids  uuid[] NOT NULL,                   -- every memory it changed (for lookups)
+    memory_ids  uuid[] NOT NULL,                   -- every memory it changed or is about (for lookups)
     reverts     uuid REFERENCES judgments (id),
     reverted_by uuid REFERENCES judgments (id),
     created_at  timestamptz NOT NULL DEFAULT now()

@@ -98,6 +98,7 @@ class Judgment:
     changes: list[Change] = field(default_factory=list)
     links: list[dict[str, Any]] = field(default_factory=list)  # {memory_id, source_id, relation, run_id, op}
     reverts: uuid.UUID | None = None
+    related: set[uuid.UUID] = field(default_factory=set)  # memories it is about but did not change (the new version)
     id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
@@ -106,7 +107,8 @@ async def record(conn: asyncpg.Connection, judgment: Judgment) -> uuid.UUID:
         INSERT, judgment.id, judgment.namespace, judgment.kind, judgment.origin, judgment.agent_id, judgment.run_id,
         judgment.reason, json.dumps(judgment.inputs, ensure_ascii=False, default=str),
         json.dumps([c.to_json() for c in judgment.changes], ensure_ascii=False),
-        json.dumps(judgment.links, default=str), sorted({c.memory_id for c in judgment.changes}), judgment.reverts,
+        json.dumps(judgment.links, default=str), sorted({c.memory_id for c in judgment.changes} | judgment.related),
+        judgment.reverts,
     )  # fmt: skip
     return judgment.id
 
@@ -141,6 +143,8 @@ async def supersede(
     done = await change(conn, judgment, target, {"invalid_at": now.isoformat(),
                                                  "superseded_by": str(by) if by else None, "metadata": meta},
                         only_current=True)  # fmt: skip
+    if done is not None and by is not None:
+        judgment.related.add(by)
     if done is not None and by is not None and done.before["pinned"]:
         await conn.execute("UPDATE memories m SET pinned = true FROM memory_ids i "
                            "WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at", by)  # fmt: skip
@@ -171,7 +175,8 @@ async def revert(conn: asyncpg.Connection, row: asyncpg.Record, *, agent: str, r
     current = {r["id"]: r for r in await conn.fetch(CURRENT_STATE, [c.memory_id for c in changes])}
     undo = Judgment(row["namespace"], "revert", "revert", reason or f"revert of {row['kind']} ({row['origin']})",
                     agent_id=agent, reverts=row["id"], inputs={"reverted": str(row["id"]), "kind": row["kind"],
-                                                               "origin": row["origin"], "reason": row["reason"]})  # fmt: skip
+                                                               "origin": row["origin"], "reason": row["reason"]},
+                    related=set(row["memory_ids"]))  # fmt: skip
     for c in changes:
         now = current.get(c.memory_id)
         if now is None:

@@ -177,3 +177,14 @@ async def test_pinned_memories_neither_fade_below_their_floor_nor_leave_the_hot_
     assert kept.memory.tier == "hot" and kept.memory.invalid_at is None
     assert kept.memory.importance >= settings.sleep_decay_pinned_floor - 1e-6
     assert (await brain.get("alice", plain.memory_id)).memory.tier == "cold"  # the unpinned one was archived
+
+
+async def test_the_new_version_leads_to_the_judgment_too(brain, db_dsn):
+    [old] = await brain.retain("alice", MemoryInput("The on-call phone is 555-0100.", "proj"))
+    [new] = await brain.retain("alice", MemoryInput("The on-call phone is now 555-0199.", "proj"))
+    assert new.superseded == (old.memory_id,)
+    [judgment] = await brain.judgments("alice", new.memory_id)  # "what did this write replace?"
+    assert judgment["inputs"]["new_memory_id"] == str(new.memory_id)
+    await brain.revert("alice", memory_id=new.memory_id)  # undo what that write decided
+    assert (await brain.get("alice", old.memory_id)).memory.invalid_at is None
+    assert (await brain.get("alice", new.memory_id)).memory.invalid_at is None
