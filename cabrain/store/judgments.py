@@ -44,6 +44,7 @@ GET = "SELECT * FROM judgments WHERE id = $1"
 OF_MEMORY = """
 SELECT * FROM judgments WHERE memory_ids @> ARRAY[$1::uuid] ORDER BY created_at DESC, id LIMIT $2
 """
+FORGOTTEN = "SELECT id FROM memory_ids WHERE id = ANY($1::uuid[]) AND forgotten_at IS NOT NULL"
 MARK_REVERTED = "UPDATE judgments SET reverted_by = $2 WHERE id = $1 AND reverted_by IS NULL RETURNING id"
 ADD_LINK = """
 INSERT INTO memory_sources (memory_id, source_id, relation, run_id) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
@@ -173,6 +174,7 @@ async def revert(conn: asyncpg.Connection, row: asyncpg.Record, *, agent: str, r
         )
     changes = [_as_change(c) for c in json.loads(row["changes"])]
     current = {r["id"]: r for r in await conn.fetch(CURRENT_STATE, [c.memory_id for c in changes])}
+    forgotten = {r["id"] for r in await conn.fetch(FORGOTTEN, [c.memory_id for c in changes])}
     undo = Judgment(row["namespace"], "revert", "revert", reason or f"revert of {row['kind']} ({row['origin']})",
                     agent_id=agent, reverts=row["id"], inputs={"reverted": str(row["id"]), "kind": row["kind"],
                                                                "origin": row["origin"], "reason": row["reason"]},
@@ -193,6 +195,10 @@ async def revert(conn: asyncpg.Connection, row: asyncpg.Record, *, agent: str, r
                 hint="revert the later judgment that changed it first (list them with the memory's judgments)",
             )
         target = dict(c.before)
+        if target["invalid_at"] is None and c.memory_id in forgotten:
+            raise ConflictError(
+                f"memory {c.memory_id} was forgotten since this judgment; a forgotten memory is not made current again",
+            )
         if any(state[k] != c.after[k] for k in ("importance", "access_count")):
             target["importance"], target["access_count"] = state["importance"], state["access_count"]  # moved since
         await _set(conn, c.memory_id, now["valid_at"], target)

@@ -188,3 +188,12 @@ async def test_the_new_version_leads_to_the_judgment_too(brain, db_dsn):
     await brain.revert("alice", memory_id=new.memory_id)  # undo what that write decided
     assert (await brain.get("alice", old.memory_id)).memory.invalid_at is None
     assert (await brain.get("alice", new.memory_id)).memory.invalid_at is None
+
+
+async def test_a_forgotten_memory_is_not_brought_back_by_a_revert(brain):
+    [old] = await brain.retain("alice", MemoryInput("The printer on floor 2 is named Atlas.", "proj"))
+    await brain.retain("alice", MemoryInput("The printer on floor 2 is now named Orion.", "proj"))
+    await brain.forget("alice", old.memory_id, reason="we have no printers any more")
+    with pytest.raises(ConflictError, match="forgotten since"):
+        await brain.revert("alice", memory_id=old.memory_id)
+    assert (await brain.get("alice", old.memory_id)).memory.invalid_at is not None
