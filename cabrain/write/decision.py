@@ -11,8 +11,9 @@ reconsolidation. Its public interface:
 
 **What a statement is about.** Two statements are aligned word by word (after the tokenizer's
 Arabic/English normalisation and light stemming). Each sentence is split into its *subject* - the
-words before its predicate (a verb, an auxiliary, ``has``/``لديه``, a preposition opening an
-Arabic nominal predicate) - and its predicate. Where the two statements *replace* a word of the
+words before its predicate (a verb, an auxiliary, ``has``/``لديه``, a number read as a value, "to"
+after an opening change verb such as ``تم نقل``; in two nominal sentences, where they part at the
+end, else the last word) - and its predicate; an opening verb (Arabic verb-subject order) is skipped. Where the two statements *replace* a word of the
 subject by another (``Server alpha``/``Server beta``, ``Invoice 1001``/``Invoice 1002``,
 ``staging``/``production``, ``Ahmed's``/``Mona's``, ``last year's``/``this year's``), they are
 about different subjects, and whatever their similarity both are kept (ADD). Only a statement
@@ -21,8 +22,9 @@ about the same subject may revise it:
 - UPDATE: the same subject with a new value of the same attribute - the predicate keeps some of
   its words, or the new statement carries a revision cue ("now", "moved to", "no longer ... but",
   "أصبح", "انتقل", ...) - and something substantive changed (a number, a name, a word);
-- INVALIDATE: the same subject, the new statement retracts the old one ("cancelled", "not true",
-  "ignore ...", "ألغي", "غير صحيح", a negation) and brings no new value;
+- INVALIDATE: the new statement retracts the old one ("cancelled", "not true", "ignore ...",
+  "ألغي", "ليس صحيحاً"), restates what it withdraws and brings no new value; a plain negation
+  ("we no longer use X", "Khalid will not attend") is itself a fact, so it is an UPDATE;
 - NOOP: the same thing again: no substantive word differs (fillers, stop words, number words
   and formatting aside), or, with nothing substantive in the way, similarity at least
   ``duplicate_similarity``;
