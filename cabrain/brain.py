@@ -49,6 +49,7 @@ from cabrain.store import memories as sql
 from cabrain.store import migrations
 from cabrain.store.bookkeeping import Bookkeeper
 from cabrain.store.pool import create_pool
+from cabrain.store.scope import ACCESS_CTE, readable_id
 from cabrain.types import (
     ArchiveQuery,
     ArchiveResult,
@@ -94,6 +95,11 @@ ACCEPT_GRANT = """
 UPDATE namespace_grants SET accepted_at = coalesce(accepted_at, now())
 WHERE agent_id = $1 AND namespace = $2
 RETURNING can_read, can_write, accepted_at
+"""
+# $1 namespace, $2 agent, $3 ids: every one of them is a memory of the namespace the agent may read (hot or archived).
+ALL_READABLE = f"""
+WITH {ACCESS_CTE}
+SELECT coalesce(bool_and({readable_id("x.id")}), false) FROM unnest($3::uuid[]) AS x(id)
 """
 # Archived identities of a namespace whose source_kind is not known yet (demoted before schema 0010).
 ARCHIVED_UNKNOWN_KIND = "SELECT id FROM memory_ids WHERE namespace = $1 AND tier = 'cold' AND source_kind IS NULL"
@@ -870,7 +876,7 @@ class Brain:
         if not 1 <= limit <= 500:
             raise InputError(f"limit must be between 1 and 500, got {limit}")
         async with self.pool.acquire() as conn:
-            await self._readable_or_archived(conn, agent, memory_id)
+            await self._must_read(conn, agent, memory_id)
             rows = await judgments.of_memory(conn, memory_id, limit)
             return [judgments.describe(r) for r in rows if await self._may_see_judgment(conn, agent, r)]
 
@@ -896,7 +902,7 @@ class Brain:
                     raise NotFound(f"judgment {judgment_id} does not exist or is not visible to {agent!r}")
             else:
                 memory_id = _as_uuid(memory_id)
-                await self._readable_or_archived(conn, agent, memory_id)
+                await self._must_read(conn, agent, memory_id)
                 rows = [r for r in await judgments.of_memory(conn, memory_id, 500) if r["reverted_by"] is None]
                 if not rows:
                     raise NotFound(f"no judgment to revert changed memory {memory_id}")
@@ -913,21 +919,15 @@ class Brain:
                                            for c in undo.changes])  # fmt: skip
             return judgments.describe(await judgments.get(conn, undo.id))
 
-    async def _readable_or_archived(self, conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID) -> None:
-        if await sql.readable_memory(conn, agent, memory_id) is not None:
-            return
+    async def _must_read(self, conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID) -> None:
+        """NotFound unless ``agent`` may read the memory, hot or archived."""
         namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
-        if not (namespace and await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)):
+        if not (namespace and await conn.fetchval(ALL_READABLE, namespace, agent, [memory_id])):
             raise NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
 
     async def _may_see_judgment(self, conn: asyncpg.Connection, agent: str, row: asyncpg.Record) -> bool:
-        """Every memory a judgment changed is readable by ``agent`` (it shows their states)."""
-        for memory_id in row["memory_ids"]:
-            if await sql.readable_memory(conn, agent, memory_id) is None:
-                namespace = await conn.fetchval(sql.NAMESPACE_OF, memory_id)
-                if not (namespace and await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id)):
-                    return False
-        return True
+        """Every memory a judgment is about is readable by ``agent`` (it shows their states)."""
+        return bool(await conn.fetchval(ALL_READABLE, row["namespace"], agent, list(row["memory_ids"])))
 
     async def touch(self, agent: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
         """Count a read of these memories (a memory-tool file viewed): their use and recency rise as a

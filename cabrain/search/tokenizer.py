@@ -43,11 +43,15 @@ _AR_SUFFIXES = ("ها", "ان", "ات", "ون", "ين", "يه", "ه", "ي")  # �
 MAX_TOKEN_CHARS = 64
 
 
+def fold_marks(text: str) -> str:
+    """Step 1 and the marks of step 2 (diacritics, tatweel), letters and case kept as written."""
+    text = unicodedata.normalize("NFKC", text).translate(_DIGITS)
+    return _DIACRITICS.sub("", text).replace("\u0640", "")
+
+
 def normalize(text: str) -> str:
     """Steps 1-2 and lower-casing: the canonical form both sides are compared in."""
-    text = unicodedata.normalize("NFKC", text).translate(_DIGITS)
-    text = _DIACRITICS.sub("", text).translate(_ARABIC_MAP)
-    return _APOSTROPHES.sub("", text).lower()
+    return _APOSTROPHES.sub("", fold_marks(text).translate(_ARABIC_MAP)).lower()
 
 
 def _stem_arabic(word: str) -> str:

@@ -370,8 +370,7 @@ async def _merge_duplicates(ctx: StepContext, rows: list, since: Any, threshold:
             for j in np.flatnonzero(sims[bi] >= threshold):
                 j = int(j)
                 if j != i and not (rows[i]["pinned"] or rows[j]["pinned"]):  # a pinned memory stands alone
-                    newer, older = (i, j) if (rows[i]["created_at"], str(rows[i]["id"])) >= (rows[j]["created_at"], str(rows[j]["id"])) else (j, i)
-                    if not duplicates(rows[newer]["content"], rows[older]["content"], float(sims[bi, j]), threshold):
+                    if not duplicates(rows[i]["content"], rows[j]["content"], float(sims[bi, j]), threshold):
                         continue  # close but not the same (another subject, a new value): kept apart
                     a, b = find(i), find(j)
                     if a != b:

@@ -40,12 +40,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-import unicodedata
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cabrain.search.tokenizer import STOP_WORDS, normalize, tokenize
+from cabrain.search.tokenizer import STOP_WORDS, fold_marks, normalize, tokenize
 from cabrain.types import Decision
 
 __all__ = [
@@ -179,12 +178,11 @@ _IRREGULAR = _words(
     "built wrote read knew drove rode flew ate drank wore slept woke bought sold chose meant broke fed "
     "drew swam taught spoke began lives works leads runs holds costs totals owns uses has"
 )
-# Arabic: possession, copulas, prepositions that open a nominal sentence's predicate, common verbs.
+# Arabic: possession, copulas, common verbs (a preposition is no marker: it may sit inside a subject).
 _AR_MARKERS = _words(
     "لديه لديها لدي لدى لدينا لديهم عنده عندها عندي عندنا عندهم فيه فيها هو هي هم كان كانت يكون تكون أصبح اصبح "
-    "أصبحت اصبحت صار صارت ليس ليست في إلى الى على عبر تم تمت يبلغ تبلغ بلغ بلغت يوجد توجد موجود موجودة"
+    "أصبحت اصبحت صار صارت ليس ليست تم تمت يبلغ تبلغ بلغ بلغت يوجد توجد موجود موجودة"
 )
-_AR_PREPOSITIONS = _words("في إلى الى على عبر")
 _TO = _words("إلى الى لـ to into")
 _AR_OPENERS = _words("بعد منذ اعتبارا ابتداء تبين اتضح")
 _CLAUSE_OPENERS = (
@@ -205,7 +203,6 @@ _NUMBER_WORDS = {
 _TOKEN = re.compile(
     r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|https?://[^\s,;]+|[^\W\d_][^\W_]*(?:-[^\W_]+)*|\d+(?:[.,:]\d+)*(?:-\d+)*|[^\W\d_]+"
 )
-_MARKS = re.compile("[\u064b-\u065f\u0670\u06d6-\u06ed\u0640]")
 # Retractions said in more than one word ("called off", "will not take place", "rolled back").
 _CALLED_OFF = re.compile(
     r"\b(?:called off|rolled back|(?:will|would) not (?:take place|happen|go ahead)|won['\u2019]?t (?:take place|happen)|"
@@ -307,11 +304,10 @@ def _key(word: str) -> str:
 @lru_cache(maxsize=8192)
 def _tokens(text: str) -> tuple[_Token, ...]:
     text = text.replace("\u066b", ".").replace("\u066c", ",")  # Arabic decimal and thousands separators
-    text = normalize_digits(text)
+    text = fold_marks(text)  # digits to ASCII; diacritics and tatweel split no word
     text = _TIME.sub(_canonical_time, text)
     text = _SCALE.sub(_canonical_scale, text)
     out: list[_Token] = []
-    text = _MARKS.sub("", unicodedata.normalize("NFKC", text))  # diacritics and tatweel split no word
     text = re.sub(r"\bلا غير\b", " ", text)  # "only, nothing else": no negation
     text = _CALLED_OFF.sub(" cancelled ", text)
     text = re.sub(r"\bo['\u2019]clock\b", "", text, flags=re.I)
@@ -363,15 +359,9 @@ def _tokens(text: str) -> tuple[_Token, ...]:
     return tuple(out)
 
 
-def normalize_digits(text: str) -> str:
-    return text.translate(str.maketrans("٠١٢٣٤٥٦٧٨٩۰۱۲۳۴۵۶۷۸۹", "01234567890123456789"))
-
-
 def _is_marker(tokens: tuple[_Token, ...], i: int) -> bool:
     t = tokens[i]
     word = t.text
-    if word in _AR_PREPOSITIONS:
-        return False
     if word in _AUX or word in _AR_MARKERS:
         return True
     inflected, base = _verb_forms()

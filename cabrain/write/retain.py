@@ -406,7 +406,7 @@ class _Writer:
                 continue
             if choice.decision is Decision.INVALIDATE and choice.target is not None:
                 await self._flush_pending()
-                results.append(await self._retract(item, choice.target, choice.reason))
+                results.append(await self._retract(item, choice))
                 gone.add(choice.target)
                 continue
             importance = self._importance(item, neighbours[0].similarity if neighbours else None,
@@ -484,14 +484,16 @@ class _Writer:
         if not pending.rows:
             return
         self._pending = _Pending()
-        pending_text = {r["id"]: r["content"] for r in pending.rows}
+        new_rows = {r["id"]: r for r in pending.rows}
         await sql.insert_memories(self.conn, pending.rows)
         await self.brain.keyword.index(self.conn, pending.docs)
         await sql.insert_chunks(self.conn, pending.chunks)
         for namespace, links in sorted(pending.links.items()):
             await self._link_many(namespace, links)
         for target, choice, memory_id, origin in pending.invalidations:
-            await self._judge(choice, target, memory_id, origin, pending_text.get(memory_id, ""))
+            row = new_rows[memory_id]
+            meta = {"superseded_reason": choice.reason, "superseded_by_agent": self.agent}
+            await self._judge(row["namespace"], choice, target, memory_id, origin, row["content"], meta)
 
     async def _link_many(self, namespace: str, links: list[tuple[uuid.UUID, list[str]]]) -> None:
         by_key: dict[str, str] = {}
@@ -552,14 +554,12 @@ class _Writer:
         self.events.append(self._event(item.input.namespace, "retain", target, {"decision": "NOOP"}))
         return RetainResult(Decision.NOOP, target, float(importance), (), (), reason)
 
-    async def _retract(self, item: _Item, target: uuid.UUID, reason: str) -> RetainResult:
-        """INVALIDATE: the new text only retracts ``target``; it is invalidated, nothing is stored."""
+    async def _retract(self, item: _Item, choice: WriteDecision) -> RetainResult:
+        """INVALIDATE: the new text only retracts the target; it is invalidated, nothing is stored."""
+        target, reason = choice.target, choice.reason
         meta = {"invalidated_reason": reason, "invalidated_by_agent": self.agent, "retraction": item.content}
-        judgment = judgments.Judgment(item.input.namespace, "invalidate", "write", reason, agent_id=self.agent,
-                                      inputs={"decision": "INVALIDATE", "text": item.content})  # fmt: skip
-        if not await judgments.supersede(self.conn, judgment, target, by=None, metadata=meta, now=await self._now()):
+        if not await self._judge(item.input.namespace, choice, target, None, "write", item.content, meta):
             raise InputError(f"memory {target} was superseded or forgotten meanwhile", hint="write it again")
-        await judgments.record(self.conn, judgment)
         self.events.append(self._event(item.input.namespace, "forget", target, {"decision": "INVALIDATE", **meta}))
         return RetainResult(Decision.INVALIDATE, None, 0.0, (target,), (), reason)
 
@@ -569,18 +569,22 @@ class _Writer:
             self._txn_now = await self.conn.fetchval("SELECT now()")
         return self._txn_now
 
-    async def _judge(self, choice: WriteDecision, target: uuid.UUID, memory_id: uuid.UUID, origin: str, text: str) -> None:
-        """Supersede ``target`` by ``memory_id`` and record the judgment (a revision decided on write, or
-        a caller's correction) with what it was made on."""
-        namespace = await self.conn.fetchval("SELECT namespace FROM memory_ids WHERE id = $1", target)
-        judgment = judgments.Judgment(
-            namespace, "supersede", origin, choice.reason, agent_id=self.agent,
-            inputs={"decision": choice.decision.value, "text": text, "new_memory_id": str(memory_id),
-                    "similarity": choice.similarity},
-        )  # fmt: skip
-        meta = {"superseded_reason": choice.reason, "superseded_by_agent": self.agent}
-        if await judgments.supersede(self.conn, judgment, target, by=memory_id, metadata=meta, now=await self._now()):
-            await judgments.record(self.conn, judgment)
+    async def _judge(
+        self, namespace: str, choice: WriteDecision, target: uuid.UUID, by: uuid.UUID | None, origin: str, text: str,
+        metadata: dict,
+    ) -> bool:
+        """Supersede ``target`` by ``by`` (or invalidate it: ``by`` None) if it is still current, and
+        record the judgment - a revision or retraction decided on write, or a caller's correction -
+        with what it was made on."""
+        inputs = {"decision": choice.decision.value, "text": text, "similarity": choice.similarity}
+        if by is not None:
+            inputs["new_memory_id"] = str(by)
+        kind = "supersede" if by is not None else "invalidate"
+        judgment = judgments.Judgment(namespace, kind, origin, choice.reason, agent_id=self.agent, inputs=inputs)
+        if not await judgments.supersede(self.conn, judgment, target, by=by, metadata=metadata, now=await self._now()):
+            return False
+        await judgments.record(self.conn, judgment)
+        return True
 
     def _event(self, namespace: str, op: str, memory_id: uuid.UUID, metadata: dict) -> dict:
         return {"namespace": namespace, "op": op, "memory_id": memory_id, "agent_id": self.agent,

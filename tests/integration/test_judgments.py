@@ -197,3 +197,31 @@ async def test_a_forgotten_memory_is_not_brought_back_by_a_revert(brain):
     with pytest.raises(ConflictError, match="forgotten since"):
         await brain.revert("alice", memory_id=old.memory_id)
     assert (await brain.get("alice", old.memory_id)).memory.invalid_at is not None
+
+
+async def test_the_new_calls_answer_bad_input_clearly_and_change_nothing(brain):
+    from cabrain.errors import InputError
+
+    [memory] = await brain.retain("alice", MemoryInput("The build cache lives on node cache-3.", "proj"))
+    with pytest.raises(InputError, match="not both"):
+        await brain.revert("alice")
+    with pytest.raises(InputError, match="not both"):
+        await brain.revert("alice", memory_id=memory.memory_id, judgment_id=memory.memory_id)
+    with pytest.raises(InputError, match="is not a judgment id"):
+        await brain.revert("alice", judgment_id="nope")
+    with pytest.raises(NotFound, match="no judgment to revert"):
+        await brain.revert("alice", memory_id=memory.memory_id)
+    with pytest.raises(InputError, match="limit must be between"):
+        await brain.judgments("alice", memory.memory_id, limit=0)
+    with pytest.raises(InputError, match="is not archived"):
+        await brain.unarchive("alice", memory.memory_id)
+    with pytest.raises(NotFound):
+        await brain.unarchive("carol", memory.memory_id)
+    with pytest.raises(InputError, match="give it"):
+        await brain.list_memories("alice", "proj", include_archived=True)
+    with pytest.raises(InputError, match="at most 1000"):
+        await brain.touch("alice", [memory.memory_id] * 1001)
+    assert await brain.touch("carol", [memory.memory_id]) == 0  # not hers to read: not counted
+    assert await brain.touch("alice", [memory.memory_id]) == 1
+    still = (await brain.get("alice", memory.memory_id)).memory
+    assert still.invalid_at is None and still.tier == "hot"
