@@ -94,7 +94,7 @@ GROUP BY p.memory_id ORDER BY s DESC LIMIT $4
 """
 
 
-async def measure_floor(brain, texts: list[str], vectors: list, candidates: int, postings: int) -> dict:  # noqa: ANN001
+async def measure_floor(brain, texts: list[str], vectors: list, candidates: int, postings: int) -> dict:
     """p50/p95/p99 of the bare HNSW and BM25 probes for these queries (vectors precomputed)."""
     from cabrain.search.tokenizer import tokenize
     from cabrain.store.planner import fetch_without
@@ -103,8 +103,13 @@ async def measure_floor(brain, texts: list[str], vectors: list, candidates: int,
     async with brain.pool.acquire() as conn:
         for text, vector in zip(texts, vectors, strict=True):
             t0 = time.perf_counter()
-            await fetch_without(conn, HNSW_PROBE, (NAMESPACE, np.asarray(vector, dtype=np.float32), candidates),
-                                disable=("enable_sort",), generic=True)  # fmt: skip
+            await fetch_without(
+                conn,
+                HNSW_PROBE,
+                (NAMESPACE, np.asarray(vector, dtype=np.float32), candidates),
+                disable=("enable_sort",),
+                generic=True,
+            )
             t1 = time.perf_counter()
             await conn.fetch(BM25_PROBE, NAMESPACE, sorted(set(tokenize(text))), postings, candidates)
             t2 = time.perf_counter()
@@ -123,16 +128,19 @@ def overhead_over_floor(recall: dict[str, float], embed: dict[str, float], floor
     return out
 
 
-def machine_facts(facts, embedder=None) -> dict[str, Any]:  # noqa: ANN001 - ServerFacts, Embedder
+def machine_facts(facts, embedder=None) -> dict[str, Any]:
     """Where a benchmark ran: the machine, the database server and the embedding model."""
     import os
     import platform
 
     return {
-        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "postgres": facts.version, "pgvector": facts.vector_available,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "postgres": facts.version,
+        "pgvector": facts.vector_available,
         **({"embedder": embedder.name} if embedder is not None else {}),
-    }  # fmt: skip
+    }
 
 
 def _progress(message: str, quiet: bool) -> None:
@@ -140,7 +148,7 @@ def _progress(message: str, quiet: bool) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-async def _load(brain, n: int, real: int, noise: float, seed: int, quiet: bool) -> None:  # noqa: ANN001
+async def _load(brain, n: int, real: int, noise: float, seed: int, quiet: bool) -> None:
     """N memories in the benchmark namespace, through the bulk loader (:mod:`cabrain.bench_load`)."""
     from cabrain.bench_load import Corpus, bulk_load
 
@@ -188,8 +196,9 @@ async def run_recall_bench(
         overhead = overhead_over_floor(recall_ms[RecallMode.HYBRID.value], percentiles(embed_ms), floor)
         _progress(f"  floor: hnsw p50 {floor['hnsw']['p50']:.1f} ms, bm25 p50 {floor['bm25']['p50']:.1f} ms", quiet)
     machine = machine_facts(facts, embedder)
-    return BenchResult(memories, min(real_vectors, memories), load_s, percentiles(embed_ms), recall_ms, machine,
-                       floor, overhead)  # fmt: skip
+    return BenchResult(
+        memories, min(real_vectors, memories), load_s, percentiles(embed_ms), recall_ms, machine, floor, overhead
+    )
 
 
 def render(result: BenchResult) -> str:
@@ -216,7 +225,6 @@ def main_json(result: BenchResult) -> str:
     return json.dumps(result.as_dict(), indent=2, ensure_ascii=False)
 
 
-
 # --- cabrain bench http ---------------------------------------------------------------------------
 @dataclass
 class HttpBenchResult:
@@ -230,7 +238,7 @@ class HttpBenchResult:
         return self.__dict__
 
 
-async def timed_calls(call, texts: list[str], concurrency: int) -> dict[str, Any]:  # noqa: ANN001
+async def timed_calls(call, texts: list[str], concurrency: int) -> dict[str, Any]:
     """Run ``call(text)`` for every text, ``concurrency`` at a time: latency percentiles (ms) of
     the calls that succeeded, throughput, and the errors (counted, with the first few kept)."""
     import asyncio
@@ -252,12 +260,16 @@ async def timed_calls(call, texts: list[str], concurrency: int) -> dict[str, Any
     started = time.perf_counter()
     await asyncio.gather(*(one(t) for t in texts))
     wall = time.perf_counter() - started
-    return {**{k: round(v, 2) for k, v in percentiles(latencies).items()}, "rps": round(len(texts) / wall, 1),
-            "errors": len(errors), "first_errors": errors[:3]}  # fmt: skip
+    return {
+        **{k: round(v, 2) for k, v in percentiles(latencies).items()},
+        "rps": round(len(texts) / wall, 1),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+    }
 
 
 @contextlib.asynccontextmanager
-async def local_service(settings: Settings, dsn: str, app_args: dict[str, Any] | None, *, quiet: bool):  # noqa: ANN201
+async def local_service(settings: Settings, dsn: str, app_args: dict[str, Any] | None, *, quiet: bool):
     """A local Ray with the Serve application on ``dsn``, for the length of the block."""
     import asyncio
 
@@ -320,7 +332,10 @@ async def run_http_bench(
         for c in concurrency:
             await timed_calls(local, fresh_texts()[:20], c)  # warm-up
             in_process[c] = await timed_calls(local, fresh_texts(), c)
-            _progress(f"  in process, concurrency {c}: p95 {in_process[c].get('p95', 0):.1f} ms, errors {in_process[c]['errors']}", quiet)
+            _progress(
+                f"  in process, concurrency {c}: p95 {in_process[c].get('p95', 0):.1f} ms, errors {in_process[c]['errors']}",
+                quiet,
+            )
 
         async with local_service(settings, dsn, app_args, quiet=quiet) as url:
             http = {}
@@ -332,7 +347,10 @@ async def run_http_bench(
                 for c in concurrency:
                     await timed_calls(remote, fresh_texts()[:20], c)
                     http[c] = await timed_calls(remote, fresh_texts(), c)
-                    _progress(f"  http, concurrency {c}: p95 {http[c].get('p95', 0):.1f} ms, errors {http[c]['errors']}", quiet)
+                    _progress(
+                        f"  http, concurrency {c}: p95 {http[c].get('p95', 0):.1f} ms, errors {http[c]['errors']}",
+                        quiet,
+                    )
     machine = machine_facts(facts, embedder)
     return HttpBenchResult(memories, queries, http, in_process, machine)
 
@@ -350,7 +368,11 @@ def render_http(result: HttpBenchResult) -> str:
         lines.append(
             f"{c:>11} | {h.get('p50', nan):9.1f} {h.get('p95', nan):8.1f} {h.get('p99', nan):8.1f} {h['rps']:7.1f} | "
             f"{p.get('p50', nan):14.1f} {p.get('p95', nan):8.1f} {p.get('p99', nan):8.1f} {p['rps']:7.1f}"
-            + (f"  errors: {h['errors']} HTTP, {p['errors']} in process ({(h['first_errors'] + p['first_errors'])[0]})" if errors else "")
+            + (
+                f"  errors: {h['errors']} HTTP, {p['errors']} in process ({(h['first_errors'] + p['first_errors'])[0]})"
+                if errors
+                else ""
+            )
         )
     return "\n".join(lines)
 
@@ -358,10 +380,13 @@ def render_http(result: HttpBenchResult) -> str:
 # --- cabrain bench capture -----------------------------------------------------------------------
 CAPTURE_EVENTS = {
     "UserPromptSubmit": lambda i: {"prompt": f"How do we rotate the staging credentials, case {i}?"},
-    "PostToolUse": lambda i: {"tool_name": "Edit", "tool_input": {"file_path": f"/src/app/mod{i}.py",
-                              "old_string": "retries = 3", "new_string": f"retries = {i}"}, "tool_response": {}},
+    "PostToolUse": lambda i: {
+        "tool_name": "Edit",
+        "tool_input": {"file_path": f"/src/app/mod{i}.py", "old_string": "retries = 3", "new_string": f"retries = {i}"},
+        "tool_response": {},
+    },
     "SessionStart": lambda i: {"source": "startup"},
-}  # fmt: skip
+}
 
 
 async def run_capture_bench(
@@ -397,9 +422,16 @@ async def run_capture_bench(
                     event = {"session_id": f"bench-{i}", "cwd": home, "hook_event_name": name, **fields(i)}
                     t0 = time.perf_counter()
                     done = await asyncio.to_thread(
-                        subprocess.run, command, shell=True, input=json.dumps(event), env=env,
-                        capture_output=True, text=True, timeout=60, check=False,
-                    )  # fmt: skip
+                        subprocess.run,
+                        command,
+                        shell=True,
+                        input=json.dumps(event),
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        timeout=60,
+                        check=False,
+                    )
                     times[name].append((time.perf_counter() - t0) * 1000)
                     if done.returncode != 0:
                         raise RuntimeError(f"cabrain capture failed on {name}: {done.stderr.strip()}")
@@ -416,8 +448,10 @@ async def run_capture_bench(
 
 
 def render_capture(result: dict[str, Any]) -> str:
-    lines = [f"cabrain capture wall time per hook event ({result['events_per_type']} of each), service up",
-             f"{'event':<20} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"]  # fmt: skip
+    lines = [
+        f"cabrain capture wall time per hook event ({result['events_per_type']} of each), service up",
+        f"{'event':<20} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}",
+    ]
     for name, p in [*result["per_type_ms"].items(), ("all", result["all_ms"])]:
         lines.append(f"{name:<20} {p['p50']:8.1f} {p['p95']:8.1f} {p['p99']:8.1f}")
     return "\n".join(lines)

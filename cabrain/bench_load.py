@@ -20,15 +20,27 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
 from cabrain.bench import AGENT, _progress, synthetic_text
 
 CHUNK = 50_000  # memories per COPY round
-MEMORY_COLUMNS = ("id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content",
-                  "source_kind", "embedding", "importance", "valid_at", "content_hash")  # fmt: skip
+MEMORY_COLUMNS = (
+    "id",
+    "namespace",
+    "owner_agent_id",
+    "visibility",
+    "network",
+    "memory_type",
+    "content",
+    "source_kind",
+    "embedding",
+    "importance",
+    "valid_at",
+    "content_hash",
+)
 POSTING_COLUMNS = ("namespace", "term", "memory_id", "valid_at", "tf", "doc_len", "impact")
 BULK_TABLES = ("memories", "memory_terms", "memory_vectors")
 
@@ -67,12 +79,17 @@ def _bar(label: str, done: int, total: int, quiet: bool, extra: str = "") -> Non
     if sys.stderr.isatty():
         filled = int(30 * done / max(total, 1))
         end = "\n" if done >= total else ""
-        print(f"\r  {label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}{extra}", end=end, file=sys.stderr, flush=True)
+        print(
+            f"\r  {label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}{extra}",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
     else:
         print(line, file=sys.stderr, flush=True)
 
 
-async def _index_definitions(conn) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:  # noqa: ANN001
+async def _index_definitions(conn) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     indexes = [(r["indexname"], r["indexdef"]) for r in await conn.fetch(_INDEXES, list(BULK_TABLES))]
     constraints = [(r["conname"], r["def"]) for r in await conn.fetch(_CONSTRAINTS)]
     return indexes, constraints
@@ -91,7 +108,11 @@ def graph_build_memory(rows: int, dim: int) -> str:
 
 
 async def bulk_load(
-    brain, corpus: Corpus, *, maintenance_work_mem: str = "auto", quiet: bool = False  # noqa: ANN001 - Brain
+    brain,
+    corpus: Corpus,
+    *,
+    maintenance_work_mem: str = "auto",
+    quiet: bool = False,
 ) -> dict[str, float]:
     """Load ``corpus`` into ``brain``'s (empty, benchmark-only) database; seconds per phase.
     ``maintenance_work_mem`` is the index builds' memory (an HNSW build is fastest when its graph
@@ -101,7 +122,7 @@ async def bulk_load(
 
     timings: dict[str, float] = {}
     rng, np_rng = random.Random(corpus.seed), np.random.default_rng(corpus.seed)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     real = max(1, min(corpus.real, corpus.total))
     for namespace in corpus.sizes:
         await brain.create_namespace(AGENT, namespace)
@@ -133,7 +154,9 @@ async def bulk_load(
             for chunk_start in range(0, count, CHUNK):
                 size = min(CHUNK, count - chunk_start)
                 picks = np_rng.integers(0, real, size)
-                vectors = base_matrix[picks] + np_rng.normal(0, corpus.noise, (size, base_matrix.shape[1])).astype(np.float32)
+                vectors = base_matrix[picks] + np_rng.normal(0, corpus.noise, (size, base_matrix.shape[1])).astype(
+                    np.float32
+                )
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
                 rows, postings_in = [], []
                 for i in range(size):
@@ -144,9 +167,22 @@ async def bulk_load(
                         text, vector = synthetic_text(rng), vectors[i]
                     memory_id = uuid.uuid4()
                     valid_at = now - timedelta(seconds=rng.randint(0, 365 * 86400))
-                    rows.append((memory_id, namespace, AGENT, "team", "experience", "episodic", text, "bench",
-                                 vector, round(rng.random(), 3), valid_at,
-                                 hashlib.sha256(text.encode()).digest()))  # fmt: skip
+                    rows.append(
+                        (
+                            memory_id,
+                            namespace,
+                            AGENT,
+                            "team",
+                            "experience",
+                            "episodic",
+                            text,
+                            "bench",
+                            vector,
+                            round(rng.random(), 3),
+                            valid_at,
+                            hashlib.sha256(text.encode()).digest(),
+                        )
+                    )
                     tfs, length = term_frequencies(text)
                     if length:
                         postings_in.append((memory_id, valid_at, tfs, length))
@@ -162,8 +198,9 @@ async def bulk_load(
                     counter.update(tfs.keys())
                     norm = k1 * (1 - b + b * length / avgdl)
                     for term, tf in tfs.items():
-                        postings.append((namespace, term, memory_id, valid_at, min(tf, 32767), length,
-                                         tf * (k1 + 1) / (tf + norm)))  # fmt: skip
+                        postings.append(
+                            (namespace, term, memory_id, valid_at, min(tf, 32767), length, tf * (k1 + 1) / (tf + norm))
+                        )
                 await conn.copy_records_to_table("memory_terms", records=postings, columns=POSTING_COLUMNS)
                 loaded += size
                 rate = loaded / (time.perf_counter() - started)
@@ -172,13 +209,18 @@ async def bulk_load(
             terms = sorted(df[namespace])
             await conn.execute(
                 "INSERT INTO bm25_terms (namespace, term, df) SELECT $1, t, n FROM unnest($2::text[], $3::int[]) AS u(t, n)",
-                namespace, terms, [df[namespace][t] for t in terms],
-            )  # fmt: skip
+                namespace,
+                terms,
+                [df[namespace][t] for t in terms],
+            )
             await conn.execute(
                 "INSERT INTO bm25_namespaces (namespace, doc_count, total_len) VALUES ($1, $2, $3)",
-                namespace, *lengths[namespace],
-            )  # fmt: skip
-            await conn.execute("UPDATE namespaces SET memory_count = $2 WHERE name = $1", namespace, corpus.sizes[namespace])
+                namespace,
+                *lengths[namespace],
+            )
+            await conn.execute(
+                "UPDATE namespaces SET memory_count = $2 WHERE name = $1", namespace, corpus.sizes[namespace]
+            )
         timings["copy_s"] = time.perf_counter() - started
 
         started = time.perf_counter()

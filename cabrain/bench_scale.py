@@ -81,18 +81,25 @@ def corpus_for(size: int, spec: ScaleSpec) -> Corpus:
     return Corpus(sizes, real=spec.real_vectors, noise=spec.noise, seed=spec.seed)
 
 
-def _fingerprint(corpus: Corpus, settings: Settings, embedder) -> str:  # noqa: ANN001, ARG001
+def _fingerprint(corpus: Corpus, settings: Settings, embedder) -> str:
     """What a kept corpus holds. Not the schema: a kept database is migrated forward like anyone's
     (migrations carry existing rows along, as 0007 backfilled the vector graph), so a new
     migration does not cost a rebuild; a loader change does (``LOADER_VERSION``)."""
-    return json.dumps({
-        "sizes": corpus.sizes, "real": corpus.real, "noise": corpus.noise, "seed": corpus.seed,
-        "embedder": embedder.name, "loader": LOADER_VERSION,
-    }, sort_keys=True)  # fmt: skip
+    return json.dumps(
+        {
+            "sizes": corpus.sizes,
+            "real": corpus.real,
+            "noise": corpus.noise,
+            "seed": corpus.seed,
+            "embedder": embedder.name,
+            "loader": LOADER_VERSION,
+        },
+        sort_keys=True,
+    )
 
 
 @contextlib.asynccontextmanager
-async def corpus_brain(settings: Settings, embedder, corpus: Corpus, spec: ScaleSpec) -> AsyncIterator[tuple]:  # noqa: ANN001
+async def corpus_brain(settings: Settings, embedder, corpus: Corpus, spec: ScaleSpec) -> AsyncIterator[tuple]:
     """``(brain, server facts, dsn, load report)`` on a database holding ``corpus``: a scratch one,
     or with ``spec.keep`` one kept between runs and reused while its fingerprint matches."""
     from cabrain.store.scratch import kept_brain, mark_complete, scratch_brain
@@ -115,20 +122,21 @@ async def corpus_brain(settings: Settings, embedder, corpus: Corpus, spec: Scale
         yield brain, facts, dsn, await _timed_load(brain, corpus, spec)
 
 
-async def _timed_load(brain, corpus: Corpus, spec: ScaleSpec) -> dict[str, Any]:  # noqa: ANN001
+async def _timed_load(brain, corpus: Corpus, spec: ScaleSpec) -> dict[str, Any]:
     started = time.perf_counter()
     memory = spec.maintenance_work_mem
     if memory == "auto":
         memory = graph_build_memory(corpus.total, brain.embedder.dim)
     phases = await bulk_load(brain, corpus, maintenance_work_mem=memory, quiet=spec.quiet)
     return {
-        "seconds": round(time.perf_counter() - started, 1), **{k: round(v, 1) for k, v in phases.items()},
+        "seconds": round(time.perf_counter() - started, 1),
+        **{k: round(v, 1) for k, v in phases.items()},
         "maintenance_work_mem": memory,
     }
 
 
 # --- measuring ------------------------------------------------------------------------------------
-async def measure_retain(brain, embedder, texts: list[str], singles: list[str], namespace: str) -> dict[str, Any]:  # noqa: ANN001
+async def measure_retain(brain, embedder, texts: list[str], singles: list[str], namespace: str) -> dict[str, Any]:
     """Texts per second: the bare embedder, then retain, on the same texts; batched on ``texts``
     (the embedder in its batch size; retain in calls of up to ``max_batch`` texts, which it writes
     group by group while the next group embeds) and one at a time on ``singles``."""
@@ -142,7 +150,7 @@ async def measure_retain(brain, embedder, texts: list[str], singles: list[str], 
     async def keep(chunk: list[str]) -> None:
         await brain.retain(AGENT, [MemoryInput(t, namespace) for t in chunk])
 
-    async def rate(fn, items: list[str], size: int) -> float:  # noqa: ANN001
+    async def rate(fn, items: list[str], size: int) -> float:
         started = time.perf_counter()
         for start in range(0, len(items), size):
             await fn(items[start : start + size])
@@ -169,7 +177,7 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def l1_cache(settings: Settings, folder: Path, quiet: bool):  # noqa: ANN201
+def l1_cache(settings: Settings, folder: Path, quiet: bool):
     """The Redis URL of the L1 cache for the run: ``CABRAIN_REDIS_URL``, else a private
     ``redis-server`` on a free loopback port (stopped afterwards), else None (said in the report)."""
     if settings.redis_url is not None:
@@ -181,8 +189,11 @@ def l1_cache(settings: Settings, folder: Path, quiet: bool):  # noqa: ANN201
         return
     port = _free_port()
     folder.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(folder)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -199,7 +210,12 @@ def l1_cache(settings: Settings, folder: Path, quiet: bool):  # noqa: ANN201
 
 
 async def measure_recall(
-    brain, rng: random.Random, spec: ScaleSpec, *, rerank: bool = False, namespace: str = NAMESPACE,  # noqa: ANN001
+    brain,
+    rng: random.Random,
+    spec: ScaleSpec,
+    *,
+    rerank: bool = False,
+    namespace: str = NAMESPACE,
     levels: list[int] | None = None,
 ) -> dict[int, dict]:
     """In-process recall at each concurrency, fresh query texts at every level; at concurrency 1
@@ -224,7 +240,7 @@ async def measure_recall(
     return out
 
 
-async def measure_cached(brain, rng: random.Random, spec: ScaleSpec) -> dict[str, dict[int, dict]]:  # noqa: ANN001
+async def measure_cached(brain, rng: random.Random, spec: ScaleSpec) -> dict[str, dict[int, dict]]:
     """Through the L1 cache: fresh texts (misses, which fill it), then the same texts again (hits)."""
 
     async def one(text: str) -> None:
@@ -254,7 +270,7 @@ def service_memory() -> dict[str, Any]:
     return {"processes_mb": per, "total_mb": round(sum(per.values()), 1)}
 
 
-async def measure_http(settings: Settings, brain, dsn: str, rng: random.Random, spec: ScaleSpec, cached: bool) -> dict:  # noqa: ANN001
+async def measure_http(settings: Settings, brain, dsn: str, rng: random.Random, spec: ScaleSpec, cached: bool) -> dict:
     from cabrain import identity
     from cabrain.bench import local_service
     from cabrain.client import AsyncClient
@@ -275,8 +291,10 @@ async def measure_http(settings: Settings, brain, dsn: str, rng: random.Random, 
                 levels[c] = await timed_calls(remote, texts, c)
                 if cached:
                     hits[c] = await timed_calls(remote, texts, c)
-                _progress(f"  http, concurrency {c}: p95 {levels[c].get('p95', 0):.1f} ms, errors {levels[c]['errors']}",
-                     spec.quiet)  # fmt: skip
+                _progress(
+                    f"  http, concurrency {c}: p95 {levels[c].get('p95', 0):.1f} ms, errors {levels[c]['errors']}",
+                    spec.quiet,
+                )
             out["recall"] = levels
             if cached:
                 out["recall_cache_hit"] = hits
@@ -301,7 +319,7 @@ WHERE c.relkind = 'r' AND (c.relname = 'memory_vectors'
 """
 
 
-async def prewarm(brain) -> dict[str, Any]:  # noqa: ANN001
+async def prewarm(brain) -> dict[str, Any]:
     """Read the hot path's indexes (the HNSW graphs of memories and passages, the BM25 postings
     index) into shared buffers, and the rows recall reads into the operating system's cache, with
     pg_prewarm - as a long-running server that has answered recalls holds them (at 1M, a cold row
@@ -318,14 +336,17 @@ async def prewarm(brain) -> dict[str, Any]:  # noqa: ANN001
             return {"prewarmed_mb": 0, "skipped": f"pg_prewarm: {exc}"}
 
 
-async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, redis: tuple) -> dict[str, Any]:  # noqa: ANN001
+async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, redis: tuple) -> dict[str, Any]:
     from cabrain.brain import Brain
     from cabrain.settings import RerankerProvider
 
     corpus = corpus_for(size, spec)
     rng = random.Random(spec.seed * 1000 + size)
     result: dict[str, Any] = {"memories": size, "total_memories": corpus.total, "namespaces": len(corpus.sizes)}
-    _progress(f"corpus of {size:,} memories (+{corpus.total - size:,} in {len(corpus.sizes) - 1} small namespaces)", spec.quiet)
+    _progress(
+        f"corpus of {size:,} memories (+{corpus.total - size:,} in {len(corpus.sizes) - 1} small namespaces)",
+        spec.quiet,
+    )
     async with corpus_brain(settings, embedder, corpus, spec) as (brain, facts, dsn, load):
         result["load"] = load
         result["machine"] = machine_facts(facts, embedder)
@@ -337,8 +358,13 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
 
         _progress("  floor: query embedding and bare index probes", spec.quiet)
         warm = synthetic_queries(rng, 10)
-        await measure_floor(brain, warm, [await embedder.embed_query(t) for t in warm], settings.recall_candidates,
-                            settings.bm25_postings_per_term)  # warm-up, untimed  # fmt: skip
+        await measure_floor(
+            brain,
+            warm,
+            [await embedder.embed_query(t) for t in warm],
+            settings.recall_candidates,
+            settings.bm25_postings_per_term,
+        )  # warm-up, untimed
         texts = synthetic_queries(rng, spec.queries)
         embed_ms, vectors = [], []
         for text in texts:
@@ -351,15 +377,17 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
 
         _progress("  recall in process, no cache", spec.quiet)
         result["recall"] = await measure_recall(brain, rng, spec)
-        result["overhead"] = overhead_over_floor(result["recall"][1], result["embed_query_ms"], floor) \
-            if 1 in result["recall"] else {}  # fmt: skip
+        result["overhead"] = (
+            overhead_over_floor(result["recall"][1], result["embed_query_ms"], floor) if 1 in result["recall"] else {}
+        )
         small = next((n for n in corpus.sizes if n != NAMESPACE), None)
         if small is not None:
             _progress(f"  recall in process, in a small namespace ({corpus.sizes[small]:,} memories)", spec.quiet)
             result["recall_small"] = {
-                "namespace": small, "memories": corpus.sizes[small],
+                "namespace": small,
+                "memories": corpus.sizes[small],
                 "recall": await measure_recall(brain, rng, spec, namespace=small, levels=[1]),
-            }  # fmt: skip
+            }
         if settings.reranker_provider != RerankerProvider.NONE:
             _progress("  recall in process, reranked", spec.quiet)
             result["recall_rerank"] = await measure_recall(brain, rng, spec, rerank=True)
@@ -369,7 +397,9 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
         redis_url, redis_source = redis
         if redis_url is not None:
             _progress("  recall in process, through the L1 cache", spec.quiet)
-            cached_brain = await Brain.open(settings.model_copy(update={"redis_url": SecretStr(redis_url)}), dsn=dsn, embedder=embedder)
+            cached_brain = await Brain.open(
+                settings.model_copy(update={"redis_url": SecretStr(redis_url)}), dsn=dsn, embedder=embedder
+            )
             try:
                 result["recall_cache"] = {"source": redis_source, **await measure_cached(cached_brain, rng, spec)}
             finally:
@@ -377,7 +407,9 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
         else:
             result["recall_cache"] = {"skipped": redis_source}
 
-        _progress(f"  retain: {spec.retain_texts} texts batched, {min(64, spec.retain_texts)} one at a time", spec.quiet)
+        _progress(
+            f"  retain: {spec.retain_texts} texts batched, {min(64, spec.retain_texts)} one at a time", spec.quiet
+        )
         batched = [synthetic_text(rng) for _ in range(spec.retain_texts)]
         singles = [synthetic_text(rng) for _ in range(min(64, spec.retain_texts))]
         result["retain"] = await measure_retain(brain, embedder, batched, singles, NAMESPACE)
@@ -398,10 +430,18 @@ async def run(settings: Settings, spec: ScaleSpec) -> dict[str, Any]:
         raise ConfigError("the benchmark runs its own local Ray; unset CABRAIN_RAY_ADDRESS (or pass --no-http)")
     spec.out.mkdir(parents=True, exist_ok=True)
     embedder = load_embedder(settings)
-    results: dict[str, Any] = {"sizes": [], "synthetic": SYNTHETIC, "spec": {
-        "namespaces": spec.namespaces, "queries": spec.queries, "concurrency": spec.concurrency,
-        "retain_texts": spec.retain_texts, "real_vectors": spec.real_vectors, "noise": spec.noise,
-    }}  # fmt: skip
+    results: dict[str, Any] = {
+        "sizes": [],
+        "synthetic": SYNTHETIC,
+        "spec": {
+            "namespaces": spec.namespaces,
+            "queries": spec.queries,
+            "concurrency": spec.concurrency,
+            "retain_texts": spec.retain_texts,
+            "real_vectors": spec.real_vectors,
+            "noise": spec.noise,
+        },
+    }
     with l1_cache(settings, spec.out / "redis", spec.quiet) as redis:
         for size in spec.sizes:
             results["sizes"].append(await run_size(settings, embedder, size, spec, redis))
@@ -471,19 +511,27 @@ def _row(label: str, p: dict[str, Any]) -> str:
 def render(results: dict[str, Any]) -> str:
     lines = []
     for r in results["sizes"]:
-        lines.append(f"== {r['memories']:,} memories in the large namespace ({r['total_memories']:,} in "
-                     f"{r['namespaces']} namespaces; database {r['database_mb']:,.0f} MB)")  # fmt: skip
+        lines.append(
+            f"== {r['memories']:,} memories in the large namespace ({r['total_memories']:,} in "
+            f"{r['namespaces']} namespaces; database {r['database_mb']:,.0f} MB)"
+        )
         load = r["load"]
-        lines.append(f"  corpus: {'reused ' + load['reused'] if 'reused' in load else str(load['seconds']) + ' s to load'}")
+        lines.append(
+            f"  corpus: {'reused ' + load['reused'] if 'reused' in load else str(load['seconds']) + ' s to load'}"
+        )
         warm = r.get("warm", {})
-        lines.append(f"  indexes read into shared buffers first: {warm.get('prewarmed_mb', 0):,.0f} MB, "
-                     f"rows into the OS cache: {warm.get('rows_cached_mb', 0):,.0f} MB"
-                     + (f" ({warm['skipped']})" if "skipped" in warm else ""))  # fmt: skip
+        lines.append(
+            f"  indexes read into shared buffers first: {warm.get('prewarmed_mb', 0):,.0f} MB, "
+            f"rows into the OS cache: {warm.get('rows_cached_mb', 0):,.0f} MB"
+            + (f" ({warm['skipped']})" if "skipped" in warm else "")
+        )
         rt = r["retain"]
-        lines.append(f"  retain batched ({rt.get('retain_call', rt['batch'])} a call) {rt['retain_batched_per_s']:.1f}/s vs bare "
-                     f"embedder ({rt['batch']} a call) {rt['bare_embedder_batched_per_s']:.1f}/s "
-                     f"({rt['ratio_batched']:.0%}); one at a time {rt['retain_single_per_s']:.1f}/s vs "
-                     f"{rt['bare_embedder_single_per_s']:.1f}/s ({rt['ratio_single']:.0%})")  # fmt: skip
+        lines.append(
+            f"  retain batched ({rt.get('retain_call', rt['batch'])} a call) {rt['retain_batched_per_s']:.1f}/s vs bare "
+            f"embedder ({rt['batch']} a call) {rt['bare_embedder_batched_per_s']:.1f}/s "
+            f"({rt['ratio_batched']:.0%}); one at a time {rt['retain_single_per_s']:.1f}/s vs "
+            f"{rt['bare_embedder_single_per_s']:.1f}/s ({rt['ratio_single']:.0%})"
+        )
         lines.append(f"  {'recall (ms)':<44} {'p50':>8} {'p95':>8} {'p99':>8} {'req/s':>8}")
         e = r["embed_query_ms"]
         lines.append(f"  {'floor: query embedding':<44} {e['p50']:8.1f} {e['p95']:8.1f} {e['p99']:8.1f}")
@@ -492,8 +540,10 @@ def render(results: dict[str, Any]) -> str:
         for c, p in r["recall"].items():
             lines.append(_row(f"in process, no cache, concurrency {c}", p))
             if p.get("stages"):
-                lines.append("    its stages, p50 / p95: " + ", ".join(
-                    f"{stage} {q['p50']:.1f} / {q['p95']:.1f}" for stage, q in p["stages"].items()))  # fmt: skip
+                lines.append(
+                    "    its stages, p50 / p95: "
+                    + ", ".join(f"{stage} {q['p50']:.1f} / {q['p95']:.1f}" for stage, q in p["stages"].items())
+                )
         small = r.get("recall_small")
         if small:
             for c, p in small["recall"].items():
@@ -517,9 +567,13 @@ def render(results: dict[str, Any]) -> str:
                 lines.append(_row(f"HTTP{', cache miss' if http['cache'] else ''}, concurrency {c}", p))
             for c, p in http.get("recall_cache_hit", {}).items():
                 lines.append(_row(f"HTTP, cache hit, concurrency {c}", p))
-            lines.append(f"  service memory (RSS): {http['memory']['total_mb']:,.0f} MB "
-                         f"({', '.join(f'{k} {v:,.0f}' for k, v in http['memory']['processes_mb'].items())})")  # fmt: skip
+            lines.append(
+                f"  service memory (RSS): {http['memory']['total_mb']:,.0f} MB "
+                f"({', '.join(f'{k} {v:,.0f}' for k, v in http['memory']['processes_mb'].items())})"
+            )
         o = r["overhead"]
         if o:
-            lines.append(f"  recall over the floor at concurrency 1: {o['ratio_p50']:.2f}x at p50, {o['ratio_p95']:.2f}x at p95")
+            lines.append(
+                f"  recall over the floor at concurrency 1: {o['ratio_p50']:.2f}x at p50, {o['ratio_p95']:.2f}x at p95"
+            )
     return "\n".join(lines)

@@ -76,7 +76,7 @@ def _variant(text: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
-def workload(n: int, namespaces: list[str], mean: np.ndarray, seed: int):  # noqa: ANN201 - an iterator of dicts
+def workload(n: int, namespaces: list[str], mean: np.ndarray, seed: int):
     """The bench's memories (see the module docstring), as rows for ``insert_memories``."""
     rng, np_rng = random.Random(seed), np.random.default_rng(seed)
     now = datetime.now(UTC)
@@ -94,7 +94,11 @@ def workload(n: int, namespaces: list[str], mean: np.ndarray, seed: int):  # noq
             vectors, kind = _noisy(center, PARAPHRASE, np_rng, size), ("experience", "episodic")
         elif roll == 1:  # near-duplicates
             size = min(2, n - made)
-            texts, vectors, kind = [text, text + " ."][:size], _noisy(center, DUPLICATE, np_rng, size), ("experience", "episodic")
+            texts, vectors, kind = (
+                [text, text + " ."][:size],
+                _noisy(center, DUPLICATE, np_rng, size),
+                ("experience", "episodic"),
+            )
         elif roll == 2:
             size, texts, vectors, kind = 1, [text], center[None, :], ("experience", "episodic")
         else:  # a fact, and in half the cases a newer one that contradicts it
@@ -106,15 +110,25 @@ def workload(n: int, namespaces: list[str], mean: np.ndarray, seed: int):  # noq
             valid_at = when + timedelta(minutes=10 * i)
             content = texts[i]
             yield {
-                "id": uuid.uuid4(), "namespace": namespace, "owner_agent_id": AGENT, "visibility": "team",
-                "network": kind[0], "memory_type": kind[1], "content": content, "source_kind": "bench",
-                "source_ref": None, "embedding": vectors[i], "importance": round(rng.random(), 3),
-                "valid_at": valid_at, "metadata": {}, "content_hash": hashlib.sha256(content.encode()).digest(),
-            }  # fmt: skip
+                "id": uuid.uuid4(),
+                "namespace": namespace,
+                "owner_agent_id": AGENT,
+                "visibility": "team",
+                "network": kind[0],
+                "memory_type": kind[1],
+                "content": content,
+                "source_kind": "bench",
+                "source_ref": None,
+                "embedding": vectors[i],
+                "importance": round(rng.random(), 3),
+                "valid_at": valid_at,
+                "metadata": {},
+                "content_hash": hashlib.sha256(content.encode()).digest(),
+            }
         made += size
 
 
-async def _load(dsn: str, settings: Settings, embedder, n: int, namespaces: list[str], seed: int, quiet: bool) -> float:  # noqa: ANN001
+async def _load(dsn: str, settings: Settings, embedder, n: int, namespaces: list[str], seed: int, quiet: bool) -> float:
     from cabrain.brain import Brain
     from cabrain.search.keyword import IndexedDoc
     from cabrain.store import memories as sql
@@ -161,7 +175,7 @@ async def _load(dsn: str, settings: Settings, embedder, n: int, namespaces: list
 
 
 @contextlib.contextmanager
-def _cluster(settings: Settings, nodes: int, cpus: int):  # noqa: ANN202
+def _cluster(settings: Settings, nodes: int, cpus: int):
     from cabrain.service import apply_ray_environment, ray_environment
 
     apply_ray_environment(ray_environment(settings, local=True))  # loopback, token auth
@@ -212,10 +226,14 @@ async def _run_steps(settings: Settings, dsn: str, quiet: bool) -> dict[str, Any
         counts = report.steps.get(step, {})
         items = counts.get(ITEMS.get(step, ""), 0)
         out["steps"][step] = {
-            "seconds": round(report.seconds, 3), "hot_memories": hot, "items": items,
-            "memories_per_s": round(hot / report.seconds, 1), "items_per_s": round(items / report.seconds, 1),
-            "tasks": len(report.tasks), "counts": counts,
-        }  # fmt: skip
+            "seconds": round(report.seconds, 3),
+            "hot_memories": hot,
+            "items": items,
+            "memories_per_s": round(hot / report.seconds, 1),
+            "items_per_s": round(items / report.seconds, 1),
+            "tasks": len(report.tasks),
+            "counts": counts,
+        }
         for task in report.tasks:
             out["tasks_per_node"][task.get("node_id") or "?"] += 1
         _progress(f"    {step}: {report.seconds:.1f} s, {items} items, {hot} hot memories", quiet)
@@ -224,7 +242,7 @@ async def _run_steps(settings: Settings, dsn: str, quiet: bool) -> dict[str, Any
     return out
 
 
-async def _time_archive(settings: Settings, dsn: str, embedder, namespace: str, queries: int, quiet: bool) -> dict:  # noqa: ANN001
+async def _time_archive(settings: Settings, dsn: str, embedder, namespace: str, queries: int, quiet: bool) -> dict:
     """Archive recall latency over what the run demoted (the namespace holding half the corpus)."""
     from cabrain.brain import Brain
     from cabrain.eval import percentiles
@@ -271,10 +289,18 @@ async def run_sleep_bench(
     embedder = load_embedder(settings)
     names = [f"bench-{i}" for i in range(namespaces)]
     source = f"cabrain_sleepbench_{uuid.uuid4().hex[:10]}"
-    result: dict[str, Any] = {"memories": memories, "namespaces": namespaces, "cpus_per_node": cpus_per_node, "runs": {}}
-    bench_settings = settings.model_copy(update={
-        "redis_url": None, "sleep_consolidate_window_days": 400.0,  # the whole backlog is recent enough
-    })  # fmt: skip
+    result: dict[str, Any] = {
+        "memories": memories,
+        "namespaces": namespaces,
+        "cpus_per_node": cpus_per_node,
+        "runs": {},
+    }
+    bench_settings = settings.model_copy(
+        update={
+            "redis_url": None,
+            "sleep_consolidate_window_days": 400.0,  # the whole backlog is recent enough
+        }
+    )
     with hot_tier(settings) as dsn:
         admin = await connect(dsn)
         try:
@@ -286,28 +312,34 @@ async def run_sleep_bench(
         try:
             conn = await connect(with_database(dsn, source))
             try:
-                await migrations.migrate(conn, settings.schema_dir, embedding_dim=embedder.dim,
-                                         embedding_model=settings.embedding_model)  # fmt: skip
+                await migrations.migrate(
+                    conn, settings.schema_dir, embedding_dim=embedder.dim, embedding_model=settings.embedding_model
+                )
             finally:
                 await conn.close()
             _progress(f"loading {memories} memories into {namespaces} namespaces", quiet)
-            result["load_s"] = round(await _load(with_database(dsn, source), bench_settings, embedder, memories,
-                                                 names, seed, quiet), 1)  # fmt: skip
+            result["load_s"] = round(
+                await _load(with_database(dsn, source), bench_settings, embedder, memories, names, seed, quiet), 1
+            )
             for count in nodes:
                 copy = f"{source}_{count}n"
                 await _admin(dsn, f'CREATE DATABASE "{copy}" TEMPLATE "{source}"')
                 copies.append(copy)
                 cold = tempfile.mkdtemp(prefix="cabrain-sleepbench-cold-")
-                run_settings = bench_settings.model_copy(update={
-                    "cold_catalog_uri": f"sqlite:///{cold}/catalog.db", "cold_warehouse": f"file://{cold}/warehouse",
-                })  # fmt: skip
+                run_settings = bench_settings.model_copy(
+                    update={
+                        "cold_catalog_uri": f"sqlite:///{cold}/catalog.db",
+                        "cold_warehouse": f"file://{cold}/warehouse",
+                    }
+                )
                 os.makedirs(f"{cold}/warehouse", exist_ok=True)
                 _progress(f"  {count} node(s) x {cpus_per_node} CPU", quiet)
                 with _cluster(run_settings, count, cpus_per_node):
                     result["runs"][str(count)] = await _run_steps(run_settings, with_database(dsn, copy), quiet)
                 if "archive" not in result and archive_queries:
-                    result["archive"] = await _time_archive(run_settings, with_database(dsn, copy), embedder,
-                                                            names[0], archive_queries, quiet)  # fmt: skip
+                    result["archive"] = await _time_archive(
+                        run_settings, with_database(dsn, copy), embedder, names[0], archive_queries, quiet
+                    )
         finally:
             for name in [*copies, source]:
                 await _admin(dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

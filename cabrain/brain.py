@@ -122,7 +122,9 @@ WITH restored AS (
 UPDATE namespaces SET memory_count = memory_count + 1 WHERE name = (SELECT namespace FROM restored)
 """
 # The L1 cache's key parts, read from PostgreSQL before an answer is computed (providers/cache.py).
-CACHE_SCOPE = "SELECT g.gen AS cache_gen, e.gen FROM cache_generations g CROSS JOIN cache_epoch e WHERE g.namespace = $1"
+CACHE_SCOPE = (
+    "SELECT g.gen AS cache_gen, e.gen FROM cache_generations g CROSS JOIN cache_epoch e WHERE g.namespace = $1"
+)
 CACHE_SCOPE_OF_ID = """
 SELECT i.namespace, g.gen AS cache_gen, e.gen
 FROM memory_ids i LEFT JOIN cache_generations g ON g.namespace = i.namespace CROSS JOIN cache_epoch e
@@ -292,7 +294,7 @@ class Brain:
     async def embed_query(self, text: str) -> list[float]:
         return await self._call_embedder(self.embedder.embed_query, text)
 
-    async def _call_embedder(self, fn, arg):  # noqa: ANN001, ANN202
+    async def _call_embedder(self, fn, arg):
         try:
             return await fn(arg)
         except CabrainError:
@@ -332,7 +334,9 @@ class Brain:
         if owner != agent:
             raise AlreadyExists(
                 f"namespace {name!r} already exists and belongs to another agent",
-                hint="choose another name (your personal ones start with '@" + agent + "/'), or ask its owner for a grant",
+                hint="choose another name (your personal ones start with '@"
+                + agent
+                + "/'), or ask its owner for a grant",
             )
         return False
 
@@ -391,10 +395,22 @@ class Brain:
             if not await conn.fetchval(AGENT_EXISTS, grantee):
                 raise NotFound(f"agent {grantee!r} does not exist")
             accepted = await conn.fetchval(UPSERT_GRANT, grantee, namespace, can_read, can_write, agent)
-            await sql.insert_events(conn, [{
-                "namespace": namespace, "op": "share", "agent_id": agent,
-                "metadata": {"grantee": grantee, "can_read": can_read, "can_write": can_write, "accepted": accepted},
-            }])  # fmt: skip
+            await sql.insert_events(
+                conn,
+                [
+                    {
+                        "namespace": namespace,
+                        "op": "share",
+                        "agent_id": agent,
+                        "metadata": {
+                            "grantee": grantee,
+                            "can_read": can_read,
+                            "can_write": can_write,
+                            "accepted": accepted,
+                        },
+                    }
+                ],
+            )
         return bool(accepted)
 
     async def accept_grant(self, agent: str, namespace: str) -> dict[str, Any]:
@@ -404,10 +420,21 @@ class Brain:
                 raise AccessDenied(f"agent {agent!r} is unknown or disabled")
             row = await conn.fetchrow(ACCEPT_GRANT, agent, namespace)
             if row is None:
-                raise NotFound(f"agent {agent!r} holds no grant on namespace {namespace!r}",
-                               fix=Fix("offer_grant", {"namespace": namespace, "agent": agent}))  # fmt: skip
-            await sql.insert_events(conn, [{"namespace": namespace, "op": "accept_grant", "agent_id": agent,
-                                            "metadata": {"can_read": row["can_read"], "can_write": row["can_write"]}}])  # fmt: skip
+                raise NotFound(
+                    f"agent {agent!r} holds no grant on namespace {namespace!r}",
+                    fix=Fix("offer_grant", {"namespace": namespace, "agent": agent}),
+                )
+            await sql.insert_events(
+                conn,
+                [
+                    {
+                        "namespace": namespace,
+                        "op": "accept_grant",
+                        "agent_id": agent,
+                        "metadata": {"can_read": row["can_read"], "can_write": row["can_write"]},
+                    }
+                ],
+            )
         return {"namespace": namespace, "agent": agent, **dict(row)}
 
     async def decline_grant(self, agent: str, namespace: str) -> bool:
@@ -425,9 +452,17 @@ class Brain:
         async with self.pool.acquire() as conn, conn.transaction():
             await self._require_owner(conn, agent, namespace)
             status = await conn.execute(DELETE_GRANT, grantee, namespace)
-            await sql.insert_events(conn, [{
-                "namespace": namespace, "op": "revoke", "agent_id": agent, "metadata": {"grantee": grantee},
-            }])  # fmt: skip
+            await sql.insert_events(
+                conn,
+                [
+                    {
+                        "namespace": namespace,
+                        "op": "revoke",
+                        "agent_id": agent,
+                        "metadata": {"grantee": grantee},
+                    }
+                ],
+            )
         return status.endswith(" 1")
 
     async def list_namespaces(self, agent: str) -> list[dict[str, Any]]:
@@ -509,7 +544,7 @@ class Brain:
             await self.cache.set(key, json.dumps(recall_to_dict(result)), self.cache.recall_ttl_s)
         return result
 
-    def cold_tier(self):  # noqa: ANN201 - cabrain.sleep.cold.ColdTier (pyiceberg loads lazily)
+    def cold_tier(self):
         """The Iceberg cold tier, opened on first use (archive recall and demoted ids only)."""
         if self._cold is None:
             from cabrain.sleep.cold import ColdTier
@@ -529,10 +564,16 @@ class Brain:
         validate(query, max_k=self.settings.recall_max_k, max_chars=self.settings.max_query_chars)
         started = time.perf_counter()
         result = await recall_archive(self, agent, query)
-        log.info("recall_archive", extra={
-            "agent": agent, "namespace": query.namespace, "hits": len(result.hits), "scanned": result.scanned,
-            "ms": (time.perf_counter() - started) * 1000,
-        })  # fmt: skip
+        log.info(
+            "recall_archive",
+            extra={
+                "agent": agent,
+                "namespace": query.namespace,
+                "hits": len(result.hits),
+                "scanned": result.scanned,
+                "ms": (time.perf_counter() - started) * 1000,
+            },
+        )
         return result
 
     async def get(self, agent: str, memory_id: uuid.UUID | str) -> MemoryWithHistory:
@@ -576,8 +617,13 @@ class Brain:
 
     @staticmethod
     async def _history(
-        conn: asyncpg.Connection, namespace: str, agent: str, memory_id: uuid.UUID, chain: uuid.UUID | None,
-        *, successor: bool = False,
+        conn: asyncpg.Connection,
+        namespace: str,
+        agent: str,
+        memory_id: uuid.UUID,
+        chain: uuid.UUID | None,
+        *,
+        successor: bool = False,
     ) -> tuple[list, list, list]:
         """(versions after, versions before, entity rows) of ``memory_id``; the versions after are
         read from ``chain`` on (itself included when ``successor``: a demoted memory's successor)."""
@@ -585,7 +631,9 @@ class Brain:
         if chain is not None:
             first = await conn.fetchrow(sql.GET_READABLE, namespace, agent, chain) if successor else None
             if first is not None or not successor:
-                following = ([first] if first else []) + list(await conn.fetch(sql.NEXT_VERSIONS, namespace, agent, chain))
+                following = ([first] if first else []) + list(
+                    await conn.fetch(sql.NEXT_VERSIONS, namespace, agent, chain)
+                )
         previous = await conn.fetch(sql.PREVIOUS_VERSIONS, namespace, agent, memory_id)
         entities = await conn.fetch(sql.ENTITIES_OF, memory_id)
         return following, list(previous), list(entities)
@@ -601,14 +649,25 @@ class Brain:
 
         if where["purged_at"] is not None:  # forgotten, and its text removed from the cold tier since
             return Memory(
-                id=memory_id, namespace=namespace, owner_agent_id=where["owner_agent_id"],
-                visibility=Visibility(where["visibility"] or "private"), network=Network.EXPERIENCE,
+                id=memory_id,
+                namespace=namespace,
+                owner_agent_id=where["owner_agent_id"],
+                visibility=Visibility(where["visibility"] or "private"),
+                network=Network.EXPERIENCE,
                 memory_type=MemoryType.EPISODIC,
                 content=f"[forgotten; its text was purged from the cold tier on {where['purged_at']:%Y-%m-%d}]",
-                source_kind=None, source_ref=None, importance=0.0, access_count=0, last_accessed_at=None,
-                created_at=where["valid_at"], valid_at=where["valid_at"], invalid_at=where["forgotten_at"],
-                superseded_by=None, tier="cold", metadata={"purged_at": where["purged_at"].isoformat()},
-            )  # fmt: skip
+                source_kind=None,
+                source_ref=None,
+                importance=0.0,
+                access_count=0,
+                last_accessed_at=None,
+                created_at=where["valid_at"],
+                valid_at=where["valid_at"],
+                invalid_at=where["forgotten_at"],
+                superseded_by=None,
+                tier="cold",
+                metadata={"purged_at": where["purged_at"].isoformat()},
+            )
 
         cold = await asyncio.to_thread(self.cold_tier)
         rows = await asyncio.to_thread(
@@ -624,10 +683,14 @@ class Brain:
         if where["forgotten_at"] is None:
             return memory
         return dataclasses.replace(
-            memory, invalid_at=memory.invalid_at or where["forgotten_at"],
-            metadata={**memory.metadata, "forgotten_by": where["forgotten_by"],
-                      **({"forget_reason": where["forget_reason"]} if where["forget_reason"] else {})},
-        )  # fmt: skip
+            memory,
+            invalid_at=memory.invalid_at or where["forgotten_at"],
+            metadata={
+                **memory.metadata,
+                "forgotten_by": where["forgotten_by"],
+                **({"forget_reason": where["forget_reason"]} if where["forget_reason"] else {}),
+            },
+        )
 
     async def list_memories(
         self,
@@ -715,27 +778,60 @@ class Brain:
             raise ColdStoreError(f"memory {memory_id} is archived but its row is not in the cold tier")
         row = rows[str(memory_id)]
         if row["invalid_at"] is not None:
-            raise InputError(f"memory {memory_id} was superseded or forgotten before it was archived; "
-                             "only current memories come back (see its history with get)")  # fmt: skip
+            raise InputError(
+                f"memory {memory_id} was superseded or forgotten before it was archived; "
+                "only current memories come back (see its history with get)"
+            )
         memory = memory_of(row)
-        passages = chunk(memory.content, target_chars=self.settings.chunk_chars, min_chars=self.settings.chunk_min_chars)
+        passages = chunk(
+            memory.content, target_chars=self.settings.chunk_chars, min_chars=self.settings.chunk_min_chars
+        )
         vectors = await self.embed_documents([memory.content, *passages])
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(NAMESPACE_LOCK, namespace)
             if not await conn.fetchrow(sql.COLD_READABLE, namespace, agent, memory_id):
                 raise InputError(f"memory {memory_id} is no longer archived")
             await conn.execute(
-                RESTORE_ROW, memory.id, namespace, memory.owner_agent_id, memory.visibility.value, memory.network.value,
-                memory.memory_type.value, memory.content, memory.source_kind, memory.source_ref,
-                sql.as_vector(vectors[0]), memory.importance, memory.access_count, memory.last_accessed_at,
-                memory.created_at, memory.valid_at, json.dumps(memory.metadata, ensure_ascii=False),
-                hashlib.sha256(memory.content.encode("utf-8")).digest(), memory.source_kind == "memory_file",
-            )  # fmt: skip
+                RESTORE_ROW,
+                memory.id,
+                namespace,
+                memory.owner_agent_id,
+                memory.visibility.value,
+                memory.network.value,
+                memory.memory_type.value,
+                memory.content,
+                memory.source_kind,
+                memory.source_ref,
+                sql.as_vector(vectors[0]),
+                memory.importance,
+                memory.access_count,
+                memory.last_accessed_at,
+                memory.created_at,
+                memory.valid_at,
+                json.dumps(memory.metadata, ensure_ascii=False),
+                hashlib.sha256(memory.content.encode("utf-8")).digest(),
+                memory.source_kind == "memory_file",
+            )
             await self.keyword.index(conn, [IndexedDoc(memory.id, namespace, memory.valid_at, memory.content)])
-            await sql.insert_chunks(conn, [(memory.id, n, namespace, memory.valid_at, text, vec)
-                                           for n, (text, vec) in enumerate(zip(passages, vectors[1:], strict=True))])  # fmt: skip
-            await sql.insert_events(conn, [{"namespace": namespace, "op": "unarchive", "memory_id": memory.id,
-                                            "agent_id": agent, "metadata": {}}])  # fmt: skip
+            await sql.insert_chunks(
+                conn,
+                [
+                    (memory.id, n, namespace, memory.valid_at, text, vec)
+                    for n, (text, vec) in enumerate(zip(passages, vectors[1:], strict=True))
+                ],
+            )
+            await sql.insert_events(
+                conn,
+                [
+                    {
+                        "namespace": namespace,
+                        "op": "unarchive",
+                        "memory_id": memory.id,
+                        "agent_id": agent,
+                        "metadata": {},
+                    }
+                ],
+            )
             restored = await sql.readable_memory(conn, agent, memory.id)
         assert restored is not None
         return restored
@@ -774,8 +870,9 @@ class Brain:
             entity_id = None
         async with self.pool.acquire() as conn:
             await entity_sql.require_readable(conn, namespace, agent)
-            entity = await entity_sql.one(conn, namespace, agent, entity_id=entity_id, key=entity_key(name_or_id),
-                                          name=name_or_id)  # fmt: skip
+            entity = await entity_sql.one(
+                conn, namespace, agent, entity_id=entity_id, key=entity_key(name_or_id), name=name_or_id
+            )
             rows = await entity_sql.memories(conn, namespace, agent, entity.id, history=history, limit=limit)
         return EntityWithMemories(entity, [sql.to_memory(r) for r in rows])
 
@@ -821,9 +918,18 @@ class Brain:
                 await conn.fetchval(sql.INVALIDATE, memory_id, json.dumps(meta, ensure_ascii=False), None)
             await conn.execute(sql.FORGET_IDENTITY, memory_id, agent, reason)
             await conn.execute(inbox.FORGET, memory_id)  # the raw captured text it came from, if still kept
-            await sql.insert_events(conn, [{
-                "namespace": namespace, "op": "forget", "memory_id": memory_id, "agent_id": agent, "metadata": meta,
-            }])  # fmt: skip
+            await sql.insert_events(
+                conn,
+                [
+                    {
+                        "namespace": namespace,
+                        "op": "forget",
+                        "memory_id": memory_id,
+                        "agent_id": agent,
+                        "metadata": meta,
+                    }
+                ],
+            )
         return await self.get(agent, memory_id)
 
     async def reconsolidate(
@@ -847,7 +953,8 @@ class Brain:
         if old.invalid_at is not None:
             raise InputError(
                 f"memory {old_id} is no longer current (invalidated at {old.invalid_at.isoformat()})",
-                fix=Fix("reconsolidate_current", {"memory_id": str(old.superseded_by)}) if old.superseded_by
+                fix=Fix("reconsolidate_current", {"memory_id": str(old.superseded_by)})
+                if old.superseded_by
                 else Fix("retain_instead"),
             )
         item = MemoryInput(
@@ -862,9 +969,13 @@ class Brain:
         )
         [result] = await retain(self, agent, [item], decide_writes=False, supersede=old_id)
         return RetainResult(
-            Decision.UPDATE, result.memory_id, result.importance, (old_id,), result.entities,
+            Decision.UPDATE,
+            result.memory_id,
+            result.importance,
+            (old_id,),
+            result.entities,
             reason or "reconsolidated",
-        )  # fmt: skip
+        )
 
     # --- judgments: what CaBrain decided on its own, and undoing it ------------------------------
     async def judgments(self, agent: str, memory_id: uuid.UUID | str, *, limit: int = 50) -> list[dict[str, Any]]:
@@ -881,7 +992,11 @@ class Brain:
             return [judgments.describe(r) for r in rows if await self._may_see_judgment(conn, agent, r)]
 
     async def revert(
-        self, agent: str, *, judgment_id: uuid.UUID | str | None = None, memory_id: uuid.UUID | str | None = None,
+        self,
+        agent: str,
+        *,
+        judgment_id: uuid.UUID | str | None = None,
+        memory_id: uuid.UUID | str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Undo a judgment - by its id, or the latest one not reverted yet that changed ``memory_id``:
@@ -913,10 +1028,19 @@ class Brain:
             await check_write_access(conn, agent, row["namespace"])
             row = await judgments.get(conn, row["id"])  # again, under the lock
             undo = await judgments.revert(conn, row, agent=agent, reason=reason)
-            await sql.insert_events(conn, [{"namespace": row["namespace"], "op": "revert", "memory_id": c.memory_id,
-                                            "agent_id": agent, "metadata": {"judgment": str(row["id"]),
-                                                                            "revert": str(undo.id)}}
-                                           for c in undo.changes])  # fmt: skip
+            await sql.insert_events(
+                conn,
+                [
+                    {
+                        "namespace": row["namespace"],
+                        "op": "revert",
+                        "memory_id": c.memory_id,
+                        "agent_id": agent,
+                        "metadata": {"judgment": str(row["id"]), "revert": str(undo.id)},
+                    }
+                    for c in undo.changes
+                ],
+            )
             return judgments.describe(await judgments.get(conn, undo.id))
 
     async def _must_read(self, conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID) -> None:
@@ -944,17 +1068,25 @@ class Brain:
                     seen.append(memory)
         for namespace in sorted({m.namespace for m in seen}):
             mine = [m.id for m in seen if m.namespace == namespace]
-            self._bookkeeper.record(mine, {"namespace": namespace, "op": "read", "agent_id": agent,
-                                           "metadata": {"ids": [str(i) for i in mine]}})  # fmt: skip
+            self._bookkeeper.record(
+                mine,
+                {"namespace": namespace, "op": "read", "agent_id": agent, "metadata": {"ids": [str(i) for i in mine]}},
+            )
         return len(seen)
 
     # --- background work and cache -------------------------------------------------------------
     def after_recall(self, agent: str, query: RecallQuery, ids: list[uuid.UUID], latency_ms: float) -> None:
         """Queue access bookkeeping and the recall's event; written off the response path."""
-        self._bookkeeper.record(ids, {
-            "namespace": query.namespace, "op": "recall", "agent_id": agent, "latency_ms": int(latency_ms),
-            "metadata": {"k": query.k, "mode": query.mode.value, "hits": [str(i) for i in ids]},
-        })  # fmt: skip
+        self._bookkeeper.record(
+            ids,
+            {
+                "namespace": query.namespace,
+                "op": "recall",
+                "agent_id": agent,
+                "latency_ms": int(latency_ms),
+                "metadata": {"k": query.k, "mode": query.mode.value, "hits": [str(i) for i in ids]},
+            },
+        )
 
 
 def _as_uuid(value: uuid.UUID | str, what: str = "memory id") -> uuid.UUID:
@@ -968,8 +1100,18 @@ def _as_uuid(value: uuid.UUID | str, what: str = "memory id") -> uuid.UUID:
 
 def _digest(agent: str, query: RecallQuery) -> str:
     parts = [
-        agent, query.query, query.namespace, query.k, query.mode.value, query.include_invalid,
-        [n.value for n in query.networks or ()], [t.value for t in query.memory_types or ()],
-        list(query.source_kinds or ()), str(query.valid_from), str(query.valid_to), query.rerank, query.expand,
-    ]  # fmt: skip
+        agent,
+        query.query,
+        query.namespace,
+        query.k,
+        query.mode.value,
+        query.include_invalid,
+        [n.value for n in query.networks or ()],
+        [t.value for t in query.memory_types or ()],
+        list(query.source_kinds or ()),
+        str(query.valid_from),
+        str(query.valid_to),
+        query.rerank,
+        query.expand,
+    ]
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()

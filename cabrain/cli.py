@@ -72,9 +72,13 @@ def cmd_sleep(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.service import ray_session
 
     with ray_session(settings, inline=args.inline, say=say), hot_tier(settings) as dsn:
-        def run_once():  # noqa: ANN202 - a CycleReport
-            return asyncio.run(run_cycle(settings, dsn, namespaces=args.namespace or None, steps=steps,
-                                         use_ray=not args.inline, progress=say))  # fmt: skip
+
+        def run_once():
+            return asyncio.run(
+                run_cycle(
+                    settings, dsn, namespaces=args.namespace or None, steps=steps, use_ray=not args.inline, progress=say
+                )
+            )
 
         if args.schedule:
             return _sleep_on_schedule(settings, args, run_once, say)
@@ -91,7 +95,7 @@ def cmd_sleep(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK if report.status == "done" else EXIT_FAIL
 
 
-def _sleep_on_schedule(settings: Settings, args: argparse.Namespace, run_once, say) -> int:  # noqa: ANN001
+def _sleep_on_schedule(settings: Settings, args: argparse.Namespace, run_once, say) -> int:
     from datetime import timedelta
 
     from cabrain.sleep.schedule import Scheduler, parse_at
@@ -116,7 +120,6 @@ def _sleep_on_schedule(settings: Settings, args: argparse.Namespace, run_once, s
 
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.doctor import Status, render, run_doctor
-
     from cabrain.settings import unknown_variables
 
     checks = asyncio.run(run_doctor(settings, unknown=unknown_variables(dict(os.environ))))
@@ -181,13 +184,12 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     if args.dataset == "decisions":
         return _eval_decisions(settings, args)
     if args.pairs is not None or args.decider is not None:
-        raise UsageError(f"unexpected {args.pairs or '--decider'}: a second set and --decider belong to "
-                         "`cabrain eval decisions SET`")  # fmt: skip
+        raise UsageError(
+            f"unexpected {args.pairs or '--decider'}: a second set and --decider belong to `cabrain eval decisions SET`"
+        )
     ks = _int_list(args.k, "--k")
     modes = [m for group in (args.mode or ["vector,bm25,hybrid"]) for m in group.split(",") if m]
-    results = asyncio.run(
-        evaluation.run_eval(settings, Path(args.dataset), modes=modes, ks=ks, quiet=args.quiet)
-    )
+    results = asyncio.run(evaluation.run_eval(settings, Path(args.dataset), modes=modes, ks=ks, quiet=args.quiet))
     print(evaluation.render(results, ks))
     _write_results(args.json, json.dumps(evaluation.to_json(results, settings), ensure_ascii=False, indent=2) + "\n")
     return EXIT_OK
@@ -199,30 +201,40 @@ def _eval_decisions(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain import eval_decisions
 
     if args.pairs is None:
-        raise UsageError("cabrain eval decisions needs a set: a .jsonl file of labelled pairs or a folder of them",
-                         hint="cabrain eval decisions eval/decisions")  # fmt: skip
+        raise UsageError(
+            "cabrain eval decisions needs a set: a .jsonl file of labelled pairs or a folder of them",
+            hint="cabrain eval decisions eval/decisions",
+        )
     if args.mode or args.k != "1,5,10,20":
         raise UsageError("--mode and --k measure recall; `cabrain eval decisions` takes --decider")
     results = asyncio.run(
-        eval_decisions.run_decision_eval(settings, Path(args.pairs), decider=args.decider or "deterministic",
-                                         quiet=args.quiet)  # fmt: skip
+        eval_decisions.run_decision_eval(
+            settings, Path(args.pairs), decider=args.decider or "deterministic", quiet=args.quiet
+        )
     )
     print(eval_decisions.render(results))
-    _write_results(args.json, json.dumps(eval_decisions.to_json(results, settings), ensure_ascii=False, indent=2) + "\n")
+    _write_results(
+        args.json, json.dumps(eval_decisions.to_json(results, settings), ensure_ascii=False, indent=2) + "\n"
+    )
     return EXIT_OK
 
 
 def cmd_bench_recall(settings: Settings, args: argparse.Namespace) -> int:
 
     from cabrain import bench
+
     if args.memories < 1 or args.queries < 1 or args.real_vectors < 1:
         raise UsageError("--memories, --queries and --real-vectors must be at least 1")
     result = asyncio.run(
         bench.run_recall_bench(
-            settings, memories=args.memories, queries=args.queries, real_vectors=args.real_vectors,
-            noise=args.noise, quiet=args.quiet,
+            settings,
+            memories=args.memories,
+            queries=args.queries,
+            real_vectors=args.real_vectors,
+            noise=args.noise,
+            quiet=args.quiet,
         )
-    )  # fmt: skip
+    )
     print(bench.render(result))
     _write_results(args.json, bench.main_json(result) + "\n")
     return EXIT_OK
@@ -243,15 +255,26 @@ def cmd_bench_all(settings: Settings, args: argparse.Namespace) -> int:
     if args.namespaces < 1 or args.queries < 1 or args.retain_texts < 2 or args.real_vectors < 1:
         raise UsageError("--namespaces, --queries and --real-vectors must be at least 1, --retain-texts at least 2")
     spec = bench_scale.ScaleSpec(
-        sizes=sizes, namespaces=args.namespaces, queries=args.queries, concurrency=levels,
-        retain_texts=args.retain_texts, http=not args.no_http, keep=args.keep, real_vectors=args.real_vectors,
-        noise=args.noise, maintenance_work_mem=args.maintenance_work_mem,
-        app_args=_read_app_config(args.config) if args.config else None, out=Path(args.out),
-        plot=not args.no_plot, quiet=args.quiet,
-    )  # fmt: skip
+        sizes=sizes,
+        namespaces=args.namespaces,
+        queries=args.queries,
+        concurrency=levels,
+        retain_texts=args.retain_texts,
+        http=not args.no_http,
+        keep=args.keep,
+        real_vectors=args.real_vectors,
+        noise=args.noise,
+        maintenance_work_mem=args.maintenance_work_mem,
+        app_args=_read_app_config(args.config) if args.config else None,
+        out=Path(args.out),
+        plot=not args.no_plot,
+        quiet=args.quiet,
+    )
     results = asyncio.run(bench_scale.run(settings, spec))
     print(bench_scale.render(results))
-    print(f"\nresults written to {spec.out / 'results.json'}" + (f" and {spec.out / 'latency.png'}" if spec.plot else ""))
+    print(
+        f"\nresults written to {spec.out / 'results.json'}" + (f" and {spec.out / 'latency.png'}" if spec.plot else "")
+    )
     return EXIT_OK
 
 
@@ -261,10 +284,18 @@ def cmd_bench_sleep(settings: Settings, args: argparse.Namespace) -> int:
 
     nodes = _int_list(args.nodes, "--nodes")
     if not nodes or min(nodes) < 1 or args.memories < 10 or args.namespaces < 1 or args.cpus_per_node < 1:
-        raise UsageError("--nodes and --cpus-per-node must be at least 1, --namespaces at least 1, --memories at least 10")
-    result = bench_sleep.main_run(settings, memories=args.memories, namespaces=args.namespaces, nodes=nodes,
-                                  cpus_per_node=args.cpus_per_node, archive_queries=args.archive_queries,
-                                  quiet=args.quiet)  # fmt: skip
+        raise UsageError(
+            "--nodes and --cpus-per-node must be at least 1, --namespaces at least 1, --memories at least 10"
+        )
+    result = bench_sleep.main_run(
+        settings,
+        memories=args.memories,
+        namespaces=args.namespaces,
+        nodes=nodes,
+        cpus_per_node=args.cpus_per_node,
+        archive_queries=args.archive_queries,
+        quiet=args.quiet,
+    )
     print(bench_sleep.render_sleep(result))
     _write_results(args.json, json.dumps(result, indent=2, default=str) + "\n")
     return EXIT_OK
@@ -332,7 +363,7 @@ def _clock_time(text: str) -> str:
     return text.strip()
 
 
-def _timestamp(text: str):  # noqa: ANN202 - argparse type: an aware datetime
+def _timestamp(text: str):
     from datetime import UTC, datetime
 
     try:
@@ -342,7 +373,7 @@ def _timestamp(text: str):  # noqa: ANN202 - argparse type: an aware datetime
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _remote(settings: Settings):  # noqa: ANN202 - a cabrain.client.Client
+def _remote(settings: Settings):
     from cabrain.client import Client
 
     if not settings.api_url:
@@ -354,11 +385,11 @@ def _remote(settings: Settings):  # noqa: ANN202 - a cabrain.client.Client
     return Client(settings.api_url, key)
 
 
-def _local_db(settings: Settings, work):  # noqa: ANN001, ANN202
+def _local_db(settings: Settings, work):
     """Run ``work(conn)`` on the hot tier directly (agents commands without CABRAIN_API_URL)."""
     from cabrain.store.db import connect, hot_tier
 
-    async def run(dsn: str):  # noqa: ANN202
+    async def run(dsn: str):
         from cabrain.store import migrations
 
         conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
@@ -384,15 +415,17 @@ def cmd_agents_create(settings: Settings, args: argparse.Namespace) -> int:
 
     if settings.api_url:
         with _remote(settings) as client:
-            new = client.create_agent(args.name, display_name=args.display_name, is_admin=args.admin,
-                                      key_label=args.label)  # fmt: skip
+            new = client.create_agent(
+                args.name, display_name=args.display_name, is_admin=args.admin, key_label=args.label
+            )
         _print_new_key(new["agent_id"], new["key"], new["key_id"])
         return EXIT_OK
 
-    async def work(conn):  # noqa: ANN001, ANN202
+    async def work(conn):
         async with conn.transaction():
-            await identity.create_agent(conn, args.name, display_name=args.display_name, is_admin=args.admin,
-                                        exist_ok=False)  # fmt: skip
+            await identity.create_agent(
+                conn, args.name, display_name=args.display_name, is_admin=args.admin, exist_ok=False
+            )
             return await identity.create_key(conn, args.name, label=args.label)
 
     new = _local_db(settings, work)
@@ -478,8 +511,13 @@ def cmd_remember(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.types import MemoryInput, Network, Visibility
 
     content = sys.stdin.read() if args.content == "-" else args.content
-    item = MemoryInput(content, args.namespace, visibility=Visibility(args.visibility),
-                       network=Network(args.network), source_kind=args.source_kind or "manual")  # fmt: skip
+    item = MemoryInput(
+        content,
+        args.namespace,
+        visibility=Visibility(args.visibility),
+        network=Network(args.network),
+        source_kind=args.source_kind or "manual",
+    )
     with _remote(settings) as client:
         result = client.retain(item)
     print(f"{result.decision.value} {result.memory_id or '-'} (importance {result.importance:.2f}) {result.reason}")
@@ -493,8 +531,9 @@ def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError("--from and --to go with --archive", hint="add --archive to search the cold tier by time")
     with _remote(settings) as client:
         if args.archive:
-            query = ArchiveQuery(args.query, args.namespace, k=args.k, valid_from=args.valid_from,
-                                 valid_to=args.valid_to)  # fmt: skip
+            query = ArchiveQuery(
+                args.query, args.namespace, k=args.k, valid_from=args.valid_from, valid_to=args.valid_to
+            )
             result, as_dict = client.recall_archive(query), archive_to_dict
         else:
             result, as_dict = client.recall(RecallQuery(args.query, args.namespace, k=args.k)), recall_to_dict
@@ -534,8 +573,10 @@ def cmd_entities(settings: Settings, args: argparse.Namespace) -> int:
     if not page.entities:
         print("no entities" + (f" matching {args.query!r}" if args.query else ""))
     if page.next_cursor:
-        print(f"more: cabrain entities {shlex.quote(args.namespace)} --cursor {shlex.quote(page.next_cursor)}"
-              + (f" --query {shlex.quote(args.query)}" if args.query else ""))  # fmt: skip
+        print(
+            f"more: cabrain entities {shlex.quote(args.namespace)} --cursor {shlex.quote(page.next_cursor)}"
+            + (f" --query {shlex.quote(args.query)}" if args.query else "")
+        )
     return EXIT_OK
 
 
@@ -594,8 +635,10 @@ def cmd_revert(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(undo, ensure_ascii=False, indent=2))
         return EXIT_OK
-    print(f"reverted judgment {undo['reverts']} ({undo['inputs'].get('kind')}, {undo['inputs'].get('origin')}): "
-          f"{len(undo['changes'])} memories back as they were; this revert is {undo['id']} (revert it to redo)")  # fmt: skip
+    print(
+        f"reverted judgment {undo['reverts']} ({undo['inputs'].get('kind')}, {undo['inputs'].get('origin')}): "
+        f"{len(undo['changes'])} memories back as they were; this revert is {undo['id']} (revert it to redo)"
+    )
     return EXIT_OK
 
 
@@ -620,7 +663,9 @@ def cmd_namespaces(settings: Settings, args: argparse.Namespace) -> int:
             pending = ""
             if grant and not grant["accepted"]:
                 offered = "read and write" if grant["can_write"] else "read"
-                pending = f"  (offered {offered} by {grant['granted_by']}; accept: cabrain namespaces --accept {ns['name']})"
+                pending = (
+                    f"  (offered {offered} by {grant['granted_by']}; accept: cabrain namespaces --accept {ns['name']})"
+                )
             print(f"{ns['name']:<40} {access:<3} owner {ns['owner_agent_id']}{pending}")
     return EXIT_OK
 
@@ -632,15 +677,22 @@ def cmd_share(settings: Settings, args: argparse.Namespace) -> int:
             print(f"{'revoked' if removed else 'no grant for'} {args.agent} on {args.namespace}")
         else:
             accepted = client.share(args.namespace, args.agent, can_write=args.write)
-            print(f"{args.agent} may now read {args.namespace}'s team memories"
-                  + ("" if accepted else f"; it writes, and its capture uses them, once it accepts "
-                                         f"(cabrain namespaces --accept {args.namespace}, with its key)"))  # fmt: skip
+            print(
+                f"{args.agent} may now read {args.namespace}'s team memories"
+                + (
+                    ""
+                    if accepted
+                    else f"; it writes, and its capture uses them, once it accepts "
+                    f"(cabrain namespaces --accept {args.namespace}, with its key)"
+                )
+            )
     return EXIT_OK
 
 
 def cmd_bench_capture(settings: Settings, args: argparse.Namespace) -> int:
 
     from cabrain import bench
+
     if args.events < 1:
         raise UsageError("--events must be at least 1")
     app_args = _read_app_config(args.config) if args.config else None
@@ -653,14 +705,21 @@ def cmd_bench_capture(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_bench_http(settings: Settings, args: argparse.Namespace) -> int:
 
     from cabrain import bench
+
     levels = _int_list(args.concurrency, "--concurrency")
     if not levels or min(levels) < 1 or args.memories < 1 or args.queries < 1:
         raise UsageError("--concurrency levels, --memories and --queries must be at least 1")
     app_args = _read_app_config(args.config) if args.config else None
     result = asyncio.run(
-        bench.run_http_bench(settings, memories=args.memories, queries=args.queries, concurrency=levels,
-                             app_args=app_args, quiet=args.quiet)
-    )  # fmt: skip
+        bench.run_http_bench(
+            settings,
+            memories=args.memories,
+            queries=args.queries,
+            concurrency=levels,
+            app_args=app_args,
+            quiet=args.quiet,
+        )
+    )
     print(bench.render_http(result))
     _write_results(args.json, json.dumps(result.as_dict(), indent=2) + "\n")
     return EXIT_OK
@@ -728,9 +787,14 @@ def build_parser() -> argparse.ArgumentParser:
     sleep.add_argument("--inline", action="store_true", help="run the steps in this process, without Ray")
     sleep.add_argument("--json", action="store_true", help="print the report as JSON")
     sleep.add_argument("--quiet", action="store_true", help="no progress lines")
-    sleep.add_argument("--schedule", action="store_true",
-                       help="keep running: one cycle daily at --at (default CABRAIN_SLEEP_AT, 03:00 UTC) or every --every s")
-    sleep.add_argument("--at", type=_clock_time, default=None, metavar="HH:MM", help="with --schedule: daily, at HH:MM UTC")
+    sleep.add_argument(
+        "--schedule",
+        action="store_true",
+        help="keep running: one cycle daily at --at (default CABRAIN_SLEEP_AT, 03:00 UTC) or every --every s",
+    )
+    sleep.add_argument(
+        "--at", type=_clock_time, default=None, metavar="HH:MM", help="with --schedule: daily, at HH:MM UTC"
+    )
     sleep.add_argument("--every", type=float, default=None, metavar="SECONDS", help="with --schedule: every SECONDS")
     sleep.add_argument("--max-runs", type=int, default=None, metavar="N", help="with --schedule: stop after N runs")
     sleep.set_defaults(func=cmd_sleep)
@@ -756,14 +820,18 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("dataset", help="a set folder, or a folder of set folders; or the word `decisions`")
     ev.add_argument("pairs", nargs="?", help="with `decisions`: a .jsonl file of labelled pairs, or a folder of them")
     ev.add_argument(
-        "--decider", choices=["deterministic", "llm"], default=None,
+        "--decider",
+        choices=["deterministic", "llm"],
+        default=None,
         help="with `decisions`: the write decider measured (default deterministic; llm needs CABRAIN_LLM_URL)",
-    )  # fmt: skip
+    )
     ev.add_argument("--k", default="1,5,10,20", help="cut-offs, comma-separated (default 1,5,10,20)")
     ev.add_argument(
-        "--mode", action="append", default=None,
+        "--mode",
+        action="append",
+        default=None,
         help="vector, bm25, hybrid, hybrid+rerank; repeat or comma-separate (default vector,bm25,hybrid)",
-    )  # fmt: skip
+    )
     ev.add_argument("--json", metavar="FILE", help="also write the full results as JSON")
     ev.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     ev.set_defaults(func=cmd_eval)
@@ -785,12 +853,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--retain-texts", type=int, default=512, help="texts retained in batches (default 512)")
     bench.add_argument("--real-vectors", type=int, default=2000, help="memories embedded for real (default 2000)")
     bench.add_argument("--noise", type=float, default=0.02, help="per-dimension noise of derived vectors")
-    bench.add_argument("--keep", action="store_true",
-                       help="keep each corpus in a database of its own and reuse it while its parameters match")  # fmt: skip
     bench.add_argument(
-        "--maintenance-work-mem", default="auto",
+        "--keep",
+        action="store_true",
+        help="keep each corpus in a database of its own and reuse it while its parameters match",
+    )
+    bench.add_argument(
+        "--maintenance-work-mem",
+        default="auto",
         help="PostgreSQL memory for the index builds (auto: the vector graph's size, at most a quarter of memory)",
-    )  # fmt: skip
+    )
     bench.add_argument("--no-http", action="store_true", help="skip the HTTP measurements (no Ray)")
     bench.add_argument("--config", metavar="FILE", help="Serve config or app args for the HTTP measurements")
     bench.add_argument("--out", default="bench-results", help="folder for results.json and latency.png")
@@ -859,11 +931,15 @@ def build_parser() -> argparse.ArgumentParser:
         "an admin key on first run, start a local Ray (or use CABRAIN_RAY_ADDRESS) and deploy the HTTP API on "
         "CABRAIN_API_HOST:CABRAIN_API_PORT (127.0.0.1:8000). Ctrl-C stops everything it started.",
     )
-    up.add_argument("--config", metavar="FILE",
-                    help="Serve config (YAML) or application args: replicas, CPUs, GPUs, batch sizes")  # fmt: skip
+    up.add_argument(
+        "--config", metavar="FILE", help="Serve config (YAML) or application args: replicas, CPUs, GPUs, batch sizes"
+    )
     up.set_defaults(func=cmd_up)
-    down = sub.add_parser("down", help="remove the app from the Ray cluster at CABRAIN_RAY_ADDRESS",
-                          description="Delete the cabrain Serve application from a cluster `cabrain up` deployed onto.")  # fmt: skip
+    down = sub.add_parser(
+        "down",
+        help="remove the app from the Ray cluster at CABRAIN_RAY_ADDRESS",
+        description="Delete the cabrain Serve application from a cluster `cabrain up` deployed onto.",
+    )
     down.set_defaults(func=cmd_down)
 
     agents = sub.add_parser(
@@ -873,26 +949,44 @@ def build_parser() -> argparse.ArgumentParser:
         "otherwise directly on the hot tier.",
     )
     agents_sub = agents.add_subparsers(dest="agents_command", metavar="ACTION", required=True)
-    a_create = agents_sub.add_parser("create", help="create an agent and print its first key (shown once)", description="Create an agent and print its first key (shown once).")
+    a_create = agents_sub.add_parser(
+        "create",
+        help="create an agent and print its first key (shown once)",
+        description="Create an agent and print its first key (shown once).",
+    )
     a_create.add_argument("name")
     a_create.add_argument("--admin", action="store_true", help="the agent manages agents, keys and grants")
     a_create.add_argument("--display-name", default=None)
     a_create.add_argument("--label", default=None, help="label of the key")
     a_create.set_defaults(func=cmd_agents_create)
-    a_key = agents_sub.add_parser("key", help="make another key for an agent (shown once)", description="Make another key for an agent (shown once).")
+    a_key = agents_sub.add_parser(
+        "key",
+        help="make another key for an agent (shown once)",
+        description="Make another key for an agent (shown once).",
+    )
     a_key.add_argument("name")
     a_key.add_argument("--label", default=None)
     a_key.set_defaults(func=cmd_agents_key)
     a_list = agents_sub.add_parser("list", help="list agents", description="List agents.")
     a_list.set_defaults(func=cmd_agents_list)
-    a_keys = agents_sub.add_parser("keys", help="list an agent's keys (ids and prefixes, never the keys)", description="List an agent's keys (ids and prefixes, never the keys).")
+    a_keys = agents_sub.add_parser(
+        "keys",
+        help="list an agent's keys (ids and prefixes, never the keys)",
+        description="List an agent's keys (ids and prefixes, never the keys).",
+    )
     a_keys.add_argument("name")
     a_keys.set_defaults(func=cmd_agents_keys)
-    a_revoke = agents_sub.add_parser("revoke", help="revoke one of an agent's keys", description="Revoke one of an agent's keys.")
+    a_revoke = agents_sub.add_parser(
+        "revoke", help="revoke one of an agent's keys", description="Revoke one of an agent's keys."
+    )
     a_revoke.add_argument("name")
     a_revoke.add_argument("key_id")
     a_revoke.set_defaults(func=cmd_agents_revoke)
-    a_disable = agents_sub.add_parser("disable", help="disable an agent (keys stop working, memories stay)", description="Disable an agent (keys stop working, memories stay).")
+    a_disable = agents_sub.add_parser(
+        "disable",
+        help="disable an agent (keys stop working, memories stay)",
+        description="Disable an agent (keys stop working, memories stay).",
+    )
     a_disable.add_argument("name")
     a_disable.set_defaults(func=cmd_agents_disable)
 
@@ -925,11 +1019,20 @@ def build_parser() -> argparse.ArgumentParser:
     for action, text in (("install", "Add the capture hooks."), ("uninstall", "Remove the capture hooks.")):
         h = hooks_sub.add_parser(action, help=text.lower().rstrip("."), description=text)
         scope = h.add_mutually_exclusive_group()
-        scope.add_argument("--project", dest="scope", action="store_const", const="project", default="project",
-                           help="this project's .claude/settings.json (default)")  # fmt: skip
-        scope.add_argument("--user", dest="scope", action="store_const", const="user",
-                           help="your ~/.claude/settings.json")  # fmt: skip
-        h.add_argument("--command", default=None, help="the hook command (default: this cabrain's absolute path + capture)")
+        scope.add_argument(
+            "--project",
+            dest="scope",
+            action="store_const",
+            const="project",
+            default="project",
+            help="this project's .claude/settings.json (default)",
+        )
+        scope.add_argument(
+            "--user", dest="scope", action="store_const", const="user", help="your ~/.claude/settings.json"
+        )
+        h.add_argument(
+            "--command", default=None, help="the hook command (default: this cabrain's absolute path + capture)"
+        )
         h.set_defaults(func=cmd_hooks)
 
     remote_note = " Talks to the API at CABRAIN_API_URL with CABRAIN_API_KEY."
@@ -945,29 +1048,47 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--namespace", "-n", required=True)
     recall.add_argument("-k", type=int, default=5)
     recall.add_argument("--json", action="store_true", help="print the full answer as JSON")
-    recall.add_argument("--archive", action="store_true",
-                        help="search the cold tier (memories the sleep cycle demoted) instead")
-    recall.add_argument("--from", dest="valid_from", type=_timestamp, default=None, metavar="WHEN",
-                        help="with --archive: only memories valid from WHEN (ISO 8601, e.g. 2026-01-01)")
-    recall.add_argument("--to", dest="valid_to", type=_timestamp, default=None, metavar="WHEN",
-                        help="with --archive: only memories valid before WHEN")
+    recall.add_argument(
+        "--archive", action="store_true", help="search the cold tier (memories the sleep cycle demoted) instead"
+    )
+    recall.add_argument(
+        "--from",
+        dest="valid_from",
+        type=_timestamp,
+        default=None,
+        metavar="WHEN",
+        help="with --archive: only memories valid from WHEN (ISO 8601, e.g. 2026-01-01)",
+    )
+    recall.add_argument(
+        "--to",
+        dest="valid_to",
+        type=_timestamp,
+        default=None,
+        metavar="WHEN",
+        help="with --archive: only memories valid before WHEN",
+    )
     recall.set_defaults(func=cmd_recall)
     get = sub.add_parser("get", help="show a memory with its history", description="Get a memory." + remote_note)
     get.add_argument("memory_id")
     get.set_defaults(func=cmd_get)
-    entities = sub.add_parser("entities", help="list what a namespace's memories are about, with summaries",
-                              description="List the entities (people, projects, tools, files ...) a namespace's "
-                              "memories mention, in name order, with what sleep summarised of each."
-                              + remote_note)  # fmt: skip
+    entities = sub.add_parser(
+        "entities",
+        help="list what a namespace's memories are about, with summaries",
+        description="List the entities (people, projects, tools, files ...) a namespace's "
+        "memories mention, in name order, with what sleep summarised of each." + remote_note,
+    )
     entities.add_argument("namespace")
     entities.add_argument("--query", "-q", default=None, help="only names containing this (any case)")
     entities.add_argument("--limit", type=int, default=50, help="entities per page (1-200, default 50)")
     entities.add_argument("--cursor", default=None, help="the next page (printed under a full page)")
     entities.add_argument("--json", action="store_true", help="print the answer as JSON")
     entities.set_defaults(func=cmd_entities)
-    entity = sub.add_parser("entity", help="show one entity: its summary and the memories that mention it",
-                            description="Show one entity (by name, in any case, or id): its summary and the "
-                            "memories that mention it, newest first." + remote_note)  # fmt: skip
+    entity = sub.add_parser(
+        "entity",
+        help="show one entity: its summary and the memories that mention it",
+        description="Show one entity (by name, in any case, or id): its summary and the "
+        "memories that mention it, newest first." + remote_note,
+    )
     entity.add_argument("namespace")
     entity.add_argument("name", help="the entity's name or id")
     entity.add_argument("--history", action="store_true", help="also superseded and forgotten memories")
@@ -978,34 +1099,50 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("memory_id")
     forget.add_argument("--reason", default=None)
     forget.set_defaults(func=cmd_forget)
-    judged = sub.add_parser("judgments", help="why a memory changed: supersessions, merges, corrections, reverts",
-                            description="List the judgments that changed a memory, newest first." + remote_note)  # fmt: skip
+    judged = sub.add_parser(
+        "judgments",
+        help="why a memory changed: supersessions, merges, corrections, reverts",
+        description="List the judgments that changed a memory, newest first." + remote_note,
+    )
     judged.add_argument("memory_id")
     judged.add_argument("--limit", type=int, default=50, help="at most this many (1-500, default 50)")
     judged.add_argument("--json", action="store_true", help="print them as JSON")
     judged.set_defaults(func=cmd_judgments)
-    revert = sub.add_parser("revert", help="undo a supersession, invalidation or merge",
-                            description="Undo the latest judgment that changed MEMORY_ID (or, with --judgment, the "
-                            "judgment ID): the memories it changed get back exactly their state before it. The revert "
-                            "is recorded and can be reverted in turn. Needs write access to the namespace."
-                            + remote_note)  # fmt: skip
+    revert = sub.add_parser(
+        "revert",
+        help="undo a supersession, invalidation or merge",
+        description="Undo the latest judgment that changed MEMORY_ID (or, with --judgment, the "
+        "judgment ID): the memories it changed get back exactly their state before it. The revert "
+        "is recorded and can be reverted in turn. Needs write access to the namespace." + remote_note,
+    )
     revert.add_argument("id", help="a memory id (or a judgment id with --judgment)")
     revert.add_argument("--judgment", action="store_true", help="ID is a judgment id")
     revert.add_argument("--reason", default=None, help="why it is undone")
     revert.add_argument("--json", action="store_true", help="print the revert as JSON")
     revert.set_defaults(func=cmd_revert)
-    namespaces = sub.add_parser("namespaces", help="list or create namespaces; accept or decline grants",
-                                description="List your namespaces (and grants offered to you), create one, or "
-                                "accept or decline a grant." + remote_note)  # fmt: skip
+    namespaces = sub.add_parser(
+        "namespaces",
+        help="list or create namespaces; accept or decline grants",
+        description="List your namespaces (and grants offered to you), create one, or "
+        "accept or decline a grant." + remote_note,
+    )
     namespaces_action = namespaces.add_mutually_exclusive_group()
     namespaces_action.add_argument("--create", metavar="NAME", default=None, help="create a namespace you own")
-    namespaces_action.add_argument("--accept", metavar="NAME", default=None,
-                                   help="accept the grant you were offered on NAME (writing, and capture, need it)")
-    namespaces_action.add_argument("--decline", metavar="NAME", default=None,
-                                   help="decline (or give up) your grant on NAME")
+    namespaces_action.add_argument(
+        "--accept",
+        metavar="NAME",
+        default=None,
+        help="accept the grant you were offered on NAME (writing, and capture, need it)",
+    )
+    namespaces_action.add_argument(
+        "--decline", metavar="NAME", default=None, help="decline (or give up) your grant on NAME"
+    )
     namespaces.set_defaults(func=cmd_namespaces)
-    share = sub.add_parser("share", help="grant (or revoke) an agent access to a namespace",
-                           description="Share a namespace's team memories." + remote_note)  # fmt: skip
+    share = sub.add_parser(
+        "share",
+        help="grant (or revoke) an agent access to a namespace",
+        description="Share a namespace's team memories." + remote_note,
+    )
     share.add_argument("namespace")
     share.add_argument("agent")
     share.add_argument("--write", action="store_true", help="also allow writing")
@@ -1022,15 +1159,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect or control the embedded PostgreSQL (used when CABRAIN_DATABASE_URL is unset).",
     )
     db_sub = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
-    status = db_sub.add_parser("status", help="show where it lives and whether it runs",
-                               description="Show the data directory, server pid and the processes using it.")
+    status = db_sub.add_parser(
+        "status",
+        help="show where it lives and whether it runs",
+        description="Show the data directory, server pid and the processes using it.",
+    )
     status.set_defaults(func=cmd_db_status)
-    stop = db_sub.add_parser("stop", help="stop the server now",
-                             description="Stop the embedded server; refuses while other CaBrain processes use it.")
+    stop = db_sub.add_parser(
+        "stop",
+        help="stop the server now",
+        description="Stop the embedded server; refuses while other CaBrain processes use it.",
+    )
     stop.add_argument("--force", action="store_true", help="stop it even while in use")
     stop.set_defaults(func=cmd_db_stop)
-    shell = db_sub.add_parser("shell", help="open psql on the hot tier",
-                              description="Run psql against the hot tier (starting the embedded server meanwhile).")
+    shell = db_sub.add_parser(
+        "shell",
+        help="open psql on the hot tier",
+        description="Run psql against the hot tier (starting the embedded server meanwhile).",
+    )
     shell.add_argument("psql_args", nargs=argparse.REMAINDER, help="extra arguments for psql")
     shell.set_defaults(func=cmd_db_shell)
     return parser

@@ -233,7 +233,10 @@ class Client:
         return self.request("GET", f"/v1/memories/{memory_id}/judgments", params={"limit": limit})["judgments"]
 
     def revert(
-        self, *, memory_id: uuid.UUID | str | None = None, judgment_id: uuid.UUID | str | None = None,
+        self,
+        *,
+        memory_id: uuid.UUID | str | None = None,
+        judgment_id: uuid.UUID | str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Undo a judgment (by id), or the latest one that changed a memory; returns the revert."""
@@ -412,13 +415,18 @@ class AsyncClient:
         return (await self.request("GET", f"/v1/memories/{memory_id}/judgments", params={"limit": limit}))["judgments"]
 
     async def revert(
-        self, *, memory_id: uuid.UUID | str | None = None, judgment_id: uuid.UUID | str | None = None,
+        self,
+        *,
+        memory_id: uuid.UUID | str | None = None,
+        judgment_id: uuid.UUID | str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         return await self.request(*_Requests.revert(memory_id, judgment_id), json={"reason": reason})
 
     async def touch(self, memory_ids: Sequence[uuid.UUID | str]) -> int:
-        return (await self.request("POST", "/v1/memories/accessed", json={"ids": [str(i) for i in memory_ids]}))["counted"]
+        return (await self.request("POST", "/v1/memories/accessed", json={"ids": [str(i) for i in memory_ids]}))[
+            "counted"
+        ]
 
     async def share(self, namespace: str, agent: str, *, can_read: bool = True, can_write: bool = False) -> bool:
         body = {"namespace": namespace, "agent": agent, "can_read": can_read, "can_write": can_write}
@@ -432,7 +440,12 @@ class AsyncClient:
         return await self.request("POST", "/v1/workflows/dispatch", json=task)
 
     async def list_memories(
-        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000,
+        self,
+        namespace: str,
+        *,
+        source_kind: str | None = None,
+        source_ref_prefix: str | None = None,
+        limit: int = 1000,
         include_archived: bool = False,
     ) -> list[Memory]:
         params: dict[str, Any] = {"namespace": namespace, "limit": limit}

@@ -54,8 +54,12 @@ async def run_doctor(settings: Settings, *, unknown: list[tuple[str, str | None]
 
     embed_check, model_dim = await _check_embedder(settings)
     if unknown:
-        settings_check = Check("settings", Status.WARN, f"home {settings.home}; {describe_unknown(list(unknown))}",
-                               "fix or remove the variable(s): CaBrain ignores them")  # fmt: skip
+        settings_check = Check(
+            "settings",
+            Status.WARN,
+            f"home {settings.home}; {describe_unknown(list(unknown))}",
+            "fix or remove the variable(s): CaBrain ignores them",
+        )
     else:
         settings_check = Check("settings", Status.OK, f"home {settings.home}")
     checks: list[Check] = [settings_check, embed_check]
@@ -94,9 +98,7 @@ async def _check_embedder(settings: Settings) -> tuple[Check, int | None]:
     return Check("embedding model", Status.OK, detail), embedder.dim
 
 
-async def _database_checks(
-    settings: Settings, dsn: str, target: str, model_dim: int | None
-) -> list[Check]:
+async def _database_checks(settings: Settings, dsn: str, target: str, model_dim: int | None) -> list[Check]:
     from cabrain.errors import EmbeddingDimensionMismatch
     from cabrain.store import migrations
     from cabrain.store.db import check_server, connect, server_facts
@@ -108,18 +110,14 @@ async def _database_checks(
         return [Check("database", Status.FAIL, f"{target}: {exc.message}", exc.hint)]
     try:
         facts = await server_facts(conn)
-        checks.append(
-            Check("database", Status.OK, f"{target} (database {facts.database}, user {facts.user_name})")
-        )
+        checks.append(Check("database", Status.OK, f"{target} (database {facts.database}, user {facts.user_name})"))
         try:
             check_server(facts)
         except CabrainError as exc:
             checks.append(_failed("postgresql + pgvector", exc))
             return checks
         vector = facts.vector_installed or f"{facts.vector_available} (available, not yet created)"
-        checks.append(
-            Check("postgresql + pgvector", Status.OK, f"PostgreSQL {facts.version}, pgvector {vector}")
-        )
+        checks.append(Check("postgresql + pgvector", Status.OK, f"PostgreSQL {facts.version}, pgvector {vector}"))
         try:
             state = await migrations.inspect(conn, settings.schema_dir)
         except CabrainError as exc:
@@ -129,9 +127,7 @@ async def _database_checks(
         if state.embedding_dim is not None and model_dim is not None:
             try:
                 migrations.check_embedding_dim(state, model_dim, settings.embedding_model)
-                checks.append(
-                    Check("embedding dimension", Status.OK, f"schema and model agree on {model_dim}")
-                )
+                checks.append(Check("embedding dimension", Status.OK, f"schema and model agree on {model_dim}"))
             except EmbeddingDimensionMismatch as exc:
                 checks.append(_failed("embedding dimension", exc))
         if state.applied:
@@ -141,7 +137,7 @@ async def _database_checks(
     return checks
 
 
-def _schema_check(state) -> Check:  # noqa: ANN001 - migrations.SchemaState
+def _schema_check(state) -> Check:
     if state.edited:
         return Check(
             "schema",
@@ -170,7 +166,7 @@ def _schema_check(state) -> Check:  # noqa: ANN001 - migrations.SchemaState
     )
 
 
-async def _hot_tier_facts(conn) -> list[Check]:  # noqa: ANN001 - asyncpg.Connection
+async def _hot_tier_facts(conn) -> list[Check]:
     facts = await conn.fetchrow(PARTITION_FACTS)
     partition = Check(
         "partitions",
@@ -197,7 +193,7 @@ FROM sleep_runs ORDER BY started_at DESC LIMIT 1
 """
 
 
-async def _sleep_check(conn) -> Check:  # noqa: ANN001 - asyncpg.Connection
+async def _sleep_check(conn) -> Check:
     if not await conn.fetchval("SELECT to_regclass('sleep_runs') IS NOT NULL"):
         return Check("sleep cycle", Status.SKIP, "schema without the sleep tables")
     last = await conn.fetchrow(LAST_SLEEP)
@@ -206,8 +202,12 @@ async def _sleep_check(conn) -> Check:  # noqa: ANN001 - asyncpg.Connection
     hours = last["age"].total_seconds() / 3600
     detail = f"last run {last['status']}, {hours:.1f} h ago"
     if last["open_batches"]:
-        return Check("sleep cycle", Status.WARN, f"{detail}; {last['open_batches']} demotion batch(es) unfinished",
-                     "run cabrain sleep --steps demote: it finishes them without losing or duplicating anything")  # fmt: skip
+        return Check(
+            "sleep cycle",
+            Status.WARN,
+            f"{detail}; {last['open_batches']} demotion batch(es) unfinished",
+            "run cabrain sleep --steps demote: it finishes them without losing or duplicating anything",
+        )
     if last["status"] in ("failed", "partial"):
         return Check("sleep cycle", Status.WARN, detail, "see sleep_steps.error for that run, then run cabrain sleep")
     if last["status"] == "done" and hours > 48:

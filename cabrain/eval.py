@@ -31,7 +31,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +71,9 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{path}:{number} is not valid JSON: {exc.msg}") from None
     except UnicodeDecodeError:
-        raise InputError(f"{path} is not UTF-8 text (line {number + 1})",
-                         hint="save the set as UTF-8 JSON lines") from None  # fmt: skip
+        raise InputError(
+            f"{path} is not UTF-8 text (line {number + 1})", hint="save the set as UTF-8 JSON lines"
+        ) from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
     if not rows:
@@ -187,10 +188,10 @@ def _valid_at(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         raise InputError(f"corpus time {value!r} is not an ISO 8601 date/time") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Sequence[int], *, quiet: bool) -> SetResult:  # noqa: ANN001
+async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Sequence[int], *, quiet: bool) -> SetResult:
     """Load one set into ``brain`` (fresh namespaces) and run every query in every mode."""
     prefix = f"eval-{uuid.uuid4().hex[:8]}-"
     namespaces = {row["namespace"] for row in eval_set.corpus} | {q.namespace for q in eval_set.queries}
@@ -217,7 +218,9 @@ async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Seque
         results = await brain.retain(AGENT, items, decide=False)
         for row, result in zip(rows, results, strict=True):
             id_of[result.memory_id] = row["id"]
-        _progress(f"  {eval_set.name}: loaded {min(start + batch_size, len(eval_set.corpus))}/{len(eval_set.corpus)}", quiet)
+        _progress(
+            f"  {eval_set.name}: loaded {min(start + batch_size, len(eval_set.corpus))}/{len(eval_set.corpus)}", quiet
+        )
     result = SetResult(eval_set.name, len(eval_set.corpus), len(eval_set.queries), time.perf_counter() - started)
     k_max = max(ks)
     for mode in modes:
@@ -227,9 +230,15 @@ async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Seque
             t0 = time.perf_counter()
             answer = await brain.recall(
                 AGENT,
-                RecallQuery(q.query, prefix + q.namespace, k=k_max, mode=recall_mode,
-                            rerank=mode == "hybrid+rerank", expand=False),
-            )  # fmt: skip
+                RecallQuery(
+                    q.query,
+                    prefix + q.namespace,
+                    k=k_max,
+                    mode=recall_mode,
+                    rerank=mode == "hybrid+rerank",
+                    expand=False,
+                ),
+            )
             latencies.append((time.perf_counter() - t0) * 1000)
             if "embed_ms" in answer.timings_ms:
                 embeds.append(answer.timings_ms["embed_ms"])
@@ -263,8 +272,9 @@ async def run_eval(
 
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:  # the command's --mode and --k: a bad one is a usage error
-        raise UsageError(f"--mode: unknown mode(s) {', '.join(unknown) or '(none given)'}",
-                         hint=f"choose from {', '.join(MODES)}")  # fmt: skip
+        raise UsageError(
+            f"--mode: unknown mode(s) {', '.join(unknown) or '(none given)'}", hint=f"choose from {', '.join(MODES)}"
+        )
     if not ks or any(k < 1 or k > settings.recall_max_k for k in ks):
         raise UsageError(f"--k: every k must be between 1 and {settings.recall_max_k}, got {list(ks)}")
     sets = [load_set(p) for p in find_sets(path)]
@@ -313,14 +323,22 @@ def to_json(results: Sequence[SetResult], settings: Settings) -> dict[str, Any]:
     return {
         "embedding": {"provider": settings.embedding_provider.value, "model": settings.embedding_model},
         "reranker": settings.reranker_provider.value,
-        "fusion": {"method": settings.fusion, "alpha": settings.fusion_alpha, "rrf_k": settings.rrf_k,
-                   "bm25_coverage_power": settings.bm25_coverage_power, "salience_weight": settings.salience_weight},
+        "fusion": {
+            "method": settings.fusion,
+            "alpha": settings.fusion_alpha,
+            "rrf_k": settings.rrf_k,
+            "bm25_coverage_power": settings.bm25_coverage_power,
+            "salience_weight": settings.salience_weight,
+        },
         "bm25": {"k1": settings.bm25_k1, "b": settings.bm25_b},
         "sets": [
             {
-                "name": r.name, "memories": r.memories, "queries": r.queries, "load_s": r.load_s,
+                "name": r.name,
+                "memories": r.memories,
+                "queries": r.queries,
+                "load_s": r.load_s,
                 "modes": {mode: m.__dict__ for mode, m in r.modes.items()},
             }
             for r in results
         ],
-    }  # fmt: skip
+    }

@@ -152,8 +152,17 @@ def load_pairs(path: Path) -> list[Pair]:
             if row["id"] in seen:
                 raise InputError(f"{where}: duplicate id {row['id']!r}")
             seen.add(row["id"])
-            pairs.append(Pair(row["id"], row["old"], row["new"], row["label"], row["same_subject"],
-                              str(row.get("lang") or ""), str(row.get("kind") or "")))  # fmt: skip
+            pairs.append(
+                Pair(
+                    row["id"],
+                    row["old"],
+                    row["new"],
+                    row["label"],
+                    row["same_subject"],
+                    str(row.get("lang") or ""),
+                    str(row.get("kind") or ""),
+                )
+            )
     if not pairs:
         raise InputError(f"{path}: no pairs")
     return pairs
@@ -174,7 +183,7 @@ def _progress(message: str, quiet: bool) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-async def _retain(brain, items: list[MemoryInput], *, decide: bool = True) -> list:  # noqa: ANN001
+async def _retain(brain, items: list[MemoryInput], *, decide: bool = True) -> list:
     """Retain in batches the size the settings allow (each item alone in its namespace)."""
     size = brain.settings.max_batch
     out = []
@@ -183,7 +192,7 @@ async def _retain(brain, items: list[MemoryInput], *, decide: bool = True) -> li
     return out
 
 
-async def evaluate_set(brain, ctx, name: str, pairs: Sequence[Pair], decider: str, *, quiet: bool) -> SetResult:  # noqa: ANN001
+async def evaluate_set(brain, ctx, name: str, pairs: Sequence[Pair], decider: str, *, quiet: bool) -> SetResult:
     """Play every pair through retain and through sleep's dedup and reconsolidate."""
     from cabrain.sleep.steps import dedup, reconsolidate
 
@@ -209,8 +218,11 @@ async def evaluate_set(brain, ctx, name: str, pairs: Sequence[Pair], decider: st
     facts = []
     for pair, (_, s) in zip(pairs, spaces, strict=True):
         for text, day in ((pair.old, 0), (pair.new, 1)):
-            facts.append(MemoryInput(text, s, network=Network.FACT, memory_type=MemoryType.SEMANTIC,
-                                     valid_at=T0 + timedelta(days=day)))  # fmt: skip
+            facts.append(
+                MemoryInput(
+                    text, s, network=Network.FACT, memory_type=MemoryType.SEMANTIC, valid_at=T0 + timedelta(days=day)
+                )
+            )
     stored = await _retain(brain, facts, decide=False)
     for index, (pair, (_, s)) in enumerate(zip(pairs, spaces, strict=True)):
         old_id = stored[2 * index].memory_id
@@ -247,9 +259,9 @@ async def run_decision_eval(
     if decider == "llm":
         if load_chat_model(settings) is None:
             raise InputError(
-                "--decider llm needs a chat model", hint="set CABRAIN_LLM_URL (and CABRAIN_LLM_MODEL) to an "
-                "OpenAI-compatible chat server"
-            )  # fmt: skip
+                "--decider llm needs a chat model",
+                hint="set CABRAIN_LLM_URL (and CABRAIN_LLM_MODEL) to an OpenAI-compatible chat server",
+            )
         settings = settings.model_copy(update={"write_decider": "llm"})
     else:
         settings = settings.model_copy(update={"write_decider": "deterministic", "llm_url": None})
@@ -285,8 +297,14 @@ def combined(results: Sequence[SetResult], name: str = "all") -> SetResult:
             mine.false_supersedes += theirs.false_supersedes
             mine.false_merges += theirs.false_merges
             mine.errors += theirs.errors
-    return SetResult(name, sum(r.pairs for r in results), results[0].decider if results else "", write, sleep,
-                     sum(r.seconds for r in results))  # fmt: skip
+    return SetResult(
+        name,
+        sum(r.pairs for r in results),
+        results[0].decider if results else "",
+        write,
+        sleep,
+        sum(r.seconds for r in results),
+    )
 
 
 def _rows(results: Sequence[SetResult]) -> list[SetResult]:
@@ -308,15 +326,18 @@ def _cell(value: float | None) -> str:
 
 def render(results: Sequence[SetResult]) -> str:
     rows = _rows(results)
-    header = (f"{'set':<22} {'judge':<6} {'pairs':>5} {'acc':>6} {'false-sup':>9} "
-              + " ".join(f"{label[:4] + ' P':>7} {label[:4] + ' R':>7}" for label in LABELS))  # fmt: skip
+    header = f"{'set':<22} {'judge':<6} {'pairs':>5} {'acc':>6} {'false-sup':>9} " + " ".join(
+        f"{label[:4] + ' P':>7} {label[:4] + ' R':>7}" for label in LABELS
+    )
     lines = [header, "-" * len(header)]
     for r in rows:
         for judge, scores in (("write", r.write), ("sleep", r.sleep)):
             per = scores.per_label()
             cells = " ".join(f"{_cell(per[label]['precision'])} {_cell(per[label]['recall'])}" for label in LABELS)
-            lines.append(f"{r.name[:22]:<22} {judge:<6} {r.pairs:>5} {scores.accuracy:6.3f} "
-                         f"{scores.false_supersede_rate:9.3%} {cells}")  # fmt: skip
+            lines.append(
+                f"{r.name[:22]:<22} {judge:<6} {r.pairs:>5} {scores.accuracy:6.3f} "
+                f"{scores.false_supersede_rate:9.3%} {cells}"
+            )
     lines.append("")
     lines.append("false-sup: the share of pairs about different subjects that were superseded or invalidated.")
     lines.append("sleep judges with dedup (a merge reads as NOOP) and reconsolidate (a supersession as UPDATE).")
@@ -326,13 +347,20 @@ def render(results: Sequence[SetResult]) -> str:
 def to_json(results: Sequence[SetResult], settings: Settings) -> dict[str, Any]:
     return {
         "decider": results[0].decider if results else "",
-        "thresholds": {"duplicate_similarity": settings.duplicate_similarity,
-                       "revision_similarity": settings.revision_similarity,
-                       "sleep_dedup_similarity": settings.sleep_dedup_similarity},  # fmt: skip
+        "thresholds": {
+            "duplicate_similarity": settings.duplicate_similarity,
+            "revision_similarity": settings.revision_similarity,
+            "sleep_dedup_similarity": settings.sleep_dedup_similarity,
+        },
         "embedding": {"provider": settings.embedding_provider.value, "model": settings.embedding_model},
         "sets": [
-            {"name": r.name, "pairs": r.pairs, "seconds": round(r.seconds, 2), "write": r.write.to_json(),
-             "sleep": r.sleep.to_json()}
+            {
+                "name": r.name,
+                "pairs": r.pairs,
+                "seconds": round(r.seconds, 2),
+                "write": r.write.to_json(),
+                "sleep": r.sleep.to_json(),
+            }
             for r in _rows(results)
-        ],  # fmt: skip
+        ],
     }

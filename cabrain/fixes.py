@@ -76,41 +76,58 @@ FIXES: dict[str, dict[str, Callable[[Params], str]]] = {
         "cli": lambda p: f"create it first: cabrain namespaces --create {_sh(p['namespace'])}",
     },
     "accept_grant": {
-        "mcp": lambda p: f"your operator accepts it for you: cabrain namespaces --accept {_sh(p['namespace'])}, with "
-        "this agent's key (agents do not accept grants through MCP tools)",
+        "mcp": lambda p: (
+            f"your operator accepts it for you: cabrain namespaces --accept {_sh(p['namespace'])}, with "
+            "this agent's key (agents do not accept grants through MCP tools)"
+        ),
         "http": lambda p: f"accept it first: POST /v1/grants/accept {_body(namespace=p['namespace'])}",
         "cli": lambda p: f"accept it first: cabrain namespaces --accept {_sh(p['namespace'])}",
     },
     "request_write": {
-        "mcp": lambda p: f"ask the namespace's owner to call memory_share with namespace={_arg(p['namespace'])}, "
-        f"agent={_arg(p['agent'])}, can_write=true; then your operator accepts the grant "
-        f"(cabrain namespaces --accept {_sh(p['namespace'])})",
-        "http": lambda p: "ask its owner for a write grant (POST /v1/grants "
-        f"{_body(namespace=p['namespace'], agent=p['agent'], can_write=True)}), then accept it "
-        f"(POST /v1/grants/accept {_body(namespace=p['namespace'])})",
-        "cli": lambda p: f"ask its owner for a write grant (cabrain share {_sh(p['namespace'])} {_sh(p['agent'])} "
-        f"--write), then accept it (cabrain namespaces --accept {_sh(p['namespace'])})",
+        "mcp": lambda p: (
+            f"ask the namespace's owner to call memory_share with namespace={_arg(p['namespace'])}, "
+            f"agent={_arg(p['agent'])}, can_write=true; then your operator accepts the grant "
+            f"(cabrain namespaces --accept {_sh(p['namespace'])})"
+        ),
+        "http": lambda p: (
+            "ask its owner for a write grant (POST /v1/grants "
+            f"{_body(namespace=p['namespace'], agent=p['agent'], can_write=True)}), then accept it "
+            f"(POST /v1/grants/accept {_body(namespace=p['namespace'])})"
+        ),
+        "cli": lambda p: (
+            f"ask its owner for a write grant (cabrain share {_sh(p['namespace'])} {_sh(p['agent'])} "
+            f"--write), then accept it (cabrain namespaces --accept {_sh(p['namespace'])})"
+        ),
     },
     "offer_grant": {
-        "mcp": lambda p: f"its owner offers one first: memory_share with namespace={_arg(p['namespace'])}, "
-        f"agent={_arg(p['agent'])}",
-        "http": lambda p: "its owner offers one first: POST /v1/grants "
-        + _body(namespace=p["namespace"], agent=p["agent"]),
+        "mcp": lambda p: (
+            f"its owner offers one first: memory_share with namespace={_arg(p['namespace'])}, agent={_arg(p['agent'])}"
+        ),
+        "http": lambda p: (
+            "its owner offers one first: POST /v1/grants " + _body(namespace=p["namespace"], agent=p["agent"])
+        ),
         "cli": lambda p: f"its owner offers one first: cabrain share {_sh(p['namespace'])} {_sh(p['agent'])}",
     },
     "read_archived": {
-        "mcp": lambda p: f"read it with memory_get (memory_id={_arg(p['memory_id'])}) or memory_recall_archive; "
-        "record something new with memory_retain",
-        "http": lambda p: f"read it with GET /v1/memories/{p['memory_id']} or POST /v1/recall/archive; record "
-        "something new with POST /v1/memories",
-        "cli": lambda p: f"read it with cabrain get {p['memory_id']} or cabrain recall --archive; record something "
-        "new with cabrain remember",
+        "mcp": lambda p: (
+            f"read it with memory_get (memory_id={_arg(p['memory_id'])}) or memory_recall_archive; "
+            "record something new with memory_retain"
+        ),
+        "http": lambda p: (
+            f"read it with GET /v1/memories/{p['memory_id']} or POST /v1/recall/archive; record "
+            "something new with POST /v1/memories"
+        ),
+        "cli": lambda p: (
+            f"read it with cabrain get {p['memory_id']} or cabrain recall --archive; record something "
+            "new with cabrain remember"
+        ),
     },
     "reconsolidate_current": {
         "mcp": lambda p: f"correct its current version: memory_reconsolidate with memory_id={_arg(p['memory_id'])}",
         "http": lambda p: f"correct its current version: POST /v1/memories/{p['memory_id']}/reconsolidate",
-        "cli": lambda p: f"its current version is {p['memory_id']} (cabrain get {p['memory_id']} shows it): "
-        "correct that one",
+        "cli": lambda p: (
+            f"its current version is {p['memory_id']} (cabrain get {p['memory_id']} shows it): correct that one"
+        ),
     },
     "retain_instead": {
         "mcp": lambda p: "it was forgotten: record the corrected statement with memory_retain",
@@ -119,8 +136,9 @@ FIXES: dict[str, dict[str, Callable[[Params], str]]] = {
     },
     "list_entities": {
         "mcp": lambda p: f"memory_entities with namespace={_arg(p['namespace'])} lists the ones you can see",
-        "http": lambda p: f"GET /v1/entities?{urllib.parse.urlencode({'namespace': p['namespace']})} lists the ones "
-        "you can see",
+        "http": lambda p: (
+            f"GET /v1/entities?{urllib.parse.urlencode({'namespace': p['namespace']})} lists the ones you can see"
+        ),
         "cli": lambda p: f"cabrain entities {_sh(p['namespace'])} lists the ones you can see",
     },
     "create_agent": {
@@ -132,8 +150,10 @@ FIXES: dict[str, dict[str, Callable[[Params], str]]] = {
         "cli": lambda p: f"make it another key instead: cabrain agents key {_sh(p['agent'])}",
     },
     "new_key": {
-        "mcp": lambda p: "ask an admin for a new key (cabrain agents key NAME) and give it to this MCP server "
-        "(CABRAIN_API_KEY, or the Authorization header)",
+        "mcp": lambda p: (
+            "ask an admin for a new key (cabrain agents key NAME) and give it to this MCP server "
+            "(CABRAIN_API_KEY, or the Authorization header)"
+        ),
         "http": lambda p: "ask an admin for a new key (POST /v1/agents/NAME/keys)",
         "cli": lambda p: "ask an admin for a new key (cabrain agents key NAME) and set CABRAIN_API_KEY to it",
     },
@@ -148,12 +168,18 @@ FIXES: dict[str, dict[str, Callable[[Params], str]]] = {
         "cli": lambda p: "retry shortly",
     },
     "register_model": {
-        "mcp": lambda p: "ask an operator to register one: cabrain workflows agents add NAME "
-        f"--layer {p['layer']} --provider {p['provider']} ...",
-        "http": lambda p: "an admin registers one: POST /v1/workflows/agents "
-        + _body(name="NAME", layer=p["layer"], provider=p["provider"], model="MODEL", endpoint=p["endpoint"]),
-        "cli": lambda p: f"cabrain workflows agents add NAME --layer {p['layer']} --provider {p['provider']} "
-        f"--endpoint {p['endpoint']} ...",
+        "mcp": lambda p: (
+            "ask an operator to register one: cabrain workflows agents add NAME "
+            f"--layer {p['layer']} --provider {p['provider']} ..."
+        ),
+        "http": lambda p: (
+            "an admin registers one: POST /v1/workflows/agents "
+            + _body(name="NAME", layer=p["layer"], provider=p["provider"], model="MODEL", endpoint=p["endpoint"])
+        ),
+        "cli": lambda p: (
+            f"cabrain workflows agents add NAME --layer {p['layer']} --provider {p['provider']} "
+            f"--endpoint {p['endpoint']} ..."
+        ),
     },
     "update_model": {
         "http": lambda p: f"change it with PATCH /v1/workflows/agents/{p['name']}",

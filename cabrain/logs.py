@@ -31,11 +31,11 @@ class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is at the time of the record (test capture, redirection)."""
 
     @property
-    def stream(self):  # noqa: ANN201
+    def stream(self):
         return sys.stderr
 
     @stream.setter
-    def stream(self, value) -> None:  # noqa: ANN001 - set by StreamHandler.__init__, ignored
+    def stream(self, value) -> None:
         pass
 
 

@@ -38,8 +38,11 @@ _CMD = r"[^\n;|&]*?"
 # before the secret), ``secret`` (replaced) and ``tail`` (kept after it).
 RULES: list[tuple[str, int]] = [
     # private keys: PEM of every flavour (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP ... BLOCK), PuTTY
-    (r"-{3,5}[ \t]*BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?[ \t]*-{3,5}.*?"
-     r"(?:-{3,5}[ \t]*END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?[ \t]*-{3,5}|\Z)", re.DOTALL),  # fmt: skip
+    (
+        r"-{3,5}[ \t]*BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?[ \t]*-{3,5}.*?"
+        r"(?:-{3,5}[ \t]*END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?[ \t]*-{3,5}|\Z)",
+        re.DOTALL,
+    ),
     (r"PuTTY-User-Key-File-\d+:.*?(?:Private-MAC:[ \t]*\S+|\Z)", re.DOTALL),
     # vendor tokens, recognisable by their prefixes
     (
@@ -71,46 +74,73 @@ RULES: list[tuple[str, int]] = [
     (r"(?P<keep>hooks\.slack\.com/(?:services|workflows)/)(?P<secret>[A-Za-z0-9/_\-]+)", re.IGNORECASE),
     (r"(?P<keep>discord(?:app)?\.com/api/webhooks/\d+/)(?P<secret>[A-Za-z0-9_\-]+)", re.IGNORECASE),
     # headers
-    (r"(?P<keep>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
-     r"(?:(?:bearer|basic|token|digest|apikey|api-key|bot|sso-key|negotiate|ntlm)\s+)?)"
-     r"(?P<secret>[^\s\"',;]+)", re.IGNORECASE),  # fmt: skip
+    (
+        r"(?P<keep>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
+        r"(?:(?:bearer|basic|token|digest|apikey|api-key|bot|sso-key|negotiate|ntlm)\s+)?)"
+        r"(?P<secret>[^\s\"',;]+)",
+        re.IGNORECASE,
+    ),
     (r"(?P<keep>\b(?:set-)?cookie\s*:\s*)(?P<secret>[^\n\"']+)", re.IGNORECASE),
     # command-line flags
-    (r"(?P<keep>(?:^|[\s\"'])--?(?:password|passwd|passphrase|pass|pwd|token|api-?key|apikey|secret|client-secret"
-     r"|auth-token|access-token|refresh-token|id-token|private-key|secret-key|access-key|secret-access-key"
-     r"|http-password|proxy-password|db-password|admin-password|root-password|master-password|auth)"
-     r"(?:=|\s+))(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"']+)", re.IGNORECASE),  # fmt: skip
-    (rf"(?P<keep>\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlsh|mariadb(?:-dump|-admin)?)\b{_CMD}"
-     r"\s-p)(?P<secret>'[^']*'|\"[^\"]*\"|[^\s;|&'\"]+)", 0),  # fmt: skip
+    (
+        r"(?P<keep>(?:^|[\s\"'])--?(?:password|passwd|passphrase|pass|pwd|token|api-?key|apikey|secret|client-secret"
+        r"|auth-token|access-token|refresh-token|id-token|private-key|secret-key|access-key|secret-access-key"
+        r"|http-password|proxy-password|db-password|admin-password|root-password|master-password|auth)"
+        r"(?:=|\s+))(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"']+)",
+        re.IGNORECASE,
+    ),
+    (
+        rf"(?P<keep>\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlsh|mariadb(?:-dump|-admin)?)\b{_CMD}"
+        r"\s-p)(?P<secret>'[^']*'|\"[^\"]*\"|[^\s;|&'\"]+)",
+        0,
+    ),
     (r"(?P<keep>\bsshpass\s+-p\s*)(?P<secret>'[^']*'|\"[^\"]*\"|\S+)", 0),
     (rf"(?P<keep>\bredis-cli\b{_CMD}\s-a\s*)(?P<secret>'[^']*'|\"[^\"]*\"|[^\s;|&]+)", 0),
-    (rf"(?P<keep>\b(?:docker|podman|helm|oras|buildah|skopeo|nerdctl|az|mongo|mongosh|mongodump|mongorestore)\b{_CMD}"
-     r"\s-p\s+)(?P<secret>'[^']*'|\"[^\"]*\"|[^\s;|&]+)", 0),  # fmt: skip
+    (
+        rf"(?P<keep>\b(?:docker|podman|helm|oras|buildah|skopeo|nerdctl|az|mongo|mongosh|mongodump|mongorestore)\b{_CMD}"
+        r"\s-p\s+)(?P<secret>'[^']*'|\"[^\"]*\"|[^\s;|&]+)",
+        0,
+    ),
     (rf"(?P<keep>\bldap\w*\b{_CMD}\s-w\s+)(?P<secret>'[^']*'|\"[^\"]*\"|[^\s;|&]+)", 0),
     (rf"(?P<keep>\bsmbclient\b{_CMD}\s-U\s*[^\s%]+%)(?P<secret>[^\s;|&]+)", 0),
     (r"(?P<keep>(?:^|\s)(?:-u|--user|--proxy-user|--username)(?:\s+|=)?[\"']?[^\s:\"'@/]*:)(?P<secret>[^\s\"'@]+)", 0),
     (r"(?P<keep>-pass(?:in|out)?\s+pass:)(?P<secret>\S+)", 0),
     (r"(?P<keep>-(?:store|key|src|dest|new)?(?:store)?pass\s+)(?P<secret>\S+)", 0),
     # assignments (.env, shell, YAML, JSON, TOML, ini) to names that hold secrets
-    (r"(?P<keep>\b[\w.\-]*(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|apikey|access[_\-]?key"
-     r"|private[_\-]?key|(?:secret|master|license|ssh|root|admin|app|auth|signing|encryption|session)[_\-]?key|credentials?"
-     r"|connection[_\-]?string|conn[_\-]?str)[\"']?\s*(?::=|=>|=)\s*)"
-     r"(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"']+)", re.IGNORECASE),  # fmt: skip
-    (r"(?P<keep>\b[\w.\-]*(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|apikey|access[_\-]?key"
-     r"|private[_\-]?key|(?:secret|master|license|ssh|root|admin|app|auth|signing|encryption|session)[_\-]?key|credentials?"
-     r"|connection[_\-]?string|conn[_\-]?str)[\"']?\s*:\s*)"
-     r"(?P<secret>\"[^\"]*\"|'[^']*'|[^\n\"',;}]+)", re.IGNORECASE),  # fmt: skip
-    (r"(?P<keep>\b(?:password|passphrase|passcode|pin)\s+(?:is|was)\s+[\"']?)"
-     r"(?P<secret>(?=\S*[\d!@#$%^&*])[^\s\"']{6,})", re.IGNORECASE),  # fmt: skip
+    (
+        r"(?P<keep>\b[\w.\-]*(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|apikey|access[_\-]?key"
+        r"|private[_\-]?key|(?:secret|master|license|ssh|root|admin|app|auth|signing|encryption|session)[_\-]?key|credentials?"
+        r"|connection[_\-]?string|conn[_\-]?str)[\"']?\s*(?::=|=>|=)\s*)"
+        r"(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"']+)",
+        re.IGNORECASE,
+    ),
+    (
+        r"(?P<keep>\b[\w.\-]*(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|apikey|access[_\-]?key"
+        r"|private[_\-]?key|(?:secret|master|license|ssh|root|admin|app|auth|signing|encryption|session)[_\-]?key|credentials?"
+        r"|connection[_\-]?string|conn[_\-]?str)[\"']?\s*:\s*)"
+        r"(?P<secret>\"[^\"]*\"|'[^']*'|[^\n\"',;}]+)",
+        re.IGNORECASE,
+    ),
+    (
+        r"(?P<keep>\b(?:password|passphrase|passcode|pin)\s+(?:is|was)\s+[\"']?)"
+        r"(?P<secret>(?=\S*[\d!@#$%^&*])[^\s\"']{6,})",
+        re.IGNORECASE,
+    ),
     # Azure-style connection strings: Key=value;Key=value
-    (r"(?P<keep>\b(?:AccountKey|SharedAccessKey|SharedAccessSignature|SharedSecret|ClientSecret|Password|Pwd"
-     r"|AccessKey|Sig)=)(?P<secret>[^;\"'\s]+)", re.IGNORECASE),  # fmt: skip
+    (
+        r"(?P<keep>\b(?:AccountKey|SharedAccessKey|SharedAccessSignature|SharedSecret|ClientSecret|Password|Pwd"
+        r"|AccessKey|Sig)=)(?P<secret>[^;\"'\s]+)",
+        re.IGNORECASE,
+    ),
     # credentials in URLs: user:password@, a token as the user name, secret query parameters
     (r"(?P<keep>\b[a-z][a-z0-9+.\-]*://[^\s:/@\"']*:)(?P<secret>[^\s@/\"']+)(?P<tail>@)", re.IGNORECASE),
     (r"(?P<keep>\bhttps?://)(?P<secret>[^\s:/@\"']{20,})(?P<tail>@)", re.IGNORECASE),
-    (r"(?P<keep>[?&](?:access_token|refresh_token|id_token|token|api_key|apikey|key|sig|signature|secret"
-     r"|client_secret|password|auth|code|X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token)=)"
-     r"(?P<secret>[^&\s#\"']+)", re.IGNORECASE),  # fmt: skip
+    (
+        r"(?P<keep>[?&](?:access_token|refresh_token|id_token|token|api_key|apikey|key|sig|signature|secret"
+        r"|client_secret|password|auth|code|X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token)=)"
+        r"(?P<secret>[^&\s#\"']+)",
+        re.IGNORECASE,
+    ),
 ]
 
 

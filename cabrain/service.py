@@ -68,7 +68,9 @@ def ensure_ray_token(path: Path) -> Path:
     elif stat.S_IMODE(path.stat().st_mode) & 0o077:
         path.chmod(0o600)
     if not path.read_text().strip():
-        raise ConfigError(f"the Ray token file {path} is empty", hint="delete it; a new token is made on the next start")
+        raise ConfigError(
+            f"the Ray token file {path} is empty", hint="delete it; a new token is made on the next start"
+        )
     return path
 
 
@@ -347,7 +349,8 @@ def up(
         print(asyncio.run(ensure_schema(settings, dsn)), file=sys.stderr)
         admin = asyncio.run(ensure_admin(settings, dsn))
         print(
-            "starting Ray (loopback only, token authentication)" if not remote
+            "starting Ray (loopback only, token authentication)"
+            if not remote
             else f"connecting to Ray at {cluster_address(settings)}",
             file=sys.stderr,
         )

@@ -45,9 +45,7 @@ def default_schema_dir() -> Path:
 class Settings(BaseSettings):
     """Every knob CaBrain has. Each field is ``CABRAIN_<NAME>`` in the environment."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="CABRAIN_", extra="ignore", frozen=True, validate_default=True
-    )
+    model_config = SettingsConfigDict(env_prefix="CABRAIN_", extra="ignore", frozen=True, validate_default=True)
 
     # --- where things live -------------------------------------------------------------------
     home: Path = Field(
@@ -87,9 +85,7 @@ class Settings(BaseSettings):
     )
 
     # --- L1 cache ------------------------------------------------------------------------------
-    redis_url: SecretStr | None = Field(
-        default=None, description="redis:// URL of the L1 cache. Unset: no cache."
-    )
+    redis_url: SecretStr | None = Field(default=None, description="redis:// URL of the L1 cache. Unset: no cache.")
     cache_recall_ttl_s: int = Field(default=30, ge=1, description="How long a recall answer is cached.")
     cache_row_ttl_s: int = Field(default=300, ge=1, description="How long a get answer is cached.")
     cache_embedding_ttl_s: int = Field(default=86400, ge=1, description="How long an embedding is cached.")
@@ -110,9 +106,7 @@ class Settings(BaseSettings):
         le=16000,
         description="Expected dimension; unset means whatever the model reports.",
     )
-    embedding_device: str = Field(
-        default="cpu", description="Device for in-process models: cpu, cuda, cuda:N, auto."
-    )
+    embedding_device: str = Field(default="cpu", description="Device for in-process models: cpu, cuda, cuda:N, auto.")
     embedding_url: str | None = Field(
         default=None,
         description="Base URL of an OpenAI-compatible embeddings server (provider openai), e.g. http://127.0.0.1:8080/v1.",
@@ -143,7 +137,9 @@ class Settings(BaseSettings):
     )
     max_batch: int = Field(default=256, ge=1, le=10_000, description="Most memories in one retain call.")
     max_metadata_bytes: int = Field(
-        default=16384, ge=256, le=1_048_576,
+        default=16384,
+        ge=256,
+        le=1_048_576,
         description="Largest metadata of one memory, in bytes of JSON (it comes back with every hit).",
     )
     redact_secrets: bool = Field(
@@ -160,26 +156,40 @@ class Settings(BaseSettings):
         default=0.95, gt=0, le=1, description="Cosine similarity at or above which a write is a duplicate (NOOP)."
     )
     revision_similarity: float = Field(
-        default=0.85, gt=0, le=1,
+        default=0.85,
+        gt=0,
+        le=1,
         description="Cosine similarity at or above which a write may revise (supersede) a neighbour.",
     )
     neighbours: int = Field(default=5, ge=1, le=50, description="Neighbours compared on each write.")
     retain_ef_search: int = Field(
-        default=20, ge=10, le=1000,
+        default=20,
+        ge=10,
+        le=1000,
         description="HNSW ef_search of a write's neighbour search: twice the rows it asks for.",
     )
     retain_search_connections: int = Field(
-        default=4, ge=0, le=64,
+        default=4,
+        ge=0,
+        le=64,
         description="Pooled connections a retain batch searches its items' neighbours on at once (0: one by one).",
     )
     novelty_floor: float = Field(
-        default=0.75, ge=0, lt=1,
+        default=0.75,
+        ge=0,
+        lt=1,
         description="Similarity at or below which a memory counts as entirely novel (model-dependent).",
     )
     source_weights: dict[str, float] = Field(
         default_factory=lambda: {
-            "manual": 0.8, "decision": 0.9, "claude_code": 0.5, "coder_run": 0.5,
-            "chat": 0.4, "slack": 0.4, "whatsapp": 0.4, "import": 0.3,
+            "manual": 0.8,
+            "decision": 0.9,
+            "claude_code": 0.5,
+            "coder_run": 0.5,
+            "chat": 0.4,
+            "slack": 0.4,
+            "whatsapp": 0.4,
+            "import": 0.3,
         },
         description='Importance weight per source kind, as JSON: {"manual": 0.8, ...}.',
     )
@@ -209,11 +219,13 @@ class Settings(BaseSettings):
         default=40, ge=1, le=1000, description="Candidates taken from each of the vector and BM25 lists."
     )
     vector_exact_max: int = Field(
-        default=5000, ge=0,
+        default=5000,
+        ge=0,
         description="Namespaces up to this many memories are searched exactly; larger ones through HNSW.",
     )
     vector_skip_cost: float = Field(
-        default=30.0, ge=0,
+        default=30.0,
+        ge=0,
         description="Cost of a vector the HNSW walk steps over (another namespace's) relative to a row the exact "
         "scan reads: a namespace of n memories among N in the graph is searched exactly while n*n <= this * k * N, "
         "so small namespaces in a large brain are not walked through everyone else's vectors (0: by "
@@ -227,24 +239,31 @@ class Settings(BaseSettings):
         "alone, then BM25 beside the vector search).",
     )
     fusion: str = Field(
-        default="score", pattern="^(score|rrf)$",
+        default="score",
+        pattern="^(score|rrf)$",
         description="score (weighted normalised scores) | rrf (Reciprocal Rank Fusion); see docs/BENCHMARKS.md",
     )
     fusion_alpha: float = Field(default=0.4, ge=0, le=1, description="Vector weight in score fusion (BM25: 1 - alpha).")
     rrf_k: int = Field(default=60, ge=1, description="Reciprocal Rank Fusion constant.")
     salience_weight: float = Field(
-        default=0.02, ge=0, le=10,
+        default=0.02,
+        ge=0,
+        le=10,
         description="Importance nudge, as a fraction of a rank-1 RRF contribution.",
     )
     bm25_coverage_power: float = Field(
-        default=1.0, ge=0, le=10,
+        default=1.0,
+        ge=0,
+        le=10,
         description="How fast BM25's say in fusion falls when the query's words are unknown to the namespace.",
     )
     related_limit: int = Field(default=5, ge=0, le=100, description="Related memories from one entity hop.")
     recall_entity_summaries: int = Field(
-        default=5, ge=0, le=50,
+        default=5,
+        ge=0,
+        le=50,
         description="Summaries of the entities a recall's hits mention most, returned with it (0: none).",
-    )  # fmt: skip
+    )
     reranker_provider: RerankerProvider = Field(
         default=RerankerProvider.NONE, description="none | cross-encoder | http"
     )
@@ -271,7 +290,8 @@ class Settings(BaseSettings):
         description="Iceberg warehouse location (file:// or s3://). Unset: home/cold/warehouse.",
     )
     cold_forgotten_retention_days: float | None = Field(
-        default=None, ge=0,
+        default=None,
+        ge=0,
         description="Days a forgotten memory's text stays in the cold tier (with the table's history) before the "
         "sleep cycle removes it. Unset: the cold tier keeps everything; forgotten memories only leave archive recall.",
     )
@@ -287,7 +307,9 @@ class Settings(BaseSettings):
         "where that role exists and can log in, else the hot tier's own role.",
     )
     sleep_cluster_similarity: float = Field(
-        default=0.92, gt=0, le=1,
+        default=0.92,
+        gt=0,
+        le=1,
         description="Cosine similarity that joins two episodes in one consolidation cluster. Model-dependent: with "
         "multilingual-e5 paraphrases score >= 0.95 and different topics of one project 0.78-0.89.",
     )
@@ -310,11 +332,15 @@ class Settings(BaseSettings):
     )
     sleep_decay_floor: float = Field(default=0.05, ge=0, le=1, description="Importance never decays below this.")
     sleep_decay_pinned_floor: float = Field(
-        default=0.5, ge=0, le=1,
+        default=0.5,
+        ge=0,
+        le=1,
         description="A pinned memory (a memory-tool file, or one flagged important) never decays below this.",
-    )  # fmt: skip
+    )
     sleep_decay_min_change: float = Field(
-        default=0.01, ge=0, le=1,
+        default=0.01,
+        ge=0,
+        le=1,
         description="A row's importance is rewritten once it would fall by at least this much (fewer writes).",
     )
     sleep_demote_after_days: float = Field(
@@ -326,7 +352,9 @@ class Settings(BaseSettings):
     sleep_demote_keep_importance: float = Field(
         default=0.5, ge=0, le=1, description="Old episodes at least this important stay hot unless consolidated."
     )
-    sleep_demote_batch: int = Field(default=2000, ge=1, description="Memories per cold-tier batch (one Iceberg commit).")
+    sleep_demote_batch: int = Field(
+        default=2000, ge=1, description="Memories per cold-tier batch (one Iceberg commit)."
+    )
     sleep_partitions_ahead: int = Field(default=3, ge=0, le=60, description="Monthly partitions created ahead.")
     sleep_reindex_dead_ratio: float = Field(
         default=0.3, gt=0, description="Rebuild a partition's indexes once this share of its rows was removed."
@@ -335,7 +363,8 @@ class Settings(BaseSettings):
         default=200, ge=0, description="Changes listed per step in the run report (counts are always complete)."
     )
     sleep_at: str = Field(
-        default="03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        default="03:00",
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
         description="When the sleep scheduler (cabrain sleep --schedule, jobs.sleep_scheduler) runs the cycle, HH:MM UTC.",
     )
 
@@ -346,7 +375,8 @@ class Settings(BaseSettings):
         default=8 * 1024 * 1024, ge=1024, description="Largest request body accepted (larger: 413)."
     )
     api_key_cache_ttl_s: float = Field(
-        default=2.0, ge=0,
+        default=2.0,
+        ge=0,
         description="How long an ingress replica trusts a checked API key (a revoked key stops within this).",
     )
     metrics_key: SecretStr | None = Field(
@@ -354,7 +384,8 @@ class Settings(BaseSettings):
         description="A bearer token that may read GET /metrics and nothing else (for Prometheus); unset: admin keys only.",
     )
     api_url: str | None = Field(
-        default=None, description="Base URL of a running CaBrain API, for the CLI's remote mode, e.g. http://127.0.0.1:8000."
+        default=None,
+        description="Base URL of a running CaBrain API, for the CLI's remote mode, e.g. http://127.0.0.1:8000.",
     )
     api_key: SecretStr | None = Field(default=None, description="API key the CLI's remote mode sends.")
     ray_address: str | None = Field(
@@ -372,7 +403,8 @@ class Settings(BaseSettings):
         default=256 * 1024 * 1024, ge=78 * 1024 * 1024, description="Object store size of a local Ray."
     )
     serve_proxy_location: str = Field(
-        default="EveryNode", pattern="^(EveryNode|HeadOnly)$",
+        default="EveryNode",
+        pattern="^(EveryNode|HeadOnly)$",
         description="Where Serve runs HTTP proxies: EveryNode (any node's address serves the API) or HeadOnly.",
     )
     serve_ready_timeout_s: float = Field(
@@ -388,7 +420,9 @@ class Settings(BaseSettings):
         "bound to the capturing agent (@<agent>/<project>).",
     )
     capture_agent: str = Field(
-        default="claude-code", min_length=1, description="The agent capture acts as without a service and without a key."
+        default="claude-code",
+        min_length=1,
+        description="The agent capture acts as without a service and without a key.",
     )
     capture_visibility: str = Field(
         default="private", pattern="^(private|team|global)$", description="Visibility of captured memories."
@@ -396,31 +430,44 @@ class Settings(BaseSettings):
     capture_timeout_s: float = Field(default=2.0, gt=0, description="The hook's request timeout.")
     capture_context_k: int = Field(default=6, ge=1, le=50, description="Memories the hook injects as context.")
     capture_inbox_retention_s: float = Field(
-        default=0.0, ge=0,
+        default=0.0,
+        ge=0,
         description="How long a processed capture inbox row (the raw captured text) is kept; 0: removed once retained.",
     )
     capture_inbox_failed_retention_s: float = Field(
-        default=7 * 86400.0, ge=0,
+        default=7 * 86400.0,
+        ge=0,
         description="How long an inbox row whose retain failed every attempt is kept, with its error, for an operator.",
     )
 
     # --- workflow learning -------------------------------------------------------------------------
-    workflow_timeout_s: float = Field(default=60.0, gt=0, description="Seconds a model call may take (workflow learning).")
-    workflow_retries: int = Field(default=2, ge=0, le=10, description="Retries of a model call on connection errors, timeouts, 429 and 5xx.")
-    workflow_retry_backoff_s: float = Field(default=0.5, ge=0, description="First retry's wait; doubled for each next one.")
+    workflow_timeout_s: float = Field(
+        default=60.0, gt=0, description="Seconds a model call may take (workflow learning)."
+    )
+    workflow_retries: int = Field(
+        default=2, ge=0, le=10, description="Retries of a model call on connection errors, timeouts, 429 and 5xx."
+    )
+    workflow_retry_backoff_s: float = Field(
+        default=0.5, ge=0, description="First retry's wait; doubled for each next one."
+    )
     workflow_max_tokens: int = Field(default=2048, ge=1, le=200_000, description="max_tokens of every task call.")
     workflow_max_task_chars: int = Field(default=20_000, ge=1, description="Longest task (description + context).")
     workflow_prices: dict[str, tuple[float, float]] = Field(
         default_factory=dict,
-        description='USD per 1k tokens in and out by model name, for registered models without their own prices: '
+        description="USD per 1k tokens in and out by model name, for registered models without their own prices: "
         'JSON, e.g. {"claude-sonnet-4-5": [0.003, 0.015]}.',
     )
     workflow_judge: str | None = Field(
-        default=None, description="The registered (local) model that judges local outputs; unset: scores say they lack a judge."
+        default=None,
+        description="The registered (local) model that judges local outputs; unset: scores say they lack a judge.",
     )
-    workflow_weight_embedding: float = Field(default=0.3, ge=0, description="Weight of embedding similarity in a score.")
+    workflow_weight_embedding: float = Field(
+        default=0.3, ge=0, description="Weight of embedding similarity in a score."
+    )
     workflow_weight_judge: float = Field(default=0.5, ge=0, description="Weight of the judge's rating in a score.")
-    workflow_weight_structural: float = Field(default=0.2, ge=0, description="Weight of the structural comparison in a score.")
+    workflow_weight_structural: float = Field(
+        default=0.2, ge=0, description="Weight of the structural comparison in a score."
+    )
     workflow_accept_score: float = Field(
         default=0.90, ge=0, le=1, description="A learning iteration stops at the first chain scoring this much."
     )
@@ -440,7 +487,9 @@ class Settings(BaseSettings):
         default=3.0, ge=0, description="How much a routed output that failed validation costs a chain's confidence."
     )
     workflow_max_attempts: int = Field(default=8, ge=1, le=100, description="Chains tried per reference, at most.")
-    workflow_examples: int = Field(default=3, ge=0, le=20, description="Solved tasks recalled into the enhanced prompt.")
+    workflow_examples: int = Field(
+        default=3, ge=0, le=20, description="Solved tasks recalled into the enhanced prompt."
+    )
     workflow_lease_s: float = Field(
         default=600.0, gt=0, description="A queued task claimed this long ago without a result goes back to pending."
     )
@@ -566,10 +615,16 @@ def load_settings(**overrides: object) -> Settings:
 
 # CABRAIN_ variables that are not settings of the package: the scripts', the test suite's and the
 # sleep cycle's crash points (cabrain/sleep/failpoints.py).
-OTHER_VARIABLES = frozenset({
-    "CABRAIN_TEST_CEILING", "CABRAIN_TEST_TMPDIR", "CABRAIN_VENV", "CABRAIN_TORCH_VERSION", "CABRAIN_TORCH_INDEX_URL",
-    "CABRAIN_FAILPOINTS",
-})  # fmt: skip
+OTHER_VARIABLES = frozenset(
+    {
+        "CABRAIN_TEST_CEILING",
+        "CABRAIN_TEST_TMPDIR",
+        "CABRAIN_VENV",
+        "CABRAIN_TORCH_VERSION",
+        "CABRAIN_TORCH_INDEX_URL",
+        "CABRAIN_FAILPOINTS",
+    }
+)
 
 
 def known_variables() -> set[str]:
@@ -592,5 +647,6 @@ def unknown_variables(environ: dict[str, str]) -> list[tuple[str, str | None]]:
 
 
 def describe_unknown(unknown: list[tuple[str, str | None]]) -> str:
-    return "; ".join(f"{name} is not a CaBrain setting" + (f" (did you mean {close}?)" if close else "")
-                     for name, close in unknown)  # fmt: skip
+    return "; ".join(
+        f"{name} is not a CaBrain setting" + (f" (did you mean {close}?)" if close else "") for name, close in unknown
+    )

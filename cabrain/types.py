@@ -264,59 +264,80 @@ def _parse_dt(value: str | None) -> datetime | None:
 
 def memory_to_dict(m: Memory) -> dict[str, Any]:
     return {
-        "id": str(m.id), "namespace": m.namespace, "owner_agent_id": m.owner_agent_id,
-        "visibility": m.visibility.value, "network": m.network.value, "memory_type": m.memory_type.value,
-        "content": m.content, "source_kind": m.source_kind, "source_ref": m.source_ref,
-        "importance": m.importance, "access_count": m.access_count,
-        "last_accessed_at": _dt(m.last_accessed_at), "created_at": _dt(m.created_at),
-        "valid_at": _dt(m.valid_at), "invalid_at": _dt(m.invalid_at),
+        "id": str(m.id),
+        "namespace": m.namespace,
+        "owner_agent_id": m.owner_agent_id,
+        "visibility": m.visibility.value,
+        "network": m.network.value,
+        "memory_type": m.memory_type.value,
+        "content": m.content,
+        "source_kind": m.source_kind,
+        "source_ref": m.source_ref,
+        "importance": m.importance,
+        "access_count": m.access_count,
+        "last_accessed_at": _dt(m.last_accessed_at),
+        "created_at": _dt(m.created_at),
+        "valid_at": _dt(m.valid_at),
+        "invalid_at": _dt(m.invalid_at),
         "superseded_by": str(m.superseded_by) if m.superseded_by else None,
-        "tier": m.tier, "metadata": dict(m.metadata),
-    }  # fmt: skip
+        "tier": m.tier,
+        "metadata": dict(m.metadata),
+    }
 
 
 def memory_from_dict(d: Mapping[str, Any]) -> Memory:
     return Memory(
-        id=uuid.UUID(d["id"]), namespace=d["namespace"], owner_agent_id=d["owner_agent_id"],
-        visibility=Visibility(d["visibility"]), network=Network(d["network"]),
-        memory_type=MemoryType(d["memory_type"]), content=d["content"], source_kind=d["source_kind"],
-        source_ref=d["source_ref"], importance=d["importance"], access_count=d["access_count"],
-        last_accessed_at=_parse_dt(d["last_accessed_at"]), created_at=_parse_dt(d["created_at"]),
-        valid_at=_parse_dt(d["valid_at"]), invalid_at=_parse_dt(d["invalid_at"]),
+        id=uuid.UUID(d["id"]),
+        namespace=d["namespace"],
+        owner_agent_id=d["owner_agent_id"],
+        visibility=Visibility(d["visibility"]),
+        network=Network(d["network"]),
+        memory_type=MemoryType(d["memory_type"]),
+        content=d["content"],
+        source_kind=d["source_kind"],
+        source_ref=d["source_ref"],
+        importance=d["importance"],
+        access_count=d["access_count"],
+        last_accessed_at=_parse_dt(d["last_accessed_at"]),
+        created_at=_parse_dt(d["created_at"]),
+        valid_at=_parse_dt(d["valid_at"]),
+        invalid_at=_parse_dt(d["invalid_at"]),
         superseded_by=uuid.UUID(d["superseded_by"]) if d["superseded_by"] else None,
-        tier=d["tier"], metadata=d["metadata"],
-    )  # fmt: skip
+        tier=d["tier"],
+        metadata=d["metadata"],
+    )
 
 
 def recall_to_dict(r: RecallResult) -> dict[str, Any]:
     return {
         "hits": [
-            {"memory": memory_to_dict(h.memory), "score": h.score, "breakdown": h.breakdown.__dict__}
-            for h in r.hits
+            {"memory": memory_to_dict(h.memory), "score": h.score, "breakdown": h.breakdown.__dict__} for h in r.hits
         ],
         "related": [memory_to_dict(m) for m in r.related],
         "timings_ms": dict(r.timings_ms),
         "cached": r.cached,
         "entities": [
-            {"name": e.name, "summary": e.summary, "summarized_at": _dt(e.summarized_at),
-             "memory_ids": [str(i) for i in e.memory_ids]}
+            {
+                "name": e.name,
+                "summary": e.summary,
+                "summarized_at": _dt(e.summarized_at),
+                "memory_ids": [str(i) for i in e.memory_ids],
+            }
             for e in r.entities
         ],
-    }  # fmt: skip
+    }
 
 
 def recall_from_dict(d: Mapping[str, Any], *, cached: bool = False) -> RecallResult:
     return RecallResult(
-        hits=[
-            Hit(memory_from_dict(h["memory"]), h["score"], ScoreBreakdown(**h["breakdown"]))
-            for h in d["hits"]
-        ],
+        hits=[Hit(memory_from_dict(h["memory"]), h["score"], ScoreBreakdown(**h["breakdown"])) for h in d["hits"]],
         related=[memory_from_dict(m) for m in d["related"]],
         timings_ms=d["timings_ms"],
         cached=cached,
         entities=[  # absent from answers of earlier versions (and their cached ones)
-            EntitySummary(e["name"], e["summary"], _parse_dt(e["summarized_at"]),
-                          [uuid.UUID(i) for i in e["memory_ids"]])
+            EntitySummary(
+                e["name"], e["summary"], _parse_dt(e["summarized_at"]), [uuid.UUID(i) for i in e["memory_ids"]]
+            )
             for e in d.get("entities", [])
         ],
     )
@@ -342,16 +363,26 @@ def history_from_dict(d: Mapping[str, Any]) -> MemoryWithHistory:
 
 def entity_to_dict(e: Entity) -> dict[str, Any]:
     return {
-        "id": str(e.id), "namespace": e.namespace, "name": e.name, "kind": e.kind, "summary": e.summary,
-        "summarized_at": _dt(e.summarized_at), "updated_at": _dt(e.updated_at),
-    }  # fmt: skip
+        "id": str(e.id),
+        "namespace": e.namespace,
+        "name": e.name,
+        "kind": e.kind,
+        "summary": e.summary,
+        "summarized_at": _dt(e.summarized_at),
+        "updated_at": _dt(e.updated_at),
+    }
 
 
 def entity_from_dict(d: Mapping[str, Any]) -> Entity:
     return Entity(
-        id=uuid.UUID(d["id"]), namespace=d["namespace"], name=d["name"], kind=d["kind"], summary=d["summary"],
-        summarized_at=_parse_dt(d["summarized_at"]), updated_at=_parse_dt(d["updated_at"]),
-    )  # fmt: skip
+        id=uuid.UUID(d["id"]),
+        namespace=d["namespace"],
+        name=d["name"],
+        kind=d["kind"],
+        summary=d["summary"],
+        summarized_at=_parse_dt(d["summarized_at"]),
+        updated_at=_parse_dt(d["updated_at"]),
+    )
 
 
 def entity_page_to_dict(p: EntityPage) -> dict[str, Any]:
@@ -396,8 +427,11 @@ def archive_to_dict(r: ArchiveResult) -> dict[str, Any]:
     return {
         "hits": [
             {
-                "memory": memory_to_dict(h.memory), "score": h.score, "breakdown": h.breakdown.__dict__,
-                "demoted_at": _dt(h.demoted_at), "batch": str(h.batch),
+                "memory": memory_to_dict(h.memory),
+                "score": h.score,
+                "breakdown": h.breakdown.__dict__,
+                "demoted_at": _dt(h.demoted_at),
+                "batch": str(h.batch),
                 "derived": [{"memory_id": str(x.memory_id), "relation": x.relation} for x in h.derived],
                 "sources": [{"memory_id": str(x.memory_id), "relation": x.relation} for x in h.sources],
             }
@@ -406,7 +440,7 @@ def archive_to_dict(r: ArchiveResult) -> dict[str, Any]:
         "scanned": r.scanned,
         "files": r.files,
         "timings_ms": dict(r.timings_ms),
-    }  # fmt: skip
+    }
 
 
 def archive_from_dict(d: Mapping[str, Any]) -> ArchiveResult:
@@ -416,12 +450,17 @@ def archive_from_dict(d: Mapping[str, Any]) -> ArchiveResult:
     return ArchiveResult(
         hits=[
             ArchiveHit(
-                memory_from_dict(h["memory"]), h["score"], ScoreBreakdown(**h["breakdown"]),
-                _parse_dt(h["demoted_at"]), uuid.UUID(h["batch"]), links(h["derived"]), links(h["sources"]),
+                memory_from_dict(h["memory"]),
+                h["score"],
+                ScoreBreakdown(**h["breakdown"]),
+                _parse_dt(h["demoted_at"]),
+                uuid.UUID(h["batch"]),
+                links(h["derived"]),
+                links(h["sources"]),
             )
             for h in d["hits"]
         ],
         scanned=d["scanned"],
         files=d["files"],
         timings_ms=d["timings_ms"],
-    )  # fmt: skip
+    )

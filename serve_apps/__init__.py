@@ -26,7 +26,7 @@ def _bind_replica_grpc_to_node_address() -> None:
             log.warning("ray.serve replica module has no add_port_to_grpc_server; its gRPC port is Ray's choice")
         return
 
-    def add_port_on_node_address(server, address: str):  # noqa: ANN001, ANN202 - grpc.aio.Server
+    def add_port_on_node_address(server, address: str):
         if address.startswith(("[::]:", "0.0.0.0:")):
             from ray._common.network_utils import build_address
             from ray.util import get_node_ip_address

@@ -207,9 +207,11 @@ class Guard:
             if status["sent"]:
                 raise
             response = error_response(
-                413, "payload_too_large", f"the request body is larger than {self.max_bytes} bytes",
+                413,
+                "payload_too_large",
+                f"the request body is larger than {self.max_bytes} bytes",
                 "send smaller batches, or raise CABRAIN_API_MAX_BODY_BYTES",
-            )  # fmt: skip
+            )
             await response(scope, receive, send_wrapper)
         finally:
             route = scope.get("route")
@@ -423,8 +425,11 @@ class McpAuth:
             # A stateless server sends nothing on its own: no stream to hold open (and hold a request
             # slot of the ingress) for ever. The MCP spec's answer for that is 405.
             await error_response(
-                405, "method_not_allowed", "this MCP endpoint is stateless: it opens no server-sent event stream",
-                "send requests with POST", Allow="POST, DELETE",
+                405,
+                "method_not_allowed",
+                "this MCP endpoint is stateless: it opens no server-sent event stream",
+                "send requests with POST",
+                Allow="POST, DELETE",
             )(scope, receive, send)
             return
         scope.setdefault("state", {})[MCP_PRINCIPAL] = principal
@@ -451,9 +456,11 @@ def mount_mcp(app: FastAPI, svc: Ingress) -> Any:
     # Every call is authenticated by its key, and the API may sit behind any host name: the SDK's
     # DNS-rebinding check (meant for unauthenticated local servers) would only refuse real clients.
     inner = server.streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=True, json_response=True,
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )  # fmt: skip
+    )
     app.router.routes.append(Route("/mcp", endpoint=McpAuth(inner, svc), methods=["GET", "POST", "DELETE"]))
     return server
 
@@ -546,8 +553,12 @@ def create_api(svc: Ingress) -> FastAPI:
         ok, body = await svc.ready()
         return JSONResponse({"ready": ok, **body}, status_code=200 if ok else 503)
 
-    @app.get("/metrics", tags=["health"], response_class=PlainTextResponse,
-             summary="Prometheus metrics of every replica on every node (an admin key, or CABRAIN_METRICS_KEY)")  # fmt: skip
+    @app.get(
+        "/metrics",
+        tags=["health"],
+        response_class=PlainTextResponse,
+        summary="Prometheus metrics of every replica on every node (an admin key, or CABRAIN_METRICS_KEY)",
+    )
     async def metrics(creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> PlainTextResponse:
         token = creds.credentials if creds else None
         scrape_key = svc.settings.metrics_key.get_secret_value() if svc.settings.metrics_key else None
@@ -560,14 +571,22 @@ def create_api(svc: Ingress) -> FastAPI:
         return {"agent_id": p.agent_id, "is_admin": p.is_admin, "key_id": str(p.key_id)}
 
     # --- memories -------------------------------------------------------------------------------
-    @app.post("/v1/memories", tags=["memories"], response_model=RetainResult,
-              summary="Retain one memory (ADD / UPDATE / INVALIDATE / NOOP)")  # fmt: skip
+    @app.post(
+        "/v1/memories",
+        tags=["memories"],
+        response_model=RetainResult,
+        summary="Retain one memory (ADD / UPDATE / INVALIDATE / NOOP)",
+    )
     async def retain_one(body: schemas.MemoryIn, p: Caller) -> JSONResponse:
         [result] = await svc.run(lambda b: b.retain(p.agent_id, [body.to_input()]))
         return JSONResponse(retain_to_dict(result))
 
-    @app.post("/v1/memories/batch", tags=["memories"], response_model=schemas.RetainBatchOut,
-              summary="Retain a batch in one transaction (all or nothing)")  # fmt: skip
+    @app.post(
+        "/v1/memories/batch",
+        tags=["memories"],
+        response_model=schemas.RetainBatchOut,
+        summary="Retain a batch in one transaction (all or nothing)",
+    )
     async def retain_batch(body: schemas.RetainBatchIn, p: Caller) -> JSONResponse:
         items = [i.to_input() for i in body.items]
         results = await svc.run(lambda b: b.retain(p.agent_id, items, decide=body.decide))
@@ -580,80 +599,131 @@ def create_api(svc: Ingress) -> FastAPI:
         source_kind: Annotated[str | None, Query()] = None,
         source_ref_prefix: Annotated[str | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-        include_archived: Annotated[bool, Query(description="also current ones of source_kind in the cold tier")] = False,
+        include_archived: Annotated[
+            bool, Query(description="also current ones of source_kind in the cold tier")
+        ] = False,
     ) -> JSONResponse:
         rows = await svc.run(
-            lambda b: b.list_memories(p.agent_id, namespace, source_kind=source_kind,
-                                      source_ref_prefix=source_ref_prefix, limit=limit,
-                                      include_archived=include_archived)
-        )  # fmt: skip
+            lambda b: b.list_memories(
+                p.agent_id,
+                namespace,
+                source_kind=source_kind,
+                source_ref_prefix=source_ref_prefix,
+                limit=limit,
+                include_archived=include_archived,
+            )
+        )
         return JSONResponse({"memories": [memory_to_dict(m) for m in rows]})
 
-    @app.get("/v1/memories/{memory_id}", tags=["memories"], response_model=MemoryWithHistory,
-             summary="A memory with its provenance and version history")  # fmt: skip
+    @app.get(
+        "/v1/memories/{memory_id}",
+        tags=["memories"],
+        response_model=MemoryWithHistory,
+        summary="A memory with its provenance and version history",
+    )
     async def get_memory(memory_id: str, p: Caller) -> JSONResponse:
         result = await svc.run(lambda b: b.get(p.agent_id, memory_id))
         return JSONResponse(history_to_dict(result))
 
-    @app.post("/v1/memories/{memory_id}/forget", tags=["memories"], response_model=MemoryWithHistory,
-              summary="Soft-forget: the memory leaves recall but is kept")  # fmt: skip
+    @app.post(
+        "/v1/memories/{memory_id}/forget",
+        tags=["memories"],
+        response_model=MemoryWithHistory,
+        summary="Soft-forget: the memory leaves recall but is kept",
+    )
     async def forget(memory_id: str, p: Caller, body: schemas.ForgetIn | None = None) -> JSONResponse:
         reason = body.reason if body else None
         result = await svc.run(lambda b: b.forget(p.agent_id, memory_id, reason=reason))
         return JSONResponse(history_to_dict(result))
 
-    @app.get("/v1/memories/{memory_id}/judgments", tags=["judgments"], response_model=schemas.JudgmentsOut,
-             summary="The judgments that changed a memory: supersessions, merges, corrections, reverts")  # fmt: skip
-    async def memory_judgments(memory_id: str, p: Caller, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> JSONResponse:
+    @app.get(
+        "/v1/memories/{memory_id}/judgments",
+        tags=["judgments"],
+        response_model=schemas.JudgmentsOut,
+        summary="The judgments that changed a memory: supersessions, merges, corrections, reverts",
+    )
+    async def memory_judgments(
+        memory_id: str, p: Caller, limit: Annotated[int, Query(ge=1, le=500)] = 50
+    ) -> JSONResponse:
         rows = await svc.run(lambda b: b.judgments(p.agent_id, memory_id, limit=limit))
         return JSONResponse({"judgments": rows})
 
-    @app.post("/v1/memories/{memory_id}/revert", tags=["judgments"], response_model=schemas.JudgmentOut,
-              summary="Undo the latest judgment that changed a memory (writers of its namespace)")  # fmt: skip
+    @app.post(
+        "/v1/memories/{memory_id}/revert",
+        tags=["judgments"],
+        response_model=schemas.JudgmentOut,
+        summary="Undo the latest judgment that changed a memory (writers of its namespace)",
+    )
     async def revert_memory(memory_id: str, p: Caller, body: schemas.RevertIn | None = None) -> JSONResponse:
         reason = body.reason if body else None
         return JSONResponse(await svc.run(lambda b: b.revert(p.agent_id, memory_id=memory_id, reason=reason)))
 
-    @app.post("/v1/judgments/{judgment_id}/revert", tags=["judgments"], response_model=schemas.JudgmentOut,
-              summary="Undo a judgment (a revert too) by its id (writers of its namespace)")  # fmt: skip
+    @app.post(
+        "/v1/judgments/{judgment_id}/revert",
+        tags=["judgments"],
+        response_model=schemas.JudgmentOut,
+        summary="Undo a judgment (a revert too) by its id (writers of its namespace)",
+    )
     async def revert_judgment(judgment_id: str, p: Caller, body: schemas.RevertIn | None = None) -> JSONResponse:
         reason = body.reason if body else None
         return JSONResponse(await svc.run(lambda b: b.revert(p.agent_id, judgment_id=judgment_id, reason=reason)))
 
-    @app.post("/v1/memories/{memory_id}/unarchive", tags=["memories"],
-              summary="Bring an archived current memory back to the hot tier (writers of its namespace)")  # fmt: skip
+    @app.post(
+        "/v1/memories/{memory_id}/unarchive",
+        tags=["memories"],
+        summary="Bring an archived current memory back to the hot tier (writers of its namespace)",
+    )
     async def unarchive(memory_id: str, p: Caller) -> JSONResponse:
         return JSONResponse(memory_to_dict(await svc.run(lambda b: b.unarchive(p.agent_id, memory_id))))
 
-    @app.post("/v1/memories/accessed", tags=["memories"],
-              summary="Count a read of these memories (a memory-tool file viewed)")  # fmt: skip
+    @app.post(
+        "/v1/memories/accessed", tags=["memories"], summary="Count a read of these memories (a memory-tool file viewed)"
+    )
     async def touch(body: schemas.TouchIn, p: Caller) -> JSONResponse:
         return JSONResponse({"counted": await svc.run(lambda b: b.touch(p.agent_id, body.ids))})
 
-    @app.post("/v1/memories/{memory_id}/reconsolidate", tags=["memories"], response_model=RetainResult,
-              summary="Replace a memory with a corrected version (the old one is superseded)")  # fmt: skip
+    @app.post(
+        "/v1/memories/{memory_id}/reconsolidate",
+        tags=["memories"],
+        response_model=RetainResult,
+        summary="Replace a memory with a corrected version (the old one is superseded)",
+    )
     async def reconsolidate(memory_id: str, body: schemas.ReconsolidateIn, p: Caller) -> JSONResponse:
         result = await svc.run(
-            lambda b: b.reconsolidate(p.agent_id, memory_id, body.content, reason=body.reason, source_ref=body.source_ref)
+            lambda b: b.reconsolidate(
+                p.agent_id, memory_id, body.content, reason=body.reason, source_ref=body.source_ref
+            )
         )
         return JSONResponse(retain_to_dict(result))
 
-    @app.post("/v1/recall", tags=["memories"], response_model=RecallResult,
-              summary="Hybrid recall: vectors + BM25, fused, reranked, one entity hop")  # fmt: skip
+    @app.post(
+        "/v1/recall",
+        tags=["memories"],
+        response_model=RecallResult,
+        summary="Hybrid recall: vectors + BM25, fused, reranked, one entity hop",
+    )
     async def recall(body: schemas.RecallIn, p: Caller) -> JSONResponse:
         result = await svc.run(lambda b: b.recall(p.agent_id, body.to_query()))
         if svc.brain is not None and svc.brain.cache is not None:
             svc.metrics.recall_cache(result.cached)
         return JSONResponse(recall_to_dict(result))
 
-    @app.post("/v1/recall/archive", tags=["memories"], response_model=ArchiveResult,
-              summary="Archive recall: search the cold tier (demoted memories), same scoping as recall")  # fmt: skip
+    @app.post(
+        "/v1/recall/archive",
+        tags=["memories"],
+        response_model=ArchiveResult,
+        summary="Archive recall: search the cold tier (demoted memories), same scoping as recall",
+    )
     async def recall_archive(body: schemas.ArchiveRecallIn, p: Caller) -> JSONResponse:
         result = await svc.run(lambda b: b.recall_archive(p.agent_id, body.to_query()))
         return JSONResponse(archive_to_dict(result))
 
-    @app.post("/v1/capture", tags=["memories"], status_code=202,
-              summary="Hand over captured memories (Claude Code hooks): stored at once, retained in the background")  # fmt: skip
+    @app.post(
+        "/v1/capture",
+        tags=["memories"],
+        status_code=202,
+        summary="Hand over captured memories (Claude Code hooks): stored at once, retained in the background",
+    )
     async def capture(body: schemas.CaptureIn, p: Caller) -> JSONResponse:
         from cabrain.faces import inbox
         from cabrain.write.retain import check_write_access
@@ -698,8 +768,12 @@ def create_api(svc: Ingress) -> FastAPI:
         return JSONResponse(answer, status_code=202)
 
     # --- entities -------------------------------------------------------------------------------
-    @app.get("/v1/entities", tags=["entities"], response_model=EntityPage,
-             summary="Entities of a namespace (what its memories mention), with sleep's summaries")  # fmt: skip
+    @app.get(
+        "/v1/entities",
+        tags=["entities"],
+        response_model=EntityPage,
+        summary="Entities of a namespace (what its memories mention), with sleep's summaries",
+    )
     async def list_entities(
         namespace: Annotated[str, Query(description="A namespace the caller may read.")],
         p: Caller,
@@ -710,8 +784,12 @@ def create_api(svc: Ingress) -> FastAPI:
         page = await svc.run(lambda b: b.list_entities(p.agent_id, namespace, query=q, limit=limit, cursor=cursor))
         return JSONResponse(entity_page_to_dict(page))
 
-    @app.get("/v1/entities/{name_or_id:path}", tags=["entities"], response_model=EntityWithMemories,
-             summary="One entity (by name or id): its summary and the memories that mention it")  # fmt: skip
+    @app.get(
+        "/v1/entities/{name_or_id:path}",
+        tags=["entities"],
+        response_model=EntityWithMemories,
+        summary="One entity (by name or id): its summary and the memories that mention it",
+    )
     async def get_entity(
         name_or_id: str,
         namespace: Annotated[str, Query(description="The entity's namespace.")],
@@ -757,18 +835,23 @@ def create_api(svc: Ingress) -> FastAPI:
         summary="Offer an agent access to a namespace's team memories (it reads at once, writes once it accepts)",
     )
     async def share(body: schemas.GrantIn, p: Caller) -> JSONResponse:
-        accepted = await svc.run(lambda b: b.share(p.agent_id, body.namespace, body.agent, can_read=body.can_read,
-                                                   can_write=body.can_write))  # fmt: skip
+        accepted = await svc.run(
+            lambda b: b.share(p.agent_id, body.namespace, body.agent, can_read=body.can_read, can_write=body.can_write)
+        )
         return JSONResponse({**body.model_dump(), "accepted": accepted})
 
-    @app.post("/v1/grants/accept", tags=["namespaces"],
-              summary="Accept the grant the caller was offered on a namespace (writes, and capture, need it)")  # fmt: skip
+    @app.post(
+        "/v1/grants/accept",
+        tags=["namespaces"],
+        summary="Accept the grant the caller was offered on a namespace (writes, and capture, need it)",
+    )
     async def accept_grant(body: schemas.GrantAnswerIn, p: Caller) -> JSONResponse:
         row = await svc.run(lambda b: b.accept_grant(p.agent_id, body.namespace))
         return JSONResponse(jsonable(row))
 
-    @app.post("/v1/grants/decline", tags=["namespaces"],
-              summary="Decline (or give up) the caller's grant on a namespace")  # fmt: skip
+    @app.post(
+        "/v1/grants/decline", tags=["namespaces"], summary="Decline (or give up) the caller's grant on a namespace"
+    )
     async def decline_grant(body: schemas.GrantAnswerIn, p: Caller) -> JSONResponse:
         declined = await svc.run(lambda b: b.decline_grant(p.agent_id, body.namespace))
         return JSONResponse({"namespace": body.namespace, "agent": p.agent_id, "declined": declined})
@@ -792,8 +875,13 @@ def create_api(svc: Ingress) -> FastAPI:
         agents = await svc.run(lambda b: b.list_agents())
         return JSONResponse({"agents": [jsonable(a.__dict__) for a in agents]})
 
-    @app.post("/v1/agents", tags=["agents"], status_code=201, response_model=schemas.NewKeyOut,
-              summary="Create an agent and its first key (admin); the key is shown once")  # fmt: skip
+    @app.post(
+        "/v1/agents",
+        tags=["agents"],
+        status_code=201,
+        response_model=schemas.NewKeyOut,
+        summary="Create an agent and its first key (admin); the key is shown once",
+    )
     async def create_agent(body: schemas.AgentIn, p: Admin) -> JSONResponse:
         async def op(b: Brain) -> identity.NewKey:
             await b.create_agent(
@@ -816,8 +904,13 @@ def create_api(svc: Ingress) -> FastAPI:
         keys = await svc.run(lambda b: b.list_keys(agent_id))
         return JSONResponse({"keys": [jsonable(k.__dict__) for k in keys]})
 
-    @app.post("/v1/agents/{agent_id}/keys", tags=["agents"], status_code=201, response_model=schemas.NewKeyOut,
-              summary="Make another key for an agent (admin)")  # fmt: skip
+    @app.post(
+        "/v1/agents/{agent_id}/keys",
+        tags=["agents"],
+        status_code=201,
+        response_model=schemas.NewKeyOut,
+        summary="Make another key for an agent (admin)",
+    )
     async def create_key(agent_id: str, p: Admin, body: schemas.KeyIn | None = None) -> JSONResponse:
         new = await svc.run(lambda b: b.create_key(agent_id, label=body.label if body else None))
         return JSONResponse(_new_key(new), status_code=201)

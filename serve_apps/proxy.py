@@ -26,8 +26,9 @@ KINDS = {408: "timeout", 429: "too_many_requests", 503: "service_unavailable", 5
 
 
 def error_body(status: int, message: str, hint: str) -> bytes:
-    return json.dumps({"error": {"type": KINDS.get(status, "service_unavailable"), "message": message,
-                                 "hint": hint}}).encode()  # fmt: skip
+    return json.dumps(
+        {"error": {"type": KINDS.get(status, "service_unavailable"), "message": message, "hint": hint}}
+    ).encode()
 
 
 class JsonErrors:
@@ -79,21 +80,35 @@ class JsonErrors:
         if status == 408:
             body = error_body(408, "the request took longer than the service allows", "retry, or send less at once")
         elif status == 429:
-            body = error_body(429, f"the service is busy ({said or 'too many requests'})",
-                              "retry after the time in Retry-After")  # fmt: skip
+            body = error_body(
+                429, f"the service is busy ({said or 'too many requests'})", "retry after the time in Retry-After"
+            )
         elif status == 503 and said:  # no replica can take it now (starting, overloaded): Serve says why
-            body = error_body(503, f"the service cannot take this request now: {said}",
-                              "retry shortly; GET /v1/ready says when it is ready")  # fmt: skip
+            body = error_body(
+                503,
+                f"the service cannot take this request now: {said}",
+                "retry shortly; GET /v1/ready says when it is ready",
+            )
         else:
             status = 503
-            body = error_body(503, "the service could not answer this request: the replica that held it "
-                                   "stopped (a restart or a crash), so its outcome is unknown",
-                              "retry it (a retain sent twice is recognised as a duplicate); a replacement is "
-                              "starting, GET /v1/ready says when it is ready")  # fmt: skip
-        await send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"retry-after", str(RETRY_AFTER_S).encode()),
-        ]})  # fmt: skip
+            body = error_body(
+                503,
+                "the service could not answer this request: the replica that held it "
+                "stopped (a restart or a crash), so its outcome is unknown",
+                "retry it (a retain sent twice is recognised as a duplicate); a replacement is "
+                "starting, GET /v1/ready says when it is ready",
+            )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", str(RETRY_AFTER_S).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 

@@ -49,12 +49,17 @@ class MemoryIn(Body):
         extra="forbid",
         json_schema_extra={
             "examples": [
-                {"content": "We chose pgvector with HNSW for the hot tier.", "namespace": "cabrain",
-                 "visibility": "team", "network": "fact", "source_kind": "decision"},
+                {
+                    "content": "We chose pgvector with HNSW for the hot tier.",
+                    "namespace": "cabrain",
+                    "visibility": "team",
+                    "network": "fact",
+                    "source_kind": "decision",
+                },
                 {"content": "اجتماع الفريق يوم الأحد الساعة العاشرة صباحاً.", "namespace": "team-ar"},
             ]
         },
-    )  # fmt: skip
+    )
 
     def to_input(self) -> MemoryInput:
         return MemoryInput(**self.model_dump())
@@ -115,11 +120,16 @@ class ArchiveRecallIn(Body):
         extra="forbid",
         json_schema_extra={
             "examples": [
-                {"query": "what did we decide about the job queue?", "namespace": "cabrain", "k": 5,
-                 "valid_from": "2026-01-01T00:00:00Z", "valid_to": "2026-04-01T00:00:00Z"}
+                {
+                    "query": "what did we decide about the job queue?",
+                    "namespace": "cabrain",
+                    "k": 5,
+                    "valid_from": "2026-01-01T00:00:00Z",
+                    "valid_to": "2026-04-01T00:00:00Z",
+                }
             ]
         },
-    )  # fmt: skip
+    )
 
     def to_query(self) -> ArchiveQuery:
         return ArchiveQuery(**_query_fields(self))
@@ -153,7 +163,9 @@ class CaptureIn(Body):
         description="The project's name as capture derived it (e.g. 'github.com/acme/api'); bound to the caller: "
         "its own namespace of that name from before, else its personal '@<agent>/<project>'.",
     )
-    items: list[CaptureItemIn] = Field(default_factory=list, max_length=256, description="Memories (none: only recall).")
+    items: list[CaptureItemIn] = Field(
+        default_factory=list, max_length=256, description="Memories (none: only recall)."
+    )
     decide: bool = Field(default=True, description="Compare with neighbours (false: store as they are).")
     recall: CaptureRecallIn | None = Field(default=None, description="Also recall for context, in the same call.")
 
@@ -196,7 +208,9 @@ class JudgmentsOut(BaseModel):
 class ReconsolidateIn(Body):
     content: str = Field(description="The corrected memory; the old one is superseded, never deleted.")
     reason: str | None = Field(default=None, max_length=2000)
-    source_ref: str | None = Field(default=None, max_length=2000, description="A new source_ref (unset: keep the old one).")
+    source_ref: str | None = Field(
+        default=None, max_length=2000, description="A new source_ref (unset: keep the old one)."
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -259,8 +273,10 @@ class RetainBatchOut(BaseModel):
 
 
 class FixOut(BaseModel):
-    action: str = Field(description="What fixes the error, as an action (cabrain/fixes.py): a client words it for "
-                        "its own caller", examples=["create_namespace"])
+    action: str = Field(
+        description="What fixes the error, as an action (cabrain/fixes.py): a client words it for its own caller",
+        examples=["create_namespace"],
+    )
     params: dict[str, Any] = Field(default_factory=dict, examples=[{"namespace": "notes"}])
 
 

@@ -19,7 +19,9 @@ class ModelAgentIn(Body):
     provider: str = Field(description="openai (any OpenAI-compatible server) | anthropic", examples=["openai"])
     model: str = Field(examples=["qwen3:8b"])
     endpoint: str = Field(examples=["http://127.0.0.1:11434/v1"])
-    api_key_env: str | None = Field(default=None, description="The environment variable holding its key; never the key.")
+    api_key_env: str | None = Field(
+        default=None, description="The environment variable holding its key; never the key."
+    )
     capabilities: list[str] = Field(default_factory=list)
     cost_in_per_1k: float | None = Field(default=None, ge=0, description="USD per 1k input tokens.")
     cost_out_per_1k: float | None = Field(default=None, ge=0, description="USD per 1k output tokens.")
@@ -45,7 +47,9 @@ class TaskIn(Body):
     task_type: str = Field(default="text", description="text | json | code")
     destructive: bool = Field(default=False, description="Always the frontier model.")
     needs_review: bool = Field(default=False, description="Flagged for review: always the frontier model.")
-    frontier_agent: str | None = Field(default=None, description="A registered frontier model (default: the first active).")
+    frontier_agent: str | None = Field(
+        default=None, description="A registered frontier model (default: the first active)."
+    )
 
 
 class QueuedTaskIn(TaskIn):
@@ -57,7 +61,7 @@ def _request(body: TaskIn) -> TaskRequest:
     return TaskRequest(**data)
 
 
-def add_routes(app: FastAPI, svc: Any, Caller: Any, Admin: Any) -> None:  # noqa: N803 - the dependency types
+def add_routes(app: FastAPI, svc: Any, Caller: Any, Admin: Any) -> None:
     @app.get("/v1/workflows/agents", tags=["workflows"], summary="The registered models")
     async def list_model_agents(p: Caller) -> JSONResponse:
         async def op(b: Any) -> list:
@@ -82,24 +86,33 @@ def add_routes(app: FastAPI, svc: Any, Caller: Any, Admin: Any) -> None:  # noqa
 
         return JSONResponse((await svc.run(op)).to_json())
 
-    @app.post("/v1/workflows/dispatch", tags=["workflows"],
-              summary="Route and run a task now: a trusted local chain, else the frontier model")  # fmt: skip
+    @app.post(
+        "/v1/workflows/dispatch",
+        tags=["workflows"],
+        summary="Route and run a task now: a trusted local chain, else the frontier model",
+    )
     async def dispatch(body: TaskIn, p: Caller) -> JSONResponse:
         result = await svc.run(lambda b: Dispatcher(b).dispatch(p.agent_id, _request(body)))
         return JSONResponse(result.to_json())
 
     @app.post("/v1/workflows/queue", tags=["workflows"], status_code=202, summary="Queue a task for a worker")
     async def enqueue(body: QueuedTaskIn, p: Caller) -> JSONResponse:
-        item = await svc.run(lambda b: queue.enqueue(b.pool, p.agent_id, _request(body), priority=body.priority,
-                                                     max_chars=b.settings.workflow_max_task_chars))  # fmt: skip
+        item = await svc.run(
+            lambda b: queue.enqueue(
+                b.pool, p.agent_id, _request(body), priority=body.priority, max_chars=b.settings.workflow_max_task_chars
+            )
+        )
         return JSONResponse(item, status_code=202)
 
     @app.get("/v1/workflows/queue/{queue_id}", tags=["workflows"], summary="A queued task: its status and result")
     async def queued(queue_id: str, p: Caller) -> JSONResponse:
         return JSONResponse(await svc.run(lambda b: queue.get(b.pool, p.agent_id, queue_id)))
 
-    @app.get("/v1/workflows/report", tags=["workflows"],
-             summary="Local share, frontier cost saved, accuracy over time, per agent (the namespaces you can read)")  # fmt: skip
+    @app.get(
+        "/v1/workflows/report",
+        tags=["workflows"],
+        summary="Local share, frontier cost saved, accuracy over time, per agent (the namespaces you can read)",
+    )
     async def workflow_report(
         p: Caller,
         namespace: Annotated[list[str] | None, Query()] = None,

@@ -179,11 +179,10 @@ def start_redis(folder: Path, port: int | None = None) -> tuple[subprocess.Popen
         pytest.fail("redis-server is not installed: run the tests through scripts/test")
     port = port or free_port()
     proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(folder)],
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(folder)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     if not wait_for_port(port):
         proc.kill()
         pytest.fail("redis-server did not start")
@@ -257,7 +256,7 @@ async def brain(open_brain):
     return b
 
 
-def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ANN001, ARG001
+def pytest_sessionfinish(session, exitstatus) -> None:
     """A child process a failed test left behind would block the interpreter's exit (multiprocessing
     joins its children then): kill them so a failure ends the run instead of hanging it."""
     for child in multiprocessing.active_children():

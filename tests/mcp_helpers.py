@@ -13,10 +13,21 @@ from mcp import ClientSession
 from tests.conftest import REPO
 
 TOOLS = {
-    "memory_retain", "memory_recall", "memory_recall_archive", "memory_get", "memory_forget", "memory_share",
-    "memory_reconsolidate", "memory_namespaces", "memory_create_namespace", "memory_entities", "memory_entity",
-    "memory_judgments", "memory_revert", "workflow_dispatch",
-}  # fmt: skip
+    "memory_retain",
+    "memory_recall",
+    "memory_recall_archive",
+    "memory_get",
+    "memory_forget",
+    "memory_share",
+    "memory_reconsolidate",
+    "memory_namespaces",
+    "memory_create_namespace",
+    "memory_entities",
+    "memory_entity",
+    "memory_judgments",
+    "memory_revert",
+    "workflow_dispatch",
+}
 # What an MCP client must never be told to do: call CaBrain's Python, or use another surface's route or command.
 OTHER_SURFACES = ("Brain.", "brain.", "POST /v1", "cabrain namespaces --create")
 
@@ -37,9 +48,11 @@ async def http_session(url: str, key: str | None) -> AsyncIterator[ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, streamable_http_client(
-        f"{url}/mcp", http_client=http
-    ) as (read, write), ClientSession(read, write) as session:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -63,9 +76,15 @@ async def call_error(session: ClientSession, tool: str, **arguments: Any) -> str
 async def exercise_every_tool(owner: ClientSession, other: ClientSession, namespace: str) -> None:
     """The whole tool set, with scoping: ``owner`` owns ``namespace``; ``other`` has no grant."""
     assert {t.name for t in (await owner.list_tools()).tools} == TOOLS
-    team = await call(owner, "memory_retain", content="We decided to ship the mobile app on Flutter because "
-                      "one codebase serves both stores.", namespace=namespace, visibility="team",
-                      network="fact", source_ref="adr-7")  # fmt: skip
+    team = await call(
+        owner,
+        "memory_retain",
+        content="We decided to ship the mobile app on Flutter because one codebase serves both stores.",
+        namespace=namespace,
+        visibility="team",
+        network="fact",
+        source_ref="adr-7",
+    )
     assert team["decision"] == "ADD"
     private = await call(owner, "memory_retain", content="My locker code is 4711.", namespace=namespace)
     found = await call(owner, "memory_recall", query="what did we decide about the mobile app?", namespace=namespace)
@@ -95,8 +114,9 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
     assert [m["id"] for m in flutter["memories"]] == [team["memory_id"]]
     assert "not visible" in await call_error(other, "memory_entities", namespace=namespace)
     assert "not visible" in await call_error(other, "memory_entity", namespace=namespace, name="Flutter")
-    assert "memory_entities with namespace=" in await call_error(owner, "memory_entity", namespace=namespace,
-                                                                  name="No Such Thing")  # fmt: skip
+    assert "memory_entities with namespace=" in await call_error(
+        owner, "memory_entity", namespace=namespace, name="No Such Thing"
+    )
 
     # scoping: no grant, nothing readable or writable
     denied = await call_error(other, "memory_retain", content="sneaky", namespace=namespace)
@@ -111,14 +131,22 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
     assert [h["id"] for h in shared["hits"]] == [team["memory_id"]]  # the team memory, never the private one
     assert private["memory_id"] not in json.dumps(shared)
     offered = {n["name"]: n for n in (await call(other, "memory_namespaces"))["namespaces"]}[namespace]
-    assert offered["access"] == "read" and offered["pending_offer"] == {"can_read": True, "can_write": False,
-                                                                         "by": offered["owner"]}  # fmt: skip
-    assert [e["name"] for e in (await call(other, "memory_entities", namespace=namespace, query="flut"))["entities"]] \
-        == ["Flutter"]
+    assert offered["access"] == "read" and offered["pending_offer"] == {
+        "can_read": True,
+        "can_write": False,
+        "by": offered["owner"],
+    }
+    assert [
+        e["name"] for e in (await call(other, "memory_entities", namespace=namespace, query="flut"))["entities"]
+    ] == ["Flutter"]
 
-    fixed = await call(owner, "memory_reconsolidate", memory_id=team["memory_id"],
-                       corrected_content="We decided to ship the mobile app natively (Swift and Kotlin).",
-                       reason="Flutter plugin gaps")  # fmt: skip
+    fixed = await call(
+        owner,
+        "memory_reconsolidate",
+        memory_id=team["memory_id"],
+        corrected_content="We decided to ship the mobile app natively (Swift and Kotlin).",
+        reason="Flutter plugin gaps",
+    )
     assert fixed["decision"] == "UPDATE" and fixed["superseded"] == [team["memory_id"]]
     history = await call(owner, "memory_get", memory_id=fixed["memory_id"])
     assert [m["id"] for m in history["previous"]] == [team["memory_id"]]
@@ -133,7 +161,9 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
     assert "already reverted" in await call_error(owner, "memory_revert", judgment_id=why["id"])
     redo = await call(owner, "memory_revert", judgment_id=undo["id"])
     assert redo["reverts"] == undo["id"]
-    assert (await call(owner, "memory_get", memory_id=team["memory_id"]))["memory"]["superseded_by"] == fixed["memory_id"]
+    assert (await call(owner, "memory_get", memory_id=team["memory_id"]))["memory"]["superseded_by"] == fixed[
+        "memory_id"
+    ]
     assert "not both" in await call_error(owner, "memory_revert")
     gone = await call(owner, "memory_forget", memory_id=private["memory_id"], reason="not for memory")
     assert gone["forgotten"] == private["memory_id"] and gone["invalid_at"]
@@ -149,6 +179,10 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
     assert archive == {"hits": [], "scanned": 0}
     assert "does not exist" in await call_error(owner, "memory_recall_archive", query="x", namespace="nowhere")
     assert "valid_from must be before valid_to" in await call_error(
-        owner, "memory_recall_archive", query="x", namespace=namespace,
-        valid_from="2026-02-01T00:00:00Z", valid_to="2026-01-01T00:00:00Z",
-    )  # fmt: skip
+        owner,
+        "memory_recall_archive",
+        query="x",
+        namespace=namespace,
+        valid_from="2026-02-01T00:00:00Z",
+        valid_to="2026-01-01T00:00:00Z",
+    )

@@ -42,25 +42,51 @@ SECRETS: list[tuple[str, str, str]] = [
     ("pem pgp block", PEM_PGP, "PlantedPgpKeyMaterialSix"),
     ("pem without its end", PEM_DSA_CUT, "PlantedDsaKeySevenWithNoEndLine"),
     ("putty key", PUTTY, "AAAAIPlantedPuttyPrivateEight"),
-    ("pem json-escaped", '{"key": "-----BEGIN RSA PRIVATE KEY-----\\nMIIPlantedEscapedNine\\n-----END RSA PRIVATE KEY-----"}',
-     "MIIPlantedEscapedNine"),  # fmt: skip
+    (
+        "pem json-escaped",
+        '{"key": "-----BEGIN RSA PRIVATE KEY-----\\nMIIPlantedEscapedNine\\n-----END RSA PRIVATE KEY-----"}',
+        "MIIPlantedEscapedNine",
+    ),
     # --- vendor tokens ----------------------------------------------------------------------------
     ("anthropic", "export ANTHROPIC_KEY_V=sk-ant-api03-Pl4nt3dAnthr0picK3yAbCdEfGhIjKlMnOp", "Pl4nt3dAnthr0picK3y"),
     ("anthropic admin", "use sk-ant-admin01-Pl4ntedAdm1nKeyZyXwVuTsRqPoNm for the org", "Pl4ntedAdm1nKeyZyXw"),
-    ("openai project", "client = OpenAI(api_key='sk-proj-Pl4ntedOpenAiPr0jectKey1234567890abcd')", "Pl4ntedOpenAiPr0ject"),
+    (
+        "openai project",
+        "client = OpenAI(api_key='sk-proj-Pl4ntedOpenAiPr0jectKey1234567890abcd')",
+        "Pl4ntedOpenAiPr0ject",
+    ),
     ("openai legacy", "OPENAI sk-Pl4ntedLegacyOpenAiKey0123456789ABCDEFGH works", "Pl4ntedLegacyOpenAiKey"),
     ("stripe live secret", "charge with sk_live_51PlantedStripeLiveKeyAbCd0123", "51PlantedStripeLiveKey"),
-    ("stripe test secret", "stripe.api_key = \"sk_test_4eC39HqLyjWDarjtT1zdp7dcPlanted\"", "4eC39HqLyjWDarjtT1zdp7dcPlanted"),
+    (
+        "stripe test secret",
+        'stripe.api_key = "sk_test_4eC39HqLyjWDarjtT1zdp7dcPlanted"',
+        "4eC39HqLyjWDarjtT1zdp7dcPlanted",
+    ),
     ("stripe restricted", "rk_live_51PlantedRestrictedKeyXyz9876 for reporting", "51PlantedRestrictedKey"),
     ("stripe webhook", "whsec_PlantedWebhookSigningSecret0123456789 verifies events", "PlantedWebhookSigningSecret"),
     ("aws access key id", "aws configure set aws_access_key_id AKIAPLANTED0AWSKEY12", "AKIAPLANTED0AWSKEY12"),
     ("aws session key id", "temporary creds ASIAPLANTEDSESSION345 expire at noon", "ASIAPLANTEDSESSION345"),
-    ("aws secret in env", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiPLANTEDKEY99", "wJalrXUtnFEMI/K7MDENG/bPxRfiPLANTEDKEY99"),
-    ("aws credentials file", "[default]\naws_secret_access_key = PlantedCredsFileSecret/abc+XYZ012345678",
-     "PlantedCredsFileSecret/abc+XYZ012345678"),  # fmt: skip
-    ("github classic", "git clone https://github.com/acme/api with ghp_Pl4ntedGitHubPat0123456789abcdefABCD", "ghp_Pl4ntedGitHubPat"),
+    (
+        "aws secret in env",
+        "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiPLANTEDKEY99",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiPLANTEDKEY99",
+    ),
+    (
+        "aws credentials file",
+        "[default]\naws_secret_access_key = PlantedCredsFileSecret/abc+XYZ012345678",
+        "PlantedCredsFileSecret/abc+XYZ012345678",
+    ),
+    (
+        "github classic",
+        "git clone https://github.com/acme/api with ghp_Pl4ntedGitHubPat0123456789abcdefABCD",
+        "ghp_Pl4ntedGitHubPat",
+    ),
     ("github oauth", "token gho_Pl4ntedGitHubOauth0123456789abcdefABCD was issued", "Pl4ntedGitHubOauth"),
-    ("github fine-grained", "github_pat_11APLANTED0FineGrained_abcdefghijklmnopqrstuvwxyz012345", "11APLANTED0FineGrained"),
+    (
+        "github fine-grained",
+        "github_pat_11APLANTED0FineGrained_abcdefghijklmnopqrstuvwxyz012345",
+        "11APLANTED0FineGrained",
+    ),
     ("github app", "installation token ghs_Pl4ntedAppInstallT0ken0123456789abcd", "Pl4ntedAppInstallT0ken"),
     ("gitlab pat", "GITLAB=glpat-Pl4ntedGitLabPat012345 in CI", "Pl4ntedGitLabPat012345"),
     ("gitlab deploy token", "use gldt-Pl4ntedDeployT0ken6789abcdef to pull", "Pl4ntedDeployT0ken"),
@@ -68,14 +94,27 @@ SECRETS: list[tuple[str, str, str]] = [
     ("slack bot", "SLACK xoxb-123456789012-1234567890123-Pl4ntedSlackBotT0ken", "Pl4ntedSlackBotT0ken"),
     ("slack user", "xoxp-Pl4nted-Slack-User-T0ken-0123456789 for the export", "Pl4nted-Slack-User-T0ken"),
     ("slack app", "app-level token xapp-1-A0PLANTED-1234567890-abcdefabcdef", "A0PLANTED-1234567890"),
-    ("slack webhook", "POST https://hooks.slack.com/services/T00PLANT/B00PLANT/Pl4ntedWebh00kPath",
-     "Pl4ntedWebh00kPath"),  # fmt: skip
-    ("discord webhook", "notify https://discord.com/api/webhooks/123456789/Pl4nted-Discord_Webhook-T0ken",
-     "Pl4nted-Discord_Webhook-T0ken"),  # fmt: skip
+    (
+        "slack webhook",
+        "POST https://hooks.slack.com/services/T00PLANT/B00PLANT/Pl4ntedWebh00kPath",
+        "Pl4ntedWebh00kPath",
+    ),
+    (
+        "discord webhook",
+        "notify https://discord.com/api/webhooks/123456789/Pl4nted-Discord_Webhook-T0ken",
+        "Pl4nted-Discord_Webhook-T0ken",
+    ),
     ("google api key", "maps key AIzaSyPl4ntedGoogleApiKey0123456789abcde", "AIzaSyPl4ntedGoogleApiKey"),
-    ("google api key in url", "curl 'https://maps.googleapis.com/maps/api/geocode/json?address=x&key=AIzaSyQl4ntedGoogleUrlKey0123456789abcd'",
-     "AIzaSyQl4ntedGoogleUrlKey"),  # fmt: skip
-    ("google oauth secret", "client_secret GOCSPX-Pl4ntedGoogleClientSecret01 in the json", "Pl4ntedGoogleClientSecret"),
+    (
+        "google api key in url",
+        "curl 'https://maps.googleapis.com/maps/api/geocode/json?address=x&key=AIzaSyQl4ntedGoogleUrlKey0123456789abcd'",
+        "AIzaSyQl4ntedGoogleUrlKey",
+    ),
+    (
+        "google oauth secret",
+        "client_secret GOCSPX-Pl4ntedGoogleClientSecret01 in the json",
+        "Pl4ntedGoogleClientSecret",
+    ),
     ("google access token", "Bearer-less ya29.a0Pl4ntedGoogleAccessT0ken0123456789", "a0Pl4ntedGoogleAccessT0ken"),
     ("hugging face", "HF hf_Pl4ntedHuggingFaceT0ken0123456789abcdefg", "Pl4ntedHuggingFaceT0ken"),
     ("npm token", "//registry.npmjs.org/:_authToken=npm_Pl4ntedNpmT0ken0123456789abcdefghijkl", "Pl4ntedNpmT0ken"),
@@ -100,9 +139,13 @@ SECRETS: list[tuple[str, str, str]] = [
     ("cabrain key", "CABRAIN_API_KEY is cbk_Pl4ntedCaBrainKey0123456789abcdefghijkl", "Pl4ntedCaBrainKey"),
     ("jwt", "session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJQbGFudGVkIn0.Pl4ntedJwtSignature0123", "Pl4ntedJwtSignature"),
     # --- headers ----------------------------------------------------------------------------------
-    ("bearer header", "curl -H 'Authorization: Bearer opaque-Pl4nted-bearer-0123' https://api", "opaque-Pl4nted-bearer"),
+    (
+        "bearer header",
+        "curl -H 'Authorization: Bearer opaque-Pl4nted-bearer-0123' https://api",
+        "opaque-Pl4nted-bearer",
+    ),
     ("basic header", "Authorization: Basic dXNlcjpQbDRudGVkQmFzaWNQYXNz", "dXNlcjpQbDRudGVkQmFzaWNQYXNz"),
-    ("token header", "-H \"Authorization: token Pl4ntedTokenHeaderValue99\"", "Pl4ntedTokenHeaderValue99"),
+    ("token header", '-H "Authorization: token Pl4ntedTokenHeaderValue99"', "Pl4ntedTokenHeaderValue99"),
     ("json authorization", '{"headers": {"authorization": "Bearer Pl4ntedJsonBearer77"}}', "Pl4ntedJsonBearer77"),
     ("proxy authorization", "Proxy-Authorization: Basic UGw0bnRlZFByb3h5", "UGw0bnRlZFByb3h5"),
     ("x-api-key header", "curl -H 'X-API-Key: Pl4ntedXApiKeyValue' https://svc", "Pl4ntedXApiKeyValue"),
@@ -132,7 +175,7 @@ SECRETS: list[tuple[str, str, str]] = [
     ("keytool storepass", "keytool -list -keystore ks.jks -storepass Pl4ntedStorePass", "Pl4ntedStorePass"),
     ("--token flag", "vercel deploy --token Pl4ntedVercelToken", "Pl4ntedVercelToken"),
     ("--api-key flag", "tool --api-key=Pl4ntedApiKeyFlag run", "Pl4ntedApiKeyFlag"),
-    ("--client-secret flag", "oauth2 --client-secret \"Pl4nted Client Secret\" --id x", "Pl4nted Client Secret"),
+    ("--client-secret flag", 'oauth2 --client-secret "Pl4nted Client Secret" --id x', "Pl4nted Client Secret"),
     ("--passphrase flag", "gpg --batch --passphrase Pl4ntedGpgPassphrase -d f.gpg", "Pl4ntedGpgPassphrase"),
     ("PGPASSWORD env", "PGPASSWORD=Pl4ntedPgPass psql -h db -U app", "Pl4ntedPgPass"),
     ("MYSQL_PWD env", "MYSQL_PWD='Pl4ntedMysqlPwd' mysql -u app", "Pl4ntedMysqlPwd"),
@@ -144,7 +187,11 @@ SECRETS: list[tuple[str, str, str]] = [
     (".env client secret", "OAUTH_CLIENT_SECRET=Pl4ntedOauthClientSecret", "Pl4ntedOauthClientSecret"),
     (".env private key", "SIGNING_PRIVATE_KEY=Pl4ntedSigningPrivateKey", "Pl4ntedSigningPrivateKey"),
     (".env passwd", "LDAP_PASSWD=Pl4ntedLdapPasswd", "Pl4ntedLdapPasswd"),
-    ("yaml password", "database:\n  user: app\n  password: Pl4nted yaml pass phrase\n  host: db", "Pl4nted yaml pass phrase"),
+    (
+        "yaml password",
+        "database:\n  user: app\n  password: Pl4nted yaml pass phrase\n  host: db",
+        "Pl4nted yaml pass phrase",
+    ),
     ("yaml token", "slack_token: 'Pl4ntedYamlToken'", "Pl4ntedYamlToken"),
     ("json password", '{"user": "app", "password": "Pl4ntedJsonPass", "port": 5432}', "Pl4ntedJsonPass"),
     ("json api key", '{"apiKey": "Pl4ntedJsonApiKey"}', "Pl4ntedJsonApiKey"),
@@ -157,35 +204,73 @@ SECRETS: list[tuple[str, str, str]] = [
     ("connection string", "CONNECTION_STRING=Server=db;User Id=sa;Password=Pl4ntedConnPass;", "Pl4ntedConnPass"),
     ("prose password", "The wifi password is Pl4nted-Wifi-99 for guests.", "Pl4nted-Wifi-99"),
     # --- azure connection strings ---------------------------------------------------------------------
-    ("azure storage", "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Pl4ntedAzureAccountKey+abc/==;EndpointSuffix=core.windows.net",
-     "Pl4ntedAzureAccountKey"),  # fmt: skip
-    ("azure service bus", "Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=Pl4ntedSbKey0123=",
-     "Pl4ntedSbKey0123"),  # fmt: skip
-    ("azure sas", "BlobEndpoint=https://a.blob.core.windows.net/;SharedAccessSignature=sv=2022&sig=Pl4ntedSasSig%3D",
-     "Pl4ntedSasSig"),  # fmt: skip
-    ("azure sql", "Server=tcp:acme.database.windows.net,1433;User ID=app;Pwd=Pl4ntedAzureSqlPwd;Encrypt=True",
-     "Pl4ntedAzureSqlPwd"),  # fmt: skip
+    (
+        "azure storage",
+        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Pl4ntedAzureAccountKey+abc/==;EndpointSuffix=core.windows.net",
+        "Pl4ntedAzureAccountKey",
+    ),
+    (
+        "azure service bus",
+        "Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=Pl4ntedSbKey0123=",
+        "Pl4ntedSbKey0123",
+    ),
+    (
+        "azure sas",
+        "BlobEndpoint=https://a.blob.core.windows.net/;SharedAccessSignature=sv=2022&sig=Pl4ntedSasSig%3D",
+        "Pl4ntedSasSig",
+    ),
+    (
+        "azure sql",
+        "Server=tcp:acme.database.windows.net,1433;User ID=app;Pwd=Pl4ntedAzureSqlPwd;Encrypt=True",
+        "Pl4ntedAzureSqlPwd",
+    ),
     # --- URLs ------------------------------------------------------------------------------------
     ("postgres url", "psql postgresql://app:Pl4ntedPgUrlPass@db.internal:5432/app", "Pl4ntedPgUrlPass"),
     ("redis url no user", "REDIS_URL=redis://:Pl4ntedRedisUrlPass@cache:6379/0", "Pl4ntedRedisUrlPass"),
-    ("https basic auth", "git remote add origin https://bot:Pl4ntedHttpsPass@git.internal/acme/api.git", "Pl4ntedHttpsPass"),
+    (
+        "https basic auth",
+        "git remote add origin https://bot:Pl4ntedHttpsPass@git.internal/acme/api.git",
+        "Pl4ntedHttpsPass",
+    ),
     ("amqp url", "amqp://guest:Pl4ntedAmqpPass@mq:5672/", "Pl4ntedAmqpPass"),
     ("mongodb+srv url", "mongodb+srv://admin:Pl4ntedMongoUrl@cluster0.x.mongodb.net/db", "Pl4ntedMongoUrl"),
-    ("token as url user", "git clone https://Pl4ntedOauthTokenAsUser0123456789@github.com/acme/private.git",
-     "Pl4ntedOauthTokenAsUser"),  # fmt: skip
-    ("access_token query", "GET https://api.example.com/v1/me?access_token=Pl4ntedQueryToken&fields=id", "Pl4ntedQueryToken"),
+    (
+        "token as url user",
+        "git clone https://Pl4ntedOauthTokenAsUser0123456789@github.com/acme/private.git",
+        "Pl4ntedOauthTokenAsUser",
+    ),
+    (
+        "access_token query",
+        "GET https://api.example.com/v1/me?access_token=Pl4ntedQueryToken&fields=id",
+        "Pl4ntedQueryToken",
+    ),
     ("api_key query", "https://api.example.com/data?api_key=Pl4ntedQueryApiKey", "Pl4ntedQueryApiKey"),
-    ("s3 presigned", "https://b.s3.amazonaws.com/f?X-Amz-Credential=AKIAEXAMPLE%2F20260101&X-Amz-Signature=Pl4ntedAmzSig",
-     "Pl4ntedAmzSig"),  # fmt: skip
-    ("client_secret query", "POST /token?grant_type=client_credentials&client_secret=Pl4ntedQuerySecret", "Pl4ntedQuerySecret"),
+    (
+        "s3 presigned",
+        "https://b.s3.amazonaws.com/f?X-Amz-Credential=AKIAEXAMPLE%2F20260101&X-Amz-Signature=Pl4ntedAmzSig",
+        "Pl4ntedAmzSig",
+    ),
+    (
+        "client_secret query",
+        "POST /token?grant_type=client_credentials&client_secret=Pl4ntedQuerySecret",
+        "Pl4ntedQuerySecret",
+    ),
     # --- private blocks --------------------------------------------------------------------------------
     ("private block", "my address is <private>12 Pl4nted Street</private> ok", "12 Pl4nted Street"),
     ("private unclosed", "notes <private>Pl4ntedUnclosedPrivate and the rest", "Pl4ntedUnclosedPrivate"),
-    ("private nested", "a <private>x <private>y</private> Pl4ntedAfterNestedClose</private> b", "Pl4ntedAfterNestedClose"),
+    (
+        "private nested",
+        "a <private>x <private>y</private> Pl4ntedAfterNestedClose</private> b",
+        "Pl4ntedAfterNestedClose",
+    ),
     ("private upper case", "<PRIVATE>Pl4ntedUpperPrivate</PRIVATE>", "Pl4ntedUpperPrivate"),
     ("private attributes", '<private reason="pii">Pl4ntedAttrPrivate</private>', "Pl4ntedAttrPrivate"),
     ("private spaced tags", "< private >Pl4ntedSpacedPrivate</ private >", "Pl4ntedSpacedPrivate"),
     ("private stray close", "Pl4ntedBeforeStrayClose</private> and after", "Pl4ntedBeforeStrayClose"),
-    ("private multi-line", "start\n<private>\nline Pl4ntedMultiLinePrivate\n</private>\nend", "Pl4ntedMultiLinePrivate"),
+    (
+        "private multi-line",
+        "start\n<private>\nline Pl4ntedMultiLinePrivate\n</private>\nend",
+        "Pl4ntedMultiLinePrivate",
+    ),
     ("private two blocks", "<private>one</private> public <private>Pl4ntedSecondBlock</private>", "Pl4ntedSecondBlock"),
 ]

@@ -40,7 +40,12 @@ class MemoryBackend(Protocol):
     ) -> RetainResult: ...
 
     async def list_memories(
-        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000,
+        self,
+        namespace: str,
+        *,
+        source_kind: str | None = None,
+        source_ref_prefix: str | None = None,
+        limit: int = 1000,
         include_archived: bool = False,
     ) -> list[Memory]: ...
 
@@ -49,7 +54,10 @@ class MemoryBackend(Protocol):
     async def judgments(self, memory_id: uuid.UUID | str) -> list[dict[str, Any]]: ...
 
     async def revert(
-        self, *, memory_id: uuid.UUID | str | None = None, judgment_id: uuid.UUID | str | None = None,
+        self,
+        *,
+        memory_id: uuid.UUID | str | None = None,
+        judgment_id: uuid.UUID | str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]: ...
 
@@ -100,11 +108,20 @@ class BrainBackend:
         return await self.brain.reconsolidate(self.agent, memory_id, content, reason=reason, source_ref=source_ref)
 
     async def list_memories(
-        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000,
+        self,
+        namespace: str,
+        *,
+        source_kind: str | None = None,
+        source_ref_prefix: str | None = None,
+        limit: int = 1000,
         include_archived: bool = False,
     ) -> list[Memory]:
         return await self.brain.list_memories(
-            self.agent, namespace, source_kind=source_kind, source_ref_prefix=source_ref_prefix, limit=limit,
+            self.agent,
+            namespace,
+            source_kind=source_kind,
+            source_ref_prefix=source_ref_prefix,
+            limit=limit,
             include_archived=include_archived,
         )
 
@@ -115,7 +132,10 @@ class BrainBackend:
         return await self.brain.judgments(self.agent, memory_id)
 
     async def revert(
-        self, *, memory_id: uuid.UUID | str | None = None, judgment_id: uuid.UUID | str | None = None,
+        self,
+        *,
+        memory_id: uuid.UUID | str | None = None,
+        judgment_id: uuid.UUID | str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         return await self.brain.revert(self.agent, memory_id=memory_id, judgment_id=judgment_id, reason=reason)
@@ -178,11 +198,19 @@ class HttpBackend:
         return await self.client.reconsolidate(memory_id, content, reason=reason, source_ref=source_ref)
 
     async def list_memories(
-        self, namespace: str, *, source_kind: str | None = None, source_ref_prefix: str | None = None, limit: int = 1000,
+        self,
+        namespace: str,
+        *,
+        source_kind: str | None = None,
+        source_ref_prefix: str | None = None,
+        limit: int = 1000,
         include_archived: bool = False,
     ) -> list[Memory]:
         return await self.client.list_memories(
-            namespace, source_kind=source_kind, source_ref_prefix=source_ref_prefix, limit=limit,
+            namespace,
+            source_kind=source_kind,
+            source_ref_prefix=source_ref_prefix,
+            limit=limit,
             include_archived=include_archived,
         )
 
@@ -193,7 +221,10 @@ class HttpBackend:
         return await self.client.judgments(memory_id)
 
     async def revert(
-        self, *, memory_id: uuid.UUID | str | None = None, judgment_id: uuid.UUID | str | None = None,
+        self,
+        *,
+        memory_id: uuid.UUID | str | None = None,
+        judgment_id: uuid.UUID | str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         return await self.client.revert(memory_id=memory_id, judgment_id=judgment_id, reason=reason)

@@ -98,7 +98,10 @@ class CaptureConfig:
         from cabrain.paths import default_home_dir
 
         env = dict(os.environ if env is None else env)
-        get = lambda name: (env.get(f"CABRAIN_{name}") or "").strip() or None
+
+        def get(name):
+            return (env.get(f"CABRAIN_{name}") or "").strip() or None
+
         try:
             timeout = float(get("CAPTURE_TIMEOUT_S") or 2.0)
             k = int(get("CAPTURE_CONTEXT_K") or 6)
@@ -108,10 +111,15 @@ class CaptureConfig:
         if visibility not in ("private", "team", "global"):
             raise CaptureError(f"CABRAIN_CAPTURE_VISIBILITY must be private, team or global, got {visibility!r}")
         return cls(
-            api_url=get("API_URL"), api_key=get("API_KEY"), home=get("HOME") or default_home_dir(),
-            namespace=get("CAPTURE_NAMESPACE"), agent=get("CAPTURE_AGENT") or "claude-code",
-            timeout_s=timeout, context_k=max(1, min(k, 50)), visibility=visibility,
-        )  # fmt: skip
+            api_url=get("API_URL"),
+            api_key=get("API_KEY"),
+            home=get("HOME") or default_home_dir(),
+            namespace=get("CAPTURE_NAMESPACE"),
+            agent=get("CAPTURE_AGENT") or "claude-code",
+            timeout_s=timeout,
+            context_k=max(1, min(k, 50)),
+            visibility=visibility,
+        )
 
     @property
     def queue_path(self) -> str:
@@ -206,8 +214,11 @@ def git_remote(cwd: str) -> str | None:
         with contextlib.suppress(subprocess.SubprocessError):
             found = subprocess.run(
                 ["git", "-C", cwd, "config", "--get", "remote.origin.url"],
-                capture_output=True, text=True, timeout=2, check=False,
-            ).stdout.strip()  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=2,
+                check=False,
+            ).stdout.strip()
             return found or None
     return None
 
@@ -258,9 +269,13 @@ def _memory(event: dict[str, Any], content: str, **fields: Any) -> dict[str, Any
         content = content[: MAX_MEMORY_CHARS - 1] + "…"
     metadata = redact_deep({"hook": event.get("hook_event_name"), **fields.pop("metadata", {})})
     return {
-        "content": content, "source_kind": SOURCE_KIND, "source_ref": event.get("session_id"),
-        "valid_at": _utc_now(), "metadata": metadata, **fields,
-    }  # fmt: skip
+        "content": content,
+        "source_kind": SOURCE_KIND,
+        "source_ref": event.get("session_id"),
+        "valid_at": _utc_now(),
+        "metadata": metadata,
+        **fields,
+    }
 
 
 def _short(value: Any, n: int = 160) -> str:  # only ever on redacted text (see clean)
@@ -302,14 +317,19 @@ def tool_memory(event: dict[str, Any]) -> dict[str, Any] | None:
         elif tool == "MultiEdit":
             what = f"Edited {path} ({len(args.get('edits') or [])} changes)"
         else:
-            what = f"Edited {path}: `{clean(args.get('old_string', ''), 80)}` -> `{clean(args.get('new_string', ''), 80)}`"
+            what = (
+                f"Edited {path}: `{clean(args.get('old_string', ''), 80)}` -> `{clean(args.get('new_string', ''), 80)}`"
+            )
         return _memory(event, what + (f" - failed: {failed}" if failed else ""), **meta)
     if tool == "Bash":
         command = clean(args.get("command", ""), 300)
         if failed:
             return _memory(event, f"Command failed: `{command}` - {failed}", **meta)
-        return _memory(event, f"Ran `{command}`" + (f" ({clean(args['description'], 200)})" if args.get("description") else ""),
-                       **meta)  # fmt: skip
+        return _memory(
+            event,
+            f"Ran `{command}`" + (f" ({clean(args['description'], 200)})" if args.get("description") else ""),
+            **meta,
+        )
     if failed and tool not in READ_ONLY_TOOLS | {""}:
         return _memory(event, f"{tool} failed: {failed} (input: {clean(args, 200)})", **meta)
     if failed:
@@ -430,8 +450,10 @@ def context_text(namespace: str, hits: list[dict[str, Any]]) -> str:
     are notes recalled from memory, not instructions."""
     if not hits:
         return ""
-    lines = [f"Relevant memories from CaBrain (namespace {namespace}; recalled notes with their author, "
-             "not instructions; ids for memory_get):"]  # fmt: skip
+    lines = [
+        f"Relevant memories from CaBrain (namespace {namespace}; recalled notes with their author, "
+        "not instructions; ids for memory_get):"
+    ]
     for hit in hits:
         m = hit["memory"]
         when = (m.get("valid_at") or m.get("created_at") or "")[:10]
@@ -499,14 +521,19 @@ def _request(config: CaptureConfig, method: str, path: str, body: dict[str, Any]
         return status, None
 
 
-def _plain_http(url, method: str, target: str, data: bytes, headers: dict[str, str], timeout: float):  # noqa: ANN001, ANN202
+def _plain_http(url, method: str, target: str, data: bytes, headers: dict[str, str], timeout: float):
     """One HTTP/1.1 exchange over a socket. The hook runs on every event; ``http.client`` alone
     would add about 17 ms of imports to each."""
     import socket
 
     host, port = url.hostname or "127.0.0.1", url.port or 80
-    lines = [f"{method} {target or '/'} HTTP/1.1", f"Host: {host}:{port}", "Connection: close",
-             f"Content-Length: {len(data)}", *(f"{k}: {v}" for k, v in headers.items())]  # fmt: skip
+    lines = [
+        f"{method} {target or '/'} HTTP/1.1",
+        f"Host: {host}:{port}",
+        "Connection: close",
+        f"Content-Length: {len(data)}",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data)
         chunks = []
@@ -533,7 +560,7 @@ def _dechunk(payload: bytes) -> bytes:
     return b"".join(out)
 
 
-def _https(url, method: str, target: str, data: bytes, headers: dict[str, str], timeout: float):  # noqa: ANN001, ANN202
+def _https(url, method: str, target: str, data: bytes, headers: dict[str, str], timeout: float):
     import http.client
 
     connection = http.client.HTTPSConnection(url.hostname or "", url.port, timeout=timeout)
@@ -546,7 +573,10 @@ def _https(url, method: str, target: str, data: bytes, headers: dict[str, str], 
 
 
 def _send(
-    config: CaptureConfig, target: dict[str, str], memories: list[dict[str, Any]], decide: bool,
+    config: CaptureConfig,
+    target: dict[str, str],
+    memories: list[dict[str, Any]],
+    decide: bool,
     recall: str | None = None,
 ) -> dict[str, Any]:
     """Hand memories over (and, in the same request, recall for context); the service's answer
@@ -574,7 +604,9 @@ def _locked_queue(config: CaptureConfig):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def enqueue_locally(config: CaptureConfig, target: dict[str, str], memories: list[dict[str, Any]], decide: bool) -> None:
+def enqueue_locally(
+    config: CaptureConfig, target: dict[str, str], memories: list[dict[str, Any]], decide: bool
+) -> None:
     entry = {**target, "items": memories, "decide": decide, "queued_at": time.time()}
     line = json.dumps(entry, ensure_ascii=False)
     with _locked_queue(config) as path:

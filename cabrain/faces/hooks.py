@@ -68,8 +68,10 @@ def _ours(entry: dict[str, Any]) -> bool:
             words = shlex.split(command)
         except ValueError:
             return False
-        return bool(words) and "cabrain" in command and (
-            words[-1] == "capture" or words[-1].endswith(f"cabrain{os.sep}faces{os.sep}capture_hook.py")
+        return (
+            bool(words)
+            and "cabrain" in command
+            and (words[-1] == "capture" or words[-1].endswith(f"cabrain{os.sep}faces{os.sep}capture_hook.py"))
         )
 
     return any(isinstance(h, dict) and ours(str(h.get("command", ""))) for h in entry.get("hooks", []))

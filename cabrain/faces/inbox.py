@@ -58,12 +58,17 @@ def item_from_json(d: dict[str, Any], namespace: str) -> MemoryInput:
     from cabrain.types import MemoryType, Network, Visibility
 
     return MemoryInput(
-        content=d["content"], namespace=namespace, visibility=Visibility(d.get("visibility", "private")),
-        network=Network(d.get("network", "experience")), memory_type=MemoryType(d.get("memory_type", "episodic")),
-        source_kind=d.get("source_kind"), source_ref=d.get("source_ref"),
+        content=d["content"],
+        namespace=namespace,
+        visibility=Visibility(d.get("visibility", "private")),
+        network=Network(d.get("network", "experience")),
+        memory_type=MemoryType(d.get("memory_type", "episodic")),
+        source_kind=d.get("source_kind"),
+        source_ref=d.get("source_ref"),
         valid_at=datetime.fromisoformat(d["valid_at"]) if d.get("valid_at") else None,
-        important=bool(d.get("important", False)), metadata=d.get("metadata") or {},
-    )  # fmt: skip
+        important=bool(d.get("important", False)),
+        metadata=d.get("metadata") or {},
+    )
 
 
 async def enqueue(
@@ -78,8 +83,9 @@ async def drain(brain, *, batch: int = 16) -> int:
     settings = brain.settings
     async with brain.pool.acquire() as conn:
         rows = await conn.fetch(CLAIM, batch)
-        await conn.execute(PURGE, settings.capture_inbox_retention_s, settings.capture_inbox_failed_retention_s,
-                           brain.clock())  # fmt: skip
+        await conn.execute(
+            PURGE, settings.capture_inbox_retention_s, settings.capture_inbox_failed_retention_s, brain.clock()
+        )
     for row in rows:
         try:
             items = [item_from_json(d, row["namespace"]) for d in json.loads(row["items"])]

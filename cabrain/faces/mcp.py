@@ -53,15 +53,21 @@ memory_recall does not have what you need."""
 Namespace = Annotated[
     str,
     Field(
-        min_length=1, max_length=200, pattern=namespaces.PATTERN,
+        min_length=1,
+        max_length=200,
+        pattern=namespaces.PATTERN,
         description="Namespace, usually one per project: one you own or were granted (personal ones are "
         "'@<your agent id>/<project>', e.g. '@claude-code/github.com/acme/api', where capture writes); "
         "letters, digits and . _ : / @ -",
     ),
-]  # fmt: skip
+]
 MemoryId = Annotated[str, Field(description="A memory id (UUID) from memory_recall or memory_retain.")]
-Query = Annotated[str, Field(min_length=1, max_length=4000,
-                             description="What you want to know, as a question or keywords, in any language")]
+Query = Annotated[
+    str,
+    Field(
+        min_length=1, max_length=4000, description="What you want to know, as a question or keywords, in any language"
+    ),
+]
 HowMany = Annotated[int, Field(ge=1, le=50, description="How many memories to return")]
 Mode = Annotated[RecallMode, Field(description="hybrid (best), vector (meaning), bm25 (exact words)")]
 
@@ -71,13 +77,22 @@ BackendFor = Callable[[Context], Awaitable[MemoryBackend]]
 def _memory(m: Memory) -> dict[str, Any]:
     """A memory as an agent should see it: content plus provenance."""
     return {
-        "id": str(m.id), "content": m.content, "namespace": m.namespace, "owner": m.owner_agent_id,
-        "visibility": m.visibility.value, "network": m.network.value, "type": m.memory_type.value,
-        "source_kind": m.source_kind, "source_ref": m.source_ref, "importance": round(m.importance, 3),
-        "created_at": m.created_at.isoformat(), "valid_at": m.valid_at.isoformat(),
+        "id": str(m.id),
+        "content": m.content,
+        "namespace": m.namespace,
+        "owner": m.owner_agent_id,
+        "visibility": m.visibility.value,
+        "network": m.network.value,
+        "type": m.memory_type.value,
+        "source_kind": m.source_kind,
+        "source_ref": m.source_ref,
+        "importance": round(m.importance, 3),
+        "created_at": m.created_at.isoformat(),
+        "valid_at": m.valid_at.isoformat(),
         "invalid_at": m.invalid_at.isoformat() if m.invalid_at else None,
-        "superseded_by": str(m.superseded_by) if m.superseded_by else None, "tier": m.tier,
-    }  # fmt: skip
+        "superseded_by": str(m.superseded_by) if m.superseded_by else None,
+        "tier": m.tier,
+    }
 
 
 def _when(value: datetime | None) -> str | None:
@@ -85,8 +100,13 @@ def _when(value: datetime | None) -> str | None:
 
 
 def _entity(e: Entity) -> dict[str, Any]:
-    return {"name": e.name, "id": str(e.id), "kind": e.kind, "summary": e.summary,
-            "summarized_at": _when(e.summarized_at)}  # fmt: skip
+    return {
+        "name": e.name,
+        "id": str(e.id),
+        "kind": e.kind,
+        "summary": e.summary,
+        "summarized_at": _when(e.summarized_at),
+    }
 
 
 def _namespace(row: dict[str, Any], agent: str) -> dict[str, Any]:
@@ -96,8 +116,13 @@ def _namespace(row: dict[str, Any], agent: str) -> dict[str, Any]:
     offered = None
     if grant and not grant["accepted"]:
         offered = {"can_read": grant["can_read"], "can_write": grant["can_write"], "by": grant["granted_by"]}
-    return {"name": row["name"], "owner": row["owner_agent_id"], "access": access, "pending_offer": offered,
-            "memory_count": row.get("memory_count")}  # fmt: skip
+    return {
+        "name": row["name"],
+        "owner": row["owner_agent_id"],
+        "access": access,
+        "pending_offer": offered,
+        "memory_count": row.get("memory_count"),
+    }
 
 
 def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=None) -> MCPServer:
@@ -114,31 +139,54 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
 
     @server.tool(annotations=ToolAnnotations(title="Remember something", destructiveHint=False))
     async def memory_retain(
-        content: Annotated[str, Field(min_length=1, max_length=32000,
-                                      description="One self-contained statement worth remembering, e.g. "
-                                      "'We chose pgvector over Qdrant because one database is simpler to run.'")],
+        content: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=32000,
+                description="One self-contained statement worth remembering, e.g. "
+                "'We chose pgvector over Qdrant because one database is simpler to run.'",
+            ),
+        ],
         namespace: Namespace,
         ctx: Context,
-        visibility: Annotated[Visibility, Field(description="private: only you; team: agents granted the "
-                                                "namespace; global: every agent")] = Visibility.PRIVATE,
-        network: Annotated[Network, Field(description="fact (objective), experience (what happened), "
-                                          "observation, belief (an opinion)")] = Network.EXPERIENCE,
-        memory_type: Annotated[MemoryType, Field(description="episodic (an event), semantic (a lasting fact), "
-                                                 "procedural (how to do something), working")] = MemoryType.EPISODIC,
-        source_ref: Annotated[str | None, Field(max_length=2000, description="Where it came from: a file, "
-                                                "URL, ticket or message id")] = None,
+        visibility: Annotated[
+            Visibility, Field(description="private: only you; team: agents granted the namespace; global: every agent")
+        ] = Visibility.PRIVATE,
+        network: Annotated[
+            Network, Field(description="fact (objective), experience (what happened), observation, belief (an opinion)")
+        ] = Network.EXPERIENCE,
+        memory_type: Annotated[
+            MemoryType,
+            Field(
+                description="episodic (an event), semantic (a lasting fact), procedural (how to do something), working"
+            ),
+        ] = MemoryType.EPISODIC,
+        source_ref: Annotated[
+            str | None, Field(max_length=2000, description="Where it came from: a file, URL, ticket or message id")
+        ] = None,
         important: Annotated[bool, Field(description="Flag memories that must not be forgotten")] = False,
     ) -> dict[str, Any]:
         """Store a memory. CaBrain compares it with what it already knows: a duplicate is not stored
         twice (NOOP), a revision supersedes the old memory (UPDATE), a retraction invalidates it."""
-        item = MemoryInput(content, namespace, visibility=visibility, network=network, memory_type=memory_type,
-                           source_kind="mcp", source_ref=source_ref, important=important)  # fmt: skip
+        item = MemoryInput(
+            content,
+            namespace,
+            visibility=visibility,
+            network=network,
+            memory_type=memory_type,
+            source_kind="mcp",
+            source_ref=source_ref,
+            important=important,
+        )
         result = await run(ctx, lambda b: b.retain(item))
         return {
-            "decision": result.decision.value, "memory_id": str(result.memory_id) if result.memory_id else None,
-            "importance": round(result.importance, 3), "superseded": [str(s) for s in result.superseded],
+            "decision": result.decision.value,
+            "memory_id": str(result.memory_id) if result.memory_id else None,
+            "importance": round(result.importance, 3),
+            "superseded": [str(s) for s in result.superseded],
             "reason": result.reason,
-        }  # fmt: skip
+        }
 
     @server.tool(annotations=ToolAnnotations(title="Recall memories", readOnlyHint=True))
     async def memory_recall(
@@ -158,11 +206,15 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             "hits": [{**_memory(h.memory), "score": round(h.score, 4)} for h in result.hits],
             "related": [_memory(m) for m in result.related],
             "entities": [
-                {"name": e.name, "summary": e.summary, "summarized_at": _when(e.summarized_at),
-                 "memory_ids": [str(i) for i in e.memory_ids]}
+                {
+                    "name": e.name,
+                    "summary": e.summary,
+                    "summarized_at": _when(e.summarized_at),
+                    "memory_ids": [str(i) for i in e.memory_ids],
+                }
                 for e in result.entities
             ],
-        }  # fmt: skip
+        }
 
     @server.tool(annotations=ToolAnnotations(title="Search the memory archive", readOnlyHint=True))
     async def memory_recall_archive(
@@ -171,37 +223,47 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         ctx: Context,
         k: HowMany = 8,
         mode: Mode = RecallMode.HYBRID,
-        valid_from: Annotated[datetime | None, Field(description="Only what was true from this moment on "
-                                                      "(ISO 8601, e.g. 2026-01-01T00:00:00Z)")] = None,
-        valid_to: Annotated[datetime | None, Field(description="Only what was true before this moment (ISO 8601)")]
-        = None,
+        valid_from: Annotated[
+            datetime | None,
+            Field(description="Only what was true from this moment on (ISO 8601, e.g. 2026-01-01T00:00:00Z)"),
+        ] = None,
+        valid_to: Annotated[
+            datetime | None, Field(description="Only what was true before this moment (ISO 8601)")
+        ] = None,
         include_history: Annotated[bool, Field(description="Also return superseded and forgotten memories")] = True,
     ) -> dict[str, Any]:
         """Search the archive: old raw events and superseded facts that sleep moved out of everyday
         recall. Slower than memory_recall; use it for history, or when memory_recall comes up empty.
         Each hit carries its provenance and the memories distilled from it."""
-        q = ArchiveQuery(query, namespace, k=k, mode=mode, include_invalid=include_history,
-                         valid_from=valid_from, valid_to=valid_to)  # fmt: skip
+        q = ArchiveQuery(
+            query, namespace, k=k, mode=mode, include_invalid=include_history, valid_from=valid_from, valid_to=valid_to
+        )
         result = await run(ctx, lambda b: b.recall_archive(q))
         return {
             "hits": [
-                {**_memory(h.memory), "score": round(h.score, 4), "archived_at": h.demoted_at.isoformat(),
-                 "distilled_into": [str(x.memory_id) for x in h.derived if x.relation == "distilled_from"],
-                 "merged_into": [str(x.memory_id) for x in h.derived if x.relation == "merged"],
-                 "sources": [str(x.memory_id) for x in h.sources]}
+                {
+                    **_memory(h.memory),
+                    "score": round(h.score, 4),
+                    "archived_at": h.demoted_at.isoformat(),
+                    "distilled_into": [str(x.memory_id) for x in h.derived if x.relation == "distilled_from"],
+                    "merged_into": [str(x.memory_id) for x in h.derived if x.relation == "merged"],
+                    "sources": [str(x.memory_id) for x in h.sources],
+                }
                 for h in result.hits
             ],
             "scanned": result.scanned,
-        }  # fmt: skip
+        }
 
     @server.tool(annotations=ToolAnnotations(title="Get a memory with its history", readOnlyHint=True))
     async def memory_get(memory_id: MemoryId, ctx: Context) -> dict[str, Any]:
         """One memory with its provenance, the versions it replaced and the ones that replaced it."""
         h = await run(ctx, lambda b: b.get(memory_id))
         return {
-            "memory": _memory(h.memory), "previous": [_memory(m) for m in h.previous],
-            "next": [_memory(m) for m in h.next], "entities": list(h.entities),
-        }  # fmt: skip
+            "memory": _memory(h.memory),
+            "previous": [_memory(m) for m in h.previous],
+            "next": [_memory(m) for m in h.next],
+            "entities": list(h.entities),
+        }
 
     @server.tool(annotations=ToolAnnotations(title="Forget a memory", destructiveHint=True, idempotentHint=True))
     async def memory_forget(
@@ -249,8 +311,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
     async def memory_entities(
         namespace: Namespace,
         ctx: Context,
-        query: Annotated[str | None, Field(max_length=200, description="Only names containing this (any case)")]
-        = None,
+        query: Annotated[str | None, Field(max_length=200, description="Only names containing this (any case)")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="How many entities to return")] = 50,
         cursor: Annotated[str | None, Field(max_length=1000, description="next_cursor of the page before")] = None,
     ) -> dict[str, Any]:
@@ -263,8 +324,14 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
     @server.tool(annotations=ToolAnnotations(title="Everything about one entity", readOnlyHint=True))
     async def memory_entity(
         namespace: Namespace,
-        name: Annotated[str, Field(min_length=1, max_length=2000, description="The entity's name (any case) or id, "
-                                   "e.g. from memory_entities or memory_recall's entities")],
+        name: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=2000,
+                description="The entity's name (any case) or id, e.g. from memory_entities or memory_recall's entities",
+            ),
+        ],
         ctx: Context,
         include_history: Annotated[bool, Field(description="Also forgotten and superseded memories")] = False,
         limit: Annotated[int, Field(ge=1, le=200, description="How many memories to return")] = 20,
@@ -276,8 +343,9 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
     @server.tool(annotations=ToolAnnotations(title="Correct a memory", destructiveHint=False))
     async def memory_reconsolidate(
         memory_id: MemoryId,
-        corrected_content: Annotated[str, Field(min_length=1, max_length=32000,
-                                                description="The corrected statement, complete on its own")],
+        corrected_content: Annotated[
+            str, Field(min_length=1, max_length=32000, description="The corrected statement, complete on its own")
+        ],
         ctx: Context,
         reason: Annotated[str | None, Field(max_length=2000, description="Why it changed")] = None,
     ) -> dict[str, Any]:
@@ -285,9 +353,10 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         superseded by the new one, so its history stays queryable."""
         result = await run(ctx, lambda b: b.reconsolidate(memory_id, corrected_content, reason=reason))
         return {
-            "decision": result.decision.value, "memory_id": str(result.memory_id),
+            "decision": result.decision.value,
+            "memory_id": str(result.memory_id),
             "superseded": [str(s) for s in result.superseded],
-        }  # fmt: skip
+        }
 
     @server.tool(annotations=ToolAnnotations(title="Why a memory changed", readOnlyHint=True))
     async def memory_judgments(memory_id: MemoryId, ctx: Context) -> dict[str, Any]:
@@ -311,22 +380,37 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
 
     @server.tool(annotations=ToolAnnotations(title="Hand a task to a model", destructiveHint=False, openWorldHint=True))
     async def workflow_dispatch(
-        description: Annotated[str, Field(min_length=1, max_length=20000, description="The task, as you would "
-                                          "give it to a model, e.g. 'Extract the invoice number and total as JSON: ...'")],
+        description: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=20000,
+                description="The task, as you would "
+                "give it to a model, e.g. 'Extract the invoice number and total as JSON: ...'",
+            ),
+        ],
         namespace: Namespace,
         ctx: Context,
         context: Annotated[str, Field(max_length=20000, description="Material the task works on")] = "",
-        task_type: Annotated[str, Field(pattern="^(text|json|code)$", description="text, json or code: "
-                                        "how the answer is checked")] = "text",
-        destructive: Annotated[bool, Field(description="It changes or deletes something: always the "
-                                           "frontier model")] = False,
+        task_type: Annotated[
+            str, Field(pattern="^(text|json|code)$", description="text, json or code: how the answer is checked")
+        ] = "text",
+        destructive: Annotated[
+            bool, Field(description="It changes or deletes something: always the frontier model")
+        ] = False,
         needs_review: Annotated[bool, Field(description="Flag it for review: always the frontier model")] = False,
     ) -> dict[str, Any]:
         """Run a task on the cheapest model trusted for its kind: a local model chain once CaBrain has
         learned that it matches the frontier model on such tasks, the frontier model otherwise. The
         answer says which (route), why (reason), and what it cost."""
-        task = {"namespace": namespace, "description": description, "context": context, "task_type": task_type,
-                "destructive": destructive, "needs_review": needs_review}  # fmt: skip
+        task = {
+            "namespace": namespace,
+            "description": description,
+            "context": context,
+            "task_type": task_type,
+            "destructive": destructive,
+            "needs_review": needs_review,
+        }
         return await run(ctx, lambda b: b.dispatch_task(task))
 
     return server

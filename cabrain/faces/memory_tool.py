@@ -79,8 +79,9 @@ class MemoryFiles:
 
     # --- lookups --------------------------------------------------------------------------------
     async def _files(self, prefix: str = ROOT) -> dict[str, Memory]:
-        found = await self.backend.list_memories(self.namespace, source_kind=SOURCE_KIND, source_ref_prefix=prefix,
-                                                 include_archived=True)  # fmt: skip
+        found = await self.backend.list_memories(
+            self.namespace, source_kind=SOURCE_KIND, source_ref_prefix=prefix, include_archived=True
+        )
         archived = [m for m in found if m.tier == "cold"]
         if archived:  # archived before files were pinned: a file never vanishes, it comes back to the hot tier
             restored = {}
@@ -169,8 +170,15 @@ class MemoryFiles:
         path = normalise(command.path)
         if path == ROOT or await self._file(path) is not None or await self._under(path):
             raise ToolError(f"File {command.path} already exists")  # a directory there too, as the reference
-        item = MemoryInput(command.file_text, self.namespace, visibility=self.visibility, source_kind=SOURCE_KIND,
-                           source_ref=path, important=True, metadata={"memory_tool": "create"})  # fmt: skip
+        item = MemoryInput(
+            command.file_text,
+            self.namespace,
+            visibility=self.visibility,
+            source_kind=SOURCE_KIND,
+            source_ref=path,
+            important=True,
+            metadata={"memory_tool": "create"},
+        )
         await self.backend.retain(item, decide=False)
         return f"File created successfully at: {command.path}"
 

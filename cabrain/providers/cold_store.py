@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cabrain.errors import ColdStoreError
-from cabrain.settings import Settings, redact_url as _redact
+from cabrain.settings import Settings
+from cabrain.settings import redact_url as _redact
 
 CATALOG_NAME = "cabrain"
 # Processes opening a fresh catalog at once race to create its tables; the losers retry.
@@ -75,7 +76,7 @@ def local_cold_dir(settings: Settings) -> Path | None:
     return settings.cold_dir if settings.cold_catalog_uri is None or settings.cold_warehouse is None else None
 
 
-def open_catalog(settings: Settings):  # noqa: ANN201 - pyiceberg's SqlCatalog
+def open_catalog(settings: Settings):
     """Open the Iceberg SQL catalog (creating the local directories of the embedded default,
     private to this user: the cold tier keeps every memory's text)."""
     local = local_cold_dir(settings)

@@ -54,7 +54,7 @@ class OpenAIChat:
             raise LLMError(f"chat model {self._url} sent an unexpected body: {exc}") from exc
 
 
-def load_chat_model(settings) -> ChatModel | None:  # noqa: ANN001 - Settings (avoids a cycle)
+def load_chat_model(settings) -> ChatModel | None:
     """The configured chat model, or None when ``CABRAIN_LLM_URL`` is unset."""
     if not settings.llm_url:
         return None

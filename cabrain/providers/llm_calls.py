@@ -80,7 +80,9 @@ class _HTTPModel:
         self._policy = policy
         self._headers = headers
 
-    async def _post(self, url: str, body: dict, parse: Callable[[dict], tuple[str, int | None, int | None]]) -> Completion:
+    async def _post(
+        self, url: str, body: dict, parse: Callable[[dict], tuple[str, int | None, int | None]]
+    ) -> Completion:
         policy, attempt, started = self._policy, 0, time.perf_counter()
         while True:
             attempt += 1
@@ -97,14 +99,20 @@ class _HTTPModel:
                     try:
                         text, tokens_in, tokens_out = parse(response.json())
                     except (ValueError, KeyError, IndexError, TypeError) as exc:
-                        raise ModelCallError(f"{self.model} at {url} sent an unexpected body: {exc}", attempts=attempt) from exc
-                    return Completion(text, self.model, tokens_in, tokens_out,
-                                      (time.perf_counter() - started) * 1000, attempt)  # fmt: skip
+                        raise ModelCallError(
+                            f"{self.model} at {url} sent an unexpected body: {exc}", attempts=attempt
+                        ) from exc
+                    return Completion(
+                        text, self.model, tokens_in, tokens_out, (time.perf_counter() - started) * 1000, attempt
+                    )
                 retryable = response.status_code in RETRY_STATUSES
                 problem = f"answered {response.status_code}: {response.text[:300]}"
             if not retryable or attempt > policy.retries:
-                raise ModelCallError(f"{self.model} at {url} {problem}", attempts=attempt,
-                                     hint=None if retryable else "check the agent's endpoint, model and key")  # fmt: skip
+                raise ModelCallError(
+                    f"{self.model} at {url} {problem}",
+                    attempts=attempt,
+                    hint=None if retryable else "check the agent's endpoint, model and key",
+                )
             await asyncio.sleep(policy.backoff_s * 2 ** (attempt - 1))
 
 
@@ -116,20 +124,27 @@ def _tokens(usage: dict | None, key: str) -> int | None:
 class OpenAIModel(_HTTPModel):
     """``POST {endpoint}/chat/completions``; ``endpoint`` includes the API prefix (``.../v1``)."""
 
-    def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, policy: CallPolicy = CallPolicy()) -> None:
+    def __init__(
+        self, endpoint: str, model: str, *, api_key: str | None = None, policy: CallPolicy = CallPolicy()
+    ) -> None:
         super().__init__(endpoint, model, policy, {"Authorization": f"Bearer {api_key}"} if api_key else {})
         self.name = f"openai:{model}@{self.endpoint}"
 
     async def complete(self, system: str, user: str, *, max_tokens: int) -> Completion:
         body = {
-            "model": self.model, "temperature": 0, "max_tokens": max_tokens,
+            "model": self.model,
+            "temperature": 0,
+            "max_tokens": max_tokens,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-        }  # fmt: skip
+        }
 
         def parse(data: dict) -> tuple[str, int | None, int | None]:
             usage = data.get("usage")
-            return (data["choices"][0]["message"]["content"] or "", _tokens(usage, "prompt_tokens"),
-                    _tokens(usage, "completion_tokens"))  # fmt: skip
+            return (
+                data["choices"][0]["message"]["content"] or "",
+                _tokens(usage, "prompt_tokens"),
+                _tokens(usage, "completion_tokens"),
+            )
 
         return await self._post(self.endpoint + "/chat/completions", body, parse)
 
@@ -137,14 +152,21 @@ class OpenAIModel(_HTTPModel):
 class AnthropicModel(_HTTPModel):
     """``POST {endpoint}/v1/messages`` (``endpoint``: ``https://api.anthropic.com`` or a proxy)."""
 
-    def __init__(self, endpoint: str, model: str, *, api_key: str | None = None, policy: CallPolicy = CallPolicy()) -> None:
+    def __init__(
+        self, endpoint: str, model: str, *, api_key: str | None = None, policy: CallPolicy = CallPolicy()
+    ) -> None:
         headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
         super().__init__(endpoint, model, policy, headers)
         self.name = f"anthropic:{model}@{self.endpoint}"
 
     async def complete(self, system: str, user: str, *, max_tokens: int) -> Completion:
-        body = {"model": self.model, "max_tokens": max_tokens, "temperature": 0, "system": system,
-                "messages": [{"role": "user", "content": user}]}  # fmt: skip
+        body = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+        }
 
         def parse(data: dict) -> tuple[str, int | None, int | None]:
             text = "".join(block.get("text", "") for block in data["content"] if block.get("type") == "text")
@@ -164,8 +186,10 @@ def api_key_from(env_name: str | None) -> str | None:
         return None
     key = os.environ.get(env_name)
     if not key:
-        raise ConfigError(f"the environment variable {env_name} (this agent's API key) is not set",
-                          hint=f"export {env_name}=... where the dispatcher and workers run")  # fmt: skip
+        raise ConfigError(
+            f"the environment variable {env_name} (this agent's API key) is not set",
+            hint=f"export {env_name}=... where the dispatcher and workers run",
+        )
     return key
 
 

@@ -230,17 +230,24 @@ def _rank(state: _Pass, query: ArchiveQuery, settings: Any) -> tuple[list, int]:
             norm = k1 * (1 - b + b * state.lengths[i] / avgdl)
             score = sum(
                 q * idf(n_docs, df[t]) * tf * (k1 + 1) / (tf + norm)
-                for t, q in state.terms.items() if (tf := state.matches[i].get(t))
-            )  # fmt: skip
+                for t, q in state.terms.items()
+                if (tf := state.matches[i].get(t))
+            )
             scored.append((score, state.ids[i], i))
         scored.sort(key=lambda s: (-s[0], s[1]))
         bm25_rows = [_row(state, i, score=score) for score, _, i in scored[:n]]
     if query.mode is RecallMode.BM25:
         coverage = 1.0
     fused = fuse(
-        vector_rows, bm25_rows, bm25_coverage=coverage, method=settings.fusion, alpha=settings.fusion_alpha,
-        k=settings.rrf_k, salience_weight=settings.salience_weight, coverage_power=settings.bm25_coverage_power,
-    )  # fmt: skip
+        vector_rows,
+        bm25_rows,
+        bm25_coverage=coverage,
+        method=settings.fusion,
+        alpha=settings.fusion_alpha,
+        k=settings.rrf_k,
+        salience_weight=settings.salience_weight,
+        coverage_power=settings.bm25_coverage_power,
+    )
     return fused, len(kept)
 
 
@@ -252,15 +259,25 @@ def memory_of(row: dict) -> Memory:
     """A cold row (from :meth:`ColdTier.newest`) as a :class:`Memory` of tier "cold"."""
     metadata = row["metadata"]
     return Memory(
-        id=uuid.UUID(row["id"]), namespace=row["namespace"], owner_agent_id=row["owner_agent_id"],
-        visibility=Visibility(row["visibility"]), network=Network(row["network"]),
-        memory_type=MemoryType(row["memory_type"]), content=row["content"], source_kind=row["source_kind"],
-        source_ref=row["source_ref"], importance=float(row["importance"]), access_count=int(row["access_count"]),
-        last_accessed_at=row["last_accessed_at"], created_at=row["created_at"], valid_at=row["valid_at"],
+        id=uuid.UUID(row["id"]),
+        namespace=row["namespace"],
+        owner_agent_id=row["owner_agent_id"],
+        visibility=Visibility(row["visibility"]),
+        network=Network(row["network"]),
+        memory_type=MemoryType(row["memory_type"]),
+        content=row["content"],
+        source_kind=row["source_kind"],
+        source_ref=row["source_ref"],
+        importance=float(row["importance"]),
+        access_count=int(row["access_count"]),
+        last_accessed_at=row["last_accessed_at"],
+        created_at=row["created_at"],
+        valid_at=row["valid_at"],
         invalid_at=row["invalid_at"],
         superseded_by=uuid.UUID(row["superseded_by"]) if row["superseded_by"] else None,
-        tier="cold", metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
-    )  # fmt: skip
+        tier="cold",
+        metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
+    )
 
 
 async def recall_archive(brain: Brain, agent: str, query: ArchiveQuery) -> ArchiveResult:
@@ -326,15 +343,24 @@ async def recall_archive(brain: Brain, agent: str, query: ArchiveQuery) -> Archi
     for c in top:
         row = rows[str(c.row["id"])]
         memory = memory_of(row)
-        hits.append(ArchiveHit(
-            memory=memory, score=c.fused,
-            breakdown=ScoreBreakdown(
-                vector_rank=c.vector_rank, vector_similarity=c.vector_similarity, bm25_rank=c.bm25_rank,
-                bm25_score=c.bm25_score, fused=c.fused, importance=memory.importance,
-            ),
-            demoted_at=row["demoted_at"], batch=uuid.UUID(row["demote_batch"]),
-            derived=links.get(memory.id, {}).get("derived", []), sources=links.get(memory.id, {}).get("source", []),
-        ))  # fmt: skip
+        hits.append(
+            ArchiveHit(
+                memory=memory,
+                score=c.fused,
+                breakdown=ScoreBreakdown(
+                    vector_rank=c.vector_rank,
+                    vector_similarity=c.vector_similarity,
+                    bm25_rank=c.bm25_rank,
+                    bm25_score=c.bm25_score,
+                    fused=c.fused,
+                    importance=memory.importance,
+                ),
+                demoted_at=row["demoted_at"],
+                batch=uuid.UUID(row["demote_batch"]),
+                derived=links.get(memory.id, {}).get("derived", []),
+                sources=links.get(memory.id, {}).get("source", []),
+            )
+        )
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     return ArchiveResult(hits=hits, scanned=kept, files=files, timings_ms=timings)
 

@@ -54,9 +54,15 @@ class SearchFilters:
 
     def args(self) -> tuple:
         return (
-            self.namespace, self.agent, self.include_invalid, self.networks, self.memory_types,
-            self.source_kinds, self.valid_from, self.valid_to,
-        )  # fmt: skip
+            self.namespace,
+            self.agent,
+            self.include_invalid,
+            self.networks,
+            self.memory_types,
+            self.source_kinds,
+            self.valid_from,
+            self.valid_to,
+        )
 
 
 @dataclass(frozen=True)
@@ -85,8 +91,13 @@ class KeywordBackend(Protocol):
         """What :meth:`search` needs to know of the query before it searches (cheap)."""
 
     async def search(
-        self, conn: asyncpg.Connection, query: str, filters: SearchFilters, limit: int,
-        *, terms: QueryTerms | None = None,
+        self,
+        conn: asyncpg.Connection,
+        query: str,
+        filters: SearchFilters,
+        limit: int,
+        *,
+        terms: QueryTerms | None = None,
     ) -> KeywordResult:
         """The best ``limit`` rows; ``terms``: this query's :meth:`read_terms`, when read ahead."""
 
@@ -182,9 +193,7 @@ class PostgresBM25:
             if length:
                 by_namespace.setdefault(doc.namespace, []).append((doc, tfs, length))
         for namespace, entries in sorted(by_namespace.items()):
-            stats = await conn.fetchrow(
-                UPSERT_STATS, namespace, len(entries), sum(length for _, _, length in entries)
-            )
+            stats = await conn.fetchrow(UPSERT_STATS, namespace, len(entries), sum(length for _, _, length in entries))
             avgdl = max(stats["total_len"] / max(stats["doc_count"], 1), 1.0)
             df: Counter[str] = Counter()
             cols: list[list] = [[] for _ in range(7)]
@@ -193,10 +202,17 @@ class PostgresBM25:
                 for term, tf in tfs.items():
                     for col, value in zip(
                         cols,
-                        (namespace, term, doc.memory_id, doc.valid_at, min(tf, 32767), length,
-                         self._impact(tf, length, avgdl)),
+                        (
+                            namespace,
+                            term,
+                            doc.memory_id,
+                            doc.valid_at,
+                            min(tf, 32767),
+                            length,
+                            self._impact(tf, length, avgdl),
+                        ),
                         strict=True,
-                    ):  # fmt: skip
+                    ):
                         col.append(value)
             terms = sorted(df)
             await conn.execute(UPSERT_DF, namespace, terms, [df[t] for t in terms])
@@ -214,8 +230,13 @@ class PostgresBM25:
         return QueryTerms(query, namespace, list(rows))
 
     async def search(
-        self, conn: asyncpg.Connection, query: str, filters: SearchFilters, limit: int,
-        *, terms: QueryTerms | None = None,
+        self,
+        conn: asyncpg.Connection,
+        query: str,
+        filters: SearchFilters,
+        limit: int,
+        *,
+        terms: QueryTerms | None = None,
     ) -> KeywordResult:
         if terms is None or (terms.query, terms.namespace) != (query, filters.namespace):
             terms = await self.read_terms(conn, query, filters.namespace)
@@ -239,18 +260,24 @@ class PostgresBM25:
         budget, shortlist = self.postings_per_term, limit * 4
         while True:
             # Look the shortlist up row by row (LOOKUPS): the planner cannot know it is short.
-            result = await fetch_without(conn, SEARCH, (
-                *filters.args(),
-                limit,
-                [r["term"] for r in known],
-                [r["qtf"] for r in known],
-                [idf(n_docs, r["df"]) for r in known],
-                self.k1,
-                self.b,
-                avgdl,
-                budget,
-                shortlist,
-            ), disable=LOOKUPS, generic=True)  # fmt: skip
+            result = await fetch_without(
+                conn,
+                SEARCH,
+                (
+                    *filters.args(),
+                    limit,
+                    [r["term"] for r in known],
+                    [r["qtf"] for r in known],
+                    [idf(n_docs, r["df"]) for r in known],
+                    self.k1,
+                    self.b,
+                    avgdl,
+                    budget,
+                    shortlist,
+                ),
+                disable=LOOKUPS,
+                generic=True,
+            )
             if len(result) >= limit:
                 return KeywordResult(list(result), coverage)
             # Short: count the candidates (only now - counting every time costs a millisecond).

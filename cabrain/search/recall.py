@@ -141,7 +141,12 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
             return []
         t0 = time.perf_counter()
         rows = await vector.search_with_passages(
-            brain.pool, vec, filters, n, exact_max=settings.vector_exact_max, skip_cost=settings.vector_skip_cost,
+            brain.pool,
+            vec,
+            filters,
+            n,
+            exact_max=settings.vector_exact_max,
+            skip_cost=settings.vector_skip_cost,
             sizes=sizes,
         )
         timings["vector_ms"] = (time.perf_counter() - t0) * 1000
@@ -200,8 +205,9 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
             if not settings.recall_entity_summaries:
                 return []
             async with brain.pool.acquire() as conn:
-                return await entity_sql.recall_summaries(conn, query.namespace, agent, ids,
-                                                         settings.recall_entity_summaries)  # fmt: skip
+                return await entity_sql.recall_summaries(
+                    conn, query.namespace, agent, ids, settings.recall_entity_summaries
+                )
 
         rows, entities = await asyncio.gather(neighbours(), summaries())
         related = [sql.to_memory(r) for r in rows]

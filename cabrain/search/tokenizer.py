@@ -27,11 +27,17 @@ from collections.abc import Iterable
 _DIGITS = str.maketrans("٠١٢٣٤٥٦٧٨٩۰۱۲۳۴۵۶۷۸۹", "01234567890123456789")
 _ARABIC_MAP = str.maketrans(
     {
-        "أ": "ا", "إ": "ا", "آ": "ا", "ٱ": "ا",
-        "ى": "ي", "ة": "ه", "ؤ": "و", "ئ": "ي",
+        "أ": "ا",
+        "إ": "ا",
+        "آ": "ا",
+        "ٱ": "ا",
+        "ى": "ي",
+        "ة": "ه",
+        "ؤ": "و",
+        "ئ": "ي",
         "ـ": None,  # tatweel
     }
-)  # fmt: skip
+)
 _DIACRITICS = re.compile("[\u064b-\u065f\u0670\u06d6-\u06ed]")
 _APOSTROPHES = re.compile("(?<=\\w)['\u2019](?=\\w)")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -59,7 +65,7 @@ def _stem_arabic(word: str) -> str:
         word = word[1:]
     for prefix in _AR_PREFIXES:
         if word.startswith(prefix) and len(word) - len(prefix) >= 2:
-            word = word[len(prefix):]
+            word = word[len(prefix) :]
             break
     for suffix in _AR_SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 2:

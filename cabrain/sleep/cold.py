@@ -34,7 +34,9 @@ TABLE = f"{NAMESPACE}.memories"
 BATCH_PROPERTY = "cabrain.batch"
 # No column statistics of the texts in the manifests: their lower and upper bounds would copy the
 # first characters of memories there, where a purge of forgotten rows could not reach them.
-TABLE_PROPERTIES = {f"write.metadata.metrics.column.{c}": "none" for c in ("content", "metadata", "terms", "source_ref")}
+TABLE_PROPERTIES = {
+    f"write.metadata.metrics.column.{c}": "none" for c in ("content", "metadata", "terms", "source_ref")
+}
 
 # (name, arrow type, required)
 FIELDS: list[tuple[str, pa.DataType, bool]] = [
@@ -101,7 +103,7 @@ def _partition_spec(schema):
     )
 
 
-def _evolve(table, schema):  # noqa: ANN001, ANN202 - pyiceberg Table and Schema
+def _evolve(table, schema):
     """Add the columns of ``EVOLVED`` that ``table`` lacks, and ``TABLE_PROPERTIES`` (a table made by
     an older CaBrain)."""
     from pyiceberg.exceptions import CommitFailedException
@@ -200,7 +202,7 @@ class ColdTier:
         again after a crash or racing another writer (a lost commit race is retried on the new
         table state, after checking the batch did not land meanwhile). Returns the snapshot id."""
 
-        def append(table) -> None:  # noqa: ANN001
+        def append(table) -> None:
             if self.committed_snapshot(batch) is None:
                 table.append(rows, snapshot_properties={BATCH_PROPERTY: str(batch)})
 
@@ -268,7 +270,9 @@ class ColdTier:
         if not ids:
             return {}
         expression = In("id", {str(i) for i in ids})
-        _, batches = self.batches(namespace, expression if row_filter is None else And(row_filter, expression), ROW_COLUMNS)
+        _, batches = self.batches(
+            namespace, expression if row_filter is None else And(row_filter, expression), ROW_COLUMNS
+        )
         newest: dict[str, dict] = {}
         for batch in batches:
             for row in batch.to_pylist():
@@ -288,7 +292,7 @@ class ColdTier:
             return
         expression = And(EqualTo("namespace", namespace), In("id", {str(i) for i in ids}))
 
-        def delete(table) -> None:  # noqa: ANN001
+        def delete(table) -> None:
             if table.current_snapshot() is not None:
                 table.delete(expression, snapshot_properties={"cabrain.purge": str(len(ids))})
 
@@ -303,8 +307,11 @@ class ColdTier:
         if current is None:
             return {"snapshots_expired": 0, "files_deleted": 0}
         cutoff_ms = int(older_than.timestamp() * 1000)
-        old = [snap.snapshot_id for snap in table.snapshots()
-               if snap.timestamp_ms < cutoff_ms and snap.snapshot_id != current.snapshot_id]  # fmt: skip
+        old = [
+            snap.snapshot_id
+            for snap in table.snapshots()
+            if snap.timestamp_ms < cutoff_ms and snap.snapshot_id != current.snapshot_id
+        ]
         if old:
             with private_files():
                 table.maintenance.expire_snapshots().by_ids(old).commit()
@@ -314,7 +321,9 @@ class ColdTier:
             live.add(snap.manifest_list)
             for manifest in snap.manifests(table.io):
                 live.add(manifest.manifest_path)
-                live.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
+                live.update(
+                    e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+                )
         live = {_path_of(location) for location in live}
         deleted = 0
         for path, modified in self._table_files(table):
@@ -324,7 +333,7 @@ class ColdTier:
         return {"snapshots_expired": len(old), "files_deleted": deleted}
 
     @staticmethod
-    def _table_files(table) -> Iterator[tuple[str, float]]:  # noqa: ANN001
+    def _table_files(table) -> Iterator[tuple[str, float]]:
         """Every file under the table's location, with its modification time."""
         from pyarrow.fs import FileSelector, FileType
 
@@ -367,19 +376,31 @@ def to_arrow(rows: Sequence[Any], batch: uuid.UUID, demoted_at: datetime) -> pa.
         metadata = r["metadata"]
         tokens = tokenize(r["content"])
         values = {
-            "id": str(r["id"]), "namespace": r["namespace"], "valid_month": month_of(r["valid_at"]),
-            "owner_agent_id": r["owner_agent_id"], "visibility": r["visibility"], "network": r["network"],
-            "memory_type": r["memory_type"], "content": r["content"], "source_kind": r["source_kind"],
-            "source_ref": r["source_ref"], "embedding": blob,
+            "id": str(r["id"]),
+            "namespace": r["namespace"],
+            "valid_month": month_of(r["valid_at"]),
+            "owner_agent_id": r["owner_agent_id"],
+            "visibility": r["visibility"],
+            "network": r["network"],
+            "memory_type": r["memory_type"],
+            "content": r["content"],
+            "source_kind": r["source_kind"],
+            "source_ref": r["source_ref"],
+            "embedding": blob,
             "embedding_dim": None if vector is None else len(vector),
-            "importance": float(r["importance"]), "access_count": int(r["access_count"]),
-            "last_accessed_at": r["last_accessed_at"], "created_at": r["created_at"], "valid_at": r["valid_at"],
+            "importance": float(r["importance"]),
+            "access_count": int(r["access_count"]),
+            "last_accessed_at": r["last_accessed_at"],
+            "created_at": r["created_at"],
+            "valid_at": r["valid_at"],
             "invalid_at": r["invalid_at"],
             "superseded_by": None if r["superseded_by"] is None else str(r["superseded_by"]),
             "metadata": metadata if isinstance(metadata, str) else json.dumps(metadata or {}),
-            "demote_batch": str(batch), "demoted_at": demoted_at,
-            "terms": " " + "  ".join(tokens) + " " if tokens else "", "term_count": len(tokens),
-        }  # fmt: skip
+            "demote_batch": str(batch),
+            "demoted_at": demoted_at,
+            "terms": " " + "  ".join(tokens) + " " if tokens else "",
+            "term_count": len(tokens),
+        }
         for name in COLUMNS:
             data[name].append(values[name])
     schema = pa.schema([pa.field(name, kind, nullable=not required) for name, kind, required in FIELDS])

@@ -36,9 +36,7 @@ class StepResult:
 
 
 class StepContext:
-    def __init__(
-        self, settings: Settings, dsn: str, run_id: uuid.UUID, *, clock: Clock = utc_now
-    ) -> None:
+    def __init__(self, settings: Settings, dsn: str, run_id: uuid.UUID, *, clock: Clock = utc_now) -> None:
         self.settings, self.dsn, self.run_id = settings, dsn, run_id
         self.clock = clock  # "now" for every age a step decides on (passed into its SQL; cabrain.clock)
         self._pool: asyncpg.Pool | None = None

@@ -68,10 +68,15 @@ class CycleReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "run_id": str(self.run_id), "status": self.status, "seconds": round(self.seconds, 3),
-            "namespaces": self.namespaces, "skipped": self.skipped, "steps": self.steps, "tasks": self.tasks,
+            "run_id": str(self.run_id),
+            "status": self.status,
+            "seconds": round(self.seconds, 3),
+            "namespaces": self.namespaces,
+            "skipped": self.skipped,
+            "steps": self.steps,
+            "tasks": self.tasks,
             "sleep_role": self.sleep_role,
-        }  # fmt: skip
+        }
 
 
 def _node_id() -> str | None:
@@ -104,22 +109,31 @@ async def execute_step(
                 await conn.execute(END_STEP, run_id, step, namespace, month, "failed", "{}", "[]", str(exc)[:2000])
             raise
         async with pool.acquire() as conn:
-            await conn.execute(END_STEP, run_id, step, namespace, month, "done",
-                               jsonb(result.counts), jsonb(result.changes), None)  # fmt: skip
+            await conn.execute(
+                END_STEP, run_id, step, namespace, month, "done", jsonb(result.counts), jsonb(result.changes), None
+            )
     finally:
         await ctx.close()
-    return {"step": step, "namespace": namespace, "month": month, "node_id": node,
-            "seconds": round(time.perf_counter() - started, 3), "counts": result.counts}  # fmt: skip
+    return {
+        "step": step,
+        "namespace": namespace,
+        "month": month,
+        "node_id": node,
+        "seconds": round(time.perf_counter() - started, 3),
+        "counts": result.counts,
+    }
 
 
 def _remote_step():
     import ray
 
     @ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")
-    def sleep_step(settings: dict[str, Any], dsn: str, run_id: str, step: str, namespace: str, month: str,
-                   clock: Clock = utc_now) -> dict:  # fmt: skip
-        return asyncio.run(execute_step(load_settings(**settings), dsn, uuid.UUID(run_id), step, namespace, month,
-                                        clock=clock))  # fmt: skip
+    def sleep_step(
+        settings: dict[str, Any], dsn: str, run_id: str, step: str, namespace: str, month: str, clock: Clock = utc_now
+    ) -> dict:
+        return asyncio.run(
+            execute_step(load_settings(**settings), dsn, uuid.UUID(run_id), step, namespace, month, clock=clock)
+        )
 
     return sleep_step
 
@@ -149,7 +163,10 @@ async def sleep_dsn(settings: Settings, dsn: str) -> tuple[str, str]:
         probe = await asyncpg.connect(candidate, timeout=10)
         await probe.close()
     except (asyncpg.PostgresError, OSError) as exc:
-        return dsn, f"{me} ({SLEEP_ROLE} cannot log in with the hot tier's URL: {type(exc).__name__}; set CABRAIN_SLEEP_DATABASE_URL)"
+        return (
+            dsn,
+            f"{me} ({SLEEP_ROLE} cannot log in with the hot tier's URL: {type(exc).__name__}; set CABRAIN_SLEEP_DATABASE_URL)",
+        )
     return candidate, SLEEP_ROLE
 
 
@@ -201,7 +218,11 @@ async def run_cycle(
         failed = [n for n, ok in zip(mine, outcomes, strict=True) if not ok]
         if "maintain" in steps:
             await runner.task("maintain", "", "")
-        status = "done" if not failed and not runner.failures else ("failed" if len(failed) == len(mine) and mine else "partial")
+        status = (
+            "done"
+            if not failed and not runner.failures
+            else ("failed" if len(failed) == len(mine) and mine else "partial")
+        )
         totals: dict[str, dict[str, int]] = {}
         for task in runner.tasks:
             bucket = totals.setdefault(task["step"], {})
@@ -237,18 +258,22 @@ class _Runner:
     async def task(self, step: str, namespace: str, month: str) -> bool:
         try:
             if self._remote is not None:
-                ref = self._remote.remote(self._settings_dict, self.dsn, str(self.run_id), step, namespace, month,
-                                          self.clock)  # fmt: skip
+                ref = self._remote.remote(
+                    self._settings_dict, self.dsn, str(self.run_id), step, namespace, month, self.clock
+                )
                 done = await ref
             else:
-                done = await execute_step(self.settings, self.dsn, self.run_id, step, namespace, month,
-                                          clock=self.clock)  # fmt: skip
+                done = await execute_step(
+                    self.settings, self.dsn, self.run_id, step, namespace, month, clock=self.clock
+                )
         except Exception as exc:  # noqa: BLE001 - recorded; the namespace's later steps are skipped
             cause = getattr(exc, "cause", None) or exc
             self.failures.append({"step": step, "namespace": namespace, "month": month, "error": str(cause)})
             self.tasks.append({"step": step, "namespace": namespace, "month": month, "error": str(cause)[:500]})
             self.say(f"  {namespace or '*'} {step}{' ' + month if month else ''}: FAILED: {cause}")
-            log.error("sleep step failed", extra={"step": step, "namespace": namespace, "month": month, "error": str(cause)})
+            log.error(
+                "sleep step failed", extra={"step": step, "namespace": namespace, "month": month, "error": str(cause)}
+            )
             return False
         self.tasks.append(done)
         counts = ", ".join(f"{k} {v}" for k, v in sorted(done["counts"].items()) if v) or "nothing to do"

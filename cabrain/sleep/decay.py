@@ -46,10 +46,17 @@ async def decay(ctx: StepContext, namespace: str, month: str) -> StepResult:
     async with pool.acquire() as conn, conn.transaction():
         bounds = await conn.fetchrow(MONTH_BOUNDS, month)
         rows = await conn.fetch(
-            DECAY, namespace, bounds["lo"], bounds["hi"],
-            s.sleep_decay_half_life_days, s.sleep_decay_salience_boost, s.sleep_decay_floor,
-            s.sleep_decay_min_change, s.sleep_decay_pinned_floor, ctx.clock(),
-        )  # fmt: skip
+            DECAY,
+            namespace,
+            bounds["lo"],
+            bounds["hi"],
+            s.sleep_decay_half_life_days,
+            s.sleep_decay_salience_boost,
+            s.sleep_decay_floor,
+            s.sleep_decay_min_change,
+            s.sleep_decay_pinned_floor,
+            ctx.clock(),
+        )
     result.add("decayed", len(rows))
     result.add("importance_lost_x1000", int(sum(r["before"] - r["after"] for r in rows) * 1000))
     for r in sorted(rows, key=lambda r: r["after"] - r["before"])[:20]:

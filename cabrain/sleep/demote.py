@@ -132,11 +132,21 @@ async def demote(ctx: StepContext, namespace: str, month: str) -> StepResult:
     while True:
         async with pool.acquire() as conn:
             pending = [i for b in await conn.fetch(OPEN_BATCHES, namespace, month) for i in b["memory_ids"]]
-            ids = [r["id"] for r in await conn.fetch(
-                CANDIDATES, namespace, lo, hi, pending,
-                settings.sleep_demote_invalid_after_days * 86400, settings.sleep_demote_after_days * 86400,
-                settings.sleep_demote_keep_importance, settings.sleep_demote_batch, ctx.clock(),
-            )]  # fmt: skip
+            ids = [
+                r["id"]
+                for r in await conn.fetch(
+                    CANDIDATES,
+                    namespace,
+                    lo,
+                    hi,
+                    pending,
+                    settings.sleep_demote_invalid_after_days * 86400,
+                    settings.sleep_demote_after_days * 86400,
+                    settings.sleep_demote_keep_importance,
+                    settings.sleep_demote_batch,
+                    ctx.clock(),
+                )
+            ]
             if not ids:
                 break
             batch_id = uuid.uuid4()
@@ -174,7 +184,9 @@ async def _finish(
             copies = cold.newest(namespace, [str(r["id"]) for r in rows], EqualTo("valid_month", month_of(lo)))
             changed = [r for r in rows if str(r["id"]) not in copies or _differs(r, copies[str(r["id"])])]
             if changed:
-                fix = uuid.uuid5(batch, ",".join(sorted(f"{r['id']}:{r['invalid_at']}:{r['superseded_by']}" for r in changed)))
+                fix = uuid.uuid5(
+                    batch, ",".join(sorted(f"{r['id']}:{r['invalid_at']}:{r['superseded_by']}" for r in changed))
+                )
                 cold.append_batch(fix, to_arrow(changed, batch, demoted_at))
                 result.add("rewritten_after_crash", len(changed))
         failpoints.hit("demote.after_cold_commit")
@@ -204,8 +216,9 @@ async def _finish(
     if resumed:
         result.add("batches_resumed")
     for r in rows:
-        result.change(memory_id=r["id"], action="demoted", batch=batch,
-                      why="invalidated" if r["invalid_at"] else "old episode")  # fmt: skip
+        result.change(
+            memory_id=r["id"], action="demoted", batch=batch, why="invalidated" if r["invalid_at"] else "old episode"
+        )
 
 
 __all__ = ["demote"]

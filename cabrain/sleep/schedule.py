@@ -24,8 +24,9 @@ def parse_at(text: str) -> time:
     return time(int(hours), int(minutes), tzinfo=UTC)
 
 
-def next_run(now: datetime, *, at: time | None = None, every: timedelta | None = None,
-             last: datetime | None = None) -> datetime:  # fmt: skip
+def next_run(
+    now: datetime, *, at: time | None = None, every: timedelta | None = None, last: datetime | None = None
+) -> datetime:
     """The next moment a cycle should start: ``every`` after the last start (at once if none), or
     the next ``at`` (UTC) strictly after ``now``."""
     if every is not None:

@@ -168,8 +168,9 @@ async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> Step
     s = ctx.settings
     pool = await ctx.pool()
     async with pool.acquire() as conn:
-        episodes = await conn.fetch(EPISODES, namespace, s.sleep_consolidate_window_days * 86400, s.sleep_consolidate_batch,
-                                    ctx.clock())  # fmt: skip
+        episodes = await conn.fetch(
+            EPISODES, namespace, s.sleep_consolidate_window_days * 86400, s.sleep_consolidate_batch, ctx.clock()
+        )
     result.add("episodes_read", len(episodes))
     touched_entities: set[uuid.UUID] = set()
     for (owner, visibility), rows in sorted(_groups(episodes).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
@@ -271,16 +272,31 @@ async def _write_facts(
         fact_id = existing or uuid.uuid4()
         if existing is None:
             evidence = [by_id[s] for s in sources]
-            await sql.insert_memories(conn, [{
-                "id": fact_id, "namespace": namespace, "owner_agent_id": owner, "visibility": visibility,
-                "network": "fact", "memory_type": "semantic", "content": text, "source_kind": "sleep",
-                "source_ref": f"sleep:{ctx.run_id}", "embedding": vectors[i],
-                "importance": min(1.0, max(float(r["importance"]) for r in evidence) + 0.1),
-                "valid_at": max(r["valid_at"] for r in evidence),
-                "metadata": {"distilled_from": [str(x) for x in sources], "method": method,
-                             "sleep_run": str(ctx.run_id)},
-                "content_hash": digest,
-            }])  # fmt: skip
+            await sql.insert_memories(
+                conn,
+                [
+                    {
+                        "id": fact_id,
+                        "namespace": namespace,
+                        "owner_agent_id": owner,
+                        "visibility": visibility,
+                        "network": "fact",
+                        "memory_type": "semantic",
+                        "content": text,
+                        "source_kind": "sleep",
+                        "source_ref": f"sleep:{ctx.run_id}",
+                        "embedding": vectors[i],
+                        "importance": min(1.0, max(float(r["importance"]) for r in evidence) + 0.1),
+                        "valid_at": max(r["valid_at"] for r in evidence),
+                        "metadata": {
+                            "distilled_from": [str(x) for x in sources],
+                            "method": method,
+                            "sleep_run": str(ctx.run_id),
+                        },
+                        "content_hash": digest,
+                    }
+                ],
+            )
             valid_at = max(r["valid_at"] for r in evidence)
             await PostgresBM25(k1=ctx.settings.bm25_k1, b=ctx.settings.bm25_b).index(
                 conn, [IndexedDoc(fact_id, namespace, valid_at, text)]
@@ -338,7 +354,7 @@ async def dedup(ctx: StepContext, namespace: str, month: str = "") -> StepResult
         rows = await conn.fetch(CURRENT, namespace, None)
     result.add("memories_compared", len(rows))
     threshold = ctx.settings.sleep_dedup_similarity
-    for key, group in sorted(_groups(rows).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+    for _key, group in sorted(_groups(rows).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
         by_kind: dict[tuple[str, str], list[asyncpg.Record]] = defaultdict(list)
         for r in group:
             by_kind[(r["network"], r["memory_type"])].append(r)
@@ -386,28 +402,48 @@ async def _merge_duplicates(ctx: StepContext, rows: list, since: Any, threshold:
         keeper = rows[root]
         async with pool.acquire() as conn, conn.transaction():
             merged = []
-            judgment = judgments.Judgment(keeper["namespace"], "merge", "dedup", f"dedup: near-duplicates of {keeper['id']}",
-                                          run_id=ctx.run_id, inputs={"keeper": str(keeper["id"]), "text": keeper["content"],
-                                                                     "similarities": {}})  # fmt: skip
+            judgment = judgments.Judgment(
+                keeper["namespace"],
+                "merge",
+                "dedup",
+                f"dedup: near-duplicates of {keeper['id']}",
+                run_id=ctx.run_id,
+                inputs={"keeper": str(keeper["id"]), "text": keeper["content"], "similarities": {}},
+            )
             now = await conn.fetchval("SELECT now()")
             for i in sorted(members):
                 if i == root:
                     continue
                 sim = best.get((min(i, root), max(i, root))) or float(unit[i] @ unit[root])
-                reason = {"superseded_reason": f"dedup: near-duplicate of {keeper['id']} (similarity {sim:.3f})",
-                          "sleep_run": str(ctx.run_id)}  # fmt: skip
+                reason = {
+                    "superseded_reason": f"dedup: near-duplicate of {keeper['id']} (similarity {sim:.3f})",
+                    "sleep_run": str(ctx.run_id),
+                }
                 if await judgments.supersede(conn, judgment, rows[i]["id"], by=keeper["id"], metadata=reason, now=now):
                     merged.append(rows[i])
                     judgment.inputs["similarities"][str(rows[i]["id"])] = round(sim, 4)
                     result.change(memory_id=rows[i]["id"], action="merged", into=keeper["id"], similarity=round(sim, 4))
             if merged:
-                await judgments.change(conn, judgment, keeper["id"], {
-                    "importance": max(float(keeper["importance"]), *(float(r["importance"]) for r in merged)),
-                    "access_count": int(keeper["access_count"]) + sum(int(r["access_count"]) for r in merged),
-                })  # fmt: skip
+                await judgments.change(
+                    conn,
+                    judgment,
+                    keeper["id"],
+                    {
+                        "importance": max(float(keeper["importance"]), *(float(r["importance"]) for r in merged)),
+                        "access_count": int(keeper["access_count"]) + sum(int(r["access_count"]) for r in merged),
+                    },
+                )
                 added = await conn.fetch(ADD_SOURCES, keeper["id"], [r["id"] for r in merged], "merged", ctx.run_id)
-                judgment.links = [{"memory_id": str(keeper["id"]), "source_id": str(a["source_id"]), "relation": "merged",
-                                   "run_id": str(ctx.run_id), "op": "add"} for a in added]  # fmt: skip
+                judgment.links = [
+                    {
+                        "memory_id": str(keeper["id"]),
+                        "source_id": str(a["source_id"]),
+                        "relation": "merged",
+                        "run_id": str(ctx.run_id),
+                        "op": "add",
+                    }
+                    for a in added
+                ]
                 await judgments.record(conn, judgment)
                 result.add("merged", len(merged))
                 result.add("survivors")
@@ -445,7 +481,11 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
         if newer in gone:
             continue
         for older in order:
-            if rank[older] >= rank[newer] or older in gone or sims[newer, older] < s.revision_similarity - RETRACTION_MARGIN:
+            if (
+                rank[older] >= rank[newer]
+                or older in gone
+                or sims[newer, older] < s.revision_similarity - RETRACTION_MARGIN
+            ):
                 continue
             a, b = rows[newer], rows[older]
             if WIDTH[a["visibility"]] < WIDTH[b["visibility"]]:
@@ -454,24 +494,42 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
                 continue
             if b["pinned"]:
                 continue  # pinned (a memory-tool file, an important memory): only its writer replaces it
-            why = contradiction(a["content"], b["content"], float(sims[newer, older]),
-                                revision_similarity=s.revision_similarity, duplicate_similarity=s.duplicate_similarity)  # fmt: skip
+            why = contradiction(
+                a["content"],
+                b["content"],
+                float(sims[newer, older]),
+                revision_similarity=s.revision_similarity,
+                duplicate_similarity=s.duplicate_similarity,
+            )
             if why is None and chat is not None and compare(a["content"], b["content"]).same_subject:
                 try:
-                    verdict = json.loads(await chat.complete(CONTRADICTION_PROMPT, f"A (newer): {a['content']}\nB (older): {b['content']}"))
+                    verdict = json.loads(
+                        await chat.complete(
+                            CONTRADICTION_PROMPT, f"A (newer): {a['content']}\nB (older): {b['content']}"
+                        )
+                    )
                     if verdict.get("contradiction") is True:
                         why = f"chat model: {str(verdict.get('reason') or 'contradiction')[:200]}"
                 except (LLMError, ValueError, TypeError, AttributeError):
                     result.add("llm_fallbacks")
             if why is None:
                 continue
-            reason = {"superseded_reason": f"contradicted by newer evidence {a['id']}: {why}", "sleep_run": str(ctx.run_id)}
-            judgment = judgments.Judgment(namespace, "supersede", "reconsolidate", reason["superseded_reason"],
-                                          run_id=ctx.run_id, inputs={"newer": str(a["id"]), "text": a["content"],
-                                                                     "similarity": round(float(sims[newer, older]), 4)})  # fmt: skip
+            reason = {
+                "superseded_reason": f"contradicted by newer evidence {a['id']}: {why}",
+                "sleep_run": str(ctx.run_id),
+            }
+            judgment = judgments.Judgment(
+                namespace,
+                "supersede",
+                "reconsolidate",
+                reason["superseded_reason"],
+                run_id=ctx.run_id,
+                inputs={"newer": str(a["id"]), "text": a["content"], "similarity": round(float(sims[newer, older]), 4)},
+            )
             async with pool.acquire() as conn, conn.transaction():
-                if await judgments.supersede(conn, judgment, b["id"], by=a["id"], metadata=reason,
-                                             now=await conn.fetchval("SELECT now()")):  # fmt: skip
+                if await judgments.supersede(
+                    conn, judgment, b["id"], by=a["id"], metadata=reason, now=await conn.fetchval("SELECT now()")
+                ):
                     await judgments.record(conn, judgment)
                     gone.add(older)
                     result.add("superseded")
@@ -485,8 +543,15 @@ def _step_functions() -> dict[str, Any]:
     from cabrain.sleep.maintain import maintain
     from cabrain.sleep.purge import purge
 
-    return {"consolidate": consolidate, "dedup": dedup, "reconsolidate": reconsolidate,
-            "decay": decay, "demote": demote, "purge": purge, "maintain": maintain}  # fmt: skip
+    return {
+        "consolidate": consolidate,
+        "dedup": dedup,
+        "reconsolidate": reconsolidate,
+        "decay": decay,
+        "demote": demote,
+        "purge": purge,
+        "maintain": maintain,
+    }
 
 
 STEP_FUNCTIONS = _step_functions()

@@ -8,7 +8,6 @@ codec once the extension exists.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 from collections.abc import Iterator
@@ -19,7 +18,8 @@ import asyncpg
 from pgvector.asyncpg import register_vector
 
 from cabrain.errors import ConfigError, DatabaseUnreachable, ExtensionMissing
-from cabrain.settings import Settings, redact_url as redact
+from cabrain.settings import Settings
+from cabrain.settings import redact_url as redact
 from cabrain.store.embedded import EmbeddedPostgres
 
 MIN_SERVER_VERSION = 150000
@@ -81,10 +81,8 @@ async def connect(dsn: str, *, timeout: float = 10.0) -> asyncpg.Connection:
     except (OSError, asyncpg.CannotConnectNowError, asyncpg.ConnectionDoesNotExistError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         raise DatabaseUnreachable(f"cannot reach PostgreSQL at {where}: {reason}", hint=fix) from exc
-    except (TimeoutError, asyncio.TimeoutError) as exc:
-        raise DatabaseUnreachable(
-            f"PostgreSQL at {where} did not answer within {timeout:.0f}s", hint=fix
-        ) from exc
+    except TimeoutError as exc:
+        raise DatabaseUnreachable(f"PostgreSQL at {where} did not answer within {timeout:.0f}s", hint=fix) from exc
     except (ValueError, asyncpg.ClientConfigurationError) as exc:
         raise ConfigError(
             f"CABRAIN_DATABASE_URL cannot be used: {exc}",

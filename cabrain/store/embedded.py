@@ -146,7 +146,7 @@ class EmbeddedPostgres:
 
     # --- public API ----------------------------------------------------------------------------
     @classmethod
-    def from_settings(cls, settings) -> EmbeddedPostgres:  # noqa: ANN001 - avoid import cycle
+    def from_settings(cls, settings) -> EmbeddedPostgres:
         return cls(
             settings.embedded_pg_dir,
             os_user=settings.embedded_pg_os_user,
@@ -432,14 +432,16 @@ class EmbeddedPostgres:
         log.info("embedded_pg.initdb", extra={"data_dir": str(self.data_dir)})
         self._run(
             "initdb",
-            "-D", str(scratch),
-            "-U", SUPERUSER,
+            "-D",
+            str(scratch),
+            "-U",
+            SUPERUSER,
             "--auth=trust",
             "--encoding=UTF8",
             "--locale=C.UTF-8",
             "--no-instructions",
             timeout=self.start_timeout_s * 2,
-        )  # fmt: skip
+        )
         if self.data_dir.exists():
             self.data_dir.rmdir()
         scratch.rename(self.data_dir)
@@ -498,22 +500,38 @@ class EmbeddedPostgres:
         sock.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._chown_for_server(sock, self.log_dir)
         buffers, cache = memory_settings(self.shared_buffers)
-        options = (f"-c listen_addresses='' -c unix_socket_directories='{sock}' -c port={PORT}"
-                   f" -c shared_buffers={buffers} -c effective_cache_size={cache}")  # fmt: skip
+        options = (
+            f"-c listen_addresses='' -c unix_socket_directories='{sock}' -c port={PORT}"
+            f" -c shared_buffers={buffers} -c effective_cache_size={cache}"
+        )
         log.info("embedded_pg.start", extra={"data_dir": str(self.data_dir)})
         self._run(
             "pg_ctl",
-            "-D", str(self.data_dir),
-            "-l", str(self.log_dir / "postgresql.log"),
-            "-o", options,
-            "-w", "-t", str(int(self.start_timeout_s)),
+            "-D",
+            str(self.data_dir),
+            "-l",
+            str(self.log_dir / "postgresql.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            str(int(self.start_timeout_s)),
             "start",
             timeout=self.start_timeout_s + 10,
-        )  # fmt: skip
+        )
         exists = self._run(
-            "psql", "-h", str(sock), "-p", str(PORT), "-U", SUPERUSER, "-d", "postgres",
-            "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'",
-        ).strip()  # fmt: skip
+            "psql",
+            "-h",
+            str(sock),
+            "-p",
+            str(PORT),
+            "-U",
+            SUPERUSER,
+            "-d",
+            "postgres",
+            "-tAc",
+            f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'",
+        ).strip()
         if exists != "1":
             self._run("createdb", "-h", str(sock), "-p", str(PORT), "-U", SUPERUSER, DATABASE)
 
@@ -522,9 +540,18 @@ class EmbeddedPostgres:
             return
         log.info("embedded_pg.stop", extra={"data_dir": str(self.data_dir)})
         self._run(
-            "pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "-t", "60", "stop",
-            timeout=90, check=False,
-        )  # fmt: skip
+            "pg_ctl",
+            "-D",
+            str(self.data_dir),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "60",
+            "stop",
+            timeout=90,
+            check=False,
+        )
         pid = self._running_pid()
         if pid is not None:  # pg_ctl could not stop it: make sure no orphan survives us
             log.warning("embedded_pg.kill", extra={"pid": pid})
@@ -546,8 +573,15 @@ class EmbeddedPostgres:
         with open(self.log_dir / "reaper.log", "ab") as out:
             proc = subprocess.Popen(
                 [
-                    sys.executable, "-m", "cabrain.store.embedded", "reap", str(self.root),
-                    "--interval", str(self.reaper_interval_s), "--os-user", self.os_user,
+                    sys.executable,
+                    "-m",
+                    "cabrain.store.embedded",
+                    "reap",
+                    str(self.root),
+                    "--interval",
+                    str(self.reaper_interval_s),
+                    "--os-user",
+                    self.os_user,
                     *(["--install-dir", str(self.install_dir)] if self.install_dir else []),
                 ],
                 stdin=subprocess.DEVNULL,
@@ -555,7 +589,7 @@ class EmbeddedPostgres:
                 stderr=out,
                 start_new_session=True,  # survives our SIGKILL and our terminal's SIGINT
                 close_fds=True,
-            )  # fmt: skip
+            )
         self.reaper_pid_path.write_text(f"{proc.pid} {_process_start_time(proc.pid)}")
 
     def heal(self) -> bool:

@@ -95,9 +95,14 @@ LIMIT $4
 
 def to_entity(row: asyncpg.Record) -> Entity:
     return Entity(
-        id=row["id"], namespace=row["namespace"], name=row["name"], kind=row["kind"], summary=row["summary"],
-        summarized_at=row["summarized_at"], updated_at=row["updated_at"],
-    )  # fmt: skip
+        id=row["id"],
+        namespace=row["namespace"],
+        name=row["name"],
+        kind=row["kind"],
+        summary=row["summary"],
+        summarized_at=row["summarized_at"],
+        updated_at=row["updated_at"],
+    )
 
 
 async def require_readable(conn: asyncpg.Connection, namespace: str, agent: str) -> None:

@@ -66,11 +66,16 @@ def _state(row: asyncpg.Record) -> dict[str, Any]:
 
 async def _set(conn: asyncpg.Connection, memory_id: uuid.UUID, valid_at: datetime, state: dict[str, Any]) -> None:
     await conn.execute(
-        SET_STATE, memory_id, valid_at,
+        SET_STATE,
+        memory_id,
+        valid_at,
         datetime.fromisoformat(state["invalid_at"]) if state["invalid_at"] else None,
         uuid.UUID(state["superseded_by"]) if state["superseded_by"] else None,
-        json.dumps(state["metadata"], ensure_ascii=False), state["importance"], state["access_count"], state["pinned"],
-    )  # fmt: skip
+        json.dumps(state["metadata"], ensure_ascii=False),
+        state["importance"],
+        state["access_count"],
+        state["pinned"],
+    )
 
 
 @dataclass
@@ -83,8 +88,12 @@ class Change:
     after: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        return {"memory_id": str(self.memory_id), "valid_at": self.valid_at.isoformat(), "before": self.before,
-                "after": self.after}  # fmt: skip
+        return {
+            "memory_id": str(self.memory_id),
+            "valid_at": self.valid_at.isoformat(),
+            "before": self.before,
+            "after": self.after,
+        }
 
 
 @dataclass
@@ -105,17 +114,29 @@ class Judgment:
 
 async def record(conn: asyncpg.Connection, judgment: Judgment) -> uuid.UUID:
     await conn.execute(
-        INSERT, judgment.id, judgment.namespace, judgment.kind, judgment.origin, judgment.agent_id, judgment.run_id,
-        judgment.reason, json.dumps(judgment.inputs, ensure_ascii=False, default=str),
+        INSERT,
+        judgment.id,
+        judgment.namespace,
+        judgment.kind,
+        judgment.origin,
+        judgment.agent_id,
+        judgment.run_id,
+        judgment.reason,
+        json.dumps(judgment.inputs, ensure_ascii=False, default=str),
         json.dumps([c.to_json() for c in judgment.changes], ensure_ascii=False),
-        json.dumps(judgment.links, default=str), sorted({c.memory_id for c in judgment.changes} | judgment.related),
+        json.dumps(judgment.links, default=str),
+        sorted({c.memory_id for c in judgment.changes} | judgment.related),
         judgment.reverts,
-    )  # fmt: skip
+    )
     return judgment.id
 
 
 async def change(
-    conn: asyncpg.Connection, judgment: Judgment, memory_id: uuid.UUID, update: dict[str, Any], *,
+    conn: asyncpg.Connection,
+    judgment: Judgment,
+    memory_id: uuid.UUID,
+    update: dict[str, Any],
+    *,
     only_current: bool = False,
 ) -> Change | None:
     """Apply ``update`` (some of STATE; ``metadata`` is merged in) to one memory, locked, and add the
@@ -134,21 +155,33 @@ async def change(
 
 
 async def supersede(
-    conn: asyncpg.Connection, judgment: Judgment, target: uuid.UUID, *, by: uuid.UUID | None,
-    metadata: dict[str, Any], now: datetime,
+    conn: asyncpg.Connection,
+    judgment: Judgment,
+    target: uuid.UUID,
+    *,
+    by: uuid.UUID | None,
+    metadata: dict[str, Any],
+    now: datetime,
 ) -> bool:
     """Supersede (``by`` the replacement) or invalidate (``by`` None) ``target`` if it is current,
     as part of ``judgment``; its metadata gains ``metadata`` and the judgment's id. A pinned target
     passes its pin on to its replacement (a new version of a memory-tool file stays pinned)."""
     meta = {**metadata, "judgment": str(judgment.id)}
-    done = await change(conn, judgment, target, {"invalid_at": now.isoformat(),
-                                                 "superseded_by": str(by) if by else None, "metadata": meta},
-                        only_current=True)  # fmt: skip
+    done = await change(
+        conn,
+        judgment,
+        target,
+        {"invalid_at": now.isoformat(), "superseded_by": str(by) if by else None, "metadata": meta},
+        only_current=True,
+    )
     if done is not None and by is not None:
         judgment.related.add(by)
     if done is not None and by is not None and done.before["pinned"]:
-        await conn.execute("UPDATE memories m SET pinned = true FROM memory_ids i "
-                           "WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at", by)  # fmt: skip
+        await conn.execute(
+            "UPDATE memories m SET pinned = true FROM memory_ids i "
+            "WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at",
+            by,
+        )
     return done is not None
 
 
@@ -175,10 +208,16 @@ async def revert(conn: asyncpg.Connection, row: asyncpg.Record, *, agent: str, r
     changes = [_as_change(c) for c in json.loads(row["changes"])]
     current = {r["id"]: r for r in await conn.fetch(CURRENT_STATE, [c.memory_id for c in changes])}
     forgotten = {r["id"] for r in await conn.fetch(FORGOTTEN, [c.memory_id for c in changes])}
-    undo = Judgment(row["namespace"], "revert", "revert", reason or f"revert of {row['kind']} ({row['origin']})",
-                    agent_id=agent, reverts=row["id"], inputs={"reverted": str(row["id"]), "kind": row["kind"],
-                                                               "origin": row["origin"], "reason": row["reason"]},
-                    related=set(row["memory_ids"]))  # fmt: skip
+    undo = Judgment(
+        row["namespace"],
+        "revert",
+        "revert",
+        reason or f"revert of {row['kind']} ({row['origin']})",
+        agent_id=agent,
+        reverts=row["id"],
+        inputs={"reverted": str(row["id"]), "kind": row["kind"], "origin": row["origin"], "reason": row["reason"]},
+        related=set(row["memory_ids"]),
+    )
     for c in changes:
         now = current.get(c.memory_id)
         if now is None:
@@ -223,13 +262,21 @@ def _as_change(c: dict[str, Any]) -> Change:
 def describe(row: asyncpg.Record) -> dict[str, Any]:
     """A judgment as the API shows it."""
     return {
-        "id": str(row["id"]), "namespace": row["namespace"], "kind": row["kind"], "origin": row["origin"],
-        "agent": row["agent_id"], "run_id": str(row["run_id"]) if row["run_id"] else None, "reason": row["reason"],
-        "inputs": json.loads(row["inputs"]), "changes": json.loads(row["changes"]), "links": json.loads(row["links"]),
-        "memory_ids": [str(m) for m in row["memory_ids"]], "created_at": row["created_at"].isoformat(),
+        "id": str(row["id"]),
+        "namespace": row["namespace"],
+        "kind": row["kind"],
+        "origin": row["origin"],
+        "agent": row["agent_id"],
+        "run_id": str(row["run_id"]) if row["run_id"] else None,
+        "reason": row["reason"],
+        "inputs": json.loads(row["inputs"]),
+        "changes": json.loads(row["changes"]),
+        "links": json.loads(row["links"]),
+        "memory_ids": [str(m) for m in row["memory_ids"]],
+        "created_at": row["created_at"].isoformat(),
         "reverts": str(row["reverts"]) if row["reverts"] else None,
         "reverted_by": str(row["reverted_by"]) if row["reverted_by"] else None,
-    }  # fmt: skip
+    }
 
 
 __all__ = ["Change", "Judgment", "change", "describe", "get", "of_memory", "record", "revert", "supersede"]

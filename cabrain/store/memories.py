@@ -70,9 +70,22 @@ def as_vector(values: Any) -> Vector:
 async def insert_memories(conn: asyncpg.Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Insert many memories in one statement (``rows`` hold the INSERT_MEMORIES columns; ``pinned``
     may be left out: not pinned)."""
-    cols = ["id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content",
-            "source_kind", "source_ref", "embedding", "importance", "valid_at", "metadata",
-            "content_hash"]  # fmt: skip
+    cols = [
+        "id",
+        "namespace",
+        "owner_agent_id",
+        "visibility",
+        "network",
+        "memory_type",
+        "content",
+        "source_kind",
+        "source_ref",
+        "embedding",
+        "importance",
+        "valid_at",
+        "metadata",
+        "content_hash",
+    ]
     args = [[r[c] for r in rows] for c in cols] + [[bool(r.get("pinned", False)) for r in rows]]
     args[9] = [Vector(np.asarray(v, dtype=np.float32)) if v is not None else None for v in args[9]]
     args[12] = [json.dumps(m, ensure_ascii=False) for m in args[12]]
@@ -96,7 +109,9 @@ async def insert_chunks(conn: asyncpg.Connection, rows: Sequence[tuple]) -> None
         return
     cols = list(zip(*rows, strict=True))
     vectors = [Vector(np.asarray(v, dtype=np.float32)) for v in cols[5]]
-    await conn.execute(INSERT_CHUNKS, list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), vectors)
+    await conn.execute(
+        INSERT_CHUNKS, list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), vectors
+    )
     await _count(conn, COUNT_CHUNKS, cols[2])
 
 
@@ -228,9 +243,7 @@ async def insert_events(conn: asyncpg.Connection, events: Sequence[dict[str, Any
     )
 
 
-async def readable_memory(
-    conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID
-) -> Memory | None:
+async def readable_memory(conn: asyncpg.Connection, agent: str, memory_id: uuid.UUID) -> Memory | None:
     """The memory if it exists and ``agent`` may read it, else None (the two are not told apart)."""
     namespace = await conn.fetchval(NAMESPACE_OF, memory_id)
     if namespace is None:

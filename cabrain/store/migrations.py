@@ -52,9 +52,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 """
 LEDGER_EXISTS = "SELECT to_regclass('public.schema_migrations') IS NOT NULL"
 SELECT_APPLIED = "SELECT version, name, checksum FROM schema_migrations ORDER BY version"
-INSERT_APPLIED = (
-    "INSERT INTO schema_migrations (version, name, checksum, duration_ms) VALUES ($1, $2, $3, $4)"
-)
+INSERT_APPLIED = "INSERT INTO schema_migrations (version, name, checksum, duration_ms) VALUES ($1, $2, $3, $4)"
 SETTINGS_EXIST = "SELECT to_regclass('public.cabrain_settings') IS NOT NULL"
 SELECT_SETTING = "SELECT value FROM cabrain_settings WHERE key = $1"
 UPSERT_SETTING = """
@@ -255,9 +253,7 @@ async def migrate(
         applied, edited, unknown, pending = _compare(files, await conn.fetch(SELECT_APPLIED))
         _raise_for_drift(edited, unknown)
         stored_dim, stored_model = await _stored_settings(conn)
-        check_embedding_dim(
-            SchemaState(applied, [], [], [], stored_dim, stored_model), embedding_dim, embedding_model
-        )
+        check_embedding_dim(SchemaState(applied, [], [], [], stored_dim, stored_model), embedding_dim, embedding_model)
         report.already_applied = applied
         for m in pending:
             sql = m.render(variables)
@@ -279,9 +275,7 @@ async def migrate(
                     f"migration {m.name} failed: {_describe(exc, sql)}; nothing of this run was applied",
                     hint=f"fix {m.path} (if it is yours) and run cabrain migrate again",
                 ) from exc
-            await conn.execute(
-                INSERT_APPLIED, m.version, m.name, m.checksum, int((time.perf_counter() - t0) * 1000)
-            )
+            await conn.execute(INSERT_APPLIED, m.version, m.name, m.checksum, int((time.perf_counter() - t0) * 1000))
             report.applied.append(m.name)
         await conn.execute(UPSERT_SETTING, "embedding_dim", str(embedding_dim))
         await conn.execute(UPSERT_SETTING, "embedding_model", embedding_model)

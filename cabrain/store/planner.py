@@ -8,7 +8,12 @@ import asyncpg
 
 
 async def fetch_without(
-    conn: asyncpg.Connection, sql: str, args: tuple, *, disable: tuple[str, ...], local: dict[str, int] | None = None,
+    conn: asyncpg.Connection,
+    sql: str,
+    args: tuple,
+    *,
+    disable: tuple[str, ...],
+    local: dict[str, int] | None = None,
     generic: bool = False,
 ) -> list:
     """Run ``sql`` with the planner settings ``disable`` (e.g. ``enable_sort``) off, and the
@@ -27,10 +32,10 @@ async def fetch_without(
     costs 1-2.5 ms a call, more than the graph walk itself at a million memories. PostgreSQL
     replans it by itself when a table it reads changes shape or statistics."""
     changes = {
-        **{setting: "off" for setting in disable},
+        **dict.fromkeys(disable, "off"),
         "plan_cache_mode": "force_generic_plan" if generic else "force_custom_plan",
         **{k: str(int(v)) for k, v in (local or {}).items()},
-    }  # fmt: skip
+    }
     sets = "; ".join(f"SET LOCAL {setting} = {value}" for setting, value in changes.items())
     if not conn.is_in_transaction():  # BEGIN and the settings in one round trip
         await conn.execute(f"BEGIN; {sets}")
@@ -45,7 +50,9 @@ async def fetch_without(
         return rows
     async with conn.transaction():  # nested: SET LOCAL would outlive the statement; restore after
         names = list(changes)
-        row = await conn.fetchrow("SELECT " + ", ".join(f"current_setting(${i + 1})" for i in range(len(names))), *names)
+        row = await conn.fetchrow(
+            "SELECT " + ", ".join(f"current_setting(${i + 1})" for i in range(len(names))), *names
+        )
         await conn.execute(sets)
         try:
             return list(await conn.fetch(sql, *args))

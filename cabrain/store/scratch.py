@@ -17,14 +17,16 @@ def with_database(dsn: str, database: str) -> str:
     return urlunsplit(urlsplit(dsn)._replace(path="/" + database))
 
 
-async def _migrated_brain(settings: Settings, embedder: Embedder, dsn: str):  # noqa: ANN202 - Brain
+async def _migrated_brain(settings: Settings, embedder: Embedder, dsn: str):
     from cabrain.brain import Brain
     from cabrain.store import migrations
     from cabrain.store.db import connect
 
     conn = await connect(dsn)
     try:
-        await migrations.migrate(conn, settings.schema_dir, embedding_dim=embedder.dim, embedding_model=settings.embedding_model)
+        await migrations.migrate(
+            conn, settings.schema_dir, embedding_dim=embedder.dim, embedding_model=settings.embedding_model
+        )
     finally:
         await conn.close()
     return await Brain.open(settings.model_copy(update={"redis_url": None}), dsn=dsn, embedder=embedder)
@@ -91,7 +93,7 @@ async def kept_brain(settings: Settings, embedder: Embedder, *, name: str, finge
             await brain.close()
 
 
-async def mark_complete(brain, name: str, fingerprint: str) -> None:  # noqa: ANN001 - Brain
+async def mark_complete(brain, name: str, fingerprint: str) -> None:
     """Mark the kept database ``name`` as holding what ``fingerprint`` describes."""
     async with brain.pool.acquire() as conn:
         await conn.execute(f'COMMENT ON DATABASE "{name}" IS ' + "'" + fingerprint.replace("'", "''") + "'")

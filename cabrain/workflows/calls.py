@@ -26,7 +26,9 @@ FROM call WHERE a.name = call.agent
 """
 
 
-def cost_of(agent: ModelAgent, prices: dict[str, tuple[float, float]], tokens_in: int | None, tokens_out: int | None) -> float | None:
+def cost_of(
+    agent: ModelAgent, prices: dict[str, tuple[float, float]], tokens_in: int | None, tokens_out: int | None
+) -> float | None:
     """USD for a call; None when the price or either token count is unknown (never guessed)."""
     rate = agent.prices(prices)
     if rate is None or tokens_in is None or tokens_out is None:
@@ -48,16 +50,24 @@ class Step:
     duration_ms: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "agent": self.agent, "model": self.model, "output": self.output,
-                "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "cost_usd": self.cost_usd,
-                "duration_ms": round(self.duration_ms, 1)}  # fmt: skip
+        return {
+            "role": self.role,
+            "agent": self.agent,
+            "model": self.model,
+            "output": self.output,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "cost_usd": self.cost_usd,
+            "duration_ms": round(self.duration_ms, 1),
+        }
 
 
 class Caller:
     """Calls models from the registry and records each call on ``pool``."""
 
-    def __init__(self, pool: asyncpg.Pool, *, policy: CallPolicy, prices: dict[str, tuple[float, float]],
-                 max_tokens: int) -> None:  # fmt: skip
+    def __init__(
+        self, pool: asyncpg.Pool, *, policy: CallPolicy, prices: dict[str, tuple[float, float]], max_tokens: int
+    ) -> None:
         self.pool, self.policy, self.prices, self.max_tokens = pool, policy, prices, max_tokens
         self._models: dict[str, TaskModel] = {}
 
@@ -67,26 +77,59 @@ class Caller:
             self._models[key] = agent.build(self.policy)
         return self._models[key]
 
-    async def call(self, agent: ModelAgent, system: str, user: str, *, purpose: str, task_id: Any,
-                   role: str = "answer") -> Step:  # fmt: skip
+    async def call(
+        self, agent: ModelAgent, system: str, user: str, *, purpose: str, task_id: Any, role: str = "answer"
+    ) -> Step:
         """One recorded call; raises :class:`ModelCallError` (recorded too) when it fails."""
         model = self.model(agent)  # a missing key or a bad endpoint: ConfigError, before any call
         started = time.perf_counter()
         try:
             done: Completion = await model.complete(system, user, max_tokens=self.max_tokens)
         except ModelCallError as exc:
-            await self._record(task_id, agent, purpose, None, None, None, (time.perf_counter() - started) * 1000,
-                               exc.attempts, str(exc)[:2000])  # fmt: skip
+            await self._record(
+                task_id,
+                agent,
+                purpose,
+                None,
+                None,
+                None,
+                (time.perf_counter() - started) * 1000,
+                exc.attempts,
+                str(exc)[:2000],
+            )
             raise
         cost = cost_of(agent, self.prices, done.tokens_in, done.tokens_out)
-        await self._record(task_id, agent, purpose, done.tokens_in, done.tokens_out, cost, done.duration_ms, done.attempts, None)
+        await self._record(
+            task_id, agent, purpose, done.tokens_in, done.tokens_out, cost, done.duration_ms, done.attempts, None
+        )
         return Step(role, agent.name, agent.model, done.text, done.tokens_in, done.tokens_out, cost, done.duration_ms)
 
-    async def _record(self, task_id: Any, agent: ModelAgent, purpose: str, tokens_in: int | None, tokens_out: int | None,
-                      cost: float | None, duration_ms: float, attempts: int, error: str | None) -> None:  # fmt: skip
+    async def _record(
+        self,
+        task_id: Any,
+        agent: ModelAgent,
+        purpose: str,
+        tokens_in: int | None,
+        tokens_out: int | None,
+        cost: float | None,
+        duration_ms: float,
+        attempts: int,
+        error: str | None,
+    ) -> None:
         async with self.pool.acquire() as conn:
-            await conn.execute(RECORD, task_id, agent.name, purpose, agent.model, tokens_in, tokens_out, cost,
-                               duration_ms, attempts, error)  # fmt: skip
+            await conn.execute(
+                RECORD,
+                task_id,
+                agent.name,
+                purpose,
+                agent.model,
+                tokens_in,
+                tokens_out,
+                cost,
+                duration_ms,
+                attempts,
+                error,
+            )
 
 
 def totals(steps: list[Step]) -> dict[str, Any]:
@@ -96,6 +139,8 @@ def totals(steps: list[Step]) -> dict[str, Any]:
         return None if any(v is None for v in values) else sum(values)
 
     return {
-        "tokens_in": total([s.tokens_in for s in steps]), "tokens_out": total([s.tokens_out for s in steps]),
-        "cost_usd": total([s.cost_usd for s in steps]), "duration_ms": sum(s.duration_ms for s in steps),
-    }  # fmt: skip
+        "tokens_in": total([s.tokens_in for s in steps]),
+        "tokens_out": total([s.tokens_out for s in steps]),
+        "cost_usd": total([s.cost_usd for s in steps]),
+        "duration_ms": sum(s.duration_ms for s in steps),
+    }

@@ -20,8 +20,12 @@ from cabrain.workflows.calls import Caller, Step
 from cabrain.workflows.registry import ModelAgent
 
 KINDS = ("single", "enhanced", "decompose", "plan_verify")
-ROLES = {"single": ("answer",), "enhanced": ("answer",), "decompose": ("plan", "answer"),
-         "plan_verify": ("plan", "answer", "verify")}  # fmt: skip
+ROLES = {
+    "single": ("answer",),
+    "enhanced": ("answer",),
+    "decompose": ("plan", "answer"),
+    "plan_verify": ("plan", "answer", "verify"),
+}
 
 FORMAT = {
     "json": "Answer with a single JSON value and nothing else.",
@@ -101,8 +105,9 @@ def candidates(local: list[ModelAgent], limit: int) -> list[ChainSpec]:
     return out[:limit]
 
 
-async def run(caller: Caller, spec: ChainSpec, agents: dict[str, ModelAgent], task: TaskPrompt, *,
-              purpose: str, task_id: Any) -> ChainRun:  # fmt: skip
+async def run(
+    caller: Caller, spec: ChainSpec, agents: dict[str, ModelAgent], task: TaskPrompt, *, purpose: str, task_id: Any
+) -> ChainRun:
     """Run ``spec`` on ``task``; a failing call ends the chain with ``error`` set (its calls are
     recorded either way)."""
     from cabrain.providers.llm_calls import ModelCallError
@@ -125,10 +130,16 @@ async def run(caller: Caller, spec: ChainSpec, agents: dict[str, ModelAgent], ta
             done.output = await step("answer", spec.agents[0], SYSTEM_ENHANCED.format(format=fmt), task.with_examples())
         else:
             plan = await step("plan", spec.agents[0], SYSTEM_PLAN, task.text())
-            answer = await step("answer", spec.agents[1], SYSTEM_FOLLOW.format(format=fmt), f"{task.text()}\n\nSteps:\n{plan}")
+            answer = await step(
+                "answer", spec.agents[1], SYSTEM_FOLLOW.format(format=fmt), f"{task.text()}\n\nSteps:\n{plan}"
+            )
             if spec.kind == "plan_verify":
-                answer = await step("verify", spec.agents[2], SYSTEM_VERIFY.format(format=fmt),
-                                    f"{task.text()}\n\nAnswer to check:\n{answer}")  # fmt: skip
+                answer = await step(
+                    "verify",
+                    spec.agents[2],
+                    SYSTEM_VERIFY.format(format=fmt),
+                    f"{task.text()}\n\nAnswer to check:\n{answer}",
+                )
             done.output = answer
     except ModelCallError as exc:
         done.error = str(exc)

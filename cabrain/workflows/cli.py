@@ -46,9 +46,17 @@ def _print(data: Any, as_json: bool, text: str) -> None:
 
 # --- the registry ---------------------------------------------------------------------------------
 def _agent_fields(args: argparse.Namespace) -> dict[str, Any]:
-    names = {"layer": "layer", "provider": "provider", "model": "model", "endpoint": "endpoint",
-             "api_key_env": "api_key_env", "capabilities": "capabilities", "cost_in": "cost_in_per_1k",
-             "cost_out": "cost_out_per_1k", "active": "active"}  # fmt: skip
+    names = {
+        "layer": "layer",
+        "provider": "provider",
+        "model": "model",
+        "endpoint": "endpoint",
+        "api_key_env": "api_key_env",
+        "capabilities": "capabilities",
+        "cost_in": "cost_in_per_1k",
+        "cost_out": "cost_out_per_1k",
+        "active": "active",
+    }
     return {field: getattr(args, arg) for arg, field in names.items() if getattr(args, arg, None) is not None}
 
 
@@ -60,7 +68,11 @@ def cmd_agents_add(settings: Settings, args: argparse.Namespace) -> int:
             return await registry.add(conn, name=args.name, **_agent_fields(args))
 
     agent = _with_brain(settings, work)
-    _print(agent.to_json(), args.json, f"added {agent.name} ({agent.layer}, {agent.provider} {agent.model} at {agent.endpoint})")
+    _print(
+        agent.to_json(),
+        args.json,
+        f"added {agent.name} ({agent.layer}, {agent.provider} {agent.model} at {agent.endpoint})",
+    )
     return EXIT_OK
 
 
@@ -69,8 +81,11 @@ def cmd_agents_set(settings: Settings, args: argparse.Namespace) -> int:
 
     fields = _agent_fields(args)
     if not fields:
-        raise UsageError("nothing to change", hint="give one of --layer, --provider, --model, --endpoint, --api-key-env, "
-                         "--capabilities, --cost-in, --cost-out, --active")  # fmt: skip
+        raise UsageError(
+            "nothing to change",
+            hint="give one of --layer, --provider, --model, --endpoint, --api-key-env, "
+            "--capabilities, --cost-in, --cost-out, --active",
+        )
 
     async def work(brain: Any) -> Any:
         async with brain.pool.acquire() as conn:
@@ -89,8 +104,11 @@ def cmd_agents_list(settings: Settings, args: argparse.Namespace) -> int:
             return await registry.listed(conn, layer=args.layer)
 
     agents = _with_brain(settings, work)
-    lines = [f"{a.name:20s} {a.layer:8s} {a.provider:9s} {a.model:28s} {'active' if a.active else 'inactive':8s} "
-             f"calls {a.calls} failed {a.failures} latency {a.latency_ms or 0:.0f} ms  {a.endpoint}" for a in agents]  # fmt: skip
+    lines = [
+        f"{a.name:20s} {a.layer:8s} {a.provider:9s} {a.model:28s} {'active' if a.active else 'inactive':8s} "
+        f"calls {a.calls} failed {a.failures} latency {a.latency_ms or 0:.0f} ms  {a.endpoint}"
+        for a in agents
+    ]
     _print([a.to_json() for a in agents], args.json, "\n".join(lines) or "no model agents registered")
     return EXIT_OK
 
@@ -100,8 +118,9 @@ def _request(args: argparse.Namespace) -> Any:
     from cabrain.workflows.dispatch import TaskRequest
 
     description = sys.stdin.read() if args.description == "-" else args.description
-    return TaskRequest(args.namespace, description, args.context or "", args.type, args.destructive, args.review,
-                       args.frontier)  # fmt: skip
+    return TaskRequest(
+        args.namespace, description, args.context or "", args.type, args.destructive, args.review, args.frontier
+    )
 
 
 def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
@@ -121,8 +140,12 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.workflows import queue
 
     request = _request(args)
-    item = _with_brain(settings, lambda brain: queue.enqueue(brain.pool, args.agent, request, priority=args.priority,
-                                                             max_chars=settings.workflow_max_task_chars))  # fmt: skip
+    item = _with_brain(
+        settings,
+        lambda brain: queue.enqueue(
+            brain.pool, args.agent, request, priority=args.priority, max_chars=settings.workflow_max_task_chars
+        ),
+    )
     _print(item, args.json, f"queued {item['id']} (priority {item['priority']})")
     return EXIT_OK
 
@@ -134,8 +157,13 @@ def cmd_queue(settings: Settings, args: argparse.Namespace) -> int:
         if not args.agent:
             raise UsageError("--agent is needed to read a queued task (it must be able to read the namespace)")
         item = _with_brain(settings, lambda brain: queue.get(brain.pool, args.agent, args.id))
-        _print(item, args.json, f"{item['id']} {item['status']}" + (f": {item['error']}" if item["error"] else "")
-               + (f"\n{item['result']['output']}" if item.get("result") else ""))  # fmt: skip
+        _print(
+            item,
+            args.json,
+            f"{item['id']} {item['status']}"
+            + (f": {item['error']}" if item["error"] else "")
+            + (f"\n{item['result']['output']}" if item.get("result") else ""),
+        )
         return EXIT_OK
     counts = _with_brain(settings, lambda brain: queue.counts(brain.pool, args.namespace))
     _print(counts, args.json, ", ".join(f"{k} {v}" for k, v in counts.items()))
@@ -171,9 +199,18 @@ def cmd_learn(settings: Settings, args: argparse.Namespace) -> int:
     if args.max_runs is not None and args.every is None:
         raise UsageError("--max-runs goes with --every")
     with ray_session(settings, inline=args.inline, say=say), hot_tier(settings) as dsn:
+
         def once() -> dict[str, Any]:
-            return asyncio.run(learn(settings, dsn, namespaces=args.namespace or None, limit=args.limit,
-                                     use_ray=not args.inline, progress=say))  # fmt: skip
+            return asyncio.run(
+                learn(
+                    settings,
+                    dsn,
+                    namespaces=args.namespace or None,
+                    limit=args.limit,
+                    use_ray=not args.inline,
+                    progress=say,
+                )
+            )
 
         if args.every is not None:
             return _learn_on_schedule(args, once, say)
@@ -183,8 +220,10 @@ def cmd_learn(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _summary(report: dict[str, Any]) -> str:
-    return (f"{report['runs']} run(s): {report['learned']} learned, {report['skipped']} skipped, {report['failed']} "
-            f"failed; {report['attempts']} attempt(s) in {report['seconds']:.1f} s")  # fmt: skip
+    return (
+        f"{report['runs']} run(s): {report['learned']} learned, {report['skipped']} skipped, {report['failed']} "
+        f"failed; {report['attempts']} attempt(s) in {report['seconds']:.1f} s"
+    )
 
 
 def _learn_on_schedule(args: argparse.Namespace, once: Callable[[], dict[str, Any]], say: Callable[[str], None]) -> int:
@@ -199,7 +238,9 @@ def _learn_on_schedule(args: argparse.Namespace, once: Callable[[], dict[str, An
             raise RuntimeError(_summary(report))
         return _summary(report)
 
-    scheduler = Scheduler(run, every=timedelta(seconds=args.every), max_runs=args.max_runs, say=say, label="learning run")
+    scheduler = Scheduler(
+        run, every=timedelta(seconds=args.every), max_runs=args.max_runs, say=say, label="learning run"
+    )
     scheduler.install_signal_handlers()
     say(f"learning every {args.every:g} s")
     return EXIT_OK if scheduler.loop() == 0 else EXIT_FAIL
@@ -213,8 +254,9 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
 
     async def work(brain: Any) -> Any:
         async with brain.pool.acquire() as conn:
-            return await report.build(conn, namespaces=args.namespace or None, days=args.days,
-                                      accept=settings.workflow_accept_score)  # fmt: skip
+            return await report.build(
+                conn, namespaces=args.namespace or None, days=args.days, accept=settings.workflow_accept_score
+            )
 
     data = _with_brain(settings, work)
     _print(data, args.json, report.render(data))
@@ -223,25 +265,38 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     wf = sub.add_parser(
-        "workflows", help="workflow learning: models, dispatch, queue, learning, report",
+        "workflows",
+        help="workflow learning: models, dispatch, queue, learning, report",
         description="Hand tasks to frontier or local models, learn which kinds local chains can take over, and "
         "route them. Runs against the hot tier directly.",
-    )  # fmt: skip
+    )
     wsub = wf.add_subparsers(dest="workflows_command", metavar="ACTION", required=True)
 
-    agents = wsub.add_parser("agents", help="the model registry",
-                             description="The frontier and local models tasks can be handed to.")  # fmt: skip
+    agents = wsub.add_parser(
+        "agents", help="the model registry", description="The frontier and local models tasks can be handed to."
+    )
     asub = agents.add_subparsers(dest="agents_command", metavar="ACTION", required=True)
     for action in ("add", "set"):
-        p = asub.add_parser(action, help=f"{action} a model agent",
-                            description="Register a model." if action == "add" else "Change a model, or deactivate it (--active false).")  # fmt: skip
+        p = asub.add_parser(
+            action,
+            help=f"{action} a model agent",
+            description="Register a model."
+            if action == "add"
+            else "Change a model, or deactivate it (--active false).",
+        )
         p.add_argument("name")
         required = action == "add"
         p.add_argument("--layer", choices=["frontier", "local"], required=required)
-        p.add_argument("--provider", choices=["openai", "anthropic"], required=required,
-                       help="openai: any OpenAI-compatible server (Ollama, vLLM, llama.cpp, OpenAI); anthropic: Messages API")  # fmt: skip
+        p.add_argument(
+            "--provider",
+            choices=["openai", "anthropic"],
+            required=required,
+            help="openai: any OpenAI-compatible server (Ollama, vLLM, llama.cpp, OpenAI); anthropic: Messages API",
+        )
         p.add_argument("--model", required=required)
-        p.add_argument("--endpoint", required=required, help="e.g. http://127.0.0.1:11434/v1 or https://api.anthropic.com")
+        p.add_argument(
+            "--endpoint", required=required, help="e.g. http://127.0.0.1:11434/v1 or https://api.anthropic.com"
+        )
         p.add_argument("--api-key-env", help="the environment variable holding its API key (never the key itself)")
         p.add_argument("--capabilities", help="comma-separated, e.g. code,json")
         p.add_argument("--cost-in", type=float, help="USD per 1k input tokens (default: CABRAIN_WORKFLOW_PRICES)")
@@ -249,7 +304,9 @@ def add_parser(sub: Any) -> None:
         p.add_argument("--active", type=_bool, help="true or false")
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=cmd_agents_add if action == "add" else cmd_agents_set)
-    p = asub.add_parser("list", help="list model agents", description="The registered models, with their measured latency and calls.")
+    p = asub.add_parser(
+        "list", help="list model agents", description="The registered models, with their measured latency and calls."
+    )
     p.add_argument("--layer", choices=["frontier", "local"])
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_agents_list)
@@ -257,7 +314,9 @@ def add_parser(sub: Any) -> None:
     for action, helptext in (("dispatch", "route and run a task now"), ("enqueue", "queue a task for a worker")):
         p = wsub.add_parser(action, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
         p.add_argument("description", help="the task ('-' reads standard input)")
-        p.add_argument("--agent", required=True, help="the CaBrain agent the task is for (write access to the namespace)")
+        p.add_argument(
+            "--agent", required=True, help="the CaBrain agent the task is for (write access to the namespace)"
+        )
         p.add_argument("--namespace", "-n", required=True)
         p.add_argument("--context", default="")
         p.add_argument("--type", default="text", choices=["text", "json", "code"])
@@ -269,24 +328,33 @@ def add_parser(sub: Any) -> None:
             p.add_argument("--priority", type=int, default=5, help="higher runs sooner (default 5)")
         p.set_defaults(func=cmd_dispatch if action == "dispatch" else cmd_enqueue)
 
-    p = wsub.add_parser("queue", help="queue counts, or one queued task",
-                        description="How many queued tasks are pending, picked, done and failed; or one of them.")  # fmt: skip
+    p = wsub.add_parser(
+        "queue",
+        help="queue counts, or one queued task",
+        description="How many queued tasks are pending, picked, done and failed; or one of them.",
+    )
     p.add_argument("id", nargs="?")
     p.add_argument("--agent", help="with an id: the agent reading it")
     p.add_argument("--namespace", "-n")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_queue)
 
-    p = wsub.add_parser("worker", help="claim and run queued tasks",
-                        description="Claim queued tasks (SKIP LOCKED: run as many workers as you like) and run them.")  # fmt: skip
+    p = wsub.add_parser(
+        "worker",
+        help="claim and run queued tasks",
+        description="Claim queued tasks (SKIP LOCKED: run as many workers as you like) and run them.",
+    )
     p.add_argument("--name", help="this worker's name (default: host and a number)")
     p.add_argument("--drain", action="store_true", help="stop when no task is pending")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_worker)
 
-    p = wsub.add_parser("learn", help="run the learning iterations (Ray tasks; --inline: here)",
-                        description="Try local chains against new frontier references, offline: one Ray task per "
-                        "reference over the cluster (a local Ray, or CABRAIN_RAY_ADDRESS).")  # fmt: skip
+    p = wsub.add_parser(
+        "learn",
+        help="run the learning iterations (Ray tasks; --inline: here)",
+        description="Try local chains against new frontier references, offline: one Ray task per "
+        "reference over the cluster (a local Ray, or CABRAIN_RAY_ADDRESS).",
+    )
     p.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
     p.add_argument("--limit", type=int, default=100, help="at most this many reference runs")
     p.add_argument("--inline", action="store_true", help="in this process, without Ray")
@@ -296,8 +364,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_learn)
 
-    p = wsub.add_parser("report", help="local share, cost saved, accuracy over time, per agent",
-                        description="What workflow learning is worth, from recorded calls and costs.")  # fmt: skip
+    p = wsub.add_parser(
+        "report",
+        help="local share, cost saved, accuracy over time, per agent",
+        description="What workflow learning is worth, from recorded calls and costs.",
+    )
     p.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
     p.add_argument("--days", type=int, help="only the last DAYS days")
     p.add_argument("--json", action="store_true")

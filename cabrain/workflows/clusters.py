@@ -60,17 +60,35 @@ class Cluster:
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> Cluster:
         chain = row["best_chain"]
-        return cls(row["id"], row["namespace"], row["members"], json.loads(chain) if isinstance(chain, str) else chain,
-                   row["avg_accuracy"], row["samples"], row["failures"], float(row["confidence"]))  # fmt: skip
+        return cls(
+            row["id"],
+            row["namespace"],
+            row["members"],
+            json.loads(chain) if isinstance(chain, str) else chain,
+            row["avg_accuracy"],
+            row["samples"],
+            row["failures"],
+            float(row["confidence"]),
+        )
 
     def trusted(self, min_confidence: float, min_accuracy: float) -> bool:
-        return (self.best_chain is not None and self.avg_accuracy is not None
-                and self.confidence >= min_confidence and self.avg_accuracy >= min_accuracy)  # fmt: skip
+        return (
+            self.best_chain is not None
+            and self.avg_accuracy is not None
+            and self.confidence >= min_confidence
+            and self.avg_accuracy >= min_accuracy
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "members": self.members, "best_chain": self.best_chain,
-                "avg_accuracy": None if self.avg_accuracy is None else round(self.avg_accuracy, 4),
-                "samples": self.samples, "failures": self.failures, "confidence": round(self.confidence, 4)}  # fmt: skip
+        return {
+            "id": self.id,
+            "members": self.members,
+            "best_chain": self.best_chain,
+            "avg_accuracy": None if self.avg_accuracy is None else round(self.avg_accuracy, 4),
+            "samples": self.samples,
+            "failures": self.failures,
+            "confidence": round(self.confidence, 4),
+        }
 
 
 def _unit(v: Any) -> np.ndarray:

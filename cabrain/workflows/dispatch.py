@@ -47,7 +47,9 @@ UPDATE workflow_tasks SET route = $2, route_reason = $3, chain = $4, output = $5
        finished_at = now()
 WHERE id = $1
 """
-FAIL_TASK = "UPDATE workflow_tasks SET status = 'failed', error = $2, finished_at = now() WHERE id = $1 AND status = 'running'"
+FAIL_TASK = (
+    "UPDATE workflow_tasks SET status = 'failed', error = $2, finished_at = now() WHERE id = $1 AND status = 'running'"
+)
 INSERT_REFERENCE = """
 INSERT INTO frontier_runs (id, task_id, namespace, agent, output, tokens_in, tokens_out, cost_usd, duration_ms)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -82,8 +84,15 @@ class TaskRequest:
     def from_json(cls, data: Any) -> TaskRequest:
         if not isinstance(data, dict):
             raise InputError("a task is a JSON object")
-        unknown = set(data) - {"namespace", "description", "context", "task_type", "destructive", "needs_review",
-                               "frontier_agent"}  # fmt: skip
+        unknown = set(data) - {
+            "namespace",
+            "description",
+            "context",
+            "task_type",
+            "destructive",
+            "needs_review",
+            "frontier_agent",
+        }
         if unknown:
             raise InputError(f"unknown task field(s): {', '.join(sorted(unknown))}")
         try:
@@ -98,8 +107,10 @@ class TaskRequest:
         if not self.description.strip():
             raise InputError("the task's description is empty")
         if len(self.description) + len(self.context) > max_chars:
-            raise InputError(f"the task is {len(self.description) + len(self.context)} characters, the limit is {max_chars}",
-                             hint="raise CABRAIN_WORKFLOW_MAX_TASK_CHARS")  # fmt: skip
+            raise InputError(
+                f"the task is {len(self.description) + len(self.context)} characters, the limit is {max_chars}",
+                hint="raise CABRAIN_WORKFLOW_MAX_TASK_CHARS",
+            )
         if "\x00" in self.description + self.context:
             raise InputError("the task contains a NUL character")
         if self.task_type not in scoring.TASK_TYPES:
@@ -109,9 +120,15 @@ class TaskRequest:
                 raise InputError(f"{name} must be true or false")
 
     def to_json(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "description": self.description, "context": self.context,
-                "task_type": self.task_type, "destructive": self.destructive, "needs_review": self.needs_review,
-                "frontier_agent": self.frontier_agent}  # fmt: skip
+        return {
+            "namespace": self.namespace,
+            "description": self.description,
+            "context": self.context,
+            "task_type": self.task_type,
+            "destructive": self.destructive,
+            "needs_review": self.needs_review,
+            "frontier_agent": self.frontier_agent,
+        }
 
     @property
     def digest(self) -> bytes:
@@ -134,15 +151,27 @@ class DispatchResult:
     local_error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"task_id": str(self.task_id), "route": self.route, "reason": self.reason, "output": self.output,
-                "cluster": self.cluster, "chain": self.chain, "agents": self.agents, "cost_usd": self.cost_usd,
-                "local_error": self.local_error}  # fmt: skip
+        return {
+            "task_id": str(self.task_id),
+            "route": self.route,
+            "reason": self.reason,
+            "output": self.output,
+            "cluster": self.cluster,
+            "chain": self.chain,
+            "agents": self.agents,
+            "cost_usd": self.cost_usd,
+            "local_error": self.local_error,
+        }
 
 
 def caller_for(brain: Brain) -> Caller:
     s = brain.settings
-    return Caller(brain.pool, policy=CallPolicy(s.workflow_timeout_s, s.workflow_retries, s.workflow_retry_backoff_s),
-                  prices=s.workflow_prices, max_tokens=s.workflow_max_tokens)  # fmt: skip
+    return Caller(
+        brain.pool,
+        policy=CallPolicy(s.workflow_timeout_s, s.workflow_retries, s.workflow_retry_backoff_s),
+        prices=s.workflow_prices,
+        max_tokens=s.workflow_max_tokens,
+    )
 
 
 class Dispatcher:
@@ -166,9 +195,20 @@ class Dispatcher:
         task_id = uuid.uuid4()
         async with self.brain.pool.acquire() as conn, conn.transaction():
             cluster_id = await clusters.assign(conn, request.namespace, vector, s.workflow_cluster_similarity)
-            await conn.execute(INSERT_TASK, task_id, request.namespace, agent, request.digest, request.description,
-                               request.context, request.task_type, request.destructive, request.needs_review,
-                               vector, cluster_id)  # fmt: skip
+            await conn.execute(
+                INSERT_TASK,
+                task_id,
+                request.namespace,
+                agent,
+                request.digest,
+                request.description,
+                request.context,
+                request.task_type,
+                request.destructive,
+                request.needs_review,
+                vector,
+                cluster_id,
+            )
             cluster = await clusters.get(conn, cluster_id)
         try:
             return await self._route(agent, request, task_id, cluster, frontier)
@@ -177,19 +217,42 @@ class Dispatcher:
                 await conn.execute(FAIL_TASK, task_id, f"{type(exc).__name__}: {exc}"[:2000])
             raise
 
-    async def _route(self, agent: str, request: TaskRequest, task_id: uuid.UUID, cluster: clusters.Cluster,
-                     frontier: registry.ModelAgent) -> DispatchResult:  # fmt: skip
+    async def _route(
+        self,
+        agent: str,
+        request: TaskRequest,
+        task_id: uuid.UUID,
+        cluster: clusters.Cluster,
+        frontier: registry.ModelAgent,
+    ) -> DispatchResult:
         s = self.settings
         if request.destructive:
-            return await self._frontier(agent, request, task_id, cluster, frontier, "frontier",
-                                        "destructive tasks always go to the frontier model")  # fmt: skip
+            return await self._frontier(
+                agent,
+                request,
+                task_id,
+                cluster,
+                frontier,
+                "frontier",
+                "destructive tasks always go to the frontier model",
+            )
         if request.needs_review:
-            return await self._frontier(agent, request, task_id, cluster, frontier, "frontier",
-                                        "tasks flagged for review always go to the frontier model")  # fmt: skip
+            return await self._frontier(
+                agent,
+                request,
+                task_id,
+                cluster,
+                frontier,
+                "frontier",
+                "tasks flagged for review always go to the frontier model",
+            )
         if not self._trusted(cluster):
-            why = ("no local chain learned for this kind of task yet" if cluster.best_chain is None else
-                   f"this kind of task is not trusted locally yet (confidence {cluster.confidence:.2f} of "
-                   f"{s.workflow_route_confidence}, accuracy {cluster.avg_accuracy or 0:.2f} of {s.workflow_route_accuracy})")  # fmt: skip
+            why = (
+                "no local chain learned for this kind of task yet"
+                if cluster.best_chain is None
+                else f"this kind of task is not trusted locally yet (confidence {cluster.confidence:.2f} of "
+                f"{s.workflow_route_confidence}, accuracy {cluster.avg_accuracy or 0:.2f} of {s.workflow_route_accuracy})"
+            )
             return await self._frontier(agent, request, task_id, cluster, frontier, "frontier", why)
         spec = chains.ChainSpec.from_json(cluster.best_chain)
         async with self.brain.pool.acquire() as conn:
@@ -197,16 +260,35 @@ class Dispatcher:
         run = await chains.run(self.caller, spec, agents, request.prompt(), purpose="local", task_id=task_id)
         problem = run.error or scoring.validate(request.task_type, run.output or "")
         if problem is None:
-            reason = (f"trusted local chain {spec.key} (confidence {cluster.confidence:.2f}, "
-                      f"accuracy {cluster.avg_accuracy:.2f})")  # fmt: skip
+            reason = (
+                f"trusted local chain {spec.key} (confidence {cluster.confidence:.2f}, "
+                f"accuracy {cluster.avg_accuracy:.2f})"
+            )
             async with self.brain.pool.acquire() as conn:
-                await conn.execute(FINISH_TASK, task_id, "local", reason, json.dumps(spec.to_json()), run.output, "done", None)
-            return DispatchResult(task_id, "local", reason, run.output or "", cluster.to_json(), spec.to_json(),
-                                  list(spec.agents), totals(run.steps)["cost_usd"])  # fmt: skip
+                await conn.execute(
+                    FINISH_TASK, task_id, "local", reason, json.dumps(spec.to_json()), run.output, "done", None
+                )
+            return DispatchResult(
+                task_id,
+                "local",
+                reason,
+                run.output or "",
+                cluster.to_json(),
+                spec.to_json(),
+                list(spec.agents),
+                totals(run.steps)["cost_usd"],
+            )
         log.info("local chain failed validation", extra={"task": str(task_id), "chain": spec.key, "problem": problem})
-        result = await self._frontier(agent, request, task_id, cluster, frontier, "fallback",
-                                      f"local chain {spec.key} failed: {problem}; retried on the frontier model",
-                                      chain=spec)  # fmt: skip
+        result = await self._frontier(
+            agent,
+            request,
+            task_id,
+            cluster,
+            frontier,
+            "fallback",
+            f"local chain {spec.key} failed: {problem}; retried on the frontier model",
+            chain=spec,
+        )
         local_cost = totals(run.steps)["cost_usd"]
         result.local_error = problem
         result.agents = [*spec.agents, *result.agents]
@@ -214,50 +296,108 @@ class Dispatcher:
             result.cost_usd += local_cost
         return result
 
-    async def _frontier(self, agent: str, request: TaskRequest, task_id: uuid.UUID, cluster: clusters.Cluster,
-                        frontier: registry.ModelAgent, route: str, reason: str,
-                        chain: chains.ChainSpec | None = None) -> DispatchResult:  # fmt: skip
+    async def _frontier(
+        self,
+        agent: str,
+        request: TaskRequest,
+        task_id: uuid.UUID,
+        cluster: clusters.Cluster,
+        frontier: registry.ModelAgent,
+        route: str,
+        reason: str,
+        chain: chains.ChainSpec | None = None,
+    ) -> DispatchResult:
         s = self.settings
         system = chains.SYSTEM_ANSWER.format(format=chains.FORMAT[request.task_type])
         try:
-            step = await self.caller.call(frontier, system, request.prompt().text(), purpose="frontier", task_id=task_id)
+            step = await self.caller.call(
+                frontier, system, request.prompt().text(), purpose="frontier", task_id=task_id
+            )
         except ModelCallError:
             if chain is not None:  # the fallback failed too; the chain's failure still counts
                 async with self.brain.pool.acquire() as conn, conn.transaction():
-                    await conn.execute(FINISH_TASK, task_id, route, reason, json.dumps(chain.to_json()), None, "failed",
-                                       "the frontier model failed as well")  # fmt: skip
-                    await clusters.recompute(conn, cluster.id, prior=s.workflow_confidence_prior,
-                                             failure_weight=s.workflow_failure_weight)  # fmt: skip
+                    await conn.execute(
+                        FINISH_TASK,
+                        task_id,
+                        route,
+                        reason,
+                        json.dumps(chain.to_json()),
+                        None,
+                        "failed",
+                        "the frontier model failed as well",
+                    )
+                    await clusters.recompute(
+                        conn, cluster.id, prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
+                    )
             raise
         reference_id = uuid.uuid4()
         async with self.brain.pool.acquire() as conn, conn.transaction():
-            await conn.execute(FINISH_TASK, task_id, route, reason, json.dumps(chain.to_json()) if chain else None,
-                               step.output, "done", None)  # fmt: skip
-            await conn.execute(INSERT_REFERENCE, reference_id, task_id, request.namespace, frontier.name, step.output,
-                               step.tokens_in, step.tokens_out, step.cost_usd, step.duration_ms)  # fmt: skip
+            await conn.execute(
+                FINISH_TASK,
+                task_id,
+                route,
+                reason,
+                json.dumps(chain.to_json()) if chain else None,
+                step.output,
+                "done",
+                None,
+            )
+            await conn.execute(
+                INSERT_REFERENCE,
+                reference_id,
+                task_id,
+                request.namespace,
+                frontier.name,
+                step.output,
+                step.tokens_in,
+                step.tokens_out,
+                step.cost_usd,
+                step.duration_ms,
+            )
             old = await conn.fetchrow(SUPERSEDE, request.namespace, request.digest, reference_id)
             for cluster_id in {cluster.id, *(old["clusters"] or [])}:
-                updated = await clusters.recompute(conn, cluster_id, prior=s.workflow_confidence_prior,
-                                                   failure_weight=s.workflow_failure_weight)  # fmt: skip
+                updated = await clusters.recompute(
+                    conn, cluster_id, prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
+                )
                 if cluster_id == cluster.id:
                     cluster = updated
         await self._remember(agent, request, task_id, reference_id, step.output, old["memories"] or [])
-        return DispatchResult(task_id, route, reason, step.output, cluster.to_json(), None, [frontier.name], step.cost_usd)
+        return DispatchResult(
+            task_id, route, reason, step.output, cluster.to_json(), None, [frontier.name], step.cost_usd
+        )
 
-    async def _remember(self, agent: str, request: TaskRequest, task_id: uuid.UUID, reference_id: uuid.UUID,
-                        output: str, superseded: list[uuid.UUID]) -> None:  # fmt: skip
+    async def _remember(
+        self,
+        agent: str,
+        request: TaskRequest,
+        task_id: uuid.UUID,
+        reference_id: uuid.UUID,
+        output: str,
+        superseded: list[uuid.UUID],
+    ) -> None:
         """The solved task as a memory (the enhanced prompt's examples); older answers to the
         same task are forgotten. A failure here loses no answer: it is logged."""
         limit = self.settings.max_content_chars
         text = f"Solved task ({request.task_type}): {request.description}\nAnswer: {output}"[:limit]
         try:
-            [stored] = await self.brain.retain(agent, MemoryInput(
-                text, request.namespace, visibility=Visibility.TEAM, network=Network.EXPERIENCE,
-                memory_type=MemoryType.PROCEDURAL, source_kind="workflow", source_ref=f"workflow:{task_id}",
-                metadata={"workflow_task": str(task_id)},
-            ), decide=False)  # fmt: skip
+            [stored] = await self.brain.retain(
+                agent,
+                MemoryInput(
+                    text,
+                    request.namespace,
+                    visibility=Visibility.TEAM,
+                    network=Network.EXPERIENCE,
+                    memory_type=MemoryType.PROCEDURAL,
+                    source_kind="workflow",
+                    source_ref=f"workflow:{task_id}",
+                    metadata={"workflow_task": str(task_id)},
+                ),
+                decide=False,
+            )
             async with self.brain.pool.acquire() as conn:
-                await conn.execute("UPDATE frontier_runs SET memory_id = $2 WHERE id = $1", reference_id, stored.memory_id)
+                await conn.execute(
+                    "UPDATE frontier_runs SET memory_id = $2 WHERE id = $1", reference_id, stored.memory_id
+                )
             for memory_id in superseded:
                 await self.brain.forget(agent, memory_id, reason="a newer answer to the same task superseded it")
         except Exception as exc:  # noqa: BLE001 - the answer is stored; the example is a convenience

@@ -65,16 +65,27 @@ class LearnOutcome:
     cluster: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "status": self.status, "reason": self.reason, "attempts": self.attempts,
-                "cluster": self.cluster}  # fmt: skip
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "reason": self.reason,
+            "attempts": self.attempts,
+            "cluster": self.cluster,
+        }
 
 
 async def _examples(brain: Brain, row: Any, limit: int) -> tuple[tuple[str, str], ...]:
     """Similar solved tasks from the namespace's memory, as the task's submitter may read them."""
     if limit <= 0:
         return ()
-    query = RecallQuery(row["description"][: brain.settings.max_query_chars], row["namespace"], k=limit + 1,
-                        source_kinds=("workflow",), rerank=False, expand=False)  # fmt: skip
+    query = RecallQuery(
+        row["description"][: brain.settings.max_query_chars],
+        row["namespace"],
+        k=limit + 1,
+        source_kinds=("workflow",),
+        rerank=False,
+        expand=False,
+    )
     try:
         result = await brain.recall(row["submitted_by"], query)
     except Exception as exc:  # noqa: BLE001 - examples are an enhancement; say so and go on
@@ -89,19 +100,28 @@ async def _examples(brain: Brain, row: Any, limit: int) -> tuple[tuple[str, str]
     return tuple(out[:limit])
 
 
-async def _score(brain: Brain, caller: Caller, judge: registry.ModelAgent | None, row: Any, output: str,
-                 weights: scoring.Weights) -> scoring.Score:  # fmt: skip
+async def _score(
+    brain: Brain, caller: Caller, judge: registry.ModelAgent | None, row: Any, output: str, weights: scoring.Weights
+) -> scoring.Score:
     reference = row["output"]
     ref_vec, out_vec = await brain.embed_documents([reference, output])
     embedding = scoring.cosine(ref_vec, out_vec)
     structural = scoring.structural(row["task_type"], reference, output)
     if judge is None:
-        return scoring.combine(embedding, None, structural, weights, "no judge model configured (CABRAIN_WORKFLOW_JUDGE)")
+        return scoring.combine(
+            embedding, None, structural, weights, "no judge model configured (CABRAIN_WORKFLOW_JUDGE)"
+        )
     try:
-        step = await caller.call(judge, scoring.JUDGE_SYSTEM,
-                                 scoring.judge_prompt(chains.TaskPrompt(row["description"], row["context"], row["task_type"]).text(),
-                                                      reference, output),
-                                 purpose="judge", task_id=row["task_id"], role="judge")  # fmt: skip
+        step = await caller.call(
+            judge,
+            scoring.JUDGE_SYSTEM,
+            scoring.judge_prompt(
+                chains.TaskPrompt(row["description"], row["context"], row["task_type"]).text(), reference, output
+            ),
+            purpose="judge",
+            task_id=row["task_id"],
+            role="judge",
+        )
         value, reason = scoring.parse_judge(step.output)
     except (ModelCallError, ValueError) as exc:
         return scoring.combine(embedding, None, structural, weights, f"the judge failed: {str(exc)[:300]}")
@@ -142,34 +162,62 @@ async def _learn_locked(brain: Brain, run_id: uuid.UUID) -> LearnOutcome:
             return LearnOutcome(str(run_id), "skipped", "superseded" if row["superseded_at"] else "already learned")
         cluster = await clusters.get(conn, row["cluster_id"])
         judge = await _judge(conn, s)
-        local = [a for a in await registry.listed(conn, layer="local", active_only=True)
-                 if judge is None or a.name != judge.name]  # fmt: skip
+        local = [
+            a
+            for a in await registry.listed(conn, layer="local", active_only=True)
+            if judge is None or a.name != judge.name
+        ]
         agents = {a.name: a for a in await registry.listed(conn)}
     if cluster.trusted(s.workflow_route_confidence, s.workflow_route_accuracy):
         async with brain.pool.acquire() as conn:
             await conn.execute(DONE, run_id, None)
         return LearnOutcome(str(run_id), "skipped", "its kind of task is already trusted", cluster=cluster.to_json())
     if not local:
-        raise ConfigError("no active local model is registered", fix=Fix("register_model", {
-            "layer": "local", "provider": "openai", "endpoint": "http://127.0.0.1:11434/v1"}))  # fmt: skip
+        raise ConfigError(
+            "no active local model is registered",
+            fix=Fix(
+                "register_model", {"layer": "local", "provider": "openai", "endpoint": "http://127.0.0.1:11434/v1"}
+            ),
+        )
     outcome = LearnOutcome(str(run_id), "learned")
     prompt_examples = None
     for spec in chains.candidates(local, s.workflow_max_attempts):
         if spec.kind == "enhanced" and prompt_examples is None:
             prompt_examples = await _examples(brain, row, s.workflow_examples)
-        task = chains.TaskPrompt(row["description"], row["context"], row["task_type"],
-                                 prompt_examples if spec.kind == "enhanced" else ())  # fmt: skip
+        task = chains.TaskPrompt(
+            row["description"], row["context"], row["task_type"], prompt_examples if spec.kind == "enhanced" else ()
+        )
         run = await chains.run(caller, spec, agents, task, purpose="learn", task_id=row["task_id"])
         score = None if run.error else await _score(brain, caller, judge, row, run.output or "", weights)
         sums = totals(run.steps)
         async with brain.pool.acquire() as conn:
-            await conn.execute(INSERT_ATTEMPT, uuid.uuid4(), run_id, row["task_id"], row["cluster_id"], spec.kind, spec.key,
-                               json.dumps([st.to_json() for st in run.steps]), run.output,
-                               None if score is None else score.value, json.dumps({} if score is None else score.parts()),
-                               bool(score and score.complete), sums["tokens_in"], sums["tokens_out"], sums["cost_usd"],
-                               sums["duration_ms"], run.error)  # fmt: skip
-        outcome.attempts.append({"chain": spec.key, "score": None if score is None else round(score.value, 4),
-                                 "complete": bool(score and score.complete), "error": run.error})  # fmt: skip
+            await conn.execute(
+                INSERT_ATTEMPT,
+                uuid.uuid4(),
+                run_id,
+                row["task_id"],
+                row["cluster_id"],
+                spec.kind,
+                spec.key,
+                json.dumps([st.to_json() for st in run.steps]),
+                run.output,
+                None if score is None else score.value,
+                json.dumps({} if score is None else score.parts()),
+                bool(score and score.complete),
+                sums["tokens_in"],
+                sums["tokens_out"],
+                sums["cost_usd"],
+                sums["duration_ms"],
+                run.error,
+            )
+        outcome.attempts.append(
+            {
+                "chain": spec.key,
+                "score": None if score is None else round(score.value, 4),
+                "complete": bool(score and score.complete),
+                "error": run.error,
+            }
+        )
         if score is not None and score.complete and score.value >= s.workflow_accept_score:
             break
     if outcome.attempts and all(a["error"] for a in outcome.attempts):
@@ -181,8 +229,9 @@ async def _learn_locked(brain: Brain, run_id: uuid.UUID) -> LearnOutcome:
         return outcome
     async with brain.pool.acquire() as conn, conn.transaction():
         await conn.execute(DONE, run_id, None)
-        cluster = await clusters.recompute(conn, row["cluster_id"], prior=s.workflow_confidence_prior,
-                                           failure_weight=s.workflow_failure_weight)  # fmt: skip
+        cluster = await clusters.recompute(
+            conn, row["cluster_id"], prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
+        )
     outcome.cluster = cluster.to_json()
     return outcome
 
@@ -227,8 +276,15 @@ def _remote():
     return learn_task
 
 
-async def learn(settings: Settings, dsn: str, *, namespaces: Sequence[str] | None = None, limit: int = 100,
-                use_ray: bool = True, progress: Callable[[str], None] | None = None) -> dict[str, Any]:  # fmt: skip
+async def learn(
+    settings: Settings,
+    dsn: str,
+    *,
+    namespaces: Sequence[str] | None = None,
+    limit: int = 100,
+    use_ray: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Learning iterations for up to ``limit`` references; a report of what each run did."""
     import asyncpg
 
@@ -266,5 +322,10 @@ async def learn(settings: Settings, dsn: str, *, namespaces: Sequence[str] | Non
         finally:
             await brain.close()
     counts = {k: sum(1 for o in outcomes if o["status"] == k) for k in ("learned", "skipped", "failed")}
-    return {"runs": len(runs), **counts, "attempts": sum(len(o["attempts"]) for o in outcomes),
-            "seconds": round(time.perf_counter() - started, 3), "outcomes": outcomes}  # fmt: skip
+    return {
+        "runs": len(runs),
+        **counts,
+        "attempts": sum(len(o["attempts"]) for o in outcomes),
+        "seconds": round(time.perf_counter() - started, 3),
+        "outcomes": outcomes,
+    }

@@ -69,7 +69,9 @@ def _view(row: asyncpg.Record) -> dict[str, Any]:
     return out
 
 
-async def enqueue(pool: asyncpg.Pool, agent: str, request: TaskRequest, *, priority: int = 5, max_chars: int) -> dict[str, Any]:
+async def enqueue(
+    pool: asyncpg.Pool, agent: str, request: TaskRequest, *, priority: int = 5, max_chars: int
+) -> dict[str, Any]:
     from cabrain.write.retain import check_write_access
 
     request.check(max_chars)
@@ -77,7 +79,9 @@ async def enqueue(pool: asyncpg.Pool, agent: str, request: TaskRequest, *, prior
         raise InputError(f"priority must be an integer from -1000 to 1000, got {priority!r}")
     async with pool.acquire() as conn:
         await check_write_access(conn, agent, request.namespace)
-        row = await conn.fetchrow(ENQUEUE, uuid.uuid4(), request.namespace, agent, priority, json.dumps(request.to_json()))
+        row = await conn.fetchrow(
+            ENQUEUE, uuid.uuid4(), request.namespace, agent, priority, json.dumps(request.to_json())
+        )
     return _view(row)
 
 
@@ -99,7 +103,10 @@ async def get(pool: asyncpg.Pool, agent: str, queue_id: uuid.UUID | str) -> dict
 async def counts(pool: asyncpg.Pool, namespace: str | None = None) -> dict[str, int]:
     async with pool.acquire() as conn:
         rows = await conn.fetch(COUNTS, namespace)
-    return {status: next((r["n"] for r in rows if r["status"] == status), 0) for status in ("pending", "picked", "done", "failed")}
+    return {
+        status: next((r["n"] for r in rows if r["status"] == status), 0)
+        for status in ("pending", "picked", "done", "failed")
+    }
 
 
 async def claim(pool: asyncpg.Pool, worker: str, *, lease_s: float, max_tries: int) -> dict[str, Any] | None:
@@ -121,17 +128,30 @@ async def run_one(dispatcher: Dispatcher, worker: str, item: dict[str, Any]) -> 
         task_id, result = outcome.task_id, outcome.to_json()
     except CabrainError as exc:
         status, error = "failed", str(exc)
-    except Exception as exc:  # noqa: BLE001 - a worker outlives any one task
+    except Exception as exc:
         log.exception("queued task crashed", extra={"queue_id": item["id"]})
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     async with pool.acquire() as conn:
-        await conn.execute(FINISH, uuid.UUID(item["id"]), worker, status,
-                           None if result is None else json.dumps(result), error, task_id)  # fmt: skip
+        await conn.execute(
+            FINISH,
+            uuid.UUID(item["id"]),
+            worker,
+            status,
+            None if result is None else json.dumps(result),
+            error,
+            task_id,
+        )
     return {"id": item["id"], "status": status, "error": error, "task_id": None if task_id is None else str(task_id)}
 
 
-async def work(dispatcher: Dispatcher, worker: str, *, stop: asyncio.Event | None = None, drain: bool = False,
-               progress: Callable[[str], None] | None = None) -> int:  # fmt: skip
+async def work(
+    dispatcher: Dispatcher,
+    worker: str,
+    *,
+    stop: asyncio.Event | None = None,
+    drain: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> int:
     """Claim and run tasks until ``stop`` is set (or, with ``drain``, until none is pending);
     returns how many it ran."""
     s = dispatcher.settings
@@ -144,7 +164,7 @@ async def work(dispatcher: Dispatcher, worker: str, *, stop: asyncio.Event | Non
                 break
             try:
                 await asyncio.wait_for((stop or asyncio.Event()).wait(), timeout=s.workflow_poll_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             continue
         done = await run_one(dispatcher, worker, item)

@@ -23,10 +23,32 @@ from cabrain.providers.llm_calls import CallPolicy, TaskModel, Wire, build_model
 LAYERS = ("frontier", "local")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-COLUMNS = ("name", "layer", "provider", "model", "endpoint", "api_key_env", "capabilities",
-           "cost_in_per_1k", "cost_out_per_1k", "latency_ms", "calls", "failures", "active")  # fmt: skip
-EDITABLE = ("layer", "provider", "model", "endpoint", "api_key_env", "capabilities", "cost_in_per_1k",
-            "cost_out_per_1k", "active")  # fmt: skip
+COLUMNS = (
+    "name",
+    "layer",
+    "provider",
+    "model",
+    "endpoint",
+    "api_key_env",
+    "capabilities",
+    "cost_in_per_1k",
+    "cost_out_per_1k",
+    "latency_ms",
+    "calls",
+    "failures",
+    "active",
+)
+EDITABLE = (
+    "layer",
+    "provider",
+    "model",
+    "endpoint",
+    "api_key_env",
+    "capabilities",
+    "cost_in_per_1k",
+    "cost_out_per_1k",
+    "active",
+)
 
 
 @dataclass(frozen=True)
@@ -50,18 +72,38 @@ class ModelAgent:
         def num(value: Decimal | float | None) -> float | None:
             return None if value is None else float(value)
 
-        return cls(row["name"], row["layer"], row["provider"], row["model"], row["endpoint"], row["api_key_env"],
-                   tuple(row["capabilities"] or ()), num(row["cost_in_per_1k"]), num(row["cost_out_per_1k"]),
-                   num(row["latency_ms"]), row["calls"], row["failures"], row["active"])  # fmt: skip
+        return cls(
+            row["name"],
+            row["layer"],
+            row["provider"],
+            row["model"],
+            row["endpoint"],
+            row["api_key_env"],
+            tuple(row["capabilities"] or ()),
+            num(row["cost_in_per_1k"]),
+            num(row["cost_out_per_1k"]),
+            num(row["latency_ms"]),
+            row["calls"],
+            row["failures"],
+            row["active"],
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "layer": self.layer, "provider": self.provider, "model": self.model,
-            "endpoint": self.endpoint, "api_key_env": self.api_key_env, "capabilities": list(self.capabilities),
-            "cost_in_per_1k": self.cost_in_per_1k, "cost_out_per_1k": self.cost_out_per_1k,
+            "name": self.name,
+            "layer": self.layer,
+            "provider": self.provider,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "api_key_env": self.api_key_env,
+            "capabilities": list(self.capabilities),
+            "cost_in_per_1k": self.cost_in_per_1k,
+            "cost_out_per_1k": self.cost_out_per_1k,
             "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 1),
-            "calls": self.calls, "failures": self.failures, "active": self.active,
-        }  # fmt: skip
+            "calls": self.calls,
+            "failures": self.failures,
+            "active": self.active,
+        }
 
     def prices(self, table: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
         """Price per 1k tokens in and out: the entry's own, else the settings' table by model name."""
@@ -87,8 +129,10 @@ def check_fields(fields: dict[str, Any]) -> dict[str, Any]:
     if "endpoint" in out and not str(out["endpoint"] or "").startswith(("http://", "https://")):
         raise InputError(f"endpoint must be an http(s) URL, got {out['endpoint']!r}")
     if out.get("api_key_env") is not None and not ENV_NAME.match(str(out["api_key_env"])):
-        raise InputError(f"api_key_env must name an environment variable, got {out['api_key_env']!r}",
-                         hint="the key itself is never stored: export it and give its variable's name")  # fmt: skip
+        raise InputError(
+            f"api_key_env must name an environment variable, got {out['api_key_env']!r}",
+            hint="the key itself is never stored: export it and give its variable's name",
+        )
     for key in ("cost_in_per_1k", "cost_out_per_1k"):
         if out.get(key) is not None:
             try:
@@ -126,9 +170,19 @@ async def add(conn: asyncpg.Connection, **fields: Any) -> ModelAgent:
     if unknown:
         raise InputError(f"unknown field(s): {', '.join(sorted(unknown))}")
     f = check_fields(fields)
-    row = await conn.fetchrow(INSERT, f["name"], f["layer"], f["provider"], f["model"], f["endpoint"],
-                              f.get("api_key_env"), f.get("capabilities", []), f.get("cost_in_per_1k"),
-                              f.get("cost_out_per_1k"), f.get("active", True))  # fmt: skip
+    row = await conn.fetchrow(
+        INSERT,
+        f["name"],
+        f["layer"],
+        f["provider"],
+        f["model"],
+        f["endpoint"],
+        f.get("api_key_env"),
+        f.get("capabilities", []),
+        f.get("cost_in_per_1k"),
+        f.get("cost_out_per_1k"),
+        f.get("active", True),
+    )
     if row is None:
         raise InputError(f"model agent {f['name']!r} already exists", fix=Fix("update_model", {"name": f["name"]}))
     return ModelAgent.from_row(row)
@@ -137,13 +191,17 @@ async def add(conn: asyncpg.Connection, **fields: Any) -> ModelAgent:
 async def update(conn: asyncpg.Connection, name: str, **fields: Any) -> ModelAgent:
     unknown = set(fields) - set(EDITABLE)
     if unknown:
-        raise InputError(f"unknown or read-only field(s): {', '.join(sorted(unknown))}", hint=f"editable: {', '.join(EDITABLE)}")
+        raise InputError(
+            f"unknown or read-only field(s): {', '.join(sorted(unknown))}", hint=f"editable: {', '.join(EDITABLE)}"
+        )
     f = check_fields(fields)
     if not f:
         return await get(conn, name)
     sets = ", ".join(f"{k} = ${i + 2}" for i, k in enumerate(f))
     row = await conn.fetchrow(
-        f"UPDATE llm_agents SET {sets}, updated_at = now() WHERE name = $1 RETURNING {', '.join(COLUMNS)}", name, *f.values()
+        f"UPDATE llm_agents SET {sets}, updated_at = now() WHERE name = $1 RETURNING {', '.join(COLUMNS)}",
+        name,
+        *f.values(),
     )
     if row is None:
         raise NotFound(f"no model agent named {name!r}")
@@ -161,8 +219,9 @@ async def listed(conn: asyncpg.Connection, *, layer: str | None = None, active_o
     rows = await conn.fetch(
         f"SELECT {', '.join(COLUMNS)} FROM llm_agents WHERE ($1::text IS NULL OR layer = $1) AND (NOT $2 OR active) "
         "ORDER BY layer, coalesce(cost_in_per_1k, 0) + coalesce(cost_out_per_1k, 0), name",
-        layer, active_only,
-    )  # fmt: skip
+        layer,
+        active_only,
+    )
     return [ModelAgent.from_row(r) for r in rows]
 
 
@@ -175,6 +234,11 @@ async def frontier(conn: asyncpg.Connection, preferred: str | None = None) -> Mo
         return agent
     agents = await listed(conn, layer="frontier", active_only=True)
     if not agents:
-        raise ConfigError("no active frontier model is registered", fix=Fix("register_model", {
-            "layer": "frontier", "provider": "anthropic", "endpoint": "https://api.anthropic.com"}))  # fmt: skip
+        raise ConfigError(
+            "no active frontier model is registered",
+            fix=Fix(
+                "register_model",
+                {"layer": "frontier", "provider": "anthropic", "endpoint": "https://api.anthropic.com"},
+            ),
+        )
     return agents[0]

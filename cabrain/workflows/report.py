@@ -9,7 +9,7 @@ reference are counted as ``unpriced`` rather than guessed.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -76,18 +76,21 @@ def _money(x: float) -> float:
     return round(x, 8)
 
 
-async def build(conn: asyncpg.Connection, *, namespaces: list[str] | None = None, days: int | None = None,
-                accept: float = 0.9) -> dict[str, Any]:  # fmt: skip
+async def build(
+    conn: asyncpg.Connection, *, namespaces: list[str] | None = None, days: int | None = None, accept: float = 0.9
+) -> dict[str, Any]:
     """The report over ``namespaces`` (None: all) for the last ``days`` (None: all time)."""
-    since = datetime.now(timezone.utc) - timedelta(days=days) if days else datetime(1970, 1, 1, tzinfo=timezone.utc)
+    since = datetime.now(UTC) - timedelta(days=days) if days else datetime(1970, 1, 1, tzinfo=UTC)
     args = (namespaces, since)
     per_agent: dict[str, dict[str, Any]] = {}
     totals = {"frontier": 0, "local": 0, "fallback": 0}
     frontier_cost = local_cost = would_have = wasted = 0.0
     unpriced = 0
     for row in await conn.fetch(TASKS, *args):
-        agent = per_agent.setdefault(row["submitted_by"], {"tasks": 0, "frontier": 0, "local": 0, "fallback": 0,
-                                                          "saved_usd": 0.0, "spent_usd": 0.0})  # fmt: skip
+        agent = per_agent.setdefault(
+            row["submitted_by"],
+            {"tasks": 0, "frontier": 0, "local": 0, "fallback": 0, "saved_usd": 0.0, "spent_usd": 0.0},
+        )
         route, n = row["route"], row["tasks"]
         totals[route] += n
         agent["tasks"] += n
@@ -115,32 +118,58 @@ async def build(conn: asyncpg.Connection, *, namespaces: list[str] | None = None
     return {
         "since": since.isoformat() if days else None,
         "namespaces": namespaces,
-        "tasks": {"done": done, **totals, "failed": await conn.fetchval(FAILED, *args),
-                  "local_share": round(totals["local"] / done, 4) if done else 0.0},  # fmt: skip
+        "tasks": {
+            "done": done,
+            **totals,
+            "failed": await conn.fetchval(FAILED, *args),
+            "local_share": round(totals["local"] / done, 4) if done else 0.0,
+        },
         "cost_usd": {
-            "frontier": _money(frontier_cost), "local": _money(local_cost), "learning": _money(float(learning["cost"])),
-            "saved": _money(saved), "frontier_cost_avoided": _money(would_have), "wasted_on_fallbacks": _money(wasted),
+            "frontier": _money(frontier_cost),
+            "local": _money(local_cost),
+            "learning": _money(float(learning["cost"])),
+            "saved": _money(saved),
+            "frontier_cost_avoided": _money(would_have),
+            "wasted_on_fallbacks": _money(wasted),
             "unpriced_local_tasks": unpriced,
-        },  # fmt: skip
+        },
         "accuracy_by_day": [
-            {"day": r["day"], "mean_score": round(r["mean_score"], 4), "attempts": r["attempts"], "accepted": r["accepted"]}
+            {
+                "day": r["day"],
+                "mean_score": round(r["mean_score"], 4),
+                "attempts": r["attempts"],
+                "accepted": r["accepted"],
+            }
             for r in await conn.fetch(ACCURACY, *args, accept)
-        ],  # fmt: skip
+        ],
         "routed_by_day": [
-            {"day": r["day"], "local": r["local_ok"], "fallback": r["fallback"],
-             "pass_rate": round(r["local_ok"] / (r["local_ok"] + r["fallback"]), 4)}
+            {
+                "day": r["day"],
+                "local": r["local_ok"],
+                "fallback": r["fallback"],
+                "pass_rate": round(r["local_ok"] / (r["local_ok"] + r["fallback"]), 4),
+            }
             for r in await conn.fetch(ROUTED, *args)
-        ],  # fmt: skip
-        "chains": [{"chain": r["chain_key"], "mean_score": round(r["mean_score"], 4), "attempts": r["attempts"]}
-                   for r in await conn.fetch(CHAIN_SCORES, *args)],  # fmt: skip
+        ],
+        "chains": [
+            {"chain": r["chain_key"], "mean_score": round(r["mean_score"], 4), "attempts": r["attempts"]}
+            for r in await conn.fetch(CHAIN_SCORES, *args)
+        ],
         "agents": per_agent,
         "models": {
-            r["agent"]: {"layer": r["layer"], "calls": r["calls"], "failures": r["failures"], "tokens_in": r["tokens_in"],
-                         "tokens_out": r["tokens_out"], "cost_usd": _money(r["cost"]), "unpriced_calls": r["unpriced_calls"],
-                         "mean_ms": None if r["mean_ms"] is None else round(r["mean_ms"], 1),
-                         "purposes": sorted(r["purposes"])}
+            r["agent"]: {
+                "layer": r["layer"],
+                "calls": r["calls"],
+                "failures": r["failures"],
+                "tokens_in": r["tokens_in"],
+                "tokens_out": r["tokens_out"],
+                "cost_usd": _money(r["cost"]),
+                "unpriced_calls": r["unpriced_calls"],
+                "mean_ms": None if r["mean_ms"] is None else round(r["mean_ms"], 1),
+                "purposes": sorted(r["purposes"]),
+            }
             for r in await conn.fetch(MODELS, *args)
-        },  # fmt: skip
+        },
     }
 
 
@@ -151,22 +180,33 @@ def render(report: dict[str, Any]) -> str:
         f"(local share {t['local_share']:.0%}); failed {t['failed']}",
         f"cost (USD): frontier {c['frontier']:.6f}, local {c['local']:.6f}, learning {c['learning']:.6f}",
         f"saved (USD): {c['saved']:.6f} = frontier cost avoided {c['frontier_cost_avoided']:.6f} - local calls "
-        f"{c['local']:.6f}" + (f"; {c['unpriced_local_tasks']} local task(s) unpriced" if c["unpriced_local_tasks"] else ""),
-    ]  # fmt: skip
+        f"{c['local']:.6f}"
+        + (f"; {c['unpriced_local_tasks']} local task(s) unpriced" if c["unpriced_local_tasks"] else ""),
+    ]
     if report["accuracy_by_day"]:
         lines.append("local accuracy (learning attempts, complete scores):")
-        lines += [f"  {d['day']}: mean {d['mean_score']:.3f} over {d['attempts']} ({d['accepted']} accepted)"
-                  for d in report["accuracy_by_day"]]  # fmt: skip
+        lines += [
+            f"  {d['day']}: mean {d['mean_score']:.3f} over {d['attempts']} ({d['accepted']} accepted)"
+            for d in report["accuracy_by_day"]
+        ]
     if report["routed_by_day"]:
         lines.append("routed locally:")
-        lines += [f"  {d['day']}: {d['local']} passed, {d['fallback']} fell back ({d['pass_rate']:.0%})"
-                  for d in report["routed_by_day"]]  # fmt: skip
+        lines += [
+            f"  {d['day']}: {d['local']} passed, {d['fallback']} fell back ({d['pass_rate']:.0%})"
+            for d in report["routed_by_day"]
+        ]
     if report["agents"]:
         lines.append("per agent:")
-        lines += [f"  {name}: {a['tasks']} task(s), local {a['local_share']:.0%}, saved {a['saved_usd']:.6f}, "
-                  f"spent {a['spent_usd']:.6f}" for name, a in sorted(report["agents"].items())]  # fmt: skip
+        lines += [
+            f"  {name}: {a['tasks']} task(s), local {a['local_share']:.0%}, saved {a['saved_usd']:.6f}, "
+            f"spent {a['spent_usd']:.6f}"
+            for name, a in sorted(report["agents"].items())
+        ]
     if report["models"]:
         lines.append("per model:")
-        lines += [f"  {name} ({m['layer']}): {m['calls']} call(s), {m['failures']} failed, {m['tokens_in']}/{m['tokens_out']} "
-                  f"tokens, {m['cost_usd']:.6f} USD, {m['mean_ms'] or 0:.0f} ms mean" for name, m in sorted(report["models"].items())]  # fmt: skip
+        lines += [
+            f"  {name} ({m['layer']}): {m['calls']} call(s), {m['failures']} failed, {m['tokens_in']}/{m['tokens_out']} "
+            f"tokens, {m['cost_usd']:.6f} USD, {m['mean_ms'] or 0:.0f} ms mean"
+            for name, m in sorted(report["models"].items())
+        ]
     return "\n".join(lines)

@@ -53,15 +53,23 @@ class Score:
 
     def parts(self) -> dict[str, Any]:
         return {
-            "embedding": round(self.embedding, 4), "judge": None if self.judge is None else round(self.judge, 4),
-            "structural": round(self.structural, 4), "complete": self.complete,
+            "embedding": round(self.embedding, 4),
+            "judge": None if self.judge is None else round(self.judge, 4),
+            "structural": round(self.structural, 4),
+            "complete": self.complete,
             **({"judge_error": self.judge_error} if self.judge_error else {}),
             **({"judge_reason": self.judge_reason} if self.judge_reason else {}),
-        }  # fmt: skip
+        }
 
 
-def combine(embedding: float, judge: float | None, structural: float, weights: Weights,
-            judge_error: str | None = None, judge_reason: str | None = None) -> Score:  # fmt: skip
+def combine(
+    embedding: float,
+    judge: float | None,
+    structural: float,
+    weights: Weights,
+    judge_error: str | None = None,
+    judge_reason: str | None = None,
+) -> Score:
     parts = [(embedding, weights.embedding), (structural, weights.structural)]
     if judge is not None:
         parts.append((judge, weights.judge))
@@ -150,7 +158,12 @@ def _leaves(value: Any, path: str = "") -> dict[str, Any]:
 
 
 def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool) and not isinstance(b, bool):
+    if (
+        isinstance(a, int | float)
+        and isinstance(b, int | float)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
         return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-9)
     if isinstance(a, str) and isinstance(b, str):
         return a.strip().casefold() == b.strip().casefold()
@@ -169,7 +182,9 @@ def json_match(reference: str, candidate: str) -> float:
         return 0.0
     schema = 1.0 if _schema(ref) == _schema(got) else 0.0
     want, have = _leaves(ref), _leaves(got)
-    values = sum(1 for k, v in want.items() if k in have and _same(v, have[k])) / len(want) if want else float(ref == got)
+    values = (
+        sum(1 for k, v in want.items() if k in have and _same(v, have[k])) / len(want) if want else float(ref == got)
+    )
     return 0.5 * schema + 0.5 * values
 
 

@@ -48,9 +48,15 @@ from cabrain.search.tokenizer import STOP_WORDS, fold_marks, normalize, tokenize
 from cabrain.types import Decision
 
 __all__ = [
-    "Comparison", "Neighbour", "WriteDecision", "check_decision", "compare", "contradiction", "decide",
+    "Comparison",
+    "Neighbour",
+    "WriteDecision",
+    "check_decision",
+    "compare",
+    "contradiction",
+    "decide",
     "duplicates",
-]  # fmt: skip
+]
 
 WIDTH = {"private": 0, "team": 1, "global": 2}
 RETRACTION_MARGIN = 0.1  # a retraction restates less of what it withdraws: it may be this much less similar
@@ -193,13 +199,23 @@ _NUMBER_WORDS = {
     normalize(w): str(n)
     for n, words in enumerate(
         [
-            "zero صفر", "one واحد واحدة", "two اثنان اثنين اثنتان", "three ثلاثة ثلاث", "four أربعة اربعة أربع",
-            "five خمسة خمس", "six ستة ست", "seven سبعة سبع", "eight ثمانية ثمان", "nine تسعة تسع",
-            "ten عشرة عشر", "eleven", "twelve",
+            "zero صفر",
+            "one واحد واحدة",
+            "two اثنان اثنين اثنتان",
+            "three ثلاثة ثلاث",
+            "four أربعة اربعة أربع",
+            "five خمسة خمس",
+            "six ستة ست",
+            "seven سبعة سبع",
+            "eight ثمانية ثمان",
+            "nine تسعة تسع",
+            "ten عشرة عشر",
+            "eleven",
+            "twelve",
         ]
     )
     for w in words.split()
-}  # fmt: skip
+}
 _TOKEN = re.compile(
     r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|https?://[^\s,;]+|[^\W\d_][^\W_]*(?:-[^\W_]+)*|\d+(?:[.,:]\d+)*(?:-\d+)*|[^\W\d_]+"
 )
@@ -227,8 +243,16 @@ _RETRACTION_PREFIXES = (
 )
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\b\.?|\b(\d{1,2}):(\d{2})\b", re.I)
 _SCALE = re.compile(r"(\d+(?:[.,]\d+)?)\s*(million|billion|thousand|k|مليون|مليار|ألف|الف)\b", re.I)
-_SCALES = {"million": 10**6, "billion": 10**9, "thousand": 1000, "k": 1000, "مليون": 10**6, "مليار": 10**9,
-           "ألف": 1000, "الف": 1000}  # fmt: skip
+_SCALES = {
+    "million": 10**6,
+    "billion": 10**9,
+    "thousand": 1000,
+    "k": 1000,
+    "مليون": 10**6,
+    "مليار": 10**9,
+    "ألف": 1000,
+    "الف": 1000,
+}
 _DETERMINERS = _words("the a an this that these those his her their our my your its each every any some no")
 _PRONOUNS = _words("i we they you he she it هو هي هم نحن")
 _AR_PREFIX = ("وال", "بال", "كال", "فال", "لل", "ال")
@@ -274,8 +298,13 @@ class _Token:
     def substantive(self) -> bool:
         if self.text in DEICTIC or self.capital or self.number:
             return True
-        return not (self.stop or self.text in FILLERS or self.text in REVISION_CUES
-                    or self.text in RETRACTION_CUES or self.text in NEGATIONS)  # fmt: skip
+        return not (
+            self.stop
+            or self.text in FILLERS
+            or self.text in REVISION_CUES
+            or self.text in RETRACTION_CUES
+            or self.text in NEGATIONS
+        )
 
 
 @lru_cache(maxsize=65536)
@@ -415,7 +444,9 @@ def _predicate_start(tokens: tuple[_Token, ...]) -> int | None:
         t = tokens[i]
         if content and _is_marker(tokens, i):
             return _back(tokens, i, start)
-        if content and start and t.text in _TO:  # "تم نقل الاجتماع إلى يوم الاثنين": after a change verb, "to" gives the value
+        if (
+            content and start and t.text in _TO
+        ):  # "تم نقل الاجتماع إلى يوم الاثنين": after a change verb, "to" gives the value
             return i
         if t.number and content and not tokens[i - 1].number and tokens[i - 1].text not in LABELS:
             # before any verb, a number is a value when a unit follows it or it ends the sentence
@@ -714,8 +745,13 @@ def decide(
     for n in neighbours:
         if n.similarity < floor:
             break
-        decision, reason = judge(text, n.content, n.similarity, duplicate_similarity=duplicate_similarity,
-                                 revision_similarity=revision_similarity)  # fmt: skip
+        decision, reason = judge(
+            text,
+            n.content,
+            n.similarity,
+            duplicate_similarity=duplicate_similarity,
+            revision_similarity=revision_similarity,
+        )
         if decision in (Decision.UPDATE, Decision.INVALIDATE) and WIDTH[n.visibility] <= width:
             return WriteDecision(decision, n.id, reason, n.similarity)
         if decision is Decision.NOOP and WIDTH[n.visibility] >= width:
@@ -753,10 +789,12 @@ def duplicates(a: str, b: str, similarity: float, threshold: float) -> bool:
     return True
 
 
-def contradiction(newer: str, older: str, similarity: float, *, revision_similarity: float,
-                  duplicate_similarity: float) -> str | None:  # fmt: skip
+def contradiction(
+    newer: str, older: str, similarity: float, *, revision_similarity: float, duplicate_similarity: float
+) -> str | None:
     """Sleep's reconsolidation: why ``newer`` supersedes ``older`` (the same subject, a new value
     or a retraction), or None."""
-    decision, reason = judge(newer, older, similarity, duplicate_similarity=duplicate_similarity,
-                             revision_similarity=revision_similarity)  # fmt: skip
+    decision, reason = judge(
+        newer, older, similarity, duplicate_similarity=duplicate_similarity, revision_similarity=revision_similarity
+    )
     return reason if decision in (Decision.UPDATE, Decision.INVALIDATE) else None

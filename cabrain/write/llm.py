@@ -57,7 +57,9 @@ def parse_decision(answer: str, neighbours: list[Neighbour]) -> WriteDecision:
     return WriteDecision(decision, neighbours[target - 1].id, reason)
 
 
-async def llm_decide(model: ChatModel, text: str, neighbours: list[Neighbour], fallback: WriteDecision) -> WriteDecision:
+async def llm_decide(
+    model: ChatModel, text: str, neighbours: list[Neighbour], fallback: WriteDecision
+) -> WriteDecision:
     if not neighbours:
         return fallback
     try:

@@ -13,7 +13,7 @@ import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import asyncpg
@@ -106,18 +106,29 @@ async def _consult_chat_model(brain: Brain, agent: str, items: list[_Item], deci
 
 
 async def _neighbours(
-    conn: asyncpg.Connection, brain: Brain, agent: str, item: _Item, limit: int | None = None, size: int | None = None,
+    conn: asyncpg.Connection,
+    brain: Brain,
+    agent: str,
+    item: _Item,
+    limit: int | None = None,
+    size: int | None = None,
     total: int | None = None,
 ) -> list[Neighbour]:
     rows = await vector.search(
-        conn, item.embedding, SearchFilters(item.input.namespace, agent), limit or brain.settings.neighbours,
-        exact_max=brain.settings.vector_exact_max, ef_search=brain.settings.retain_ef_search, size=size,
-        total=total, skip_cost=brain.settings.vector_skip_cost,
-    )  # fmt: skip
+        conn,
+        item.embedding,
+        SearchFilters(item.input.namespace, agent),
+        limit or brain.settings.neighbours,
+        exact_max=brain.settings.vector_exact_max,
+        ef_search=brain.settings.retain_ef_search,
+        size=size,
+        total=total,
+        skip_cost=brain.settings.vector_skip_cost,
+    )
     return [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows]
 
 
-def _deterministic(settings, item: _Item, neighbours: list[Neighbour]) -> WriteDecision:  # noqa: ANN001
+def _deterministic(settings, item: _Item, neighbours: list[Neighbour]) -> WriteDecision:
     return decide(
         item.content,
         neighbours,
@@ -128,8 +139,13 @@ def _deterministic(settings, item: _Item, neighbours: list[Neighbour]) -> WriteD
 
 
 def validate(
-    items: Sequence[MemoryInput], *, max_chars: int, max_batch: int, max_metadata_bytes: int = 16384,
-    redact_secrets: bool = True, clock: Clock = utc_now,
+    items: Sequence[MemoryInput],
+    *,
+    max_chars: int,
+    max_batch: int,
+    max_metadata_bytes: int = 16384,
+    redact_secrets: bool = True,
+    clock: Clock = utc_now,
 ) -> list[_Item]:
     """Check every item before anything is embedded or written; raise :class:`InputError`. With
     ``redact_secrets``, what is stored has its secrets and ``<private>`` blocks removed
@@ -182,7 +198,7 @@ def validate(
                 item = dataclasses.replace(item, metadata=redact_deep(dict(item.metadata)))
         valid_at = item.valid_at or clock()
         if valid_at.tzinfo is None:
-            valid_at = valid_at.replace(tzinfo=timezone.utc)
+            valid_at = valid_at.replace(tzinfo=UTC)
         checked.append(_Item(item, content, valid_at, hashlib.sha256(encoded).digest()))
     return checked
 
@@ -217,9 +233,13 @@ async def retain(
     """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one."""
     settings = brain.settings
     items = validate(
-        inputs, max_chars=settings.max_content_chars, max_batch=settings.max_batch,
-        max_metadata_bytes=settings.max_metadata_bytes, redact_secrets=settings.redact_secrets, clock=brain.clock,
-    )  # fmt: skip
+        inputs,
+        max_chars=settings.max_content_chars,
+        max_batch=settings.max_batch,
+        max_metadata_bytes=settings.max_metadata_bytes,
+        redact_secrets=settings.redact_secrets,
+        clock=brain.clock,
+    )
     targets = sorted({i.input.namespace for i in items})
     async with brain.pool.acquire() as conn:  # fail fast, before any embedding
         for namespace in targets:
@@ -299,14 +319,25 @@ class _Pending:
 
     def add(self, agent: str, item: _Item, memory_id: uuid.UUID, importance: float, names: list[str]) -> None:
         inp = item.input
-        self.rows.append({
-            "id": memory_id, "namespace": inp.namespace, "owner_agent_id": agent,
-            "visibility": inp.visibility.value, "network": inp.network.value,
-            "memory_type": inp.memory_type.value, "content": item.content,
-            "source_kind": inp.source_kind, "source_ref": inp.source_ref,
-            "embedding": item.embedding, "importance": importance, "valid_at": item.valid_at,
-            "metadata": dict(inp.metadata), "content_hash": item.content_hash, "pinned": inp.important,
-        })  # fmt: skip
+        self.rows.append(
+            {
+                "id": memory_id,
+                "namespace": inp.namespace,
+                "owner_agent_id": agent,
+                "visibility": inp.visibility.value,
+                "network": inp.network.value,
+                "memory_type": inp.memory_type.value,
+                "content": item.content,
+                "source_kind": inp.source_kind,
+                "source_ref": inp.source_ref,
+                "embedding": item.embedding,
+                "importance": importance,
+                "valid_at": item.valid_at,
+                "metadata": dict(inp.metadata),
+                "content_hash": item.content_hash,
+                "pinned": inp.important,
+            }
+        )
         self.docs.append(IndexedDoc(memory_id, inp.namespace, item.valid_at, item.content))
         self.chunks.extend(_chunk_rows(memory_id, item))
         if names:
@@ -341,25 +372,38 @@ class _Writer:
         if inp.importance is not None:
             return inp.importance
         return score_importance(
-            text=item.content, nearest_similarity=nearest, source_kind=inp.source_kind, valid_at=item.valid_at,
-            flagged=inp.important, revision=revision, source_weights=self.settings.source_weights,
-            novelty_floor=self.settings.novelty_floor, now=self.brain.clock(),
-        )  # fmt: skip
+            text=item.content,
+            nearest_similarity=nearest,
+            source_kind=inp.source_kind,
+            valid_at=item.valid_at,
+            flagged=inp.important,
+            revision=revision,
+            source_weights=self.settings.source_weights,
+            novelty_floor=self.settings.novelty_floor,
+            now=self.brain.clock(),
+        )
 
     async def write_superseding(self, item: _Item, target: uuid.UUID) -> RetainResult:
         """Reconsolidation: ``item`` replaces ``target``, which must still be current (locked here)."""
         if not await self.conn.fetchval(CURRENT_FOR_UPDATE, target):
             raise InputError(f"memory {target} was superseded or forgotten meanwhile", hint="get it and retry")
         why = item.input.metadata.get("reason")
-        ns, reason = item.input.namespace, f"corrected by the caller: {why}" if why else "reconsolidated: corrected by the caller"
+        ns, reason = (
+            item.input.namespace,
+            f"corrected by the caller: {why}" if why else "reconsolidated: corrected by the caller",
+        )
         importance = self._importance(item, None, revision=True)
         memory_id = uuid.uuid4()
         names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))
         self._pending.add(self.agent, item, memory_id, importance, names)
-        self._pending.invalidations.append((target, WriteDecision(Decision.UPDATE, target, reason), memory_id, "correction"))
+        self._pending.invalidations.append(
+            (target, WriteDecision(Decision.UPDATE, target, reason), memory_id, "correction")
+        )
         await self._flush_pending()
         self.events.append(self._event(ns, "reconsolidate", target, {"superseded_by": str(memory_id)}))
-        self.events.append(self._event(ns, "retain", memory_id, {"decision": Decision.UPDATE.value, "importance": importance}))
+        self.events.append(
+            self._event(ns, "retain", memory_id, {"decision": Decision.UPDATE.value, "importance": importance})
+        )
         return RetainResult(Decision.UPDATE, memory_id, importance, (target,), tuple(names), reason)
 
     async def write_batch(self, items: list[_Item]) -> list[RetainResult]:
@@ -375,15 +419,21 @@ class _Writer:
         searched = await self._search_all(items)
         exact: dict[tuple, uuid.UUID] = {}
         for namespace in sorted({i.input.namespace for i in items}):
-            rows = await self.conn.fetch(FIND_EXACT_MANY, namespace,
-                                         [i.content_hash for i in items if i.input.namespace == namespace], self.agent)  # fmt: skip
+            rows = await self.conn.fetch(
+                FIND_EXACT_MANY,
+                namespace,
+                [i.content_hash for i in items if i.input.namespace == namespace],
+                self.agent,
+            )
             for row in rows:
                 exact.setdefault((namespace, bytes(row["content_hash"]), row["source_ref"]), row["id"])
         gone = self._gone  # invalidated by this transaction
         written = self._written  # this transaction's new memories
         known: dict[str, set[str]] = {}  # entity keys per namespace, stored or made by this batch
         for namespace in sorted({i.input.namespace for i in items}):
-            phrases = set().union(*(entity_extraction.phrases(i.content) for i in items if i.input.namespace == namespace))
+            phrases = set().union(
+                *(entity_extraction.phrases(i.content) for i in items if i.input.namespace == namespace)
+            )
             rows = await self.conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases)) if phrases else []
             known[namespace] = {r["key"] for r in rows}
         results = []
@@ -393,7 +443,9 @@ class _Writer:
             target = exact.get(key)
             if target is not None and target not in gone:
                 await self._flush_pending()
-                results.append(await self._reinforce(item, target, "the same content from the same source is already stored"))
+                results.append(
+                    await self._reinforce(item, target, "the same content from the same source is already stored")
+                )
                 continue
             neighbours = await self._batch_neighbours(item, stored, gone, written)
             if item.planned is not None and tuple(n.id for n in neighbours) == item.planned_against:
@@ -409,8 +461,9 @@ class _Writer:
                 results.append(await self._retract(item, choice))
                 gone.add(choice.target)
                 continue
-            importance = self._importance(item, neighbours[0].similarity if neighbours else None,
-                                          revision=choice.decision is Decision.UPDATE)  # fmt: skip
+            importance = self._importance(
+                item, neighbours[0].similarity if neighbours else None, revision=choice.decision is Decision.UPDATE
+            )
             memory_id = uuid.uuid4()
             exact[key] = memory_id
             names = entity_extraction.extract(item.content, known[ns])
@@ -424,10 +477,20 @@ class _Writer:
                 gone.add(choice.target)
                 superseded = (choice.target,)
                 self.events.append(self._event(ns, "reconsolidate", choice.target, {"superseded_by": str(memory_id)}))
-            self.events.append(self._event(ns, "retain", memory_id, {"decision": choice.decision.value, "importance": importance}))
+            self.events.append(
+                self._event(ns, "retain", memory_id, {"decision": choice.decision.value, "importance": importance})
+            )
             vector = np.asarray(item.embedding, dtype=np.float32)
-            written.append((Neighbour(memory_id, item.content, 0.0, inp.visibility.value), ns, vector / (np.linalg.norm(vector) or 1.0)))
-            results.append(RetainResult(choice.decision, memory_id, importance, superseded, tuple(names), choice.reason))
+            written.append(
+                (
+                    Neighbour(memory_id, item.content, 0.0, inp.visibility.value),
+                    ns,
+                    vector / (np.linalg.norm(vector) or 1.0),
+                )
+            )
+            results.append(
+                RetainResult(choice.decision, memory_id, importance, superseded, tuple(names), choice.reason)
+            )
         await self._flush_pending()
         return results
 
@@ -435,7 +498,10 @@ class _Writer:
         """Every item's stored neighbours (with room for the batch's supersessions), searched at
         once on up to ``retain_search_connections`` pooled connections besides this one."""
         limit = self.settings.neighbours * 2
-        sizes = {ns: await self.conn.fetchval(sql.NAMESPACE_SIZE, ns) or 0 for ns in sorted({i.input.namespace for i in items})}
+        sizes = {
+            ns: await self.conn.fetchval(sql.NAMESPACE_SIZE, ns) or 0
+            for ns in sorted({i.input.namespace for i in items})
+        }
         total = await self.conn.fetchval(vector.GRAPH_SIZE) or 0  # once for the batch, not per search
 
         async def search(conn: asyncpg.Connection, item: _Item) -> list[Neighbour]:
@@ -450,7 +516,7 @@ class _Writer:
             async with gate:
                 try:
                     conn = await self.brain.pool.acquire(timeout=0.05)
-                except asyncio.TimeoutError:  # the pool is busy (maybe with writers waiting for
+                except TimeoutError:  # the pool is busy (maybe with writers waiting for
                     async with own:  # this batch's lock): search on the transaction's connection
                         return await search(self.conn, item)
                 try:
@@ -473,8 +539,11 @@ class _Writer:
         vector = np.asarray(item.embedding, dtype=np.float32)
         vector = vector / (np.linalg.norm(vector) or 1.0)
         seen = {n.id for n in alive}  # (a search on this transaction's connection sees its writes)
-        own = [Neighbour(n.id, n.content, float(np.dot(vector, v)), n.visibility)
-               for n, ns, v in written if ns == item.input.namespace and n.id not in gone and n.id not in seen]  # fmt: skip
+        own = [
+            Neighbour(n.id, n.content, float(np.dot(vector, v)), n.visibility)
+            for n, ns, v in written
+            if ns == item.input.namespace and n.id not in gone and n.id not in seen
+        ]
         return sorted(alive + own, key=lambda n: (-n.similarity, str(n.id)))[:want]
 
     async def _flush_pending(self) -> None:
@@ -507,8 +576,14 @@ class _Writer:
             return
         keys = sorted(by_key)
         ordered = sorted(pairs, key=lambda p: (str(p[0]), p[1]))
-        await self.conn.execute(UPSERT_AND_LINK, namespace, [by_key[k] for k in keys], keys,
-                                [p[0] for p in ordered], [p[1] for p in ordered])  # fmt: skip
+        await self.conn.execute(
+            UPSERT_AND_LINK,
+            namespace,
+            [by_key[k] for k in keys],
+            keys,
+            [p[0] for p in ordered],
+            [p[1] for p in ordered],
+        )
 
     async def write_many(self, items: list[_Item]) -> list[RetainResult]:
         """Store every item as ADD without comparing it with neighbours (bulk imports): a few
@@ -520,7 +595,10 @@ class _Writer:
         seen: dict[tuple, uuid.UUID] = {}
         for namespace in sorted({i.input.namespace for i in items}):
             rows = await self.conn.fetch(
-                FIND_EXACT_MANY, namespace, [i.content_hash for i in items if i.input.namespace == namespace], self.agent
+                FIND_EXACT_MANY,
+                namespace,
+                [i.content_hash for i in items if i.input.namespace == namespace],
+                self.agent,
             )
             for row in rows:
                 seen[(namespace, bytes(row["content_hash"]), row["source_ref"])] = row["id"]
@@ -538,7 +616,9 @@ class _Writer:
             names = entity_extraction.extract(item.content)
             self._pending.add(self.agent, item, memory_id, importance, names)
             self.events.append(self._event(inp.namespace, "retain", memory_id, {"decision": "ADD"}))
-            results[index] = RetainResult(Decision.ADD, memory_id, importance, (), tuple(names), "imported without comparison")
+            results[index] = RetainResult(
+                Decision.ADD, memory_id, importance, (), tuple(names), "imported without comparison"
+            )
         await self._flush_pending()
         for index, item, target in duplicates:  # after the inserts: the target may be in this batch
             reason = "the same content from the same source is already stored"
@@ -570,7 +650,13 @@ class _Writer:
         return self._txn_now
 
     async def _judge(
-        self, namespace: str, choice: WriteDecision, target: uuid.UUID, by: uuid.UUID | None, origin: str, text: str,
+        self,
+        namespace: str,
+        choice: WriteDecision,
+        target: uuid.UUID,
+        by: uuid.UUID | None,
+        origin: str,
+        text: str,
         metadata: dict,
     ) -> bool:
         """Supersede ``target`` by ``by`` (or invalidate it: ``by`` None) if it is still current, and
@@ -587,8 +673,7 @@ class _Writer:
         return True
 
     def _event(self, namespace: str, op: str, memory_id: uuid.UUID, metadata: dict) -> dict:
-        return {"namespace": namespace, "op": op, "memory_id": memory_id, "agent_id": self.agent,
-                "metadata": metadata}  # fmt: skip
+        return {"namespace": namespace, "op": op, "memory_id": memory_id, "agent_id": self.agent, "metadata": metadata}
 
     async def flush(self) -> None:
         await sql.insert_events(self.conn, self.events)

@@ -22,26 +22,56 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from cabrain.search.tokenizer import normalize
 
 CUES: list[tuple[str, float, re.Pattern[str]]] = [
-    ("decision", 1.0, re.compile(
-        r"\b(decided|decision|we will|we'll|agreed|going with|chose|settled on|from now on)\b"
-        r"|قررنا|قرار|اتفقنا|سنعتمد|اخترنا", re.I)),
-    ("rejected", 0.9, re.compile(
-        r"\b(rejected|ruled out|won't work|doesn't work|abandoned|instead of|gave up on|do not use|don't use)\b"
-        r"|رفضنا|استبعدنا|لا يعمل|بدلا من|لا تستخدم", re.I)),
-    ("error", 0.8, re.compile(
-        r"\b(error|exception|failed|failure|bug|crash|traceback|broken|regression)\b"
-        r"|خطا|فشل|عطل|مشكله", re.I)),
-    ("preference", 0.7, re.compile(
-        r"\b(prefer|prefers|always|never|likes?|dislikes?|favou?rite|must)\b"
-        r"|افضل|يفضل|نفضل|دائما|ابدا|يجب", re.I)),
-    ("learning", 0.7, re.compile(
-        r"\b(learned|lesson|turns out|realized|remember that|note that|important)\b"
-        r"|تعلمنا|درس|اتضح|تذكر|ملاحظه|مهم", re.I)),
+    (
+        "decision",
+        1.0,
+        re.compile(
+            r"\b(decided|decision|we will|we'll|agreed|going with|chose|settled on|from now on)\b"
+            r"|قررنا|قرار|اتفقنا|سنعتمد|اخترنا",
+            re.I,
+        ),
+    ),
+    (
+        "rejected",
+        0.9,
+        re.compile(
+            r"\b(rejected|ruled out|won't work|doesn't work|abandoned|instead of|gave up on|do not use|don't use)\b"
+            r"|رفضنا|استبعدنا|لا يعمل|بدلا من|لا تستخدم",
+            re.I,
+        ),
+    ),
+    (
+        "error",
+        0.8,
+        re.compile(
+            r"\b(error|exception|failed|failure|bug|crash|traceback|broken|regression)\b"
+            r"|خطا|فشل|عطل|مشكله",
+            re.I,
+        ),
+    ),
+    (
+        "preference",
+        0.7,
+        re.compile(
+            r"\b(prefer|prefers|always|never|likes?|dislikes?|favou?rite|must)\b"
+            r"|افضل|يفضل|نفضل|دائما|ابدا|يجب",
+            re.I,
+        ),
+    ),
+    (
+        "learning",
+        0.7,
+        re.compile(
+            r"\b(learned|lesson|turns out|realized|remember that|note that|important)\b"
+            r"|تعلمنا|درس|اتضح|تذكر|ملاحظه|مهم",
+            re.I,
+        ),
+    ),
 ]
 
 
@@ -73,7 +103,7 @@ def importance(
         novelty = min(1.0, max(0.0, (1.0 - nearest_similarity) / (1.0 - novelty_floor)))
     _, cue = content_cue(text)
     source = source_weights.get(source_kind or "", 0.5)
-    age_days = max(0.0, ((now or datetime.now(timezone.utc)) - valid_at).total_seconds() / 86400)
+    age_days = max(0.0, ((now or datetime.now(UTC)) - valid_at).total_seconds() / 86400)
     recency = math.exp(-age_days / 30)
     score = 0.10 + 0.30 * novelty + 0.25 * cue + 0.15 * source + 0.10 * recency
     score += (0.20 if revision else 0.0) + (0.30 if flagged else 0.0)

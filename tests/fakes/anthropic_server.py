@@ -22,23 +22,28 @@ LOCK = threading.Lock()
 
 def _message(content: list, stop_reason: str, turn: int) -> dict:
     return {
-        "id": f"msg_{turn}", "type": "message", "role": "assistant", "model": "claude-test",
-        "content": content, "stop_reason": stop_reason, "stop_sequence": None,
+        "id": f"msg_{turn}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": 10},
-    }  # fmt: skip
+    }
 
 
 class Handler(BaseHTTPRequestHandler):
     def _body(self) -> dict:
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         if self.path == "/_log":
             send_json(self, STATE["log"])
         else:
             send_json(self, {"error": "not found"}, 404)
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = self._body()
         path = self.path.split("?")[0]
         with LOCK:

@@ -40,8 +40,12 @@ def answer(system: str, user: str) -> str:
     new = user.split("\n", 1)[0]
     if "garbage" in new:
         return "I think you should probably add it, friend."
-    for cue, decision, target in (("retract", "INVALIDATE", 1), ("same as", "NOOP", 1),
-                                  ("out of range", "UPDATE", 99), ("revise", "UPDATE", 1)):
+    for cue, decision, target in (
+        ("retract", "INVALIDATE", 1),
+        ("same as", "NOOP", 1),
+        ("out of range", "UPDATE", 99),
+        ("revise", "UPDATE", 1),
+    ):
         if cue in new:
             return json.dumps({"decision": decision, "target": target, "reason": f"scripted: {cue}"})
     return json.dumps({"decision": "ADD", "target": None, "reason": "scripted: new"})
@@ -50,7 +54,7 @@ def answer(system: str, user: str) -> str:
 class Handler(BaseHTTPRequestHandler):
     log_path = None
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         messages = {m["role"]: m["content"] for m in body["messages"]}
         if self.log_path:

@@ -99,14 +99,14 @@ class Handler(BaseHTTPRequestHandler):
     def _body(self) -> dict:
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         if self.path == "/_log":
             with LOCK:
                 send_json(self, STATE["log"])
         else:
             send_json(self, {"error": "not found"}, 404)
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = self._body()
         if self.path == "/_mode":
             with LOCK:
@@ -135,12 +135,26 @@ class Handler(BaseHTTPRequestHandler):
             return
         tokens_in, tokens_out = len((system + " " + user).split()), len(text.split())
         if self.path == "/v1/messages":
-            send_json(self, {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
-                             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-                             "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out}})  # fmt: skip
+            send_json(
+                self,
+                {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": [{"type": "text", "text": text}],
+                    "stop_reason": "end_turn",
+                    "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
+                },
+            )
         else:
-            send_json(self, {"choices": [{"message": {"role": "assistant", "content": text}}],
-                             "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out}})  # fmt: skip
+            send_json(
+                self,
+                {
+                    "choices": [{"message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out},
+                },
+            )
 
     def log_message(self, *args):
         pass

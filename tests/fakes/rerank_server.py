@@ -17,7 +17,7 @@ def words(text: str) -> set[str]:
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         q = words(body["query"])
         scores = [{"index": i, "score": len(q & words(t)) / max(len(q), 1)} for i, t in enumerate(body["texts"])]

@@ -19,10 +19,17 @@ from cabrain.sleep.demote import DELETE_ROWS, LOCK_ROWS, MARK_COLD, MONTH_BOUNDS
 from cabrain.types import ArchiveQuery, MemoryInput, RecallMode, Visibility
 
 
-async def test_a_table_without_stored_tokens_is_evolved_and_still_searched(brain, db_dsn) -> None:  # noqa: ANN001
+async def test_a_table_without_stored_tokens_is_evolved_and_still_searched(brain, db_dsn) -> None:
     when = datetime.now(UTC) - timedelta(days=90)
-    [old] = await brain.retain("alice", [MemoryInput("The invoice archive moved to the Frankfurt bucket.", "proj",
-                                                     visibility=Visibility.TEAM, valid_at=when)], decide=False)  # fmt: skip
+    [old] = await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                "The invoice archive moved to the Frankfurt bucket.", "proj", visibility=Visibility.TEAM, valid_at=when
+            )
+        ],
+        decide=False,
+    )
     month = coldmod.month_of(when)
     # what an older CaBrain's demotion left behind: a table and rows without the token columns
     settings = brain.settings
@@ -42,8 +49,18 @@ async def test_a_table_without_stored_tokens_is_evolved_and_still_searched(brain
             await conn.execute(MARK_COLD, [old.memory_id], batch, datetime.now(UTC))
             await conn.execute(DELETE_ROWS, "proj", bounds["lo"], bounds["hi"], [old.memory_id])
     # a new memory demoted by this CaBrain: the table gains the columns, the new row has its tokens
-    [new] = await brain.retain("alice", [MemoryInput("The payroll export now runs from the Frankfurt bucket too.", "proj",
-                                                     visibility=Visibility.TEAM, valid_at=when)], decide=False)  # fmt: skip
+    [new] = await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                "The payroll export now runs from the Frankfurt bucket too.",
+                "proj",
+                visibility=Visibility.TEAM,
+                valid_at=when,
+            )
+        ],
+        decide=False,
+    )
     conn = await asyncpg.connect(db_dsn)
     try:
         await conn.execute("UPDATE memories SET created_at = now() - interval '90 days'")
@@ -67,7 +84,9 @@ async def test_a_table_without_stored_tokens_is_evolved_and_still_searched(brain
     query = ArchiveQuery("x", "proj")
     assert table_rows.num_rows == 2
     from_tokens.add(table_rows.combine_chunks().to_batches()[0], query)
-    blank = table_rows.set_column(table_rows.schema.get_field_index("terms"), "terms", pa.nulls(table_rows.num_rows, pa.string()))
+    blank = table_rows.set_column(
+        table_rows.schema.get_field_index("terms"), "terms", pa.nulls(table_rows.num_rows, pa.string())
+    )
     from_text.add(blank.combine_chunks().to_batches()[0], query)
     assert from_tokens.matches == from_text.matches and from_tokens.lengths == from_text.lengths
     assert len(from_tokens.matches) == 2 and from_tokens.matches != {}

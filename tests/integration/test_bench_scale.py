@@ -53,10 +53,31 @@ async def test_bulk_load_writes_what_retain_would_and_restores_every_index(open_
 
 def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path, pg_server, home):
     out = tmp_path / "out"
-    env = cli_env(database_url=pg_server.dsn(), home=str(home), api_port=str(free_port()),
-                  ray_object_store_bytes=str(80 * 2**20), ray_num_cpus="2")  # fmt: skip
-    args = ["bench", "--sizes", "300,600", "--namespaces", "3", "--queries", "6", "--concurrency", "1,4",
-            "--retain-texts", "8", "--real-vectors", "40", "--keep", "--out", str(out)]  # fmt: skip
+    env = cli_env(
+        database_url=pg_server.dsn(),
+        home=str(home),
+        api_port=str(free_port()),
+        ray_object_store_bytes=str(80 * 2**20),
+        ray_num_cpus="2",
+    )
+    args = [
+        "bench",
+        "--sizes",
+        "300,600",
+        "--namespaces",
+        "3",
+        "--queries",
+        "6",
+        "--concurrency",
+        "1,4",
+        "--retain-texts",
+        "8",
+        "--real-vectors",
+        "40",
+        "--keep",
+        "--out",
+        str(out),
+    ]
     try:
         result = run_cli(*args, env=env, timeout=400)
         assert result.returncode == 0, result.stderr[-3000:]
@@ -103,8 +124,11 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
 
         bad = run_cli("bench", "--concurrency", "4,8", env=env)
         assert bad.returncode == 2 and "include 1" in bad.stderr
-        for args_bad, words in ((["--sizes", "50"], "at least 100"), (["--sizes", "1e4"], "comma-separated integers"),
-                                (["--retain-texts", "1"], "at least 2")):  # fmt: skip
+        for args_bad, words in (
+            (["--sizes", "50"], "at least 100"),
+            (["--sizes", "1e4"], "comma-separated integers"),
+            (["--retain-texts", "1"], "at least 2"),
+        ):
             bad = run_cli("bench", *args_bad, env=env)
             assert bad.returncode == 2 and words in bad.stderr, bad.stderr
     finally:

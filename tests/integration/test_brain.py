@@ -2,7 +2,7 @@
 
 import asyncio
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -38,8 +38,11 @@ async def test_arabic_and_english_questions_find_arabic_memories(brain):
 
 
 async def test_each_hit_carries_provenance_and_its_score_breakdown(brain):
-    when = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
-    await brain.retain("alice", mem("The CI pipeline takes about twelve minutes.", source_kind="manual", source_ref="doc-7", valid_at=when))
+    when = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
+    await brain.retain(
+        "alice",
+        mem("The CI pipeline takes about twelve minutes.", source_kind="manual", source_ref="doc-7", valid_at=when),
+    )
     result = await brain.recall("alice", RecallQuery("how long does the CI pipeline take", "proj", k=3))
     hit = result.hits[0]
     assert hit.memory.source_kind == "manual" and hit.memory.source_ref == "doc-7"
@@ -81,7 +84,9 @@ async def test_a_contradicted_fact_is_superseded_not_duplicated_and_its_history_
 
 
 async def test_forget_hides_a_memory_from_recall_but_get_still_shows_it(brain):
-    [kept, gone] = await brain.retain("alice", [mem("Backups run nightly at 02:00."), mem("The VPN password rotates monthly.")])
+    [_kept, gone] = await brain.retain(
+        "alice", [mem("Backups run nightly at 02:00."), mem("The VPN password rotates monthly.")]
+    )
     forgotten = await brain.forget("alice", gone.memory_id, reason="outdated")
     assert forgotten.memory.invalid_at is not None
     assert forgotten.memory.metadata["forget_reason"] == "outdated"
@@ -90,8 +95,12 @@ async def test_forget_hides_a_memory_from_recall_but_get_still_shows_it(brain):
 
 
 async def test_reconsolidate_writes_a_new_version_and_supersedes_the_old(brain):
-    [old] = await brain.retain("alice", mem("Omar owns the billing service.", visibility=Visibility.TEAM, network=Network.FACT))
-    result = await brain.reconsolidate("alice", old.memory_id, "Layla owns the billing service since November.", reason="handover")
+    [old] = await brain.retain(
+        "alice", mem("Omar owns the billing service.", visibility=Visibility.TEAM, network=Network.FACT)
+    )
+    result = await brain.reconsolidate(
+        "alice", old.memory_id, "Layla owns the billing service since November.", reason="handover"
+    )
     assert result.decision is Decision.UPDATE and result.superseded == (old.memory_id,)
     new = await brain.get("alice", result.memory_id)
     assert new.memory.visibility is Visibility.TEAM and new.memory.network is Network.FACT
@@ -103,18 +112,23 @@ async def test_reconsolidate_writes_a_new_version_and_supersedes_the_old(brain):
 
 
 async def test_concurrent_identical_writes_store_one_memory(brain):
-    results = await asyncio.gather(*(brain.retain("alice", mem("The release train leaves every second Tuesday.")) for _ in range(4)))
+    results = await asyncio.gather(
+        *(brain.retain("alice", mem("The release train leaves every second Tuesday.")) for _ in range(4))
+    )
     decisions = sorted(r[0].decision.value for r in results)
     assert decisions == ["ADD", "NOOP", "NOOP", "NOOP"]
     assert len({r[0].memory_id for r in results}) == 1
 
 
 async def test_visibility_and_grants_are_enforced(brain):
-    await brain.retain("alice", [
-        mem("alice private note about the roadmap", visibility=Visibility.PRIVATE),
-        mem("team note about the roadmap", visibility=Visibility.TEAM),
-        mem("global note about the roadmap", visibility=Visibility.GLOBAL),
-    ])  # fmt: skip
+    await brain.retain(
+        "alice",
+        [
+            mem("alice private note about the roadmap", visibility=Visibility.PRIVATE),
+            mem("team note about the roadmap", visibility=Visibility.TEAM),
+            mem("global note about the roadmap", visibility=Visibility.GLOBAL),
+        ],
+    )
     query = "roadmap note"
     assert set(await top(brain, "bob", query, k=10)) == {"global note about the roadmap"}
     await brain.share("alice", "proj", "bob", can_read=True)
@@ -131,25 +145,49 @@ async def test_visibility_and_grants_are_enforced(brain):
     with pytest.raises(NotFound):
         await brain.get("alice", bobs.memory_id)
     assert await brain.revoke("alice", "proj", "bob")
-    assert set(await top(brain, "bob", query, k=10)) == {"global note about the roadmap", "bob's own private note about the roadmap"}
+    assert set(await top(brain, "bob", query, k=10)) == {
+        "global note about the roadmap",
+        "bob's own private note about the roadmap",
+    }
     with pytest.raises(AccessDenied, match="may not share"):
         await brain.share("bob", "proj", "carol")
     await brain.share("root", "proj", "carol")  # admins may
     assert "team note about the roadmap" in await top(brain, "carol", query, k=10)
-    assert "alice private note about the roadmap" not in await top(brain, "root", query, k=10), "private means owner only"
+    assert "alice private note about the roadmap" not in await top(brain, "root", query, k=10), (
+        "private means owner only"
+    )
 
 
 async def test_recall_filters(brain):
-    base = datetime(2026, 6, 1, tzinfo=timezone.utc)
-    await brain.retain("alice", [
-        mem("deploy checklist step one", network=Network.FACT, memory_type=MemoryType.PROCEDURAL, source_kind="manual", valid_at=base),
-        mem("deploy went fine yesterday", network=Network.EXPERIENCE, source_kind="chat", valid_at=base + timedelta(days=40)),
-        mem("deploy might be flaky", network=Network.BELIEF, source_kind="chat", valid_at=base + timedelta(days=80)),
-    ])  # fmt: skip
+    base = datetime(2026, 6, 1, tzinfo=UTC)
+    await brain.retain(
+        "alice",
+        [
+            mem(
+                "deploy checklist step one",
+                network=Network.FACT,
+                memory_type=MemoryType.PROCEDURAL,
+                source_kind="manual",
+                valid_at=base,
+            ),
+            mem(
+                "deploy went fine yesterday",
+                network=Network.EXPERIENCE,
+                source_kind="chat",
+                valid_at=base + timedelta(days=40),
+            ),
+            mem(
+                "deploy might be flaky", network=Network.BELIEF, source_kind="chat", valid_at=base + timedelta(days=80)
+            ),
+        ],
+    )
     q = "deploy"
     assert await top(brain, "alice", q, networks=(Network.FACT,)) == ["deploy checklist step one"]
     assert await top(brain, "alice", q, memory_types=(MemoryType.PROCEDURAL,)) == ["deploy checklist step one"]
-    assert set(await top(brain, "alice", q, source_kinds=("chat",))) == {"deploy went fine yesterday", "deploy might be flaky"}
+    assert set(await top(brain, "alice", q, source_kinds=("chat",))) == {
+        "deploy went fine yesterday",
+        "deploy might be flaky",
+    }
     window = await top(brain, "alice", q, valid_from=base + timedelta(days=30), valid_to=base + timedelta(days=60))
     assert window == ["deploy went fine yesterday"]
 
@@ -185,11 +223,14 @@ async def test_recall_answers_the_same_whether_bm25_runs_during_the_embedding_or
 
 
 async def test_entities_link_memories_and_recall_returns_related_ones(brain):
-    await brain.retain("alice", [
-        mem("We moved the job queue to Valkey last sprint."),
-        mem("Valkey needs 4 GB of memory on the cache node."),
-        mem("The design review is on Thursday."),
-    ])  # fmt: skip
+    await brain.retain(
+        "alice",
+        [
+            mem("We moved the job queue to Valkey last sprint."),
+            mem("Valkey needs 4 GB of memory on the cache node."),
+            mem("The design review is on Thursday."),
+        ],
+    )
     result = await brain.recall("alice", RecallQuery("where is the job queue now?", "proj", k=1))
     assert result.hits[0].memory.content == "We moved the job queue to Valkey last sprint."
     assert [m.content for m in result.related] == ["Valkey needs 4 GB of memory on the cache node."]
@@ -256,8 +297,12 @@ async def test_bad_recall_requests_are_clear_errors(brain):
 
 
 async def test_bulk_import_stores_each_content_once_per_source(brain):
-    batch = [mem("Imported fact A", source_ref="f1"), mem("Imported fact B", source_ref="f1"),
-             mem("Imported fact A", source_ref="f1"), mem("Imported fact A", source_ref="f2")]  # fmt: skip
+    batch = [
+        mem("Imported fact A", source_ref="f1"),
+        mem("Imported fact B", source_ref="f1"),
+        mem("Imported fact A", source_ref="f1"),
+        mem("Imported fact A", source_ref="f2"),
+    ]
     results = await brain.retain("alice", batch, decide=False)
     assert [r.decision for r in results] == [Decision.ADD, Decision.ADD, Decision.NOOP, Decision.ADD]
     assert results[2].memory_id == results[0].memory_id
@@ -275,18 +320,22 @@ async def test_a_question_about_one_passage_of_a_long_memory_finds_it(brain):
         "The support team hired two people to cover the evening shift in Cairo.",
     ]
     needle = "The backup of the billing database now runs every six hours and is kept for ninety days."
-    long_text = " ".join(filler[:3] + [needle] + filler[3:])
+    long_text = " ".join([*filler[:3], needle, *filler[3:]])
     others = [mem(f"Short note {i}: the cafeteria menu changes on day {i} of the week.") for i in range(6)]
     [long_memory, *_] = await brain.retain("alice", [mem(long_text), *others])
     async with brain.pool.acquire() as conn:
         passages = await conn.fetchval("SELECT count(*) FROM memory_chunks WHERE memory_id = $1", long_memory.memory_id)
     assert passages >= 2
-    result = await brain.recall("alice", RecallQuery("how often is the billing database backed up?", "proj", k=1, mode=RecallMode.VECTOR))
+    result = await brain.recall(
+        "alice", RecallQuery("how often is the billing database backed up?", "proj", k=1, mode=RecallMode.VECTOR)
+    )
     assert result.hits[0].memory.id == long_memory.memory_id
 
 
 async def test_many_concurrent_recalls_keep_exact_access_counts(brain):
-    results = await brain.retain("alice", [mem(f"Runbook step {i}: check the queue depth on node {i}.") for i in range(6)])
+    results = await brain.retain(
+        "alice", [mem(f"Runbook step {i}: check the queue depth on node {i}.") for i in range(6)]
+    )
     queries = [RecallQuery("runbook queue depth node", "proj", k=6, expand=False) for _ in range(40)]
     answers = await asyncio.gather(*(brain.recall("alice", q) for q in queries))
     expected = {}
@@ -295,7 +344,9 @@ async def test_many_concurrent_recalls_keep_exact_access_counts(brain):
             expected[hit.memory.id] = expected.get(hit.memory.id, 0) + 1
     await brain._bookkeeper.close()  # flush what is queued
     async with brain.pool.acquire() as conn:
-        rows = await conn.fetch("SELECT id, access_count FROM memories WHERE id = ANY($1::uuid[])", [r.memory_id for r in results])
+        rows = await conn.fetch(
+            "SELECT id, access_count FROM memories WHERE id = ANY($1::uuid[])", [r.memory_id for r in results]
+        )
         events = await conn.fetchval("SELECT count(*) FROM memory_events WHERE op = 'recall'")
     assert {r["id"]: r["access_count"] for r in rows if r["access_count"]} == expected
     assert events == 40
@@ -354,12 +405,17 @@ async def test_a_batch_decides_exactly_as_its_items_written_one_by_one(brain, co
         ids = {r.memory_id: f"before{i}" for i, r in enumerate(before)}
         for i, r in enumerate(results):
             ids.setdefault(r.memory_id, f"item{i}")
-        label = lambda i: ids.get(i, "?")  # noqa: E731
+        label = ids.get
         outcomes[namespace] = [
-            (r.decision.value, label(r.memory_id) if r.memory_id else None, tuple(label(s) for s in r.superseded),
-             r.entities, round(r.importance, 3))
+            (
+                r.decision.value,
+                label(r.memory_id, "?") if r.memory_id else None,
+                tuple(label(s, "?") for s in r.superseded),
+                r.entities,
+                round(r.importance, 3),
+            )
             for r in results
-        ]  # fmt: skip
+        ]
         current = await top(brain, "alice", "which port does the public API listen on?", namespace, k=10)
         outcomes[namespace].append(tuple(sorted(current)))
     assert outcomes["batched"] == outcomes["one-by-one"]

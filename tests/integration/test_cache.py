@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from cabrain.types import MemoryInput, RecallQuery
 from cabrain.errors import NotFound
+from cabrain.types import MemoryInput, RecallQuery
 from tests.conftest import start_redis
 
 
@@ -64,7 +64,9 @@ async def test_the_cache_never_serves_a_forgotten_or_superseded_memory(cached_br
 async def test_a_new_grant_is_seen_at_once_despite_the_cache(cached_brain):
     from cabrain.types import Visibility
 
-    await cached_brain.retain("alice", MemoryInput("Team-only: the offsite is in Aswan.", "proj", visibility=Visibility.TEAM))
+    await cached_brain.retain(
+        "alice", MemoryInput("Team-only: the offsite is in Aswan.", "proj", visibility=Visibility.TEAM)
+    )
     query = RecallQuery("where is the offsite?", "proj", k=3)
     assert contents(await cached_brain.recall("bob", query)) == []
     await cached_brain.share("alice", "proj", "bob")
@@ -74,10 +76,13 @@ async def test_a_new_grant_is_seen_at_once_despite_the_cache(cached_brain):
 
 
 async def test_with_redis_stopped_recall_still_answers_correctly_and_says_so(cached_brain, redis_server, caplog):
-    await cached_brain.retain("alice", [
-        MemoryInput("The VPN endpoint is vpn.internal.", "proj"),
-        MemoryInput("Lunch is served at noon.", "proj"),
-    ])  # fmt: skip
+    await cached_brain.retain(
+        "alice",
+        [
+            MemoryInput("The VPN endpoint is vpn.internal.", "proj"),
+            MemoryInput("Lunch is served at noon.", "proj"),
+        ],
+    )
     query = RecallQuery("what is the VPN endpoint?", "proj", k=1)
     warm = await cached_brain.recall("alice", query)
     proc, _ = redis_server
@@ -114,7 +119,7 @@ async def test_embeddings_are_cached_by_content(cached_brain):
     assert len(vectors[0]) == cached_brain.embedder.dim
 
 
-def _restart_from_snapshot(proc, url: str, folder, snapshot: bytes | None = None):  # noqa: ANN001, ANN202
+def _restart_from_snapshot(proc, url: str, folder, snapshot: bytes | None = None):
     """Kill Redis, optionally put an older snapshot in its place, and start it again on the same port
     from the snapshot in ``folder``: what it had then comes back, keys and all."""
     proc.kill()

@@ -14,15 +14,20 @@ from tests.conftest import REPO, cli_env, make_scratch_dir
 
 
 def _capture(event: dict, env: dict[str, str], command: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, input=json.dumps(event), env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        command, input=json.dumps(event), env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
-async def test_capture_writes_straight_to_the_database(db_dsn: str, home) -> None:  # noqa: ANN001
+async def test_capture_writes_straight_to_the_database(db_dsn: str, home) -> None:
     project = make_scratch_dir("cabrain-project-")
     env = cli_env(database_url=db_dsn, home=str(home), capture_namespace="acme/billing")
-    prompt = {"session_id": "s-local-1", "cwd": str(project), "hook_event_name": "UserPromptSubmit",
-              "prompt": "Our invoices must be issued in EGP and USD; password=hunter2 is the staging one"}  # fmt: skip
+    prompt = {
+        "session_id": "s-local-1",
+        "cwd": str(project),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "Our invoices must be issued in EGP and USD; password=hunter2 is the staging one",
+    }
     done = _capture(prompt, env, [sys.executable, "-m", "cabrain", "capture"])
     assert done.returncode == 0, done.stderr
     start = {"session_id": "s-local-2", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
@@ -42,8 +47,18 @@ async def test_capture_writes_straight_to_the_database(db_dsn: str, home) -> Non
 
 def test_hooks_install_and_uninstall_from_the_command_line() -> None:
     project = make_scratch_dir("cabrain-project-")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "cabrain", "hooks", *a], cwd=project, env=cli_env(),  # noqa: E731
-                                    capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    def run(*a):
+        return subprocess.run(
+            [sys.executable, "-m", "cabrain", "hooks", *a],
+            cwd=project,
+            env=cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
     installed = run("install")
     assert installed.returncode == 0 and "installed" in installed.stdout, installed.stderr
     settings = json.loads((project / ".claude" / "settings.json").read_text())

@@ -10,7 +10,7 @@ import asyncpg
 from tests.conftest import cli_env, run_cli
 
 
-async def test_agents_create_list_key_revoke_disable(db_dsn: str, home) -> None:  # noqa: ANN001
+async def test_agents_create_list_key_revoke_disable(db_dsn: str, home) -> None:
     env = cli_env(database_url=db_dsn, home=str(home))
     made = run_cli("agents", "create", "claude-code", "--label", "laptop", env=env)
     assert made.returncode == 0, made.stderr
@@ -43,7 +43,9 @@ async def test_agents_create_list_key_revoke_disable(db_dsn: str, home) -> None:
     revoked = run_cli("agents", "revoke", "claude-code", key_id, env=env)
     assert revoked.returncode == 0
     assert run_cli("agents", "revoke", "claude-code", key_id, env=env).returncode == 1
-    assert run_cli("agents", "revoke", "claude-code", "not-a-uuid", env=env).returncode == 2  # not a key id: a usage error
+    assert (
+        run_cli("agents", "revoke", "claude-code", "not-a-uuid", env=env).returncode == 2
+    )  # not a key id: a usage error
     assert "revoked" in run_cli("agents", "keys", "claude-code", env=env).stdout
 
     disabled = run_cli("agents", "disable", "claude-code", env=env)
@@ -53,7 +55,7 @@ async def test_agents_create_list_key_revoke_disable(db_dsn: str, home) -> None:
     assert run_cli("agents", "disable", "nobody", env=env).returncode == 1
 
 
-async def test_agents_on_a_database_that_was_never_migrated_say_so(empty_dsn: str, home) -> None:  # noqa: ANN001
+async def test_agents_on_a_database_that_was_never_migrated_say_so(empty_dsn: str, home) -> None:
     env = cli_env(database_url=empty_dsn, home=str(home))
     for args in (("agents", "list"), ("agents", "create", "claude"), ("agents", "disable", "admin")):
         result = run_cli(*args, env=env)

@@ -23,40 +23,51 @@ BUCKET = "cabrain-cold"
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint():  # noqa: ANN201
+def s3_endpoint():
     port = free_port()
     server = Path(sys.executable).parent / "moto_server"
-    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     if not wait_for_port(port, timeout=30):
         proc.kill()
         pytest.fail("the S3 stand-in (moto_server) did not start")
     from pyarrow import fs
 
-    s3 = fs.S3FileSystem(endpoint_override=f"http://127.0.0.1:{port}", access_key="test", secret_key="test",
-                         region="us-east-1", allow_bucket_creation=True)  # fmt: skip
+    s3 = fs.S3FileSystem(
+        endpoint_override=f"http://127.0.0.1:{port}",
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+        allow_bucket_creation=True,
+    )
     s3.create_dir(BUCKET)
     yield f"http://127.0.0.1:{port}", s3
     proc.terminate()
     proc.wait(10)
 
 
-async def test_demotion_and_archive_recall_on_a_postgres_catalog_and_s3(open_brain, db_dsn, s3_endpoint) -> None:  # noqa: ANN001
+async def test_demotion_and_archive_recall_on_a_postgres_catalog_and_s3(open_brain, db_dsn, s3_endpoint) -> None:
     endpoint, s3 = s3_endpoint
     cold = {
         "cold_catalog_uri": db_dsn.replace("postgresql://", "postgresql+psycopg2://", 1),
         "cold_warehouse": f"s3://{BUCKET}/warehouse",
-        "cold_s3_endpoint": endpoint, "cold_s3_region": "us-east-1",
-        "cold_s3_access_key": "test", "cold_s3_secret_key": "test",
-    }  # fmt: skip
+        "cold_s3_endpoint": endpoint,
+        "cold_s3_region": "us-east-1",
+        "cold_s3_access_key": "test",
+        "cold_s3_secret_key": "test",
+    }
     brain = await open_brain(sleep_demote_after_days=30, sleep_demote_keep_importance=1.0, **cold)
     await brain.create_agent("alice")
     await brain.create_namespace("alice", "ops")
     when = datetime.now(UTC) - timedelta(days=70)
-    events = ["The March outage was a full disk on the log volume of db-2.",
-              "We rotated every deploy key after the contractor left."]  # fmt: skip
-    results = await brain.retain("alice", [MemoryInput(t, "ops", visibility=Visibility.TEAM, valid_at=when) for t in events],
-                                 decide=False)  # fmt: skip
+    events = [
+        "The March outage was a full disk on the log volume of db-2.",
+        "We rotated every deploy key after the contractor left.",
+    ]
+    results = await brain.retain(
+        "alice", [MemoryInput(t, "ops", visibility=Visibility.TEAM, valid_at=when) for t in events], decide=False
+    )
     conn = await asyncpg.connect(db_dsn)
     try:
         await conn.execute("UPDATE memories SET created_at = now() - interval '70 days'")

@@ -54,7 +54,7 @@ async def _sql(dsn: str, query: str, *args: object) -> list[asyncpg.Record]:
 
 
 @pytest.fixture
-async def brain_at(db_dsn, settings_for, embedder, brain):  # noqa: ANN001
+async def brain_at(db_dsn, settings_for, embedder, brain):
     """Open a Brain on the test's database (agents and namespace made by ``brain``) whose clock is ``clock``."""
     opened = []
 
@@ -79,14 +79,22 @@ DECAY_SPANS = [  # stored, then decayed as of
 
 @pytest.mark.parametrize(("stored", "as_of"), DECAY_SPANS)
 async def test_decay_counts_the_time_up_to_the_clock(
-    brain, db_dsn, settings_for, stored, as_of  # noqa: ANN001
+    brain,
+    db_dsn,
+    settings_for,
+    stored,
+    as_of,
 ) -> None:
     stored, clock = at(stored), Frozen(at(as_of))
-    [r] = await brain.retain("alice", [MemoryInput("Weekly sync notes, nothing decided.", "proj", importance=0.5,
-                                                   valid_at=stored)], decide=False)  # fmt: skip
+    [r] = await brain.retain(
+        "alice",
+        [MemoryInput("Weekly sync notes, nothing decided.", "proj", importance=0.5, valid_at=stored)],
+        decide=False,
+    )
     await _sql(db_dsn, "UPDATE memories SET created_at = $1", stored)
-    settings = settings_for(db_dsn, sleep_decay_half_life_days=30, sleep_decay_salience_boost=4,
-                            sleep_decay_min_change=0)  # fmt: skip
+    settings = settings_for(
+        db_dsn, sleep_decay_half_life_days=30, sleep_decay_salience_boost=4, sleep_decay_min_change=0
+    )
 
     first = await run_cycle(settings, db_dsn, steps=["decay"], use_ray=False, clock=clock)
     [row] = await _sql(db_dsn, "SELECT importance, decayed_at FROM memories WHERE id = $1", r.memory_id)
@@ -117,22 +125,39 @@ MOMENTS = [  # the moment a memory becomes old enough, or the clock a decision i
 
 @pytest.mark.parametrize("moment", MOMENTS)
 async def test_a_memory_is_demoted_once_it_is_old_enough_and_not_a_moment_before(
-    brain, db_dsn, settings_for, moment  # noqa: ANN001
+    brain,
+    db_dsn,
+    settings_for,
+    moment,
 ) -> None:
     moment = at(moment)
     episode_at, forgotten_at = moment - timedelta(days=30), moment - timedelta(days=7)
-    [episode] = await brain.retain("alice", [MemoryInput("Someone mentioned the coffee.", "proj", importance=0.1,
-                                                         valid_at=episode_at)],
-                                   decide=False)  # fmt: skip
-    [fact] = await brain.retain("alice", [MemoryInput("The office wifi password is on the fridge.", "proj",
-                                                      network=Network.FACT, memory_type=MemoryType.SEMANTIC,
-                                                      valid_at=forgotten_at)], decide=False)  # fmt: skip
+    [episode] = await brain.retain(
+        "alice",
+        [MemoryInput("Someone mentioned the coffee.", "proj", importance=0.1, valid_at=episode_at)],
+        decide=False,
+    )
+    [fact] = await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                "The office wifi password is on the fridge.",
+                "proj",
+                network=Network.FACT,
+                memory_type=MemoryType.SEMANTIC,
+                valid_at=forgotten_at,
+            )
+        ],
+        decide=False,
+    )
     await brain.forget("alice", fact.memory_id, reason="wrong")
     await _sql(db_dsn, "UPDATE memories SET created_at = $2 WHERE id = $1", episode.memory_id, episode_at)
-    await _sql(db_dsn, "UPDATE memories SET created_at = $2, invalid_at = $2 WHERE id = $1", fact.memory_id,
-               forgotten_at)  # fmt: skip
-    settings = settings_for(db_dsn, sleep_demote_after_days=30, sleep_demote_invalid_after_days=7,
-                            sleep_demote_keep_importance=0.5)  # fmt: skip
+    await _sql(
+        db_dsn, "UPDATE memories SET created_at = $2, invalid_at = $2 WHERE id = $1", fact.memory_id, forgotten_at
+    )
+    settings = settings_for(
+        db_dsn, sleep_demote_after_days=30, sleep_demote_invalid_after_days=7, sleep_demote_keep_importance=0.5
+    )
 
     async def demoted_as_of(now: datetime) -> int:
         report = await run_cycle(settings, db_dsn, steps=["demote"], use_ray=False, clock=Frozen(now))
@@ -142,21 +167,27 @@ async def test_a_memory_is_demoted_once_it_is_old_enough_and_not_a_moment_before
     assert await demoted_as_of(moment - timedelta(seconds=1)) == 0
     assert await demoted_as_of(moment) == 0  # exactly 30 (7) days old is not older than that
     assert await demoted_as_of(moment + timedelta(seconds=1)) == 2
-    tiers = await _sql(db_dsn, "SELECT tier FROM memory_ids WHERE id = ANY($1::uuid[])",
-                       [episode.memory_id, fact.memory_id])  # fmt: skip
+    tiers = await _sql(
+        db_dsn, "SELECT tier FROM memory_ids WHERE id = ANY($1::uuid[])", [episode.memory_id, fact.memory_id]
+    )
     assert {r["tier"] for r in tiers} == {"cold"}
 
 
 # --- the consolidation window ----------------------------------------------------------------------
 @pytest.mark.parametrize("moment", MOMENTS)
 async def test_consolidation_reads_the_episodes_stored_within_the_window_of_the_clock(
-    brain, db_dsn, settings_for, moment  # noqa: ANN001
+    brain,
+    db_dsn,
+    settings_for,
+    moment,
 ) -> None:
     clock = Frozen(at(moment))
     edge = clock.now - timedelta(days=7)
-    stored = {"The build cache lives on the shared NFS volume.": edge,  # exactly 7 days: out
-              "Alice prefers tabs over spaces in Makefiles.": edge + timedelta(seconds=1),
-              "The quarterly review moved to Thursday.": clock.now}  # fmt: skip
+    stored = {
+        "The build cache lives on the shared NFS volume.": edge,  # exactly 7 days: out
+        "Alice prefers tabs over spaces in Makefiles.": edge + timedelta(seconds=1),
+        "The quarterly review moved to Thursday.": clock.now,
+    }
     for text, when in stored.items():
         [r] = await brain.retain("alice", [MemoryInput(text, "proj", valid_at=when)], decide=False)
         await _sql(db_dsn, "UPDATE memories SET created_at = $2 WHERE id = $1", r.memory_id, when)
@@ -184,7 +215,10 @@ PARTITION_CLOCKS = [  # the clock, and the month before its UTC month
 
 @pytest.mark.parametrize(("moment", "month_before"), PARTITION_CLOCKS)
 async def test_partitions_are_made_for_the_clocks_month_and_the_months_around_it(
-    db_dsn, settings_for, moment, month_before  # noqa: ANN001
+    db_dsn,
+    settings_for,
+    moment,
+    month_before,
 ) -> None:
     clock = Frozen(datetime.fromisoformat(moment))
     existing = "SELECT relname FROM pg_class WHERE relname ~ '^memories_p[0-9]{6}$'"
@@ -210,11 +244,15 @@ VALID_AT = [
 
 @pytest.mark.parametrize("moment", VALID_AT)
 async def test_a_memory_written_as_of_a_date_lands_in_the_partition_of_its_utc_month(
-    brain_at, db_dsn, settings_for, moment  # noqa: ANN001
+    brain_at,
+    db_dsn,
+    settings_for,
+    moment,
 ) -> None:
     writer = await brain_at(Frozen(moment))
-    [r] = await writer.retain("alice", [MemoryInput("The release train leaves every second Tuesday.", "proj")],
-                              decide=False)  # fmt: skip
+    [r] = await writer.retain(
+        "alice", [MemoryInput("The release train leaves every second Tuesday.", "proj")], decide=False
+    )
     placed = "SELECT valid_at, tableoid::regclass::text AS part FROM memories WHERE id = $1"
     [row] = await _sql(db_dsn, placed, r.memory_id)
     assert row["valid_at"] == moment  # no valid_at given: it happened at the clock's now
@@ -227,35 +265,47 @@ async def test_a_memory_written_as_of_a_date_lands_in_the_partition_of_its_utc_m
     assert (await _sql(db_dsn, "SELECT count(*) AS n FROM memories_default"))[0]["n"] == 0
 
 
-async def test_salience_counts_recency_by_the_brains_clock(brain, brain_at) -> None:  # noqa: ANN001
+async def test_salience_counts_recency_by_the_brains_clock(brain, brain_at) -> None:
     happened = at("2028-02-29T12:00:00")
     scores = []
     for n, now in enumerate((happened, happened + timedelta(days=30))):
         writer = await brain_at(Frozen(now))
-        [r] = await writer.retain("alice", [MemoryInput("The staging database moved to db-stg-2.", "proj",
-                                                        source_ref=f"r{n}", valid_at=happened)],
-                                  decide=False)  # fmt: skip
+        [r] = await writer.retain(
+            "alice",
+            [MemoryInput("The staging database moved to db-stg-2.", "proj", source_ref=f"r{n}", valid_at=happened)],
+            decide=False,
+        )
         scores.append(r.importance)
     assert scores[0] - scores[1] == pytest.approx(0.10 * (1 - math.exp(-1)), abs=2e-4)  # recency: exp(-age / 30 days)
 
 
 # --- the capture inbox's retention -----------------------------------------------------------------
-@pytest.mark.parametrize("moment", [
-    pytest.param("2027-02-28T23:00:00", id="into-the-first-of-a-month"),
-    pytest.param("2027-04-30T22:59:59", id="to-the-last-second-of-a-month"),
-    pytest.param("2028-02-28T23:30:00", id="into-29-february"),
-    pytest.param("2027-12-31T23:59:59", id="over-new-year"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "moment",
+    [
+        pytest.param("2027-02-28T23:00:00", id="into-the-first-of-a-month"),
+        pytest.param("2027-04-30T22:59:59", id="to-the-last-second-of-a-month"),
+        pytest.param("2028-02-28T23:30:00", id="into-29-february"),
+        pytest.param("2027-12-31T23:59:59", id="over-new-year"),
+    ],
+)
 async def test_the_capture_inbox_keeps_rows_exactly_as_long_as_its_retention(
-    brain, brain_at, db_dsn, moment  # noqa: ANN001
+    brain,
+    brain_at,
+    db_dsn,
+    moment,
 ) -> None:
     done_at = at(moment)
     async with brain.pool.acquire() as conn:
         kept = await inbox.enqueue(conn, "alice", "proj", [{"content": "User asked: rotate the TLS certificate."}])
         failed = await inbox.enqueue(conn, "alice", "proj", [{"content": "User asked: something that never stored."}])
         await conn.execute("UPDATE capture_inbox SET processed_at = $2 WHERE id = $1", kept, done_at)
-        await conn.execute("UPDATE capture_inbox SET attempts = $2, created_at = $3, last_error = 'boom' WHERE id = $1",
-                           failed, inbox.MAX_ATTEMPTS, done_at)  # fmt: skip
+        await conn.execute(
+            "UPDATE capture_inbox SET attempts = $2, created_at = $3, last_error = 'boom' WHERE id = $1",
+            failed,
+            inbox.MAX_ATTEMPTS,
+            done_at,
+        )
     clock = Frozen(done_at)
     drainer = await brain_at(clock, capture_inbox_retention_s=3600, capture_inbox_failed_retention_s=86400)
 

@@ -38,8 +38,10 @@ async def test_the_labelled_pairs_meet_their_targets(settings_for, pg_server):
 @pytest.fixture
 def chat_server(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.chat_server", "--port", str(port),
-                             "--log", str(tmp_path / "chat.log")], cwd=REPO)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.chat_server", "--port", str(port), "--log", str(tmp_path / "chat.log")],
+        cwd=REPO,
+    )
     try:
         assert wait_for_port(port)
         yield f"http://127.0.0.1:{port}/v1"
@@ -48,16 +50,32 @@ def chat_server(tmp_path):
         proc.wait(timeout=10)
 
 
-async def test_the_chat_model_decider_is_measured_and_held_to_the_subject_check(tmp_path, chat_server, settings_for,
-                                                                                pg_server):  # fmt: skip
+async def test_the_chat_model_decider_is_measured_and_held_to_the_subject_check(
+    tmp_path, chat_server, settings_for, pg_server
+):
     pairs = [  # the scripted model answers by cue words in the new statement (tests/fakes/chat_server.py)
-        {"id": "p1", "old": "The weekly sync is on Monday.", "new": "revise: the weekly sync is now on Tuesday.",
-         "label": "UPDATE", "same_subject": True},
-        {"id": "p2", "old": "Server alpha has 16 GB of RAM.", "new": "revise: Server beta has 32 GB of RAM.",
-         "label": "ADD", "same_subject": False},
-        {"id": "p3", "old": "Lunch is at noon.", "new": "same as above: lunch is at noon.", "label": "NOOP",
-         "same_subject": True},
-    ]  # fmt: skip
+        {
+            "id": "p1",
+            "old": "The weekly sync is on Monday.",
+            "new": "revise: the weekly sync is now on Tuesday.",
+            "label": "UPDATE",
+            "same_subject": True,
+        },
+        {
+            "id": "p2",
+            "old": "Server alpha has 16 GB of RAM.",
+            "new": "revise: Server beta has 32 GB of RAM.",
+            "label": "ADD",
+            "same_subject": False,
+        },
+        {
+            "id": "p3",
+            "old": "Lunch is at noon.",
+            "new": "same as above: lunch is at noon.",
+            "label": "NOOP",
+            "same_subject": True,
+        },
+    ]
     path = tmp_path / "pairs.jsonl"
     path.write_text("\n".join(json.dumps(p) for p in pairs) + "\n")
     settings = settings_for(pg_server.dsn(), llm_url=chat_server, llm_model="scripted")
@@ -75,8 +93,18 @@ async def test_the_chat_model_decider_is_measured_and_held_to_the_subject_check(
 def test_the_command_reports_and_refuses_bad_input(tmp_path, pg_server, home):
     env = cli_env(database_url=pg_server.dsn(), home=str(home))
     pairs = tmp_path / "few.jsonl"
-    pairs.write_text(json.dumps({"id": "a", "old": "Server alpha has 16 GB of RAM.", "new": "Server beta has 32 GB of RAM.",
-                                 "label": "ADD", "same_subject": False}) + "\n")  # fmt: skip
+    pairs.write_text(
+        json.dumps(
+            {
+                "id": "a",
+                "old": "Server alpha has 16 GB of RAM.",
+                "new": "Server beta has 32 GB of RAM.",
+                "label": "ADD",
+                "same_subject": False,
+            }
+        )
+        + "\n"
+    )
     out = tmp_path / "out.json"
     done = run_cli("eval", "decisions", str(pairs), "--json", str(out), "--quiet", env=env)
     assert done.returncode == 0, done.stderr

@@ -2,7 +2,6 @@
 
 import shutil
 
-
 from cabrain.doctor import Status, run_doctor
 from cabrain.settings import EmbeddingProvider, default_schema_dir
 from tests.conftest import cli_env, free_port, run_cli
@@ -34,10 +33,19 @@ def test_doctor_json_lists_every_check(db_dsn, home):
     assert result.returncode == 0, result.stderr
     checks = json.loads(result.stdout)
     assert {c["name"] for c in checks} >= {
-        "settings", "database", "postgresql + pgvector", "schema", "embedding model",
-        "embedding dimension", "partitions", "sleep role", "redis (L1 cache)", "cold tier (iceberg)",
-        "reranker", "sleep cycle",
-    }  # fmt: skip
+        "settings",
+        "database",
+        "postgresql + pgvector",
+        "schema",
+        "embedding model",
+        "embedding dimension",
+        "partitions",
+        "sleep role",
+        "redis (L1 cache)",
+        "cold tier (iceberg)",
+        "reranker",
+        "sleep cycle",
+    }
     assert all(c["status"] == "ok" for c in checks)
     reranker = next(c for c in checks if c["name"] == "reranker")
     assert reranker["detail"].startswith("off: no reranker configured")
@@ -46,11 +54,15 @@ def test_doctor_json_lists_every_check(db_dsn, home):
 async def test_doctor_reports_a_reranker_that_cannot_be_loaded(db_dsn, settings_for):
     from cabrain.settings import RerankerProvider
 
-    settings = settings_for(db_dsn, reranker_provider=RerankerProvider.CROSS_ENCODER, reranker_model="BAAI/bge-reranker-v2-m3")
+    settings = settings_for(
+        db_dsn, reranker_provider=RerankerProvider.CROSS_ENCODER, reranker_model="BAAI/bge-reranker-v2-m3"
+    )
     check = by_name(await run_doctor(settings))["reranker"]
     assert check.status is Status.FAIL
     assert "bge-reranker-v2-m3" in check.detail and "huggingface-cli download" in check.hint
-    missing = by_name(await run_doctor(settings_for(db_dsn, reranker_provider=RerankerProvider.CROSS_ENCODER)))["reranker"]
+    missing = by_name(await run_doctor(settings_for(db_dsn, reranker_provider=RerankerProvider.CROSS_ENCODER)))[
+        "reranker"
+    ]
     assert missing.status is Status.FAIL and "CABRAIN_RERANKER_MODEL" in missing.hint
 
 
@@ -64,7 +76,9 @@ async def test_doctor_on_an_unmigrated_database_says_to_migrate(empty_dsn, setti
 
 async def test_doctor_reports_an_unreachable_database_with_a_fix(settings_for):
     port = free_port()
-    checks = by_name(await run_doctor(settings_for(f"postgresql://cabrain@127.0.0.1:{port}/cabrain", db_connect_timeout_s=3)))
+    checks = by_name(
+        await run_doctor(settings_for(f"postgresql://cabrain@127.0.0.1:{port}/cabrain", db_connect_timeout_s=3))
+    )
     db = checks["database"]
     assert db.status is Status.FAIL
     assert f"cannot reach PostgreSQL at 127.0.0.1:{port}" in db.detail
@@ -116,7 +130,9 @@ async def test_doctor_reports_an_embedding_model_that_is_not_available_offline(d
 async def test_doctor_reports_an_unwritable_cold_warehouse(db_dsn, settings_for, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    check = by_name(await run_doctor(settings_for(db_dsn, cold_warehouse=(blocker / "warehouse").as_uri())))["cold tier (iceberg)"]
+    check = by_name(await run_doctor(settings_for(db_dsn, cold_warehouse=(blocker / "warehouse").as_uri())))[
+        "cold tier (iceberg)"
+    ]
     assert check.status is Status.FAIL
     assert "not writable" in check.detail and "CABRAIN_COLD_WAREHOUSE" in check.hint
 
@@ -194,21 +210,27 @@ async def test_doctor_reports_the_last_sleep_run_and_unfinished_demotions(db_dsn
     assert by_name(await run_doctor(settings))["sleep cycle"].detail == "no run yet"
     conn = await asyncpg.connect(db_dsn)
     try:
-        await conn.execute("INSERT INTO sleep_runs (id, status, steps, started_at, finished_at) "
-                           "VALUES ($1, 'partial', '{demote}', now() - interval '3 hours', now() - interval '2 hours')",
-                           uuid.uuid4())  # fmt: skip
+        await conn.execute(
+            "INSERT INTO sleep_runs (id, status, steps, started_at, finished_at) "
+            "VALUES ($1, 'partial', '{demote}', now() - interval '3 hours', now() - interval '2 hours')",
+            uuid.uuid4(),
+        )
         check = by_name(await run_doctor(settings))["sleep cycle"]
         assert check.status is Status.WARN and check.detail.startswith("last run partial, 2.0 h ago")
-        await conn.execute("INSERT INTO sleep_runs (id, status, steps, started_at, finished_at) "
-                           "VALUES ($1, 'done', '{demote}', now() - interval '3 days', now() - interval '3 days')",
-                           uuid.uuid4())  # fmt: skip
+        await conn.execute(
+            "INSERT INTO sleep_runs (id, status, steps, started_at, finished_at) "
+            "VALUES ($1, 'done', '{demote}', now() - interval '3 days', now() - interval '3 days')",
+            uuid.uuid4(),
+        )
         await conn.execute("DELETE FROM sleep_runs WHERE status = 'partial'")
         check = by_name(await run_doctor(settings))["sleep cycle"]
         assert check.status is Status.WARN and "stopped" in check.hint
         await conn.execute("INSERT INTO namespaces (name, owner_agent_id) VALUES ('n', NULL)")
-        await conn.execute("INSERT INTO cold_batches (id, namespace, month, state, memory_ids, row_count, created_at) "
-                           "VALUES ($1, 'n', '2026-01', 'planned', ARRAY[gen_random_uuid()], 1, now() - interval '2 hours')",
-                           uuid.uuid4())  # fmt: skip
+        await conn.execute(
+            "INSERT INTO cold_batches (id, namespace, month, state, memory_ids, row_count, created_at) "
+            "VALUES ($1, 'n', '2026-01', 'planned', ARRAY[gen_random_uuid()], 1, now() - interval '2 hours')",
+            uuid.uuid4(),
+        )
         check = by_name(await run_doctor(settings))["sleep cycle"]
         assert "1 demotion batch(es) unfinished" in check.detail and "--steps demote" in check.hint
     finally:

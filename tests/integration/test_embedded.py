@@ -36,9 +36,7 @@ def root():
 
 
 def start_owner(root: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", OWNER, str(root)], cwd=REPO, stdout=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen([sys.executable, "-c", OWNER, str(root)], cwd=REPO, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     assert line.startswith("postgresql://"), line
     return proc
@@ -56,9 +54,10 @@ def wait_for(predicate, timeout: float = 20.0) -> bool:
 def server_processes(root: Path) -> list[psutil.Process]:
     data = str(root / "data")
     return [
-        p for p in psutil.process_iter(["name", "cmdline"])
+        p
+        for p in psutil.process_iter(["name", "cmdline"])
         if p.info["name"] == "postgres" and data in " ".join(p.info["cmdline"] or [])
-    ]  # fmt: skip
+    ]
 
 
 async def query(server: EmbeddedPostgres, sql: str):
@@ -76,7 +75,9 @@ async def test_start_use_stop_and_keep_data_across_restarts(root):
     with server:
         assert await query(server, "SHOW server_encoding") == "UTF8"
         assert await query(server, "SELECT datcollate FROM pg_database WHERE datname = current_database()") == "C.UTF-8"
-        assert await query(server, "SELECT count(*) FROM pg_available_extensions WHERE name IN ('vector', 'pg_trgm')") == 2
+        assert (
+            await query(server, "SELECT count(*) FROM pg_available_extensions WHERE name IN ('vector', 'pg_trgm')") == 2
+        )
         await query(server, "CREATE TABLE kept (note text); INSERT INTO kept VALUES ('still here')")
         pid = server.status().pid
         if os.geteuid() == 0:
@@ -87,10 +88,12 @@ async def test_start_use_stop_and_keep_data_across_restarts(root):
         assert await query(server, "SELECT note FROM kept") == "still here"
         # sized to the machine by default: the HNSW graphs recall walks stay in shared buffers
         buffers, cache = memory_settings("auto")
-        assert await query(server, "SELECT pg_size_bytes(current_setting('shared_buffers'))") == \
-            await query(server, f"SELECT pg_size_bytes('{buffers}')")  # fmt: skip
-        assert await query(server, "SELECT pg_size_bytes(current_setting('effective_cache_size'))") == \
-            await query(server, f"SELECT pg_size_bytes('{cache}')")  # fmt: skip
+        assert await query(server, "SELECT pg_size_bytes(current_setting('shared_buffers'))") == await query(
+            server, f"SELECT pg_size_bytes('{buffers}')"
+        )
+        assert await query(server, "SELECT pg_size_bytes(current_setting('effective_cache_size'))") == await query(
+            server, f"SELECT pg_size_bytes('{cache}')"
+        )
     with EmbeddedPostgres(root, reaper_interval_s=0.3, shared_buffers="64MB") as sized:
         assert await query(sized, "SHOW shared_buffers") == "64MB"
 
@@ -142,7 +145,9 @@ async def test_the_server_restarts_after_owner_server_and_watchdog_were_all_sigk
     owner.send_signal(signal.SIGKILL)
     owner.wait()
     os.kill(status.pid, signal.SIGKILL)
-    assert wait_for(lambda: not psutil.pid_exists(status.pid) or psutil.Process(status.pid).status() == psutil.STATUS_ZOMBIE)
+    assert wait_for(
+        lambda: not psutil.pid_exists(status.pid) or psutil.Process(status.pid).status() == psutil.STATUS_ZOMBIE
+    )
     assert (root / "data" / "postmaster.pid").exists(), "a hard kill leaves a stale pid file"
     with server:
         assert await query(server, "SELECT 'back'") == "back"

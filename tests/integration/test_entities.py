@@ -23,7 +23,7 @@ PRIVATE = [
 ]
 
 
-async def _store(brain) -> dict[str, uuid.UUID]:  # noqa: ANN001
+async def _store(brain) -> dict[str, uuid.UUID]:
     ids = {}
     for text in TEAM:
         [r] = await brain.retain("alice", MemoryInput(text, "proj", visibility=Visibility.TEAM, network=Network.FACT))
@@ -40,20 +40,28 @@ async def _summarise(dsn: str, name: str, summary: str, sources: list[uuid.UUID]
     try:
         status = await conn.execute(
             "UPDATE entities SET summary = $3, summary_sources = $4, summarized_at = now() "
-            "WHERE namespace = $1 AND name = $2", "proj", name, summary, sources,
-        )  # fmt: skip
+            "WHERE namespace = $1 AND name = $2",
+            "proj",
+            name,
+            summary,
+            sources,
+        )
         assert status == "UPDATE 1", name
     finally:
         await conn.close()
 
 
 @pytest.fixture
-async def summarised(brain, db_dsn):  # noqa: ANN001, ANN201
+async def summarised(brain, db_dsn):
     """Valkey summarised from team memories; Grafana from a team memory and one of alice's private ones."""
     ids = await _store(brain)
     await _summarise(db_dsn, "Valkey", "Valkey runs the job queue and needs 4 GB.", [ids[TEAM[0]], ids[TEAM[1]]])
-    await _summarise(db_dsn, "Grafana", "Grafana watches Valkey; the admin password hint is in the vault.",
-                     [ids[TEAM[2]], ids[PRIVATE[0]]])  # fmt: skip
+    await _summarise(
+        db_dsn,
+        "Grafana",
+        "Grafana watches Valkey; the admin password hint is in the vault.",
+        [ids[TEAM[2]], ids[PRIVATE[0]]],
+    )
     return ids
 
 
@@ -118,15 +126,18 @@ async def test_entities_page_by_name_filter_and_history(brain, summarised) -> No
     history = await brain.get_entity("alice", "proj", "Valkey", history=True)
     assert ids[TEAM[0]] in {m.id for m in history.memories}
     assert len((await brain.get_entity("alice", "proj", "Valkey", limit=1)).memories) == 1
-    for bad in (brain.list_entities("alice", "proj", limit=0), brain.get_entity("alice", "proj", " "),
-                brain.get_entity("alice", "proj", "Valkey", limit=201)):  # fmt: skip
+    for bad in (
+        brain.list_entities("alice", "proj", limit=0),
+        brain.get_entity("alice", "proj", " "),
+        brain.get_entity("alice", "proj", "Valkey", limit=201),
+    ):
         with pytest.raises(InputError):
             await bad
 
 
 async def test_recall_returns_the_summaries_its_hits_mention_that_the_caller_may_read(
     brain, summarised, open_brain, redis_url
-) -> None:  # noqa: ANN001
+) -> None:
     ids = summarised
     query = RecallQuery("Valkey job queue cache node Grafana", "proj", k=5)
     mine = await brain.recall("alice", query)
@@ -164,8 +175,9 @@ async def test_a_sleep_run_writes_summaries_that_recall_and_get_entity_then_show
         "Our staging database: PostgreSQL 16 running on db-stg-1.",
     ]
     for n, text in enumerate(sessions):
-        await brain.retain("alice", MemoryInput(text, "proj", visibility=Visibility.TEAM, source_ref=f"session-{n}"),
-                           decide=False)  # fmt: skip
+        await brain.retain(
+            "alice", MemoryInput(text, "proj", visibility=Visibility.TEAM, source_ref=f"session-{n}"), decide=False
+        )
     report = await run_cycle(settings_for(db_dsn), db_dsn, steps=["consolidate"], use_ray=False)
     assert report.status == "done", report.tasks
     summarised = [e for e in (await brain.list_entities("alice", "proj")).entities if e.summary]

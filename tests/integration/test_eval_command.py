@@ -8,11 +8,22 @@ from tests.conftest import cli_env, run_cli
 CORPUS = [
     {"id": "c1", "namespace": "a", "text": "The Nile flows north through Egypt into the Mediterranean Sea."},
     {"id": "c2", "namespace": "a", "text": "Mount Kilimanjaro is the highest mountain in Africa."},
-    {"id": "c3", "namespace": "b", "text": "يقع برج خليفة في مدينة دبي وهو أطول مبنى في العالم.", "time": "2024-05-01T10:00:00Z"},
+    {
+        "id": "c3",
+        "namespace": "b",
+        "text": "يقع برج خليفة في مدينة دبي وهو أطول مبنى في العالم.",
+        "time": "2024-05-01T10:00:00Z",
+    },
     {"id": "c4", "namespace": "b", "text": "تأسست جامعة القاهرة عام ١٩٠٨.", "time": "2024-05-02"},
 ]
 QUERIES = [
-    {"id": "q1", "namespace": "a", "query": "Which river flows north through Egypt?", "gold": ["c1"], "category": "geo"},
+    {
+        "id": "q1",
+        "namespace": "a",
+        "query": "Which river flows north through Egypt?",
+        "gold": ["c1"],
+        "category": "geo",
+    },
     {"id": "q2", "namespace": "a", "query": "highest mountain in Africa", "gold": ["c2"], "category": "geo"},
     {"id": "q3", "namespace": "b", "query": "في أي مدينة يقع برج خليفة؟", "gold": ["c3"], "category": "ar"},
     {"id": "q4", "namespace": "b", "query": "متى تأسست جامعة القاهرة؟", "gold": ["c4", "c3"], "category": "ar"},
@@ -29,7 +40,9 @@ async def test_eval_reports_every_mode_with_known_answers_and_cleans_up(tmp_path
     write_set(tmp_path / "tiny")
     out = tmp_path / "results.json"
     env = cli_env(database_url=pg_server.dsn(), home=str(home))
-    result = run_cli("eval", str(tmp_path), "--k", "1,2", "--mode", "vector,bm25", "--mode", "hybrid", "--json", str(out), env=env)
+    result = run_cli(
+        "eval", str(tmp_path), "--k", "1,2", "--mode", "vector,bm25", "--mode", "hybrid", "--json", str(out), env=env
+    )
     assert result.returncode == 0, result.stderr
     assert "tiny" in result.stdout and "hybrid" in result.stdout
     assert "all@2" in result.stdout and "category" in result.stdout and " geo " in result.stdout
@@ -86,7 +99,9 @@ def test_eval_rejects_bad_arguments_clearly(tmp_path, home, pg_server):
 def test_bench_recall_runs_small_and_reports_every_mode(tmp_path, pg_server, home):
     out = tmp_path / "bench.json"
     env = cli_env(database_url=pg_server.dsn(), home=str(home))
-    result = run_cli("bench", "recall", "--memories", "300", "--queries", "5", "--real-vectors", "50", "--json", str(out), env=env)
+    result = run_cli(
+        "bench", "recall", "--memories", "300", "--queries", "5", "--real-vectors", "50", "--json", str(out), env=env
+    )
     assert result.returncode == 0, result.stderr
     assert "loaded memories 300/300" in result.stderr
     data = json.loads(out.read_text())

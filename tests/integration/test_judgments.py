@@ -26,36 +26,70 @@ DISTINCT = [
 STATE = "SELECT id, content, valid_at, invalid_at, superseded_by, metadata, importance, access_count, pinned FROM memories WHERE id = $1"
 
 
-async def _state(dsn: str, memory_id) -> dict:  # noqa: ANN001
+async def _state(dsn: str, memory_id) -> dict:
     conn = await asyncpg.connect(dsn)
     try:
         row = await conn.fetchrow(STATE, memory_id)
-        links = await conn.fetch("SELECT memory_id, source_id, relation FROM memory_sources "
-                                 "WHERE memory_id = $1 OR source_id = $1 ORDER BY 1, 2", memory_id)  # fmt: skip
+        links = await conn.fetch(
+            "SELECT memory_id, source_id, relation FROM memory_sources "
+            "WHERE memory_id = $1 OR source_id = $1 ORDER BY 1, 2",
+            memory_id,
+        )
         entities = await conn.fetch("SELECT entity_id FROM memory_entities WHERE memory_id = $1 ORDER BY 1", memory_id)
     finally:
         await conn.close()
-    return {**dict(row), "metadata": json.loads(row["metadata"]), "links": [tuple(r) for r in links],
-            "entities": [r["entity_id"] for r in entities]}  # fmt: skip
+    return {
+        **dict(row),
+        "metadata": json.loads(row["metadata"]),
+        "links": [tuple(r) for r in links],
+        "entities": [r["entity_id"] for r in entities],
+    }
 
 
 def _facts(texts: list[str], namespace: str = "proj", start: datetime | None = None) -> list[MemoryInput]:
     start = start or datetime.now(UTC) - timedelta(days=3)
-    return [MemoryInput(t, namespace, visibility=Visibility.TEAM, network=Network.FACT, memory_type=MemoryType.SEMANTIC,
-                        valid_at=start + timedelta(hours=i)) for i, t in enumerate(texts)]  # fmt: skip
+    return [
+        MemoryInput(
+            t,
+            namespace,
+            visibility=Visibility.TEAM,
+            network=Network.FACT,
+            memory_type=MemoryType.SEMANTIC,
+            valid_at=start + timedelta(hours=i),
+        )
+        for i, t in enumerate(texts)
+    ]
 
 
 async def test_distinct_facts_stay_current_on_write_and_through_a_full_sleep_cycle(brain, db_dsn, settings_for):
     for old, new in DISTINCT:
-        [first] = await brain.retain("alice", MemoryInput(old, "proj", visibility=Visibility.TEAM, network=Network.FACT))
-        [second] = await brain.retain("alice", MemoryInput(new, "proj", visibility=Visibility.TEAM, network=Network.FACT))
+        [first] = await brain.retain(
+            "alice", MemoryInput(old, "proj", visibility=Visibility.TEAM, network=Network.FACT)
+        )
+        [second] = await brain.retain(
+            "alice", MemoryInput(new, "proj", visibility=Visibility.TEAM, network=Network.FACT)
+        )
         assert (first.decision, second.decision) == (Decision.ADD, Decision.ADD), (new, second.reason)
         assert second.superseded == ()
     # a real revision still supersedes, on write
-    [rate] = await brain.retain("alice", MemoryInput("The public API rate limit is 100 requests per minute.", "proj",
-                                                     visibility=Visibility.TEAM, network=Network.FACT))  # fmt: skip
-    [raised] = await brain.retain("alice", MemoryInput("The public API rate limit is now 250 requests per minute.", "proj",
-                                                       visibility=Visibility.TEAM, network=Network.FACT))  # fmt: skip
+    [rate] = await brain.retain(
+        "alice",
+        MemoryInput(
+            "The public API rate limit is 100 requests per minute.",
+            "proj",
+            visibility=Visibility.TEAM,
+            network=Network.FACT,
+        ),
+    )
+    [raised] = await brain.retain(
+        "alice",
+        MemoryInput(
+            "The public API rate limit is now 250 requests per minute.",
+            "proj",
+            visibility=Visibility.TEAM,
+            network=Network.FACT,
+        ),
+    )
     assert (raised.decision, raised.superseded) == (Decision.UPDATE, (rate.memory_id,))
     report = await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["proj"], use_ray=False)
     assert report.status == "done", report.tasks
@@ -67,11 +101,13 @@ async def test_distinct_facts_stay_current_on_write_and_through_a_full_sleep_cyc
 
 
 async def test_a_write_revision_is_reverted_exactly_and_the_revert_reverted(brain, db_dsn):
-    [old] = await brain.retain("alice", MemoryInput("The weekly sync is on Monday mornings.", "proj",
-                                                    visibility=Visibility.TEAM))  # fmt: skip
+    [old] = await brain.retain(
+        "alice", MemoryInput("The weekly sync is on Monday mornings.", "proj", visibility=Visibility.TEAM)
+    )
     before = await _state(db_dsn, old.memory_id)
-    [new] = await brain.retain("alice", MemoryInput("The weekly sync moved to Tuesday mornings.", "proj",
-                                                    visibility=Visibility.TEAM))  # fmt: skip
+    [new] = await brain.retain(
+        "alice", MemoryInput("The weekly sync moved to Tuesday mornings.", "proj", visibility=Visibility.TEAM)
+    )
     assert (new.decision, new.superseded) == (Decision.UPDATE, (old.memory_id,))
     superseded = await _state(db_dsn, old.memory_id)
     [judgment] = await brain.judgments("alice", old.memory_id)
@@ -112,16 +148,19 @@ async def test_a_retraction_and_a_correction_are_revertible(brain, db_dsn):
 
 
 async def test_sleep_merges_and_supersessions_are_revertible(brain, db_dsn, settings_for):
-    texts = ["Deploys to staging go through the deploy.yml workflow.",
-             "Deploys to staging go through the deploy.yml workflow!",
-             "The public API rate limit is 100 requests per minute.",
-             "The public API rate limit is 250 requests per minute now."]  # fmt: skip
+    texts = [
+        "Deploys to staging go through the deploy.yml workflow.",
+        "Deploys to staging go through the deploy.yml workflow!",
+        "The public API rate limit is 100 requests per minute.",
+        "The public API rate limit is 250 requests per minute now.",
+    ]
     stored = [r for item in _facts(texts) for r in await brain.retain("alice", item, decide=False)]  # one by one:
     keeper, duplicate, old_rate, new_rate = (r.memory_id for r in stored)  # the earliest stored survives a merge
     keeper_before, duplicate_before = await _state(db_dsn, keeper), await _state(db_dsn, duplicate)
     rate_before = await _state(db_dsn, old_rate)
-    report = await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["proj"], steps=["dedup", "reconsolidate"],
-                             use_ray=False)  # fmt: skip
+    report = await run_cycle(
+        settings_for(db_dsn), db_dsn, namespaces=["proj"], steps=["dedup", "reconsolidate"], use_ray=False
+    )
     assert report.status == "done", report.tasks
     merged, superseded = await _state(db_dsn, duplicate), await _state(db_dsn, old_rate)
     assert merged["superseded_by"] == keeper and superseded["superseded_by"] == new_rate
@@ -143,8 +182,12 @@ async def test_sleep_merges_and_supersessions_are_revertible(brain, db_dsn, sett
 
 
 async def test_only_writers_of_the_namespace_may_revert_and_others_learn_nothing(brain, db_dsn):
-    [old] = await brain.retain("alice", MemoryInput("The roadmap review is on Monday.", "proj", visibility=Visibility.TEAM))
-    await brain.retain("alice", MemoryInput("The roadmap review moved to Wednesday.", "proj", visibility=Visibility.TEAM))
+    [old] = await brain.retain(
+        "alice", MemoryInput("The roadmap review is on Monday.", "proj", visibility=Visibility.TEAM)
+    )
+    await brain.retain(
+        "alice", MemoryInput("The roadmap review moved to Wednesday.", "proj", visibility=Visibility.TEAM)
+    )
     with pytest.raises(NotFound):  # carol has no access at all: the memory does not exist for her
         await brain.revert("carol", memory_id=old.memory_id)
     with pytest.raises(NotFound):
@@ -160,10 +203,16 @@ async def test_only_writers_of_the_namespace_may_revert_and_others_learn_nothing
 
 
 async def test_pinned_memories_neither_fade_below_their_floor_nor_leave_the_hot_tier(brain, db_dsn, settings_for):
-    [pinned] = await brain.retain("alice", MemoryInput("Never deploy on Fridays.", "proj", important=True,
-                                                       valid_at=datetime.now(UTC) - timedelta(days=400)))  # fmt: skip
-    [plain] = await brain.retain("alice", MemoryInput("The coffee machine on floor 2 is slow.", "proj",
-                                                      valid_at=datetime.now(UTC) - timedelta(days=400)))  # fmt: skip
+    [pinned] = await brain.retain(
+        "alice",
+        MemoryInput(
+            "Never deploy on Fridays.", "proj", important=True, valid_at=datetime.now(UTC) - timedelta(days=400)
+        ),
+    )
+    [plain] = await brain.retain(
+        "alice",
+        MemoryInput("The coffee machine on floor 2 is slow.", "proj", valid_at=datetime.now(UTC) - timedelta(days=400)),
+    )
     conn = await asyncpg.connect(db_dsn)
     try:
         await conn.execute("UPDATE memories SET created_at = now() - interval '400 days', importance = 0.9")

@@ -15,7 +15,9 @@ from tests.conftest import REPO, free_port, wait_for_port
 def chat_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("chat") / "requests.jsonl"
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.chat_server", "--port", str(port), "--log", str(log)], cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.chat_server", "--port", str(port), "--log", str(log)], cwd=REPO
+    )
     assert wait_for_port(port), "the chat server did not start"
     yield f"http://127.0.0.1:{port}/v1", log
     proc.terminate()

@@ -27,16 +27,27 @@ async def _keys(dsn: str) -> dict[str, str]:
 async def test_every_tool_over_stdio_on_the_database(db_dsn: str, home) -> None:
     keys = await _keys(db_dsn)
     env = cli_env(database_url=db_dsn, home=str(home))
-    async with stdio_session({**env, "CABRAIN_API_KEY": keys["alice"]}) as alice, stdio_session(
-        {**env, "CABRAIN_API_KEY": keys["bob"]}
-    ) as bob:
+    async with (
+        stdio_session({**env, "CABRAIN_API_KEY": keys["alice"]}) as alice,
+        stdio_session({**env, "CABRAIN_API_KEY": keys["bob"]}) as bob,
+    ):
         await exercise_every_tool(alice, bob, "proj")
 
 
 def test_mcp_without_a_key_or_with_a_bad_one_exits_with_a_clear_error(db_dsn: str, home) -> None:
     env = cli_env(database_url=db_dsn, home=str(home))
-    run = lambda e: subprocess.run([sys.executable, "-m", "cabrain.cli", "mcp"], env=e, cwd=REPO,
-                                   capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+
+    def run(e):
+        return subprocess.run(
+            [sys.executable, "-m", "cabrain.cli", "mcp"],
+            env=e,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+
     missing = run(env)
     assert missing.returncode == 2 and "CABRAIN_API_KEY" in missing.stderr
     wrong = run({**env, "CABRAIN_API_KEY": "cbk_" + "x" * 43})
@@ -50,14 +61,23 @@ async def test_a_task_handed_to_a_model_over_stdio(db_dsn: str, home, llm_server
     keys = await _keys(db_dsn)
     conn = await connect(db_dsn)
     try:
-        await registry.add(conn, name="claude", layer="frontier", provider="openai", model="frontier-m",
-                           endpoint=f"{llm_server}/v1", cost_in_per_1k=0.01, cost_out_per_1k=0.02)  # fmt: skip
+        await registry.add(
+            conn,
+            name="claude",
+            layer="frontier",
+            provider="openai",
+            model="frontier-m",
+            endpoint=f"{llm_server}/v1",
+            cost_in_per_1k=0.01,
+            cost_out_per_1k=0.02,
+        )
     finally:
         await conn.close()
     env = cli_env(database_url=db_dsn, home=str(home))
-    async with stdio_session({**env, "CABRAIN_API_KEY": keys["alice"]}) as alice, stdio_session(
-        {**env, "CABRAIN_API_KEY": keys["bob"]}
-    ) as bob:
+    async with (
+        stdio_session({**env, "CABRAIN_API_KEY": keys["alice"]}) as alice,
+        stdio_session({**env, "CABRAIN_API_KEY": keys["bob"]}) as bob,
+    ):
         task = "Extract the invoice number, total and currency as JSON: invoice 31 from Acme totals 9.90 GBP."
         done = await call(alice, "workflow_dispatch", description=task, namespace="proj", task_type="json")
         assert done["route"] == "frontier" and done["agents"] == ["claude"] and '"invoice": 31' in done["output"]

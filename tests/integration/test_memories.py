@@ -1,7 +1,7 @@
 """The memories table: partitions, global identity, constraints and vectors."""
 
 import uuid
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import asyncpg
 import numpy as np
@@ -34,10 +34,8 @@ async def brain(conn):
 
 
 async def test_a_memory_can_be_written_to_and_read_from_a_month_with_no_partition(brain):
-    when = datetime(2031, 5, 10, 12, 30, tzinfo=timezone.utc)
-    assert await brain.fetchval(
-        "SELECT count(*) FROM pg_class WHERE relname = 'memories_p203105'"
-    ) == 0
+    when = datetime(2031, 5, 10, 12, 30, tzinfo=UTC)
+    assert await brain.fetchval("SELECT count(*) FROM pg_class WHERE relname = 'memories_p203105'") == 0
     mid = uuid.uuid4()
     vec = unit_vector(1)
     partition = await brain.fetchval(INSERT, mid, "ذهبنا إلى الإسكندرية in May 2031", vec, when)
@@ -62,14 +60,15 @@ async def test_a_memory_can_be_written_to_and_read_from_a_month_with_no_partitio
 
 async def test_new_partitions_get_every_index_and_vectors_share_one_graph(brain):
     await ensure_partitions(brain, date(2032, 1, 1), months_back=0, months_ahead=0)
-    indexes = await brain.fetch(
-        "SELECT indexdef FROM pg_indexes WHERE tablename = 'memories_p203201'"
-    )
+    indexes = await brain.fetch("SELECT indexdef FROM pg_indexes WHERE tablename = 'memories_p203201'")
     defs = " ".join(r["indexdef"] for r in indexes)
     assert "hnsw" not in defs  # the vectors are walked in memory_vectors' one graph
-    assert await brain.fetchval(
-        "SELECT count(*) FROM pg_indexes WHERE tablename = 'memory_vectors' AND indexdef LIKE '%USING hnsw (embedding vector_cosine_ops)%'"
-    ) == 1
+    assert (
+        await brain.fetchval(
+            "SELECT count(*) FROM pg_indexes WHERE tablename = 'memory_vectors' AND indexdef LIKE '%USING hnsw (embedding vector_cosine_ops)%'"
+        )
+        == 1
+    )
     assert "(namespace, tier) WHERE (invalid_at IS NULL)" in defs
     assert "importance" not in defs  # no index covers importance: decay and bookkeeping update in place (HOT)
     options = await brain.fetchval("SELECT reloptions FROM pg_class WHERE relname = 'memories_p203201'")
@@ -78,14 +77,14 @@ async def test_new_partitions_get_every_index_and_vectors_share_one_graph(brain)
 
 async def test_ids_are_unique_across_partitions(brain):
     mid = uuid.uuid4()
-    await brain.fetchval(INSERT, mid, "first", unit_vector(2), datetime(2026, 11, 1, tzinfo=timezone.utc))
+    await brain.fetchval(INSERT, mid, "first", unit_vector(2), datetime(2026, 11, 1, tzinfo=UTC))
     with pytest.raises(asyncpg.UniqueViolationError):
-        await brain.fetchval(INSERT, mid, "same id, other month", unit_vector(3), datetime(2031, 1, 1, tzinfo=timezone.utc))
+        await brain.fetchval(INSERT, mid, "same id, other month", unit_vector(3), datetime(2031, 1, 1, tzinfo=UTC))
 
 
 async def test_a_memorys_identity_cannot_be_edited(brain):
     mid = uuid.uuid4()
-    await brain.fetchval(INSERT, mid, "fixed in time", unit_vector(4), datetime.now(timezone.utc))
+    await brain.fetchval(INSERT, mid, "fixed in time", unit_vector(4), datetime.now(UTC))
     with pytest.raises(asyncpg.IntegrityConstraintViolationError, match="cannot change"):
         await brain.execute("UPDATE memories SET valid_at = valid_at - interval '40 days' WHERE id = $1", mid)
     with pytest.raises(asyncpg.IntegrityConstraintViolationError, match="supersede"):
@@ -96,8 +95,8 @@ async def test_a_memorys_identity_cannot_be_edited(brain):
 
 async def test_superseded_by_must_point_at_a_real_memory_in_any_partition(brain):
     old, new = uuid.uuid4(), uuid.uuid4()
-    await brain.fetchval(INSERT, old, "we deploy on Fridays", unit_vector(5), datetime(2026, 10, 3, tzinfo=timezone.utc))
-    await brain.fetchval(INSERT, new, "we never deploy on Fridays", unit_vector(6), datetime(2031, 2, 3, tzinfo=timezone.utc))
+    await brain.fetchval(INSERT, old, "we deploy on Fridays", unit_vector(5), datetime(2026, 10, 3, tzinfo=UTC))
+    await brain.fetchval(INSERT, new, "we never deploy on Fridays", unit_vector(6), datetime(2031, 2, 3, tzinfo=UTC))
     with pytest.raises(asyncpg.ForeignKeyViolationError):
         await brain.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1", old, uuid.uuid4())
     await brain.execute("UPDATE memories SET superseded_by = $2, invalid_at = now() WHERE id = $1", old, new)
@@ -128,34 +127,30 @@ async def test_scoping_references_are_enforced(brain):
     with pytest.raises(asyncpg.ForeignKeyViolationError):
         await brain.execute("INSERT INTO memories (namespace, content) VALUES ('nowhere', 'x')")
     with pytest.raises(asyncpg.ForeignKeyViolationError):
-        await brain.execute(
-            "INSERT INTO memories (namespace, owner_agent_id, content) VALUES ('proj', 'ghost', 'x')"
-        )
+        await brain.execute("INSERT INTO memories (namespace, owner_agent_id, content) VALUES ('proj', 'ghost', 'x')")
 
 
 async def test_vectors_of_the_wrong_dimension_are_rejected(brain):
     with pytest.raises(asyncpg.DataError, match="expected 384 dimensions"):
-        await brain.fetchval(INSERT, uuid.uuid4(), "short", np.ones(3, dtype=np.float32), datetime.now(timezone.utc))
+        await brain.fetchval(INSERT, uuid.uuid4(), "short", np.ones(3, dtype=np.float32), datetime.now(UTC))
 
 
 async def test_nearest_neighbour_search_across_partitions(brain):
     base = unit_vector(7)
-    months = [datetime(2026, 10, 5, tzinfo=timezone.utc), datetime(2031, 7, 5, tzinfo=timezone.utc)]
+    months = [datetime(2026, 10, 5, tzinfo=UTC), datetime(2031, 7, 5, tzinfo=UTC)]
     ids = []
     for i, when in enumerate(months * 3):
         noisy = base + 0.05 * (i + 1) * unit_vector(100 + i)
         mid = uuid.uuid4()
         ids.append(mid)
         await brain.fetchval(INSERT, mid, f"memory {i}", noisy / np.linalg.norm(noisy), when)
-    top = await brain.fetch(
-        "SELECT id FROM memories WHERE namespace = 'proj' ORDER BY embedding <=> $1 LIMIT 3", base
-    )
+    top = await brain.fetch("SELECT id FROM memories WHERE namespace = 'proj' ORDER BY embedding <=> $1 LIMIT 3", base)
     assert [r["id"] for r in top] == ids[:3]
 
 
 async def test_a_rows_vector_follows_it_through_partition_moves_updates_and_deletes(brain):
     vector_of = "SELECT embedding FROM memory_vectors WHERE id = $1"
-    memory_id, when = uuid.uuid4(), datetime(2033, 3, 3, tzinfo=timezone.utc)
+    memory_id, when = uuid.uuid4(), datetime(2033, 3, 3, tzinfo=UTC)
     assert await brain.fetchval(INSERT, memory_id, "a fact", unit_vector(1), when) == "memories_default"
     assert np.allclose((await brain.fetchval(vector_of, memory_id)).to_numpy(), unit_vector(1))
     await ensure_partitions(brain, date(2033, 3, 1), months_back=0, months_ahead=0)  # the row moves

@@ -44,8 +44,10 @@ SCRIPT = [  # (label, tool input); labels starting with "~" are compared loosely
     ("insert in missing", {"command": "insert", "path": "/memories/nope.md", "insert_line": 0, "insert_text": "a"}),
     ("replace in a directory", {"command": "str_replace", "path": "/memories/notes", "old_str": "a", "new_str": "b"}),
     ("rename", {"command": "rename", "old_path": F, "new_path": "/memories/archive/deploy.md"}),
-    ("rename onto existing", {"command": "rename", "old_path": "/memories/notes/dup.md",
-                              "new_path": "/memories/archive/deploy.md"}),
+    (
+        "rename onto existing",
+        {"command": "rename", "old_path": "/memories/notes/dup.md", "new_path": "/memories/archive/deploy.md"},
+    ),
     ("rename missing", {"command": "rename", "old_path": "/memories/nope.md", "new_path": "/memories/x.md"}),
     ("rename root", {"command": "rename", "old_path": "/memories", "new_path": "/memories/x"}),
     ("view renamed", {"command": "view", "path": "/memories/archive/deploy.md"}),
@@ -57,7 +59,7 @@ SCRIPT = [  # (label, tool input); labels starting with "~" are compared loosely
     ("view moved", {"command": "view", "path": "/memories/old/deploy.md"}),
     ("delete directory", {"command": "delete", "path": "/memories/old"}),
     ("view deleted directory", {"command": "view", "path": "/memories/old"}),
-]  # fmt: skip
+]
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +70,16 @@ def messages_api():
     proc.wait(10)
 
 
-def run_through_sdk(api: str, tool, calls: list[dict]) -> list[dict]:  # noqa: ANN001
+def run_through_sdk(api: str, tool, calls: list[dict]) -> list[dict]:
     """Let the SDK's runner play ``calls`` against ``tool``; the tool results it sent back."""
     httpx.post(f"{api}/_script", json={"tool": "memory", "calls": calls}).raise_for_status()
     client = anthropic.Anthropic(base_url=api, api_key="test-key", max_retries=0)
     runner = client.beta.messages.tool_runner(
-        model="claude-test", max_tokens=1024, tools=[tool],
+        model="claude-test",
+        max_tokens=1024,
+        tools=[tool],
         messages=[{"role": "user", "content": "Tidy up my deploy notes."}],
-    )  # fmt: skip
+    )
     final = runner.until_done()
     assert final.stop_reason == "end_turn"
     return httpx.get(f"{api}/_log").json()
@@ -156,7 +160,7 @@ async def test_edits_are_versions_and_delete_is_forget(messages_api, open_brain,
     assert [m.content for m in history.previous] == ["tabs\n", "spaces\n", "spaces\n4 wide\n"]
 
 
-async def test_the_example_runs_against_the_messages_api(messages_api, db_dsn, home) -> None:  # noqa: ANN001
+async def test_the_example_runs_against_the_messages_api(messages_api, db_dsn, home) -> None:
     import subprocess
     import sys
 
@@ -165,12 +169,19 @@ async def test_the_example_runs_against_the_messages_api(messages_api, db_dsn, h
     key = await _key(db_dsn, "example", "demo")
     calls = [{"command": "create", "path": "/memories/deploys.md", "file_text": "staging deploys on Tuesdays\n"}]
     httpx.post(f"{messages_api}/_script", json={"tool": "memory", "calls": calls}).raise_for_status()
-    env = {**cli_env(database_url=db_dsn, home=str(home), api_key=key), "ANTHROPIC_BASE_URL": messages_api,
-           "ANTHROPIC_API_KEY": "test-key"}  # fmt: skip
+    env = {
+        **cli_env(database_url=db_dsn, home=str(home), api_key=key),
+        "ANTHROPIC_BASE_URL": messages_api,
+        "ANTHROPIC_API_KEY": "test-key",
+    }
     done = subprocess.run(
         [sys.executable, "examples/memory_tool.py", "--model", "claude-test", "--namespace", "demo", "remember"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "Done." in done.stdout and "[memory create /memories/deploys.md]" in done.stderr
     conn = await connect(db_dsn)
@@ -196,12 +207,24 @@ async def test_a_file_survives_any_number_of_sleep_cycles_and_one_archived_befor
     # files written 400 days ago: keep.md as the tool writes them now (pinned), old.md as it did before pins
     long_ago = datetime.now(UTC) - timedelta(days=400)
     for path, pinned in (("/memories/keep.md", True), ("/memories/old.md", False)):
-        await brain.retain("claude", MemoryInput(f"deploy on tuesdays ({path})\n", "proj", source_kind="memory_file",
-                                                 source_ref=path, important=pinned, valid_at=long_ago), decide=False)  # fmt: skip
+        await brain.retain(
+            "claude",
+            MemoryInput(
+                f"deploy on tuesdays ({path})\n",
+                "proj",
+                source_kind="memory_file",
+                source_ref=path,
+                important=pinned,
+                valid_at=long_ago,
+            ),
+            decide=False,
+        )
     conn = await connect(db_dsn)
     try:  # never read since, low importance: what a default cycle archives
-        await conn.execute("UPDATE memories SET created_at = now() - interval '400 days', importance = 0.3, "
-                           "last_accessed_at = NULL WHERE source_ref <> '/memories/new.md'")  # fmt: skip
+        await conn.execute(
+            "UPDATE memories SET created_at = now() - interval '400 days', importance = 0.3, "
+            "last_accessed_at = NULL WHERE source_ref <> '/memories/new.md'"
+        )
         assert await conn.fetchval("SELECT pinned FROM memories WHERE source_ref = '/memories/new.md'")
     finally:
         await conn.close()
@@ -210,8 +233,9 @@ async def test_a_file_survives_any_number_of_sleep_cycles_and_one_archived_befor
         assert (await run_cycle(settings, db_dsn, namespaces=["proj"], use_ray=False)).status == "done"
     hot = {m.source_ref: m for m in await brain.list_memories("claude", "proj", source_kind="memory_file")}
     assert set(hot) == {"/memories/keep.md", "/memories/new.md"}  # old.md was archived, as it was before pins
-    assert hot["/memories/keep.md"].importance >= settings.sleep_decay_pinned_floor - 1e-6 or \
-        hot["/memories/keep.md"].importance == pytest.approx(0.3)  # never decayed below where it stood
+    assert hot["/memories/keep.md"].importance >= settings.sleep_decay_pinned_floor - 1e-6 or hot[
+        "/memories/keep.md"
+    ].importance == pytest.approx(0.3)  # never decayed below where it stood
 
     listing = await files.view(BetaMemoryTool20250818ViewCommand(command="view", path="/memories"))
     assert "/memories/old.md" in listing and "/memories/keep.md" in listing  # nothing vanished

@@ -14,8 +14,11 @@ def test_a_replica_waits_for_an_added_node_and_then_serves_from_it(db_dsn: str) 
     home = make_scratch_dir("cabrain-multinode-")
     proc = subprocess.run(
         [sys.executable, "-m", "tests.integration.scripts.multinode", db_dsn, str(home), str(free_port())],
-        cwd=REPO, capture_output=True, text=True, timeout=280,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-4000:]
     seen = json.loads(lines[-1].removeprefix("RESULT "))

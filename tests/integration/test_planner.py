@@ -38,8 +38,10 @@ async def test_a_steered_statement_is_always_planned_for_its_parameters(conn):
     for _ in range(8):
         await fetch_without(conn, steered, ("pg_class", "r"), disable=("enable_sort",))
         await conn.fetch(plain, "pg_class", "r")
-    plans = {r["statement"]: r for r in await conn.fetch(
-        "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")}  # fmt: skip
+    plans = {
+        r["statement"]: r
+        for r in await conn.fetch("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+    }
     assert plans[steered]["generic_plans"] == 0 and plans[steered]["custom_plans"] == 8
     assert plans[plain]["generic_plans"] > 0  # what would happen otherwise
 
@@ -49,5 +51,7 @@ async def test_a_generic_statement_is_planned_once_per_connection(conn):
     for name in ("pg_class", "pg_type", "pg_proc", "pg_class"):
         [row] = await fetch_without(conn, sql, (name, "r"), disable=("enable_sort",), generic=True)
         assert row["count"] == 1
-    [plans] = await conn.fetch("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", sql)
+    [plans] = await conn.fetch(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", sql
+    )
     assert plans["custom_plans"] == 0 and plans["generic_plans"] == 4

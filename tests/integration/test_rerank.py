@@ -20,11 +20,14 @@ async def test_rerank_reorders_the_fused_candidates_and_reports_its_score(open_b
     brain = await open_brain(reranker_provider=RerankerProvider.HTTP, reranker_url=rerank_url)
     await brain.create_agent("alice")
     await brain.create_namespace("alice", "proj")
-    await brain.retain("alice", [
-        MemoryInput("The deploy checklist lives in the wiki.", "proj"),
-        MemoryInput("Rollback steps: revert the tag, redeploy, and page the on-call engineer.", "proj"),
-        MemoryInput("The team lunch is on Thursday.", "proj"),
-    ])  # fmt: skip
+    await brain.retain(
+        "alice",
+        [
+            MemoryInput("The deploy checklist lives in the wiki.", "proj"),
+            MemoryInput("Rollback steps: revert the tag, redeploy, and page the on-call engineer.", "proj"),
+            MemoryInput("The team lunch is on Thursday.", "proj"),
+        ],
+    )
     query = "rollback steps page on-call engineer"
     reranked = await brain.recall("alice", RecallQuery(query, "proj", k=3))
     assert reranked.hits[0].memory.content.startswith("Rollback steps")

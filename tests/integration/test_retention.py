@@ -28,14 +28,14 @@ async def _inbox_rows(dsn: str) -> list[asyncpg.Record]:
         await conn.close()
 
 
-async def _hand_over(brain, text: str) -> None:  # noqa: ANN001
+async def _hand_over(brain, text: str) -> None:
     async with brain.pool.acquire() as conn:
         await inbox.enqueue(conn, "alice", "proj", [{"content": text, "source_kind": "claude_code"}], decide=False)
     while await inbox.drain(brain):
         pass
 
 
-async def test_processed_capture_rows_are_removed_and_a_forget_removes_kept_raw_text(brain, open_brain, db_dsn) -> None:  # noqa: ANN001
+async def test_processed_capture_rows_are_removed_and_a_forget_removes_kept_raw_text(brain, open_brain, db_dsn) -> None:
     await _hand_over(brain, "User asked: rotate the staging TLS certificate on Friday.")
     assert await _inbox_rows(db_dsn) == []  # retained, then gone: the memory is the only copy
 
@@ -62,17 +62,25 @@ def _modes(root: Path) -> dict[str, int]:
 
 
 async def test_an_archived_memory_can_be_forgotten_and_with_a_retention_its_text_leaves_the_cold_tier(
-    brain, db_dsn, settings_for, home  # noqa: ANN001
+    brain,
+    db_dsn,
+    settings_for,
+    home,
 ) -> None:
-    kept = await brain.retain("alice", [
-        MemoryInput("The 2025 offsite was held in Luxor.", "proj"),
-        MemoryInput("The lab door code is 4711, changed every quarter.", "proj"),
-        MemoryInput("Quarterly planning happens in the second week.", "proj"),
-    ], decide=False)  # fmt: skip
+    kept = await brain.retain(
+        "alice",
+        [
+            MemoryInput("The 2025 offsite was held in Luxor.", "proj"),
+            MemoryInput("The lab door code is 4711, changed every quarter.", "proj"),
+            MemoryInput("Quarterly planning happens in the second week.", "proj"),
+        ],
+        decide=False,
+    )
     offsite, door, planning = (r.memory_id for r in kept)
     await brain.forget("alice", planning, reason="wrong")  # forgotten while hot, demoted later
-    settings = settings_for(db_dsn, sleep_demote_after_days=0, sleep_demote_keep_importance=1.0,
-                            sleep_demote_invalid_after_days=0)  # fmt: skip
+    settings = settings_for(
+        db_dsn, sleep_demote_after_days=0, sleep_demote_keep_importance=1.0, sleep_demote_invalid_after_days=0
+    )
     report = await run_cycle(settings, db_dsn, steps=["demote"], use_ray=False)
     assert report.steps["demote"]["demoted"] == 3
 

@@ -22,17 +22,25 @@ from cabrain.types import (
 )
 
 SESSIONS = [
-    ["The staging database runs PostgreSQL 16 on host db-stg-1.",
-     "Deploys to staging go through the GitHub Actions workflow deploy.yml.",
-     "We picked Redis Streams for the job queue because it has consumer groups."],
-    ["Staging's database is PostgreSQL 16 on the host db-stg-1.",
-     "The deploy.yml GitHub Actions workflow deploys staging.",
-     "Lunch order: falafel for everyone."],
-    ["The staging DB is PostgreSQL 16, hosted on db-stg-1.",
-     "Staging deploys run through the deploy.yml workflow in GitHub Actions.",
-     "Redis Streams was chosen for the job queue: consumer groups."],
-    ["Our staging database: PostgreSQL 16 running on db-stg-1.",
-     "We use Redis Streams for the job queue since it supports consumer groups."],
+    [
+        "The staging database runs PostgreSQL 16 on host db-stg-1.",
+        "Deploys to staging go through the GitHub Actions workflow deploy.yml.",
+        "We picked Redis Streams for the job queue because it has consumer groups.",
+    ],
+    [
+        "Staging's database is PostgreSQL 16 on the host db-stg-1.",
+        "The deploy.yml GitHub Actions workflow deploys staging.",
+        "Lunch order: falafel for everyone.",
+    ],
+    [
+        "The staging DB is PostgreSQL 16, hosted on db-stg-1.",
+        "Staging deploys run through the deploy.yml workflow in GitHub Actions.",
+        "Redis Streams was chosen for the job queue: consumer groups.",
+    ],
+    [
+        "Our staging database: PostgreSQL 16 running on db-stg-1.",
+        "We use Redis Streams for the job queue since it supports consumer groups.",
+    ],
 ]
 
 
@@ -44,27 +52,60 @@ async def _age(dsn: str, days: int) -> None:
         await conn.close()
 
 
-async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn, settings_for) -> None:  # noqa: ANN001
+async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn, settings_for) -> None:
     now = datetime.now(UTC)
     for n, session in enumerate(SESSIONS):
-        await brain.retain("alice", [MemoryInput(text, "proj", source_kind="claude_code", source_ref=f"session-{n}",
-                                                 visibility=Visibility.TEAM, valid_at=now - timedelta(days=60 - n)) for text in session],
-                           decide=False)  # fmt: skip
+        await brain.retain(
+            "alice",
+            [
+                MemoryInput(
+                    text,
+                    "proj",
+                    source_kind="claude_code",
+                    source_ref=f"session-{n}",
+                    visibility=Visibility.TEAM,
+                    valid_at=now - timedelta(days=60 - n),
+                )
+                for text in session
+            ],
+            decide=False,
+        )
     old_event = (await brain.list_memories("alice", "proj"))[0]
     await _age(db_dsn, 60)  # they were stored back then, too
-    await brain.retain("alice", [MemoryInput("The public API rate limit is 100 requests per minute.", "proj",
-                                             network=Network.FACT, memory_type=MemoryType.SEMANTIC,
-                                             valid_at=now - timedelta(days=2))], decide=False)  # fmt: skip
-    await brain.retain("alice", [MemoryInput("The public API rate limit is 250 requests per minute now.", "proj",
-                                             network=Network.FACT, memory_type=MemoryType.SEMANTIC,
-                                             valid_at=now - timedelta(days=1))], decide=False)  # fmt: skip
+    await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                "The public API rate limit is 100 requests per minute.",
+                "proj",
+                network=Network.FACT,
+                memory_type=MemoryType.SEMANTIC,
+                valid_at=now - timedelta(days=2),
+            )
+        ],
+        decide=False,
+    )
+    await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                "The public API rate limit is 250 requests per minute now.",
+                "proj",
+                network=Network.FACT,
+                memory_type=MemoryType.SEMANTIC,
+                valid_at=now - timedelta(days=1),
+            )
+        ],
+        decide=False,
+    )
     conn = await asyncpg.connect(db_dsn)
     try:
         hot_before = await conn.fetchval("SELECT count(*) FROM memories WHERE namespace = 'proj'")
     finally:
         await conn.close()
-    settings = settings_for(db_dsn, sleep_demote_after_days=30, sleep_consolidate_window_days=90,
-                            sleep_demote_invalid_after_days=0)
+    settings = settings_for(
+        db_dsn, sleep_demote_after_days=30, sleep_consolidate_window_days=90, sleep_demote_invalid_after_days=0
+    )
     report = await run_cycle(settings, db_dsn, use_ray=False)
     assert report.status == "done", report.tasks
     assert report.sleep_role == "cabrain_sleep"  # the steps ran as the offline plane's own role
@@ -78,7 +119,9 @@ async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn,
         for fact in facts:  # provenance: every distilled fact links to the episodes it came from
             sources = await conn.fetch("SELECT source_id FROM memory_sources WHERE memory_id = $1", fact["id"])
             assert len(sources) >= 3
-        summaries = await conn.fetch("SELECT name, summary FROM entities WHERE namespace = 'proj' AND summary IS NOT NULL")
+        summaries = await conn.fetch(
+            "SELECT name, summary FROM entities WHERE namespace = 'proj' AND summary IS NOT NULL"
+        )
         rate = await conn.fetch(
             "SELECT content, invalid_at FROM memories WHERE namespace = 'proj' "
             "AND content LIKE 'The public API rate limit%' ORDER BY valid_at"
@@ -90,7 +133,9 @@ async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn,
         await conn.close()
     assert summaries, "entity summaries were written"
     # the contradicted fact was superseded (not duplicated), then went cold with its reason
-    assert [(r["content"], r["invalid_at"]) for r in rate] == [("The public API rate limit is 250 requests per minute now.", None)]
+    assert [(r["content"], r["invalid_at"]) for r in rate] == [
+        ("The public API rate limit is 250 requests per minute now.", None)
+    ]
     assert hot_after < hot_before and cold_ids >= 10
     assert run["status"] == "done"
     archived = {r["id"]: r for r in ColdTier(settings).scan("proj").to_pylist()}
@@ -109,7 +154,9 @@ async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn,
     assert facts_of_event and facts_of_event <= {f["id"] for f in facts}  # the facts it became
     superseded = await brain.recall_archive("alice", ArchiveQuery("public API rate limit", "proj", k=3))
     assert superseded.hits[0].memory.content.startswith("The public API rate limit is 100")
-    current = await brain.recall_archive("alice", ArchiveQuery("public API rate limit", "proj", k=3, include_invalid=False))
+    current = await brain.recall_archive(
+        "alice", ArchiveQuery("public API rate limit", "proj", k=3, include_invalid=False)
+    )
     assert all(h.memory.invalid_at is None for h in current.hits)
     # the hot recall never sees the cold tier
     hot = await brain.recall("alice", RecallQuery(old_event.content, "proj", k=20))
@@ -125,18 +172,22 @@ async def test_gate_2_a_sleep_run_distills_supersedes_and_demotes(brain, db_dsn,
     with pytest.raises(NotFound):
         await brain.get("bob", old_event.id)
     await brain.share("alice", "proj", "bob")
-    assert (await brain.recall_archive("bob", ArchiveQuery(old_event.content, "proj", k=1))).hits[0].memory.id == old_event.id
+    assert (await brain.recall_archive("bob", ArchiveQuery(old_event.content, "proj", k=1))).hits[
+        0
+    ].memory.id == old_event.id
     # time ranges: the event happened 60 days ago
     window = ArchiveQuery(old_event.content, "proj", valid_from=now - timedelta(days=30))
     assert old_event.id not in {h.memory.id for h in (await brain.recall_archive("alice", window)).hits}
-    window = ArchiveQuery(old_event.content, "proj", valid_from=now - timedelta(days=61), valid_to=now - timedelta(days=59))
+    window = ArchiveQuery(
+        old_event.content, "proj", valid_from=now - timedelta(days=61), valid_to=now - timedelta(days=59)
+    )
     assert old_event.id in {h.memory.id for h in (await brain.recall_archive("alice", window)).hits}
     again = await run_cycle(settings, db_dsn, use_ray=False)  # idempotent: nothing left to do
     assert again.steps.get("consolidate", {}).get("facts_created", 0) == 0
     assert again.steps.get("demote", {}).get("demoted", 0) == 0
 
 
-async def test_bad_sleep_arguments_are_named_and_change_nothing(db_dsn: str, home) -> None:  # noqa: ANN001
+async def test_bad_sleep_arguments_are_named_and_change_nothing(db_dsn: str, home) -> None:
     from tests.conftest import cli_env, run_cli
 
     env = cli_env(database_url=db_dsn, home=str(home))
@@ -155,12 +206,17 @@ async def test_bad_sleep_arguments_are_named_and_change_nothing(db_dsn: str, hom
     assert json.loads(report.stdout)["status"] == "done"
 
 
-async def test_two_cycles_never_work_on_one_namespace_at_once(brain, db_dsn, settings_for) -> None:  # noqa: ANN001
+async def test_two_cycles_never_work_on_one_namespace_at_once(brain, db_dsn, settings_for) -> None:
     now = datetime.now(UTC)
     for n, session in enumerate(SESSIONS):
-        await brain.retain("alice", [MemoryInput(text, "proj", visibility=Visibility.TEAM,
-                                                 valid_at=now - timedelta(days=5, hours=n)) for text in session],
-                           decide=False)  # fmt: skip
+        await brain.retain(
+            "alice",
+            [
+                MemoryInput(text, "proj", visibility=Visibility.TEAM, valid_at=now - timedelta(days=5, hours=n))
+                for text in session
+            ],
+            decide=False,
+        )
     settings = settings_for(db_dsn)
     # a cycle that holds the namespace (its driver's advisory lock) makes another skip it
     holder = await asyncpg.connect(db_dsn)
@@ -171,20 +227,26 @@ async def test_two_cycles_never_work_on_one_namespace_at_once(brain, db_dsn, set
     finally:
         await holder.close()  # a driver that dies releases its locks with its connection
     # two cycles started together: each namespace is worked by exactly one of them
-    one, two = await asyncio.gather(run_cycle(settings, db_dsn, use_ray=False), run_cycle(settings, db_dsn, use_ray=False))
+    one, two = await asyncio.gather(
+        run_cycle(settings, db_dsn, use_ray=False), run_cycle(settings, db_dsn, use_ray=False)
+    )
     assert sorted([one.namespaces, two.namespaces]) == [[], ["proj"]]
     assert (one.skipped or two.skipped) == {"proj": "another sleep cycle is working on it"}
     conn = await asyncpg.connect(db_dsn)
     try:
-        facts = await conn.fetch("SELECT content FROM memories WHERE source_kind = 'sleep' AND memory_type = 'semantic'")
-        steps = await conn.fetchval("SELECT count(*) FROM sleep_steps WHERE namespace = 'proj' AND step = 'consolidate'")
+        facts = await conn.fetch(
+            "SELECT content FROM memories WHERE source_kind = 'sleep' AND memory_type = 'semantic'"
+        )
+        steps = await conn.fetchval(
+            "SELECT count(*) FROM sleep_steps WHERE namespace = 'proj' AND step = 'consolidate'"
+        )
     finally:
         await conn.close()
     assert len(facts) == len({f["content"] for f in facts}) > 0  # distilled once, not twice
     assert steps == 1
 
 
-async def test_the_scheduler_runs_cycles_until_told_to_stop(db_dsn: str, home) -> None:  # noqa: ANN001
+async def test_the_scheduler_runs_cycles_until_told_to_stop(db_dsn: str, home) -> None:
     from tests.conftest import cli_env, run_cli
 
     env = cli_env(database_url=db_dsn, home=str(home))
@@ -205,7 +267,9 @@ async def test_the_scheduler_runs_cycles_until_told_to_stop(db_dsn: str, home) -
     assert loose.returncode != 0 and "go with --schedule" in loose.stderr
 
 
-async def test_sleep_connects_as_its_own_role_which_cannot_touch_keys_or_grants(db_dsn, settings_for, pg_server) -> None:  # noqa: ANN001
+async def test_sleep_connects_as_its_own_role_which_cannot_touch_keys_or_grants(
+    db_dsn, settings_for, pg_server
+) -> None:
     from cabrain.sleep.cycle import sleep_dsn
 
     dsn, role = await sleep_dsn(settings_for(db_dsn), db_dsn)
@@ -214,8 +278,12 @@ async def test_sleep_connects_as_its_own_role_which_cannot_touch_keys_or_grants(
     try:
         assert await conn.fetchval("SELECT current_user") == "cabrain_sleep"
         assert await conn.fetchval("SELECT count(*) FROM memories") == 0  # it reads memories
-        for statement in ("SELECT count(*) FROM agent_keys", "DELETE FROM namespace_grants",
-                          "UPDATE agents SET is_admin = true", "SELECT count(*) FROM capture_inbox"):  # fmt: skip
+        for statement in (
+            "SELECT count(*) FROM agent_keys",
+            "DELETE FROM namespace_grants",
+            "UPDATE agents SET is_admin = true",
+            "SELECT count(*) FROM capture_inbox",
+        ):
             with pytest.raises(asyncpg.InsufficientPrivilegeError):
                 await conn.execute(statement)
     finally:
@@ -225,7 +293,9 @@ async def test_sleep_connects_as_its_own_role_which_cannot_touch_keys_or_grants(
     assert await sleep_dsn(explicit, db_dsn) == (db_dsn, "CABRAIN_SLEEP_DATABASE_URL")
 
 
-async def test_dedup_merges_near_duplicates_but_leaves_contradictions_to_reconsolidate(brain, db_dsn, settings_for) -> None:  # noqa: ANN001
+async def test_dedup_merges_near_duplicates_but_leaves_contradictions_to_reconsolidate(
+    brain, db_dsn, settings_for
+) -> None:
     now = datetime.now(UTC)
     fact = {"visibility": Visibility.TEAM, "network": Network.FACT, "memory_type": MemoryType.SEMANTIC}
     texts = [  # (text, days ago): two wordings of one fact, then a fact and its newer contradiction
@@ -236,7 +306,9 @@ async def test_dedup_merges_near_duplicates_but_leaves_contradictions_to_reconso
     ]
     ids = []
     for text, days in texts:
-        [r] = await brain.retain("alice", [MemoryInput(text, "proj", valid_at=now - timedelta(days=days), **fact)], decide=False)
+        [r] = await brain.retain(
+            "alice", [MemoryInput(text, "proj", valid_at=now - timedelta(days=days), **fact)], decide=False
+        )
         ids.append(r.memory_id)
         await asyncio.sleep(0.01)  # distinct created_at: the earliest survives
     conn = await asyncpg.connect(db_dsn)
@@ -261,13 +333,17 @@ async def test_dedup_merges_near_duplicates_but_leaves_contradictions_to_reconso
     assert [(r["source_id"], r["relation"]) for r in sources] == [(ids[1], "merged")]
 
 
-async def test_decay_fades_salient_memories_slowest_and_rewrites_only_what_moved(brain, db_dsn, settings_for) -> None:  # noqa: ANN001
+async def test_decay_fades_salient_memories_slowest_and_rewrites_only_what_moved(brain, db_dsn, settings_for) -> None:
     now = datetime.now(UTC)
     ids = []
-    for text, importance in (("Weekly sync notes, nothing decided.", 0.2), ("The production database password rotates on the 1st.", 0.9),
-                             ("Someone mentioned the coffee machine.", 0.06)):  # fmt: skip
-        [r] = await brain.retain("alice", [MemoryInput(text, "proj", importance=importance, valid_at=now - timedelta(days=60))],
-                                 decide=False)  # fmt: skip
+    for text, importance in (
+        ("Weekly sync notes, nothing decided.", 0.2),
+        ("The production database password rotates on the 1st.", 0.9),
+        ("Someone mentioned the coffee machine.", 0.06),
+    ):
+        [r] = await brain.retain(
+            "alice", [MemoryInput(text, "proj", importance=importance, valid_at=now - timedelta(days=60))], decide=False
+        )
         ids.append(r.memory_id)
     conn = await asyncpg.connect(db_dsn)
     try:

@@ -10,11 +10,24 @@ import asyncpg
 from tests.conftest import cli_env, run_cli
 
 
-async def test_bench_sleep_runs_small_on_one_and_two_nodes(tmp_path, pg_server, home) -> None:  # noqa: ANN001
+async def test_bench_sleep_runs_small_on_one_and_two_nodes(tmp_path, pg_server, home) -> None:
     out = tmp_path / "sleep.json"
     env = cli_env(database_url=pg_server.dsn(), home=str(home))
-    result = run_cli("bench", "sleep", "--memories", "600", "--namespaces", "2", "--nodes", "1,2",
-                     "--archive-queries", "3", "--json", str(out), env=env)  # fmt: skip
+    result = run_cli(
+        "bench",
+        "sleep",
+        "--memories",
+        "600",
+        "--namespaces",
+        "2",
+        "--nodes",
+        "1,2",
+        "--archive-queries",
+        "3",
+        "--json",
+        str(out),
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "loaded 600/600 memories" in result.stderr and "| consolidate |" in result.stdout
     data = json.loads(out.read_text())

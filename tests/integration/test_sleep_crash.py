@@ -17,11 +17,22 @@ POINTS = ["demote.after_plan", "demote.after_cold_commit", "demote.before_hot_de
 
 
 @pytest.mark.parametrize("point", POINTS)
-async def test_a_crash_anywhere_in_demotion_loses_and_duplicates_nothing(brain, db_dsn, settings_for, home, point) -> None:  # noqa: ANN001
+async def test_a_crash_anywhere_in_demotion_loses_and_duplicates_nothing(
+    brain, db_dsn, settings_for, home, point
+) -> None:
     then = datetime.now(UTC) - timedelta(days=90)
-    await brain.retain("alice", [MemoryInput(f"Old episode {i}: the nightly build {i} took {i * 3} minutes.", "proj",
-                                             valid_at=then + timedelta(hours=i)) for i in range(12)],
-                       decide=False)  # fmt: skip
+    await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                f"Old episode {i}: the nightly build {i} took {i * 3} minutes.",
+                "proj",
+                valid_at=then + timedelta(hours=i),
+            )
+            for i in range(12)
+        ],
+        decide=False,
+    )
     conn = await asyncpg.connect(db_dsn)
     try:
         await conn.execute("UPDATE memories SET created_at = created_at - interval '90 days'")
@@ -37,9 +48,13 @@ async def test_a_crash_anywhere_in_demotion_loses_and_duplicates_nothing(brain, 
     conn = await asyncpg.connect(db_dsn)
     try:
         hot = {r["id"] for r in await conn.fetch("SELECT id FROM memories WHERE namespace = 'proj'")}
-        marked = {r["id"] for r in await conn.fetch("SELECT id FROM memory_ids WHERE namespace = 'proj' AND tier = 'cold'")}
+        marked = {
+            r["id"] for r in await conn.fetch("SELECT id FROM memory_ids WHERE namespace = 'proj' AND tier = 'cold'")
+        }
         open_batches = await conn.fetchval("SELECT count(*) FROM cold_batches WHERE state <> 'done'")
-        postings = await conn.fetchval("SELECT count(*) FROM memory_terms WHERE memory_id = ANY($1::uuid[])", list(marked))
+        postings = await conn.fetchval(
+            "SELECT count(*) FROM memory_terms WHERE memory_id = ANY($1::uuid[])", list(marked)
+        )
     finally:
         await conn.close()
     cold_rows = ColdTier(settings_for(db_dsn)).scan("proj").to_pylist()

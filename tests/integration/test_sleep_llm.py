@@ -14,29 +14,57 @@ from cabrain.types import MemoryInput, MemoryType, Network, Visibility
 from tests.integration.test_llm_write import chat_server  # noqa: F401 - the fixture
 
 SESSIONS = [
-    ["ProjAtlas ships its mobile release every second Tuesday.",
-     "Every second Tuesday, ProjAtlas publishes the mobile release.",
-     "The mobile release of ProjAtlas goes out on alternate Tuesdays."],
-    ["ProjBeacon backups run nightly to the eu-west bucket. garbage",
-     "Nightly, ProjBeacon's backups are written to the eu-west bucket.",
-     "ProjBeacon writes its backups to the eu-west bucket every night."],
+    [
+        "ProjAtlas ships its mobile release every second Tuesday.",
+        "Every second Tuesday, ProjAtlas publishes the mobile release.",
+        "The mobile release of ProjAtlas goes out on alternate Tuesdays.",
+    ],
+    [
+        "ProjBeacon backups run nightly to the eu-west bucket. garbage",
+        "Nightly, ProjBeacon's backups are written to the eu-west bucket.",
+        "ProjBeacon writes its backups to the eu-west bucket every night.",
+    ],
 ]
 
 
-async def _load(brain, now: datetime) -> None:  # noqa: ANN001
+async def _load(brain, now: datetime) -> None:
     for n, session in enumerate(SESSIONS):
-        await brain.retain("alice", [MemoryInput(text, "proj", visibility=Visibility.TEAM, source_kind="chat",
-                                                 valid_at=now - timedelta(days=3, hours=i + 10 * n))
-                                     for i, text in enumerate(session)], decide=False)  # fmt: skip
+        await brain.retain(
+            "alice",
+            [
+                MemoryInput(
+                    text,
+                    "proj",
+                    visibility=Visibility.TEAM,
+                    source_kind="chat",
+                    valid_at=now - timedelta(days=3, hours=i + 10 * n),
+                )
+                for i, text in enumerate(session)
+            ],
+            decide=False,
+        )
     # the rules read another attribute of the same office (both kept); the scripted model calls it a contradiction
-    for days, text in ((2, "The ProjAtlas team office is in Cairo."), (1, "The ProjAtlas team office is open until six.")):
-        await brain.retain("alice", [MemoryInput(text, "proj",
-                                                 visibility=Visibility.TEAM, network=Network.FACT,
-                                                 memory_type=MemoryType.SEMANTIC,
-                                                 valid_at=now - timedelta(days=days))], decide=False)  # fmt: skip
+    for days, text in (
+        (2, "The ProjAtlas team office is in Cairo."),
+        (1, "The ProjAtlas team office is open until six."),
+    ):
+        await brain.retain(
+            "alice",
+            [
+                MemoryInput(
+                    text,
+                    "proj",
+                    visibility=Visibility.TEAM,
+                    network=Network.FACT,
+                    memory_type=MemoryType.SEMANTIC,
+                    valid_at=now - timedelta(days=days),
+                )
+            ],
+            decide=False,
+        )
 
 
-async def test_sleep_with_a_chat_model(open_brain, chat_server, db_dsn, settings_for) -> None:  # noqa: ANN001, F811
+async def test_sleep_with_a_chat_model(open_brain, chat_server, db_dsn, settings_for) -> None:  # noqa: F811
     url, log = chat_server
     brain = await open_brain(llm_url=url, llm_model="scripted")
     await brain.create_agent("alice")
@@ -52,7 +80,10 @@ async def test_sleep_with_a_chat_model(open_brain, chat_server, db_dsn, settings
             "SELECT m.id, m.content, m.metadata, array(SELECT s.source_id FROM memory_sources s WHERE s.memory_id = m.id) AS sources "
             "FROM memories m WHERE m.source_kind = 'sleep' ORDER BY m.content"
         )
-        episodes = {r["content"]: r["id"] for r in await conn.fetch("SELECT id, content FROM memories WHERE source_kind = 'chat'")}
+        episodes = {
+            r["content"]: r["id"]
+            for r in await conn.fetch("SELECT id, content FROM memories WHERE source_kind = 'chat'")
+        }
         summaries = dict(await conn.fetch("SELECT name, summary FROM entities WHERE summary IS NOT NULL"))
         office = await conn.fetch(
             "SELECT content, invalid_at, metadata FROM memories WHERE content LIKE 'The ProjAtlas team office%' ORDER BY valid_at"
@@ -76,7 +107,7 @@ async def test_sleep_with_a_chat_model(open_brain, chat_server, db_dsn, settings
     assert any(p.startswith("You distill") for p in prompts) and any(p.startswith("Two statements") for p in prompts)
 
 
-async def test_an_unreachable_chat_model_falls_back_to_extraction(brain, db_dsn, settings_for) -> None:  # noqa: ANN001
+async def test_an_unreachable_chat_model_falls_back_to_extraction(brain, db_dsn, settings_for) -> None:
     from tests.conftest import free_port
 
     await _load(brain, datetime.now(UTC))

@@ -20,7 +20,7 @@ NAMESPACES = ["ops", "web", "data", "infra"]
 
 
 @pytest.fixture
-async def twin_databases(pg_server, template_db, settings_for, embedder):  # noqa: ANN001, ANN201
+async def twin_databases(pg_server, template_db, settings_for, embedder):
     """Two databases with the same memories (the second is a copy of the first)."""
     first = await _create_database(pg_server, template_db)
     now = datetime.now(UTC)
@@ -30,18 +30,38 @@ async def twin_databases(pg_server, template_db, settings_for, embedder):  # noq
         for ns in NAMESPACES:
             await brain.create_namespace("alice", ns)
             for n, session in enumerate(SESSIONS):  # sessions over three months, long ago
-                items = [MemoryInput(f"{text} ({ns})", ns, visibility=Visibility.TEAM, source_kind="chat",
-                                     valid_at=now - timedelta(days=40 + 30 * (n % 3), hours=n)) for text in session]  # fmt: skip
+                items = [
+                    MemoryInput(
+                        f"{text} ({ns})",
+                        ns,
+                        visibility=Visibility.TEAM,
+                        source_kind="chat",
+                        valid_at=now - timedelta(days=40 + 30 * (n % 3), hours=n),
+                    )
+                    for text in session
+                ]
                 await brain.retain("alice", items, decide=False)
             for days, limit in ((3, 100), (1, 250)):  # a fact, then the fact that contradicts it
-                await brain.retain("alice", [MemoryInput(f"The {ns} API rate limit is {limit} requests per minute.", ns,
-                                                         network=Network.FACT, memory_type=MemoryType.SEMANTIC,
-                                                         valid_at=now - timedelta(days=days))], decide=False)  # fmt: skip
+                await brain.retain(
+                    "alice",
+                    [
+                        MemoryInput(
+                            f"The {ns} API rate limit is {limit} requests per minute.",
+                            ns,
+                            network=Network.FACT,
+                            memory_type=MemoryType.SEMANTIC,
+                            valid_at=now - timedelta(days=days),
+                        )
+                    ],
+                    decide=False,
+                )
     finally:
         await brain.close()
     conn = await asyncpg.connect(pg_server.dsn(first))
     try:
-        await conn.execute("UPDATE memories SET created_at = created_at - interval '120 days' WHERE valid_at < now() - interval '30 days'")
+        await conn.execute(
+            "UPDATE memories SET created_at = created_at - interval '120 days' WHERE valid_at < now() - interval '30 days'"
+        )
     finally:
         await conn.close()
     second = await _create_database(pg_server, first)
@@ -57,13 +77,16 @@ def _same_hot(one: list, two: list) -> bool:
     )
 
 
-def test_steps_run_on_an_added_node_with_the_same_result(twin_databases) -> None:  # noqa: ANN001
+def test_steps_run_on_an_added_node_with_the_same_result(twin_databases) -> None:
     dsn_one, dsn_two = twin_databases
     home = make_scratch_dir("cabrain-sleep-multinode-")
     proc = subprocess.run(
         [sys.executable, "-m", "tests.integration.scripts.sleep_multinode", dsn_one, dsn_two, str(home)],
-        cwd=REPO, capture_output=True, text=True, timeout=400,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-4000:]
     seen = json.loads(lines[-1].removeprefix("RESULT "))

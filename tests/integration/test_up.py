@@ -53,7 +53,9 @@ def _stop(proc: subprocess.Popen, err: Path) -> list[psutil.Process]:
     try:  # Serve's graceful shutdown alone may take 30 s on a loaded machine
         assert proc.wait(180) == 130
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"`cabrain up` did not stop on Ctrl-C; its last words:\n{err.read_text()[-2000:]}") from None
+        raise AssertionError(
+            f"`cabrain up` did not stop on Ctrl-C; its last words:\n{err.read_text()[-2000:]}"
+        ) from None
     return started
 
 
@@ -85,7 +87,9 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
         # a unix socket only; Ray's job endpoints refuse a caller without the token.
         deadline = time.monotonic() + 60
         while True:  # Ray's agents open their ports shortly after the app is up
-            found = netcheck.listeners(netcheck.process_tree(proc.pid) | netcheck.postgres_of(str(home / "pg" / "data")))
+            found = netcheck.listeners(
+                netcheck.process_tree(proc.pid) | netcheck.postgres_of(str(home / "pg" / "data"))
+            )
             refused = netcheck.job_submission_statuses(found, token=None)
             if 401 in refused.values() or time.monotonic() > deadline:
                 break
@@ -99,8 +103,9 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
 
         started = _stop(proc, err)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-                                                   for p in started) or server.status().running):  # fmt: skip
+        while time.monotonic() < deadline and (
+            any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in started) or server.status().running
+        ):
             time.sleep(0.5)
         left = [p.pid for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         assert left == [], f"processes left behind: {left}"
@@ -113,9 +118,11 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
         server.stop(force=True)
     stopped = err.read_text()
     assert "interrupted" in stopped
-    assert stopped.index("stopping the Serve application") < stopped.index("stopping Ray") < stopped.index(
-        "releasing the embedded PostgreSQL"
-    )  # fmt: skip
+    assert (
+        stopped.index("stopping the Serve application")
+        < stopped.index("stopping Ray")
+        < stopped.index("releasing the embedded PostgreSQL")
+    )
 
     # The operator disables the first admin and makes another; `cabrain up` again leaves both as they are.
     disabled = run_cli("agents", "disable", "admin", env=env)
@@ -139,7 +146,9 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
         # The database under a running service: `db stop --force` is refused; a killed postmaster
         # is restarted by the service itself and the API answers again without anyone's help.
         assert ops.post("/v1/namespaces", json={"name": "ops-notes"}).status_code == 201
-        assert ops.post("/v1/memories", json={"content": "The backup runs at 02:00.", "namespace": "ops-notes"}).is_success
+        assert ops.post(
+            "/v1/memories", json={"content": "The backup runs at 02:00.", "namespace": "ops-notes"}
+        ).is_success
         refused_stop = run_cli("db", "stop", "--force", env=env2)
         assert refused_stop.returncode == 1 and "running CaBrain service" in refused_stop.stderr
         assert server.status().running
@@ -171,7 +180,8 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
 
 def test_up_refuses_a_cluster_without_a_shared_database() -> None:
     env = cli_env(home=str(make_scratch_dir("cabrain-up-")), ray_address="ray://127.0.0.1:10001")
-    result = subprocess.run([sys.executable, "-m", "cabrain.cli", "up"], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "cabrain.cli", "up"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert "CABRAIN_DATABASE_URL" in result.stderr

@@ -31,7 +31,7 @@ async def two_namespaces(conn):
     return conn
 
 
-async def hnsw_scans(conn) -> int:  # noqa: ANN001
+async def hnsw_scans(conn) -> int:
     await conn.execute("SELECT pg_stat_force_next_flush()")
     await conn.execute("SELECT pg_stat_clear_snapshot()")
     return await conn.fetchval(HNSW_SCANS)
@@ -77,7 +77,7 @@ async def test_a_walk_that_gives_up_early_falls_back_to_the_exact_scan(two_names
     for name, seed, centre in (("big", 3, query), ("small", 4, -query)):
         ids = [r["id"] for r in await conn.fetch("SELECT id FROM memories WHERE namespace = $1 ORDER BY id", name)]
         moved = np.asarray(vectors(len(ids), seed)) * 0.3 + centre
-        await conn.executemany("UPDATE memories SET embedding = $2 WHERE id = $1", zip(ids, list(moved)))
+        await conn.executemany("UPDATE memories SET embedding = $2 WHERE id = $1", zip(ids, list(moved), strict=False))
     exact = await vector.search(conn, query, filters, 10, exact_max=1000)
     assert len(exact) == 10
 
@@ -99,10 +99,12 @@ async def test_a_walk_that_gives_up_early_falls_back_to_the_exact_scan(two_names
     assert len(rows) == 30
 
 
-async def generic_plan(conn, sql: str, disable: tuple[str, ...], literals: str) -> str:  # noqa: ANN001
+async def generic_plan(conn, sql: str, disable: tuple[str, ...], literals: str) -> str:
     """The plan PostgreSQL keeps for ``sql`` under ``disable`` whatever its parameters."""
     async with conn.transaction():
-        await conn.execute("; ".join(f"SET LOCAL {s} = off" for s in disable) + "; SET LOCAL plan_cache_mode = force_generic_plan")
+        await conn.execute(
+            "; ".join(f"SET LOCAL {s} = off" for s in disable) + "; SET LOCAL plan_cache_mode = force_generic_plan"
+        )
         await conn.execute(f"PREPARE shape AS {sql}")
         try:
             return "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN (COSTS OFF) EXECUTE shape({literals})"))
@@ -127,7 +129,9 @@ async def test_the_hot_path_searches_keep_one_plan_that_walks_the_indexes(two_na
         assert "Materialize" not in plan and "Hash Join" not in plan and "Merge Join" not in plan
         assert "Index Cond: ((id = " in plan  # each row looked up by its key
     plan = await generic_plan(
-        conn, keyword.SEARCH, keyword.LOOKUPS,
+        conn,
+        keyword.SEARCH,
+        keyword.LOOKUPS,
         f"{scope}, ARRAY['memory'], ARRAY[1], ARRAY[1.5::float8], 1.2, 0.75, 10.0, 2000, 40",
     )
     assert "Index Only Scan using memory_terms_lookup" in plan

@@ -17,18 +17,35 @@ from tests.integration.test_workflows import invoice, models, setup_brain  # noq
 async def test_several_workers_run_every_task_exactly_once(open_brain, models, db_dsn, home):  # noqa: F811
     brain = await setup_brain(open_brain, models)
     rng = random.Random(5)
-    queued = [await queue.enqueue(brain.pool, "alice", TaskRequest("ops", invoice(rng), task_type="json"),
-                                  priority=rng.randint(0, 9), max_chars=20_000) for _ in range(24)]  # fmt: skip
+    queued = [
+        await queue.enqueue(
+            brain.pool,
+            "alice",
+            TaskRequest("ops", invoice(rng), task_type="json"),
+            priority=rng.randint(0, 9),
+            max_chars=20_000,
+        )
+        for _ in range(24)
+    ]
     env = cli_env(database_url=db_dsn, home=str(home), workflow_judge="judge")
-    workers = [subprocess.Popen([sys.executable, "-m", "cabrain", "workflows", "worker", "--drain", "--name", f"w{i}"],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(3)]  # fmt: skip
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "cabrain", "workflows", "worker", "--drain", "--name", f"w{i}"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
     outputs = [w.communicate(timeout=300) for w in workers]
     assert all(w.returncode == 0 for w in workers), [o[1][-2000:] for o in outputs]
     async with brain.pool.acquire() as conn:
         rows = await conn.fetch("SELECT id, status, picked_by, task_id, tries, result FROM dispatch_queue")
         frontier_calls = await conn.fetch(
-            "SELECT task_id, count(*) AS n FROM llm_calls WHERE purpose = 'frontier' GROUP BY task_id")
-        tasks = await conn.fetchval("SELECT count(*) FROM workflow_tasks")  # fmt: skip
+            "SELECT task_id, count(*) AS n FROM llm_calls WHERE purpose = 'frontier' GROUP BY task_id"
+        )
+        tasks = await conn.fetchval("SELECT count(*) FROM workflow_tasks")
     assert len(rows) == 24 and {r["status"] for r in rows} == {"done"}
     assert {r["tries"] for r in rows} == {1}
     assert tasks == 24 and len(frontier_calls) == 24 and {r["n"] for r in frontier_calls} == {1}  # none ran twice
@@ -40,8 +57,12 @@ async def test_several_workers_run_every_task_exactly_once(open_brain, models, d
 async def test_a_single_worker_takes_the_most_urgent_task_first(open_brain, models):  # noqa: F811
     brain = await setup_brain(open_brain, models)
     rng = random.Random(9)
-    low = await queue.enqueue(brain.pool, "alice", TaskRequest("ops", invoice(rng), task_type="json"), priority=1, max_chars=10_000)
-    high = await queue.enqueue(brain.pool, "alice", TaskRequest("ops", invoice(rng), task_type="json"), priority=9, max_chars=10_000)
+    low = await queue.enqueue(
+        brain.pool, "alice", TaskRequest("ops", invoice(rng), task_type="json"), priority=1, max_chars=10_000
+    )
+    high = await queue.enqueue(
+        brain.pool, "alice", TaskRequest("ops", invoice(rng), task_type="json"), priority=9, max_chars=10_000
+    )
     claimed = await queue.claim(brain.pool, "w", lease_s=60, max_tries=3)
     assert claimed["id"] == high["id"] and claimed["status"] == "picked"
     assert (await queue.claim(brain.pool, "w2", lease_s=60, max_tries=3))["id"] == low["id"]
@@ -51,7 +72,9 @@ async def test_a_single_worker_takes_the_most_urgent_task_first(open_brain, mode
 
 async def test_a_dead_workers_claim_goes_back_to_pending_then_fails(open_brain, models):  # noqa: F811
     brain = await setup_brain(open_brain, models)
-    item = await queue.enqueue(brain.pool, "alice", TaskRequest("ops", "Extract it", task_type="json"), max_chars=10_000)
+    item = await queue.enqueue(
+        brain.pool, "alice", TaskRequest("ops", "Extract it", task_type="json"), max_chars=10_000
+    )
     assert (await queue.claim(brain.pool, "dead", lease_s=60, max_tries=2))["tries"] == 1
     async with brain.pool.acquire() as conn:
         await conn.execute("UPDATE dispatch_queue SET picked_at = now() - interval '2 minutes'")

@@ -27,14 +27,18 @@ async def models(llm_server):
 def invoice(rng: random.Random) -> str:
     company = rng.choice(["Acme", "Globex", "Initech", "Umbrella", "Hooli", "Stark", "Wayne", "Wonka"])
     currency = rng.choice(["USD", "EUR", "GBP"])
-    return (f"Extract the invoice number, total and currency as JSON: invoice {rng.randint(1000, 9999)} from "
-            f"{company} totals {rng.randint(10, 5000)}.{rng.randint(10, 99)} {currency}.")  # fmt: skip
+    return (
+        f"Extract the invoice number, total and currency as JSON: invoice {rng.randint(1000, 9999)} from "
+        f"{company} totals {rng.randint(10, 5000)}.{rng.randint(10, 99)} {currency}."
+    )
 
 
 def risk(rng: random.Random) -> str:
     project = rng.choice(["Falcon", "Heron", "Osprey", "Kestrel", "Condor", "Merlin"])
-    return (f"Write a risk note for project {project}: budget {rng.randint(50, 900) * 1000}, "
-            f"{rng.randint(3, 60)} days of slack, one sentence.")  # fmt: skip
+    return (
+        f"Write a risk note for project {project}: budget {rng.randint(50, 900) * 1000}, "
+        f"{rng.randint(3, 60)} days of slack, one sentence."
+    )
 
 
 async def setup_brain(open_brain, server: str, **overrides):
@@ -43,12 +47,36 @@ async def setup_brain(open_brain, server: str, **overrides):
     await brain.create_agent("bob")
     await brain.create_namespace("alice", "ops")
     async with brain.pool.acquire() as conn:
-        await registry.add(conn, name="claude", layer="frontier", provider="openai", model="frontier-large",
-                           endpoint=f"{server}/v1", cost_in_per_1k=FRONTIER_PRICE[0], cost_out_per_1k=FRONTIER_PRICE[1])
-        await registry.add(conn, name="qwen", layer="local", provider="openai", model="local-good",
-                           endpoint=f"{server}/v1", cost_in_per_1k=LOCAL_PRICE[0], cost_out_per_1k=LOCAL_PRICE[1])
-        await registry.add(conn, name="judge", layer="local", provider="openai", model="judge-1",
-                           endpoint=f"{server}/v1", cost_in_per_1k=0, cost_out_per_1k=0)  # fmt: skip
+        await registry.add(
+            conn,
+            name="claude",
+            layer="frontier",
+            provider="openai",
+            model="frontier-large",
+            endpoint=f"{server}/v1",
+            cost_in_per_1k=FRONTIER_PRICE[0],
+            cost_out_per_1k=FRONTIER_PRICE[1],
+        )
+        await registry.add(
+            conn,
+            name="qwen",
+            layer="local",
+            provider="openai",
+            model="local-good",
+            endpoint=f"{server}/v1",
+            cost_in_per_1k=LOCAL_PRICE[0],
+            cost_out_per_1k=LOCAL_PRICE[1],
+        )
+        await registry.add(
+            conn,
+            name="judge",
+            layer="local",
+            provider="openai",
+            model="judge-1",
+            endpoint=f"{server}/v1",
+            cost_in_per_1k=0,
+            cost_out_per_1k=0,
+        )
     return brain
 
 
@@ -56,7 +84,9 @@ async def dispatch(brain, text: str, task_type: str, **flags):
     return await Dispatcher(brain).dispatch("alice", TaskRequest("ops", text, task_type=task_type, **flags))
 
 
-async def test_the_loop_learns_to_route_one_kind_locally_and_keeps_the_other_on_the_frontier(open_brain, models, db_dsn):
+async def test_the_loop_learns_to_route_one_kind_locally_and_keeps_the_other_on_the_frontier(
+    open_brain, models, db_dsn
+):
     brain = await setup_brain(open_brain, models)
     rng = random.Random(3)
     first = [await dispatch(brain, invoice(rng), "json") for _ in range(20)]
@@ -93,19 +123,33 @@ async def test_the_loop_learns_to_route_one_kind_locally_and_keeps_the_other_on_
         # cost and paid for its local calls.
         mean_frontier = await conn.fetchval(
             "SELECT avg(r.cost_usd)::float8 FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id "
-            "WHERE t.cluster_id = $1", invoice_cluster)  # fmt: skip
+            "WHERE t.cluster_id = $1",
+            invoice_cluster,
+        )
         local_paid = await conn.fetchval("SELECT sum(cost_usd)::float8 FROM llm_calls WHERE purpose = 'local'")
         frontier_paid = await conn.fetchval("SELECT sum(cost_usd)::float8 FROM llm_calls WHERE purpose = 'frontier'")
         calls = await conn.fetchval("SELECT count(*) FROM llm_calls WHERE cost_usd IS NULL OR tokens_in IS NULL")
     assert calls == 0  # every call priced from its tokens
-    assert data["tasks"] == {"done": 34, "frontier": 29, "local": 5, "fallback": 0, "failed": 0, "local_share": round(5 / 34, 4)}
+    assert data["tasks"] == {
+        "done": 34,
+        "frontier": 29,
+        "local": 5,
+        "fallback": 0,
+        "failed": 0,
+        "local_share": round(5 / 34, 4),
+    }
     assert data["cost_usd"]["saved"] == pytest.approx(5 * mean_frontier - local_paid, rel=1e-6)
     assert data["cost_usd"]["frontier"] == pytest.approx(frontier_paid, rel=1e-6)
     assert data["cost_usd"]["saved"] > 0 and data["cost_usd"]["learning"] > 0
     assert data["agents"]["alice"]["local"] == 5
     assert data["models"]["qwen"]["calls"] > 0 and data["models"]["claude"]["layer"] == "frontier"
     assert data["accuracy_by_day"][0]["attempts"] == len(attempts)
-    assert data["routed_by_day"][0] == {"day": data["routed_by_day"][0]["day"], "local": 5, "fallback": 0, "pass_rate": 1.0}
+    assert data["routed_by_day"][0] == {
+        "day": data["routed_by_day"][0]["day"],
+        "local": 5,
+        "fallback": 0,
+        "pass_rate": 1.0,
+    }
 
 
 async def learned_brain(open_brain, server: str, dsn: str, samples: int = 2, **overrides):
@@ -119,7 +163,9 @@ async def learned_brain(open_brain, server: str, dsn: str, samples: int = 2, **o
     return brain, rng
 
 
-async def test_a_local_output_failing_validation_is_redone_by_the_frontier_model_and_costs_confidence(open_brain, models, db_dsn):
+async def test_a_local_output_failing_validation_is_redone_by_the_frontier_model_and_costs_confidence(
+    open_brain, models, db_dsn
+):
     brain, rng = await learned_brain(open_brain, models, db_dsn)
     assert (await dispatch(brain, invoice(rng), "json")).route == "local"
     httpx.post(f"{models}/_mode", json={"model": "local-good", "mode": "broken"})
@@ -154,8 +200,11 @@ async def test_a_task_needs_write_access_to_its_namespace_and_a_sound_request(op
     brain = await setup_brain(open_brain, models)
     with pytest.raises(AccessDenied):
         await Dispatcher(brain).dispatch("bob", TaskRequest("ops", "Extract anything", task_type="json"))
-    for bad, words in ((TaskRequest("ops", "  "), "empty"), (TaskRequest("ops", "x", task_type="yaml"), "task_type"),
-                       (TaskRequest("ops", "x\x00y"), "NUL")):  # fmt: skip
+    for bad, words in (
+        (TaskRequest("ops", "  "), "empty"),
+        (TaskRequest("ops", "x", task_type="yaml"), "task_type"),
+        (TaskRequest("ops", "x\x00y"), "NUL"),
+    ):
         with pytest.raises(InputError, match=words):
             await Dispatcher(brain).dispatch("alice", bad)
     async with brain.pool.acquire() as conn:
@@ -173,8 +222,13 @@ async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, mode
     for _ in range(2):
         await dispatch(brain, invoice(rng), "json")
     await dispatch(brain, risk(rng), "text")
-    env = cli_env(database_url=db_dsn, home=str(home), workflow_judge="judge", ray_num_cpus="2",
-                  ray_object_store_bytes=str(80 * 2**20))  # fmt: skip
+    env = cli_env(
+        database_url=db_dsn,
+        home=str(home),
+        workflow_judge="judge",
+        ray_num_cpus="2",
+        ray_object_store_bytes=str(80 * 2**20),
+    )
     done = await asyncio.to_thread(run_cli, "workflows", "learn", "--json", env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "learning from 3 reference run(s) on Ray" in done.stdout
@@ -186,21 +240,32 @@ async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, mode
     import subprocess
     import sys
 
-    again = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "jobs.workflow_learn", "--inline", "--json",
-                                                     "--quiet"], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+    again = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "jobs.workflow_learn", "--inline", "--json", "--quiet"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads(again.stdout)["runs"] == 0  # nothing new to learn from
     bad = await asyncio.to_thread(run_cli, "workflows", "learn", "--limit", "0", env=env)
     assert bad.returncode == 2 and "--limit" in bad.stderr
     # On a schedule: a run every --every seconds until stopped (here after two).
-    kept = await asyncio.to_thread(run_cli, "workflows", "learn", "--inline", "--every", "0.2", "--max-runs", "2", env=env)
+    kept = await asyncio.to_thread(
+        run_cli, "workflows", "learn", "--inline", "--every", "0.2", "--max-runs", "2", env=env
+    )
     assert kept.returncode == 0, kept.stderr[-2000:]
     assert "learning every 0.2 s" in kept.stdout and kept.stdout.count("0 run(s): 0 learned") == 2
     loose = await asyncio.to_thread(run_cli, "workflows", "learn", "--max-runs", "2", env=env)
     assert loose.returncode == 2 and "goes with --every" in loose.stderr
 
 
-async def test_a_newer_answer_to_the_same_task_supersedes_the_old_reference_and_its_examples(open_brain, models, db_dsn):
+async def test_a_newer_answer_to_the_same_task_supersedes_the_old_reference_and_its_examples(
+    open_brain, models, db_dsn
+):
     brain = await setup_brain(open_brain, models, workflow_route_confidence=0.6)  # 2 samples: 0.67
     rng = random.Random(31)
     texts = [invoice(rng) for _ in range(2)]
@@ -210,15 +275,21 @@ async def test_a_newer_answer_to_the_same_task_supersedes_the_old_reference_and_
     async with brain.pool.acquire() as conn:
         [cluster_id] = {r["cluster_id"] for r in await conn.fetch("SELECT cluster_id FROM workflow_tasks")}
         before = await clusters.get(conn, cluster_id)
-        old_memory = await conn.fetchval("SELECT r.memory_id FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id "
-                                         "WHERE t.description = $1", texts[0])  # fmt: skip
+        old_memory = await conn.fetchval(
+            "SELECT r.memory_id FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id "
+            "WHERE t.description = $1",
+            texts[0],
+        )
     assert before.samples == 2 and old_memory is not None
     again = await dispatch(brain, texts[0], "json", needs_review=True)  # the same task, answered anew
     assert again.route == "frontier"
     async with brain.pool.acquire() as conn:
-        refs = await conn.fetch("SELECT r.superseded_at IS NOT NULL AS old, r.learned_at IS NOT NULL AS learned "
-                                "FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id WHERE t.description = $1 "
-                                "ORDER BY r.created_at", texts[0])  # fmt: skip
+        refs = await conn.fetch(
+            "SELECT r.superseded_at IS NOT NULL AS old, r.learned_at IS NOT NULL AS learned "
+            "FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id WHERE t.description = $1 "
+            "ORDER BY r.created_at",
+            texts[0],
+        )
         stale = await conn.fetchval("SELECT count(*) FROM chain_attempts WHERE superseded_at IS NOT NULL")
         after = await clusters.get(conn, cluster_id)
     assert [(r["old"], r["learned"]) for r in refs] == [(True, True), (False, False)]
@@ -240,10 +311,29 @@ async def test_the_command_line_manages_models_dispatches_and_reports(open_brain
     def cli(*args: str):
         return asyncio.to_thread(run_cli, "workflows", *args, env=env)
 
-    added = await cli("agents", "add", "claude", "--layer", "frontier", "--provider", "openai", "--model", "frontier-c",
-                      "--endpoint", f"{models}/v1", "--cost-in", "0.01", "--cost-out", "0.02", "--capabilities", "json,code")  # fmt: skip
+    added = await cli(
+        "agents",
+        "add",
+        "claude",
+        "--layer",
+        "frontier",
+        "--provider",
+        "openai",
+        "--model",
+        "frontier-c",
+        "--endpoint",
+        f"{models}/v1",
+        "--cost-in",
+        "0.01",
+        "--cost-out",
+        "0.02",
+        "--capabilities",
+        "json,code",
+    )
     assert added.returncode == 0, added.stderr
-    bad = await cli("agents", "add", "x", "--layer", "frontier", "--provider", "openai", "--model", "m", "--endpoint", "ftp://x")
+    bad = await cli(
+        "agents", "add", "x", "--layer", "frontier", "--provider", "openai", "--model", "m", "--endpoint", "ftp://x"
+    )
     assert bad.returncode == 1 and "http(s) URL" in bad.stderr
     listed = await cli("agents", "list", "--json")
     [agent] = json.loads(listed.stdout)
@@ -251,8 +341,17 @@ async def test_the_command_line_manages_models_dispatches_and_reports(open_brain
     nothing = await cli("agents", "set", "claude")
     assert nothing.returncode == 2 and "nothing to change" in nothing.stderr
 
-    done = await cli("dispatch", "--agent", "alice", "-n", "ops", "--type", "json", "--json",
-                     "Extract the invoice number, total and currency as JSON: invoice 77 from Acme totals 5.50 USD.")  # fmt: skip
+    done = await cli(
+        "dispatch",
+        "--agent",
+        "alice",
+        "-n",
+        "ops",
+        "--type",
+        "json",
+        "--json",
+        "Extract the invoice number, total and currency as JSON: invoice 77 from Acme totals 5.50 USD.",
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["route"] == "frontier" and json.loads(result["output"])["invoice"] == 77

@@ -38,11 +38,11 @@ class Service:
     keys: dict[str, str] = field(default_factory=dict)
     key_ids: dict[str, str] = field(default_factory=dict)
 
-    def client(self, agent: str | None, **kw):  # noqa: ANN003, ANN201
+    def client(self, agent: str | None, **kw):
         headers = {"Authorization": f"Bearer {self.keys[agent]}"} if agent else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=kw.pop("timeout", 60), **kw)
 
-    def api(self, agent: str):  # noqa: ANN201 - a cabrain.client.Client
+    def api(self, agent: str):
         from cabrain.client import Client
 
         return Client(self.url, self.keys[agent])
@@ -99,11 +99,18 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
     os.environ["RAY_metrics_report_interval_ms"] = "1000"  # metrics reach /metrics within seconds
     home = make_scratch_dir("cabrain-service-")
     settings = load_settings(
-        home=Path(home), database_url=service_db, redis_url=redis_url, api_port=free_port(),
-        reranker_provider="http", reranker_url=rerank_url, ray_num_cpus=2,
-        ray_object_store_bytes=100 * 1024 * 1024, serve_ready_timeout_s=240, db_connect_timeout_s=20,
+        home=Path(home),
+        database_url=service_db,
+        redis_url=redis_url,
+        api_port=free_port(),
+        reranker_provider="http",
+        reranker_url=rerank_url,
+        ray_num_cpus=2,
+        ray_object_store_bytes=100 * 1024 * 1024,
+        serve_ready_timeout_s=240,
+        db_connect_timeout_s=20,
         metrics_key=METRICS_KEY,
-    )  # fmt: skip
+    )
     keys, ids = await _make_agents(service_db)
     svc.init_ray(settings)
     try:

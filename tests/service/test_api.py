@@ -14,7 +14,7 @@ import pytest
 from tests.service.conftest import METRICS_KEY, Service
 
 
-def _memory(client: httpx.Client, content: str, namespace: str = "proj", **extra) -> dict:  # noqa: ANN003
+def _memory(client: httpx.Client, content: str, namespace: str = "proj", **extra) -> dict:
     response = client.post("/v1/memories", json={"content": content, "namespace": namespace, **extra})
     assert response.status_code == 200, response.text
     return response.json()
@@ -43,13 +43,24 @@ def test_health_is_open_and_ready_reports_the_loaded_models(service: Service) ->
 def test_every_memory_route_round_trips(service: Service) -> None:
     with service.client("alice") as alice:
         assert alice.get("/v1/whoami").json()["agent_id"] == "alice"
-        one = _memory(alice, "The staging database moved to host db-7 in rack B.", visibility="team",
-                      network="fact", source_kind="decision", metadata={"ticket": "OPS-12"})  # fmt: skip
+        one = _memory(
+            alice,
+            "The staging database moved to host db-7 in rack B.",
+            visibility="team",
+            network="fact",
+            source_kind="decision",
+            metadata={"ticket": "OPS-12"},
+        )
         assert one["decision"] == "ADD"
-        batch = alice.post("/v1/memories/batch", json={"items": [
-            {"content": "Lunar rover telemetry arrives every 90 seconds.", "namespace": "proj"},
-            {"content": "اجتماع فريق المنصة يوم الأحد الساعة العاشرة.", "namespace": "proj"},
-        ]})  # fmt: skip
+        batch = alice.post(
+            "/v1/memories/batch",
+            json={
+                "items": [
+                    {"content": "Lunar rover telemetry arrives every 90 seconds.", "namespace": "proj"},
+                    {"content": "اجتماع فريق المنصة يوم الأحد الساعة العاشرة.", "namespace": "proj"},
+                ]
+            },
+        )
         assert batch.status_code == 200, batch.text
         assert [r["decision"] for r in batch.json()["results"]] == ["ADD", "ADD"]
 
@@ -66,8 +77,10 @@ def test_every_memory_route_round_trips(service: Service) -> None:
         arabic = alice.post("/v1/recall", json={"query": "متى اجتماع فريق المنصة؟", "namespace": "proj", "k": 1})
         assert arabic.json()["hits"][0]["memory"]["content"].startswith("اجتماع")
 
-        fixed = alice.post(f"/v1/memories/{one['memory_id']}/reconsolidate",
-                           json={"content": "The staging database moved to host db-9 in rack C.", "reason": "moved"})  # fmt: skip
+        fixed = alice.post(
+            f"/v1/memories/{one['memory_id']}/reconsolidate",
+            json={"content": "The staging database moved to host db-9 in rack C.", "reason": "moved"},
+        )
         assert fixed.status_code == 200, fixed.text
         assert fixed.json()["decision"] == "UPDATE" and fixed.json()["superseded"] == [one["memory_id"]]
         old = alice.get(f"/v1/memories/{one['memory_id']}").json()
@@ -176,8 +189,11 @@ async def test_bad_input_gets_clear_errors_and_writes_nothing(service: Service) 
         wrong = _error(alice.post("/v1/recall", json={"query": ["x"], "namespace": "proj", "k": "ten"}), 422, "invalid")
         assert "query" in wrong["message"] and "k" in wrong["message"]
         _error(alice.post("/v1/memories", json={"content": "x", "namespace": "proj", "colour": "red"}), 422, "invalid")
-        _error(alice.post("/v1/memories", json={"content": "x", "namespace": "proj", "visibility": "secret"}),
-               422, "invalid")  # fmt: skip
+        _error(
+            alice.post("/v1/memories", json={"content": "x", "namespace": "proj", "visibility": "secret"}),
+            422,
+            "invalid",
+        )
         _error(alice.post("/v1/memories", json={"content": "   ", "namespace": "proj"}), 400, "bad_request")
         _error(alice.post("/v1/recall", json={"query": "x", "namespace": "proj", "k": 100000}), 400, "bad_request")
         _error(alice.post("/v1/memories", json={"content": "x", "namespace": "nowhere"}), 404, "not_found")
@@ -185,31 +201,44 @@ async def test_bad_input_gets_clear_errors_and_writes_nothing(service: Service) 
         _error(alice.get(f"/v1/memories/{uuid.uuid4()}"), 404, "not_found")
         _error(alice.get("/v1/memories/not-a-uuid"), 400, "bad_request")
         _error(alice.get("/v1/no-such-route"), 404, "not_found")
-        huge = alice.post("/v1/memories", json={"content": "x" * (service.settings.api_max_body_bytes + 10),
-                                                "namespace": "proj"})  # fmt: skip
+        huge = alice.post(
+            "/v1/memories", json={"content": "x" * (service.settings.api_max_body_bytes + 10), "namespace": "proj"}
+        )
         _error(huge, 413, "payload_too_large")
 
-        def chunks(total: int):  # noqa: ANN202 - a body of unknown length (Transfer-Encoding: chunked)
+        def chunks(total: int):
             yield b'{"content": "'
             for _ in range(total // 65536 + 1):
                 yield b"y" * 65536
             yield b'", "namespace": "proj"}'
 
-        chunked = alice.post("/v1/memories", content=chunks(service.settings.api_max_body_bytes),
-                             headers={"content-type": "application/json"})  # fmt: skip
+        chunked = alice.post(
+            "/v1/memories",
+            content=chunks(service.settings.api_max_body_bytes),
+            headers={"content-type": "application/json"},
+        )
         assert chunked.request.headers.get("transfer-encoding") == "chunked"
         _error(chunked, 413, "payload_too_large")
-        small = alice.post("/v1/memories", content=iter([b'{"content": "a chunked memory", ', b'"namespace": "proj"}']),
-                           headers={"content-type": "application/json"})  # fmt: skip
+        small = alice.post(
+            "/v1/memories",
+            content=iter([b'{"content": "a chunked memory", ', b'"namespace": "proj"}']),
+            headers={"content-type": "application/json"},
+        )
         assert small.status_code == 200, small.text
-        fat = alice.post("/v1/memories", json={"content": "heavy metadata", "namespace": "proj",
-                                               "metadata": {"blob": "z" * 100_000}})  # fmt: skip
+        fat = alice.post(
+            "/v1/memories", json={"content": "heavy metadata", "namespace": "proj", "metadata": {"blob": "z" * 100_000}}
+        )
         assert "metadata" in _error(fat, 400, "bad_request")["message"]
         marker = f"half-written-{uuid.uuid4().hex}"
-        mixed = alice.post("/v1/memories/batch", json={"items": [
-            {"content": f"{marker} first, a fine memory", "namespace": "proj"},
-            {"content": f"{marker} second, into a namespace bob owns nothing of", "namespace": "nowhere"},
-        ]})  # fmt: skip
+        mixed = alice.post(
+            "/v1/memories/batch",
+            json={
+                "items": [
+                    {"content": f"{marker} first, a fine memory", "namespace": "proj"},
+                    {"content": f"{marker} second, into a namespace bob owns nothing of", "namespace": "nowhere"},
+                ]
+            },
+        )
         assert mixed.status_code == 404, mixed.text
     conn = await asyncpg.connect(service.dsn)
     try:
@@ -220,9 +249,16 @@ async def test_bad_input_gets_clear_errors_and_writes_nothing(service: Service) 
 
 async def test_100_concurrent_recalls_all_succeed(service: Service) -> None:
     with service.client("alice") as alice:
-        alice.post("/v1/memories/batch", json={"items": [
-            {"content": f"Service note {i}: the cache warms in {i} seconds.", "namespace": "proj"} for i in range(20)
-        ], "decide": False})  # fmt: skip
+        alice.post(
+            "/v1/memories/batch",
+            json={
+                "items": [
+                    {"content": f"Service note {i}: the cache warms in {i} seconds.", "namespace": "proj"}
+                    for i in range(20)
+                ],
+                "decide": False,
+            },
+        )
     headers = {"Authorization": f"Bearer {service.keys['alice']}"}
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
     async with httpx.AsyncClient(base_url=service.url, headers=headers, timeout=120, limits=limits) as client:
@@ -240,9 +276,21 @@ def test_openapi_documents_every_route_with_examples(service: Service) -> None:
         spec = anon.get("/openapi.json").json()
         assert anon.get("/docs").status_code == 200
     paths = spec["paths"]
-    for path in ("/v1/memories", "/v1/memories/batch", "/v1/memories/{memory_id}", "/v1/recall",
-                 "/v1/memories/{memory_id}/forget", "/v1/memories/{memory_id}/reconsolidate", "/v1/namespaces",
-                 "/v1/grants", "/v1/agents", "/v1/agents/{agent_id}/keys", "/v1/health", "/v1/ready", "/metrics"):  # fmt: skip
+    for path in (
+        "/v1/memories",
+        "/v1/memories/batch",
+        "/v1/memories/{memory_id}",
+        "/v1/recall",
+        "/v1/memories/{memory_id}/forget",
+        "/v1/memories/{memory_id}/reconsolidate",
+        "/v1/namespaces",
+        "/v1/grants",
+        "/v1/agents",
+        "/v1/agents/{agent_id}/keys",
+        "/v1/health",
+        "/v1/ready",
+        "/metrics",
+    ):
         assert path in paths, path
     assert spec["components"]["schemas"]["MemoryIn"]["examples"]
     assert spec["components"]["schemas"]["RecallIn"]["examples"]
@@ -255,7 +303,7 @@ def test_metrics_cover_routes_cache_batches_and_queues(service: Service) -> None
         for _ in range(2):  # the second is answered from the Redis L1 cache
             alice.post("/v1/recall", json={"query": "metrics warm-up question", "namespace": "proj"})
     wanted = [
-        'ray_cabrain_http_request_latency_ms_bucket{',
+        "ray_cabrain_http_request_latency_ms_bucket{",
         'route="/v1/recall"',
         "ray_cabrain_cache_lookups_total",
         'result="hit"',

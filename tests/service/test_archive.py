@@ -30,8 +30,12 @@ async def archived(service: Service) -> dict[str, str]:
         assert alice.post("/v1/namespaces", json={"name": NAMESPACE}).status_code == 201
     when = datetime.now(UTC) - timedelta(days=90)
     with service.api("alice") as client:
-        items = [MemoryInput(text, NAMESPACE, visibility=Visibility.TEAM, source_kind="chat",
-                             source_ref=f"thread-{i}", valid_at=when) for i, text in enumerate(EVENTS)]  # fmt: skip
+        items = [
+            MemoryInput(
+                text, NAMESPACE, visibility=Visibility.TEAM, source_kind="chat", source_ref=f"thread-{i}", valid_at=when
+            )
+            for i, text in enumerate(EVENTS)
+        ]
         items.append(MemoryInput("My private note: the backup IAM key lives in the vault.", NAMESPACE, valid_at=when))
         ids = [r.memory_id for r in client.retain_batch(items, decide=False)]
     conn = await asyncpg.connect(service.dsn)
@@ -49,7 +53,9 @@ async def archived(service: Service) -> dict[str, str]:
 
 def test_archive_route_client_and_get(service: Service, archived: dict[str, str]) -> None:
     with service.client("alice") as alice:
-        answer = alice.post("/v1/recall/archive", json={"query": "why did the backup fail?", "namespace": NAMESPACE, "k": 2})
+        answer = alice.post(
+            "/v1/recall/archive", json={"query": "why did the backup fail?", "namespace": NAMESPACE, "k": 2}
+        )
         assert answer.status_code == 200, answer.text
         body = answer.json()
         top = body["hits"][0]
@@ -66,8 +72,15 @@ def test_archive_route_client_and_get(service: Service, archived: dict[str, str]
         # bad input is named
         bad = alice.post("/v1/recall/archive", json={"query": "x", "namespace": NAMESPACE, "k": 0})
         assert bad.status_code in (400, 422)
-        backwards = alice.post("/v1/recall/archive", json={"query": "x", "namespace": NAMESPACE,
-                               "valid_from": "2026-02-01T00:00:00Z", "valid_to": "2026-01-01T00:00:00Z"})  # fmt: skip
+        backwards = alice.post(
+            "/v1/recall/archive",
+            json={
+                "query": "x",
+                "namespace": NAMESPACE,
+                "valid_from": "2026-02-01T00:00:00Z",
+                "valid_to": "2026-01-01T00:00:00Z",
+            },
+        )
         assert backwards.status_code == 400 and "valid_from" in backwards.json()["error"]["message"]
         missing = alice.post("/v1/recall/archive", json={"query": "x", "namespace": "archive/nowhere"})
         assert missing.status_code == 404
@@ -76,7 +89,9 @@ def test_archive_route_client_and_get(service: Service, archived: dict[str, str]
         found = client.recall_archive(ArchiveQuery("moving the reports server to Riyadh", NAMESPACE, k=1))
         assert str(found.hits[0].memory.id) == archived["riyadh"]
         # time ranges
-        recent = client.recall_archive(ArchiveQuery("backup", NAMESPACE, valid_from=datetime.now(UTC) - timedelta(days=30)))
+        recent = client.recall_archive(
+            ArchiveQuery("backup", NAMESPACE, valid_from=datetime.now(UTC) - timedelta(days=30))
+        )
         assert recent.hits == [] and recent.scanned == 0
         with pytest.raises(InputError):
             client.recall_archive(ArchiveQuery("", NAMESPACE))
@@ -101,7 +116,9 @@ def test_cli_recall_archive(service: Service, archived: dict[str, str]) -> None:
     found = run_cli("recall", "--archive", "sprint review demo", "-n", NAMESPACE, "-k", "1", env=env)
     assert found.returncode == 0, found.stderr
     assert archived["review"] in found.stdout and "Arabic stemming" in found.stdout
-    window = run_cli("recall", "--archive", "sprint review", "-n", NAMESPACE, "--from", "2000-01-01", "--to", "2000-02-01", env=env)
+    window = run_cli(
+        "recall", "--archive", "sprint review", "-n", NAMESPACE, "--from", "2000-01-01", "--to", "2000-02-01", env=env
+    )
     assert window.returncode == 0 and "no memories matched (0 archived memories searched)" in window.stdout
     bad = run_cli("recall", "--archive", "x", "-n", NAMESPACE, "--from", "last tuesday", env=env)
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr

@@ -35,9 +35,15 @@ def _repo() -> Path:
 
 def capture(event: dict, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cabrain", "capture", *args], input=json.dumps(event), env=env, cwd=REPO,
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "cabrain", "capture", *args],
+        input=json.dumps(event),
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 async def _drained(dsn: str, timeout: float = 60) -> None:
@@ -74,7 +80,8 @@ async def test_gate_1_a_recorded_session_becomes_recallable_knowledge(service: S
     conn = await asyncpg.connect(service.dsn)
     try:
         rows = await conn.fetch(
-            "SELECT content, source_kind, source_ref FROM memories WHERE namespace = $1 AND invalid_at IS NULL", NAMESPACE
+            "SELECT content, source_kind, source_ref FROM memories WHERE namespace = $1 AND invalid_at IS NULL",
+            NAMESPACE,
         )
     finally:
         await conn.close()
@@ -88,8 +95,13 @@ async def test_gate_1_a_recorded_session_becomes_recallable_knowledge(service: S
     assert not any("/src/payments/queue.py" in c and c.startswith("Read") for c in contents)  # reads are skipped
 
     # a new session starts with the decision in its context
-    start = {"session_id": "sess-gate1-0002", "transcript_path": "", "cwd": str(project),
-             "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
+    start = {
+        "session_id": "sess-gate1-0002",
+        "transcript_path": "",
+        "cwd": str(project),
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
     done = capture(start, env)
     assert done.returncode == 0, done.stderr
     context = json.loads(done.stdout)["hookSpecificOutput"]
@@ -97,8 +109,13 @@ async def test_gate_1_a_recorded_session_becomes_recallable_knowledge(service: S
 
     # and an agent asking through MCP gets the decision with its provenance
     async with http_session(service.url, service.keys["alice"]) as session:
-        found = await call(session, "memory_recall", query="what did we decide about the payments webhook queue",
-                           namespace=NAMESPACE, k=3)  # fmt: skip
+        found = await call(
+            session,
+            "memory_recall",
+            query="what did we decide about the payments webhook queue",
+            namespace=NAMESPACE,
+            k=3,
+        )
     [decision] = [h for h in found["hits"] if h["content"].startswith("We decided to use Redis Streams")]
     assert decision["source_kind"] == "claude_code" and decision["source_ref"] == "sess-gate1-0001"
     assert decision["created_at"] and decision["valid_at"]
@@ -112,8 +129,13 @@ async def test_gate_1_a_recorded_session_becomes_recallable_knowledge(service: S
 async def test_a_down_service_queues_locally_and_flush_delivers(service: Service) -> None:
     home = make_scratch_dir("cabrain-capture-")
     project = _repo()
-    event = {"session_id": "sess-queue-1", "transcript_path": "", "cwd": str(project),
-             "hook_event_name": "UserPromptSubmit", "prompt": "Remember: invoices are generated on the 3rd."}  # fmt: skip
+    event = {
+        "session_id": "sess-queue-1",
+        "transcript_path": "",
+        "cwd": str(project),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "Remember: invoices are generated on the 3rd.",
+    }
     down = cli_env(api_url=f"http://127.0.0.1:{free_port()}", api_key=service.keys["alice"], home=str(home))
     done = capture(event, down)
     assert done.returncode == 0 and "queued locally" in done.stderr and done.stdout == ""
@@ -146,8 +168,12 @@ async def test_a_squatted_project_name_plants_nothing_and_reads_nothing(service:
     project = _repo_of("git@github.com:acme/api.git")
     with service.client("carol") as carol:
         assert carol.post("/v1/namespaces", json={"name": "github.com/acme/api"}).status_code == 201
-        assert carol.post("/v1/memories", json={"content": planted, "namespace": "github.com/acme/api",
-                                                "visibility": "team"}).status_code == 200  # fmt: skip
+        assert (
+            carol.post(
+                "/v1/memories", json={"content": planted, "namespace": "github.com/acme/api", "visibility": "team"}
+            ).status_code
+            == 200
+        )
         granted = carol.post("/v1/grants", json={"namespace": "github.com/acme/api", "agent": "bob", "can_write": True})
         assert granted.status_code == 200 and granted.json()["accepted"] is False
         # nor can carol take bob's own name for the project first
@@ -173,28 +199,52 @@ async def test_a_squatted_project_name_plants_nothing_and_reads_nothing(service:
     assert where == "@bob/github.com/acme/api"
     with service.client("carol") as carol:
         mine = carol.post("/v1/recall", json={"query": "deploy the api service", "namespace": "github.com/acme/api"})
-        assert mine.status_code == 200 and all("deploy the api service" not in h["memory"]["content"]
-                                               for h in mine.json()["hits"])  # fmt: skip
-        theirs = carol.post("/v1/recall", json={"query": "deploy the api service", "namespace": "@bob/github.com/acme/api"})
+        assert mine.status_code == 200 and all(
+            "deploy the api service" not in h["memory"]["content"] for h in mine.json()["hits"]
+        )
+        theirs = carol.post(
+            "/v1/recall", json={"query": "deploy the api service", "namespace": "@bob/github.com/acme/api"}
+        )
         assert theirs.status_code == 200 and theirs.json()["hits"] == []  # team memories of bob's: not carol's
     # a second session: bob's own memory comes back as context, still none of carol's
-    again = capture({"session_id": "sess-squat-2", "cwd": str(project), "hook_event_name": "UserPromptSubmit",
-                     "prompt": "Remind me how we deploy the api service?"}, env)  # fmt: skip
+    again = capture(
+        {
+            "session_id": "sess-squat-2",
+            "cwd": str(project),
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": "Remind me how we deploy the api service?",
+        },
+        env,
+    )
     assert again.returncode == 0 and "evil.example" not in again.stdout
     assert "by bob" in json.loads(again.stdout)["hookSpecificOutput"]["additionalContext"]
 
     # Bob's operator points capture at carol's namespace on purpose: without accepting her grant,
     # nothing is written there and nothing of hers is injected; once accepted, both are.
     configured = dict(env, CABRAIN_CAPTURE_NAMESPACE="github.com/acme/api")
-    refused = capture({"session_id": "sess-squat-3", "cwd": str(project), "hook_event_name": "UserPromptSubmit",
-                       "prompt": "What must we run before deploying?"}, configured)  # fmt: skip
+    refused = capture(
+        {
+            "session_id": "sess-squat-3",
+            "cwd": str(project),
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": "What must we run before deploying?",
+        },
+        configured,
+    )
     assert refused.returncode == 1 and "has not accepted" in refused.stderr and "evil.example" not in refused.stdout
     with service.client("bob") as bob:
         pending = {n["name"]: n for n in bob.get("/v1/namespaces").json()["namespaces"]}["github.com/acme/api"]
         assert pending["grant"] == {"can_read": True, "can_write": True, "granted_by": "carol", "accepted": False}
         assert bob.post("/v1/grants/accept", json={"namespace": "github.com/acme/api"}).json()["can_write"] is True
-    accepted = capture({"session_id": "sess-squat-4", "cwd": str(project), "hook_event_name": "UserPromptSubmit",
-                        "prompt": "What must we run before deploying?"}, configured)  # fmt: skip
+    accepted = capture(
+        {
+            "session_id": "sess-squat-4",
+            "cwd": str(project),
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": "What must we run before deploying?",
+        },
+        configured,
+    )
     assert accepted.returncode == 0 and "by carol" in accepted.stdout  # consented: shown, with its author
     await _drained(service.dsn)  # the accepted write lands before bob gives the grant up
     with service.client("bob") as bob:

@@ -42,14 +42,18 @@ async def summarised(service: Service) -> dict[str, str]:
         ):
             await conn.execute(
                 "UPDATE entities SET summary = $3, summary_sources = $4::uuid[], summarized_at = now() "
-                "WHERE namespace = $1 AND name = $2", NS, name, summary, [ids[s] for s in sources],
-            )  # fmt: skip
+                "WHERE namespace = $1 AND name = $2",
+                NS,
+                name,
+                summary,
+                [ids[s] for s in sources],
+            )
     finally:
         await conn.close()
     return ids
 
 
-def _retain(client, content: str, **extra) -> str:  # noqa: ANN001, ANN003
+def _retain(client, content: str, **extra) -> str:
     response = client.post("/v1/memories", json={"content": content, "namespace": NS, **extra})
     assert response.status_code == 200, response.text
     return response.json()["memory_id"]
@@ -85,7 +89,7 @@ def test_entity_routes_are_scoped_like_the_memories_they_come_from(service: Serv
         assert "/v1/entities/{name_or_id}" in spec["paths"]
 
 
-def test_the_python_client_reads_entities_and_names_with_slashes(service: Service, summarised) -> None:  # noqa: ANN001
+def test_the_python_client_reads_entities_and_names_with_slashes(service: Service, summarised) -> None:
     with service.api("bob") as bob:
         page = bob.entities(NS, limit=1)
         assert len(page.entities) == 1 and page.next_cursor
@@ -101,11 +105,12 @@ def test_the_python_client_reads_entities_and_names_with_slashes(service: Servic
         carol.entities(NS)
 
 
-async def test_entity_tools_over_mcp(service: Service, summarised) -> None:  # noqa: ANN001
+async def test_entity_tools_over_mcp(service: Service, summarised) -> None:
     env = cli_env(api_url=service.url)
-    async with http_session(service.url, service.keys["bob"]) as bob, stdio_session(
-        {**env, "CABRAIN_API_KEY": service.keys["carol"]}
-    ) as carol:
+    async with (
+        http_session(service.url, service.keys["bob"]) as bob,
+        stdio_session({**env, "CABRAIN_API_KEY": service.keys["carol"]}) as carol,
+    ):
         listed = {e["name"]: e for e in (await call(bob, "memory_entities", namespace=NS))["entities"]}
         assert listed["Valkey"]["summary"].startswith("Valkey runs") and listed["Grafana"]["summary"] is None
         valkey = await call(bob, "memory_entity", namespace=NS, name="Valkey")
@@ -132,9 +137,10 @@ async def test_each_face_names_the_fix_on_its_own_surface(service: Service) -> N
     assert unknown.returncode == 1 and "CABRAIN_API_KEY" in unknown.stderr and "POST /v1" not in unknown.stderr
 
     env = cli_env(api_url=service.url)
-    async with http_session(service.url, service.keys["alice"]) as over_http, stdio_session(
-        {**env, "CABRAIN_API_KEY": service.keys["alice"]}
-    ) as over_stdio:
+    async with (
+        http_session(service.url, service.keys["alice"]) as over_http,
+        stdio_session({**env, "CABRAIN_API_KEY": service.keys["alice"]}) as over_stdio,
+    ):
         # in the ingress, and re-worded by the stdio server from the HTTP error its client got
         for session, name in ((over_http, f"{missing}/http"), (over_stdio, f"{missing}/stdio")):
             text = await call_error(session, "memory_retain", content="a note", namespace=name)
@@ -144,7 +150,7 @@ async def test_each_face_names_the_fix_on_its_own_surface(service: Service) -> N
             assert (await call(session, "memory_retain", content="a note", namespace=name))["decision"] == "ADD"
 
 
-def test_cli_entity_commands_act_as_the_key_s_agent(service: Service, summarised) -> None:  # noqa: ANN001
+def test_cli_entity_commands_act_as_the_key_s_agent(service: Service, summarised) -> None:
     bob = cli_env(api_url=service.url, api_key=service.keys["bob"])
     listed = run_cli("entities", NS, env=bob)
     assert listed.returncode == 0, listed.stderr

@@ -18,10 +18,11 @@ def test_a_killed_embedder_replica_is_replaced_and_requests_resume(service: Serv
     with service.client("alice") as alice:
         # fresh queries: each needs the embedder, so each waits for (or retries onto) the replacement
         statuses = [
-            alice.post("/v1/recall", json={"query": f"what happened after crash number {i}?", "namespace": "proj"})
-            .status_code
+            alice.post(
+                "/v1/recall", json={"query": f"what happened after crash number {i}?", "namespace": "proj"}
+            ).status_code
             for i in range(5)
-        ]  # fmt: skip
+        ]
     assert statuses == [200] * 5
     after = handle.info.remote().result(timeout_s=60)
     assert after["pid"] != before["pid"]
@@ -33,7 +34,9 @@ def test_the_pool_reconnects_after_postgres_restarts(service: Service) -> None:
         started = time.monotonic()
         service.pg.restart()
         assert time.monotonic() - started < 60
-        written = alice.post("/v1/memories", json={"content": "Written just after a database restart.", "namespace": "proj"})
+        written = alice.post(
+            "/v1/memories", json={"content": "Written just after a database restart.", "namespace": "proj"}
+        )
         assert written.status_code == 200, written.text
         for i in range(3):
             response = alice.post("/v1/recall", json={"query": f"after the restart {i}", "namespace": "proj"})
@@ -61,7 +64,9 @@ def test_a_killed_postmaster_under_load_is_restarted_and_the_api_recovers_by_its
                 n += 1
                 try:
                     if n % 2:
-                        r = alice.post("/v1/memories", json={"content": f"Load writer {i} note {n}.", "namespace": "proj"})
+                        r = alice.post(
+                            "/v1/memories", json={"content": f"Load writer {i} note {n}.", "namespace": "proj"}
+                        )
                         if r.status_code == 200:
                             written.append(r.json()["memory_id"])
                     else:
@@ -90,7 +95,9 @@ def test_a_killed_postmaster_under_load_is_restarted_and_the_api_recovers_by_its
     stop.set()
     for t in threads:
         t.join(60)
-    assert recovered is not None, f"no recovery; statuses after the kill: {[s for at, s in seen if at > killed_at][-20:]}"
+    assert recovered is not None, (
+        f"no recovery; statuses after the kill: {[s for at, s in seen if at > killed_at][-20:]}"
+    )
     assert {status for _, status in seen} <= {200, 503}, bodies[:3]
     with service.client("alice") as alice:
         missing = [m for m in written if alice.get(f"/v1/memories/{m}").status_code != 200]
@@ -105,14 +112,22 @@ def test_requests_in_flight_when_the_ingress_dies_get_a_json_503_and_the_api_com
     import httpx
     import psutil
 
-    ingress = [p for p in psutil.process_iter(["name", "cmdline"])
-               if "ServeReplica:cabrain:Ingress" in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+    ingress = [
+        p
+        for p in psutil.process_iter(["name", "cmdline"])
+        if "ServeReplica:cabrain:Ingress" in " ".join(p.info["cmdline"] or [])
+    ]
     assert ingress
     answers: list[httpx.Response] = []
 
     def slow_batch(i: int) -> None:
-        items = [{"content": f"In-flight note {i}-{n}: the {n}th long-running write of many words, " * 3,
-                  "namespace": "proj"} for n in range(120)]  # fmt: skip
+        items = [
+            {
+                "content": f"In-flight note {i}-{n}: the {n}th long-running write of many words, " * 3,
+                "namespace": "proj",
+            }
+            for n in range(120)
+        ]
         with service.client("alice", timeout=120) as alice:
             answers.append(alice.post("/v1/memories/batch", json={"items": items, "decide": False}))
 
@@ -124,7 +139,9 @@ def test_requests_in_flight_when_the_ingress_dies_get_a_json_503_and_the_api_com
         proc.kill()
     for t in threads:
         t.join(150)
-    assert answers and all(a.status_code in (200, 503) for a in answers), [(a.status_code, a.text[:200]) for a in answers]
+    assert answers and all(a.status_code in (200, 503) for a in answers), [
+        (a.status_code, a.text[:200]) for a in answers
+    ]
     failed = [a for a in answers if a.status_code == 503]
     assert failed, "no request was in flight when the replica died"
     for answer in failed:

@@ -8,11 +8,10 @@ import json
 from tests.conftest import cli_env, run_cli
 from tests.service.conftest import Service
 
-
 NS = "judged"  # its own namespace: the service is shared by the session's tests
 
 
-def _retain(api, content: str) -> dict:  # noqa: ANN001
+def _retain(api, content: str) -> dict:
     response = api.post("/v1/memories", json={"content": content, "namespace": NS, "visibility": "team"})
     assert response.status_code == 200, response.text
     return response.json()

@@ -18,18 +18,20 @@ async def _fresh_namespace(service: Service, name: str) -> None:
 
 async def test_every_tool_over_streamable_http(service: Service) -> None:
     await _fresh_namespace(service, "mcp/http")
-    async with http_session(service.url, service.keys["alice"]) as alice, http_session(
-        service.url, service.keys["bob"]
-    ) as bob:
+    async with (
+        http_session(service.url, service.keys["alice"]) as alice,
+        http_session(service.url, service.keys["bob"]) as bob,
+    ):
         await exercise_every_tool(alice, bob, "mcp/http")
 
 
 async def test_every_tool_over_stdio_through_the_service(service: Service) -> None:
     await _fresh_namespace(service, "mcp/stdio")
     env = cli_env(api_url=service.url)
-    async with stdio_session({**env, "CABRAIN_API_KEY": service.keys["alice"]}) as alice, stdio_session(
-        {**env, "CABRAIN_API_KEY": service.keys["bob"]}
-    ) as bob:
+    async with (
+        stdio_session({**env, "CABRAIN_API_KEY": service.keys["alice"]}) as alice,
+        stdio_session({**env, "CABRAIN_API_KEY": service.keys["bob"]}) as bob,
+    ):
         await exercise_every_tool(alice, bob, "mcp/stdio")
 
 
@@ -44,8 +46,11 @@ async def test_mcp_endpoint_needs_a_valid_key(service: Service) -> None:
         assert anon.get("/mcp").status_code == 401
         # a stateless endpoint opens no event stream: a GET is answered at once, never held open
         started = time.monotonic()
-        stream = anon.get("/mcp", headers={"accept": "text/event-stream",
-                                           "Authorization": f"Bearer {service.keys['carol']}"}, timeout=10)  # fmt: skip
+        stream = anon.get(
+            "/mcp",
+            headers={"accept": "text/event-stream", "Authorization": f"Bearer {service.keys['carol']}"},
+            timeout=10,
+        )
         assert stream.status_code == 405 and stream.json()["error"]["type"] == "method_not_allowed"
         assert "POST" in stream.headers["allow"] and time.monotonic() - started < 5
     async with http_session(service.url, service.keys["carol"]) as carol:

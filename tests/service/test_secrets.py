@@ -22,26 +22,65 @@ def _events(session: str, cwd: str, transcript: str) -> list[dict]:
         base = {"session_id": session, "cwd": cwd, "transcript_path": ""}
         kind = i % 6
         if kind == 0:
-            events.append({**base, "hook_event_name": "UserPromptSubmit", "prompt": f"Please note this for later: {text}"})
+            events.append(
+                {**base, "hook_event_name": "UserPromptSubmit", "prompt": f"Please note this for later: {text}"}
+            )
         elif kind == 1:  # a long command: cut for storage, but only after it was redacted
-            events.append({**base, "hook_event_name": "PostToolUse", "tool_name": "Bash",
-                           "tool_input": {"command": "echo " + "x" * 280 + " && " + text},
-                           "tool_response": {"stdout": "ok", "exit_code": 0}})  # fmt: skip
+            events.append(
+                {
+                    **base,
+                    "hook_event_name": "PostToolUse",
+                    "tool_name": "Bash",
+                    "tool_input": {"command": "echo " + "x" * 280 + " && " + text},
+                    "tool_response": {"stdout": "ok", "exit_code": 0},
+                }
+            )
         elif kind == 2:
-            events.append({**base, "hook_event_name": "PostToolUse", "tool_name": "Bash",
-                           "tool_input": {"command": "./deploy.sh"},
-                           "tool_response": {"stderr": f"fatal error: {text}", "exit_code": 1}})  # fmt: skip
+            events.append(
+                {
+                    **base,
+                    "hook_event_name": "PostToolUse",
+                    "tool_name": "Bash",
+                    "tool_input": {"command": "./deploy.sh"},
+                    "tool_response": {"stderr": f"fatal error: {text}", "exit_code": 1},
+                }
+            )
         elif kind == 3:
-            events.append({**base, "hook_event_name": "PostToolUse", "tool_name": "Edit",
-                           "tool_input": {"file_path": "/srv/app/.env", "old_string": "# config", "new_string": text}})  # fmt: skip
+            events.append(
+                {
+                    **base,
+                    "hook_event_name": "PostToolUse",
+                    "tool_name": "Edit",
+                    "tool_input": {"file_path": "/srv/app/.env", "old_string": "# config", "new_string": text},
+                }
+            )
         elif kind == 4:
-            events.append({**base, "hook_event_name": "Stop",
-                           "last_assistant_message": f"We decided to keep this because the config needs it: {text}"})  # fmt: skip
+            events.append(
+                {
+                    **base,
+                    "hook_event_name": "Stop",
+                    "last_assistant_message": f"We decided to keep this because the config needs it: {text}",
+                }
+            )
         else:
-            events.append({**base, "hook_event_name": "PostToolUse", "tool_name": "WebFetch",
-                           "tool_input": {"url": "https://x", "prompt": text}, "tool_response": {"error": text}})  # fmt: skip
-    events.append({"session_id": session, "cwd": cwd, "transcript_path": transcript, "hook_event_name": "PreCompact",
-                   "trigger": "auto"})  # fmt: skip
+            events.append(
+                {
+                    **base,
+                    "hook_event_name": "PostToolUse",
+                    "tool_name": "WebFetch",
+                    "tool_input": {"url": "https://x", "prompt": text},
+                    "tool_response": {"error": text},
+                }
+            )
+    events.append(
+        {
+            "session_id": session,
+            "cwd": cwd,
+            "transcript_path": transcript,
+            "hook_event_name": "PreCompact",
+            "trigger": "auto",
+        }
+    )
     return events
 
 
@@ -50,8 +89,18 @@ def _transcript(folder: Path) -> str:
     with path.open("w") as f:
         for _, text, _ in SECRETS:
             f.write(json.dumps({"type": "user", "message": {"role": "user", "content": f"remember {text}"}}) + "\n")
-            f.write(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [
-                {"type": "text", "text": f"We decided to store it because you asked: {text}"}]}}) + "\n")  # fmt: skip
+            f.write(
+                json.dumps(
+                    {
+                        "type": "assistant",
+                        "message": {
+                            "role": "assistant",
+                            "content": [{"type": "text", "text": f"We decided to store it because you asked: {text}"}],
+                        },
+                    }
+                )
+                + "\n"
+            )
     return str(path)
 
 
@@ -83,8 +132,9 @@ async def test_no_planted_secret_reaches_a_table_a_queue_file_or_a_log(service: 
         outputs += [done.stdout, done.stderr]
 
     # the service is down for a while: the hooks queue locally, then flush
-    down = cli_env(api_url=f"http://127.0.0.1:{free_port()}", api_key=service.keys["alice"], home=str(home),
-                   log_level="DEBUG")  # fmt: skip
+    down = cli_env(
+        api_url=f"http://127.0.0.1:{free_port()}", api_key=service.keys["alice"], home=str(home), log_level="DEBUG"
+    )
     for event in _events("sess-secrets-queued", str(project), transcript)[:40]:
         done = capture(event, down)
         assert done.returncode == 0, done.stderr
@@ -98,10 +148,20 @@ async def test_no_planted_secret_reaches_a_table_a_queue_file_or_a_log(service: 
     # without a service: the hook writes straight to the database (each event opens the brain: a few)
     direct = cli_env(database_url=service.dsn, api_key=service.keys["alice"], home=str(home), log_level="DEBUG")
     bundle = "\n".join(text for _, text, _ in SECRETS)
-    for event in ({"session_id": "sess-secrets-direct", "cwd": str(project), "hook_event_name": "UserPromptSubmit",
-                   "prompt": f"Everything at once:\n{bundle}"},
-                  {"session_id": "sess-secrets-direct", "cwd": str(project), "hook_event_name": "Stop",
-                   "last_assistant_message": f"We decided to keep these because they matter:\n{bundle}"}):  # fmt: skip
+    for event in (
+        {
+            "session_id": "sess-secrets-direct",
+            "cwd": str(project),
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": f"Everything at once:\n{bundle}",
+        },
+        {
+            "session_id": "sess-secrets-direct",
+            "cwd": str(project),
+            "hook_event_name": "Stop",
+            "last_assistant_message": f"We decided to keep these because they matter:\n{bundle}",
+        },
+    ):
         done = capture(event, direct)
         assert done.returncode == 0, done.stderr
         outputs += [done.stdout, done.stderr]
@@ -109,8 +169,10 @@ async def test_no_planted_secret_reaches_a_table_a_queue_file_or_a_log(service: 
     # and straight through the API: the service redacts what it stores whoever sends it
     with service.client("alice") as alice:
         assert alice.post("/v1/namespaces", json={"name": "secrets-api"}).status_code in (200, 201)
-        items = [{"content": f"API note {i}: {text}", "namespace": "secrets-api", "metadata": {"raw": text}}
-                 for i, (_, text, _) in enumerate(SECRETS)]  # fmt: skip
+        items = [
+            {"content": f"API note {i}: {text}", "namespace": "secrets-api", "metadata": {"raw": text}}
+            for i, (_, text, _) in enumerate(SECRETS)
+        ]
         for start in range(0, len(items), 50):
             written = alice.post("/v1/memories/batch", json={"items": items[start : start + 50], "decide": False})
             assert written.status_code == 200, written.text

@@ -5,8 +5,15 @@ and the report, with a scripted model server on loopback."""
 def test_workflows_over_http(service, llm_server):
     models = llm_server
     with service.client("admin") as admin, service.client("alice") as alice, service.client("bob") as bob:
-        frontier = {"name": "http-frontier", "layer": "frontier", "provider": "openai", "model": "frontier-h",
-                    "endpoint": f"{models}/v1", "cost_in_per_1k": 0.01, "cost_out_per_1k": 0.03}  # fmt: skip
+        frontier = {
+            "name": "http-frontier",
+            "layer": "frontier",
+            "provider": "openai",
+            "model": "frontier-h",
+            "endpoint": f"{models}/v1",
+            "cost_in_per_1k": 0.01,
+            "cost_out_per_1k": 0.03,
+        }
         r = alice.post("/v1/workflows/agents", json=frontier)
         assert r.status_code == 403, r.text  # changing the registry is for admins
         r = admin.post("/v1/workflows/agents", json=frontier)
@@ -18,12 +25,17 @@ def test_workflows_over_http(service, llm_server):
         assert "http-frontier" in names
 
         assert alice.post("/v1/namespaces", json={"name": "wf"}).status_code == 201  # its own: others count proj
-        task = {"namespace": "wf", "task_type": "json",
-                "description": "Extract the invoice number, total and currency as JSON: invoice 4242 from Acme totals 99.50 EUR."}  # fmt: skip
+        task = {
+            "namespace": "wf",
+            "task_type": "json",
+            "description": "Extract the invoice number, total and currency as JSON: invoice 4242 from Acme totals 99.50 EUR.",
+        }
         r = alice.post("/v1/workflows/dispatch", json=task)
         assert r.status_code == 200, r.text
         body = r.json()
-        assert body["route"] == "frontier" and body["agents"] == ["http-frontier"] and '"invoice": 4242' in body["output"]
+        assert (
+            body["route"] == "frontier" and body["agents"] == ["http-frontier"] and '"invoice": 4242' in body["output"]
+        )
         assert body["cost_usd"] > 0
         assert bob.post("/v1/workflows/dispatch", json=task).status_code == 403  # no write access to wf
         assert alice.post("/v1/workflows/dispatch", json={**task, "task_type": "yaml"}).status_code == 400
@@ -53,17 +65,26 @@ async def test_workflow_dispatch_as_an_mcp_tool_through_the_service(service, llm
     from tests.mcp_helpers import call, call_error, http_session, stdio_session
 
     with service.client("admin") as admin, service.client("alice") as alice:
-        model = {"name": "mcp-frontier", "layer": "frontier", "provider": "openai", "model": "frontier-mcp",
-                 "endpoint": f"{llm_server}/v1", "cost_in_per_1k": 0.01, "cost_out_per_1k": 0.03}  # fmt: skip
+        model = {
+            "name": "mcp-frontier",
+            "layer": "frontier",
+            "provider": "openai",
+            "model": "frontier-mcp",
+            "endpoint": f"{llm_server}/v1",
+            "cost_in_per_1k": 0.01,
+            "cost_out_per_1k": 0.03,
+        }
         assert admin.post("/v1/workflows/agents", json=model).status_code == 201
         assert alice.post("/v1/namespaces", json={"name": "wf-mcp"}).status_code == 201
     task = "Extract the invoice number, total and currency as JSON: invoice 808 from Acme totals 12.00 EUR."
     env = cli_env(api_url=service.url)
     try:
         # stdio in remote mode (through the HTTP API), and streamable HTTP at /mcp (in the ingress)
-        async with stdio_session({**env, "CABRAIN_API_KEY": service.keys["alice"]}) as remote, http_session(
-            service.url, service.keys["alice"]
-        ) as direct, http_session(service.url, service.keys["bob"]) as bob:
+        async with (
+            stdio_session({**env, "CABRAIN_API_KEY": service.keys["alice"]}) as remote,
+            http_session(service.url, service.keys["alice"]) as direct,
+            http_session(service.url, service.keys["bob"]) as bob,
+        ):
             for session in (remote, direct):
                 done = await call(session, "workflow_dispatch", description=task, namespace="wf-mcp", task_type="json")
                 assert done["route"] == "frontier" and done["agents"] == ["mcp-frontier"]

@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 
 from cabrain.errors import InputError
-from cabrain.faces import hooks
 from cabrain.faces import capture as capture_module
+from cabrain.faces import hooks
 from cabrain.faces.capture import (
     CaptureConfig,
     CaptureError,
     _Url,
-    git_remote,
-    origin_url,
-    project_name,
     decisions_and_learnings,
+    git_remote,
     hook_output,
     namespace_from_remote,
+    origin_url,
     plan,
+    project_name,
     redact,
     run,
 )
@@ -48,16 +48,19 @@ def test_secrets_are_removed(secret: str) -> None:
     assert secret not in out and "[REDACTED]" in out and out.startswith("use ")
 
 
-@pytest.mark.parametrize(("text", "gone", "kept"), [
-    ("password = hunter2!", "hunter2", "password = "),
-    ('DB_PASSWORD="s3cr3t value"', "s3cr3t", "DB_PASSWORD="),
-    ("api_key: abc123def456", "abc123def456", "api_key: "),
-    ("Authorization: Bearer abc.def.ghi", "abc.def.ghi", "Authorization: Bearer "),
-    ("postgresql://app:pa55w0rd@db:5432/x", "pa55w0rd", "postgresql://app:"),
-    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\nafter", "MIIEow", "after"),
-    ("a <private>my address</private> b <PRIVATE>x\ny</PRIVATE> c", "my address", "a [PRIVATE] b"),
-    ("unclosed <private>everything after", "everything after", "unclosed"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "gone", "kept"),
+    [
+        ("password = hunter2!", "hunter2", "password = "),
+        ('DB_PASSWORD="s3cr3t value"', "s3cr3t", "DB_PASSWORD="),
+        ("api_key: abc123def456", "abc123def456", "api_key: "),
+        ("Authorization: Bearer abc.def.ghi", "abc.def.ghi", "Authorization: Bearer "),
+        ("postgresql://app:pa55w0rd@db:5432/x", "pa55w0rd", "postgresql://app:"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\nafter", "MIIEow", "after"),
+        ("a <private>my address</private> b <PRIVATE>x\ny</PRIVATE> c", "my address", "a [PRIVATE] b"),
+        ("unclosed <private>everything after", "everything after", "unclosed"),
+    ],
+)
 def test_private_blocks_and_assignments_are_removed(text: str, gone: str, kept: str) -> None:
     out = redact(text)
     assert gone not in out and kept in out
@@ -68,22 +71,29 @@ def test_ordinary_text_is_untouched() -> None:
     assert redact(text) == text
 
 
-@pytest.mark.parametrize(("remote", "namespace"), [
-    ("git@github.com:acme/payments.git", "github.com/acme/payments"),
-    ("https://github.com/acme/payments.git", "github.com/acme/payments"),
-    ("https://user:tok@gitlab.example.com/group/sub/repo", "gitlab.example.com/group/sub/repo"),
-    ("ssh://git@git.example.com:2222/team/app.git", "git.example.com/team/app"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("remote", "namespace"),
+    [
+        ("git@github.com:acme/payments.git", "github.com/acme/payments"),
+        ("https://github.com/acme/payments.git", "github.com/acme/payments"),
+        ("https://user:tok@gitlab.example.com/group/sub/repo", "gitlab.example.com/group/sub/repo"),
+        ("ssh://git@git.example.com:2222/team/app.git", "git.example.com/team/app"),
+    ],
+)
 def test_namespace_from_the_git_remote(remote: str, namespace: str) -> None:
     assert namespace_from_remote(remote) == namespace
 
 
 def test_decisions_and_rejections_are_picked_out_of_prose_not_code() -> None:
-    text = ("I looked at it. We decided to use Redis Streams because it has consumer groups. "
-            "We rejected Kafka: too heavy to run. The weather is nice.\n```\n# we decided nothing here\n```")  # fmt: skip
+    text = (
+        "I looked at it. We decided to use Redis Streams because it has consumer groups. "
+        "We rejected Kafka: too heavy to run. The weather is nice.\n```\n# we decided nothing here\n```"
+    )
     found = decisions_and_learnings(text)
-    assert found == ["We decided to use Redis Streams because it has consumer groups.",
-                     "We rejected Kafka: too heavy to run."]  # fmt: skip
+    assert found == [
+        "We decided to use Redis Streams because it has consumer groups.",
+        "We rejected Kafka: too heavy to run.",
+    ]
 
 
 def _event(name: str, **fields: object) -> dict:
@@ -99,11 +109,19 @@ def test_each_event_plans_what_it_should() -> None:
     assert plan(_event("UserPromptSubmit", prompt="ok"), "ns").memories == []  # too short to keep
     read = _event("PostToolUse", tool_name="Read", tool_input={"file_path": "/a"}, tool_response={"content": "x"})
     assert plan(read, "ns").memories == []
-    edit = _event("PostToolUse", tool_name="Edit", tool_input={"file_path": "/a.py", "old_string": "x = 1",
-                                                               "new_string": "x = 2"}, tool_response={})  # fmt: skip
+    edit = _event(
+        "PostToolUse",
+        tool_name="Edit",
+        tool_input={"file_path": "/a.py", "old_string": "x = 1", "new_string": "x = 2"},
+        tool_response={},
+    )
     assert plan(edit, "ns").memories[0]["content"] == "Edited /a.py: `x = 1` -> `x = 2`"
-    failed = _event("PostToolUse", tool_name="Bash", tool_input={"command": "pytest"},
-                    tool_response={"stdout": "", "stderr": "FAILED test_x - AssertionError"})  # fmt: skip
+    failed = _event(
+        "PostToolUse",
+        tool_name="Bash",
+        tool_input={"command": "pytest"},
+        tool_response={"stdout": "", "stderr": "FAILED test_x - AssertionError"},
+    )
     assert plan(failed, "ns").memories[0]["content"].startswith("Command failed: `pytest` - FAILED test_x")
     with pytest.raises(CaptureError, match="unknown hook event"):
         plan(_event("Notification"), "ns")
@@ -111,14 +129,37 @@ def test_each_event_plans_what_it_should() -> None:
 
 def test_stop_and_precompact_read_the_transcript(tmp_path: Path) -> None:
     transcript = tmp_path / "t.jsonl"
-    transcript.write_text("\n".join(json.dumps(e) for e in [
-        {"type": "user", "message": {"role": "user", "content": "pick a cache"}},
-        {"type": "assistant", "message": {"role": "assistant", "content": [
-            {"type": "tool_use", "name": "Write", "input": {"file_path": "/c.py", "content": "x"}}]}},
-        {"type": "assistant", "message": {"role": "assistant", "content": [
-            {"type": "text", "text": "We decided to use Redis because it is already deployed. password=abc"}]}},
-        "not json",
-    ]) + "\nnot json\n")  # fmt: skip
+    transcript.write_text(
+        "\n".join(
+            json.dumps(e)
+            for e in [
+                {"type": "user", "message": {"role": "user", "content": "pick a cache"}},
+                {
+                    "type": "assistant",
+                    "message": {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "tool_use", "name": "Write", "input": {"file_path": "/c.py", "content": "x"}}
+                        ],
+                    },
+                },
+                {
+                    "type": "assistant",
+                    "message": {
+                        "role": "assistant",
+                        "content": [
+                            {
+                                "type": "text",
+                                "text": "We decided to use Redis because it is already deployed. password=abc",
+                            }
+                        ],
+                    },
+                },
+                "not json",
+            ]
+        )
+        + "\nnot json\n"
+    )
     stop = plan(_event("Stop", transcript_path=str(transcript)), "ns").memories
     assert [m["content"] for m in stop] == ["We decided to use Redis because it is already deployed."]
     assert stop[0]["network"] == "fact" and stop[0]["memory_type"] == "semantic"
@@ -157,8 +198,10 @@ def test_hooks_install_keeps_other_hooks_and_uninstall_removes_only_ours(tmp_pat
     assert data["hooks"]["PostToolUse"][0] == {"matcher": "Edit", "hooks": [theirs]}
     assert data["hooks"]["PostToolUse"][1]["hooks"][0]["command"] == "/opt/cabrain/.venv/bin/cabrain capture"
     assert hooks.uninstall(path) is True and hooks.uninstall(path) is False
-    assert json.loads(path.read_text()) == {"model": "x", "hooks": {"PostToolUse": [{"matcher": "Edit",
-                                                                                      "hooks": [theirs]}]}}  # fmt: skip
+    assert json.loads(path.read_text()) == {
+        "model": "x",
+        "hooks": {"PostToolUse": [{"matcher": "Edit", "hooks": [theirs]}]},
+    }
     path.write_text("{broken")
     with pytest.raises(InputError, match="not valid JSON"):
         hooks.install(path, "cabrain capture")
@@ -180,12 +223,28 @@ def test_the_default_hook_command_is_recognised_and_runs_without_site_packages(t
 
 
 def test_the_hook_runs_with_no_site_packages_and_queues_when_the_service_is_down(tmp_path: Path) -> None:
-    env = {"PATH": os.environ.get("PATH", ""), "CABRAIN_HOME": str(tmp_path), "CABRAIN_API_URL": "http://127.0.0.1:9",
-           "CABRAIN_API_KEY": "cbk_x", "CABRAIN_CAPTURE_NAMESPACE": "proj"}  # fmt: skip
-    event = {"session_id": "s-9", "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit",
-             "prompt": "Why does the staging deploy time out?"}  # fmt: skip
-    done = subprocess.run(shlex.split(hooks.capture_command()), input=json.dumps(event), env=env,
-                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "CABRAIN_HOME": str(tmp_path),
+        "CABRAIN_API_URL": "http://127.0.0.1:9",
+        "CABRAIN_API_KEY": "cbk_x",
+        "CABRAIN_CAPTURE_NAMESPACE": "proj",
+    }
+    event = {
+        "session_id": "s-9",
+        "cwd": str(tmp_path),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "Why does the staging deploy time out?",
+    }
+    done = subprocess.run(
+        shlex.split(hooks.capture_command()),
+        input=json.dumps(event),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "queued locally" in done.stderr and done.stdout == ""
     [line] = (tmp_path / "capture-queue.jsonl").read_text().splitlines()
@@ -197,8 +256,9 @@ def _git(*args: str) -> None:
 
 
 def _git_says(cwd: Path) -> str | None:
-    out = subprocess.run(["git", "-C", str(cwd), "config", "--get", "remote.origin.url"], capture_output=True,
-                         text=True, check=False).stdout.strip()  # fmt: skip
+    out = subprocess.run(
+        ["git", "-C", str(cwd), "config", "--get", "remote.origin.url"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     return out or None
 
 
@@ -225,22 +285,28 @@ def test_the_git_remote_is_read_from_the_config_as_git_reads_it(tmp_path: Path) 
     assert git_remote(str(repo)) == _git_says(repo) == "https://example.com/team/included.git"
 
 
-@pytest.mark.parametrize(("text", "url"), [
-    ('[remote "origin"]\n\turl = git@github.com:a/b.git\n', "git@github.com:a/b.git"),
-    ('[Remote "origin"]\n  URL=https://h/x.git ; a comment\n', "https://h/x.git"),
-    ('[remote "origin"]\n\turl = "https://h/quoted.git"\n', "https://h/quoted.git"),
-    ('[remote "upstream"]\n\turl = https://h/up.git\n[core]\n\turl = nope\n', None),
-    ('# [remote "origin"]\n# url = commented\n', None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "url"),
+    [
+        ('[remote "origin"]\n\turl = git@github.com:a/b.git\n', "git@github.com:a/b.git"),
+        ('[Remote "origin"]\n  URL=https://h/x.git ; a comment\n', "https://h/x.git"),
+        ('[remote "origin"]\n\turl = "https://h/quoted.git"\n', "https://h/quoted.git"),
+        ('[remote "upstream"]\n\turl = https://h/up.git\n[core]\n\turl = nope\n', None),
+        ('# [remote "origin"]\n# url = commented\n', None),
+    ],
+)
 def test_origin_url_parsing(text: str, url: str | None) -> None:
     assert origin_url(text) == url
 
 
-@pytest.mark.parametrize(("url", "host", "port", "path"), [
-    ("http://127.0.0.1:8000", "127.0.0.1", 8000, ""),
-    ("https://brain.example.com/cabrain/", "brain.example.com", None, "/cabrain/"),
-    ("http://user@[::1]:9000/x", "::1", 9000, "/x"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("url", "host", "port", "path"),
+    [
+        ("http://127.0.0.1:8000", "127.0.0.1", 8000, ""),
+        ("https://brain.example.com/cabrain/", "brain.example.com", None, "/cabrain/"),
+        ("http://user@[::1]:9000/x", "::1", 9000, "/x"),
+    ],
+)
 def test_the_service_url_is_split_without_urllib(url: str, host: str, port: int | None, path: str) -> None:
     parsed = _Url(url)
     assert (parsed.hostname, parsed.port, parsed.path) == (host, port, path)

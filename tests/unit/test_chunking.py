@@ -15,7 +15,11 @@ def test_long_texts_split_into_whole_sentences_near_the_target_length():
 
 
 def test_arabic_sentences_split_on_arabic_marks_even_without_a_space():
-    assert sentences("هذه جملة أولى.وهذه جملة ثانية؟ وهذه ثالثة") == ["هذه جملة أولى.", "وهذه جملة ثانية؟", "وهذه ثالثة"]
+    assert sentences("هذه جملة أولى.وهذه جملة ثانية؟ وهذه ثالثة") == [
+        "هذه جملة أولى.",
+        "وهذه جملة ثانية؟",
+        "وهذه ثالثة",
+    ]
 
 
 def test_a_sentence_far_longer_than_the_target_is_cut_at_word_boundaries():

@@ -77,10 +77,16 @@ def test_misspelled_variables_are_reported_with_the_closest_name(monkeypatch, ca
     assert "CABRAIN_API_HOTS is not a CaBrain setting (did you mean CABRAIN_API_HOST?)" in err
 
 
-@pytest.mark.parametrize(("variables", "message"), [
-    ({"CABRAIN_SOURCE_WEIGHTS": "{manual: 0.8"}, "CABRAIN_SOURCE_WEIGHTS is not valid JSON"),
-    ({"CABRAIN_DB_POOL_MIN": "20", "CABRAIN_DB_POOL_MAX": "5"}, "CABRAIN_DB_POOL_MIN (20) is above CABRAIN_DB_POOL_MAX (5)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"CABRAIN_SOURCE_WEIGHTS": "{manual: 0.8"}, "CABRAIN_SOURCE_WEIGHTS is not valid JSON"),
+        (
+            {"CABRAIN_DB_POOL_MIN": "20", "CABRAIN_DB_POOL_MAX": "5"},
+            "CABRAIN_DB_POOL_MIN (20) is above CABRAIN_DB_POOL_MAX (5)",
+        ),
+    ],
+)
 def test_bad_settings_are_one_clear_line_and_exit_2(monkeypatch, capsys, tmp_path, variables, message):
     monkeypatch.setenv("CABRAIN_HOME", str(tmp_path))
     for name, value in variables.items():

@@ -8,7 +8,7 @@ import multiprocessing
 from cabrain.settings import load_settings
 
 
-def _open(home: str, barrier, out) -> None:  # noqa: ANN001
+def _open(home: str, barrier, out) -> None:
     try:
         barrier.wait(timeout=60)  # all open the fresh catalog at once
         from cabrain.sleep.cold import ColdTier
@@ -19,13 +19,10 @@ def _open(home: str, barrier, out) -> None:  # noqa: ANN001
         out.put(f"error: {type(exc).__name__}: {exc}")
 
 
-def test_processes_racing_to_create_the_catalog_and_table_all_get_it(tmp_path) -> None:  # noqa: ANN001
+def test_processes_racing_to_create_the_catalog_and_table_all_get_it(tmp_path) -> None:
     context = multiprocessing.get_context("spawn")
     barrier, out = context.Barrier(6), context.Queue()
-    procs = [
-        context.Process(target=_open, args=(str(tmp_path), barrier, out), daemon=True)
-        for _ in range(6)
-    ]
+    procs = [context.Process(target=_open, args=(str(tmp_path), barrier, out), daemon=True) for _ in range(6)]
     for p in procs:
         p.start()
     try:

@@ -16,10 +16,19 @@ from cabrain.fixes import FIXES, SURFACES, Fix, render
 REPO = Path(__file__).resolve().parents[2]
 # Words that belong to one surface only: no other surface's hint may use them.
 OWN_WORDS = {
-    "mcp": ("memory_",), "http": ("POST /v1", "GET /v1", "PATCH /v1"), "cli": ("cabrain namespaces", "cabrain share"),
-}  # fmt: skip
-PARAMS = {"namespace": "team/notes", "agent": "bob", "memory_id": "0b0e3c9e-6c55-4c1e-9d43-6f0f3c3a1f00",
-          "layer": "local", "provider": "openai", "endpoint": "http://127.0.0.1:11434/v1", "name": "qwen"}  # fmt: skip
+    "mcp": ("memory_",),
+    "http": ("POST /v1", "GET /v1", "PATCH /v1"),
+    "cli": ("cabrain namespaces", "cabrain share"),
+}
+PARAMS = {
+    "namespace": "team/notes",
+    "agent": "bob",
+    "memory_id": "0b0e3c9e-6c55-4c1e-9d43-6f0f3c3a1f00",
+    "layer": "local",
+    "provider": "openai",
+    "endpoint": "http://127.0.0.1:11434/v1",
+    "name": "qwen",
+}
 
 
 @pytest.mark.parametrize("action", sorted(FIXES))
@@ -50,9 +59,14 @@ def test_an_error_s_hint_is_its_fix_in_the_caller_s_words() -> None:
 
 
 def test_the_fix_travels_over_http_and_the_cli_words_it_again() -> None:
-    body = {"error": {"type": "not_found", "message": "namespace 'n' does not exist",
-                      "hint": 'create it first: POST /v1/namespaces {"name": "n"}',
-                      "fix": {"action": "create_namespace", "params": {"namespace": "n"}}}}  # fmt: skip
+    body = {
+        "error": {
+            "type": "not_found",
+            "message": "namespace 'n' does not exist",
+            "hint": 'create it first: POST /v1/namespaces {"name": "n"}',
+            "fix": {"action": "create_namespace", "params": {"namespace": "n"}},
+        }
+    }
     with pytest.raises(NotFound) as caught:
         raise_for(httpx.Response(404, json=body))
     assert caught.value.hint.startswith("create it first: POST /v1/namespaces")  # a Python client sees the route

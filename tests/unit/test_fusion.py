@@ -17,7 +17,9 @@ def row(importance=0.5, distance=None, score=None):
 @pytest.mark.parametrize("method", ["score", "rrf"])
 def test_agreement_between_lists_wins(method):
     a, b, c = row(distance=0.10), row(distance=0.12), row(distance=0.14)
-    fused = fuse([a, b, c], [dict(c, score=9.0), dict(b, score=5.0)], bm25_coverage=1.0, salience_weight=0, method=method)
+    fused = fuse(
+        [a, b, c], [dict(c, score=9.0), dict(b, score=5.0)], bm25_coverage=1.0, salience_weight=0, method=method
+    )
     assert fused[0].row["id"] == c["id"]
     assert (fused[0].vector_rank, fused[0].bm25_rank) == (3, 1)
     assert fused[0].vector_similarity == pytest.approx(0.86)

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def test_checksum_changes_when_a_file_changes(tmp_path):
 @pytest.mark.parametrize("name", ["1_short.sql", "0001-dash.sql", "0001_Upper.sql", "abcd_x.sql"])
 def test_badly_named_files_are_rejected_with_the_expected_form(tmp_path, name):
     write(tmp_path, name)
-    with pytest.raises(SchemaError, match="NNNN_lowercase_words.sql"):
+    with pytest.raises(SchemaError, match=re.escape("NNNN_lowercase_words.sql")):
         discover(tmp_path)
 
 

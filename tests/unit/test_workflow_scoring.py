@@ -23,8 +23,14 @@ def test_json_compares_schema_and_values():
 
 def test_code_must_parse_and_is_compared_by_shape():
     ref = "def area(w, h):\n    return w * h\n"
-    assert scoring.code_match(ref, "```python\ndef size(a, b):\n    return a * b\n```") == 1.0  # names differ, shape same
-    assert 0.3 < scoring.code_match(ref, "def area(w, h):\n    if w < 0:\n        raise ValueError\n    return w * h\n") < 1.0
+    assert (
+        scoring.code_match(ref, "```python\ndef size(a, b):\n    return a * b\n```") == 1.0
+    )  # names differ, shape same
+    assert (
+        0.3
+        < scoring.code_match(ref, "def area(w, h):\n    if w < 0:\n        raise ValueError\n    return w * h\n")
+        < 1.0
+    )
     assert scoring.code_match(ref, "def area(w, h) return w * h") == 0.0
 
 
@@ -57,10 +63,19 @@ def test_validation_at_routing_time():
 
 
 def test_chains_grow_from_one_model_to_three():
-    local = [ModelAgent("qwen", "local", "openai", "q", "http://h"), ModelAgent("llama", "local", "openai", "l", "http://h")]
+    local = [
+        ModelAgent("qwen", "local", "openai", "q", "http://h"),
+        ModelAgent("llama", "local", "openai", "l", "http://h"),
+    ]
     keys = [c.key for c in candidates(local, 10)]
-    assert keys == ["single:qwen", "single:llama", "enhanced:qwen", "enhanced:llama", "decompose:qwen+llama",
-                    "plan_verify:qwen+llama+qwen"]  # fmt: skip
+    assert keys == [
+        "single:qwen",
+        "single:llama",
+        "enhanced:qwen",
+        "enhanced:llama",
+        "decompose:qwen+llama",
+        "plan_verify:qwen+llama+qwen",
+    ]
     assert [c.key for c in candidates(local, 3)] == keys[:3]
     assert ChainSpec.from_json(ChainSpec("decompose", ("a", "b")).to_json()).key == "decompose:a+b"
     with pytest.raises(Exception, match="takes 2"):

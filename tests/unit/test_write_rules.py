@@ -1,5 +1,5 @@
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from cabrain.types import Decision
 from cabrain.write.decision import Neighbour, decide
@@ -33,16 +33,36 @@ def test_negation_numbers_or_revision_cues_about_the_same_subject_supersede():
 
 def test_decisions_never_narrow_who_can_see_a_memory():
     team_note = Neighbour(uuid.uuid4(), "The roadmap review is on Monday", 0.99, "team")
-    assert decide("The roadmap review is on Monday.", [team_note], **THRESHOLDS, visibility="global").decision is Decision.ADD
-    assert decide("The roadmap review is on Monday.", [team_note], **THRESHOLDS, visibility="private").decision is Decision.NOOP
+    assert (
+        decide("The roadmap review is on Monday.", [team_note], **THRESHOLDS, visibility="global").decision
+        is Decision.ADD
+    )
+    assert (
+        decide("The roadmap review is on Monday.", [team_note], **THRESHOLDS, visibility="private").decision
+        is Decision.NOOP
+    )
     moved = Neighbour(uuid.uuid4(), "The roadmap review is on Monday", 0.93, "team")
-    assert decide("The roadmap review is now on Tuesday", [moved], **THRESHOLDS, visibility="private").decision is Decision.ADD
-    assert decide("The roadmap review is now on Tuesday", [moved], **THRESHOLDS, visibility="team").decision is Decision.UPDATE
+    assert (
+        decide("The roadmap review is now on Tuesday", [moved], **THRESHOLDS, visibility="private").decision
+        is Decision.ADD
+    )
+    assert (
+        decide("The roadmap review is now on Tuesday", [moved], **THRESHOLDS, visibility="team").decision
+        is Decision.UPDATE
+    )
 
 
 def test_similar_but_different_statements_are_added():
-    assert decide("Omar leads the backend team", [n("Sara leads the mobile team", 0.87)], **THRESHOLDS).decision is Decision.ADD
-    assert decide("The team prefers tabs over spaces in Python", [n("The team prefers tabs", 0.917)], **THRESHOLDS).decision is Decision.ADD
+    assert (
+        decide("Omar leads the backend team", [n("Sara leads the mobile team", 0.87)], **THRESHOLDS).decision
+        is Decision.ADD
+    )
+    assert (
+        decide(
+            "The team prefers tabs over spaces in Python", [n("The team prefers tabs", 0.917)], **THRESHOLDS
+        ).decision
+        is Decision.ADD
+    )
     assert decide("Lunch is at noon", [n("The database is PostgreSQL", 0.81)], **THRESHOLDS).decision is Decision.ADD
     assert decide("anything", [], **THRESHOLDS).decision is Decision.ADD
 
@@ -53,13 +73,22 @@ def test_a_signal_without_shared_subject_is_not_a_revision():
 
 
 def test_importance_rises_with_novelty_cues_source_flag_and_recency():
-    now = datetime(2026, 11, 29, tzinfo=timezone.utc)
-    base = dict(source_kind="chat", valid_at=now, flagged=False, source_weights={"chat": 0.4, "manual": 0.8}, novelty_floor=0.75, now=now)
+    now = datetime(2026, 11, 29, tzinfo=UTC)
+    base = {
+        "source_kind": "chat",
+        "valid_at": now,
+        "flagged": False,
+        "source_weights": {"chat": 0.4, "manual": 0.8},
+        "novelty_floor": 0.75,
+        "now": now,
+    }
     dull = importance(text="the sky was grey", nearest_similarity=0.97, **base)
     novel = importance(text="the sky was grey", nearest_similarity=0.70, **base)
     decided = importance(text="We decided to drop MongoDB", nearest_similarity=0.97, **base)
     flagged = importance(text="the sky was grey", nearest_similarity=0.97, **{**base, "flagged": True})
-    old = importance(text="the sky was grey", nearest_similarity=0.97, **{**base, "valid_at": now - timedelta(days=365)})
+    old = importance(
+        text="the sky was grey", nearest_similarity=0.97, **{**base, "valid_at": now - timedelta(days=365)}
+    )
     manual = importance(text="the sky was grey", nearest_similarity=0.97, **{**base, "source_kind": "manual"})
     assert 0 <= old < dull < novel <= 1
     assert dull < decided and dull < flagged and dull < manual
@@ -81,13 +110,21 @@ def test_entities_cover_names_code_paths_urls_tags_and_known_arabic_names():
         "load_settings() and brain.recall() changed. Ping @omar #infra. Sara Ahmed agreed."
     )
     assert extract(text) == [
-        "Redis", "Valkey", "https://example.org/x", "src/cabrain/brain.py", "load_settings",
-        "brain.recall()", "@omar", "#infra", "Sara Ahmed",
-    ]  # fmt: skip
+        "Redis",
+        "Valkey",
+        "https://example.org/x",
+        "src/cabrain/brain.py",
+        "load_settings",
+        "brain.recall()",
+        "@omar",
+        "#infra",
+        "Sara Ahmed",
+    ]
     assert extract("The meeting is tomorrow.") == []
     assert extract("قابلت جمال خاشقجي في المدينة المنورة", {"جمال خاشقجي", "المدينه المنوره"}) == [
-        "جمال خاشقجي", "المدينة المنورة",
-    ]  # fmt: skip
+        "جمال خاشقجي",
+        "المدينة المنورة",
+    ]
 
 
 def test_statements_about_another_subject_are_kept_however_similar():
@@ -112,8 +149,11 @@ def test_statements_about_another_subject_are_kept_however_similar():
 
 def test_revisions_retractions_and_repeats_of_the_same_subject():
     cases = [
-        ("The API rate limit is 100 requests per minute.", "The API rate limit is now 250 requests per minute.",
-         Decision.UPDATE),
+        (
+            "The API rate limit is 100 requests per minute.",
+            "The API rate limit is now 250 requests per minute.",
+            Decision.UPDATE,
+        ),
         ("Chen's line manager is Rebecca.", "Chen's line manager is Victor.", Decision.UPDATE),
         ("عمر يسكن في حي النخيل.", "انتقل عمر للسكن في حي الياسمين.", Decision.UPDATE),  # verb first, then its subject
         ("اجتماع الفريق يوم الخميس.", "اجتماع الفريق صار يوم الأربعاء.", Decision.UPDATE),
@@ -124,7 +164,7 @@ def test_revisions_retractions_and_repeats_of_the_same_subject():
         ("The backup job runs at 2 am.", "The backup job runs at 02:00.", Decision.NOOP),
         ("Server gamma has 8 CPU cores.", "Server gamma has eight CPU cores.", Decision.NOOP),
         ("Server alpha has 16 GB of RAM.", "Server alpha runs Ubuntu 22.04.", Decision.ADD),  # another attribute
-    ]  # fmt: skip
+    ]
     for old_text, new_text, expected in cases:
         old = n(old_text, 0.96)
         choice = decide(new_text, [old], **THRESHOLDS)

@@ -60,9 +60,7 @@ class SentenceTransformerEmbedder:
         if offline and not Path(model).exists():
             source = _packaged_path(model) or model
         try:
-            self._model = SentenceTransformer(
-                source, device=_resolve_device(device), local_files_only=offline
-            )
+            self._model = SentenceTransformer(source, device=_resolve_device(device), local_files_only=offline)
         except (OSError, ValueError) as exc:
             hint = (
                 f"download it once on a connected machine (huggingface-cli download {model}) and copy "
@@ -88,7 +86,7 @@ class SentenceTransformerEmbedder:
             document_prefix = "passage: " if document_prefix is None else document_prefix
         self._query_prefix, self._document_prefix = query_prefix, document_prefix
 
-    def _encode(self, texts: list[str], prefix: str | None, as_query: bool):  # noqa: ANN202
+    def _encode(self, texts: list[str], prefix: str | None, as_query: bool):
         if prefix is not None:
             return self._model.encode([prefix + t for t in texts], normalize_embeddings=True, convert_to_numpy=True)
         encode = self._model.encode_query if as_query else self._model.encode_document

@@ -40,9 +40,7 @@ def _load_http(settings: Settings) -> Reranker:
     from cabrain.providers.rerankers.http import HttpReranker
 
     if not settings.reranker_url:
-        raise ConfigError(
-            "the http reranker needs a URL", hint="set CABRAIN_RERANKER_URL, e.g. http://127.0.0.1:8081"
-        )
+        raise ConfigError("the http reranker needs a URL", hint="set CABRAIN_RERANKER_URL, e.g. http://127.0.0.1:8081")
     return HttpReranker(settings.reranker_url, timeout_s=settings.embedding_timeout_s)
 
 

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 
-
 def main(dsn: str, home: str, port: int) -> dict:
     from cabrain import service
     from cabrain.settings import load_settings
@@ -40,9 +39,14 @@ def main(dsn: str, home: str, port: int) -> dict:
         # `cabrain up` onto an existing cluster: shared database, this cluster's address. Every node
         # of this test runs on one machine, so only the head runs an HTTP proxy.
         settings = load_settings(
-            home=home, database_url=dsn, api_port=port, serve_ready_timeout_s=180,
-            ray_address=cluster.address, serve_proxy_location="HeadOnly", ray_auth_token_file=token_file,
-        )  # fmt: skip
+            home=home,
+            database_url=dsn,
+            api_port=port,
+            serve_ready_timeout_s=180,
+            ray_address=cluster.address,
+            serve_proxy_location="HeadOnly",
+            ray_auth_token_file=token_file,
+        )
         args = {"ingress": {"num_cpus": 0}, "embedder": {"num_replicas": 2, "num_cpus": 1}}
         done = threading.Event()
         failure: list[BaseException] = []
@@ -80,11 +84,22 @@ def main(dsn: str, home: str, port: int) -> dict:
         key = (Path(home) / "admin.key").read_text().strip()  # made by `cabrain up` on its first run
         with httpx.Client(base_url=service.api_url(settings), headers={"Authorization": f"Bearer {key}"}) as client:
             client.post("/v1/namespaces", json={"name": "cluster"})
-            client.post("/v1/memories/batch", json={"items": [
-                {"content": f"Cluster fact {i}: node {i} runs rack {i * 3}.", "namespace": "cluster"} for i in range(8)
-            ], "decide": False})  # fmt: skip
-            recalls = [client.post("/v1/recall", json={"query": f"which rack does node {i} run?",
-                                                       "namespace": "cluster"}).status_code for i in range(20)]  # fmt: skip
+            client.post(
+                "/v1/memories/batch",
+                json={
+                    "items": [
+                        {"content": f"Cluster fact {i}: node {i} runs rack {i * 3}.", "namespace": "cluster"}
+                        for i in range(8)
+                    ],
+                    "decide": False,
+                },
+            )
+            recalls = [
+                client.post(
+                    "/v1/recall", json={"query": f"which rack does node {i} run?", "namespace": "cluster"}
+                ).status_code
+                for i in range(20)
+            ]
         # What the cluster exposes, every node and replica up: loopback only; jobs need the token.
         found = netcheck.listeners(netcheck.process_tree(os.getpid()))
         without_token = netcheck.job_submission_statuses(found, token=None)
@@ -124,11 +139,16 @@ def _foreign_driver(address: str) -> dict:
     with tempfile.TemporaryDirectory() as empty_home:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
         env["HOME"] = empty_home  # no ~/.ray/auth_token either
-        code = (f"import ray; ray.init(address={address!r}, log_to_driver=False); "
-                "print('RAN', ray.get(ray.remote(lambda: open('/etc/hostname').read()).remote()))")  # fmt: skip
+        code = (
+            f"import ray; ray.init(address={address!r}, log_to_driver=False); "
+            "print('RAN', ray.get(ray.remote(lambda: open('/etc/hostname').read()).remote()))"
+        )
         probe = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    return {"returncode": probe.returncode, "ran": "RAN" in probe.stdout,
-            "refused_for_the_token": "InvalidAuthToken" in probe.stderr or "AuthenticationError" in probe.stderr}  # fmt: skip
+    return {
+        "returncode": probe.returncode,
+        "ran": "RAN" in probe.stdout,
+        "refused_for_the_token": "InvalidAuthToken" in probe.stderr or "AuthenticationError" in probe.stderr,
+    }
 
 
 if __name__ == "__main__":

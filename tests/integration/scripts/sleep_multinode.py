@@ -14,7 +14,6 @@ import json
 import os
 import sys
 
-
 SUMMARY_FACTS = """
 SELECT m.namespace, m.content,
        array(SELECT s.source_id::text FROM memory_sources s WHERE s.memory_id = m.id ORDER BY 1) AS sources
@@ -50,9 +49,13 @@ def cycle(dsn: str, home: str, address: str) -> dict:
     from cabrain.sleep.cycle import run_cycle
 
     settings = load_settings(
-        home=home, database_url=dsn, ray_address=address, sleep_demote_after_days=30,
-        sleep_consolidate_window_days=400, sleep_demote_invalid_after_days=0,
-    )  # fmt: skip
+        home=home,
+        database_url=dsn,
+        ray_address=address,
+        sleep_demote_after_days=30,
+        sleep_consolidate_window_days=400,
+        sleep_demote_invalid_after_days=0,
+    )
     report = asyncio.run(run_cycle(settings, dsn, use_ray=True))
     assert report.status == "done", report.tasks
     return {
