@@ -8,15 +8,38 @@ Uninstalling removes exactly the entries installing added (recognised by their c
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import py_compile
 import shlex
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import cabrain
+import cabrain.paths
+import cabrain.redact
+from cabrain import faces
 from cabrain.errors import InputError
-from cabrain.faces.capture import EVENTS
+from cabrain.faces import capture
+from cabrain.faces.capture import EVENTS, config, events, hook, project, redaction, transport
+
+# What the hook imports (besides the standard library), its entry script aside.
+HOOK_MODULES: tuple[ModuleType, ...] = (
+    cabrain,
+    cabrain.paths,
+    cabrain.redact,
+    faces,
+    capture,
+    config,
+    events,
+    hook,
+    project,
+    redaction,
+    transport,
+)
 
 
 def settings_path(scope: str, cwd: Path) -> Path:
@@ -31,9 +54,8 @@ def capture_command(command: str | None = None) -> str:
     (``-S``): the same as ``cabrain capture``, about 15 ms faster on every event."""
     if command:
         return command
-    from cabrain.faces import capture_hook  # noqa: F401 - imported only to find its file
-
-    script = Path(sys.modules["cabrain.faces.capture_hook"].__file__ or "").resolve()
+    spec = importlib.util.find_spec("cabrain.faces.capture_hook")  # found, not run: it rewrites sys.path
+    script = Path(spec.origin if spec and spec.origin else "").resolve()
     return f"{shlex.quote(sys.executable)} -S {shlex.quote(str(script))}"
 
 
@@ -41,16 +63,8 @@ def compile_hook_modules() -> list[str]:
     """Write the bytecode of the modules the hook imports, so no event compiles them again (an
     install from a wheel has it already; an editable one, or ``PYTHONDONTWRITEBYTECODE``, may
     not). Returns the files compiled; an unwritable install is left as it is."""
-    import importlib.util
-    import py_compile
-
-    import cabrain
-    import cabrain.faces
-    import cabrain.faces.capture
-    import cabrain.paths
-
     done = []
-    for module in (cabrain, cabrain.paths, cabrain.faces, cabrain.faces.capture):
+    for module in HOOK_MODULES:
         source = module.__file__ or ""
         try:
             py_compile.compile(source, cfile=importlib.util.cache_from_source(source), doraise=True)

@@ -29,15 +29,18 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from cabrain.errors import AccessDenied, ColdStoreError, NotFound
+from cabrain.engine import Engine
+from cabrain.errors import ColdStoreError
 from cabrain.search.fusion import fuse
 from cabrain.search.keyword import idf
 from cabrain.search.tokenizer import query_terms, term_frequencies
-from cabrain.store.scope import ACCESS_CTE
+from cabrain.store import access
+from cabrain.store.access import ACCESS_CTE, readable_id
+from cabrain.store.statement import Statement
 from cabrain.types import (
     ArchiveHit,
     ArchiveQuery,
@@ -51,37 +54,27 @@ from cabrain.types import (
     Visibility,
 )
 
-if TYPE_CHECKING:
-    from cabrain.brain import Brain
-
-ACCESS = f"""
-WITH {ACCESS_CTE}
-SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = $1) AS namespace_exists, agent_ok, team_ok FROM access
-"""
 # Of these ids, the ones whose identity says they live in the cold tier (in this namespace).
 COLD_IDS = """
 SELECT id FROM memory_ids WHERE namespace = $1 AND id = ANY($2::uuid[]) AND tier = 'cold' AND forgotten_at IS NULL
 """
 # Provenance around the hits, in both directions, limited to what the agent may read.
-LINKS = f"""
+LINKS = Statement(
+    f"""
 WITH {ACCESS_CTE},
 edges AS (
     SELECT s.source_id AS hit, s.memory_id AS other, s.relation, 'derived' AS direction
-    FROM memory_sources s WHERE s.source_id = ANY($3::uuid[])
+    FROM memory_sources s WHERE s.source_id = ANY(:hits::uuid[])
     UNION ALL
     SELECT s.memory_id, s.source_id, s.relation, 'source'
-    FROM memory_sources s WHERE s.memory_id = ANY($3::uuid[])
+    FROM memory_sources s WHERE s.memory_id = ANY(:hits::uuid[])
 )
 SELECT e.hit, e.other, e.relation, e.direction
 FROM edges e
-JOIN memory_ids i ON i.id = e.other
-LEFT JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-WHERE i.namespace = $1 AND (SELECT agent_ok FROM access)
-  AND (coalesce(m.visibility, i.visibility) = 'global'
-       OR coalesce(m.owner_agent_id, i.owner_agent_id) = $2
-       OR (coalesce(m.visibility, i.visibility) = 'team' AND (SELECT team_ok FROM access)))
+WHERE {readable_id("e.other")}
 ORDER BY e.hit, e.direction, e.other
 """
+)
 
 # Columns of the first pass (the text only for rows archived without their tokens); the second
 # reads ColdTier.ROW_COLUMNS, no embeddings.
@@ -280,25 +273,21 @@ def memory_of(row: dict) -> Memory:
     )
 
 
-async def recall_archive(brain: Brain, agent: str, query: ArchiveQuery) -> ArchiveResult:
+async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery) -> ArchiveResult:
     """Search the namespace's cold tier; ``query`` was validated by the caller."""
-    settings = brain.settings
+    settings = engine.settings
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    async with brain.pool.acquire() as conn:
-        access = await conn.fetchrow(ACCESS, query.namespace, agent)
-    if not access["agent_ok"]:
-        raise AccessDenied(f"agent {agent!r} is unknown or disabled")
-    if not access["namespace_exists"]:
-        raise NotFound(f"namespace {query.namespace!r} does not exist")
-    expression = row_filter(agent, bool(access["team_ok"]), query)
-    cold = await asyncio.to_thread(brain.cold_tier)
+    async with engine.pool.acquire() as conn:
+        caller = (await access.caller(conn, agent, query.namespace)).require_namespace()
+    expression = row_filter(agent, caller.team_ok, query)
+    cold = await asyncio.to_thread(engine.cold_tier)
 
     async def embed() -> np.ndarray | None:
         if query.mode is RecallMode.BM25:
             return None
         t0 = time.perf_counter()
-        vec = np.asarray(await brain.embed_query(query.query), dtype=np.float32)
+        vec = np.asarray(await engine.embed_query(query.query), dtype=np.float32)
         timings["embed_ms"] = (time.perf_counter() - t0) * 1000
         norm = float(np.linalg.norm(vec))
         return vec / norm if norm > 0 else vec
@@ -328,15 +317,16 @@ async def recall_archive(brain: Brain, agent: str, query: ArchiveQuery) -> Archi
     fused, kept = await asyncio.to_thread(first_pass)
     t0 = time.perf_counter()
     pool_ids = [c.row["id"] for c in fused[: max(settings.recall_candidates, 3 * query.k)]]
-    async with brain.pool.acquire() as conn:
+    async with engine.pool.acquire() as conn:
         cold_ids = {r["id"] for r in await conn.fetch(COLD_IDS, query.namespace, pool_ids)}
     top = [c for c in fused if c.row["id"] in cold_ids][: query.k]
     rows = await asyncio.to_thread(cold.newest, query.namespace, [str(c.row["id"]) for c in top], expression)
     top = [c for c in top if str(c.row["id"]) in rows]
     links: dict[uuid.UUID, dict[str, list[Link]]] = {}
     if top:
-        async with brain.pool.acquire() as conn:
-            for r in await conn.fetch(LINKS, query.namespace, agent, [c.row["id"] for c in top]):
+        async with engine.pool.acquire() as conn:
+            hit_ids = [c.row["id"] for c in top]
+            for r in await conn.fetch(LINKS.sql, *LINKS.args(namespace=query.namespace, agent=agent, hits=hit_ids)):
                 links.setdefault(r["hit"], {}).setdefault(r["direction"], []).append(Link(r["other"], r["relation"]))
     timings["fetch_ms"] = (time.perf_counter() - t0) * 1000
     hits = []

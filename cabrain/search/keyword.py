@@ -21,14 +21,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import asyncpg
 
 from cabrain.search.tokenizer import query_terms, term_frequencies
+from cabrain.store.access import ACCESS_CTE, RECALL_FILTER
 from cabrain.store.memories import COLUMNS
 from cabrain.store.planner import fetch_without
-from cabrain.store.scope import ACCESS_CTE, RECALL_FILTER
+from cabrain.store.statement import Statement
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class IndexedDoc:
 
 @dataclass(frozen=True)
 class SearchFilters:
-    """Positional parameters $1-$8 of :data:`cabrain.store.scope.RECALL_FILTER`."""
+    """The parameters of :data:`cabrain.store.access.RECALL_FILTER` (and its access check)."""
 
     namespace: str
     agent: str
@@ -52,17 +53,18 @@ class SearchFilters:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
 
-    def args(self) -> tuple:
-        return (
-            self.namespace,
-            self.agent,
-            self.include_invalid,
-            self.networks,
-            self.memory_types,
-            self.source_kinds,
-            self.valid_from,
-            self.valid_to,
-        )
+    def params(self) -> dict[str, Any]:
+        """By name, for a :class:`cabrain.store.statement.Statement` that includes the filter."""
+        return {
+            "namespace": self.namespace,
+            "agent": self.agent,
+            "include_invalid": self.include_invalid,
+            "networks": self.networks,
+            "memory_types": self.memory_types,
+            "source_kinds": self.source_kinds,
+            "valid_from": self.valid_from,
+            "valid_to": self.valid_to,
+        }
 
 
 @dataclass(frozen=True)
@@ -127,33 +129,35 @@ FROM unnest($1::text[], $2::int[]) AS t(term, qtf)
 LEFT JOIN bm25_terms s ON s.namespace = $3 AND s.term = t.term
 LEFT JOIN bm25_namespaces n ON n.namespace = $3
 """
-SEARCH = f"""
+SEARCH = Statement(
+    f"""
 WITH {ACCESS_CTE},
--- BM25 with k1 = $13, b = $14, avgdl = $15, its per-term constants folded once per query term
+-- BM25 with the parameters k1, b and avgdl, its per-term constants folded once per query term
 -- (w = qtf * idf * (k1 + 1), k = k1 * b / avgdl, c = k1 * (1 - b)) so that each of the thousands
 -- of postings read costs w * tf / (tf + k * doc_len + c): the same score, a third less time.
 q AS (
-    SELECT t.term, t.qtf * t.idf * ($13::float8 + 1) AS w, $13::float8 * $14::float8 / $15::float8 AS k,
-           $13::float8 * (1 - $14::float8) AS c
-    FROM unnest($10::text[], $11::int[], $12::float8[]) AS t(term, qtf, idf)
+    SELECT t.term, t.qtf * t.idf * (:k1::float8 + 1) AS w, :k1::float8 * :b::float8 / :avgdl::float8 AS k,
+           :k1::float8 * (1 - :b::float8) AS c
+    FROM unnest(:terms::text[], :qtfs::int[], :idfs::float8[]) AS t(term, qtf, idf)
 ),
 top AS (
     SELECT p.memory_id, p.valid_at, sum(q.w * p.tf / (p.tf + q.k * p.doc_len + q.c)) AS score
     FROM q CROSS JOIN LATERAL (
         SELECT t.memory_id, t.valid_at, t.tf, t.doc_len FROM memory_terms t
-        WHERE t.namespace = $1 AND t.term = q.term
-        ORDER BY t.impact DESC LIMIT $16
+        WHERE t.namespace = :namespace AND t.term = q.term
+        ORDER BY t.impact DESC LIMIT :budget
     ) p
     GROUP BY p.memory_id, p.valid_at
     ORDER BY score DESC, p.memory_id
-    LIMIT $17
+    LIMIT :shortlist
 )
 SELECT {COLUMNS}, c.score
 FROM top c JOIN memories m ON m.id = c.memory_id AND m.valid_at = c.valid_at
 WHERE {RECALL_FILTER}
 ORDER BY c.score DESC, m.id
-LIMIT $9
+LIMIT :limit
 """
+)
 
 
 # The shortlist's rows are looked up by their keys (runtime partition pruning on valid_at), never
@@ -262,18 +266,18 @@ class PostgresBM25:
             # Look the shortlist up row by row (LOOKUPS): the planner cannot know it is short.
             result = await fetch_without(
                 conn,
-                SEARCH,
-                (
-                    *filters.args(),
-                    limit,
-                    [r["term"] for r in known],
-                    [r["qtf"] for r in known],
-                    [idf(n_docs, r["df"]) for r in known],
-                    self.k1,
-                    self.b,
-                    avgdl,
-                    budget,
-                    shortlist,
+                SEARCH.sql,
+                SEARCH.args(
+                    filters.params(),
+                    limit=limit,
+                    terms=[r["term"] for r in known],
+                    qtfs=[r["qtf"] for r in known],
+                    idfs=[idf(n_docs, r["df"]) for r in known],
+                    k1=self.k1,
+                    b=self.b,
+                    avgdl=avgdl,
+                    budget=budget,
+                    shortlist=shortlist,
                 ),
                 disable=LOOKUPS,
                 generic=True,

@@ -17,29 +17,26 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+import uuid
 
-from cabrain.errors import AccessDenied, InputError, NotFound
+from cabrain.engine import Engine
+from cabrain.errors import InputError
 from cabrain.search import vector
 from cabrain.search.fusion import Candidate, fuse
 from cabrain.search.keyword import KeywordResult, QueryTerms, SearchFilters
+from cabrain.store import access
 from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
+from cabrain.store.access import ACCESS_CTE, RECALL_FILTER
 from cabrain.store.memories import COLUMNS
-from cabrain.store.scope import ACCESS_CTE, RECALL_FILTER
+from cabrain.store.statement import Statement
 from cabrain.types import EntitySummary, Hit, RecallMode, RecallQuery, RecallResult, ScoreBreakdown
 
-if TYPE_CHECKING:
-    from cabrain.brain import Brain
-
-CALLER = """
-SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = $1) AS namespace_exists,
-       EXISTS (SELECT 1 FROM agents WHERE id = $2 AND disabled_at IS NULL) AS agent_ok
-"""
-RELATED = f"""
+RELATED = Statement(
+    f"""
 WITH {ACCESS_CTE},
 hit_entities AS (
-    SELECT DISTINCT entity_id FROM memory_entities WHERE memory_id = ANY($10::uuid[])
+    SELECT DISTINCT entity_id FROM memory_entities WHERE memory_id = ANY(:hits::uuid[])
 ),
 linked AS (
     SELECT l.memory_id, count(*) AS shared
@@ -47,7 +44,7 @@ linked AS (
     CROSS JOIN LATERAL (
         SELECT me.memory_id FROM memory_entities me WHERE me.entity_id = h.entity_id LIMIT 200
     ) l
-    WHERE l.memory_id <> ALL($10::uuid[])
+    WHERE l.memory_id <> ALL(:hits::uuid[])
     GROUP BY l.memory_id
 )
 SELECT {COLUMNS}, l.shared
@@ -56,8 +53,9 @@ JOIN memory_ids i ON i.id = l.memory_id
 JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
 WHERE {RECALL_FILTER}
 ORDER BY l.shared DESC, m.importance DESC, m.valid_at DESC
-LIMIT $9
+LIMIT :limit
 """
+)
 
 
 def validate(query: RecallQuery, *, max_k: int, max_chars: int) -> None:
@@ -93,37 +91,33 @@ def filters_for(agent: str, query: RecallQuery) -> SearchFilters:
     )
 
 
-async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
+async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult:
     """Run one recall; ``query`` was validated by the caller (``Brain.recall``, before its cache)."""
-    settings = brain.settings
+    settings = engine.settings
     started = time.perf_counter()
     timings: dict[str, float] = {}
     filters = filters_for(agent, query)
     n = max(settings.recall_candidates, query.k)
 
     async def caller() -> None:
-        async with brain.pool.acquire() as conn:
-            row = await conn.fetchrow(CALLER, query.namespace, agent)
-        if not row["agent_ok"]:
-            raise AccessDenied(f"agent {agent!r} is unknown or disabled")
-        if not row["namespace_exists"]:
-            raise NotFound(f"namespace {query.namespace!r} does not exist")
+        async with engine.pool.acquire() as conn:
+            (await access.caller(conn, agent, query.namespace)).require_namespace()
 
     async def terms() -> QueryTerms | None:
         if query.mode is RecallMode.VECTOR:
             return None
-        async with brain.pool.acquire() as conn:
-            return await brain.keyword.read_terms(conn, query.query, query.namespace)
+        async with engine.pool.acquire() as conn:
+            return await engine.keyword.read_terms(conn, query.query, query.namespace)
 
     async def sizes() -> tuple | None:
-        return None if query.mode is RecallMode.BM25 else await vector.namespace_sizes(brain.pool, query.namespace)
+        return None if query.mode is RecallMode.BM25 else await vector.namespace_sizes(engine.pool, query.namespace)
 
     async def embed() -> list[float] | None:
         if query.mode is RecallMode.BM25:
             return None
         t0 = time.perf_counter()
         try:
-            return await brain.embed_query(query.query)
+            return await engine.embed_query(query.query)
         finally:
             timings["embed_ms"] = (time.perf_counter() - t0) * 1000
 
@@ -131,8 +125,8 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         if terms is None:
             return KeywordResult([], 0.0)
         t0 = time.perf_counter()
-        async with brain.pool.acquire() as conn:
-            result = await brain.keyword.search(conn, query.query, filters, n, terms=terms)
+        async with engine.pool.acquire() as conn:
+            result = await engine.keyword.search(conn, query.query, filters, n, terms=terms)
         timings["bm25_ms"] = (time.perf_counter() - t0) * 1000
         return result
 
@@ -141,7 +135,7 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
             return []
         t0 = time.perf_counter()
         rows = await vector.search_with_passages(
-            brain.pool,
+            engine.pool,
             vec,
             filters,
             n,
@@ -181,10 +175,10 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         coverage_power=settings.bm25_coverage_power,
     )
     rerank_scores: dict = {}
-    if query.rerank and brain.reranker is not None and fused:
+    if query.rerank and engine.reranker is not None and fused:
         t0 = time.perf_counter()
         pool = fused[: max(settings.rerank_candidates, query.k)]
-        scores = await brain.reranker.rank(query.query, [c.row["content"] for c in pool])
+        scores = await engine.reranker.rank(query.query, [c.row["content"] for c in pool])
         rerank_scores = {c.row["id"]: s for c, s in zip(pool, scores, strict=True)}
         fused = sorted(pool, key=lambda c: -rerank_scores[c.row["id"]])
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
@@ -198,13 +192,15 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         async def neighbours() -> list:
             if not settings.related_limit:
                 return []
-            async with brain.pool.acquire() as conn:
-                return await conn.fetch(RELATED, *filters.args(), settings.related_limit, ids)
+            async with engine.pool.acquire() as conn:
+                return await conn.fetch(
+                    RELATED.sql, *RELATED.args(filters.params(), limit=settings.related_limit, hits=ids)
+                )
 
         async def summaries() -> list[EntitySummary]:
             if not settings.recall_entity_summaries:
                 return []
-            async with brain.pool.acquire() as conn:
+            async with engine.pool.acquire() as conn:
                 return await entity_sql.recall_summaries(
                     conn, query.namespace, agent, ids, settings.recall_entity_summaries
                 )
@@ -213,8 +209,23 @@ async def recall(brain: Brain, agent: str, query: RecallQuery) -> RecallResult:
         related = [sql.to_memory(r) for r in rows]
         timings["expand_ms"] = (time.perf_counter() - t0) * 1000
     timings["total_ms"] = (time.perf_counter() - started) * 1000
-    brain.after_recall(agent, query, [h.memory.id for h in hits], timings["total_ms"])
+    record(engine, agent, query, [h.memory.id for h in hits], timings["total_ms"])
     return RecallResult(hits=hits, related=related, timings_ms=timings, entities=entities)
+
+
+def record(engine: Engine, agent: str, query: RecallQuery, ids: list[uuid.UUID], latency_ms: float) -> None:
+    """Queue a recall's access bookkeeping and its event (a cached answer's too); written off the
+    response path."""
+    engine.record_access(
+        ids,
+        {
+            "namespace": query.namespace,
+            "op": "recall",
+            "agent_id": agent,
+            "latency_ms": int(latency_ms),
+            "metadata": {"k": query.k, "mode": query.mode.value, "hits": [str(i) for i in ids]},
+        },
+    )
 
 
 def _hit(c: Candidate, rerank: float | None) -> Hit:

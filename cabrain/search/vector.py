@@ -24,64 +24,72 @@ a long text finds it, and a memory that matches as a whole keeps its place.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import asyncpg
 import numpy as np
 
 from cabrain.search.keyword import SearchFilters
+from cabrain.store.access import ACCESS_CTE, RECALL_FILTER
 from cabrain.store.memories import COLUMNS, NAMESPACE_SIZE
 from cabrain.store.planner import fetch_without
-from cabrain.store.scope import ACCESS_CTE, RECALL_FILTER
+from cabrain.store.statement import Statement
 
 # Through the one HNSW graph of memory_vectors, joined back to the rows for scope and filters (run
-# with sorting disabled, so the index order is kept and the scan stops after $9 survivors).
-SEARCH = f"""
+# with sorting disabled, so the index order is kept and the scan stops after :limit survivors).
+SEARCH = Statement(
+    f"""
 WITH {ACCESS_CTE},
 nearest AS MATERIALIZED (
-    SELECT {COLUMNS}, v.embedding <=> $10 AS distance
+    SELECT {COLUMNS}, v.embedding <=> :vector AS distance
     FROM memory_vectors v JOIN memories m ON m.id = v.id AND m.valid_at = v.valid_at
-    WHERE v.namespace = $1 AND {RECALL_FILTER}
-    ORDER BY v.embedding <=> $10
-    LIMIT $9
+    WHERE v.namespace = :namespace AND {RECALL_FILTER}
+    ORDER BY v.embedding <=> :vector
+    LIMIT :limit
 )
 SELECT * FROM nearest ORDER BY distance, id
 """
+)
 # Exact: "+ 0" keeps the HNSW index out, so the namespace's rows are found by its btree and the
 # nearest chosen by distance alone; only those are then read whole (sorting the namespace's rows
 # with all their columns cost a fifth more: a 10k namespace 21.5 -> 17.7 ms).
-SEARCH_EXACT = f"""
+SEARCH_EXACT = Statement(
+    f"""
 WITH {ACCESS_CTE},
 nearest AS MATERIALIZED (
-    SELECT m.id, m.valid_at, m.embedding <=> $10 AS distance
+    SELECT m.id, m.valid_at, m.embedding <=> :vector AS distance
     FROM memories m
     WHERE {RECALL_FILTER} AND m.embedding IS NOT NULL
-    ORDER BY (m.embedding <=> $10) + 0
-    LIMIT $9
+    ORDER BY (m.embedding <=> :vector) + 0
+    LIMIT :limit
 )
 SELECT {COLUMNS}, n.distance
 FROM nearest n JOIN memories m ON m.id = n.id AND m.valid_at = n.valid_at
 ORDER BY n.distance, m.id
 """
+)
 
 _PASSAGES = """
 WITH {access},
 near AS MATERIALIZED (
-    SELECT c.memory_id, c.valid_at, c.embedding <=> $10 AS d
+    SELECT c.memory_id, c.valid_at, c.embedding <=> :vector AS d
     FROM memory_chunks c
-    WHERE c.namespace = $1
+    WHERE c.namespace = :namespace
     ORDER BY {order}
-    LIMIT $11
+    LIMIT :passages
 ),
 best AS (SELECT memory_id, valid_at, min(d) AS passage_distance FROM near GROUP BY memory_id, valid_at)
-SELECT {columns}, m.embedding <=> $10 AS distance, b.passage_distance
+SELECT {columns}, m.embedding <=> :vector AS distance, b.passage_distance
 FROM best b JOIN memories m ON m.id = b.memory_id AND m.valid_at = b.valid_at
 WHERE {where} AND m.embedding IS NOT NULL
 ORDER BY b.passage_distance, m.id
-LIMIT $9
+LIMIT :limit
 """
-PASSAGES = _PASSAGES.format(access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="c.embedding <=> $10")
-PASSAGES_EXACT = _PASSAGES.format(
-    access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="(c.embedding <=> $10) + 0"
+PASSAGES = Statement(
+    _PASSAGES.format(access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="c.embedding <=> :vector")
+)
+PASSAGES_EXACT = Statement(
+    _PASSAGES.format(access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="(c.embedding <=> :vector) + 0")
 )
 
 # Walk the graph in distance order and look each row up by its key: with these off it is the one
@@ -116,7 +124,7 @@ def exact_is_cheaper(size: int, total: int, limit: int, exact_max: int, skip_cos
 
 async def _documents(
     conn: asyncpg.Connection,
-    args: tuple,
+    params: dict[str, Any],
     size: int,
     exact_max: int,
     ef_search: int | None = None,
@@ -124,26 +132,34 @@ async def _documents(
     total: int | None = None,
     skip_cost: float = 0.0,
 ) -> list:
-    limit = args[-2]
+    """``params``: the filters' parameters with ``limit`` and ``vector``."""
+    limit = params["limit"]
     if size > exact_max and skip_cost > 0 and total is None:
         total = await conn.fetchval(GRAPH_SIZE) or 0
     if exact_is_cheaper(size, total or 0, limit, exact_max, skip_cost):
-        return await fetch_without(conn, SEARCH_EXACT, args, disable=EXACT)
+        return await fetch_without(conn, SEARCH_EXACT.sql, SEARCH_EXACT.args(params), disable=EXACT)
     local = {"hnsw.ef_search": ef_search} if ef_search else None
-    rows = await fetch_without(conn, SEARCH, args, disable=GRAPH_WALK, local=local, generic=True)
+    rows = await fetch_without(conn, SEARCH.sql, SEARCH.args(params), disable=GRAPH_WALK, local=local, generic=True)
     if len(rows) < limit and size > len(rows):
         # The walk gave up (hnsw.max_scan_tuples) before finding enough rows that pass scope and
         # filters: the exact scan finds them all, slower but never short.
-        return await fetch_without(conn, SEARCH_EXACT, args, disable=EXACT)
+        return await fetch_without(conn, SEARCH_EXACT.sql, SEARCH_EXACT.args(params), disable=EXACT)
     return rows
 
 
 async def _passages(
-    conn: asyncpg.Connection, args: tuple, chunks: int, exact_max: int, *, total: int = 0, skip_cost: float = 0.0
+    conn: asyncpg.Connection,
+    params: dict[str, Any],
+    chunks: int,
+    exact_max: int,
+    *,
+    total: int = 0,
+    skip_cost: float = 0.0,
 ) -> list:
-    if exact_is_cheaper(chunks, total, args[-1], exact_max, skip_cost):
-        return await fetch_without(conn, PASSAGES_EXACT, args, disable=EXACT)
-    return await fetch_without(conn, PASSAGES, args, disable=GRAPH_WALK, generic=True)
+    """``params``: the filters' parameters with ``limit``, ``vector`` and ``passages`` (how many to read)."""
+    if exact_is_cheaper(chunks, total, params["passages"], exact_max, skip_cost):
+        return await fetch_without(conn, PASSAGES_EXACT.sql, PASSAGES_EXACT.args(params), disable=EXACT)
+    return await fetch_without(conn, PASSAGES.sql, PASSAGES.args(params), disable=GRAPH_WALK, generic=True)
 
 
 async def search(
@@ -163,10 +179,10 @@ async def search(
     connection's HNSW candidate list for this search; ``size``, the namespace's size when the caller
     knows it; ``total``, the graph's size likewise; ``skip_cost``, see :func:`exact_is_cheaper`
     (0: by ``exact_max`` alone)."""
-    args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
+    params = {**filters.params(), "limit": limit, "vector": np.asarray(vector, dtype=np.float32)}
     if size is None:
         size = await conn.fetchval(NAMESPACE_SIZE, filters.namespace) or 0
-    return await _documents(conn, args, size, exact_max, ef_search, total=total, skip_cost=skip_cost)
+    return await _documents(conn, params, size, exact_max, ef_search, total=total, skip_cost=skip_cost)
 
 
 async def namespace_sizes(pool: asyncpg.Pool, namespace: str) -> tuple[int, int, int, int]:
@@ -191,21 +207,21 @@ async def search_with_passages(
     The two searches run at once on two connections. ``distance`` is 1 - the mean of both
     similarities; ``doc_distance`` and ``passage_distance`` carry the parts. ``sizes``: the
     namespace's :func:`namespace_sizes`, when read ahead (recall reads them with its other lookups)."""
-    args = (*filters.args(), limit, np.asarray(vector, dtype=np.float32))
+    params = {**filters.params(), "limit": limit, "vector": np.asarray(vector, dtype=np.float32)}
     if sizes is None:
         sizes = await namespace_sizes(pool, filters.namespace)
     size, chunks, vectors, passages_total = sizes
 
     async def documents() -> list:
         async with pool.acquire() as conn:
-            return await _documents(conn, args, size, exact_max, total=vectors, skip_cost=skip_cost)
+            return await _documents(conn, params, size, exact_max, total=vectors, skip_cost=skip_cost)
 
     async def passages() -> list:
         if chunks == 0:
             return []
         async with pool.acquire() as conn:
             return await _passages(
-                conn, (*args, limit * 4), chunks, exact_max, total=passages_total, skip_cost=skip_cost
+                conn, {**params, "passages": limit * 4}, chunks, exact_max, total=passages_total, skip_cost=skip_cost
             )
 
     docs, near = await asyncio.gather(documents(), passages())

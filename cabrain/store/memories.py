@@ -11,7 +11,8 @@ import asyncpg
 import numpy as np
 from pgvector import Vector
 
-from cabrain.store.scope import ACCESS_CTE, READABLE
+from cabrain.store.access import ACCESS_CTE, NAMESPACE_OF, READABLE
+from cabrain.store.statement import Statement
 from cabrain.types import Memory, MemoryType, Network, Visibility
 
 COLUMNS = """m.id, m.namespace, m.owner_agent_id, m.visibility, m.network, m.memory_type, m.content,
@@ -127,14 +128,15 @@ async def _count(conn: asyncpg.Connection, statement: str, namespaces: Sequence[
 NAMESPACE_SIZE = "SELECT memory_count FROM namespaces WHERE name = $1"
 
 
-# $1 namespace, $2 agent, $3 id: one memory the agent may read, in any state.
-GET_READABLE = f"""
+# One memory the agent may read, in any state.
+GET_READABLE = Statement(
+    f"""
 WITH {ACCESS_CTE}
 SELECT {COLUMNS}
 FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-WHERE i.id = $3 AND i.namespace = $1 AND {READABLE}
+WHERE i.id = :id AND i.namespace = :namespace AND {READABLE}
 """
-NAMESPACE_OF = "SELECT namespace FROM memory_ids WHERE id = $1"
+)
 # The record of a forget, on the memory's identity (hot or demoted): archive recall leaves it out, and
 # the cold tier's purge (CABRAIN_COLD_FORGOTTEN_RETENTION_DAYS) finds it there. $1 id, $2 agent, $3 reason.
 FORGET_IDENTITY = """
@@ -142,35 +144,40 @@ UPDATE memory_ids SET forgotten_at = coalesce(forgotten_at, now()), forgotten_by
                       forget_reason = coalesce(forget_reason, $3)
 WHERE id = $1
 """
-# $1 namespace, $2 agent, $3 id: a demoted memory the agent may read (owner and visibility are kept
-# on its identity row when it leaves the hot tier).
-COLD_READABLE = f"""
+# A demoted memory the agent may read (owner and visibility are kept on its identity row when it
+# leaves the hot tier).
+COLD_READABLE = Statement(
+    f"""
 WITH {ACCESS_CTE}
 SELECT i.valid_at, i.cold_batch, i.demoted_at, i.forgotten_at, i.forgotten_by, i.forget_reason, i.purged_at,
        i.owner_agent_id, i.visibility
 FROM memory_ids i
-WHERE i.id = $3 AND i.namespace = $1 AND i.tier = 'cold' AND (SELECT agent_ok FROM access)
-  AND (i.visibility = 'global' OR i.owner_agent_id = $2
+WHERE i.id = :id AND i.namespace = :namespace AND i.tier = 'cold' AND (SELECT agent_ok FROM access)
+  AND (i.visibility = 'global' OR i.owner_agent_id = :agent
        OR (i.visibility = 'team' AND (SELECT team_ok FROM access)))
 """
-# Current memories of a namespace by provenance ($3 source kind, $4 source_ref prefix, $5 limit).
-LIST_CURRENT = f"""
+)
+# Current memories of a namespace by provenance (NULL kind or prefix: any).
+LIST_CURRENT = Statement(
+    f"""
 WITH {ACCESS_CTE}
 SELECT {COLUMNS}
 FROM memories m
-WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL
-  AND ($3::text IS NULL OR m.source_kind = $3)
-  AND ($4::text IS NULL OR starts_with(m.source_ref, $4))
+WHERE m.namespace = :namespace AND m.tier = 'hot' AND m.invalid_at IS NULL
+  AND (:source_kind::text IS NULL OR m.source_kind = :source_kind)
+  AND (:prefix::text IS NULL OR starts_with(m.source_ref, :prefix))
   AND {READABLE}
 ORDER BY m.source_ref NULLS LAST, m.created_at
-LIMIT $5
+LIMIT :limit
 """
+)
 
 # The version chain around a memory: what it replaced (recursively) and what replaced it.
-PREVIOUS_VERSIONS = f"""
+PREVIOUS_VERSIONS = Statement(
+    f"""
 WITH RECURSIVE {ACCESS_CTE},
 chain(id, depth) AS (
-    SELECT m.id, 1 FROM memories m WHERE m.superseded_by = $3 AND m.namespace = $1
+    SELECT m.id, 1 FROM memories m WHERE m.superseded_by = :id AND m.namespace = :namespace
     UNION ALL
     SELECT m.id, c.depth + 1 FROM memories m JOIN chain c ON m.superseded_by = c.id
     WHERE c.depth < 100
@@ -181,12 +188,14 @@ JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
 WHERE {READABLE}
 ORDER BY m.valid_at, m.created_at
 """
-NEXT_VERSIONS = f"""
+)
+NEXT_VERSIONS = Statement(
+    f"""
 WITH RECURSIVE {ACCESS_CTE},
 chain(id, depth) AS (
     SELECT m.superseded_by, 1 FROM memory_ids i
     JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-    WHERE i.id = $3 AND m.superseded_by IS NOT NULL
+    WHERE i.id = :id AND m.superseded_by IS NOT NULL
     UNION ALL
     SELECT m.superseded_by, c.depth + 1 FROM chain c
     JOIN memory_ids i ON i.id = c.id
@@ -199,6 +208,7 @@ JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
 WHERE {READABLE}
 ORDER BY c.depth
 """
+)
 ENTITIES_OF = """
 SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id
 WHERE me.memory_id = $1 ORDER BY e.name
@@ -248,5 +258,42 @@ async def readable_memory(conn: asyncpg.Connection, agent: str, memory_id: uuid.
     namespace = await conn.fetchval(NAMESPACE_OF, memory_id)
     if namespace is None:
         return None
-    row = await conn.fetchrow(GET_READABLE, namespace, agent, memory_id)
+    row = await get_readable(conn, namespace, agent, memory_id)
     return to_memory(row) if row else None
+
+
+async def get_readable(
+    conn: asyncpg.Connection, namespace: str, agent: str, memory_id: uuid.UUID
+) -> asyncpg.Record | None:
+    """The row of a hot memory of ``namespace`` that ``agent`` may read, in any state."""
+    return await conn.fetchrow(GET_READABLE.sql, *GET_READABLE.args(namespace=namespace, agent=agent, id=memory_id))
+
+
+async def cold_readable(
+    conn: asyncpg.Connection, namespace: str, agent: str, memory_id: uuid.UUID
+) -> asyncpg.Record | None:
+    """The identity row of a demoted memory of ``namespace`` that ``agent`` may read."""
+    return await conn.fetchrow(COLD_READABLE.sql, *COLD_READABLE.args(namespace=namespace, agent=agent, id=memory_id))
+
+
+async def list_current(
+    conn: asyncpg.Connection,
+    namespace: str,
+    agent: str,
+    *,
+    source_kind: str | None,
+    prefix: str | None,
+    limit: int,
+) -> list[asyncpg.Record]:
+    """Current hot memories of ``namespace`` that ``agent`` may read, by provenance."""
+    args = LIST_CURRENT.args(namespace=namespace, agent=agent, source_kind=source_kind, prefix=prefix, limit=limit)
+    return list(await conn.fetch(LIST_CURRENT.sql, *args))
+
+
+async def versions(
+    conn: asyncpg.Connection, namespace: str, agent: str, memory_id: uuid.UUID, *, after: bool
+) -> list[asyncpg.Record]:
+    """The readable versions that ``memory_id`` replaced (``after`` False, oldest first) or that
+    replaced it (``after`` True, in order)."""
+    statement = NEXT_VERSIONS if after else PREVIOUS_VERSIONS
+    return list(await conn.fetch(statement.sql, *statement.args(namespace=namespace, agent=agent, id=memory_id)))

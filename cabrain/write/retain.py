@@ -14,30 +14,28 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import asyncpg
 import numpy as np
 
 from cabrain import namespaces
 from cabrain.clock import Clock, utc_now
-from cabrain.errors import AccessDenied, InputError, NotFound
-from cabrain.fixes import Fix
+from cabrain import failpoints
+from cabrain.engine import Engine
+from cabrain.errors import InputError
 from cabrain.redact import redact, redact_deep
 from cabrain.search import vector
 from cabrain.search.chunking import chunk
 from cabrain.search.keyword import IndexedDoc, SearchFilters
-from cabrain.store import judgments
+from cabrain.store import access, judgments
 from cabrain.store import memories as sql
-from cabrain.store.scope import WRITE_ACCESS
+from cabrain.store import namespaces as namespace_sql
+from cabrain.store import requests
 from cabrain.types import Decision, MemoryInput, RetainResult
 from cabrain.write import entities as entity_extraction
 from cabrain.write.decision import Neighbour, WriteDecision, decide
+from cabrain.write.llm import llm_decide, llm_entities
 from cabrain.write.salience import importance as score_importance
-
-if TYPE_CHECKING:
-    from cabrain.brain import Brain
-
 
 FIND_EXACT_MANY = """
 SELECT m.id, m.content_hash, m.source_ref FROM memories m
@@ -63,7 +61,6 @@ CURRENT_FOR_UPDATE = """
 SELECT m.invalid_at IS NULL FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
 WHERE i.id = $1 FOR UPDATE OF m
 """
-NAMESPACE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 4242))"
 REINFORCE_STEP = 0.05
 
 
@@ -81,12 +78,10 @@ class _Item:
     entities: list[str] | None = None  # the chat model's entities
 
 
-async def _consult_chat_model(brain: Brain, agent: str, items: list[_Item], decide_writes: bool) -> None:
+async def _consult_chat_model(engine: Engine, agent: str, items: list[_Item], decide_writes: bool) -> None:
     """Ask the chat model - slow - before the write transaction, so no lock waits on it. The
     transaction uses a planned decision only if the neighbours it was made against are unchanged."""
-    from cabrain.write.llm import llm_decide, llm_entities
-
-    settings = brain.settings
+    settings = engine.settings
     use_decider = decide_writes and settings.write_decider in ("auto", "llm")
     use_extractor = settings.entity_extractor in ("auto", "llm")
     limit = asyncio.Semaphore(4)
@@ -94,20 +89,20 @@ async def _consult_chat_model(brain: Brain, agent: str, items: list[_Item], deci
     async def consult(item: _Item) -> None:
         async with limit:
             if use_decider:
-                async with brain.pool.acquire() as conn:
-                    neighbours = await _neighbours(conn, brain, agent, item)
+                async with engine.pool.acquire() as conn:
+                    neighbours = await _neighbours(conn, engine, agent, item)
                 fallback = _deterministic(settings, item, neighbours)
-                item.planned = await llm_decide(brain.chat, item.content, neighbours, fallback)
+                item.planned = await llm_decide(engine.chat, item.content, neighbours, fallback)
                 item.planned_against = tuple(n.id for n in neighbours)
             if use_extractor:
-                item.entities = await llm_entities(brain.chat, item.content, entity_extraction.extract(item.content))
+                item.entities = await llm_entities(engine.chat, item.content, entity_extraction.extract(item.content))
 
     await asyncio.gather(*(consult(item) for item in items))
 
 
 async def _neighbours(
     conn: asyncpg.Connection,
-    brain: Brain,
+    engine: Engine,
     agent: str,
     item: _Item,
     limit: int | None = None,
@@ -118,12 +113,12 @@ async def _neighbours(
         conn,
         item.embedding,
         SearchFilters(item.input.namespace, agent),
-        limit or brain.settings.neighbours,
-        exact_max=brain.settings.vector_exact_max,
-        ef_search=brain.settings.retain_ef_search,
+        limit or engine.settings.neighbours,
+        exact_max=engine.settings.vector_exact_max,
+        ef_search=engine.settings.retain_ef_search,
         size=size,
         total=total,
-        skip_cost=brain.settings.vector_skip_cost,
+        skip_cost=engine.settings.vector_skip_cost,
     )
     return [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows]
 
@@ -203,82 +198,84 @@ def validate(
     return checked
 
 
-async def check_write_access(conn: asyncpg.Connection, agent: str, namespace: str) -> None:
-    row = await conn.fetchrow(WRITE_ACCESS, namespace, agent)
-    if not row["agent_ok"]:
-        raise AccessDenied(f"agent {agent!r} is unknown or disabled")
-    if not row["namespace_exists"]:
-        raise NotFound(f"namespace {namespace!r} does not exist", fix=Fix("create_namespace", {"namespace": namespace}))
-    if not row["can_write"]:
-        if row["write_offered"]:
-            raise AccessDenied(
-                f"agent {agent!r} was offered write access to namespace {namespace!r} but has not accepted it",
-                fix=Fix("accept_grant", {"namespace": namespace}),
-            )
-        raise AccessDenied(
-            f"agent {agent!r} may not write to namespace {namespace!r}",
-            hint="ask the namespace's owner for a write grant (and accept it)",
-            fix=Fix("request_write", {"namespace": namespace, "agent": agent}),
-        )
-
-
 async def retain(
-    brain: Brain,
+    engine: Engine,
     agent: str,
     inputs: Sequence[MemoryInput],
     *,
     decide_writes: bool = True,
     supersede: uuid.UUID | None = None,
+    idempotency_key: str | None = None,
 ) -> list[RetainResult]:
-    """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one."""
-    settings = brain.settings
+    """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one. With an
+    ``idempotency_key``, a call already answered under that key is answered again and writes
+    nothing (:mod:`cabrain.store.requests`)."""
+    settings = engine.settings
+    request = b""
+    if idempotency_key is not None:
+        requests.check_key(idempotency_key)
+        request = requests.fingerprint(inputs, decide=decide_writes, supersede=supersede)
+        async with engine.pool.acquire() as conn:
+            done = await requests.answered(conn, agent, idempotency_key, request)
+        if done is not None:
+            return done
     items = validate(
         inputs,
         max_chars=settings.max_content_chars,
         max_batch=settings.max_batch,
         max_metadata_bytes=settings.max_metadata_bytes,
         redact_secrets=settings.redact_secrets,
-        clock=brain.clock,
+        clock=engine.clock,
     )
     targets = sorted({i.input.namespace for i in items})
-    async with brain.pool.acquire() as conn:  # fail fast, before any embedding
+    async with engine.pool.acquire() as conn:  # fail fast, before any embedding
         for namespace in targets:
-            await check_write_access(conn, agent, namespace)
+            await access.require_writer(conn, agent, namespace)
     for item in items:
         item.chunks = chunk(item.content, target_chars=settings.chunk_chars, min_chars=settings.chunk_min_chars)
     # A call larger than one embedder batch is written group by group while the next group embeds
     # (one transaction, so it stays all or nothing). The chat model, when there is one, is
     # consulted on the whole call before anything is locked, so it needs every vector first.
     groups = _groups(items, settings.embed_batch_size)
-    pipelined = len(groups) > 1 and supersede is None and brain.chat is None
+    pipelined = len(groups) > 1 and supersede is None and engine.chat is None
     if not pipelined:
         groups = [items]
-    await _embed(brain, groups[0])
-    if brain.chat is not None and supersede is None:
-        await _consult_chat_model(brain, agent, items, decide_writes)
+    await _embed(engine, groups[0])
+    if engine.chat is not None and supersede is None:
+        await _consult_chat_model(engine, agent, items, decide_writes)
     results: list[RetainResult] = []
-    async with brain.pool.acquire() as conn, conn.transaction():
-        for namespace in targets:
-            await conn.execute(NAMESPACE_LOCK, namespace)
-            await check_write_access(conn, agent, namespace)  # again, under the lock: authoritative
-        writer = _Writer(brain, conn, agent)
-        for index, group in enumerate(groups):
-            following = asyncio.create_task(_embed(brain, groups[index + 1])) if index + 1 < len(groups) else None
-            try:
-                if supersede is not None:
-                    results.append(await writer.write_superseding(group[0], supersede))
-                elif decide_writes:
-                    results.extend(await writer.write_batch(group))
-                else:
-                    results.extend(await writer.write_many(group))
-            except BaseException:
+    async with engine.pool.acquire() as conn:
+        async with conn.transaction():
+            for namespace in targets:
+                await namespace_sql.lock(conn, namespace)
+                await access.require_writer(conn, agent, namespace)  # again, under the lock: authoritative
+            if idempotency_key is not None:  # a twin of this call committed while this one embedded
+                done = await requests.answered(conn, agent, idempotency_key, request)
+                if done is not None:
+                    return done
+            writer = _Writer(engine, conn, agent)
+            for index, group in enumerate(groups):
+                following = asyncio.create_task(_embed(engine, groups[index + 1])) if index + 1 < len(groups) else None
+                try:
+                    if supersede is not None:
+                        results.append(await writer.write_superseding(group[0], supersede))
+                    elif decide_writes:
+                        results.extend(await writer.write_batch(group))
+                    else:
+                        results.extend(await writer.write_many(group))
+                except BaseException:
+                    if following is not None:
+                        following.cancel()
+                        await asyncio.gather(following, return_exceptions=True)
+                    raise
                 if following is not None:
-                    following.cancel()
-                    await asyncio.gather(following, return_exceptions=True)
-                raise
-            if following is not None:
-                await following
-        await writer.flush()  # the L1 cache's generation of each namespace moved with the rows (schema 0009)
+                    await following
+            await writer.flush()  # the L1 cache's generation of each namespace moved with the rows (schema 0009)
+            if idempotency_key is not None:
+                await requests.save(
+                    conn, agent, idempotency_key, request, results, now=engine.clock(), ttl_s=settings.idempotency_ttl_s
+                )
+        await failpoints.drop("retain.after_commit", conn)  # tests: a connection lost after the commit
     return results
 
 
@@ -296,10 +293,10 @@ def _groups(items: list[_Item], batch: int) -> list[list[_Item]]:
     return groups
 
 
-async def _embed(brain: Brain, items: list[_Item]) -> None:
+async def _embed(engine: Engine, items: list[_Item]) -> None:
     """Give ``items`` their vectors and their passages' vectors."""
     texts = [i.content for i in items] + [c for i in items for c in i.chunks]
-    vectors = await brain.embed_documents(texts)
+    vectors = await engine.embed_documents(texts)
     position = len(items)
     for item, vec in zip(items, vectors[: len(items)], strict=True):
         item.embedding = vec
@@ -347,9 +344,9 @@ class _Pending:
 class _Writer:
     """Writes one batch inside one transaction; later items see the earlier ones."""
 
-    def __init__(self, brain: Brain, conn: asyncpg.Connection, agent: str) -> None:
-        self.brain, self.conn, self.agent = brain, conn, agent
-        self.settings = brain.settings
+    def __init__(self, engine: Engine, conn: asyncpg.Connection, agent: str) -> None:
+        self.engine, self.conn, self.agent = engine, conn, agent
+        self.settings = engine.settings
         self.events: list[dict] = []
         self._pending = _Pending()  # new memories not yet written (flushed in bulk)
         # Across the write_batch calls of one transaction (a call written group by group): what
@@ -380,7 +377,7 @@ class _Writer:
             revision=revision,
             source_weights=self.settings.source_weights,
             novelty_floor=self.settings.novelty_floor,
-            now=self.brain.clock(),
+            now=self.engine.clock(),
         )
 
     async def write_superseding(self, item: _Item, target: uuid.UUID) -> RetainResult:
@@ -505,7 +502,7 @@ class _Writer:
         total = await self.conn.fetchval(vector.GRAPH_SIZE) or 0  # once for the batch, not per search
 
         async def search(conn: asyncpg.Connection, item: _Item) -> list[Neighbour]:
-            return await _neighbours(conn, self.brain, self.agent, item, limit, sizes[item.input.namespace], total)
+            return await _neighbours(conn, self.engine, self.agent, item, limit, sizes[item.input.namespace], total)
 
         parallel = min(self.settings.retain_search_connections, self.settings.db_pool_max - 1, len(items))
         if parallel < 1:
@@ -515,14 +512,14 @@ class _Writer:
         async def one(item: _Item) -> list[Neighbour]:
             async with gate:
                 try:
-                    conn = await self.brain.pool.acquire(timeout=0.05)
+                    conn = await self.engine.pool.acquire(timeout=0.05)
                 except TimeoutError:  # the pool is busy (maybe with writers waiting for
                     async with own:  # this batch's lock): search on the transaction's connection
                         return await search(self.conn, item)
                 try:
                     return await search(conn, item)
                 finally:  # (without a timeout here, release would reuse the short one above)
-                    await self.brain.pool.release(conn, timeout=self.settings.db_connect_timeout_s)
+                    await self.engine.pool.release(conn, timeout=self.settings.db_connect_timeout_s)
 
         return list(await asyncio.gather(*(one(item) for item in items)))
 
@@ -535,7 +532,7 @@ class _Writer:
         alive = [n for n in stored if n.id not in gone]
         if len(stored) >= want * 2 and len(alive) < want:  # the batch superseded too many: search again
             await self._flush_pending()
-            return await _neighbours(self.conn, self.brain, self.agent, item, want)
+            return await _neighbours(self.conn, self.engine, self.agent, item, want)
         vector = np.asarray(item.embedding, dtype=np.float32)
         vector = vector / (np.linalg.norm(vector) or 1.0)
         seen = {n.id for n in alive}  # (a search on this transaction's connection sees its writes)
@@ -555,7 +552,7 @@ class _Writer:
         self._pending = _Pending()
         new_rows = {r["id"]: r for r in pending.rows}
         await sql.insert_memories(self.conn, pending.rows)
-        await self.brain.keyword.index(self.conn, pending.docs)
+        await self.engine.keyword.index(self.conn, pending.docs)
         await sql.insert_chunks(self.conn, pending.chunks)
         for namespace, links in sorted(pending.links.items()):
             await self._link_many(namespace, links)

@@ -39,7 +39,7 @@ async def test_a_table_without_stored_tokens_is_evolved_and_still_searched(brain
     legacy = type(full)(*[f for f in full.fields if f.name not in coldmod.EVOLVED])
     table = catalog.create_table(coldmod.TABLE, schema=legacy, partition_spec=coldmod._partition_spec(legacy))
     batch = uuid.uuid4()
-    async with brain.pool.acquire() as conn:  # the pool's connections decode vectors
+    async with brain.engine.pool.acquire() as conn:  # the pool's connections decode vectors
         bounds = await conn.fetchrow(MONTH_BOUNDS, month)
         rows = await conn.fetch(LOCK_ROWS, "proj", bounds["lo"], bounds["hi"], [old.memory_id])
         arrow = coldmod.to_arrow(rows, batch, datetime.now(UTC)).drop_columns(list(coldmod.EVOLVED))

@@ -323,7 +323,7 @@ async def test_a_question_about_one_passage_of_a_long_memory_finds_it(brain):
     long_text = " ".join([*filler[:3], needle, *filler[3:]])
     others = [mem(f"Short note {i}: the cafeteria menu changes on day {i} of the week.") for i in range(6)]
     [long_memory, *_] = await brain.retain("alice", [mem(long_text), *others])
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         passages = await conn.fetchval("SELECT count(*) FROM memory_chunks WHERE memory_id = $1", long_memory.memory_id)
     assert passages >= 2
     result = await brain.recall(
@@ -342,8 +342,8 @@ async def test_many_concurrent_recalls_keep_exact_access_counts(brain):
     for answer in answers:
         for hit in answer.hits:
             expected[hit.memory.id] = expected.get(hit.memory.id, 0) + 1
-    await brain._bookkeeper.close()  # flush what is queued
-    async with brain.pool.acquire() as conn:
+    await brain.engine.bookkeeper.close()  # flush what is queued
+    async with brain.engine.pool.acquire() as conn:
         rows = await conn.fetch(
             "SELECT id, access_count FROM memories WHERE id = ANY($1::uuid[])", [r.memory_id for r in results]
         )
@@ -353,7 +353,7 @@ async def test_many_concurrent_recalls_keep_exact_access_counts(brain):
 
 
 async def test_a_disabled_agent_can_neither_create_nor_share_namespaces(brain):
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         await conn.execute("UPDATE agents SET disabled_at = now() WHERE id = 'alice'")
     with pytest.raises(AccessDenied, match="unknown or disabled"):
         await brain.share("alice", "proj", "bob")
@@ -390,7 +390,7 @@ STORED_BEFORE = [
 # embedded at a time (below the batch's 12 items, it is written group by group as groups embed).
 @pytest.mark.parametrize(("connections", "group"), [(0, 32), (4, 32), (4, 3), (0, 5)])
 async def test_a_batch_decides_exactly_as_its_items_written_one_by_one(brain, connections, group):
-    brain.settings = brain.settings.model_copy(
+    brain.engine.settings = brain.settings.model_copy(
         update={"retain_search_connections": connections, "embed_batch_size": group}
     )
     await brain.create_namespace("alice", "one-by-one")

@@ -40,8 +40,8 @@ async def test_a_repeated_recall_is_served_from_the_cache(cached_brain):
     assert not first.cached and second.cached
     assert contents(second) == contents(first)
     assert second.hits[0].breakdown == first.hits[0].breakdown
-    assert cached_brain.cache.hits >= 1
-    await cached_brain._bookkeeper.close()
+    assert cached_brain.engine.cache.hits >= 1
+    await cached_brain.engine.bookkeeper.close()
     got = await cached_brain.get("alice", first.hits[0].memory.id)
     assert got.memory.access_count == 2, "a cached answer still counts as an access"
 
@@ -95,7 +95,7 @@ async def test_with_redis_stopped_recall_still_answers_correctly_and_says_so(cac
     assert not cold.cached and contents(cold) == contents(warm)
     assert contents(moved) == ["The VPN endpoint moved to vpn2.internal."]
     assert any(r.msg == "cache.unavailable" for r in caplog.records)
-    assert cached_brain.cache.errors > 0
+    assert cached_brain.engine.cache.errors > 0
 
 
 async def test_a_flushed_redis_serves_no_stale_answers(cached_brain, redis_server):
@@ -113,10 +113,10 @@ async def test_a_flushed_redis_serves_no_stale_answers(cached_brain, redis_serve
 
 async def test_embeddings_are_cached_by_content(cached_brain):
     await cached_brain.retain("alice", MemoryInput("Cache me once.", "proj"))
-    before = cached_brain.cache.hits
-    vectors = await cached_brain.embed_documents(["Cache me once."])
-    assert cached_brain.cache.hits == before + 1
-    assert len(vectors[0]) == cached_brain.embedder.dim
+    before = cached_brain.engine.cache.hits
+    vectors = await cached_brain.engine.embed_documents(["Cache me once."])
+    assert cached_brain.engine.cache.hits == before + 1
+    assert len(vectors[0]) == cached_brain.engine.embedder.dim
 
 
 def _restart_from_snapshot(proc, url: str, folder, snapshot: bytes | None = None):
@@ -161,7 +161,7 @@ async def test_a_forget_is_never_undone_by_what_redis_restores(open_brain, tmp_p
         assert await client.dbsize() > 0, "the restored snapshot brought the old entries back"
         await client.aclose()
         for _ in range(2):  # the brain's Redis connection notices the restart (one failed call) and reconnects
-            await brain.cache.get("warm-up")
+            await brain.engine.cache.get("warm-up")
         after = await brain.recall("alice", query)
         assert contents(after) == [] and not after.cached
         assert (await brain.get("alice", memory.memory_id)).memory.invalid_at is not None
@@ -199,7 +199,7 @@ async def test_a_revoke_while_redis_is_down_holds_when_redis_comes_back_from_its
         assert await brain.revoke("alice", "proj", "bob")
         proc = _restart_from_snapshot(proc, url, folder)
         for _ in range(2):
-            await brain.cache.get("warm-up")
+            await brain.engine.cache.get("warm-up")
         assert contents(await brain.recall("bob", query)) == []
         with pytest.raises(NotFound):
             await brain.get("bob", memory.memory_id)

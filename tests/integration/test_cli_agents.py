@@ -1,4 +1,5 @@
-"""`cabrain agents ...` directly on the hot tier: keys are shown once, stored hashed, revocable."""
+"""`cabrain agents ...` directly on the hot tier: keys are shown once, stored hashed, revocable;
+`cabrain db shell` hands its arguments to psql."""
 
 from __future__ import annotations
 
@@ -62,3 +63,15 @@ async def test_agents_on_a_database_that_was_never_migrated_say_so(empty_dsn: st
         assert result.returncode == 1, result.stderr
         assert "schema is not current" in result.stderr and "cabrain migrate" in result.stderr
         assert "Traceback" not in result.stderr
+
+
+async def test_db_shell_passes_its_arguments_to_psql(db_dsn: str, home) -> None:
+    env = cli_env(database_url=db_dsn, home=str(home))
+    tables = run_cli("db", "shell", "-c", r"\dt", env=env)  # as the README shows it
+    assert tables.returncode == 0, tables.stderr
+    assert re.search(r"\|\s*memories\s*\|", tables.stdout), tables.stdout
+    one = run_cli("db", "shell", "--", "-At", "-c", "select 40 + 2", env=env)
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.strip() == "42"
+    failed = run_cli("db", "shell", "-c", "select * from no_such_table", env=env)
+    assert failed.returncode != 0 and "no_such_table" in failed.stderr

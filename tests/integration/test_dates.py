@@ -296,7 +296,7 @@ async def test_the_capture_inbox_keeps_rows_exactly_as_long_as_its_retention(
     moment,
 ) -> None:
     done_at = at(moment)
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         kept = await inbox.enqueue(conn, "alice", "proj", [{"content": "User asked: rotate the TLS certificate."}])
         failed = await inbox.enqueue(conn, "alice", "proj", [{"content": "User asked: something that never stored."}])
         await conn.execute("UPDATE capture_inbox SET processed_at = $2 WHERE id = $1", kept, done_at)

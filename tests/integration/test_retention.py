@@ -29,7 +29,7 @@ async def _inbox_rows(dsn: str) -> list[asyncpg.Record]:
 
 
 async def _hand_over(brain, text: str) -> None:
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         await inbox.enqueue(conn, "alice", "proj", [{"content": text, "source_kind": "claude_code"}], decide=False)
     while await inbox.drain(brain):
         pass
@@ -113,7 +113,7 @@ async def test_an_archived_memory_can_be_forgotten_and_with_a_retention_its_text
     shown = await brain.get("alice", door)
     assert "purged from the cold tier" in shown.memory.content and "4711" not in shown.memory.content
     assert offsite in {h.memory.id for h in (await brain.recall_archive("alice", ArchiveQuery("offsite", "proj"))).hits}
-    table = brain.cold_tier().refresh()
+    table = brain.engine.cold_tier().refresh()
     assert len(table.snapshots()) == 1
     left = []
     for path in (cold / "warehouse").rglob("*"):

@@ -2,7 +2,7 @@
 return a memory the caller may not read. Then everything is demoted to the cold tier, and
 archive recall and get are held to the same rules.
 
-The rules are re-stated here independently of the SQL (cabrain/store/scope.py) and checked on
+The rules are re-stated here independently of the SQL (cabrain/store/access.py) and checked on
 random worlds: random agents (one admin, one later disabled), namespaces with random owners,
 random read/write grants, memories with random visibility, and random queries by every agent.
 """
@@ -67,7 +67,7 @@ async def test_recall_and_get_never_return_what_the_caller_may_not_read(brain, d
             with pytest.raises(AccessDenied, match="has not accepted"):
                 await brain.retain(grantee, MemoryInput("an unaccepted write", ns), decide=False)
     disabled = rng.choice(agents[:5])
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         await conn.execute("UPDATE agents SET disabled_at = now() WHERE id = $1", disabled)
     world["disabled"].add(disabled)
 

@@ -10,15 +10,24 @@ import json
 import socket
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
-from cabrain.cli import EXIT_FAIL, EXIT_OK
+from cabrain.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    Subparsers,
+    json_flag,
+    namespace_option,
+    only_namespaces,
+    quiet_flag,
+)
 from cabrain.errors import UsageError
 from cabrain.settings import Settings
 
 
 def _with_brain(settings: Settings, work: Callable[[Any], Awaitable[Any]]) -> Any:
-    from cabrain.brain import Brain
+    from cabrain.brain import Brain  # lazy, here and below: start-up time (common.py)
     from cabrain.store.db import hot_tier
 
     async def run(dsn: str) -> Any:
@@ -228,8 +237,6 @@ def _summary(report: dict[str, Any]) -> str:
 
 def _learn_on_schedule(args: argparse.Namespace, once: Callable[[], dict[str, Any]], say: Callable[[str], None]) -> int:
     """Learn every ``--every`` seconds until stopped (SIGTERM, Ctrl-C) or ``--max-runs`` are done."""
-    from datetime import timedelta
-
     from cabrain.sleep.schedule import Scheduler
 
     def run() -> str:
@@ -263,7 +270,7 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_parser(sub: Any) -> None:
+def add_workflows(sub: Subparsers) -> None:
     wf = sub.add_parser(
         "workflows",
         help="workflow learning: models, dispatch, queue, learning, report",
@@ -283,6 +290,7 @@ def add_parser(sub: Any) -> None:
             description="Register a model."
             if action == "add"
             else "Change a model, or deactivate it (--active false).",
+            parents=[json_flag()],
         )
         p.add_argument("name")
         required = action == "add"
@@ -302,28 +310,32 @@ def add_parser(sub: Any) -> None:
         p.add_argument("--cost-in", type=float, help="USD per 1k input tokens (default: CABRAIN_WORKFLOW_PRICES)")
         p.add_argument("--cost-out", type=float, help="USD per 1k output tokens")
         p.add_argument("--active", type=_bool, help="true or false")
-        p.add_argument("--json", action="store_true")
         p.set_defaults(func=cmd_agents_add if action == "add" else cmd_agents_set)
     p = asub.add_parser(
-        "list", help="list model agents", description="The registered models, with their measured latency and calls."
+        "list",
+        help="list model agents",
+        description="The registered models, with their measured latency and calls.",
+        parents=[json_flag()],
     )
     p.add_argument("--layer", choices=["frontier", "local"])
-    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_agents_list)
 
     for action, helptext in (("dispatch", "route and run a task now"), ("enqueue", "queue a task for a worker")):
-        p = wsub.add_parser(action, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
+        p = wsub.add_parser(
+            action,
+            help=helptext,
+            description=helptext[0].upper() + helptext[1:] + ".",
+            parents=[namespace_option(), json_flag()],
+        )
         p.add_argument("description", help="the task ('-' reads standard input)")
         p.add_argument(
             "--agent", required=True, help="the CaBrain agent the task is for (write access to the namespace)"
         )
-        p.add_argument("--namespace", "-n", required=True)
         p.add_argument("--context", default="")
         p.add_argument("--type", default="text", choices=["text", "json", "code"])
         p.add_argument("--destructive", action="store_true", help="always the frontier model")
         p.add_argument("--review", action="store_true", help="flagged for review: always the frontier model")
         p.add_argument("--frontier", help="this registered frontier model instead of the first active one")
-        p.add_argument("--json", action="store_true")
         if action == "enqueue":
             p.add_argument("--priority", type=int, default=5, help="higher runs sooner (default 5)")
         p.set_defaults(func=cmd_dispatch if action == "dispatch" else cmd_enqueue)
@@ -332,21 +344,20 @@ def add_parser(sub: Any) -> None:
         "queue",
         help="queue counts, or one queued task",
         description="How many queued tasks are pending, picked, done and failed; or one of them.",
+        parents=[namespace_option(required=False), json_flag()],
     )
     p.add_argument("id", nargs="?")
     p.add_argument("--agent", help="with an id: the agent reading it")
-    p.add_argument("--namespace", "-n")
-    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_queue)
 
     p = wsub.add_parser(
         "worker",
         help="claim and run queued tasks",
         description="Claim queued tasks (SKIP LOCKED: run as many workers as you like) and run them.",
+        parents=[quiet_flag(None)],
     )
     p.add_argument("--name", help="this worker's name (default: host and a number)")
     p.add_argument("--drain", action="store_true", help="stop when no task is pending")
-    p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_worker)
 
     p = wsub.add_parser(
@@ -354,22 +365,19 @@ def add_parser(sub: Any) -> None:
         help="run the learning iterations (Ray tasks; --inline: here)",
         description="Try local chains against new frontier references, offline: one Ray task per "
         "reference over the cluster (a local Ray, or CABRAIN_RAY_ADDRESS).",
+        parents=[only_namespaces(), json_flag(), quiet_flag(None)],
     )
-    p.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
     p.add_argument("--limit", type=int, default=100, help="at most this many reference runs")
     p.add_argument("--inline", action="store_true", help="in this process, without Ray")
     p.add_argument("--every", type=float, metavar="SECONDS", help="keep learning: a run every SECONDS until stopped")
     p.add_argument("--max-runs", type=int, help="with --every: stop after this many runs")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_learn)
 
     p = wsub.add_parser(
         "report",
         help="local share, cost saved, accuracy over time, per agent",
         description="What workflow learning is worth, from recorded calls and costs.",
+        parents=[only_namespaces(), json_flag()],
     )
-    p.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
     p.add_argument("--days", type=int, help="only the last DAYS days")
-    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_report)

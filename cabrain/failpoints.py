@@ -1,0 +1,40 @@
+"""Named points where a test can make a fault happen at one exact moment, to prove that the code
+around it loses and duplicates nothing whatever moment it stops at.
+
+``CABRAIN_FAILPOINTS=demote.after_cold_commit,retain.after_commit`` (comma-separated) arms points.
+:func:`hit` makes the process die as a crash would (``os._exit``: no clean-up, no ``finally``);
+:func:`drop` makes the database drop the connection, as a network fault or a failover would.
+Unset, each is a dictionary lookup and nothing else. Production never sets the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import asyncpg
+
+EXIT_CODE = 137  # what a SIGKILL looks like
+
+
+def armed(name: str) -> bool:
+    points = os.environ.get("CABRAIN_FAILPOINTS")
+    return bool(points) and name in {p.strip() for p in points.split(",")}
+
+
+def hit(name: str) -> None:
+    """Exit now, as a killed process would, when ``name`` is armed."""
+    if armed(name):
+        sys.stderr.write(f"cabrain failpoint {name}: exiting as a crash would\n")
+        sys.stderr.flush()
+        os._exit(EXIT_CODE)
+
+
+async def drop(name: str, conn: asyncpg.Connection) -> None:
+    """The server ends ``conn``'s session now (``pg_terminate_backend``), when ``name`` is armed: the
+    caller sees the connection lost, as after a network fault, whatever it had committed."""
+    if armed(name):
+        await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+
+__all__ = ["EXIT_CODE", "armed", "drop", "hit"]
