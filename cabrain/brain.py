@@ -50,7 +50,7 @@ from cabrain.types import (
     recall_from_dict,
     recall_to_dict,
 )
-from cabrain.write import changes
+from cabrain.write import changes, inbox
 from cabrain.write import retain as retain_pipeline
 from cabrain.write.entities import entity_key
 
@@ -221,6 +221,27 @@ class Brain:
         )
         log.info("retain", extra={"agent": agent, "count": len(batch), "ms": (time.perf_counter() - started) * 1000})
         return results
+
+    async def capture(self, agent: str, namespace: str, items: list[dict[str, Any]], *, decide: bool = True) -> int:
+        """Hand over captured memories (JSON objects with ``content`` and optional classification,
+        provenance and ``valid_at``): stored at once in the capture inbox (secrets redacted first)
+        once ``agent`` may write ``namespace``, retained later by :meth:`drain_captures`. Returns the
+        inbox row's id."""
+        return await inbox.enqueue(self.engine, agent, namespace, items, decide=decide)
+
+    async def drain_captures(self, *, batch: int = 16) -> int:
+        """Retain one batch of pending captures (each as the agent that handed it over); how many
+        inbox rows were handled (0: nothing pending)."""
+        return await inbox.drain(self.engine, batch=batch)
+
+    async def pending_captures(self) -> int:
+        """Captures waiting in the inbox (failed-for-good ones not counted)."""
+        return await inbox.pending(self.engine)
+
+    async def warm_query(self, text: str) -> None:
+        """Embed ``text`` as a query now, so that a recall of it soon after finds the vector in the
+        embedding cache (capture embeds while it stores)."""
+        await self.engine.embed_query(text)
 
     async def recall(self, agent: str, query: RecallQuery) -> RecallResult:
         """Hybrid recall (SPEC §4.2), through the L1 cache when there is one."""

@@ -95,12 +95,12 @@ class Engine:
                 dsn = await asyncio.to_thread(server.acquire)
                 on_close.append(server.release)
         try:
-            embedder = embedder or await asyncio.to_thread(load_embedder, settings)
+            model: Embedder = embedder if embedder is not None else await asyncio.to_thread(load_embedder, settings)
             pool = await create_pool(dsn, settings)
             try:
                 async with pool.acquire() as conn:
                     state = await migrations.require_current(conn, settings.schema_dir)
-                migrations.check_embedding_dim(state, embedder.dim, settings.embedding_model)
+                migrations.check_embedding_dim(state, model.dim, settings.embedding_model)
                 if reranker is None:
                     reranker = await asyncio.to_thread(load_reranker, settings)
                 chat = load_chat_model(settings)
@@ -125,7 +125,7 @@ class Engine:
                 embedding_ttl_s=settings.cache_embedding_ttl_s,
                 timeout_s=settings.cache_timeout_s,
             )
-        return cls(settings, pool, embedder, reranker=reranker, cache=cache, chat=chat, on_close=on_close, clock=clock)
+        return cls(settings, pool, model, reranker=reranker, cache=cache, chat=chat, on_close=on_close, clock=clock)
 
     async def close(self) -> None:
         await self.bookkeeper.close()

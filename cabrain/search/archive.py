@@ -29,7 +29,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,6 +53,9 @@ from cabrain.types import (
     ScoreBreakdown,
     Visibility,
 )
+
+if TYPE_CHECKING:  # pyiceberg loads lazily (see row_filter)
+    from pyiceberg.expressions import BooleanExpression
 
 # Of these ids, the ones whose identity says they live in the cold tier (in this namespace).
 COLD_IDS = """
@@ -81,36 +84,31 @@ ORDER BY e.hit, e.direction, e.other
 SCORE_COLUMNS = ("id", "content", "embedding", "importance", "valid_at", "demoted_at", "terms", "term_count")
 
 
-def row_filter(agent: str, team_ok: bool, query: ArchiveQuery) -> Any:
+def row_filter(agent: str, team_ok: bool, query: ArchiveQuery) -> BooleanExpression:
     """The scoping rules and the query's filters as one pyiceberg expression (pushed into the scan)."""
-    from pyiceberg.expressions import (
-        And,
-        EqualTo,
-        GreaterThanOrEqual,
-        In,
-        IsNull,
-        LessThanOrEqual,
-        Or,
-    )
+    # pyiceberg is heavy (over half a second to import): loaded when the cold tier is first searched
+    from pyiceberg.expressions import And, GreaterThanOrEqual, IsNull, LessThanOrEqual, Or, Reference
+    from pyiceberg.expressions.literals import literal
 
-    from cabrain.sleep.cold import month_of
+    from cabrain.sleep.cold import equal, month_of, one_of
 
-    readable = Or(EqualTo("visibility", Visibility.GLOBAL.value), EqualTo("owner_agent_id", agent))
+    readable: BooleanExpression = Or(equal("visibility", Visibility.GLOBAL.value), equal("owner_agent_id", agent))
     if team_ok:
-        readable = Or(readable, EqualTo("visibility", Visibility.TEAM.value))
-    parts = [readable]
+        readable = Or(readable, equal("visibility", Visibility.TEAM.value))
+    parts: list[BooleanExpression] = [readable]
     if not query.include_invalid:
-        parts.append(IsNull("invalid_at"))
+        parts.append(IsNull(term=Reference("invalid_at")))
     if query.networks:
-        parts.append(In("network", {n.value for n in query.networks}))
+        parts.append(one_of("network", {n.value for n in query.networks}))
     if query.memory_types:
-        parts.append(In("memory_type", {t.value for t in query.memory_types}))
+        parts.append(one_of("memory_type", {t.value for t in query.memory_types}))
     if query.source_kinds:
-        parts.append(In("source_kind", set(query.source_kinds)))
+        parts.append(one_of("source_kind", set(query.source_kinds)))
     if query.valid_from is not None:
-        parts.append(GreaterThanOrEqual("valid_month", month_of(query.valid_from)))
+        parts.append(GreaterThanOrEqual(term=Reference("valid_month"), value=literal(month_of(query.valid_from))))
     if query.valid_to is not None:
-        parts.append(LessThanOrEqual("valid_month", month_of(query.valid_to - timedelta(microseconds=1))))
+        last = month_of(query.valid_to - timedelta(microseconds=1))
+        parts.append(LessThanOrEqual(term=Reference("valid_month"), value=literal(last)))
     return parts[0] if len(parts) == 1 else And(*parts)
 
 
@@ -185,7 +183,9 @@ def _similarities(blobs: list[bytes | None], qvec: np.ndarray) -> np.ndarray:
     dim = qvec.shape[0]
     rows = [i for i, b in enumerate(blobs) if b is not None and len(b) == 4 * dim]
     if rows:
-        matrix = np.frombuffer(b"".join(blobs[i] for i in rows), dtype="<f4").reshape(len(rows), dim)
+        matrix = np.frombuffer(
+            b"".join(blob for blob in blobs if blob is not None and len(blob) == 4 * dim), dtype="<f4"
+        ).reshape(len(rows), dim)
         norms = np.linalg.norm(matrix, axis=1)
         norms[norms == 0] = 1.0
         out[rows] = (matrix @ qvec) / norms

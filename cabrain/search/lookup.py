@@ -107,14 +107,12 @@ async def read_cold(engine: Engine, namespace: str, memory_id: uuid.UUID, where:
             metadata={"purged_at": where["purged_at"].isoformat()},
         )
 
-    # pyiceberg and pyarrow are heavy (over a second): loaded when the cold tier is first read
-    from pyiceberg.expressions import EqualTo
-
-    from cabrain.sleep.cold import month_of
+    # the cold tier's module loads pyarrow (half a second): loaded when the cold tier is first read
+    from cabrain.sleep.cold import equal, month_of
 
     cold = await asyncio.to_thread(engine.cold_tier)
     rows = await asyncio.to_thread(
-        cold.newest, namespace, [str(memory_id)], EqualTo("valid_month", month_of(where["valid_at"]))
+        cold.newest, namespace, [str(memory_id)], equal("valid_month", month_of(where["valid_at"]))
     )
     if str(memory_id) not in rows:
         raise ColdStoreError(

@@ -30,7 +30,15 @@ from cabrain.store import memories as sql
 from cabrain.store.access import ACCESS_CTE, RECALL_FILTER
 from cabrain.store.memories import COLUMNS
 from cabrain.store.statement import Statement
-from cabrain.types import EntitySummary, Hit, RecallMode, RecallQuery, RecallResult, ScoreBreakdown
+from cabrain.types import (
+    ArchiveQuery,
+    EntitySummary,
+    Hit,
+    RecallMode,
+    RecallQuery,
+    RecallResult,
+    ScoreBreakdown,
+)
 
 RELATED = Statement(
     f"""
@@ -58,7 +66,8 @@ LIMIT :limit
 )
 
 
-def validate(query: RecallQuery, *, max_k: int, max_chars: int) -> None:
+def validate(query: RecallQuery | ArchiveQuery, *, max_k: int, max_chars: int) -> None:
+    """The rules every recall's query meets, hot or archive: text, k and time range."""
     if not isinstance(query.query, str) or not query.query.strip():
         raise InputError("the query is empty")
     if len(query.query) > max_chars:
@@ -184,7 +193,8 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
     top = fused[: query.k]
     hits = [_hit(c, rerank_scores.get(c.row["id"])) for c in top]
-    related, entities = [], []
+    related: list = []
+    entities: list[EntitySummary] = []
     if query.expand and hits and (settings.related_limit or settings.recall_entity_summaries):
         t0 = time.perf_counter()
         ids = [h.memory.id for h in hits]

@@ -18,7 +18,6 @@ import asyncpg
 
 from cabrain.engine import Engine
 from cabrain.errors import ColdStoreError, InputError, NotFound
-from cabrain.faces import inbox
 from cabrain.fixes import Fix
 from cabrain.redact import redact
 from cabrain.search.archive import memory_of
@@ -29,6 +28,7 @@ from cabrain.store import access, judgments
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
 from cabrain.types import Decision, Memory, MemoryInput, RetainResult
+from cabrain.write import inbox
 from cabrain.write.retain import retain
 
 # An archived memory back in the hot tier, as it was (the register trigger re-registers its identity).

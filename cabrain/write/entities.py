@@ -58,10 +58,10 @@ def extract(text: str, known_keys: set[str] | None = None) -> list[str]:
         if name and name.lower() not in STOP_WORDS and len(name) > 1:
             add(m.start(), m.end(), name)
     if known_keys:
-        words = list(_WORD.finditer(text))
+        spans = list(_WORD.finditer(text))
         for size in (3, 2, 1):
-            for i in range(len(words) - size + 1):
-                span = words[i : i + size]
+            for i in range(len(spans) - size + 1):
+                span = spans[i : i + size]
                 phrase = text[span[0].start() : span[-1].end()]
                 if entity_key(phrase) in known_keys:
                     add(span[0].start(), span[-1].end(), phrase)

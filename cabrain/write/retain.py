@@ -10,75 +10,26 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 
-import asyncpg
-import numpy as np
-
-from cabrain import namespaces
+from cabrain import failpoints, namespaces
 from cabrain.clock import Clock, utc_now
-from cabrain import failpoints
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.redact import redact, redact_deep
-from cabrain.search import vector
 from cabrain.search.chunking import chunk
-from cabrain.search.keyword import IndexedDoc, SearchFilters
-from cabrain.store import access, judgments
-from cabrain.store import memories as sql
+from cabrain.store import access, requests
 from cabrain.store import namespaces as namespace_sql
-from cabrain.store import requests
-from cabrain.types import Decision, MemoryInput, RetainResult
+from cabrain.types import MemoryInput, RetainResult
 from cabrain.write import entities as entity_extraction
-from cabrain.write.decision import Neighbour, WriteDecision, decide
 from cabrain.write.llm import llm_decide, llm_entities
-from cabrain.write.salience import importance as score_importance
-
-FIND_EXACT_MANY = """
-SELECT m.id, m.content_hash, m.source_ref FROM memories m
-WHERE m.namespace = $1 AND m.content_hash = ANY($2::bytea[])
-  AND m.invalid_at IS NULL AND m.tier = 'hot'
-  AND (m.visibility <> 'private' OR m.owner_agent_id = $3)
-"""
-KNOWN_ENTITY_KEYS = "SELECT key FROM entities WHERE namespace = $1 AND key = ANY($2::text[])"
-# The entities (by key) and the memories' links to them, in one statement.
-UPSERT_AND_LINK = """
-WITH up AS (
-    INSERT INTO entities (namespace, name, key)
-    SELECT $1, t.name, t.key FROM unnest($2::text[], $3::text[]) AS t(name, key) ORDER BY t.key
-    ON CONFLICT (namespace, key) DO UPDATE SET updated_at = now()
-    RETURNING id, key
-)
-INSERT INTO memory_entities (memory_id, entity_id)
-SELECT l.memory_id, up.id FROM unnest($4::uuid[], $5::text[]) AS l(memory_id, key) JOIN up USING (key)
-ORDER BY 1, 2
-ON CONFLICT DO NOTHING
-"""
-CURRENT_FOR_UPDATE = """
-SELECT m.invalid_at IS NULL FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-WHERE i.id = $1 FOR UPDATE OF m
-"""
-REINFORCE_STEP = 0.05
+from cabrain.write.writer import Item, Writer, deterministic, neighbours_of
 
 
-@dataclass
-class _Item:
-    input: MemoryInput
-    content: str
-    valid_at: datetime
-    content_hash: bytes
-    embedding: list[float] | None = None
-    chunks: list[str] = field(default_factory=list)  # passages of a long memory
-    chunk_embeddings: list[list[float]] = field(default_factory=list)
-    planned: WriteDecision | None = None  # the chat model's decision, made before the transaction
-    planned_against: tuple[uuid.UUID, ...] = ()  # ... against these neighbours
-    entities: list[str] | None = None  # the chat model's entities
-
-
-async def _consult_chat_model(engine: Engine, agent: str, items: list[_Item], decide_writes: bool) -> None:
+async def _consult_chat_model(engine: Engine, agent: str, items: list[Item], decide_writes: bool) -> None:
     """Ask the chat model - slow - before the write transaction, so no lock waits on it. The
     transaction uses a planned decision only if the neighbours it was made against are unchanged."""
     settings = engine.settings
@@ -86,51 +37,21 @@ async def _consult_chat_model(engine: Engine, agent: str, items: list[_Item], de
     use_extractor = settings.entity_extractor in ("auto", "llm")
     limit = asyncio.Semaphore(4)
 
-    async def consult(item: _Item) -> None:
+    chat = engine.chat
+    assert chat is not None, "consulted only when a chat model is configured"
+
+    async def consult(item: Item) -> None:
         async with limit:
             if use_decider:
                 async with engine.pool.acquire() as conn:
-                    neighbours = await _neighbours(conn, engine, agent, item)
-                fallback = _deterministic(settings, item, neighbours)
-                item.planned = await llm_decide(engine.chat, item.content, neighbours, fallback)
+                    neighbours = await neighbours_of(conn, engine, agent, item)
+                fallback = deterministic(settings, item, neighbours)
+                item.planned = await llm_decide(chat, item.content, neighbours, fallback)
                 item.planned_against = tuple(n.id for n in neighbours)
             if use_extractor:
-                item.entities = await llm_entities(engine.chat, item.content, entity_extraction.extract(item.content))
+                item.entities = await llm_entities(chat, item.content, entity_extraction.extract(item.content))
 
     await asyncio.gather(*(consult(item) for item in items))
-
-
-async def _neighbours(
-    conn: asyncpg.Connection,
-    engine: Engine,
-    agent: str,
-    item: _Item,
-    limit: int | None = None,
-    size: int | None = None,
-    total: int | None = None,
-) -> list[Neighbour]:
-    rows = await vector.search(
-        conn,
-        item.embedding,
-        SearchFilters(item.input.namespace, agent),
-        limit or engine.settings.neighbours,
-        exact_max=engine.settings.vector_exact_max,
-        ef_search=engine.settings.retain_ef_search,
-        size=size,
-        total=total,
-        skip_cost=engine.settings.vector_skip_cost,
-    )
-    return [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows]
-
-
-def _deterministic(settings, item: _Item, neighbours: list[Neighbour]) -> WriteDecision:
-    return decide(
-        item.content,
-        neighbours,
-        duplicate_similarity=settings.duplicate_similarity,
-        revision_similarity=settings.revision_similarity,
-        visibility=item.input.visibility.value,
-    )
 
 
 def validate(
@@ -141,7 +62,7 @@ def validate(
     max_metadata_bytes: int = 16384,
     redact_secrets: bool = True,
     clock: Clock = utc_now,
-) -> list[_Item]:
+) -> list[Item]:
     """Check every item before anything is embedded or written; raise :class:`InputError`. With
     ``redact_secrets``, what is stored has its secrets and ``<private>`` blocks removed
     (:mod:`cabrain.redact`), content and metadata alike. An item without ``valid_at`` happened at
@@ -177,7 +98,7 @@ def validate(
         if item.importance is not None and not 0.0 <= item.importance <= 1.0:
             raise InputError(f"{where}: importance must be between 0 and 1, got {item.importance}")
         try:
-            size = len(_json(dict(item.metadata)).encode("utf-8"))
+            size = len(json.dumps(dict(item.metadata), ensure_ascii=False).encode("utf-8"))
         except (TypeError, ValueError, UnicodeEncodeError) as exc:
             raise InputError(f"{where}: metadata must be JSON-serialisable ({exc})") from None
         if size > max_metadata_bytes:
@@ -190,11 +111,13 @@ def validate(
             content = redact(content)
             encoded = content.encode("utf-8")
             if item.metadata:
-                item = dataclasses.replace(item, metadata=redact_deep(dict(item.metadata)))
+                redacted = redact_deep(dict(item.metadata))
+                assert isinstance(redacted, dict)
+                item = dataclasses.replace(item, metadata=redacted)
         valid_at = item.valid_at or clock()
         if valid_at.tzinfo is None:
             valid_at = valid_at.replace(tzinfo=UTC)
-        checked.append(_Item(item, content, valid_at, hashlib.sha256(encoded).digest()))
+        checked.append(Item(item, content, valid_at, hashlib.sha256(encoded).digest()))
     return checked
 
 
@@ -253,7 +176,7 @@ async def retain(
                 done = await requests.answered(conn, agent, idempotency_key, request)
                 if done is not None:
                     return done
-            writer = _Writer(engine, conn, agent)
+            writer = Writer(engine, conn, agent)
             for index, group in enumerate(groups):
                 following = asyncio.create_task(_embed(engine, groups[index + 1])) if index + 1 < len(groups) else None
                 try:
@@ -279,9 +202,9 @@ async def retain(
     return results
 
 
-def _groups(items: list[_Item], batch: int) -> list[list[_Item]]:
+def _groups(items: list[Item], batch: int) -> list[list[Item]]:
     """Consecutive items holding about ``batch`` texts each (an item's passages count)."""
-    groups: list[list[_Item]] = [[]]
+    groups: list[list[Item]] = [[]]
     texts = 0
     for item in items:
         size = 1 + len(item.chunks)
@@ -293,7 +216,7 @@ def _groups(items: list[_Item], batch: int) -> list[list[_Item]]:
     return groups
 
 
-async def _embed(engine: Engine, items: list[_Item]) -> None:
+async def _embed(engine: Engine, items: list[Item]) -> None:
     """Give ``items`` their vectors and their passages' vectors."""
     texts = [i.content for i in items] + [c for i in items for c in i.chunks]
     vectors = await engine.embed_documents(texts)
@@ -302,388 +225,3 @@ async def _embed(engine: Engine, items: list[_Item]) -> None:
         item.embedding = vec
         item.chunk_embeddings = vectors[position : position + len(item.chunks)]
         position += len(item.chunks)
-
-
-@dataclass
-class _Pending:
-    """New memories of a batch not yet written (see :meth:`_Writer.write_batch`)."""
-
-    rows: list[dict] = field(default_factory=list)
-    docs: list[IndexedDoc] = field(default_factory=list)
-    chunks: list[tuple] = field(default_factory=list)
-    links: dict[str, list[tuple[uuid.UUID, list[str]]]] = field(default_factory=dict)
-    invalidations: list[tuple[uuid.UUID, WriteDecision, uuid.UUID, str]] = field(default_factory=list)
-
-    def add(self, agent: str, item: _Item, memory_id: uuid.UUID, importance: float, names: list[str]) -> None:
-        inp = item.input
-        self.rows.append(
-            {
-                "id": memory_id,
-                "namespace": inp.namespace,
-                "owner_agent_id": agent,
-                "visibility": inp.visibility.value,
-                "network": inp.network.value,
-                "memory_type": inp.memory_type.value,
-                "content": item.content,
-                "source_kind": inp.source_kind,
-                "source_ref": inp.source_ref,
-                "embedding": item.embedding,
-                "importance": importance,
-                "valid_at": item.valid_at,
-                "metadata": dict(inp.metadata),
-                "content_hash": item.content_hash,
-                "pinned": inp.important,
-            }
-        )
-        self.docs.append(IndexedDoc(memory_id, inp.namespace, item.valid_at, item.content))
-        self.chunks.extend(_chunk_rows(memory_id, item))
-        if names:
-            self.links.setdefault(inp.namespace, []).append((memory_id, names))
-
-
-class _Writer:
-    """Writes one batch inside one transaction; later items see the earlier ones."""
-
-    def __init__(self, engine: Engine, conn: asyncpg.Connection, agent: str) -> None:
-        self.engine, self.conn, self.agent = engine, conn, agent
-        self.settings = engine.settings
-        self.events: list[dict] = []
-        self._pending = _Pending()  # new memories not yet written (flushed in bulk)
-        # Across the write_batch calls of one transaction (a call written group by group): what
-        # searches on other connections cannot see yet - the memories this transaction wrote and
-        # those it invalidated.
-        self._gone: set[uuid.UUID] = set()
-        self._txn_now: datetime | None = None
-        self._written: list[tuple[Neighbour, str, np.ndarray]] = []
-
-    async def _known_keys(self, namespace: str, text: str) -> set[str]:
-        phrases = entity_extraction.phrases(text)
-        if not phrases:
-            return set()
-        rows = await self.conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases))
-        return {r["key"] for r in rows}
-
-    def _importance(self, item: _Item, nearest: float | None, *, revision: bool = False) -> float:
-        """The caller's importance, or the one scored at write time."""
-        inp = item.input
-        if inp.importance is not None:
-            return inp.importance
-        return score_importance(
-            text=item.content,
-            nearest_similarity=nearest,
-            source_kind=inp.source_kind,
-            valid_at=item.valid_at,
-            flagged=inp.important,
-            revision=revision,
-            source_weights=self.settings.source_weights,
-            novelty_floor=self.settings.novelty_floor,
-            now=self.engine.clock(),
-        )
-
-    async def write_superseding(self, item: _Item, target: uuid.UUID) -> RetainResult:
-        """Reconsolidation: ``item`` replaces ``target``, which must still be current (locked here)."""
-        if not await self.conn.fetchval(CURRENT_FOR_UPDATE, target):
-            raise InputError(f"memory {target} was superseded or forgotten meanwhile", hint="get it and retry")
-        why = item.input.metadata.get("reason")
-        ns, reason = (
-            item.input.namespace,
-            f"corrected by the caller: {why}" if why else "reconsolidated: corrected by the caller",
-        )
-        importance = self._importance(item, None, revision=True)
-        memory_id = uuid.uuid4()
-        names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))
-        self._pending.add(self.agent, item, memory_id, importance, names)
-        self._pending.invalidations.append(
-            (target, WriteDecision(Decision.UPDATE, target, reason), memory_id, "correction")
-        )
-        await self._flush_pending()
-        self.events.append(self._event(ns, "reconsolidate", target, {"superseded_by": str(memory_id)}))
-        self.events.append(
-            self._event(ns, "retain", memory_id, {"decision": Decision.UPDATE.value, "importance": importance})
-        )
-        return RetainResult(Decision.UPDATE, memory_id, importance, (target,), tuple(names), reason)
-
-    async def write_batch(self, items: list[_Item]) -> list[RetainResult]:
-        """Decide and write a batch as :meth:`write` would item by item - each item compared with
-        the stored memories *and* the batch's earlier items - in a few statements per batch.
-
-        The namespaces are locked, so what is committed cannot change meanwhile: every item's
-        stored neighbours are searched at once, on several pooled connections (the HNSW walks
-        use every core), then the decisions are made in order, the batch's own earlier items
-        and supersessions folded in exactly. Rows are written in bulk, flushed before any
-        statement that touches an earlier item of the batch. Called again in the same transaction
-        (a call written group by group), it decides as if the groups were one batch."""
-        searched = await self._search_all(items)
-        exact: dict[tuple, uuid.UUID] = {}
-        for namespace in sorted({i.input.namespace for i in items}):
-            rows = await self.conn.fetch(
-                FIND_EXACT_MANY,
-                namespace,
-                [i.content_hash for i in items if i.input.namespace == namespace],
-                self.agent,
-            )
-            for row in rows:
-                exact.setdefault((namespace, bytes(row["content_hash"]), row["source_ref"]), row["id"])
-        gone = self._gone  # invalidated by this transaction
-        written = self._written  # this transaction's new memories
-        known: dict[str, set[str]] = {}  # entity keys per namespace, stored or made by this batch
-        for namespace in sorted({i.input.namespace for i in items}):
-            phrases = set().union(
-                *(entity_extraction.phrases(i.content) for i in items if i.input.namespace == namespace)
-            )
-            rows = await self.conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases)) if phrases else []
-            known[namespace] = {r["key"] for r in rows}
-        results = []
-        for item, stored in zip(items, searched, strict=True):
-            inp, ns = item.input, item.input.namespace
-            key = (ns, item.content_hash, inp.source_ref)
-            target = exact.get(key)
-            if target is not None and target not in gone:
-                await self._flush_pending()
-                results.append(
-                    await self._reinforce(item, target, "the same content from the same source is already stored")
-                )
-                continue
-            neighbours = await self._batch_neighbours(item, stored, gone, written)
-            if item.planned is not None and tuple(n.id for n in neighbours) == item.planned_against:
-                choice = item.planned
-            else:
-                choice = _deterministic(self.settings, item, neighbours)
-            if choice.decision is Decision.NOOP:
-                await self._flush_pending()
-                results.append(await self._reinforce(item, choice.target, choice.reason))
-                continue
-            if choice.decision is Decision.INVALIDATE and choice.target is not None:
-                await self._flush_pending()
-                results.append(await self._retract(item, choice))
-                gone.add(choice.target)
-                continue
-            importance = self._importance(
-                item, neighbours[0].similarity if neighbours else None, revision=choice.decision is Decision.UPDATE
-            )
-            memory_id = uuid.uuid4()
-            exact[key] = memory_id
-            names = entity_extraction.extract(item.content, known[ns])
-            if item.entities is not None:  # the chat model's, plus known entities it may have missed
-                names = list(dict.fromkeys([*item.entities, *names]))[: entity_extraction.MAX_ENTITIES]
-            known[ns].update(entity_extraction.entity_key(n) for n in names)
-            self._pending.add(self.agent, item, memory_id, importance, names)
-            superseded: tuple[uuid.UUID, ...] = ()
-            if choice.decision is Decision.UPDATE and choice.target is not None:
-                self._pending.invalidations.append((choice.target, choice, memory_id, "write"))
-                gone.add(choice.target)
-                superseded = (choice.target,)
-                self.events.append(self._event(ns, "reconsolidate", choice.target, {"superseded_by": str(memory_id)}))
-            self.events.append(
-                self._event(ns, "retain", memory_id, {"decision": choice.decision.value, "importance": importance})
-            )
-            vector = np.asarray(item.embedding, dtype=np.float32)
-            written.append(
-                (
-                    Neighbour(memory_id, item.content, 0.0, inp.visibility.value),
-                    ns,
-                    vector / (np.linalg.norm(vector) or 1.0),
-                )
-            )
-            results.append(
-                RetainResult(choice.decision, memory_id, importance, superseded, tuple(names), choice.reason)
-            )
-        await self._flush_pending()
-        return results
-
-    async def _search_all(self, items: list[_Item]) -> list[list[Neighbour] | None]:
-        """Every item's stored neighbours (with room for the batch's supersessions), searched at
-        once on up to ``retain_search_connections`` pooled connections besides this one."""
-        limit = self.settings.neighbours * 2
-        sizes = {
-            ns: await self.conn.fetchval(sql.NAMESPACE_SIZE, ns) or 0
-            for ns in sorted({i.input.namespace for i in items})
-        }
-        total = await self.conn.fetchval(vector.GRAPH_SIZE) or 0  # once for the batch, not per search
-
-        async def search(conn: asyncpg.Connection, item: _Item) -> list[Neighbour]:
-            return await _neighbours(conn, self.engine, self.agent, item, limit, sizes[item.input.namespace], total)
-
-        parallel = min(self.settings.retain_search_connections, self.settings.db_pool_max - 1, len(items))
-        if parallel < 1:
-            return [await search(self.conn, item) for item in items]
-        gate, own = asyncio.Semaphore(parallel), asyncio.Lock()
-
-        async def one(item: _Item) -> list[Neighbour]:
-            async with gate:
-                try:
-                    conn = await self.engine.pool.acquire(timeout=0.05)
-                except TimeoutError:  # the pool is busy (maybe with writers waiting for
-                    async with own:  # this batch's lock): search on the transaction's connection
-                        return await search(self.conn, item)
-                try:
-                    return await search(conn, item)
-                finally:  # (without a timeout here, release would reuse the short one above)
-                    await self.engine.pool.release(conn, timeout=self.settings.db_connect_timeout_s)
-
-        return list(await asyncio.gather(*(one(item) for item in items)))
-
-    async def _batch_neighbours(
-        self, item: _Item, stored: list[Neighbour], gone: set[uuid.UUID], written: list[tuple]
-    ) -> list[Neighbour]:
-        """The item's nearest: its stored neighbours less those this batch invalidated, and the
-        batch's earlier new memories - what a search inside the transaction would return."""
-        want = self.settings.neighbours
-        alive = [n for n in stored if n.id not in gone]
-        if len(stored) >= want * 2 and len(alive) < want:  # the batch superseded too many: search again
-            await self._flush_pending()
-            return await _neighbours(self.conn, self.engine, self.agent, item, want)
-        vector = np.asarray(item.embedding, dtype=np.float32)
-        vector = vector / (np.linalg.norm(vector) or 1.0)
-        seen = {n.id for n in alive}  # (a search on this transaction's connection sees its writes)
-        own = [
-            Neighbour(n.id, n.content, float(np.dot(vector, v)), n.visibility)
-            for n, ns, v in written
-            if ns == item.input.namespace and n.id not in gone and n.id not in seen
-        ]
-        return sorted(alive + own, key=lambda n: (-n.similarity, str(n.id)))[:want]
-
-    async def _flush_pending(self) -> None:
-        """Write the batch's pending new memories (rows, postings, passages, entities) and then
-        the supersessions that point at them."""
-        pending = self._pending
-        if not pending.rows:
-            return
-        self._pending = _Pending()
-        new_rows = {r["id"]: r for r in pending.rows}
-        await sql.insert_memories(self.conn, pending.rows)
-        await self.engine.keyword.index(self.conn, pending.docs)
-        await sql.insert_chunks(self.conn, pending.chunks)
-        for namespace, links in sorted(pending.links.items()):
-            await self._link_many(namespace, links)
-        for target, choice, memory_id, origin in pending.invalidations:
-            row = new_rows[memory_id]
-            meta = {"superseded_reason": choice.reason, "superseded_by_agent": self.agent}
-            await self._judge(row["namespace"], choice, target, memory_id, origin, row["content"], meta)
-
-    async def _link_many(self, namespace: str, links: list[tuple[uuid.UUID, list[str]]]) -> None:
-        by_key: dict[str, str] = {}
-        pairs: set[tuple[uuid.UUID, str]] = set()
-        for memory_id, names in links:
-            for name in names:
-                key = entity_extraction.entity_key(name)
-                by_key.setdefault(key, name)
-                pairs.add((memory_id, key))
-        if not by_key:
-            return
-        keys = sorted(by_key)
-        ordered = sorted(pairs, key=lambda p: (str(p[0]), p[1]))
-        await self.conn.execute(
-            UPSERT_AND_LINK,
-            namespace,
-            [by_key[k] for k in keys],
-            keys,
-            [p[0] for p in ordered],
-            [p[1] for p in ordered],
-        )
-
-    async def write_many(self, items: list[_Item]) -> list[RetainResult]:
-        """Store every item as ADD without comparing it with neighbours (bulk imports): a few
-        statements for the whole batch. Exact duplicates (same content and source ref) are still
-        stored once."""
-        results: list[RetainResult | None] = [None] * len(items)
-        fresh: list[tuple[int, _Item]] = []
-        duplicates: list[tuple[int, _Item, uuid.UUID]] = []
-        seen: dict[tuple, uuid.UUID] = {}
-        for namespace in sorted({i.input.namespace for i in items}):
-            rows = await self.conn.fetch(
-                FIND_EXACT_MANY,
-                namespace,
-                [i.content_hash for i in items if i.input.namespace == namespace],
-                self.agent,
-            )
-            for row in rows:
-                seen[(namespace, bytes(row["content_hash"]), row["source_ref"])] = row["id"]
-        for index, item in enumerate(items):
-            key = (item.input.namespace, item.content_hash, item.input.source_ref)
-            if key in seen:
-                duplicates.append((index, item, seen[key]))
-                continue
-            seen[key] = uuid.uuid4()
-            fresh.append((index, item))
-        for index, item in fresh:
-            inp = item.input
-            memory_id = seen[(inp.namespace, item.content_hash, inp.source_ref)]
-            importance = self._importance(item, None)
-            names = entity_extraction.extract(item.content)
-            self._pending.add(self.agent, item, memory_id, importance, names)
-            self.events.append(self._event(inp.namespace, "retain", memory_id, {"decision": "ADD"}))
-            results[index] = RetainResult(
-                Decision.ADD, memory_id, importance, (), tuple(names), "imported without comparison"
-            )
-        await self._flush_pending()
-        for index, item, target in duplicates:  # after the inserts: the target may be in this batch
-            reason = "the same content from the same source is already stored"
-            results[index] = await self._reinforce(item, target, reason)
-        return [r for r in results if r is not None]
-
-    async def _reinforce(self, item: _Item, target: uuid.UUID, reason: str) -> RetainResult:
-        await self.conn.execute(sql.REINFORCE, target, REINFORCE_STEP)
-        importance = await self.conn.fetchval(
-            "SELECT m.importance FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at WHERE i.id = $1",
-            target,
-        )
-        self.events.append(self._event(item.input.namespace, "retain", target, {"decision": "NOOP"}))
-        return RetainResult(Decision.NOOP, target, float(importance), (), (), reason)
-
-    async def _retract(self, item: _Item, choice: WriteDecision) -> RetainResult:
-        """INVALIDATE: the new text only retracts the target; it is invalidated, nothing is stored."""
-        target, reason = choice.target, choice.reason
-        meta = {"invalidated_reason": reason, "invalidated_by_agent": self.agent, "retraction": item.content}
-        if not await self._judge(item.input.namespace, choice, target, None, "write", item.content, meta):
-            raise InputError(f"memory {target} was superseded or forgotten meanwhile", hint="write it again")
-        self.events.append(self._event(item.input.namespace, "forget", target, {"decision": "INVALIDATE", **meta}))
-        return RetainResult(Decision.INVALIDATE, None, 0.0, (target,), (), reason)
-
-    async def _now(self) -> datetime:
-        """The transaction's time (what invalid_at has always been set to)."""
-        if self._txn_now is None:
-            self._txn_now = await self.conn.fetchval("SELECT now()")
-        return self._txn_now
-
-    async def _judge(
-        self,
-        namespace: str,
-        choice: WriteDecision,
-        target: uuid.UUID,
-        by: uuid.UUID | None,
-        origin: str,
-        text: str,
-        metadata: dict,
-    ) -> bool:
-        """Supersede ``target`` by ``by`` (or invalidate it: ``by`` None) if it is still current, and
-        record the judgment - a revision or retraction decided on write, or a caller's correction -
-        with what it was made on."""
-        inputs = {"decision": choice.decision.value, "text": text, "similarity": choice.similarity}
-        if by is not None:
-            inputs["new_memory_id"] = str(by)
-        kind = "supersede" if by is not None else "invalidate"
-        judgment = judgments.Judgment(namespace, kind, origin, choice.reason, agent_id=self.agent, inputs=inputs)
-        if not await judgments.supersede(self.conn, judgment, target, by=by, metadata=metadata, now=await self._now()):
-            return False
-        await judgments.record(self.conn, judgment)
-        return True
-
-    def _event(self, namespace: str, op: str, memory_id: uuid.UUID, metadata: dict) -> dict:
-        return {"namespace": namespace, "op": op, "memory_id": memory_id, "agent_id": self.agent, "metadata": metadata}
-
-    async def flush(self) -> None:
-        await sql.insert_events(self.conn, self.events)
-
-
-def _chunk_rows(memory_id: uuid.UUID, item: _Item) -> list[tuple]:
-    return [
-        (memory_id, number, item.input.namespace, item.valid_at, text, vec)
-        for number, (text, vec) in enumerate(zip(item.chunks, item.chunk_embeddings, strict=True))
-    ]
-
-
-def _json(value: dict) -> str:
-    import json
-
-    return json.dumps(value, ensure_ascii=False)

@@ -12,10 +12,10 @@ import asyncpg
 import pytest
 
 from cabrain.brain import Brain
-from cabrain.faces import inbox
 from cabrain.service import ensure_schema
 from cabrain.sleep.cycle import run_cycle
 from cabrain.types import MemoryInput, MemoryType, Network
+from cabrain.write import inbox
 
 
 def at(text: str) -> datetime:
@@ -296,9 +296,9 @@ async def test_the_capture_inbox_keeps_rows_exactly_as_long_as_its_retention(
     moment,
 ) -> None:
     done_at = at(moment)
+    kept = await brain.capture("alice", "proj", [{"content": "User asked: rotate the TLS certificate."}])
+    failed = await brain.capture("alice", "proj", [{"content": "User asked: something that never stored."}])
     async with brain.engine.pool.acquire() as conn:
-        kept = await inbox.enqueue(conn, "alice", "proj", [{"content": "User asked: rotate the TLS certificate."}])
-        failed = await inbox.enqueue(conn, "alice", "proj", [{"content": "User asked: something that never stored."}])
         await conn.execute("UPDATE capture_inbox SET processed_at = $2 WHERE id = $1", kept, done_at)
         await conn.execute(
             "UPDATE capture_inbox SET attempts = $2, created_at = $3, last_error = 'boom' WHERE id = $1",
@@ -311,7 +311,7 @@ async def test_the_capture_inbox_keeps_rows_exactly_as_long_as_its_retention(
 
     async def left_at(now: datetime) -> set[int]:
         clock.now = now
-        await inbox.drain(drainer)
+        await drainer.drain_captures()
         return {r["id"] for r in await _sql(db_dsn, "SELECT id FROM capture_inbox")}
 
     assert await left_at(done_at + timedelta(hours=1)) == {kept, failed}  # exactly the retention: still kept

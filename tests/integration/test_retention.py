@@ -12,7 +12,6 @@ from pathlib import Path
 import asyncpg
 import pyarrow.parquet as pq
 
-from cabrain.faces import inbox
 from cabrain.sleep.context import StepContext
 from cabrain.sleep.cycle import run_cycle
 from cabrain.sleep.maintain import maintain
@@ -29,9 +28,8 @@ async def _inbox_rows(dsn: str) -> list[asyncpg.Record]:
 
 
 async def _hand_over(brain, text: str) -> None:
-    async with brain.engine.pool.acquire() as conn:
-        await inbox.enqueue(conn, "alice", "proj", [{"content": text, "source_kind": "claude_code"}], decide=False)
-    while await inbox.drain(brain):
+    await brain.capture("alice", "proj", [{"content": text, "source_kind": "claude_code"}], decide=False)
+    while await brain.drain_captures():
         pass
 
 
@@ -53,7 +51,7 @@ async def test_processed_capture_rows_are_removed_and_a_forget_removes_kept_raw_
         await conn.execute("UPDATE capture_inbox SET processed_at = processed_at - interval '2 hours'")
     finally:
         await conn.close()
-    await inbox.drain(keeping)
+    await keeping.drain_captures()
     assert await _inbox_rows(db_dsn) == []
 
 

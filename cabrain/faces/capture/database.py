@@ -15,9 +15,9 @@ from cabrain.brain import Brain
 from cabrain.faces.capture.config import CaptureConfig
 from cabrain.faces.capture.events import WITHHELD, context_text, hook_output, plan
 from cabrain.faces.capture.project import capture_target, target_label
-from cabrain.faces.inbox import item_from_json
 from cabrain.settings import load_settings
 from cabrain.types import RecallQuery, recall_to_dict
+from cabrain.write.inbox import item_from_json
 
 
 async def handle_on_database(config: CaptureConfig, event: dict[str, Any]) -> dict[str, Any] | None:

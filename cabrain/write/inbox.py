@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import Any
 
-import asyncpg
-
-from cabrain.types import MemoryInput
+from cabrain.engine import Engine
+from cabrain.redact import redact_deep
+from cabrain.store import access
+from cabrain.types import MemoryInput, MemoryType, Network, Visibility
+from cabrain.write.retain import retain
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +56,6 @@ PENDING = f"SELECT count(*) FROM capture_inbox WHERE processed_at IS NULL AND at
 
 
 def item_from_json(d: dict[str, Any], namespace: str) -> MemoryInput:
-    from datetime import datetime
-
-    from cabrain.types import MemoryType, Network, Visibility
-
     return MemoryInput(
         content=d["content"],
         namespace=namespace,
@@ -72,30 +71,36 @@ def item_from_json(d: dict[str, Any], namespace: str) -> MemoryInput:
 
 
 async def enqueue(
-    conn: asyncpg.Connection, agent: str, namespace: str, items: list[dict[str, Any]], *, decide: bool = True
+    engine: Engine, agent: str, namespace: str, items: list[dict[str, Any]], *, decide: bool = True
 ) -> int:
-    return await conn.fetchval(ENQUEUE, agent, namespace, json.dumps(items, ensure_ascii=False), decide)
+    """Store captured items (JSON objects of :func:`item_from_json`'s shape) for the background
+    retain, once ``agent`` may write ``namespace``; secrets are redacted before the inbox holds them.
+    Returns the inbox row's id."""
+    async with engine.pool.acquire() as conn:
+        await access.require_writer(conn, agent, namespace)
+        cleaned = redact_deep(items)
+        return await conn.fetchval(ENQUEUE, agent, namespace, json.dumps(cleaned, ensure_ascii=False), decide)
 
 
-async def drain(brain, *, batch: int = 16) -> int:
+async def drain(engine: Engine, *, batch: int = 16) -> int:
     """Retain what is pending (one claimed batch); how many rows were handled. Also removes rows
     past their retention."""
-    settings = brain.settings
-    async with brain.pool.acquire() as conn:
+    settings, pool = engine.settings, engine.pool
+    async with pool.acquire() as conn:
         rows = await conn.fetch(CLAIM, batch)
         await conn.execute(
-            PURGE, settings.capture_inbox_retention_s, settings.capture_inbox_failed_retention_s, brain.clock()
+            PURGE, settings.capture_inbox_retention_s, settings.capture_inbox_failed_retention_s, engine.clock()
         )
     for row in rows:
         try:
             items = [item_from_json(d, row["namespace"]) for d in json.loads(row["items"])]
-            results = await brain.retain(row["agent_id"], items, decide=row["decide"]) if items else []
+            results = await retain(engine, row["agent_id"], items, decide_writes=row["decide"]) if items else []
         except Exception as exc:  # noqa: BLE001 - kept on the row; retried until MAX_ATTEMPTS
             log.warning("capture inbox row failed", extra={"id": row["id"], "error": type(exc).__name__})
-            async with brain.pool.acquire() as conn:
+            async with pool.acquire() as conn:
                 await conn.execute(FAILED, row["id"], f"{type(exc).__name__}: {exc}"[:2000])
             continue
-        async with brain.pool.acquire() as conn:
+        async with pool.acquire() as conn:
             if settings.capture_inbox_retention_s > 0:
                 await conn.execute(DONE, row["id"], [r.memory_id for r in results if r.memory_id is not None])
             else:
@@ -103,5 +108,7 @@ async def drain(brain, *, batch: int = 16) -> int:
     return len(rows)
 
 
-async def pending(conn: asyncpg.Connection) -> int:
-    return await conn.fetchval(PENDING)
+async def pending(engine: Engine) -> int:
+    """Rows waiting to be retained (not failed for good)."""
+    async with engine.pool.acquire() as conn:
+        return await conn.fetchval(PENDING)
