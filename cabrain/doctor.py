@@ -9,10 +9,19 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from cabrain.errors import CabrainError
-from cabrain.settings import Settings
+import asyncpg
+
+from cabrain.errors import CabrainError, EmbeddingDimensionMismatch
+from cabrain.providers.cache import probe_redis
+from cabrain.providers.cold_store import probe
+from cabrain.providers.embedders import load_embedder
+from cabrain.providers.rerankers import load_reranker
+from cabrain.settings import Settings, describe_unknown
+from cabrain.store import migrations
+from cabrain.store.db import check_server, connect, describe_target, hot_tier, server_facts
 
 
 class Status(str, enum.Enum):
@@ -46,12 +55,9 @@ def _failed(name: str, exc: CabrainError) -> Check:
     return Check(name, Status.FAIL, exc.message, exc.hint)
 
 
-async def run_doctor(settings: Settings, *, unknown: list[tuple[str, str | None]] = ()) -> list[Check]:
+async def run_doctor(settings: Settings, *, unknown: Sequence[tuple[str, str | None]] = ()) -> list[Check]:
     """Run every check; never raises for a failing dependency (it becomes a FAIL row). ``unknown``:
     the ``CABRAIN_*`` variables of the environment that no setting reads (see settings.unknown_variables)."""
-    from cabrain.settings import describe_unknown
-    from cabrain.store.db import describe_target, hot_tier
-
     embed_check, model_dim = await _check_embedder(settings)
     if unknown:
         settings_check = Check(
@@ -76,8 +82,6 @@ async def run_doctor(settings: Settings, *, unknown: list[tuple[str, str | None]
 
 
 async def _check_embedder(settings: Settings) -> tuple[Check, int | None]:
-    from cabrain.providers.embedders import load_embedder
-
     started = time.perf_counter()
     try:
         embedder = await asyncio.to_thread(load_embedder, settings)
@@ -99,10 +103,6 @@ async def _check_embedder(settings: Settings) -> tuple[Check, int | None]:
 
 
 async def _database_checks(settings: Settings, dsn: str, target: str, model_dim: int | None) -> list[Check]:
-    from cabrain.errors import EmbeddingDimensionMismatch
-    from cabrain.store import migrations
-    from cabrain.store.db import check_server, connect, server_facts
-
     checks: list[Check] = []
     try:
         conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
@@ -137,7 +137,7 @@ async def _database_checks(settings: Settings, dsn: str, target: str, model_dim:
     return checks
 
 
-def _schema_check(state) -> Check:
+def _schema_check(state: migrations.SchemaState) -> Check:
     if state.edited:
         return Check(
             "schema",
@@ -166,7 +166,7 @@ def _schema_check(state) -> Check:
     )
 
 
-async def _hot_tier_facts(conn) -> list[Check]:
+async def _hot_tier_facts(conn: asyncpg.Connection) -> list[Check]:
     facts = await conn.fetchrow(PARTITION_FACTS)
     partition = Check(
         "partitions",
@@ -193,7 +193,7 @@ FROM sleep_runs ORDER BY started_at DESC LIMIT 1
 """
 
 
-async def _sleep_check(conn) -> Check:
+async def _sleep_check(conn: asyncpg.Connection) -> Check:
     if not await conn.fetchval("SELECT to_regclass('sleep_runs') IS NOT NULL"):
         return Check("sleep cycle", Status.SKIP, "schema without the sleep tables")
     last = await conn.fetchrow(LAST_SLEEP)
@@ -216,8 +216,6 @@ async def _sleep_check(conn) -> Check:
 
 
 def _check_reranker(settings: Settings) -> Check:
-    from cabrain.providers.rerankers import load_reranker
-
     try:
         reranker = load_reranker(settings)
     except CabrainError as exc:
@@ -235,8 +233,6 @@ def _check_reranker(settings: Settings) -> Check:
 async def _check_redis(settings: Settings) -> Check:
     if settings.redis_url is None:
         return Check("redis (L1 cache)", Status.OK, "not configured: recall runs without the L1 cache")
-    from cabrain.providers.cache import probe_redis
-
     try:
         version = await probe_redis(settings.redis_url.get_secret_value())
     except CabrainError as exc:
@@ -245,8 +241,6 @@ async def _check_redis(settings: Settings) -> Check:
 
 
 def _check_cold_store(settings: Settings) -> Check:
-    from cabrain.providers.cold_store import probe
-
     try:
         return Check("cold tier (iceberg)", Status.OK, probe(settings))
     except CabrainError as exc:

@@ -35,7 +35,7 @@ from cabrain.store.embedded import EmbeddedPostgres
 from cabrain.store.pool import create_pool
 
 if TYPE_CHECKING:  # pyiceberg loads only when the cold tier is first used
-    from cabrain.sleep.cold import ColdTier
+    from cabrain.store.cold import ColdTier
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -181,7 +181,7 @@ class Engine:
     def cold_tier(self) -> ColdTier:
         """The Iceberg cold tier, opened on first use (archive recall and demoted ids only)."""
         if self._cold is None:
-            from cabrain.sleep.cold import ColdTier  # pyiceberg is heavy: loaded on first use
+            from cabrain.store.cold import ColdTier  # pyiceberg is heavy: loaded on first use
 
             self._cold = ColdTier(self.settings)
         return self._cold

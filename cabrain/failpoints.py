@@ -18,7 +18,7 @@ EXIT_CODE = 137  # what a SIGKILL looks like
 
 
 def armed(name: str) -> bool:
-    points = os.environ.get("CABRAIN_FAILPOINTS")
+    points = os.environ.get("CABRAIN_FAILPOINTS") or ""
     return bool(points) and name in {p.strip() for p in points.split(",")}
 
 

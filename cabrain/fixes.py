@@ -34,10 +34,10 @@ class Fix:
         self.action = action
         self.params = dict(params or {})
 
+    # No __hash__: a class defining __eq__ alone is unhashable (Python sets __hash__ to None), as a Fix
+    # with mutable params should be.
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Fix) and (self.action, self.params) == (other.action, other.params)
-
-    __hash__ = None  # type: ignore[assignment] - mutable params
 
     def __repr__(self) -> str:
         return f"Fix({self.action!r}, {self.params!r})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from typing import TextIO
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
@@ -31,11 +32,11 @@ class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is at the time of the record (test capture, redirection)."""
 
     @property
-    def stream(self):
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
-    def stream(self, value) -> None:
+    def stream(self, value: TextIO) -> None:
         pass
 
 

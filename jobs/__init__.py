@@ -1,5 +1,4 @@
-"""Ray job entrypoints for CaBrain's offline plane, run as ``python -m jobs.<name>``.
-
-Each module exposes ``main(argv=None) -> int``. The sleep cycle lands with its own issue; this
-package is declared now so that the distribution layout is fixed from the first release.
+"""Shims kept at the top of a checkout so that ``ray job submit --working-dir . -- python -m jobs.<name>``
+keeps working; the entrypoints live in :mod:`cabrain.jobs` (``python -m cabrain.jobs.<name>``), which is
+what a wheel installs.
 """

@@ -1,25 +1,12 @@
-"""Workflow learning's iterations as a Ray job:
-
-    ray job submit --working-dir . -- python -m jobs.workflow_learn [--namespace NS ...] [--limit N]
-
-Connects to the cluster it was submitted to (or ``CABRAIN_RAY_ADDRESS``, or a local Ray) and fans
-the new frontier references out over every node, one Ray task each; progress goes to stdout
-(``ray job logs``), the report to stdout at the end (``--json`` for JSON). Exit status: 0 done,
-1 some runs failed, 2 bad arguments or settings. ``cabrain workflows learn`` runs the same.
-With ``--every SECONDS`` it is a long-running job that learns on that schedule until stopped
-(``ray job stop``).
-"""
+"""Checkout shim: ``python -m jobs.workflow_learn`` runs :mod:`cabrain.jobs.workflow_learn`."""
 
 from __future__ import annotations
 
 import sys
 
-from cabrain.cli import main as cli_main
+from cabrain.jobs.workflow_learn import main
 
-
-def main(argv: list[str] | None = None) -> int:
-    return cli_main(["workflows", "learn", *(sys.argv[1:] if argv is None else argv)])
-
+__all__ = ["main"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,16 +26,15 @@ from cabrain.errors import UsageError
 from cabrain.settings import Settings
 
 
-def _with_brain(settings: Settings, work: Callable[[Any], Awaitable[Any]]) -> Any:
-    from cabrain.brain import Brain  # lazy, here and below: start-up time (common.py)
-    from cabrain.store.db import hot_tier
+def _with_workflows(settings: Settings, work: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Run ``work`` on the workflows facade over the hot tier (the operator's: no agent checks on the
+    registry, as with ``cabrain sleep``)."""
+    from cabrain.store.db import hot_tier  # lazy, here and below: start-up time (common.py)
+    from cabrain.workflows.facade import Workflows
 
     async def run(dsn: str) -> Any:
-        brain = await Brain.open(settings, dsn=dsn)
-        try:
-            return await work(brain)
-        finally:
-            await brain.close()
+        async with await Workflows.open(settings, dsn=dsn) as workflows:
+            return await work(workflows)
 
     with hot_tier(settings) as dsn:
         return asyncio.run(run(dsn))
@@ -70,13 +69,7 @@ def _agent_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_agents_add(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.workflows import registry
-
-    async def work(brain: Any) -> Any:
-        async with brain.pool.acquire() as conn:
-            return await registry.add(conn, name=args.name, **_agent_fields(args))
-
-    agent = _with_brain(settings, work)
+    agent = _with_workflows(settings, lambda w: w.add_model({"name": args.name, **_agent_fields(args)}))
     _print(
         agent.to_json(),
         args.json,
@@ -86,8 +79,6 @@ def cmd_agents_add(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_agents_set(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.workflows import registry
-
     fields = _agent_fields(args)
     if not fields:
         raise UsageError(
@@ -96,23 +87,13 @@ def cmd_agents_set(settings: Settings, args: argparse.Namespace) -> int:
             "--capabilities, --cost-in, --cost-out, --active",
         )
 
-    async def work(brain: Any) -> Any:
-        async with brain.pool.acquire() as conn:
-            return await registry.update(conn, args.name, **fields)
-
-    agent = _with_brain(settings, work)
+    agent = _with_workflows(settings, lambda w: w.update_model(args.name, fields))
     _print(agent.to_json(), args.json, f"updated {agent.name}: {', '.join(sorted(fields))}")
     return EXIT_OK
 
 
 def cmd_agents_list(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.workflows import registry
-
-    async def work(brain: Any) -> Any:
-        async with brain.pool.acquire() as conn:
-            return await registry.listed(conn, layer=args.layer)
-
-    agents = _with_brain(settings, work)
+    agents = _with_workflows(settings, lambda w: w.list_models(layer=args.layer))
     lines = [
         f"{a.name:20s} {a.layer:8s} {a.provider:9s} {a.model:28s} {'active' if a.active else 'inactive':8s} "
         f"calls {a.calls} failed {a.failures} latency {a.latency_ms or 0:.0f} ms  {a.endpoint}"
@@ -133,10 +114,8 @@ def _request(args: argparse.Namespace) -> Any:
 
 
 def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.workflows.dispatch import Dispatcher
-
     request = _request(args)
-    result = _with_brain(settings, lambda brain: Dispatcher(brain).dispatch(args.agent, request))
+    result = _with_workflows(settings, lambda w: w.dispatch(args.agent, request))
     if args.json:
         _print(result.to_json(), True, "")
     else:
@@ -146,26 +125,17 @@ def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.workflows import queue
-
     request = _request(args)
-    item = _with_brain(
-        settings,
-        lambda brain: queue.enqueue(
-            brain.pool, args.agent, request, priority=args.priority, max_chars=settings.workflow_max_task_chars
-        ),
-    )
+    item = _with_workflows(settings, lambda w: w.enqueue(args.agent, request, priority=args.priority))
     _print(item, args.json, f"queued {item['id']} (priority {item['priority']})")
     return EXIT_OK
 
 
 def cmd_queue(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.workflows import queue
-
     if args.id:
         if not args.agent:
             raise UsageError("--agent is needed to read a queued task (it must be able to read the namespace)")
-        item = _with_brain(settings, lambda brain: queue.get(brain.pool, args.agent, args.id))
+        item = _with_workflows(settings, lambda w: w.queued(args.agent, args.id))
         _print(
             item,
             args.json,
@@ -174,29 +144,23 @@ def cmd_queue(settings: Settings, args: argparse.Namespace) -> int:
             + (f"\n{item['result']['output']}" if item.get("result") else ""),
         )
         return EXIT_OK
-    counts = _with_brain(settings, lambda brain: queue.counts(brain.pool, args.namespace))
+    counts = _with_workflows(settings, lambda w: w.queue_counts(args.namespace))
     _print(counts, args.json, ", ".join(f"{k} {v}" for k, v in counts.items()))
     return EXIT_OK
 
 
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.workflows import queue
-    from cabrain.workflows.dispatch import Dispatcher
-
     name = args.name or f"{socket.gethostname()}-{id(args):x}"
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
 
-    async def work(brain: Any) -> int:
-        return await queue.work(Dispatcher(brain), name, drain=args.drain, progress=say)
-
-    ran = _with_brain(settings, work)
+    ran = _with_workflows(settings, lambda w: w.work(name, drain=args.drain, progress=say))
     print(f"worker {name}: ran {ran} task(s)", file=sys.stderr)
     return EXIT_OK
 
 
 def cmd_learn(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.store.db import hot_tier
-    from cabrain.workflows.learn import learn
+    from cabrain.workflows.facade import Workflows
 
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -211,7 +175,7 @@ def cmd_learn(settings: Settings, args: argparse.Namespace) -> int:
 
         def once() -> dict[str, Any]:
             return asyncio.run(
-                learn(
+                Workflows.learn(
                     settings,
                     dsn,
                     namespaces=args.namespace or None,
@@ -254,19 +218,12 @@ def _learn_on_schedule(args: argparse.Namespace, once: Callable[[], dict[str, An
 
 
 def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.workflows import report
+    from cabrain.workflows.facade import Workflows
 
     if args.days is not None and args.days < 1:
         raise UsageError("--days must be at least 1")
-
-    async def work(brain: Any) -> Any:
-        async with brain.pool.acquire() as conn:
-            return await report.build(
-                conn, namespaces=args.namespace or None, days=args.days, accept=settings.workflow_accept_score
-            )
-
-    data = _with_brain(settings, work)
-    _print(data, args.json, report.render(data))
+    data = _with_workflows(settings, lambda w: w.report(namespaces=args.namespace or None, days=args.days))
+    _print(data, args.json, Workflows.render_report(data))
     return EXIT_OK
 
 

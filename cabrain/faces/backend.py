@@ -4,7 +4,7 @@ for one agent: straight from a :class:`~cabrain.brain.Brain`, or through the HTT
 from __future__ import annotations
 
 import uuid
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cabrain.types import (
     ArchiveQuery,
@@ -18,6 +18,10 @@ from cabrain.types import (
     RecallResult,
     RetainResult,
 )
+
+if TYPE_CHECKING:
+    from cabrain.brain import Brain
+    from cabrain.client import AsyncClient
 
 
 class MemoryBackend(Protocol):
@@ -83,7 +87,7 @@ class MemoryBackend(Protocol):
 class BrainBackend:
     """In process, on a Brain (stdio MCP without a service, the ingress's /mcp, capture)."""
 
-    def __init__(self, brain, agent: str) -> None:
+    def __init__(self, brain: Brain, agent: str) -> None:
         self.brain, self.agent = brain, agent
 
     async def retain(self, item: MemoryInput, *, decide: bool = True) -> RetainResult:
@@ -163,15 +167,15 @@ class BrainBackend:
         return await self.brain.get_entity(self.agent, namespace, name_or_id, history=history, limit=limit)
 
     async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]:
-        from cabrain.workflows.dispatch import Dispatcher, TaskRequest
+        from cabrain.workflows.facade import Workflows  # in process only: HttpBackend never loads it
 
-        return (await Dispatcher(self.brain).dispatch(self.agent, TaskRequest.from_json(task))).to_json()
+        return (await Workflows(self.brain.engine).dispatch(self.agent, task)).to_json()
 
 
 class HttpBackend:
     """Through a running service's HTTP API, with an agent's key."""
 
-    def __init__(self, client, agent: str) -> None:
+    def __init__(self, client: AsyncClient, agent: str) -> None:
         self.client, self.agent = client, agent
 
     async def retain(self, item: MemoryInput, *, decide: bool = True) -> RetainResult:

@@ -17,8 +17,9 @@ tools to call (:mod:`cabrain.fixes`).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -26,8 +27,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from cabrain import __version__, namespaces
-from cabrain.errors import CabrainError
-from cabrain.faces.backend import MemoryBackend
+from cabrain.errors import CabrainError, ConfigError
+from cabrain.faces.backend import BrainBackend, HttpBackend, MemoryBackend
 from cabrain.types import (
     ArchiveQuery,
     Entity,
@@ -39,6 +40,9 @@ from cabrain.types import (
     RecallQuery,
     Visibility,
 )
+
+if TYPE_CHECKING:
+    from cabrain.settings import Settings
 
 INSTRUCTIONS = """CaBrain is a long-term memory shared by agents. Recall before you answer questions about
 past work, decisions, people or preferences (memory_recall); retain what is worth knowing later -
@@ -125,11 +129,16 @@ def _namespace(row: dict[str, Any], agent: str) -> dict[str, Any]:
     }
 
 
-def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=None) -> MCPServer:
+def build_server(
+    backend_for: BackendFor,
+    *,
+    name: str = "cabrain",
+    lifespan: Callable[[MCPServer[Any]], AbstractAsyncContextManager[Any]] | None = None,
+) -> MCPServer:
     """The MCP server; ``backend_for(ctx)`` gives the calling agent's backend."""
     server = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan, log_level="WARNING")
 
-    async def run(ctx: Context, op):
+    async def run(ctx: Context, op: Callable[[MemoryBackend], Awaitable[Any]]) -> Any:
         try:
             backend = await backend_for(ctx)
             return await op(backend)
@@ -137,7 +146,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             hint = exc.hint_for("mcp")
             raise ToolError(exc.message + (f" (fix: {hint})" if hint else "")) from exc
 
-    @server.tool(annotations=ToolAnnotations(title="Remember something", destructiveHint=False))
+    @server.tool(annotations=ToolAnnotations(title="Remember something", destructive_hint=False))
     async def memory_retain(
         content: Annotated[
             str,
@@ -188,7 +197,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             "reason": result.reason,
         }
 
-    @server.tool(annotations=ToolAnnotations(title="Recall memories", readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(title="Recall memories", read_only_hint=True))
     async def memory_recall(
         query: Query,
         namespace: Namespace,
@@ -216,7 +225,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             ],
         }
 
-    @server.tool(annotations=ToolAnnotations(title="Search the memory archive", readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(title="Search the memory archive", read_only_hint=True))
     async def memory_recall_archive(
         query: Query,
         namespace: Namespace,
@@ -254,7 +263,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             "scanned": result.scanned,
         }
 
-    @server.tool(annotations=ToolAnnotations(title="Get a memory with its history", readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(title="Get a memory with its history", read_only_hint=True))
     async def memory_get(memory_id: MemoryId, ctx: Context) -> dict[str, Any]:
         """One memory with its provenance, the versions it replaced and the ones that replaced it."""
         h = await run(ctx, lambda b: b.get(memory_id))
@@ -265,7 +274,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             "entities": list(h.entities),
         }
 
-    @server.tool(annotations=ToolAnnotations(title="Forget a memory", destructiveHint=True, idempotentHint=True))
+    @server.tool(annotations=ToolAnnotations(title="Forget a memory", destructive_hint=True, idempotent_hint=True))
     async def memory_forget(
         memory_id: MemoryId,
         ctx: Context,
@@ -275,7 +284,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         h = await run(ctx, lambda b: b.forget(memory_id, reason=reason))
         return {"forgotten": str(h.memory.id), "invalid_at": h.memory.invalid_at.isoformat()}
 
-    @server.tool(annotations=ToolAnnotations(title="Share a namespace", destructiveHint=False, idempotentHint=True))
+    @server.tool(annotations=ToolAnnotations(title="Share a namespace", destructive_hint=False, idempotent_hint=True))
     async def memory_share(
         namespace: Namespace,
         agent: Annotated[str, Field(min_length=1, max_length=128, description="The agent to share with")],
@@ -288,7 +297,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         accepted = await run(ctx, lambda b: b.share(namespace, agent, can_write=can_write))
         return {"namespace": namespace, "agent": agent, "can_read": True, "can_write": can_write, "accepted": accepted}
 
-    @server.tool(annotations=ToolAnnotations(title="List your namespaces", readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(title="List your namespaces", read_only_hint=True))
     async def memory_namespaces(ctx: Context) -> dict[str, Any]:
         """The namespaces you own or were granted, each with your access (owner, write or read), and
         grants offered to you that are not accepted yet (you read those at once; writing waits until
@@ -299,7 +308,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
 
         return {"namespaces": await run(ctx, op)}
 
-    @server.tool(annotations=ToolAnnotations(title="Create a namespace", destructiveHint=False, idempotentHint=True))
+    @server.tool(annotations=ToolAnnotations(title="Create a namespace", destructive_hint=False, idempotent_hint=True))
     async def memory_create_namespace(namespace: Namespace, ctx: Context) -> dict[str, Any]:
         """Create a namespace you own (one per project, say). A name starting with '@<another agent>/'
         is that agent's alone; one another agent owns already is refused. Creating one you own
@@ -307,7 +316,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         created = await run(ctx, lambda b: b.create_namespace(namespace))
         return {"namespace": namespace, "created": created, "access": "owner"}
 
-    @server.tool(annotations=ToolAnnotations(title="What is known about whom", readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(title="What is known about whom", read_only_hint=True))
     async def memory_entities(
         namespace: Namespace,
         ctx: Context,
@@ -321,7 +330,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         page = await run(ctx, lambda b: b.entities(namespace, query=query, limit=limit, cursor=cursor))
         return {"entities": [_entity(e) for e in page.entities], "next_cursor": page.next_cursor}
 
-    @server.tool(annotations=ToolAnnotations(title="Everything about one entity", readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(title="Everything about one entity", read_only_hint=True))
     async def memory_entity(
         namespace: Namespace,
         name: Annotated[
@@ -340,7 +349,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         found = await run(ctx, lambda b: b.entity(namespace, name, history=include_history, limit=limit))
         return {"entity": _entity(found.entity), "memories": [_memory(m) for m in found.memories]}
 
-    @server.tool(annotations=ToolAnnotations(title="Correct a memory", destructiveHint=False))
+    @server.tool(annotations=ToolAnnotations(title="Correct a memory", destructive_hint=False))
     async def memory_reconsolidate(
         memory_id: MemoryId,
         corrected_content: Annotated[
@@ -358,7 +367,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
             "superseded": [str(s) for s in result.superseded],
         }
 
-    @server.tool(annotations=ToolAnnotations(title="Why a memory changed", readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(title="Why a memory changed", read_only_hint=True))
     async def memory_judgments(memory_id: MemoryId, ctx: Context) -> dict[str, Any]:
         """The judgments that changed a memory, newest first: CaBrain's own decisions (a revision
         that superseded it on write, a duplicate merged or a contradiction resolved in sleep), a
@@ -366,7 +375,7 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         memory's state before and after. Use memory_revert to undo one."""
         return {"judgments": await run(ctx, lambda b: b.judgments(memory_id))}
 
-    @server.tool(annotations=ToolAnnotations(title="Undo a judgment", destructiveHint=False))
+    @server.tool(annotations=ToolAnnotations(title="Undo a judgment", destructive_hint=False))
     async def memory_revert(
         ctx: Context,
         memory_id: Annotated[str | None, Field(description="Undo the latest judgment that changed this memory")] = None,
@@ -378,7 +387,9 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
         be reverted. Give memory_id or judgment_id. Needs write access to the namespace."""
         return await run(ctx, lambda b: b.revert(memory_id=memory_id, judgment_id=judgment_id, reason=reason))
 
-    @server.tool(annotations=ToolAnnotations(title="Hand a task to a model", destructiveHint=False, openWorldHint=True))
+    @server.tool(
+        annotations=ToolAnnotations(title="Hand a task to a model", destructive_hint=False, open_world_hint=True)
+    )
     async def workflow_dispatch(
         description: Annotated[
             str,
@@ -416,10 +427,8 @@ def build_server(backend_for: BackendFor, *, name: str = "cabrain", lifespan=Non
     return server
 
 
-async def run_stdio(settings) -> None:
+async def run_stdio(settings: Settings) -> None:
     """``cabrain mcp``: the tools over stdio, as the agent whose key is ``CABRAIN_API_KEY``."""
-    from cabrain.errors import ConfigError
-
     if settings.api_key is None:
         raise ConfigError(
             "cabrain mcp acts as an agent and needs its API key",
@@ -428,15 +437,13 @@ async def run_stdio(settings) -> None:
         )
     key = settings.api_key.get_secret_value()
     if settings.api_url:
-        from cabrain.client import AsyncClient
-        from cabrain.faces.backend import HttpBackend
+        from cabrain.client import AsyncClient  # through a service: the database stack never loads
 
         async with AsyncClient(settings.api_url, key) as client:
             backend = HttpBackend(client, (await client.whoami())["agent_id"])
             await _serve_stdio(backend)
         return
-    from cabrain.brain import Brain
-    from cabrain.faces.backend import BrainBackend
+    from cabrain.brain import Brain  # straight on the database: only this mode loads it
 
     async with await Brain.open(settings) as brain:
         principal = await brain.authenticate(key)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import posixpath
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from anthropic.lib.tools import (
     BetaAbstractMemoryTool,
@@ -39,8 +39,11 @@ from anthropic.types.beta import (
 )
 
 from cabrain.errors import CabrainError
-from cabrain.faces.backend import MemoryBackend
+from cabrain.faces.backend import BrainBackend, HttpBackend, MemoryBackend
 from cabrain.types import Memory, MemoryInput, RecallQuery, Visibility
+
+if TYPE_CHECKING:
+    from cabrain.settings import Settings
 
 ROOT = "/memories"
 SOURCE_KIND = "memory_file"
@@ -298,6 +301,10 @@ class AsyncCabrainMemoryTool(BetaAsyncAbstractMemoryTool):
         return await self._run(self.files.rename(command))
 
 
+# What a memory tool opens: its files, and how to close what they run on.
+_Opened = tuple[MemoryFiles, Callable[[], Coroutine[Any, Any, None]]]
+
+
 class CabrainMemoryTool(BetaAbstractMemoryTool):
     """The memory tool for ``Anthropic().beta.messages.run_tools(tools=[...])``.
 
@@ -306,7 +313,7 @@ class CabrainMemoryTool(BetaAbstractMemoryTool):
     :meth:`close` it when done.
     """
 
-    def __init__(self, files_factory, **kwargs: Any) -> None:
+    def __init__(self, files_factory: Callable[[], Coroutine[Any, Any, _Opened]], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cabrain-memory-tool", daemon=True)
@@ -317,9 +324,8 @@ class CabrainMemoryTool(BetaAbstractMemoryTool):
     def connect(cls, url: str, api_key: str, namespace: str, **kwargs: Any) -> CabrainMemoryTool:
         """Through a running CaBrain service, as the agent of ``api_key``."""
 
-        async def make() -> tuple[MemoryFiles, Any]:
-            from cabrain.client import AsyncClient
-            from cabrain.faces.backend import HttpBackend
+        async def make() -> _Opened:
+            from cabrain.client import AsyncClient  # through a service: the database stack never loads
 
             client = AsyncClient(url, api_key)
             agent = (await client.whoami())["agent_id"]
@@ -328,12 +334,11 @@ class CabrainMemoryTool(BetaAbstractMemoryTool):
         return cls(make, **kwargs)
 
     @classmethod
-    def on_database(cls, settings, api_key: str, namespace: str, **kwargs: Any) -> CabrainMemoryTool:
+    def on_database(cls, settings: Settings, api_key: str, namespace: str, **kwargs: Any) -> CabrainMemoryTool:
         """Straight on the hot tier (the embedded default), as the agent of ``api_key``."""
 
-        async def make() -> tuple[MemoryFiles, Any]:
-            from cabrain.brain import Brain
-            from cabrain.faces.backend import BrainBackend
+        async def make() -> _Opened:
+            from cabrain.brain import Brain  # straight on the database: only this mode loads it
 
             brain = await Brain.open(settings)
             try:

@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 PREFIX = "cabrain:"
 
 
+def _raw(value: bytes | str | None) -> bytes | None:
+    """A stored value as bytes. redis-py types every reply as bytes or str; a client made without
+    ``decode_responses`` (all of ours) gets bytes."""
+    return value.encode() if isinstance(value, str) else value
+
+
 async def probe_redis(url: str, *, timeout: float = 3.0) -> str:
     """PING the server at ``url``; return its version, or raise :class:`CacheError`."""
     client = aioredis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
@@ -96,7 +102,7 @@ class RedisCache:
             self.misses += 1
         else:
             self.hits += 1
-        return value
+        return _raw(value)
 
     async def set(self, key: str, value: bytes | str, ttl_s: int) -> None:
         try:
@@ -110,10 +116,11 @@ class RedisCache:
         except (RedisError, OSError) as exc:
             self._failed("mget", exc)
             return [None] * len(keys)
-        found = sum(1 for v in values if v)
+        blobs = [_raw(v) for v in values]
+        found = sum(1 for b in blobs if b)
         self.hits += found
-        self.misses += len(values) - found
-        return [np.frombuffer(v, dtype=np.float32) if v else None for v in values]
+        self.misses += len(blobs) - found
+        return [np.frombuffer(b, dtype=np.float32) if b else None for b in blobs]
 
     async def set_embeddings(self, items: dict[str, np.ndarray]) -> None:
         if not items:

@@ -16,10 +16,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cabrain.errors import ColdStoreError
 from cabrain.settings import Settings
 from cabrain.settings import redact_url as _redact
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
 
 CATALOG_NAME = "cabrain"
 # Processes opening a fresh catalog at once race to create its tables; the losers retry.
@@ -76,7 +80,7 @@ def local_cold_dir(settings: Settings) -> Path | None:
     return settings.cold_dir if settings.cold_catalog_uri is None or settings.cold_warehouse is None else None
 
 
-def open_catalog(settings: Settings):
+def open_catalog(settings: Settings) -> SqlCatalog:
     """Open the Iceberg SQL catalog (creating the local directories of the embedded default,
     private to this user: the cold tier keeps every memory's text)."""
     local = local_cold_dir(settings)
@@ -88,7 +92,7 @@ def open_catalog(settings: Settings):
         if stat.S_IMODE(local.stat().st_mode) & 0o077:  # made by an older CaBrain: close it, once
             make_private(local)
     try:
-        from pyiceberg.catalog.sql import SqlCatalog
+        from pyiceberg.catalog.sql import SqlCatalog  # heavy (SQLAlchemy): loaded with the cold tier
 
         for attempt in range(1, _INIT_ATTEMPTS + 1):
             try:
@@ -123,7 +127,7 @@ def probe(settings: Settings) -> str:
     warehouse = settings.resolved_cold_warehouse.rstrip("/")
     probe_path = f"{warehouse}/.cabrain-probe-{uuid.uuid4().hex}"
     try:
-        from pyiceberg.io import load_file_io
+        from pyiceberg.io import load_file_io  # heavy: loaded with the cold tier
 
         io = load_file_io(catalog_properties(settings), probe_path)
         with io.new_output(probe_path).create(overwrite=True) as out:

@@ -90,7 +90,7 @@ def row_filter(agent: str, team_ok: bool, query: ArchiveQuery) -> BooleanExpress
     from pyiceberg.expressions import And, GreaterThanOrEqual, IsNull, LessThanOrEqual, Or, Reference
     from pyiceberg.expressions.literals import literal
 
-    from cabrain.sleep.cold import equal, month_of, one_of
+    from cabrain.store.cold import equal, month_of, one_of
 
     readable: BooleanExpression = Or(equal("visibility", Visibility.GLOBAL.value), equal("owner_agent_id", agent))
     if team_ok:

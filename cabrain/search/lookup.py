@@ -108,7 +108,7 @@ async def read_cold(engine: Engine, namespace: str, memory_id: uuid.UUID, where:
         )
 
     # the cold tier's module loads pyarrow (half a second): loaded when the cold tier is first read
-    from cabrain.sleep.cold import equal, month_of
+    from cabrain.store.cold import equal, month_of
 
     cold = await asyncio.to_thread(engine.cold_tier)
     rows = await asyncio.to_thread(

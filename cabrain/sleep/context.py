@@ -7,13 +7,18 @@ import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import asyncpg
 
 from cabrain.clock import Clock, utc_now
+from cabrain.providers.embedders import Embedder, load_embedder
+from cabrain.providers.llm import ChatModel, load_chat_model
 from cabrain.settings import Settings
 from cabrain.store.pool import create_pool
+
+if TYPE_CHECKING:  # pyarrow loads with the cold tier, on first use (cold())
+    from cabrain.store.cold import ColdTier
 
 
 @dataclass
@@ -40,9 +45,9 @@ class StepContext:
         self.settings, self.dsn, self.run_id = settings, dsn, run_id
         self.clock = clock  # "now" for every age a step decides on (passed into its SQL; cabrain.clock)
         self._pool: asyncpg.Pool | None = None
-        self._embedder = None
-        self._chat = None
-        self._cold = None
+        self._embedder: Embedder | None = None
+        self._chat: ChatModel | Literal[False] | None = None  # False: none configured
+        self._cold: ColdTier | None = None
         self._lock = asyncio.Lock()
 
     async def pool(self) -> asyncpg.Pool:
@@ -51,23 +56,19 @@ class StepContext:
                 self._pool = await create_pool(self.dsn, self.settings)
         return self._pool
 
-    async def embedder(self):
+    async def embedder(self) -> Embedder:
         if self._embedder is None:
-            from cabrain.providers.embedders import load_embedder
-
             self._embedder = await asyncio.to_thread(load_embedder, self.settings)
         return self._embedder
 
-    def chat(self):
+    def chat(self) -> ChatModel | None:
         if self._chat is None:
-            from cabrain.providers.llm import load_chat_model
-
             self._chat = load_chat_model(self.settings) or False
         return self._chat or None
 
-    def cold(self):
+    def cold(self) -> ColdTier:
         if self._cold is None:
-            from cabrain.sleep.cold import ColdTier
+            from cabrain.store.cold import ColdTier  # pyarrow (and pyiceberg) load on first use
 
             self._cold = ColdTier(self.settings)
         return self._cold

@@ -22,13 +22,15 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 from cabrain.clock import Clock, utc_now
 from cabrain.errors import ConfigError
-from cabrain.settings import Settings, load_settings
+from cabrain.settings import Settings, load_settings, settings_for_replicas
 from cabrain.sleep.context import StepContext, jsonb
+from cabrain.store.migrations import SLEEP_ROLE
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +83,7 @@ class CycleReport:
 
 def _node_id() -> str | None:
     try:
-        import ray
+        import ray  # heavy: loaded only where a step runs
 
         return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
     except Exception:  # noqa: BLE001 - informational
@@ -92,7 +94,7 @@ async def execute_step(
     settings: Settings, dsn: str, run_id: uuid.UUID, step: str, namespace: str, month: str, *, clock: Clock = utc_now
 ) -> dict[str, Any]:
     """Run one step on one namespace (and month) and record it; what the driver gets back."""
-    from cabrain.sleep import steps as registry
+    from cabrain.sleep import steps as registry  # the steps' modules load where steps run, not in a Ray driver
 
     fn = registry.STEP_FUNCTIONS[step]
     ctx = StepContext(settings, dsn, run_id, clock=clock)
@@ -124,8 +126,8 @@ async def execute_step(
     }
 
 
-def _remote_step():
-    import ray
+def _remote_step() -> Any:  # a Ray remote function
+    import ray  # heavy: loaded only for a run on Ray
 
     @ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")
     def sleep_step(
@@ -148,8 +150,6 @@ async def sleep_dsn(settings: Settings, dsn: str) -> tuple[str, str]:
     """The URL sleep tasks connect with, and a line saying which role that is."""
     if settings.sleep_database_url is not None:
         return settings.sleep_database_url.get_secret_value(), "CABRAIN_SLEEP_DATABASE_URL"
-    from cabrain.store.migrations import SLEEP_ROLE
-
     conn = await asyncpg.connect(dsn)
     try:
         exists = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", SLEEP_ROLE)
@@ -171,8 +171,6 @@ async def sleep_dsn(settings: Settings, dsn: str) -> tuple[str, str]:
 
 
 def _with_user(dsn: str, user: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(dsn)
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
@@ -250,8 +248,6 @@ class _Runner:
         self.failures: list[dict[str, Any]] = []
         self._remote = None
         if use_ray:
-            from cabrain.service import settings_for_replicas
-
             self._remote = _remote_step()
             self._settings_dict = settings_for_replicas(settings)
 

@@ -30,10 +30,10 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from cabrain import failpoints
 from cabrain.errors import ColdStoreError
-from cabrain.sleep import failpoints
-from cabrain.sleep.cold import month_of, to_arrow
 from cabrain.sleep.context import StepContext, StepResult
+from cabrain.store.cold import equal, month_of, to_arrow
 
 MONTH_BOUNDS = """
 SELECT (to_date($1, 'YYYY-MM')::timestamp AT TIME ZONE 'UTC') AS lo,
@@ -179,9 +179,7 @@ async def _finish(
         if snapshot is None:
             snapshot = cold.append_batch(batch, to_arrow(rows, batch, demoted_at))
         else:  # a re-run: the snapshot landed before the crash; rows changed since are appended again
-            from pyiceberg.expressions import EqualTo
-
-            copies = cold.newest(namespace, [str(r["id"]) for r in rows], EqualTo("valid_month", month_of(lo)))
+            copies = cold.newest(namespace, [str(r["id"]) for r in rows], equal("valid_month", month_of(lo)))
             changed = [r for r in rows if str(r["id"]) not in copies or _differs(r, copies[str(r["id"])])]
             if changed:
                 fix = uuid.uuid5(

@@ -107,6 +107,7 @@ SELECT coalesce(bool_and({readable_id("x.id")}), false) FROM unnest(:ids::uuid[]
 )
 NAMESPACE_OF = "SELECT namespace FROM memory_ids WHERE id = $1"
 AGENT_ACTIVE = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND disabled_at IS NULL)"
+IS_ADMIN = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND disabled_at IS NULL AND is_admin)"
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,18 @@ async def require_writer(conn: asyncpg.Connection, agent: str, namespace: str) -
 async def require_active(conn: asyncpg.Connection, agent: str) -> None:
     if not await conn.fetchval(AGENT_ACTIVE, agent):
         raise AccessDenied(f"agent {agent!r} is unknown or disabled")
+
+
+async def is_admin(conn: asyncpg.Connection, agent: str) -> bool:
+    """``agent`` is an active admin."""
+    return bool(await conn.fetchval(IS_ADMIN, agent))
+
+
+async def require_admin(conn: asyncpg.Connection, agent: str) -> None:
+    """:class:`AccessDenied` unless ``agent`` is an active admin (the model registry, agents)."""
+    await require_active(conn, agent)
+    if not await is_admin(conn, agent):
+        raise AccessDenied(f"agent {agent!r} is not an admin", hint="use an admin key")
 
 
 async def may_read_all(conn: asyncpg.Connection, agent: str, namespace: str, ids: list[uuid.UUID]) -> bool:

@@ -1,7 +1,7 @@
 """The schema migration runner behind ``cabrain migrate``.
 
-Migrations are plain SQL files in ``schema/`` named ``NNNN_description.sql``, applied in order,
-forward only. The runner
+Migrations are plain SQL files in ``cabrain/schema/`` (package data, so a wheel carries them) named
+``NNNN_description.sql``, applied in order, forward only. The runner
 
 - holds a transaction-scoped advisory lock, so concurrent runs (two CLIs, many Ray workers)
   serialise and the later ones find nothing left to do;
@@ -64,7 +64,7 @@ ENSURE_PARTITION = "SELECT cabrain_ensure_memories_partition($1::date)"
 
 @dataclass(frozen=True)
 class Migration:
-    """One file of ``schema/``."""
+    """One file of the schema folder (``cabrain/schema/`` unless ``CABRAIN_SCHEMA_DIR`` says otherwise)."""
 
     version: int
     name: str
@@ -121,7 +121,7 @@ def discover(schema_dir: Path) -> list[Migration]:
     if not schema_dir.is_dir():
         raise SchemaError(
             f"the schema directory {schema_dir} does not exist",
-            hint="install CaBrain from its source tree (pip install -e .) or set CABRAIN_SCHEMA_DIR",
+            hint="reinstall CaBrain (its migrations ship in the package, in cabrain/schema/) or set CABRAIN_SCHEMA_DIR",
         )
     migrations: dict[int, Migration] = {}
     for path in sorted(schema_dir.iterdir()):
@@ -224,7 +224,7 @@ def _raise_for_drift(edited: list[str], unknown: list[str]) -> None:
     if edited:
         raise MigrationChecksumMismatch(
             f"applied migration(s) edited since they ran: {', '.join(edited)}",
-            hint="restore the original file(s) (git checkout schema/) and put changes in a new numbered file",
+            hint="restore the original file(s) (git checkout cabrain/schema/) and put changes in a new numbered file",
         )
     if unknown:
         raise SchemaError(

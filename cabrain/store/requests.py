@@ -40,6 +40,11 @@ def new_key() -> str:
     return f"auto:{uuid.uuid4()}"
 
 
+def digest(*parts: Any) -> bytes:
+    """A request's parts (JSON-like) as one digest."""
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str).encode()).digest()
+
+
 def fingerprint(items: Sequence[MemoryInput], *, decide: bool, supersede: uuid.UUID | None) -> bytes:
     """What a retain asks, as a digest: a key names one request, not whatever comes with it."""
     parts: list[Any] = [decide, str(supersede) if supersede else None]
@@ -59,12 +64,10 @@ def fingerprint(items: Sequence[MemoryInput], *, decide: bool, supersede: uuid.U
                 item.important,
             ]
         )
-    return hashlib.sha256(json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str).encode()).digest()
+    return digest(*parts)
 
 
-async def answered(
-    conn: asyncpg.Connection, agent: str, key: str, request: bytes
-) -> list[RetainResult] | None:
+async def answered(conn: asyncpg.Connection, agent: str, key: str, request: bytes) -> list[RetainResult] | None:
     """The stored answer to ``key``, or None if it has none (yet)."""
     row = await conn.fetchrow(LOOKUP, agent, key)
     if row is None:

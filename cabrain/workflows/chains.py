@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cabrain.errors import InputError
+from cabrain.providers.llm_calls import ModelCallError
 from cabrain.workflows.calls import Caller, Step
 from cabrain.workflows.registry import ModelAgent
 
@@ -110,8 +111,6 @@ async def run(
 ) -> ChainRun:
     """Run ``spec`` on ``task``; a failing call ends the chain with ``error`` set (its calls are
     recorded either way)."""
-    from cabrain.providers.llm_calls import ModelCallError
-
     done = ChainRun(spec)
     fmt = FORMAT[task.task_type]
 

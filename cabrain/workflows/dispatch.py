@@ -14,6 +14,9 @@ A frontier answer is stored as the task's reference (``frontier_runs``) for the 
 iterations (:mod:`cabrain.workflows.learn`), superseding an older reference to the same task,
 and retained as a memory (a solved example the enhanced prompt recalls). Tasks belong to a
 namespace: dispatching needs write access to it, as retaining does.
+
+The pipeline runs on the :class:`~cabrain.engine.Engine`; faces reach it through
+:class:`cabrain.workflows.facade.Workflows`.
 """
 
 from __future__ import annotations
@@ -23,17 +26,18 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.providers.llm_calls import CallPolicy, ModelCallError
+from cabrain.settings import Settings
+from cabrain.store import access
 from cabrain.types import MemoryInput, MemoryType, Network, Visibility
 from cabrain.workflows import chains, clusters, registry, scoring
 from cabrain.workflows.calls import Caller, totals
-
-if TYPE_CHECKING:
-    from cabrain.brain import Brain
-    from cabrain.settings import Settings
+from cabrain.write import changes
+from cabrain.write import retain as retain_pipeline
 
 log = logging.getLogger("cabrain.workflows")
 
@@ -68,6 +72,7 @@ WITH old AS (
 SELECT (SELECT array_agg(memory_id) FROM old WHERE memory_id IS NOT NULL) AS memories,
        (SELECT array_agg(DISTINCT cluster_id) FROM gone WHERE cluster_id IS NOT NULL) AS clusters
 """
+SET_MEMORY = "UPDATE frontier_runs SET memory_id = $2 WHERE id = $1"
 
 
 @dataclass(frozen=True)
@@ -164,10 +169,10 @@ class DispatchResult:
         }
 
 
-def caller_for(brain: Brain) -> Caller:
-    s = brain.settings
+def caller_for(engine: Engine) -> Caller:
+    s = engine.settings
     return Caller(
-        brain.pool,
+        engine.pool,
         policy=CallPolicy(s.workflow_timeout_s, s.workflow_retries, s.workflow_retry_backoff_s),
         prices=s.workflow_prices,
         max_tokens=s.workflow_max_tokens,
@@ -175,25 +180,25 @@ def caller_for(brain: Brain) -> Caller:
 
 
 class Dispatcher:
-    def __init__(self, brain: Brain) -> None:
-        self.brain = brain
-        self.settings: Settings = brain.settings
-        self.caller = caller_for(brain)
+    """Routes and runs tasks on ``engine``, with the settings it has when made."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.settings: Settings = engine.settings
+        self.caller = caller_for(engine)
 
     def _trusted(self, cluster: clusters.Cluster) -> bool:
         return cluster.trusted(self.settings.workflow_route_confidence, self.settings.workflow_route_accuracy)
 
     async def dispatch(self, agent: str, request: TaskRequest) -> DispatchResult:
-        from cabrain.write.retain import check_write_access
-
         s = self.settings
         request.check(s.workflow_max_task_chars)
-        async with self.brain.pool.acquire() as conn:
-            await check_write_access(conn, agent, request.namespace)
+        async with self.engine.pool.acquire() as conn:
+            await access.require_writer(conn, agent, request.namespace)
             frontier = await registry.frontier(conn, request.frontier_agent)  # fail before any call
-        [vector] = await self.brain.embed_documents([f"{request.description}\n{request.context[:1000]}"])
+        [vector] = await self.engine.embed_documents([f"{request.description}\n{request.context[:1000]}"])
         task_id = uuid.uuid4()
-        async with self.brain.pool.acquire() as conn, conn.transaction():
+        async with self.engine.pool.acquire() as conn, conn.transaction():
             cluster_id = await clusters.assign(conn, request.namespace, vector, s.workflow_cluster_similarity)
             await conn.execute(
                 INSERT_TASK,
@@ -213,7 +218,7 @@ class Dispatcher:
         try:
             return await self._route(agent, request, task_id, cluster, frontier)
         except BaseException as exc:
-            async with self.brain.pool.acquire() as conn:
+            async with self.engine.pool.acquire() as conn:
                 await conn.execute(FAIL_TASK, task_id, f"{type(exc).__name__}: {exc}"[:2000])
             raise
 
@@ -246,7 +251,7 @@ class Dispatcher:
                 "frontier",
                 "tasks flagged for review always go to the frontier model",
             )
-        if not self._trusted(cluster):
+        if cluster.best_chain is None or not self._trusted(cluster):
             why = (
                 "no local chain learned for this kind of task yet"
                 if cluster.best_chain is None
@@ -255,7 +260,7 @@ class Dispatcher:
             )
             return await self._frontier(agent, request, task_id, cluster, frontier, "frontier", why)
         spec = chains.ChainSpec.from_json(cluster.best_chain)
-        async with self.brain.pool.acquire() as conn:
+        async with self.engine.pool.acquire() as conn:
             agents = {a.name: a for a in await registry.listed(conn)}
         run = await chains.run(self.caller, spec, agents, request.prompt(), purpose="local", task_id=task_id)
         problem = run.error or scoring.validate(request.task_type, run.output or "")
@@ -264,7 +269,7 @@ class Dispatcher:
                 f"trusted local chain {spec.key} (confidence {cluster.confidence:.2f}, "
                 f"accuracy {cluster.avg_accuracy:.2f})"
             )
-            async with self.brain.pool.acquire() as conn:
+            async with self.engine.pool.acquire() as conn:
                 await conn.execute(
                     FINISH_TASK, task_id, "local", reason, json.dumps(spec.to_json()), run.output, "done", None
                 )
@@ -315,7 +320,7 @@ class Dispatcher:
             )
         except ModelCallError:
             if chain is not None:  # the fallback failed too; the chain's failure still counts
-                async with self.brain.pool.acquire() as conn, conn.transaction():
+                async with self.engine.pool.acquire() as conn, conn.transaction():
                     await conn.execute(
                         FINISH_TASK,
                         task_id,
@@ -331,7 +336,7 @@ class Dispatcher:
                     )
             raise
         reference_id = uuid.uuid4()
-        async with self.brain.pool.acquire() as conn, conn.transaction():
+        async with self.engine.pool.acquire() as conn, conn.transaction():
             await conn.execute(
                 FINISH_TASK,
                 task_id,
@@ -380,25 +385,28 @@ class Dispatcher:
         limit = self.settings.max_content_chars
         text = f"Solved task ({request.task_type}): {request.description}\nAnswer: {output}"[:limit]
         try:
-            [stored] = await self.brain.retain(
+            [stored] = await retain_pipeline.retain(
+                self.engine,
                 agent,
-                MemoryInput(
-                    text,
-                    request.namespace,
-                    visibility=Visibility.TEAM,
-                    network=Network.EXPERIENCE,
-                    memory_type=MemoryType.PROCEDURAL,
-                    source_kind="workflow",
-                    source_ref=f"workflow:{task_id}",
-                    metadata={"workflow_task": str(task_id)},
-                ),
-                decide=False,
+                [
+                    MemoryInput(
+                        text,
+                        request.namespace,
+                        visibility=Visibility.TEAM,
+                        network=Network.EXPERIENCE,
+                        memory_type=MemoryType.PROCEDURAL,
+                        source_kind="workflow",
+                        source_ref=f"workflow:{task_id}",
+                        metadata={"workflow_task": str(task_id)},
+                    )
+                ],
+                decide_writes=False,
             )
-            async with self.brain.pool.acquire() as conn:
-                await conn.execute(
-                    "UPDATE frontier_runs SET memory_id = $2 WHERE id = $1", reference_id, stored.memory_id
-                )
+            async with self.engine.pool.acquire() as conn:
+                await conn.execute(SET_MEMORY, reference_id, stored.memory_id)
             for memory_id in superseded:
-                await self.brain.forget(agent, memory_id, reason="a newer answer to the same task superseded it")
+                await changes.forget(
+                    self.engine, agent, memory_id, reason="a newer answer to the same task superseded it"
+                )
         except Exception as exc:  # noqa: BLE001 - the answer is stored; the example is a convenience
             log.warning("could not retain the solved task as a memory", extra={"task": str(task_id), "error": str(exc)})

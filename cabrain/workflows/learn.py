@@ -5,7 +5,8 @@ task is not trusted yet, local chains are tried simplest first (:func:`chains.ca
 each attempt is stored with its chain, output, score, tokens, cost and time; the iterations stop
 at the first chain whose complete score reaches ``CABRAIN_WORKFLOW_ACCEPT_SCORE``, or after
 ``CABRAIN_WORKFLOW_MAX_ATTEMPTS``. The cluster's best chain and confidence are then recomputed.
-Runs fan out over the cluster's nodes as Ray tasks, one per reference.
+Runs fan out over the cluster's nodes as Ray tasks, one per reference, each on an
+:class:`~cabrain.engine.Engine` of its own.
 """
 
 from __future__ import annotations
@@ -17,19 +18,21 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import asyncpg
+
+from cabrain.engine import Engine
 from cabrain.errors import ConfigError, NotFound
 from cabrain.fixes import Fix
+from cabrain.providers.embedders import Embedder, load_embedder
 from cabrain.providers.llm_calls import ModelCallError
+from cabrain.search import recall as recall_pipeline
+from cabrain.settings import Settings, load_settings, settings_for_replicas
 from cabrain.types import RecallQuery
 from cabrain.workflows import chains, clusters, registry, scoring
 from cabrain.workflows.calls import Caller, totals
 from cabrain.workflows.dispatch import caller_for
-
-if TYPE_CHECKING:
-    from cabrain.brain import Brain
-    from cabrain.settings import Settings
 
 log = logging.getLogger("cabrain.workflows")
 
@@ -74,12 +77,13 @@ class LearnOutcome:
         }
 
 
-async def _examples(brain: Brain, row: Any, limit: int) -> tuple[tuple[str, str], ...]:
+async def _examples(engine: Engine, row: Any, limit: int) -> tuple[tuple[str, str], ...]:
     """Similar solved tasks from the namespace's memory, as the task's submitter may read them."""
     if limit <= 0:
         return ()
+    settings = engine.settings
     query = RecallQuery(
-        row["description"][: brain.settings.max_query_chars],
+        row["description"][: settings.max_query_chars],
         row["namespace"],
         k=limit + 1,
         source_kinds=("workflow",),
@@ -87,7 +91,8 @@ async def _examples(brain: Brain, row: Any, limit: int) -> tuple[tuple[str, str]
         expand=False,
     )
     try:
-        result = await brain.recall(row["submitted_by"], query)
+        recall_pipeline.validate(query, max_k=settings.recall_max_k, max_chars=settings.max_query_chars)
+        result = await recall_pipeline.recall(engine, row["submitted_by"], query)
     except Exception as exc:  # noqa: BLE001 - examples are an enhancement; say so and go on
         log.warning("no examples recalled", extra={"run": str(row["id"]), "error": str(exc)})
         return ()
@@ -101,10 +106,10 @@ async def _examples(brain: Brain, row: Any, limit: int) -> tuple[tuple[str, str]
 
 
 async def _score(
-    brain: Brain, caller: Caller, judge: registry.ModelAgent | None, row: Any, output: str, weights: scoring.Weights
+    engine: Engine, caller: Caller, judge: registry.ModelAgent | None, row: Any, output: str, weights: scoring.Weights
 ) -> scoring.Score:
     reference = row["output"]
-    ref_vec, out_vec = await brain.embed_documents([reference, output])
+    ref_vec, out_vec = await engine.embed_documents([reference, output])
     embedding = scoring.cosine(ref_vec, out_vec)
     structural = scoring.structural(row["task_type"], reference, output)
     if judge is None:
@@ -128,7 +133,7 @@ async def _score(
     return scoring.combine(embedding, value, structural, weights, None, reason)
 
 
-async def _judge(conn: Any, settings: Settings) -> registry.ModelAgent | None:
+async def _judge(conn: asyncpg.Connection, settings: Settings) -> registry.ModelAgent | None:
     if not settings.workflow_judge:
         return None
     try:
@@ -138,23 +143,23 @@ async def _judge(conn: Any, settings: Settings) -> registry.ModelAgent | None:
     return agent if agent.active else None
 
 
-async def learn_one(brain: Brain, run_id: uuid.UUID) -> LearnOutcome:
+async def learn_one(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
     """The iterations for one reference (skipped when superseded, learned, its kind trusted, or
     another learner is at it)."""
-    async with brain.pool.acquire() as lock:
+    async with engine.pool.acquire() as lock:
         if not await lock.fetchval(CLAIM, str(run_id)):
             return LearnOutcome(str(run_id), "skipped", "another learner is working on it")
         try:
-            return await _learn_locked(brain, run_id)
+            return await _learn_locked(engine, run_id)
         finally:
             await lock.fetchval(RELEASE, str(run_id))
 
 
-async def _learn_locked(brain: Brain, run_id: uuid.UUID) -> LearnOutcome:
-    s = brain.settings
-    caller = caller_for(brain)
+async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
+    s = engine.settings
+    caller = caller_for(engine)
     weights = scoring.Weights(s.workflow_weight_embedding, s.workflow_weight_judge, s.workflow_weight_structural)
-    async with brain.pool.acquire() as conn:
+    async with engine.pool.acquire() as conn:
         row = await conn.fetchrow(RUN, run_id)
         if row is None:
             raise NotFound(f"no frontier run {run_id}")
@@ -169,7 +174,7 @@ async def _learn_locked(brain: Brain, run_id: uuid.UUID) -> LearnOutcome:
         ]
         agents = {a.name: a for a in await registry.listed(conn)}
     if cluster.trusted(s.workflow_route_confidence, s.workflow_route_accuracy):
-        async with brain.pool.acquire() as conn:
+        async with engine.pool.acquire() as conn:
             await conn.execute(DONE, run_id, None)
         return LearnOutcome(str(run_id), "skipped", "its kind of task is already trusted", cluster=cluster.to_json())
     if not local:
@@ -180,17 +185,18 @@ async def _learn_locked(brain: Brain, run_id: uuid.UUID) -> LearnOutcome:
             ),
         )
     outcome = LearnOutcome(str(run_id), "learned")
-    prompt_examples = None
+    prompt_examples: tuple[tuple[str, str], ...] | None = None
     for spec in chains.candidates(local, s.workflow_max_attempts):
-        if spec.kind == "enhanced" and prompt_examples is None:
-            prompt_examples = await _examples(brain, row, s.workflow_examples)
-        task = chains.TaskPrompt(
-            row["description"], row["context"], row["task_type"], prompt_examples if spec.kind == "enhanced" else ()
-        )
+        examples: tuple[tuple[str, str], ...] = ()
+        if spec.kind == "enhanced":
+            if prompt_examples is None:
+                prompt_examples = await _examples(engine, row, s.workflow_examples)
+            examples = prompt_examples
+        task = chains.TaskPrompt(row["description"], row["context"], row["task_type"], examples)
         run = await chains.run(caller, spec, agents, task, purpose="learn", task_id=row["task_id"])
-        score = None if run.error else await _score(brain, caller, judge, row, run.output or "", weights)
+        score = None if run.error else await _score(engine, caller, judge, row, run.output or "", weights)
         sums = totals(run.steps)
-        async with brain.pool.acquire() as conn:
+        async with engine.pool.acquire() as conn:
             await conn.execute(
                 INSERT_ATTEMPT,
                 uuid.uuid4(),
@@ -223,11 +229,11 @@ async def _learn_locked(brain: Brain, run_id: uuid.UUID) -> LearnOutcome:
     if outcome.attempts and all(a["error"] for a in outcome.attempts):
         # No chain answered (the local server down, say): nothing was learned; try again next time.
         reason = f"no local chain answered: {outcome.attempts[0]['error']}"
-        async with brain.pool.acquire() as conn:
+        async with engine.pool.acquire() as conn:
             await conn.execute(NOT_YET, run_id, reason[:2000])
         outcome.status, outcome.reason = "failed", reason
         return outcome
-    async with brain.pool.acquire() as conn, conn.transaction():
+    async with engine.pool.acquire() as conn, conn.transaction():
         await conn.execute(DONE, run_id, None)
         cluster = await clusters.recompute(
             conn, row["cluster_id"], prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
@@ -236,41 +242,36 @@ async def _learn_locked(brain: Brain, run_id: uuid.UUID) -> LearnOutcome:
     return outcome
 
 
-async def _learn_guarded(brain: Brain, run_id: str) -> dict[str, Any]:
+async def _learn_guarded(engine: Engine, run_id: str) -> dict[str, Any]:
     try:
-        return (await learn_one(brain, uuid.UUID(run_id))).to_json()
+        return (await learn_one(engine, uuid.UUID(run_id))).to_json()
     except Exception as exc:  # noqa: BLE001 - reported per run; the others go on
         log.error("learning failed", extra={"run": run_id, "error": str(exc)})
-        async with brain.pool.acquire() as conn:
+        async with engine.pool.acquire() as conn:
             await conn.execute(NOT_YET, uuid.UUID(run_id), str(exc)[:2000])
         return LearnOutcome(run_id, "failed", str(exc)).to_json()
 
 
-_EMBEDDERS: dict[str, Any] = {}
+_EMBEDDERS: dict[str, Embedder] = {}
 
 
 async def _learn_in(settings: Settings, dsn: str, run_id: str) -> dict[str, Any]:
-    """One run in a Ray worker: its own Brain (the embedder is loaded once per worker process)."""
-    from cabrain.brain import Brain
-    from cabrain.providers.embedders import load_embedder
-
+    """One run in a Ray worker: its own Engine (the embedder is loaded once per worker process)."""
     key = f"{settings.embedding_provider}|{settings.embedding_model}"
     if key not in _EMBEDDERS:
         _EMBEDDERS[key] = load_embedder(settings)
-    brain = await Brain.open(settings, dsn=dsn, embedder=_EMBEDDERS[key])
+    engine = await Engine.open(settings, dsn=dsn, embedder=_EMBEDDERS[key])
     try:
-        return await _learn_guarded(brain, run_id)
+        return await _learn_guarded(engine, run_id)
     finally:
-        await brain.close()
+        await engine.close()
 
 
-def _remote():
-    import ray
+def _remote() -> Any:
+    import ray  # heavy, and only the Ray fan-out needs it
 
     @ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")
     def learn_task(settings: dict[str, Any], dsn: str, run_id: str) -> dict[str, Any]:
-        from cabrain.settings import load_settings
-
         return asyncio.run(_learn_in(load_settings(**settings), dsn, run_id))
 
     return learn_task
@@ -285,9 +286,8 @@ async def learn(
     use_ray: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Learning iterations for up to ``limit`` references; a report of what each run did."""
-    import asyncpg
-
+    """Learning iterations for up to ``limit`` references; a report of what each run did. With
+    ``use_ray`` one Ray task per reference, else here, on an :class:`Engine` opened for it."""
     say = progress or (lambda line: None)
     started = time.perf_counter()
     conn = await asyncpg.connect(dsn)
@@ -298,8 +298,6 @@ async def learn(
     say(f"learning from {len(runs)} reference run(s){' on Ray' if use_ray and runs else ''}")
     outcomes: list[dict[str, Any]] = []
     if use_ray and runs:
-        from cabrain.service import settings_for_replicas
-
         task, payload = _remote(), settings_for_replicas(settings)
 
         async def remote(run: str) -> dict[str, Any]:
@@ -312,15 +310,13 @@ async def learn(
             outcomes.append(await finished)
             say(f"  {len(outcomes)}/{len(runs)}: {outcomes[-1]['status']} {outcomes[-1]['reason']}".rstrip())
     elif runs:
-        from cabrain.brain import Brain
-
-        brain = await Brain.open(settings, dsn=dsn)
+        engine = await Engine.open(settings, dsn=dsn)
         try:
             for run in runs:
-                outcomes.append(await _learn_guarded(brain, run))
+                outcomes.append(await _learn_guarded(engine, run))
                 say(f"  {len(outcomes)}/{len(runs)}: {outcomes[-1]['status']} {outcomes[-1]['reason']}".rstrip())
         finally:
-            await brain.close()
+            await engine.close()
     counts = {k: sum(1 for o in outcomes if o["status"] == k) for k in ("learned", "skipped", "failed")}
     return {
         "runs": len(runs),

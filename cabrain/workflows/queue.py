@@ -6,6 +6,10 @@ never claim the same one; it runs it through :class:`~cabrain.workflows.dispatch
 keeps the result. A claim older than ``CABRAIN_WORKFLOW_LEASE_S`` (its worker died) goes back to
 pending, until it has been tried ``CABRAIN_WORKFLOW_MAX_TRIES`` times; then it fails. Tasks are
 queued for an agent with write access to the namespace, and read back by agents that can read it.
+
+The functions below work on a connection the caller holds
+(:class:`cabrain.workflows.facade.Workflows` owns them); a worker (:func:`work`) runs on the
+dispatcher's engine.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import asyncpg
 
 from cabrain.errors import CabrainError, InputError, NotFound
-from cabrain.store.scope import WRITE_ACCESS
+from cabrain.store import access
 from cabrain.workflows.dispatch import Dispatcher, TaskRequest
 
 log = logging.getLogger("cabrain.workflows")
@@ -69,58 +73,63 @@ def _view(row: asyncpg.Record) -> dict[str, Any]:
     return out
 
 
-async def enqueue(
-    pool: asyncpg.Pool, agent: str, request: TaskRequest, *, priority: int = 5, max_chars: int
-) -> dict[str, Any]:
-    from cabrain.write.retain import check_write_access
+def queue_id(value: uuid.UUID | str) -> uuid.UUID:
+    """``value`` as a queue id, or :class:`InputError`."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InputError(f"not a queue id: {value!r}") from None
 
-    request.check(max_chars)
+
+def check_priority(priority: int) -> None:
     if isinstance(priority, bool) or not isinstance(priority, int) or not -1000 <= priority <= 1000:
         raise InputError(f"priority must be an integer from -1000 to 1000, got {priority!r}")
-    async with pool.acquire() as conn:
-        await check_write_access(conn, agent, request.namespace)
-        row = await conn.fetchrow(
-            ENQUEUE, uuid.uuid4(), request.namespace, agent, priority, json.dumps(request.to_json())
-        )
+
+
+async def enqueue(
+    conn: asyncpg.Connection, agent: str, request: TaskRequest, *, priority: int = 5, max_chars: int
+) -> dict[str, Any]:
+    """Queue ``request`` for ``agent`` (it needs write access to the task's namespace)."""
+    request.check(max_chars)
+    check_priority(priority)
+    await access.require_writer(conn, agent, request.namespace)
+    row = await conn.fetchrow(ENQUEUE, uuid.uuid4(), request.namespace, agent, priority, json.dumps(request.to_json()))
     return _view(row)
 
 
-async def get(pool: asyncpg.Pool, agent: str, queue_id: uuid.UUID | str) -> dict[str, Any]:
-    try:
-        key = uuid.UUID(str(queue_id))
-    except ValueError:
-        raise InputError(f"not a queue id: {queue_id!r}") from None
-    async with pool.acquire() as conn:
-        row = await conn.fetchrow(GET, key)
-        if row is None:
-            raise NotFound(f"no queued task {key}")
-        access = await conn.fetchrow(WRITE_ACCESS, row["namespace"], agent)
-    if not access["agent_ok"] or not (access["can_read"] or row["submitted_by"] == agent):
+async def get(conn: asyncpg.Connection, agent: str, queued: uuid.UUID | str) -> dict[str, Any]:
+    """A queued task, for its submitter or an agent that may read its namespace's team memories;
+    for any other agent it does not exist."""
+    key = queue_id(queued)
+    row = await conn.fetchrow(GET, key)
+    if row is None:
+        raise NotFound(f"no queued task {key}")
+    caller = await access.caller(conn, agent, row["namespace"])
+    if not caller.agent_ok or not (caller.team_ok or row["submitted_by"] == agent):
         raise NotFound(f"no queued task {key}")  # what an agent may not read does not exist for it
     return _view(row)
 
 
-async def counts(pool: asyncpg.Pool, namespace: str | None = None) -> dict[str, int]:
-    async with pool.acquire() as conn:
-        rows = await conn.fetch(COUNTS, namespace)
+async def counts(conn: asyncpg.Connection, namespace: str | None = None) -> dict[str, int]:
+    rows = await conn.fetch(COUNTS, namespace)
     return {
         status: next((r["n"] for r in rows if r["status"] == status), 0)
         for status in ("pending", "picked", "done", "failed")
     }
 
 
-async def claim(pool: asyncpg.Pool, worker: str, *, lease_s: float, max_tries: int) -> dict[str, Any] | None:
-    async with pool.acquire() as conn:
-        expired = await conn.fetch(EXPIRE, lease_s, max_tries)
-        if expired:
-            log.warning("claims expired", extra={"tasks": [str(r["id"]) for r in expired]})
-        row = await conn.fetchrow(CLAIM, worker)
+async def claim(conn: asyncpg.Connection, worker: str, *, lease_s: float, max_tries: int) -> dict[str, Any] | None:
+    """The most urgent pending task, now picked by ``worker`` (None: none is pending); claims
+    older than ``lease_s`` go back to pending (or fail after ``max_tries``) first."""
+    expired = await conn.fetch(EXPIRE, lease_s, max_tries)
+    if expired:
+        log.warning("claims expired", extra={"tasks": [str(r["id"]) for r in expired]})
+    row = await conn.fetchrow(CLAIM, worker)
     return None if row is None else _view(row)
 
 
 async def run_one(dispatcher: Dispatcher, worker: str, item: dict[str, Any]) -> dict[str, Any]:
     """Run a claimed task and keep its result (or its error)."""
-    pool = dispatcher.brain.pool
     task_id, status, result, error = None, "done", None, None
     try:
         request = TaskRequest.from_json(item["request"])
@@ -131,7 +140,7 @@ async def run_one(dispatcher: Dispatcher, worker: str, item: dict[str, Any]) -> 
     except Exception as exc:
         log.exception("queued task crashed", extra={"queue_id": item["id"]})
         status, error = "failed", f"{type(exc).__name__}: {exc}"
-    async with pool.acquire() as conn:
+    async with dispatcher.engine.pool.acquire() as conn:
         await conn.execute(
             FINISH,
             uuid.UUID(item["id"]),
@@ -158,7 +167,8 @@ async def work(
     say = progress or (lambda line: None)
     ran = 0
     while stop is None or not stop.is_set():
-        item = await claim(dispatcher.brain.pool, worker, lease_s=s.workflow_lease_s, max_tries=s.workflow_max_tries)
+        async with dispatcher.engine.pool.acquire() as conn:
+            item = await claim(conn, worker, lease_s=s.workflow_lease_s, max_tries=s.workflow_max_tries)
         if item is None:
             if drain:
                 break

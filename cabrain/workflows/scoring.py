@@ -222,7 +222,7 @@ def _numbers(text: str) -> set[str]:
 
 def _facts(text: str) -> set[str]:
     """Numbers, and capitalised words (names) other than a sentence's first word."""
-    names = set()
+    names: set[str] = set()
     for sentence in re.split(r"(?<=[.!?:;])\s+|\n+", text):
         words = _WORD.findall(sentence)
         names.update(w.casefold() for w in words[1:] if w[:1].isupper())

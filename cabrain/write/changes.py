@@ -24,7 +24,7 @@ from cabrain.search.archive import memory_of
 from cabrain.search.chunking import chunk
 from cabrain.search.keyword import IndexedDoc
 from cabrain.search.lookup import not_found
-from cabrain.store import access, judgments
+from cabrain.store import access, judgments, requests
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
 from cabrain.types import Decision, Memory, MemoryInput, RetainResult
@@ -98,9 +98,15 @@ async def reconsolidate(
     idempotency_key: str | None = None,
 ) -> RetainResult:
     """Replace a memory with a corrected version (see :meth:`cabrain.brain.Brain.reconsolidate`)."""
+    request = requests.digest("reconsolidate", old_id, corrected_content, reason, source_ref)
     async with engine.pool.acquire() as conn:
         old, _ = await writable(conn, agent, old_id)
+        done = None
+        if idempotency_key is not None:
+            done = await requests.answered(conn, agent, idempotency_key, request)
     assert old is not None
+    if done:  # answered before (its old memory is no longer current since)
+        return _corrected(done[0], old_id, reason)
     if old.invalid_at is not None:
         raise InputError(
             f"memory {old_id} is no longer current (invalidated at {old.invalid_at.isoformat()})",
@@ -119,8 +125,12 @@ async def reconsolidate(
         metadata={**old.metadata, "reconsolidated_from": str(old_id), **({"reason": reason} if reason else {})},
     )
     [result] = await retain(
-        engine, agent, [item], decide_writes=False, supersede=old_id, idempotency_key=idempotency_key
+        engine, agent, [item], decide_writes=False, supersede=old_id, idempotency_key=idempotency_key, request=request
     )
+    return _corrected(result, old_id, reason)
+
+
+def _corrected(result: RetainResult, old_id: uuid.UUID, reason: str | None) -> RetainResult:
     return RetainResult(
         Decision.UPDATE, result.memory_id, result.importance, (old_id,), result.entities, reason or "reconsolidated"
     )

@@ -129,17 +129,19 @@ async def retain(
     decide_writes: bool = True,
     supersede: uuid.UUID | None = None,
     idempotency_key: str | None = None,
+    request: bytes | None = None,
 ) -> list[RetainResult]:
     """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one. With an
     ``idempotency_key``, a call already answered under that key is answered again and writes
-    nothing (:mod:`cabrain.store.requests`)."""
+    nothing (:mod:`cabrain.store.requests`); ``request`` is what the caller was asked, as a digest
+    (default: ``inputs`` and the options)."""
     settings = engine.settings
-    request = b""
+    asked = b""  # what was asked, as a digest: only a keyed call needs it
     if idempotency_key is not None:
         requests.check_key(idempotency_key)
-        request = requests.fingerprint(inputs, decide=decide_writes, supersede=supersede)
+        asked = request or requests.fingerprint(inputs, decide=decide_writes, supersede=supersede)
         async with engine.pool.acquire() as conn:
-            done = await requests.answered(conn, agent, idempotency_key, request)
+            done = await requests.answered(conn, agent, idempotency_key, asked)
         if done is not None:
             return done
     items = validate(
@@ -173,7 +175,7 @@ async def retain(
                 await namespace_sql.lock(conn, namespace)
                 await access.require_writer(conn, agent, namespace)  # again, under the lock: authoritative
             if idempotency_key is not None:  # a twin of this call committed while this one embedded
-                done = await requests.answered(conn, agent, idempotency_key, request)
+                done = await requests.answered(conn, agent, idempotency_key, asked)
                 if done is not None:
                     return done
             writer = Writer(engine, conn, agent)
@@ -196,7 +198,7 @@ async def retain(
             await writer.flush()  # the L1 cache's generation of each namespace moved with the rows (schema 0009)
             if idempotency_key is not None:
                 await requests.save(
-                    conn, agent, idempotency_key, request, results, now=engine.clock(), ttl_s=settings.idempotency_ttl_s
+                    conn, agent, idempotency_key, asked, results, now=engine.clock(), ttl_s=settings.idempotency_ttl_s
                 )
         await failpoints.drop("retain.after_commit", conn)  # tests: a connection lost after the commit
     return results

@@ -14,7 +14,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from cabrain.sleep.cold import ColdTier
+from cabrain.store.cold import ColdTier
 from cabrain.sleep.cycle import run_cycle
 from cabrain.types import ArchiveQuery, MemoryInput, Visibility
 from tests.conftest import free_port, wait_for_port

@@ -243,7 +243,7 @@ async def test_a_file_survives_any_number_of_sleep_cycles_and_one_archived_befor
     assert back["/memories/old.md"].tier == "hot" and back["/memories/old.md"].id  # back, with its own id
     shown = await files.view(BetaMemoryTool20250818ViewCommand(command="view", path="/memories/old.md"))
     assert "deploy on tuesdays" in shown
-    await brain._bookkeeper.close()  # the view's access is written
+    await brain.engine.bookkeeper.close()  # the view's access is written
     seen = (await brain.get("claude", back["/memories/old.md"].id)).memory
     assert seen.access_count >= 1 and seen.last_accessed_at is not None
     assert (await run_cycle(settings, db_dsn, namespaces=["proj"], use_ray=False)).status == "done"

@@ -131,6 +131,7 @@ async def test_an_edited_applied_migration_is_reported(empty_dsn, schema_copy):
         await run(empty_dsn, schema_copy)
     assert "0001_core.sql" in str(info.value)
     assert "new numbered file" in info.value.hint
+    assert "git checkout cabrain/schema/" in info.value.hint
     conn = await connect(empty_dsn)
     try:
         state = await migrations.inspect(conn, schema_copy)

@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from cabrain.errors import InputError, NotFound
-from cabrain.sleep.cold import ColdTier
+from cabrain.store.cold import ColdTier
 from cabrain.sleep.cycle import LOCK_CLASS, TRY_LOCK, run_cycle
 from cabrain.types import (
     ArchiveQuery,

@@ -9,9 +9,16 @@ import pytest
 from cabrain.errors import ConfigError, InputError
 from cabrain.providers.llm_calls import AnthropicModel, CallPolicy, ModelCallError, OpenAIModel
 from cabrain.workflows import registry
-from cabrain.workflows.learn import learn
 from tests.conftest import free_port
-from tests.integration.test_workflows import dispatch, invoice, models, setup_brain  # noqa: F401 - models: a fixture
+from tests.integration.test_workflows import (  # noqa: F401 - models: a fixture
+    dispatch,
+    flows,
+    invoice,
+    learn,
+    models,
+    setup_brain,
+    tighten,
+)
 
 FAST = CallPolicy(timeout_s=0.5, retries=2, backoff_s=0.01)
 
@@ -44,11 +51,10 @@ async def test_retries_timeouts_and_failures(models):  # noqa: F811
 
 async def test_a_failing_frontier_model_fails_the_task_and_is_recorded(open_brain, models):  # noqa: F811
     brain = await setup_brain(open_brain, models, workflow_retries=1, workflow_retry_backoff_s=0.01)
-    async with brain.pool.acquire() as conn:
-        await registry.update(conn, "claude", model="down-frontier")
+    await flows(brain).update_model("claude", {"model": "down-frontier"})
     with pytest.raises(ModelCallError, match="answered 500"):
         await dispatch(brain, invoice(random.Random(1)), "json")
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         task = await conn.fetchrow("SELECT status, error FROM workflow_tasks")
         call = await conn.fetchrow("SELECT agent, purpose, error, attempts, cost_usd FROM llm_calls")
         agent = await registry.get(conn, "claude")
@@ -60,15 +66,14 @@ async def test_a_failing_frontier_model_fails_the_task_and_is_recorded(open_brai
 
 async def test_no_judge_means_incomplete_scores_and_nothing_trusted(open_brain, models, db_dsn):  # noqa: F811
     brain = await setup_brain(open_brain, models, workflow_route_confidence=0.5)
-    async with brain.pool.acquire() as conn:
-        await registry.update(conn, "judge", model="down-judge")
-    brain.settings = brain.settings.model_copy(update={"workflow_retries": 0})
+    await flows(brain).update_model("judge", {"model": "down-judge"})
+    tighten(brain, workflow_retries=0)
     rng = random.Random(2)
     for _ in range(3):
         await dispatch(brain, invoice(rng), "json")
-    report = await learn(brain.settings, db_dsn, use_ray=False)
+    report = await learn(brain, db_dsn)
     assert report["learned"] == 3
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         attempts = await conn.fetch("SELECT score, complete, score_parts FROM chain_attempts")
     assert attempts and not any(a["complete"] for a in attempts)
     assert all('"judge": null' in a["score_parts"] and "the judge failed" in a["score_parts"] for a in attempts)
@@ -77,38 +82,40 @@ async def test_no_judge_means_incomplete_scores_and_nothing_trusted(open_brain, 
 
 async def test_registry_checks_what_it_is_given(open_brain, models, monkeypatch):  # noqa: F811
     brain = await setup_brain(open_brain, models)
-    async with brain.pool.acquire() as conn:
-        for fields, words in (
-            ({"layer": "middle"}, "layer"),
-            ({"endpoint": "ftp://x"}, "http"),
-            ({"api_key_env": "not a name"}, "environment variable"),
-            ({"cost_in_per_1k": -1}, "0 or more"),
-        ):
-            with pytest.raises(InputError, match=words):
-                await registry.add(
-                    conn,
-                    **{
-                        "name": "x",
-                        "layer": "local",
-                        "provider": "openai",
-                        "model": "m",
-                        "endpoint": "http://127.0.0.1:1/v1",
-                        **fields,
-                    },
-                )
-        with pytest.raises(InputError, match="already exists"):
-            await registry.add(conn, name="qwen", layer="local", provider="openai", model="m", endpoint="http://h/v1")
-        await registry.add(
-            conn,
-            name="sonnet",
-            layer="frontier",
-            provider="anthropic",
-            model="frontier-s",
-            endpoint=models,
-            api_key_env="CABRAIN_TEST_ANTHROPIC_KEY",
+    wf = flows(brain)
+    for fields, words in (
+        ({"layer": "middle"}, "layer"),
+        ({"endpoint": "ftp://x"}, "http"),
+        ({"api_key_env": "not a name"}, "environment variable"),
+        ({"cost_in_per_1k": -1}, "0 or more"),
+    ):
+        with pytest.raises(InputError, match=words):
+            await wf.add_model(
+                {
+                    "name": "x",
+                    "layer": "local",
+                    "provider": "openai",
+                    "model": "m",
+                    "endpoint": "http://127.0.0.1:1/v1",
+                    **fields,
+                }
+            )
+    with pytest.raises(InputError, match="already exists"):
+        await wf.add_model(
+            {"name": "qwen", "layer": "local", "provider": "openai", "model": "m", "endpoint": "http://h/v1"}
         )
-        sonnet = await registry.get(conn, "sonnet")
-        off = await registry.update(conn, "qwen", active=False)
+    await wf.add_model(
+        {
+            "name": "sonnet",
+            "layer": "frontier",
+            "provider": "anthropic",
+            "model": "frontier-s",
+            "endpoint": models,
+            "api_key_env": "CABRAIN_TEST_ANTHROPIC_KEY",
+        }
+    )
+    sonnet = await wf.get_model("sonnet")
+    off = await wf.update_model("qwen", {"active": False})
     assert not off.active and "qwen" not in [a.name for a in await _active(brain)]
     monkeypatch.delenv("CABRAIN_TEST_ANTHROPIC_KEY", raising=False)
     with pytest.raises(ConfigError, match="CABRAIN_TEST_ANTHROPIC_KEY"):
@@ -119,20 +126,18 @@ async def test_registry_checks_what_it_is_given(open_brain, models, monkeypatch)
 
 
 async def _active(brain):
-    async with brain.pool.acquire() as conn:
-        return await registry.listed(conn, active_only=True)
+    return await flows(brain).list_models(active_only=True)
 
 
 async def test_learning_with_no_local_model_answering_keeps_the_reference_for_later(open_brain, models, db_dsn):  # noqa: F811
     brain = await setup_brain(open_brain, models, workflow_retries=0)
-    async with brain.pool.acquire() as conn:
-        await registry.update(conn, "qwen", model="down-local")
+    await flows(brain).update_model("qwen", {"model": "down-local"})
     await dispatch(brain, invoice(random.Random(4)), "json")
-    report = await learn(brain.settings, db_dsn, use_ray=False)
+    report = await learn(brain, db_dsn)
     assert report["failed"] == 1 and "no local chain answered" in report["outcomes"][0]["reason"]
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         run = await conn.fetchrow("SELECT learned_at, learn_error FROM frontier_runs")
-        await registry.update(conn, "qwen", model="local-good")
+    await flows(brain).update_model("qwen", {"model": "local-good"})
     assert run["learned_at"] is None and "answered 500" in run["learn_error"]
-    again = await learn(brain.settings, db_dsn, use_ray=False)  # the model is back: learned now
+    again = await learn(brain, db_dsn)  # the model is back: learned now
     assert again["learned"] == 1 and again["outcomes"][0]["attempts"][0]["score"] > 0.9

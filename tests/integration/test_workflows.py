@@ -8,11 +8,9 @@ import random
 import httpx
 import pytest
 
-from cabrain.errors import AccessDenied, InputError
-from cabrain.workflows import clusters, registry
-from cabrain.workflows.dispatch import Dispatcher, TaskRequest
-from cabrain.workflows.learn import learn
-from cabrain.workflows.report import build as build_report
+from cabrain.errors import AccessDenied, InputError, NotFound
+from cabrain.workflows import clusters
+from cabrain.workflows.facade import TaskRequest, Workflows
 
 FRONTIER_PRICE = (0.015, 0.075)
 LOCAL_PRICE = (0.0001, 0.0002)
@@ -41,47 +39,47 @@ def risk(rng: random.Random) -> str:
     )
 
 
+def flows(brain) -> Workflows:
+    """The workflows facade over a test's Brain's engine."""
+    return Workflows(brain.engine)
+
+
 async def setup_brain(open_brain, server: str, **overrides):
     brain = await open_brain(workflow_judge="judge", **overrides)
     await brain.create_agent("alice")
     await brain.create_agent("bob")
     await brain.create_namespace("alice", "ops")
-    async with brain.pool.acquire() as conn:
-        await registry.add(
-            conn,
-            name="claude",
-            layer="frontier",
-            provider="openai",
-            model="frontier-large",
-            endpoint=f"{server}/v1",
-            cost_in_per_1k=FRONTIER_PRICE[0],
-            cost_out_per_1k=FRONTIER_PRICE[1],
-        )
-        await registry.add(
-            conn,
-            name="qwen",
-            layer="local",
-            provider="openai",
-            model="local-good",
-            endpoint=f"{server}/v1",
-            cost_in_per_1k=LOCAL_PRICE[0],
-            cost_out_per_1k=LOCAL_PRICE[1],
-        )
-        await registry.add(
-            conn,
-            name="judge",
-            layer="local",
-            provider="openai",
-            model="judge-1",
-            endpoint=f"{server}/v1",
-            cost_in_per_1k=0,
-            cost_out_per_1k=0,
+    for name, layer, model, price in (
+        ("claude", "frontier", "frontier-large", FRONTIER_PRICE),
+        ("qwen", "local", "local-good", LOCAL_PRICE),
+        ("judge", "local", "judge-1", (0, 0)),
+    ):
+        await flows(brain).add_model(
+            {
+                "name": name,
+                "layer": layer,
+                "provider": "openai",
+                "model": model,
+                "endpoint": f"{server}/v1",
+                "cost_in_per_1k": price[0],
+                "cost_out_per_1k": price[1],
+            }
         )
     return brain
 
 
 async def dispatch(brain, text: str, task_type: str, **flags):
-    return await Dispatcher(brain).dispatch("alice", TaskRequest("ops", text, task_type=task_type, **flags))
+    return await flows(brain).dispatch("alice", TaskRequest("ops", text, task_type=task_type, **flags))
+
+
+async def learn(brain, dsn: str):
+    """The learning iterations, inline, with the brain's current settings."""
+    return await Workflows.learn(brain.settings, dsn, use_ray=False)
+
+
+def tighten(brain, **settings) -> None:
+    """Change the settings the brain's engine runs with (the next dispatch sees them)."""
+    brain.engine.settings = brain.settings.model_copy(update=settings)
 
 
 async def test_the_loop_learns_to_route_one_kind_locally_and_keeps_the_other_on_the_frontier(
@@ -98,9 +96,9 @@ async def test_the_loop_learns_to_route_one_kind_locally_and_keeps_the_other_on_
     assert {r.cluster["id"] for r in first[:20]} == {invoice_cluster}  # one kind, by embedding
     assert {r.cluster["id"] for r in first[20:]} == {risk_cluster} != {invoice_cluster}
 
-    report = await learn(brain.settings, db_dsn, use_ray=False)
+    report = await learn(brain, db_dsn)
     assert report["runs"] == 26 and report["failed"] == 0
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         good = await clusters.get(conn, invoice_cluster)
         bad = await clusters.get(conn, risk_cluster)
         attempts = await conn.fetch("SELECT chain_kind, chain_key, score, complete FROM chain_attempts")
@@ -117,8 +115,8 @@ async def test_the_loop_learns_to_route_one_kind_locally_and_keeps_the_other_on_
     assert later[0].chain["key"] == "single:qwen" and json.loads(later[0].output)["total"] > 0
     assert "not trusted locally yet" in later[-1].reason
 
-    async with brain.pool.acquire() as conn:
-        data = await build_report(conn)
+    data = await flows(brain).report()
+    async with brain.engine.pool.acquire() as conn:
         # Savings from the recorded costs alone: each local task avoided its kind's mean frontier
         # cost and paid for its local calls.
         mean_frontier = await conn.fetchval(
@@ -159,7 +157,7 @@ async def learned_brain(open_brain, server: str, dsn: str, samples: int = 2, **o
     rng = random.Random(11)
     for _ in range(samples):
         await dispatch(brain, invoice(rng), "json")
-    await learn(brain.settings, dsn, use_ray=False)
+    await learn(brain, dsn)
     return brain, rng
 
 
@@ -173,7 +171,7 @@ async def test_a_local_output_failing_validation_is_redone_by_the_frontier_model
     assert result.route == "fallback" and "not JSON" in result.local_error
     assert json.loads(result.output)["invoice"] > 0  # the frontier model's answer
     assert result.agents == ["qwen", "claude"]
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         cluster = await clusters.get(conn, result.cluster["id"])
     assert cluster.failures == 1 and cluster.confidence < 0.5  # 2 / (2 + 1 + 3 * 1)
     assert (await dispatch(brain, invoice(rng), "json")).route == "frontier"  # no longer trusted
@@ -183,7 +181,7 @@ async def test_thresholds_decide_what_is_trusted(open_brain, models, db_dsn):
     brain, rng = await learned_brain(open_brain, models, db_dsn, samples=3)  # confidence 3 / (3 + 1) = 0.75
     assert (await dispatch(brain, invoice(rng), "json")).route == "local"
     for stricter in ({"workflow_route_confidence": 0.8}, {"workflow_route_accuracy": 0.99}):
-        brain.settings = brain.settings.model_copy(update=stricter)
+        tighten(brain, **stricter)
         assert (await dispatch(brain, invoice(rng), "json")).route == "frontier"
 
 
@@ -199,17 +197,54 @@ async def test_destructive_and_review_flagged_tasks_always_go_to_the_frontier_mo
 async def test_a_task_needs_write_access_to_its_namespace_and_a_sound_request(open_brain, models):
     brain = await setup_brain(open_brain, models)
     with pytest.raises(AccessDenied):
-        await Dispatcher(brain).dispatch("bob", TaskRequest("ops", "Extract anything", task_type="json"))
+        await flows(brain).dispatch("bob", TaskRequest("ops", "Extract anything", task_type="json"))
     for bad, words in (
         (TaskRequest("ops", "  "), "empty"),
         (TaskRequest("ops", "x", task_type="yaml"), "task_type"),
         (TaskRequest("ops", "x\x00y"), "NUL"),
     ):
         with pytest.raises(InputError, match=words):
-            await Dispatcher(brain).dispatch("alice", bad)
-    async with brain.pool.acquire() as conn:
+            await flows(brain).dispatch("alice", bad)
+    async with brain.engine.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM workflow_tasks") == 0
         assert await conn.fetchval("SELECT count(*) FROM llm_calls") == 0
+
+
+async def test_the_facade_checks_who_may_do_what(open_brain, models):
+    brain = await setup_brain(open_brain, models)
+    wf = flows(brain)
+    task = {"namespace": "ops", "description": "Extract the total as JSON: 5 USD.", "task_type": "json"}
+    # Dispatching and queueing need write access to the namespace: refused as retaining is.
+    for call in (wf.dispatch, wf.enqueue):
+        with pytest.raises(AccessDenied, match="agent 'bob' may not write to namespace 'ops'") as info:
+            await call("bob", task)
+        assert info.value.fix.action == "request_write"
+    await brain.share("alice", "ops", "bob", can_write=True)  # offered, not accepted yet
+    with pytest.raises(AccessDenied, match=r"offered write access .* but has not accepted it"):
+        await wf.dispatch("bob", task)
+    with pytest.raises(AccessDenied, match="'mallory' is unknown or disabled"):
+        await wf.enqueue("mallory", task)
+    with pytest.raises(InputError, match="unknown task field"):
+        await wf.dispatch("alice", {**task, "colour": "red"})
+    # A queued task is read by its namespace's readers only; for others it does not exist.
+    item = await wf.enqueue("alice", task, priority=2)
+    await brain.decline_grant("bob", "ops")
+    with pytest.raises(NotFound):
+        await wf.queued("bob", item["id"])
+    assert (await wf.queued("alice", item["id"]))["priority"] == 2
+    # The registry is read by anyone and changed by the operator or an admin.
+    with pytest.raises(AccessDenied, match="'alice' is not an admin"):
+        await wf.update_model("qwen", {"active": False}, by="alice")
+    await brain.create_agent("root", is_admin=True)
+    assert not (await wf.update_model("qwen", {"active": False}, by="root")).active
+    assert [m.name for m in await wf.list_models(active_only=True)] == ["claude", "judge"]
+    # The report covers what an agent may read; an admin's and the operator's cover everything.
+    assert (await wf.report("bob"))["namespaces"] == []
+    assert (await wf.report("alice", namespaces=["ops", "elsewhere"]))["namespaces"] == ["ops"]
+    assert (await wf.report("root"))["namespaces"] is None and (await wf.report())["namespaces"] is None
+    assert await wf.queue_counts("ops") == {"pending": 1, "picked": 0, "done": 0, "failed": 0}
+    async with brain.engine.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM workflow_tasks") == 0
 
 
 async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, models, db_dsn, home):
@@ -271,8 +306,8 @@ async def test_a_newer_answer_to_the_same_task_supersedes_the_old_reference_and_
     texts = [invoice(rng) for _ in range(2)]
     for text in texts:
         await dispatch(brain, text, "json")
-    await learn(brain.settings, db_dsn, use_ray=False)
-    async with brain.pool.acquire() as conn:
+    await learn(brain, db_dsn)
+    async with brain.engine.pool.acquire() as conn:
         [cluster_id] = {r["cluster_id"] for r in await conn.fetch("SELECT cluster_id FROM workflow_tasks")}
         before = await clusters.get(conn, cluster_id)
         old_memory = await conn.fetchval(
@@ -283,7 +318,7 @@ async def test_a_newer_answer_to_the_same_task_supersedes_the_old_reference_and_
     assert before.samples == 2 and old_memory is not None
     again = await dispatch(brain, texts[0], "json", needs_review=True)  # the same task, answered anew
     assert again.route == "frontier"
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         refs = await conn.fetch(
             "SELECT r.superseded_at IS NOT NULL AS old, r.learned_at IS NOT NULL AS learned "
             "FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id WHERE t.description = $1 "

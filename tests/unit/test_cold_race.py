@@ -11,7 +11,7 @@ from cabrain.settings import load_settings
 def _open(home: str, barrier, out) -> None:
     try:
         barrier.wait(timeout=60)  # all open the fresh catalog at once
-        from cabrain.sleep.cold import ColdTier
+        from cabrain.store.cold import ColdTier
 
         tier = ColdTier(load_settings(home=home))
         out.put(str(tier.table().metadata.table_uuid))

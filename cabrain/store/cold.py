@@ -10,6 +10,8 @@ keep it until then (:meth:`ColdTier.purge`). Files and folders of a local wareho
 user's alone.
 
 Embeddings are stored as little-endian float32 bytes (``embedding``, with ``embedding_dim``).
+
+pyiceberg (and ``pyarrow.fs``) are imported where they are used: heavy, and the hot tier never needs them.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +31,12 @@ from cabrain.errors import ColdStoreError
 from cabrain.providers.cold_store import open_catalog, private_files
 from cabrain.search.tokenizer import tokenize
 from cabrain.settings import Settings
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
 
 NAMESPACE = "cabrain"
 TABLE = f"{NAMESPACE}.memories"
@@ -74,7 +83,24 @@ COLUMNS = [name for name, _, _ in FIELDS]
 ROW_COLUMNS = tuple(c for c in COLUMNS if c not in ("embedding", "embedding_dim", *EVOLVED))
 
 
-def _iceberg_schema():
+def equal(column: str, value: str) -> BooleanExpression:
+    """``column = value`` as a pyiceberg row filter. (Built by keyword: pyiceberg's expressions are
+    pydantic models, whose generated signature is what type checkers see.)"""
+    from pyiceberg.expressions import EqualTo, Reference
+    from pyiceberg.expressions.literals import literal
+
+    return EqualTo(term=Reference(column), value=literal(value))
+
+
+def one_of(column: str, values: Iterable[str]) -> BooleanExpression:
+    """``column IN values`` as a pyiceberg row filter (built as :func:`equal` is)."""
+    from pyiceberg.expressions import In, Reference
+    from pyiceberg.expressions.literals import literal
+
+    return In(term=Reference(column), values={literal(v) for v in values})
+
+
+def _iceberg_schema() -> Schema:
     from pyiceberg.schema import Schema
     from pyiceberg.types import (
         BinaryType,
@@ -86,14 +112,14 @@ def _iceberg_schema():
     )
 
     kinds = {pa.string(): StringType, pa.binary(): BinaryType, pa.float32(): FloatType, pa.int32(): IntegerType}
-    fields = []
+    fields: list[NestedField] = []
     for i, (name, kind, required) in enumerate(FIELDS, start=1):
         iceberg_type = TimestamptzType() if pa.types.is_timestamp(kind) else kinds[kind]()
         fields.append(NestedField(i, name, iceberg_type, required=required))
     return Schema(*fields)
 
 
-def _partition_spec(schema):
+def _partition_spec(schema: Schema) -> PartitionSpec:
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.transforms import IdentityTransform
 
@@ -103,7 +129,7 @@ def _partition_spec(schema):
     )
 
 
-def _evolve(table, schema):
+def _evolve(table: Table, schema: Schema) -> Table:
     """Add the columns of ``EVOLVED`` that ``table`` lacks, and ``TABLE_PROPERTIES`` (a table made by
     an older CaBrain)."""
     from pyiceberg.exceptions import CommitFailedException
@@ -111,7 +137,7 @@ def _evolve(table, schema):
     if any(table.properties.get(k) != v for k, v in TABLE_PROPERTIES.items()):
         try:
             with table.transaction() as tx:
-                tx.set_properties(**TABLE_PROPERTIES)
+                tx.set_properties(TABLE_PROPERTIES)
         except CommitFailedException:  # another process set them first
             pass
         table = table.refresh()
@@ -139,16 +165,20 @@ class ColdTier:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._catalog = open_catalog(settings)
-        self._table = None
+        self._table: Table | None = None
 
-    def table(self):
-        """The table, created on first use. Sleep tasks on several nodes may all find it missing
-        and race to create it (or its namespace): the losers of that race load what the winner
+    def table(self) -> Table:
+        """The table, created on first use."""
+        if self._table is None:
+            self._table = self._open()
+        return self._table
+
+    def _open(self) -> Table:
+        """Open the table, creating it (and its namespace) if missing. Sleep tasks on several nodes
+        may all find it missing and race to create it: the losers of that race load what the winner
         made on their next attempt."""
         attempts = 4
         for attempt in range(attempts):
-            if self._table is not None:
-                break
             try:
                 with private_files():
                     self._catalog.create_namespace_if_not_exists(NAMESPACE)
@@ -156,14 +186,14 @@ class ColdTier:
                     table = self._catalog.create_table_if_not_exists(
                         TABLE, schema=schema, partition_spec=_partition_spec(schema), properties=TABLE_PROPERTIES
                     )
-                    self._table = _evolve(table, schema)
+                    return _evolve(table, schema)
             except Exception as exc:
                 if attempt == attempts - 1:
                     raise ColdStoreError(f"cannot open the cold-tier table {TABLE}: {exc}") from exc
                 time.sleep(0.05 * (attempt + 1))
-        return self._table
+        raise AssertionError("unreachable")
 
-    def refresh(self):
+    def refresh(self) -> Table:
         self._table = None
         return self.table()
 
@@ -177,7 +207,7 @@ class ColdTier:
                 return snapshot.snapshot_id
         return None
 
-    def _commit(self, change: Callable[[Any], None], what: str, attempts: int = 8) -> None:
+    def _commit(self, change: Callable[[Table], None], what: str, attempts: int = 8) -> None:
         """Commit ``change(table)`` on the table's latest state, its files private to this user. A
         commit race lost to another writer (a demotion on another node) is retried on the new state,
         the wait doubling; any other failure is a :class:`ColdStoreError` naming ``what``."""
@@ -202,7 +232,7 @@ class ColdTier:
         again after a crash or racing another writer (a lost commit race is retried on the new
         table state, after checking the batch did not land meanwhile). Returns the snapshot id."""
 
-        def append(table) -> None:
+        def append(table: Table) -> None:
             if self.committed_snapshot(batch) is None:
                 table.append(rows, snapshot_properties={BATCH_PROPERTY: str(batch)})
 
@@ -214,10 +244,10 @@ class ColdTier:
 
     def batch_ids(self, namespace: str, batch: uuid.UUID) -> set[str]:
         """The ids the table holds for ``batch`` (read back from the data files, for verification)."""
-        from pyiceberg.expressions import And, EqualTo
+        from pyiceberg.expressions import And
 
         scan = self.refresh().scan(
-            row_filter=And(EqualTo("namespace", namespace), EqualTo("demote_batch", str(batch))),
+            row_filter=And(equal("namespace", namespace), equal("demote_batch", str(batch))),
             selected_fields=("id",),
         )
         return set(scan.to_arrow().column("id").to_pylist())
@@ -232,24 +262,26 @@ class ColdTier:
         ids: Sequence[str] | None = None,
     ) -> pa.Table:
         """A namespace's demoted rows (only its files are planned), optionally some months or ids."""
-        from pyiceberg.expressions import And, EqualTo, In
+        from pyiceberg.expressions import And
 
-        expression = EqualTo("namespace", namespace)
+        expression = equal("namespace", namespace)
         if months:
-            expression = And(expression, In("valid_month", set(months)))
+            expression = And(expression, one_of("valid_month", months))
         if ids:
-            expression = And(expression, In("id", {str(i) for i in ids}))
+            expression = And(expression, one_of("id", (str(i) for i in ids)))
         table = self.refresh()
         if table.current_snapshot() is None:
             return pa.table({c: pa.array([], type=t) for c, t, _ in FIELDS if columns is None or c in columns})
         return table.scan(row_filter=expression, selected_fields=tuple(columns or COLUMNS)).to_arrow()
 
-    def batches(self, namespace: str, row_filter: Any = None, columns: Sequence[str] | None = None):
+    def batches(
+        self, namespace: str, row_filter: BooleanExpression | None = None, columns: Sequence[str] | None = None
+    ) -> tuple[int, Iterator[pa.RecordBatch]]:
         """Stream a namespace's rows matching ``row_filter`` (a pyiceberg expression, ANDed with the
         namespace) as Arrow record batches; returns (number of data files planned, batch iterator)."""
-        from pyiceberg.expressions import And, EqualTo
+        from pyiceberg.expressions import And
 
-        expression = EqualTo("namespace", namespace)
+        expression = equal("namespace", namespace)
         if row_filter is not None:
             expression = And(expression, row_filter)
         table = self.refresh()
@@ -262,18 +294,20 @@ class ColdTier:
         except Exception as exc:
             raise ColdStoreError(f"reading the cold tier of {namespace!r} failed: {exc}") from exc
 
-    def newest(self, namespace: str, ids: Sequence[str], row_filter: Any = None) -> dict[str, dict]:
+    def newest(
+        self, namespace: str, ids: Sequence[str], row_filter: BooleanExpression | None = None
+    ) -> dict[str, dict[str, Any]]:
         """The rows of ``ids`` (``ROW_COLUMNS``), the newest copy of each: a demotion re-run after a
         crash may have appended a row again with its later state."""
-        from pyiceberg.expressions import And, In
+        from pyiceberg.expressions import And
 
         if not ids:
             return {}
-        expression = In("id", {str(i) for i in ids})
+        expression = one_of("id", (str(i) for i in ids))
         _, batches = self.batches(
             namespace, expression if row_filter is None else And(row_filter, expression), ROW_COLUMNS
         )
-        newest: dict[str, dict] = {}
+        newest: dict[str, dict[str, Any]] = {}
         for batch in batches:
             for row in batch.to_pylist():
                 seen = newest.get(row["id"])
@@ -286,13 +320,13 @@ class ColdTier:
         """Remove the rows of ``ids`` (forgotten memories of ``namespace``) from the table's current
         state: one snapshot rewriting the files that held them. Older snapshots still hold them until
         :meth:`expire` drops those. Safe to repeat: rows already gone match nothing."""
-        from pyiceberg.expressions import And, EqualTo, In
+        from pyiceberg.expressions import And
 
         if not ids:
             return
-        expression = And(EqualTo("namespace", namespace), In("id", {str(i) for i in ids}))
+        expression = And(equal("namespace", namespace), one_of("id", (str(i) for i in ids)))
 
-        def delete(table) -> None:
+        def delete(table: Table) -> None:
             if table.current_snapshot() is not None:
                 table.delete(expression, snapshot_properties={"cabrain.purge": str(len(ids))})
 
@@ -333,12 +367,16 @@ class ColdTier:
         return {"snapshots_expired": len(old), "files_deleted": deleted}
 
     @staticmethod
-    def _table_files(table) -> Iterator[tuple[str, float]]:
+    def _table_files(table: Table) -> Iterator[tuple[str, float]]:
         """Every file under the table's location, with its modification time."""
         from pyarrow.fs import FileSelector, FileType
+        from pyiceberg.io.pyarrow import PyArrowFileIO
 
-        scheme, netloc, path = table.io.parse_location(table.location())
-        fs = table.io.fs_by_scheme(scheme, netloc)
+        io = table.io
+        if not isinstance(io, PyArrowFileIO):  # pyiceberg's choice for every scheme while pyarrow is installed
+            raise ColdStoreError(f"cannot list the files of {TABLE}: its file IO is {type(io).__name__}, not pyarrow's")
+        scheme, netloc, path = io.parse_location(table.location())
+        fs = io.fs_by_scheme(scheme, netloc)
         for info in fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True)):
             if info.type == FileType.File:
                 modified = info.mtime.timestamp() if info.mtime is not None else 0.0
@@ -346,18 +384,14 @@ class ColdTier:
 
     def files(self, namespace: str) -> list[str]:
         """Data files a scan of ``namespace`` plans (partition pruning, for tests and doctor)."""
-        from pyiceberg.expressions import EqualTo
-
         table = self.refresh()
         if table.current_snapshot() is None:
             return []
-        return [task.file.file_path for task in table.scan(row_filter=EqualTo("namespace", namespace)).plan_files()]
+        return [task.file.file_path for task in table.scan(row_filter=equal("namespace", namespace)).plan_files()]
 
 
 def _path_of(location: str) -> str:
     """A file's location as :meth:`ColdTier._table_files` lists it (local paths without ``file://``)."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(location)
     if parts.scheme in ("file", ""):
         return parts.path
@@ -420,4 +454,4 @@ def vectors_of(table: pa.Table) -> np.ndarray:
     return out
 
 
-__all__ = ["COLUMNS", "ColdTier", "month_of", "to_arrow", "vectors_of"]
+__all__ = ["COLUMNS", "ColdTier", "equal", "month_of", "one_of", "to_arrow", "vectors_of"]

@@ -1,0 +1,236 @@
+"""Settings of the offline and serving planes: the cold tier, sleep, the HTTP service, capture and
+workflow learning. Part of :class:`cabrain.settings.Settings`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+
+
+class OperationsSettings(BaseModel):
+    """Fields of :class:`cabrain.settings.Settings`: cold tier, sleep, service, capture, workflows."""
+
+    # --- cold tier: Apache Iceberg -------------------------------------------------------------
+    cold_catalog_uri: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the Iceberg SQL catalog. Unset: SQLite under home/cold.",
+    )
+    cold_warehouse: str | None = Field(
+        default=None,
+        description="Iceberg warehouse location (file:// or s3://). Unset: home/cold/warehouse.",
+    )
+    cold_forgotten_retention_days: float | None = Field(
+        default=None,
+        ge=0,
+        description="Days a forgotten memory's text stays in the cold tier (with the table's history) before the "
+        "sleep cycle removes it. Unset: the cold tier keeps everything; forgotten memories only leave archive recall.",
+    )
+    cold_s3_endpoint: str | None = Field(default=None, description="S3-compatible endpoint URL.")
+    cold_s3_region: str | None = Field(default=None, description="S3 region.")
+    cold_s3_access_key: SecretStr | None = Field(default=None, description="S3 access key id.")
+    cold_s3_secret_key: SecretStr | None = Field(default=None, description="S3 secret key.")
+
+    # --- sleep: offline consolidation, dedup, reconsolidation, decay, demotion -----------------
+    sleep_database_url: SecretStr | None = Field(
+        default=None,
+        description="postgresql:// URL the sleep jobs use. Unset: the hot tier's URL as role cabrain_sleep "
+        "where that role exists and can log in, else the hot tier's own role.",
+    )
+    sleep_cluster_similarity: float = Field(
+        default=0.92,
+        gt=0,
+        le=1,
+        description="Cosine similarity that joins two episodes in one consolidation cluster. Model-dependent: with "
+        "multilingual-e5 paraphrases score >= 0.95 and different topics of one project 0.78-0.89.",
+    )
+    sleep_min_cluster: int = Field(default=3, ge=2, description="Episodes a cluster needs before it is distilled.")
+    sleep_facts_per_cluster: int = Field(default=3, ge=1, le=20, description="Most facts distilled from one cluster.")
+    sleep_consolidate_window_days: float = Field(
+        default=30.0, gt=0, description="Episodes stored within this many days are candidates for consolidation."
+    )
+    sleep_consolidate_batch: int = Field(
+        default=5000, ge=10, description="Unconsolidated episodes one consolidate task reads (oldest first)."
+    )
+    sleep_dedup_similarity: float = Field(
+        default=0.97, gt=0, le=1, description="Cosine similarity above which two current memories are merged."
+    )
+    sleep_decay_half_life_days: float = Field(
+        default=30.0, gt=0, description="Importance half-life of a memory of importance 0."
+    )
+    sleep_decay_salience_boost: float = Field(
+        default=4.0, ge=0, description="Half-life multiplier per unit of importance: salient memories decay slowest."
+    )
+    sleep_decay_floor: float = Field(default=0.05, ge=0, le=1, description="Importance never decays below this.")
+    sleep_decay_pinned_floor: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="A pinned memory (a memory-tool file, or one flagged important) never decays below this.",
+    )
+    sleep_decay_min_change: float = Field(
+        default=0.01,
+        ge=0,
+        le=1,
+        description="A row's importance is rewritten once it would fall by at least this much (fewer writes).",
+    )
+    sleep_demote_after_days: float = Field(
+        default=30.0, ge=0, description="Episodes older than this (and unused as long) go cold once consolidated."
+    )
+    sleep_demote_invalid_after_days: float = Field(
+        default=7.0, ge=0, description="Invalidated or superseded memories go cold this long after invalidation."
+    )
+    sleep_demote_keep_importance: float = Field(
+        default=0.5, ge=0, le=1, description="Old episodes at least this important stay hot unless consolidated."
+    )
+    sleep_demote_batch: int = Field(
+        default=2000, ge=1, description="Memories per cold-tier batch (one Iceberg commit)."
+    )
+    sleep_partitions_ahead: int = Field(default=3, ge=0, le=60, description="Monthly partitions created ahead.")
+    sleep_reindex_dead_ratio: float = Field(
+        default=0.3, gt=0, description="Rebuild a partition's indexes once this share of its rows was removed."
+    )
+    sleep_max_changes: int = Field(
+        default=200, ge=0, description="Changes listed per step in the run report (counts are always complete)."
+    )
+    sleep_at: str = Field(
+        default="03:00",
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description="When the sleep scheduler (cabrain sleep --schedule, cabrain.jobs.sleep_scheduler) runs the cycle, HH:MM UTC.",
+    )
+
+    # --- service: Ray Serve HTTP API ---------------------------------------------------------
+    api_host: str = Field(default="127.0.0.1", min_length=1, description="Address the HTTP API listens on.")
+    api_port: int = Field(default=8000, ge=1, le=65535, description="Port of the HTTP API.")
+    api_max_body_bytes: int = Field(
+        default=8 * 1024 * 1024, ge=1024, description="Largest request body accepted (larger: 413)."
+    )
+    api_key_cache_ttl_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="How long an ingress replica trusts a checked API key (a revoked key stops within this).",
+    )
+    metrics_key: SecretStr | None = Field(
+        default=None,
+        description="A bearer token that may read GET /metrics and nothing else (for Prometheus); unset: admin keys only.",
+    )
+    api_url: str | None = Field(
+        default=None,
+        description="Base URL of a running CaBrain API, for the CLI's remote mode, e.g. http://127.0.0.1:8000.",
+    )
+    api_key: SecretStr | None = Field(default=None, description="API key the CLI's remote mode sends.")
+    ray_address: str | None = Field(
+        default=None,
+        description="Ray cluster to deploy onto (e.g. ray://head:10001 or auto). Unset: cabrain up starts a local Ray.",
+    )
+    ray_auth_token_file: Path | None = Field(
+        default=None,
+        description="Ray's token file. For the local Ray of cabrain up / sleep: unset = home/ray/auth_token, made on "
+        "first use (mode 0600). For the cluster at CABRAIN_RAY_ADDRESS: unset = Ray's own lookup (RAY_AUTH_TOKEN, "
+        "RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token).",
+    )
+    ray_num_cpus: int | None = Field(default=None, ge=1, description="CPUs a local Ray may use (unset: all).")
+    ray_object_store_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=78 * 1024 * 1024, description="Object store size of a local Ray."
+    )
+    serve_proxy_location: str = Field(
+        default="EveryNode",
+        pattern="^(EveryNode|HeadOnly)$",
+        description="Where Serve runs HTTP proxies: EveryNode (any node's address serves the API) or HeadOnly.",
+    )
+    serve_ready_timeout_s: float = Field(
+        default=300.0, gt=0, description="How long cabrain up waits for the models and the API to be ready."
+    )
+
+    # --- capture (Claude Code hooks) ---------------------------------------------------------------
+    # The hook reads these itself (standard library only, cabrain.faces.capture.CaptureConfig); they
+    # are declared here too so that they are validated, documented and known to `cabrain doctor`.
+    capture_namespace: str | None = Field(
+        default=None,
+        description="The namespace captured memories go to. Unset: the project (git remote, else directory), "
+        "bound to the capturing agent (@<agent>/<project>).",
+    )
+    capture_agent: str = Field(
+        default="claude-code",
+        min_length=1,
+        description="The agent capture acts as without a service and without a key.",
+    )
+    capture_visibility: str = Field(
+        default="private", pattern="^(private|team|global)$", description="Visibility of captured memories."
+    )
+    capture_timeout_s: float = Field(default=2.0, gt=0, description="The hook's request timeout.")
+    capture_context_k: int = Field(default=6, ge=1, le=50, description="Memories the hook injects as context.")
+    capture_inbox_retention_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="How long a processed capture inbox row (the raw captured text) is kept; 0: removed once retained.",
+    )
+    capture_inbox_failed_retention_s: float = Field(
+        default=7 * 86400.0,
+        ge=0,
+        description="How long an inbox row whose retain failed every attempt is kept, with its error, for an operator.",
+    )
+
+    # --- workflow learning -------------------------------------------------------------------------
+    workflow_timeout_s: float = Field(
+        default=60.0, gt=0, description="Seconds a model call may take (workflow learning)."
+    )
+    workflow_retries: int = Field(
+        default=2, ge=0, le=10, description="Retries of a model call on connection errors, timeouts, 429 and 5xx."
+    )
+    workflow_retry_backoff_s: float = Field(
+        default=0.5, ge=0, description="First retry's wait; doubled for each next one."
+    )
+    workflow_max_tokens: int = Field(default=2048, ge=1, le=200_000, description="max_tokens of every task call.")
+    workflow_max_task_chars: int = Field(default=20_000, ge=1, description="Longest task (description + context).")
+    workflow_prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="USD per 1k tokens in and out by model name, for registered models without their own prices: "
+        'JSON, e.g. {"claude-sonnet-4-5": [0.003, 0.015]}.',
+    )
+    workflow_judge: str | None = Field(
+        default=None,
+        description="The registered (local) model that judges local outputs; unset: scores say they lack a judge.",
+    )
+    workflow_weight_embedding: float = Field(
+        default=0.3, ge=0, description="Weight of embedding similarity in a score."
+    )
+    workflow_weight_judge: float = Field(default=0.5, ge=0, description="Weight of the judge's rating in a score.")
+    workflow_weight_structural: float = Field(
+        default=0.2, ge=0, description="Weight of the structural comparison in a score."
+    )
+    workflow_accept_score: float = Field(
+        default=0.90, ge=0, le=1, description="A learning iteration stops at the first chain scoring this much."
+    )
+    workflow_route_confidence: float = Field(
+        default=0.95, ge=0, le=1, description="Confidence a kind of task needs before it is routed locally."
+    )
+    workflow_route_accuracy: float = Field(
+        default=0.90, ge=0, le=1, description="Mean score its best chain needs before it is routed locally."
+    )
+    workflow_cluster_similarity: float = Field(
+        default=0.88, ge=0, le=1, description="A task joins a kind (cluster) whose centroid is at least this similar."
+    )
+    workflow_confidence_prior: float = Field(
+        default=1.0, gt=0, description="Confidence = samples / (samples + this + failure weight x failures)."
+    )
+    workflow_failure_weight: float = Field(
+        default=3.0, ge=0, description="How much a routed output that failed validation costs a chain's confidence."
+    )
+    workflow_max_attempts: int = Field(default=8, ge=1, le=100, description="Chains tried per reference, at most.")
+    workflow_examples: int = Field(
+        default=3, ge=0, le=20, description="Solved tasks recalled into the enhanced prompt."
+    )
+    workflow_lease_s: float = Field(
+        default=600.0, gt=0, description="A queued task claimed this long ago without a result goes back to pending."
+    )
+    workflow_max_tries: int = Field(default=3, ge=1, le=100, description="Claims of a queued task before it fails.")
+    workflow_poll_s: float = Field(default=1.0, gt=0, description="How often an idle worker looks for queued tasks.")
+
+    @field_validator("workflow_prices")
+    @classmethod
+    def _check_prices(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for model, (price_in, price_out) in value.items():
+            if price_in < 0 or price_out < 0:
+                raise ValueError(f"prices of {model!r} must be 0 or more")
+        return value

@@ -1,0 +1,299 @@
+"""*consolidate*: recent episodes, clustered, are distilled into facts (with their sources), and the
+summaries of the entities those facts touch are refreshed.
+
+It only adds rows (and marks episodes consolidated); a re-run after a crash finds the facts it
+committed (by their text's hash) and reinforces them instead of writing them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections import defaultdict
+
+import asyncpg
+import numpy as np
+
+from cabrain.providers.llm import ChatModel, LLMError
+from cabrain.search.keyword import IndexedDoc, PostgresBM25
+from cabrain.sleep.context import StepContext, StepResult
+from cabrain.sleep.rows import ADD_SOURCES, readership_groups, unit_rows, vec
+from cabrain.store import memories as sql
+
+MAX_FACT_CHARS = 400
+# A fact to write: its text, its source memories, and its vector (None: still to embed).
+Fact = tuple[str, list[uuid.UUID], np.ndarray | None]
+
+EPISODES = """
+SELECT m.id, m.owner_agent_id, m.visibility, m.content, m.embedding, m.importance, m.valid_at, m.created_at
+FROM memories m
+WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.memory_type = 'episodic'
+  AND m.consolidated_at IS NULL AND m.embedding IS NOT NULL
+  AND m.created_at > $4::timestamptz - make_interval(secs => $2)
+ORDER BY m.created_at DESC, m.id
+LIMIT $3
+"""
+EXISTING_FACT = """
+SELECT id FROM memories WHERE namespace = $1 AND content_hash = $2 AND invalid_at IS NULL AND tier = 'hot'
+  AND network = 'fact' AND owner_agent_id IS NOT DISTINCT FROM $3 AND visibility = $4
+LIMIT 1
+"""
+MARK_CONSOLIDATED = """
+UPDATE memories m SET consolidated_at = now()
+FROM memory_ids i WHERE i.id = ANY($1::uuid[]) AND m.id = i.id AND m.valid_at = i.valid_at
+"""
+ENTITY_LINKS = """
+SELECT me.memory_id, me.entity_id FROM memory_entities me WHERE me.memory_id = ANY($1::uuid[])
+"""
+LINK = """
+INSERT INTO memory_entities (memory_id, entity_id) SELECT $1, e FROM unnest($2::uuid[]) AS e ON CONFLICT DO NOTHING
+"""
+ENTITY_FACTS = """
+SELECT e.id AS entity_id, e.name, m.id, m.content, m.importance, m.embedding
+FROM entities e
+JOIN memory_entities me ON me.entity_id = e.id
+JOIN memory_ids i ON i.id = me.memory_id AND i.tier = 'hot'
+JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE e.id = ANY($1::uuid[]) AND m.invalid_at IS NULL AND m.network = 'fact' AND m.visibility <> 'private'
+ORDER BY e.id, m.importance DESC, m.valid_at DESC, m.content, m.id
+"""
+SET_SUMMARY = """
+UPDATE entities SET summary = $2, summary_sources = $3, summarized_at = now(), updated_at = now(), embedding = $4
+WHERE id = $1
+"""
+
+
+def star_clusters(vectors: np.ndarray, threshold: float, min_size: int) -> list[list[int]]:
+    """Deterministic star clustering: the row with the most unassigned neighbours (cosine >=
+    ``threshold``) seeds a cluster of itself and those neighbours; repeat. Every member is close to
+    its seed, so clusters never chain unrelated texts together."""
+    if len(vectors) == 0:
+        return []
+    unit = unit_rows(vectors.astype(np.float32))
+    near = (unit @ unit.T) >= threshold
+    free = np.ones(len(vectors), dtype=bool)
+    degree = near.sum(axis=1).astype(np.int64)  # unassigned neighbours (itself included), kept current
+    clusters: list[list[int]] = []
+    while True:
+        seed = int(np.argmax(np.where(free, degree, -1)))
+        if not free[seed] or degree[seed] < min_size:
+            return clusters
+        members = np.flatnonzero(near[seed] & free)
+        free[members] = False
+        degree -= near[:, members].sum(axis=1)
+        clusters.append(sorted(int(i) for i in members))
+
+
+def central_statements(vectors: np.ndarray, limit: int, redundant: float) -> list[int]:
+    """Indices of the most central rows (highest mean similarity to the cluster), skipping any too
+    similar to one already chosen (maximal marginal relevance with a hard redundancy cut)."""
+    unit = unit_rows(vectors.astype(np.float32))
+    sims = unit @ unit.T
+    centrality = sims.mean(axis=1)
+    chosen: list[int] = []
+    for i in np.argsort(-centrality, kind="stable"):
+        if all(sims[i, j] < redundant for j in chosen):
+            chosen.append(int(i))
+        if len(chosen) == limit:
+            break
+    return chosen
+
+
+def _statement(text: str) -> str:
+    """A fact's text from an episode: its leading sentences, at most MAX_FACT_CHARS."""
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) <= MAX_FACT_CHARS:
+        return text
+    sentences = re.split(r"(?<=[.!?؟])\s+", text)
+    out = ""
+    for s in sentences:
+        if len(out) + len(s) + 1 > MAX_FACT_CHARS:
+            break
+        out = f"{out} {s}".strip()
+    return out or text[: MAX_FACT_CHARS - 1] + "…"
+
+
+# --- consolidate -----------------------------------------------------------------------------------
+async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> StepResult:
+    """Cluster recent episodes (stored within ``sleep_consolidate_window_days`` of the step's clock)
+    and distill each cluster into facts (with their sources), then refresh the summaries of the
+    entities those facts touch."""
+    result = ctx.result()
+    s = ctx.settings
+    pool = await ctx.pool()
+    async with pool.acquire() as conn:
+        episodes = await conn.fetch(
+            EPISODES, namespace, s.sleep_consolidate_window_days * 86400, s.sleep_consolidate_batch, ctx.clock()
+        )
+    result.add("episodes_read", len(episodes))
+    touched_entities: set[uuid.UUID] = set()
+    for (owner, visibility), rows in sorted(
+        readership_groups(episodes).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
+    ):
+        vectors = np.array([vec(r["embedding"]) for r in rows])
+        for members in star_clusters(vectors, s.sleep_cluster_similarity, s.sleep_min_cluster):
+            cluster = [rows[i] for i in members]
+            method, facts = await _distill(ctx, cluster, vectors[members], result)
+            async with pool.acquire() as conn, conn.transaction():
+                written = await _write_facts(ctx, conn, namespace, owner, visibility, cluster, facts, method, result)
+                links = await conn.fetch(ENTITY_LINKS, [r["id"] for r in cluster])
+                by_source = defaultdict(set)
+                for link in links:
+                    by_source[link["memory_id"]].add(link["entity_id"])
+                for fact_id, sources in written:
+                    entities = sorted({e for src in sources for e in by_source.get(src, ())})
+                    if entities:
+                        await conn.execute(LINK, fact_id, entities)
+                        if visibility != "private":
+                            touched_entities.update(entities)
+                await conn.execute(MARK_CONSOLIDATED, [r["id"] for r in cluster])
+            result.add("clusters")
+            result.add("episodes_consolidated", len(cluster))
+    if touched_entities:
+        await _summarise_entities(ctx, sorted(touched_entities), result)
+    return result
+
+
+async def _distill(
+    ctx: StepContext, cluster: list[asyncpg.Record], vectors: np.ndarray, result: StepResult
+) -> tuple[str, list[Fact]]:
+    """(fact text, source ids, vector or None to embed) for one cluster: through the chat model
+    when one is configured (falling back to extraction if it fails), else extractive."""
+    chat = ctx.chat()
+    if chat is not None:
+        try:
+            return "llm", await _distill_llm(chat, cluster, ctx.settings.sleep_facts_per_cluster)
+        except LLMError as exc:
+            result.add("llm_fallbacks")
+            result.change(action="llm fallback", error=str(exc)[:200])
+    # a statement as close to one already chosen as cluster members are to their seed says the same thing
+    picked = central_statements(vectors, ctx.settings.sleep_facts_per_cluster, ctx.settings.sleep_cluster_similarity)
+    ids = [r["id"] for r in cluster]
+    out: list[Fact] = []
+    for i in picked:
+        text = _statement(cluster[i]["content"])
+        same = text == re.sub(r"\s+", " ", cluster[i]["content"]).strip()
+        out.append((text, ids, vectors[i] if same else None))
+    return "extractive", out
+
+
+FACT_PROMPT = (
+    "You distill an agent's episodic memories into durable facts. Given numbered episodes, answer with "
+    'JSON {"facts": [{"text": "<one self-contained factual statement>", "sources": [<episode numbers>]}]}. '
+    "At most {limit} facts, only what the episodes state (never guess), each citing the episodes it rests on."
+)
+
+
+async def _distill_llm(chat: ChatModel, cluster: list[asyncpg.Record], limit: int) -> list[Fact]:
+    listing = "\n".join(f"{n}. {_statement(r['content'])}" for n, r in enumerate(cluster, start=1))
+    answer = await chat.complete(FACT_PROMPT.replace("{limit}", str(limit)), listing)
+    try:
+        facts = json.loads(answer)["facts"]
+        out: list[Fact] = []
+        for fact in facts[:limit]:
+            text = re.sub(r"\s+", " ", str(fact["text"])).strip()[:MAX_FACT_CHARS]
+            sources = [cluster[int(n) - 1]["id"] for n in fact["sources"] if 1 <= int(n) <= len(cluster)]
+            if text and sources:
+                out.append((text, sources, None))
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise LLMError(f"the chat model's facts are not usable JSON: {exc}") from exc
+    if not out:
+        raise LLMError("the chat model distilled no facts with sources")
+    return out
+
+
+async def _write_facts(
+    ctx: StepContext,
+    conn: asyncpg.Connection,
+    namespace: str,
+    owner: str | None,
+    visibility: str,
+    cluster: list[asyncpg.Record],
+    facts: list[Fact],
+    method: str,
+    result: StepResult,
+) -> list[tuple[uuid.UUID, list[uuid.UUID]]]:
+    owner = owner or cluster[0]["owner_agent_id"]
+    to_embed = [i for i, (_, _, v) in enumerate(facts) if v is None]
+    vectors = {i: v for i, (_, _, v) in enumerate(facts) if v is not None}
+    if to_embed:
+        embedder = await ctx.embedder()
+        for i, vector in zip(to_embed, await embedder.embed_documents([facts[i][0] for i in to_embed]), strict=True):
+            vectors[i] = np.asarray(vector, dtype=np.float32)
+    written = []
+    by_id = {r["id"]: r for r in cluster}
+    for i, (text, sources, _) in enumerate(facts):
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        existing = await conn.fetchval(EXISTING_FACT, namespace, digest, owner, visibility)
+        fact_id = existing or uuid.uuid4()
+        if existing is None:
+            evidence = [by_id[s] for s in sources]
+            await sql.insert_memories(
+                conn,
+                [
+                    {
+                        "id": fact_id,
+                        "namespace": namespace,
+                        "owner_agent_id": owner,
+                        "visibility": visibility,
+                        "network": "fact",
+                        "memory_type": "semantic",
+                        "content": text,
+                        "source_kind": "sleep",
+                        "source_ref": f"sleep:{ctx.run_id}",
+                        "embedding": vectors[i],
+                        "importance": min(1.0, max(float(r["importance"]) for r in evidence) + 0.1),
+                        "valid_at": max(r["valid_at"] for r in evidence),
+                        "metadata": {
+                            "distilled_from": [str(x) for x in sources],
+                            "method": method,
+                            "sleep_run": str(ctx.run_id),
+                        },
+                        "content_hash": digest,
+                    }
+                ],
+            )
+            valid_at = max(r["valid_at"] for r in evidence)
+            await PostgresBM25(k1=ctx.settings.bm25_k1, b=ctx.settings.bm25_b).index(
+                conn, [IndexedDoc(fact_id, namespace, valid_at, text)]
+            )
+            result.add("facts_created")
+            result.change(memory_id=fact_id, action="fact distilled", sources=len(sources), text=text[:160])
+        else:
+            result.add("facts_reinforced")
+        await conn.execute(ADD_SOURCES, fact_id, list(sources), "distilled_from", ctx.run_id)
+        written.append((fact_id, list(sources)))
+    return written
+
+
+async def _summarise_entities(ctx: StepContext, entity_ids: list[uuid.UUID], result: StepResult) -> None:
+    """An entity's summary: its most important current shared facts (their text, their sources)."""
+    pool = await ctx.pool()
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(ENTITY_FACTS, entity_ids)
+    by_entity: dict[uuid.UUID, list[asyncpg.Record]] = defaultdict(list)
+    for r in rows:
+        by_entity[r["entity_id"]].append(r)
+    chat = ctx.chat()
+    async with pool.acquire() as conn:
+        for entity_id, facts in sorted(by_entity.items()):
+            top = facts[:3]
+            summary = " ".join(f["content"] for f in top)
+            if chat is not None:
+                try:
+                    answer = await chat.complete(
+                        'Summarise what is known about the named entity from these facts only. JSON {"summary": "..."}',
+                        f"Entity: {top[0]['name']}\n" + "\n".join(f"- {f['content']}" for f in facts[:10]),
+                    )
+                    summary = str(json.loads(answer)["summary"]).strip() or summary
+                except (LLMError, ValueError, KeyError, TypeError):
+                    result.add("llm_fallbacks")
+            vector = unit_rows(np.array([vec(f["embedding"]) for f in top])).mean(axis=0)
+            await conn.execute(SET_SUMMARY, entity_id, summary[:2000], [f["id"] for f in top], vector)
+            result.add("entity_summaries")
+            result.change(entity=top[0]["name"], action="summary", sources=len(top))
+
+
+__all__ = ["central_statements", "consolidate", "star_clusters"]

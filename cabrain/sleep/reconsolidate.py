@@ -1,0 +1,104 @@
+"""*reconsolidate*: current facts and beliefs that contradict each other are resolved by
+supersession, the newer evidence winning; the reason is recorded on the old row (nothing is deleted).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from cabrain.providers.llm import LLMError
+from cabrain.sleep.context import StepContext, StepResult
+from cabrain.sleep.rows import CURRENT, WIDTH, unit_rows, vec
+from cabrain.store import judgments
+from cabrain.write.decision import RETRACTION_MARGIN, compare, contradiction
+
+CONTRADICTION_PROMPT = (
+    "Two statements from an agent's memory. Do they contradict each other (cannot both be true now)? "
+    'Answer JSON {"contradiction": true|false, "reason": "<short>"}.'
+)
+
+
+async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> StepResult:
+    """Facts that contradict each other are resolved by supersession: the newer evidence wins
+    (later ``valid_at``, then later ``created_at``), the reason is recorded on the old row. A pair is
+    a contradiction when the write decision (:func:`cabrain.write.decision.contradiction`) would have
+    let the newer revise or retract the older - the same subject, a new value of the same attribute
+    or a retraction - or, with a chat model configured, when the model says so of two statements
+    about the same subject."""
+    result = ctx.result()
+    s = ctx.settings
+    pool = await ctx.pool()
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(CURRENT, namespace, ["fact", "belief"])
+    result.add("facts_compared", len(rows))
+    if len(rows) < 2:
+        return result
+    unit = unit_rows(np.array([vec(r["embedding"]) for r in rows]))
+    sims = unit @ unit.T
+    order = sorted(range(len(rows)), key=lambda i: (rows[i]["valid_at"], rows[i]["created_at"], str(rows[i]["id"])))
+    rank = {i: n for n, i in enumerate(order)}
+    gone: set[int] = set()
+    chat = ctx.chat()
+    for newer in reversed(order):
+        if newer in gone:
+            continue
+        for older in order:
+            if (
+                rank[older] >= rank[newer]
+                or older in gone
+                or sims[newer, older] < s.revision_similarity - RETRACTION_MARGIN
+            ):
+                continue
+            a, b = rows[newer], rows[older]
+            if WIDTH[a["visibility"]] < WIDTH[b["visibility"]]:
+                continue  # never hide a wider-visible fact behind a narrower one
+            if b["visibility"] == "private" and a["owner_agent_id"] != b["owner_agent_id"]:
+                continue
+            if b["pinned"]:
+                continue  # pinned (a memory-tool file, an important memory): only its writer replaces it
+            why = contradiction(
+                a["content"],
+                b["content"],
+                float(sims[newer, older]),
+                revision_similarity=s.revision_similarity,
+                duplicate_similarity=s.duplicate_similarity,
+            )
+            if why is None and chat is not None and compare(a["content"], b["content"]).same_subject:
+                try:
+                    verdict = json.loads(
+                        await chat.complete(
+                            CONTRADICTION_PROMPT, f"A (newer): {a['content']}\nB (older): {b['content']}"
+                        )
+                    )
+                    if verdict.get("contradiction") is True:
+                        why = f"chat model: {str(verdict.get('reason') or 'contradiction')[:200]}"
+                except (LLMError, ValueError, TypeError, AttributeError):
+                    result.add("llm_fallbacks")
+            if why is None:
+                continue
+            reason = {
+                "superseded_reason": f"contradicted by newer evidence {a['id']}: {why}",
+                "sleep_run": str(ctx.run_id),
+            }
+            judgment = judgments.Judgment(
+                namespace,
+                "supersede",
+                "reconsolidate",
+                reason["superseded_reason"],
+                run_id=ctx.run_id,
+                inputs={"newer": str(a["id"]), "text": a["content"], "similarity": round(float(sims[newer, older]), 4)},
+            )
+            async with pool.acquire() as conn, conn.transaction():
+                if await judgments.supersede(
+                    conn, judgment, b["id"], by=a["id"], metadata=reason, now=await conn.fetchval("SELECT now()")
+                ):
+                    await judgments.record(conn, judgment)
+                    gone.add(older)
+                    result.add("superseded")
+                    result.change(memory_id=b["id"], action="superseded", by=a["id"], reason=why)
+    return result
+
+
+__all__ = ["reconsolidate"]

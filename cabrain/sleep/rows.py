@@ -1,0 +1,69 @@
+"""What the knowledge steps (:mod:`cabrain.sleep.consolidate`, :mod:`cabrain.sleep.dedup`,
+:mod:`cabrain.sleep.reconsolidate`) share: current rows, readership groups, stored vectors.
+
+Scoping is kept: memories are only clustered, merged or compared within one owner-and-visibility
+group (:func:`readership_groups`: a private memory never feeds a fact another agent can read), and a
+memory is only superseded by one at least as widely visible (``WIDTH``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+WIDTH = {"private": 0, "team": 1, "global": 2}
+
+ADD_SOURCES = """
+INSERT INTO memory_sources (memory_id, source_id, relation, run_id)
+SELECT $1, s, $3, $4 FROM unnest($2::uuid[]) AS s
+ON CONFLICT DO NOTHING
+RETURNING source_id
+"""
+CURRENT = """
+SELECT m.id, m.namespace, m.owner_agent_id, m.visibility, m.network, m.memory_type, m.content, m.embedding,
+       m.importance, m.access_count, m.valid_at, m.created_at, m.pinned
+FROM memories m
+WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.embedding IS NOT NULL
+  AND ($2::text[] IS NULL OR m.network = ANY($2::text[]))
+ORDER BY m.created_at, m.id
+"""
+WATERMARK = "SELECT upto FROM sleep_watermarks WHERE namespace = $1 AND step = $2"
+SET_WATERMARK = """
+INSERT INTO sleep_watermarks (namespace, step, upto) VALUES ($1, $2, $3)
+ON CONFLICT (namespace, step) DO UPDATE SET upto = greatest(sleep_watermarks.upto, EXCLUDED.upto)
+"""
+
+
+def vec(value: Any) -> np.ndarray:
+    """A stored vector (pgvector's ``Vector``, or an array) as float32."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Each row scaled to unit length (zero rows stay zero)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1, norms)
+
+
+def readership_groups(rows: Sequence[asyncpg.Record]) -> dict[tuple[str | None, str], list[asyncpg.Record]]:
+    """Rows by who can read them: (owner, visibility); only private rows are kept apart by owner."""
+    out: dict[tuple[str | None, str], list[asyncpg.Record]] = defaultdict(list)
+    for r in rows:
+        out[(r["owner_agent_id"] if r["visibility"] == "private" else None, r["visibility"])].append(r)
+    return out
+
+
+__all__ = [
+    "ADD_SOURCES",
+    "CURRENT",
+    "SET_WATERMARK",
+    "WATERMARK",
+    "WIDTH",
+    "readership_groups",
+    "unit_rows",
+    "vec",
+]

@@ -1,0 +1,185 @@
+"""The ``Workflows`` facade: the one entry to workflow learning for every face (HTTP, MCP, CLI).
+
+Like :class:`cabrain.brain.Brain`, it is made from an :class:`~cabrain.engine.Engine`; a method
+validates its input, checks who may do it (:mod:`cabrain.store.access`), holds the connections
+it needs and runs a pipeline (:mod:`.dispatch`, :mod:`.queue`, :mod:`.learn`, :mod:`.report`)::
+
+    flows = Workflows(brain.engine)
+    result = await flows.dispatch("claude", {"namespace": "ops", "description": "...", "task_type": "json"})
+    item = await flows.enqueue("claude", TaskRequest("ops", "..."), priority=7)
+
+Methods that take no agent are the operator's (the command line, run against the hot tier
+directly); ``by`` on registry changes names the agent making them, which must be an admin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from cabrain.clock import Clock, utc_now
+from cabrain.engine import Engine
+from cabrain.errors import InputError
+from cabrain.providers.embedders import Embedder
+from cabrain.settings import Settings
+from cabrain.store import access
+from cabrain.store import namespaces as namespace_sql
+from cabrain.workflows import learn as learning
+from cabrain.workflows import queue, registry, report
+from cabrain.workflows.dispatch import Dispatcher, DispatchResult, TaskRequest
+from cabrain.workflows.registry import ModelAgent
+
+
+class Workflows:
+    """Every method is one operation of workflow learning."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @property
+    def settings(self) -> Settings:
+        return self.engine.settings
+
+    # --- lifecycle (only for a facade that opened its own engine) ---------------------------------
+    @classmethod
+    async def open(
+        cls, settings: Settings, *, dsn: str | None = None, embedder: Embedder | None = None, clock: Clock = utc_now
+    ) -> Workflows:
+        """Open an :class:`Engine` (see :meth:`Engine.open`) and the facade over it; :meth:`close`
+        closes it. A facade made from another's engine (``Workflows(brain.engine)``) is not closed."""
+        return cls(await Engine.open(settings, dsn=dsn, embedder=embedder, clock=clock))
+
+    async def close(self) -> None:
+        await self.engine.close()
+
+    async def __aenter__(self) -> Workflows:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- the model registry ---------------------------------------------------------------------
+    async def list_models(self, *, layer: str | None = None, active_only: bool = False) -> list[ModelAgent]:
+        """The registered models (any agent may read them)."""
+        if layer is not None and layer not in registry.LAYERS:
+            raise InputError(f"layer must be one of {', '.join(registry.LAYERS)}, got {layer!r}")
+        async with self.engine.pool.acquire() as conn:
+            return await registry.listed(conn, layer=layer, active_only=active_only)
+
+    async def get_model(self, name: str) -> ModelAgent:
+        async with self.engine.pool.acquire() as conn:
+            return await registry.get(conn, name)
+
+    async def add_model(self, fields: Mapping[str, Any], *, by: str | None = None) -> ModelAgent:
+        """Register a model (``name``, ``layer``, ``provider``, ``model``, ``endpoint``, and optionally
+        ``api_key_env``, ``capabilities``, ``cost_in_per_1k``, ``cost_out_per_1k``, ``active``)."""
+        async with self.engine.pool.acquire() as conn:
+            if by is not None:
+                await access.require_admin(conn, by)
+            return await registry.add(conn, **fields)
+
+    async def update_model(self, name: str, fields: Mapping[str, Any], *, by: str | None = None) -> ModelAgent:
+        """Change a model's editable fields, or deactivate it (``active``: False); entries are
+        never deleted."""
+        async with self.engine.pool.acquire() as conn:
+            if by is not None:
+                await access.require_admin(conn, by)
+            return await registry.update(conn, name, **fields)
+
+    # --- tasks ----------------------------------------------------------------------------------
+    async def dispatch(self, agent: str, task: TaskRequest | Mapping[str, Any]) -> DispatchResult:
+        """Route and run a task now (a trusted local chain, else the frontier model); ``agent`` needs
+        write access to the task's namespace."""
+        return await Dispatcher(self.engine).dispatch(agent, _task(task))
+
+    async def enqueue(self, agent: str, task: TaskRequest | Mapping[str, Any], *, priority: int = 5) -> dict[str, Any]:
+        """Queue a task for a worker (higher ``priority`` runs sooner, -1000 to 1000); ``agent``
+        needs write access to the task's namespace."""
+        request = _task(task)
+        async with self.engine.pool.acquire() as conn:
+            return await queue.enqueue(
+                conn, agent, request, priority=priority, max_chars=self.settings.workflow_max_task_chars
+            )
+
+    async def queued(self, agent: str, queue_id: uuid.UUID | str) -> dict[str, Any]:
+        """A queued task with its status and result, for its submitter or an agent that may read
+        its namespace (for any other, :class:`NotFound`)."""
+        key = queue.queue_id(queue_id)
+        async with self.engine.pool.acquire() as conn:
+            return await queue.get(conn, agent, key)
+
+    async def queue_counts(self, namespace: str | None = None) -> dict[str, int]:
+        """How many queued tasks are pending, picked, done and failed (of ``namespace``, or all)."""
+        async with self.engine.pool.acquire() as conn:
+            return await queue.counts(conn, namespace)
+
+    async def claim(self, worker: str) -> dict[str, Any] | None:
+        """Claim the most urgent pending task for ``worker`` (None: none is pending)."""
+        s = self.settings
+        async with self.engine.pool.acquire() as conn:
+            return await queue.claim(conn, worker, lease_s=s.workflow_lease_s, max_tries=s.workflow_max_tries)
+
+    async def work(
+        self,
+        worker: str,
+        *,
+        stop: asyncio.Event | None = None,
+        drain: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> int:
+        """Claim and run queued tasks as ``worker`` until ``stop`` is set (``drain``: until none is
+        pending); returns how many it ran."""
+        if not worker:
+            raise InputError("a worker needs a name")
+        return await queue.work(Dispatcher(self.engine), worker, stop=stop, drain=drain, progress=progress)
+
+    # --- learning and the report ----------------------------------------------------------------
+    @staticmethod
+    async def learn(
+        settings: Settings,
+        dsn: str,
+        *,
+        namespaces: Sequence[str] | None = None,
+        limit: int = 100,
+        use_ray: bool = True,
+        progress: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
+        """The learning iterations for up to ``limit`` new references (of ``namespaces``, or all):
+        one Ray task each, or here without ``use_ray``; each opens its own engine on ``dsn``."""
+        if limit < 1:
+            raise InputError(f"limit must be at least 1, got {limit}")
+        return await learning.learn(
+            settings, dsn, namespaces=namespaces, limit=limit, use_ray=use_ray, progress=progress
+        )
+
+    async def report(
+        self, agent: str | None = None, *, namespaces: Sequence[str] | None = None, days: int | None = None
+    ) -> dict[str, Any]:
+        """Local share, frontier cost saved, accuracy over time, per agent and model, over
+        ``namespaces`` (all when none) and the last ``days``. For an ``agent`` that is not an
+        admin, only the namespaces it owns or holds a grant on."""
+        if days is not None and days < 1:
+            raise InputError(f"days must be at least 1, got {days}")
+        wanted = list(namespaces) if namespaces else None
+        async with self.engine.pool.acquire() as conn:
+            if agent is not None and not await access.is_admin(conn, agent):
+                readable = [r["name"] for r in await namespace_sql.of_agent(conn, agent)]
+                wanted = [n for n in wanted if n in readable] if wanted is not None else readable
+            return await report.build(conn, namespaces=wanted, days=days, accept=self.settings.workflow_accept_score)
+
+    @staticmethod
+    def render_report(data: dict[str, Any]) -> str:
+        """A :meth:`report` as lines of text."""
+        return report.render(data)
+
+
+def _task(task: TaskRequest | Mapping[str, Any]) -> TaskRequest:
+    """A task as given, or read from its JSON form (unknown fields refused)."""
+    if isinstance(task, TaskRequest):
+        return task
+    return TaskRequest.from_json(dict(task) if isinstance(task, Mapping) else task)
+
+
+__all__ = ["DispatchResult", "ModelAgent", "TaskRequest", "Workflows"]
