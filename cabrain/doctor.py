@@ -143,7 +143,7 @@ def _schema_check(state: migrations.SchemaState) -> Check:
             "schema",
             Status.FAIL,
             f"applied migration(s) edited since: {', '.join(state.edited)}",
-            "restore the original file(s) (git checkout schema/); put changes in a new numbered file",
+            "restore the original file(s) (git checkout cabrain/schema/); put changes in a new numbered file",
         )
     if state.unknown:
         return Check(

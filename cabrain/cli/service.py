@@ -51,7 +51,7 @@ def add_migrate(sub: Subparsers) -> None:
     migrate = sub.add_parser(
         "migrate",
         help="create or upgrade the database schema",
-        description="Apply pending migrations from schema/ in one transaction (safe to run "
+        description="Apply pending migrations from cabrain/schema/ in one transaction (safe to run "
         "concurrently; re-running is a no-op), create monthly partitions and the sleep role.",
     )
     migrate.add_argument("--dry-run", action="store_true", help="list pending migrations only")

@@ -2,7 +2,7 @@
 
 The built-in backend keeps an inverted index in ``memory_terms`` (one posting per memory and
 term, with tf and document length), document frequencies in ``bm25_terms`` and namespace totals in
-``bm25_namespaces`` (schema/0002_retrieval.sql states the formula). A query reads, for each of its
+``bm25_namespaces`` (cabrain/schema/0002_retrieval.sql states the formula). A query reads, for each of its
 terms, the strongest ``postings_per_term`` postings (by their BM25 tf part), scores the union
 exactly with the namespace's current N and avgdl, then looks up only the best ``4 * limit``
 candidates to apply the caller's scope and filters, and returns the top ``limit``. When scope

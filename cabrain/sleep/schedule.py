@@ -1,4 +1,4 @@
-"""Running the sleep cycle on a schedule: ``cabrain sleep --schedule`` and ``jobs.sleep_scheduler``
+"""Running the sleep cycle on a schedule: ``cabrain sleep --schedule`` and ``cabrain.jobs.sleep_scheduler``
 (and workflow learning: ``cabrain workflows learn --every``).
 
 A long-running loop: wait until the next run time (daily at ``CABRAIN_SLEEP_AT``, HH:MM UTC, or

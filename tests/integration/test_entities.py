@@ -35,7 +35,7 @@ async def _store(brain) -> dict[str, uuid.UUID]:
 
 
 async def _summarise(dsn: str, name: str, summary: str, sources: list[uuid.UUID]) -> None:
-    """What a sleep run writes (cabrain/sleep/steps.py SET_SUMMARY), written here directly."""
+    """What a sleep run writes (cabrain/sleep/consolidate.py SET_SUMMARY), written here directly."""
     conn = await asyncpg.connect(dsn)
     try:
         status = await conn.execute(

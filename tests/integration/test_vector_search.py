@@ -84,9 +84,9 @@ async def test_a_walk_that_gives_up_early_falls_back_to_the_exact_scan(two_names
     await conn.execute("SET hnsw.ef_search = 10")
     await conn.execute("SET hnsw.max_scan_tuples = 1")
     await conn.execute("SET hnsw.iterative_scan = relaxed_order")
-    args = (*filters.args(), 10, query)
+    args = vector.SEARCH.args(filters.params(), limit=10, vector=query)
     short = await fetch_without(
-        conn, vector.SEARCH, args, disable=("enable_sort", "enable_hashjoin", "enable_mergejoin")
+        conn, vector.SEARCH.sql, args, disable=("enable_sort", "enable_hashjoin", "enable_mergejoin")
     )
     assert len(short) < 10
 
@@ -120,20 +120,28 @@ async def test_the_hot_path_searches_keep_one_plan_that_walks_the_indexes(two_na
 
     conn = two_namespaces
     await conn.execute("ANALYZE memories")
-    scope = "'big', 'agent-a', false, NULL, NULL, NULL, NULL, NULL, 10"
-    query = "'[" + ",".join(f"{x:.5f}" for x in vectors(1, 9)[0]) + "]'"
-    for sql in (vector.SEARCH, vector.PASSAGES):
-        limits = ", 40" if sql is vector.PASSAGES else ""
-        plan = await generic_plan(conn, sql, vector.GRAPH_WALK, f"{scope}, {query}{limits}")
+    scope = {
+        "namespace": "'big'",
+        "agent": "'agent-a'",
+        "include_invalid": "false",
+        **dict.fromkeys(("networks", "memory_types", "source_kinds", "valid_from", "valid_to"), "NULL"),
+        "limit": "10",
+        "vector": "'[" + ",".join(f"{x:.5f}" for x in vectors(1, 9)[0]) + "]'",
+        "passages": "40",
+    }
+
+    def literals(statement, **more: str) -> str:  # in the order the statement numbers its names
+        values = {**scope, **more}
+        return ", ".join(values[name] for name in statement.names)
+
+    for statement in (vector.SEARCH, vector.PASSAGES):
+        plan = await generic_plan(conn, statement.sql, vector.GRAPH_WALK, literals(statement))
         assert "Index Scan using memory_vectors_hnsw" in plan or "Index Scan using memory_chunks_vec" in plan
         assert "Materialize" not in plan and "Hash Join" not in plan and "Merge Join" not in plan
         assert "Index Cond: ((id = " in plan  # each row looked up by its key
-    plan = await generic_plan(
-        conn,
-        keyword.SEARCH,
-        keyword.LOOKUPS,
-        f"{scope}, ARRAY['memory'], ARRAY[1], ARRAY[1.5::float8], 1.2, 0.75, 10.0, 2000, 40",
-    )
+    bm25 = {"terms": "ARRAY['memory']", "qtfs": "ARRAY[1]", "idfs": "ARRAY[1.5::float8]", "k1": "1.2", "b": "0.75"}
+    bm25 |= {"avgdl": "10.0", "budget": "2000", "shortlist": "40"}
+    plan = await generic_plan(conn, keyword.SEARCH.sql, keyword.LOOKUPS, literals(keyword.SEARCH, **bm25))
     assert "Index Only Scan using memory_terms_lookup" in plan
     assert "Materialize" not in plan and "Hash Join" not in plan and "Merge Join" not in plan
     assert "Index Cond: ((id = " in plan
@@ -143,6 +151,6 @@ async def test_the_hot_path_searches_keep_one_plan_that_walks_the_indexes(two_na
         rows = await vector.search(conn, vectors(1, seed)[0], SearchFilters("big", "agent-a"), 10, exact_max=10)
         assert len(rows) == 10
     [plans] = await conn.fetch(
-        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", vector.SEARCH
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", vector.SEARCH.sql
     )
     assert plans["custom_plans"] == 0 and plans["generic_plans"] == 5
