@@ -46,9 +46,8 @@ from cabrain.types import (
     RecallResult,
     RetainResult,
     history_from_dict,
-    history_to_dict,
     recall_from_dict,
-    recall_to_dict,
+    to_json,
 )
 from cabrain.write import changes, inbox
 from cabrain.write import retain as retain_pipeline
@@ -262,7 +261,7 @@ class Brain:
                     return result
         result = await recall_pipeline.recall(self.engine, agent, query)
         if cache is not None and key is not None:
-            await cache.set(key, json.dumps(recall_to_dict(result)), cache.recall_ttl_s)
+            await cache.set(key, json.dumps(to_json(result)), cache.recall_ttl_s)
         return result
 
     async def recall_archive(self, agent: str, query: ArchiveQuery) -> ArchiveResult:
@@ -304,7 +303,7 @@ class Brain:
                     return history_from_dict(json.loads(cached))
         result = await lookup.get(self.engine, scope["namespace"], agent, memory_id)
         if cache is not None and key is not None:
-            await cache.set(key, json.dumps(history_to_dict(result)), cache.row_ttl_s)
+            await cache.set(key, json.dumps(to_json(result)), cache.row_ttl_s)
         return result
 
     async def list_memories(

@@ -16,7 +16,8 @@ errors the core raises (:class:`~cabrain.errors.NotFound`, :class:`~cabrain.erro
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
+import time
 import urllib.parse
 import uuid
 from collections.abc import Sequence
@@ -24,19 +25,7 @@ from typing import Any
 
 import httpx
 
-from cabrain.errors import (
-    AccessDenied,
-    AlreadyExists,
-    CabrainError,
-    ColdStoreError,
-    ConflictError,
-    DatabaseUnreachable,
-    EmbedderError,
-    InputError,
-    NotFound,
-    ServiceError,
-    Unauthenticated,
-)
+from cabrain.errors import InputError, ServiceError, error_class
 from cabrain.fixes import Fix
 from cabrain.types import (
     ArchiveQuery,
@@ -53,33 +42,19 @@ from cabrain.types import (
     entity_memories_from_dict,
     entity_page_from_dict,
     history_from_dict,
-    jsonable,
     memory_from_dict,
     recall_from_dict,
     retain_from_dict,
+    to_json,
 )
-
-ERRORS: dict[str, type[CabrainError]] = {
-    "unauthenticated": Unauthenticated,
-    "forbidden": AccessDenied,
-    "not_found": NotFound,
-    "already_exists": AlreadyExists,
-    "conflict": ConflictError,
-    "bad_request": InputError,
-    "invalid": InputError,
-    "payload_too_large": InputError,
-    "model_unavailable": EmbedderError,
-    "database_unavailable": DatabaseUnreachable,
-    "cold_tier_unavailable": ColdStoreError,
-}
 
 
 def memory_body(item: MemoryInput) -> dict[str, Any]:
-    return jsonable(dataclasses.asdict(item))
+    return to_json(item)
 
 
 def recall_body(query: RecallQuery) -> dict[str, Any]:
-    return jsonable(dataclasses.asdict(query))
+    return to_json(query)
 
 
 def raise_for(response: httpx.Response) -> Any:
@@ -96,8 +71,7 @@ def raise_for(response: httpx.Response) -> Any:
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         kind, message, hint, fix = "", response.text[:500] or response.reason_phrase, None, None
-    cls = ERRORS.get(kind, ServiceError)
-    raise cls(f"{message} (HTTP {response.status_code})", hint=hint, fix=fix)
+    raise error_class(kind)(f"{message} (HTTP {response.status_code})", hint=hint, fix=fix)
 
 
 def _unreachable(base_url: str, exc: Exception) -> ServiceError:
@@ -107,20 +81,34 @@ def _unreachable(base_url: str, exc: Exception) -> ServiceError:
     )
 
 
+# Writes carry an Idempotency-Key (the caller's, or one made per call): the client retries them
+# after a transport fault this many times, and the service answers a retry without writing again.
+WRITE_RETRIES = 2
+RETRY_PAUSE_S = 0.2
+
+
+def _keyed(key: str | None) -> dict[str, Any]:
+    return {"headers": {"Idempotency-Key": key or str(uuid.uuid4())}, "retry": True}
+
+
 class _Requests:
     """Paths and bodies of every call, shared by the sync and async clients."""
 
     @staticmethod
-    def retain(item: MemoryInput) -> tuple[str, str, dict[str, Any]]:
-        return "POST", "/v1/memories", {"json": memory_body(item)}
+    def retain(item: MemoryInput, key: str | None) -> tuple[str, str, dict[str, Any]]:
+        return "POST", "/v1/memories", {"json": memory_body(item), **_keyed(key)}
 
     @staticmethod
-    def retain_batch(items: Sequence[MemoryInput], decide: bool) -> tuple[str, str, dict[str, Any]]:
-        return (
-            "POST",
-            "/v1/memories/batch",
-            {"json": {"items": [memory_body(i) for i in items], "decide": decide}},
-        )
+    def retain_batch(items: Sequence[MemoryInput], decide: bool, key: str | None) -> tuple[str, str, dict[str, Any]]:
+        body = {"items": [memory_body(i) for i in items], "decide": decide}
+        return "POST", "/v1/memories/batch", {"json": body, **_keyed(key)}
+
+    @staticmethod
+    def reconsolidate(
+        memory_id: uuid.UUID | str, content: str, reason: str | None, source_ref: str | None, key: str | None
+    ) -> tuple[str, str, dict[str, Any]]:
+        body = {"content": content, "reason": reason, "source_ref": source_ref}
+        return "POST", f"/v1/memories/{memory_id}/reconsolidate", {"json": body, **_keyed(key)}
 
     @staticmethod
     def recall(query: RecallQuery) -> tuple[str, str, dict[str, Any]]:
@@ -136,7 +124,7 @@ class _Requests:
 
     @staticmethod
     def recall_archive(query: ArchiveQuery) -> tuple[str, str, dict[str, Any]]:
-        return "POST", "/v1/recall/archive", {"json": jsonable(dataclasses.asdict(query))}
+        return "POST", "/v1/recall/archive", {"json": to_json(query)}
 
     @staticmethod
     def entities(namespace: str, query: str | None, limit: int, cursor: str | None) -> tuple[str, str, dict[str, Any]]:
@@ -178,20 +166,29 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise _unreachable(self.base_url, exc) from exc
+    def request(self, method: str, path: str, *, retry: bool = False, **kwargs: Any) -> Any:
+        """One call; ``retry`` (a keyed write) is sent again after a transport fault."""
+        for attempt in range(WRITE_RETRIES + 1 if retry else 1):
+            try:
+                response = self._http.request(method, path, **kwargs)
+                break
+            except httpx.TransportError as exc:
+                if not retry or attempt == WRITE_RETRIES:
+                    raise _unreachable(self.base_url, exc) from exc
+                time.sleep(RETRY_PAUSE_S * (attempt + 1))
+            except httpx.HTTPError as exc:
+                raise _unreachable(self.base_url, exc) from exc
         return raise_for(response)
 
     # memories
-    def retain(self, item: MemoryInput) -> RetainResult:
-        method, path, kw = _Requests.retain(item)
+    def retain(self, item: MemoryInput, *, idempotency_key: str | None = None) -> RetainResult:
+        method, path, kw = _Requests.retain(item, idempotency_key)
         return retain_from_dict(self.request(method, path, **kw))
 
-    def retain_batch(self, items: Sequence[MemoryInput], *, decide: bool = True) -> list[RetainResult]:
-        method, path, kw = _Requests.retain_batch(items, decide)
+    def retain_batch(
+        self, items: Sequence[MemoryInput], *, decide: bool = True, idempotency_key: str | None = None
+    ) -> list[RetainResult]:
+        method, path, kw = _Requests.retain_batch(items, decide, idempotency_key)
         return [retain_from_dict(r) for r in self.request(method, path, **kw)["results"]]
 
     def recall(self, query: RecallQuery) -> RecallResult:
@@ -223,10 +220,16 @@ class Client:
         return history_from_dict(self.request("POST", f"/v1/memories/{memory_id}/forget", json={"reason": reason}))
 
     def reconsolidate(
-        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
+        self,
+        memory_id: uuid.UUID | str,
+        content: str,
+        *,
+        reason: str | None = None,
+        source_ref: str | None = None,
+        idempotency_key: str | None = None,
     ) -> RetainResult:
-        body = {"content": content, "reason": reason, "source_ref": source_ref}
-        return retain_from_dict(self.request("POST", f"/v1/memories/{memory_id}/reconsolidate", json=body))
+        method, path, kw = _Requests.reconsolidate(memory_id, content, reason, source_ref, idempotency_key)
+        return retain_from_dict(self.request(method, path, **kw))
 
     def judgments(self, memory_id: uuid.UUID | str, *, limit: int = 50) -> list[dict[str, Any]]:
         """The judgments that changed a memory, newest first."""
@@ -355,19 +358,28 @@ class AsyncClient:
     async def close(self) -> None:
         await self._http.aclose()
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            response = await self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise _unreachable(self.base_url, exc) from exc
+    async def request(self, method: str, path: str, *, retry: bool = False, **kwargs: Any) -> Any:
+        """One call; ``retry`` (a keyed write) is sent again after a transport fault."""
+        for attempt in range(WRITE_RETRIES + 1 if retry else 1):
+            try:
+                response = await self._http.request(method, path, **kwargs)
+                break
+            except httpx.TransportError as exc:
+                if not retry or attempt == WRITE_RETRIES:
+                    raise _unreachable(self.base_url, exc) from exc
+                await asyncio.sleep(RETRY_PAUSE_S * (attempt + 1))
+            except httpx.HTTPError as exc:
+                raise _unreachable(self.base_url, exc) from exc
         return raise_for(response)
 
-    async def retain(self, item: MemoryInput) -> RetainResult:
-        method, path, kw = _Requests.retain(item)
+    async def retain(self, item: MemoryInput, *, idempotency_key: str | None = None) -> RetainResult:
+        method, path, kw = _Requests.retain(item, idempotency_key)
         return retain_from_dict(await self.request(method, path, **kw))
 
-    async def retain_batch(self, items: Sequence[MemoryInput], *, decide: bool = True) -> list[RetainResult]:
-        method, path, kw = _Requests.retain_batch(items, decide)
+    async def retain_batch(
+        self, items: Sequence[MemoryInput], *, decide: bool = True, idempotency_key: str | None = None
+    ) -> list[RetainResult]:
+        method, path, kw = _Requests.retain_batch(items, decide, idempotency_key)
         return [retain_from_dict(r) for r in (await self.request(method, path, **kw))["results"]]
 
     async def recall(self, query: RecallQuery) -> RecallResult:
@@ -406,10 +418,16 @@ class AsyncClient:
         return (await self.request("GET", "/v1/namespaces"))["namespaces"]
 
     async def reconsolidate(
-        self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
+        self,
+        memory_id: uuid.UUID | str,
+        content: str,
+        *,
+        reason: str | None = None,
+        source_ref: str | None = None,
+        idempotency_key: str | None = None,
     ) -> RetainResult:
-        body = {"content": content, "reason": reason, "source_ref": source_ref}
-        return retain_from_dict(await self.request("POST", f"/v1/memories/{memory_id}/reconsolidate", json=body))
+        method, path, kw = _Requests.reconsolidate(memory_id, content, reason, source_ref, idempotency_key)
+        return retain_from_dict(await self.request(method, path, **kw))
 
     async def judgments(self, memory_id: uuid.UUID | str, *, limit: int = 50) -> list[dict[str, Any]]:
         return (await self.request("GET", f"/v1/memories/{memory_id}/judgments", params={"limit": limit}))["judgments"]

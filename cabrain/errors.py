@@ -1,12 +1,15 @@
 """The CaBrain error tree.
 
 Every error a user can see says what was wrong and what to do about it. Core code raises these;
-each face maps them once (exit codes in the CLI, status codes over HTTP, tool errors in MCP).
+each face maps them once (exit codes in the CLI, tool errors in MCP). Over HTTP each class carries
+its answer: ``status`` and ``kind`` (the error body's ``type``), inherited unless a class declares
+its own. Every class that declares a ``kind`` is registered in :data:`KINDS`, from which the API
+answers and the client raises the class back (:func:`error_class`), so the two cannot drift.
 
-    CabrainError
-    ├── ConfigError                 a setting is missing, malformed or inconsistent
+    CabrainError                    500 internal
+    ├── ConfigError                 500 misconfigured: a setting is missing, malformed or inconsistent
     ├── UsageError                  a command was given a bad flag or argument (the CLI exits 2)
-    ├── DatabaseError               the hot tier cannot be used
+    ├── DatabaseError               503 database_unavailable: the hot tier cannot be used
     │   ├── DatabaseUnreachable     connection refused, unknown host, bad credentials
     │   ├── ExtensionMissing        pgvector / pg_trgm not installed or too old
     │   ├── EmbeddedPostgresError   the embedded server could not be initialised, started or stopped
@@ -14,20 +17,34 @@ each face maps them once (exit codes in the CLI, status codes over HTTP, tool er
     │       ├── MigrationError      a migration failed to apply (nothing of the run was kept)
     │       ├── MigrationChecksumMismatch   an applied migration file was edited
     │       └── EmbeddingDimensionMismatch  the configured model does not fit the stored vectors
-    ├── InputError                  a request is malformed (empty, oversized, out of range, bad UTF-8)
-    ├── AlreadyExists               a namespace or agent with that name exists already
-    ├── NotFound                    an unknown memory, namespace or agent
-    ├── AccessDenied                reading or writing outside the caller's grants
-    ├── EmbedderError               the embedding model cannot be loaded or run
-    ├── Unauthenticated             no API key, or an unknown or revoked one
-    ├── ServiceError                Ray / Serve / the HTTP API cannot be started or reached
-    ├── CacheError                  the Redis L1 cache cannot be reached
-    └── ColdStoreError              the Iceberg catalog or warehouse cannot be used
+    ├── InputError                  400 bad_request: malformed (empty, oversized, out of range, bad UTF-8)
+    │   ├── InvalidRequest          422 invalid: well-formed JSON of the wrong shape
+    │   ├── PayloadTooLarge         413 payload_too_large: a request body over the limit
+    │   └── MethodNotAllowed        405 method_not_allowed: a route called with a method it lacks
+    ├── AlreadyExists               409 already_exists: a namespace or agent with that name exists
+    ├── ConflictError               409 conflict: the request conflicts with the current state
+    ├── NotFound                    404 not_found: an unknown memory, namespace or agent
+    ├── AccessDenied                403 forbidden: reading or writing outside the caller's grants
+    ├── Unauthenticated             401 unauthenticated: no API key, or an unknown or revoked one
+    ├── EmbedderError               503 model_unavailable: the embedding model cannot be loaded or run
+    ├── ModelError                  502 model_failed: a chat or task model failed to answer
+    │   ├── LLMError                the chat model (write decisions, sleep) could not be used
+    │   └── ModelCallError          a task model (workflows) failed after every retry
+    ├── ServiceError                503 service_unavailable: Ray / Serve / the API cannot be reached
+    │   ├── ServiceTimeout          408 timeout: the request took longer than the service allows
+    │   └── ServiceBusy             429 too_many_requests: the service refused it for load
+    ├── CacheError                  503 cache_unavailable: the Redis L1 cache cannot be reached
+    └── ColdStoreError              503 cold_tier_unavailable: the Iceberg catalog or warehouse
 """
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from cabrain.fixes import Fix, render
+
+KINDS: dict[str, type[CabrainError]] = {}
+"""Every kind an error body can carry, to the class a client raises for it."""
 
 
 class CabrainError(Exception):
@@ -37,7 +54,22 @@ class CabrainError(Exception):
     is an action the caller takes on its own surface (create a namespace, accept a grant), the error
     carries it as ``fix`` (:mod:`cabrain.fixes`) and each face words it with :meth:`hint_for`; the
     plain ``hint`` then names every surface's way.
+
+    A subclass that declares ``kind`` registers it in :data:`KINDS`; one that declares the kind of
+    a class above it takes it over (a client then raises the subclass for it).
     """
+
+    status: ClassVar[int] = 500
+    kind: ClassVar[str] = "internal"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" not in vars(cls):
+            return
+        holder = KINDS.get(cls.kind)
+        if holder is not None and not issubclass(cls, holder):
+            raise TypeError(f"{cls.__name__} declares kind {cls.kind!r}, which {holder.__name__} holds")
+        KINDS[cls.kind] = cls
 
     def __init__(self, message: str, *, hint: str | None = None, fix: Fix | None = None) -> None:
         super().__init__(message)
@@ -55,8 +87,16 @@ class CabrainError(Exception):
         return self.message
 
 
+def error_class(kind: str) -> type[CabrainError]:
+    """The class a client raises for an error body of ``kind`` (an unknown kind: :class:`ServiceError`)."""
+    return KINDS.get(kind, ServiceError)
+
+
 class ConfigError(CabrainError):
     """A setting is missing, malformed or inconsistent with another."""
+
+    status = 500
+    kind = "misconfigured"
 
 
 class UsageError(CabrainError):
@@ -66,9 +106,14 @@ class UsageError(CabrainError):
 class DatabaseError(CabrainError):
     """The PostgreSQL hot tier cannot be used."""
 
+    status = 503
+    kind = "database_unavailable"
+
 
 class DatabaseUnreachable(DatabaseError):
     """The database server did not accept a connection."""
+
+    kind = "database_unavailable"  # taken over from DatabaseError: a client raises this class for it
 
 
 class ExtensionMissing(DatabaseError):
@@ -98,38 +143,122 @@ class EmbeddingDimensionMismatch(SchemaError):
 class InputError(CabrainError):
     """A request is malformed: empty, oversized, out of range, not valid UTF-8."""
 
+    status = 400
+    kind = "bad_request"
+
+
+class InvalidRequest(InputError):
+    """A request of the wrong shape: a missing or unknown field, a value of the wrong type."""
+
+    status = 422
+    kind = "invalid"
+
+
+class PayloadTooLarge(InputError):
+    """A request body over the size the API takes."""
+
+    status = 413
+    kind = "payload_too_large"
+
+
+class MethodNotAllowed(InputError):
+    """A route called with an HTTP method it does not answer."""
+
+    status = 405
+    kind = "method_not_allowed"
+
 
 class AlreadyExists(CabrainError):
     """Something with that name exists already (a namespace of another agent, an agent id)."""
+
+    status = 409
+    kind = "already_exists"
 
 
 class NotFound(CabrainError):
     """An unknown memory, namespace or agent (or one the caller may not know exists)."""
 
+    status = 404
+    kind = "not_found"
+
 
 class ConflictError(CabrainError):
     """The request conflicts with the current state (a judgment reverted already, a memory changed since)."""
+
+    status = 409
+    kind = "conflict"
 
 
 class AccessDenied(CabrainError):
     """The caller is not allowed to read or write there."""
 
+    status = 403
+    kind = "forbidden"
+
 
 class Unauthenticated(CabrainError):
     """A request carries no API key, or one that is unknown, revoked or of a disabled agent."""
+
+    status = 401
+    kind = "unauthenticated"
 
 
 class ServiceError(CabrainError):
     """The CaBrain service (Ray, Serve, the HTTP API) cannot be started or reached."""
 
+    status = 503
+    kind = "service_unavailable"
+
+
+class ServiceTimeout(ServiceError):
+    """The service gave up on a request that took longer than it allows (Serve's request timeout)."""
+
+    status = 408
+    kind = "timeout"
+
+
+class ServiceBusy(ServiceError):
+    """The service refused a request for load (retry after the time it names)."""
+
+    status = 429
+    kind = "too_many_requests"
+
 
 class EmbedderError(CabrainError):
     """The embedding model cannot be loaded or run."""
+
+    status = 503
+    kind = "model_unavailable"
+
+
+class ModelError(CabrainError):
+    """A chat or task model could not be reached or did not answer usefully."""
+
+    status = 502
+    kind = "model_failed"
+
+
+class LLMError(ModelError):
+    """The chat model could not be reached or answered nonsense."""
+
+
+class ModelCallError(ModelError):
+    """A model could not be reached or did not answer usefully, after every retry."""
+
+    def __init__(self, message: str, *, hint: str | None = None, attempts: int = 1) -> None:
+        super().__init__(message, hint=hint)
+        self.attempts = attempts
 
 
 class CacheError(CabrainError):
     """The Redis L1 cache cannot be reached."""
 
+    status = 503
+    kind = "cache_unavailable"
+
 
 class ColdStoreError(CabrainError):
     """The Iceberg cold tier (catalog or warehouse) cannot be used."""
+
+    status = 503
+    kind = "cold_tier_unavailable"

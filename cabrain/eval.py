@@ -36,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from cabrain.errors import InputError, UsageError
+from cabrain.providers.embedders import load_embedder
+from cabrain.providers.rerankers import load_reranker
+from cabrain.scratch import scratch_brain
 from cabrain.settings import Settings
 from cabrain.types import MemoryInput, RecallMode, RecallQuery, Visibility
 
@@ -267,9 +270,6 @@ async def run_eval(
     settings: Settings, path: Path, *, modes: Sequence[str], ks: Sequence[int], quiet: bool = False
 ) -> list[SetResult]:
     """Evaluate every set under ``path`` in a scratch database that is dropped afterwards."""
-    from cabrain.providers.embedders import load_embedder
-    from cabrain.store.scratch import scratch_brain
-
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:  # the command's --mode and --k: a bad one is a usage error
         raise UsageError(
@@ -280,8 +280,6 @@ async def run_eval(
     sets = [load_set(p) for p in find_sets(path)]
     embedder = load_embedder(settings)
     if "hybrid+rerank" in modes:
-        from cabrain.providers.rerankers import load_reranker
-
         if load_reranker(settings) is None:
             raise InputError(
                 "mode hybrid+rerank needs a reranker", hint="set CABRAIN_RERANKER_PROVIDER and its model or URL"

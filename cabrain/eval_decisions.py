@@ -34,7 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from cabrain.errors import InputError, UsageError
+from cabrain.providers.embedders import load_embedder
+from cabrain.providers.llm import load_chat_model
+from cabrain.scratch import scratch_brain
 from cabrain.settings import Settings
+from cabrain.sleep.context import StepContext
+from cabrain.sleep.steps import dedup, reconsolidate
 from cabrain.types import Decision, MemoryInput, MemoryType, Network
 
 AGENT = "eval"
@@ -81,7 +86,7 @@ class Scores:
         if predicted != pair.label:
             self.errors.append({"id": pair.id, "label": pair.label, "predicted": predicted, "why": why})
 
-    def per_label(self) -> dict[str, dict[str, float]]:
+    def per_label(self) -> dict[str, dict[str, float | None]]:
         out = {}
         for label in LABELS:
             tp = self.confusion[(label, label)]
@@ -194,8 +199,6 @@ async def _retain(brain, items: list[MemoryInput], *, decide: bool = True) -> li
 
 async def evaluate_set(brain, ctx, name: str, pairs: Sequence[Pair], decider: str, *, quiet: bool) -> SetResult:
     """Play every pair through retain and through sleep's dedup and reconsolidate."""
-    from cabrain.sleep.steps import dedup, reconsolidate
-
     started = time.perf_counter()
     tag = uuid.uuid4().hex[:8]
     write, sleep = Scores(), Scores()
@@ -249,11 +252,6 @@ async def run_decision_eval(
     settings: Settings, path: Path, *, decider: str = "deterministic", quiet: bool = False
 ) -> list[SetResult]:
     """Evaluate every set under ``path`` in a scratch database that is dropped afterwards."""
-    from cabrain.providers.embedders import load_embedder
-    from cabrain.providers.llm import load_chat_model
-    from cabrain.sleep.context import StepContext
-    from cabrain.store.scratch import scratch_brain
-
     if decider not in DECIDERS:
         raise UsageError(f"--decider: unknown decider {decider!r}", hint=f"choose from {', '.join(DECIDERS)}")
     if decider == "llm":

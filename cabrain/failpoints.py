@@ -1,7 +1,9 @@
 """Named points where a test can make a fault happen at one exact moment, to prove that the code
 around it loses and duplicates nothing whatever moment it stops at.
 
-``CABRAIN_FAILPOINTS=demote.after_cold_commit,retain.after_commit`` (comma-separated) arms points.
+``CABRAIN_FAILPOINTS=demote.after_cold_commit,retain.after_commit`` (comma-separated) arms points;
+``retain.after_commit@ns`` arms one only where the code names the scope ``ns`` (a namespace), so a
+long-running test service can keep a point armed for one namespace of its own.
 :func:`hit` makes the process die as a crash would (``os._exit``: no clean-up, no ``finally``);
 :func:`drop` makes the database drop the connection, as a network fault or a failover would.
 Unset, each is a dictionary lookup and nothing else. Production never sets the variable.
@@ -11,15 +13,20 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 
 import asyncpg
 
 EXIT_CODE = 137  # what a SIGKILL looks like
 
 
-def armed(name: str) -> bool:
+def armed(name: str, scopes: Iterable[str] = ()) -> bool:
+    """``name`` is armed, everywhere or in one of ``scopes``."""
     points = os.environ.get("CABRAIN_FAILPOINTS") or ""
-    return bool(points) and name in {p.strip() for p in points.split(",")}
+    if not points:
+        return False
+    wanted = {name, *(f"{name}@{scope}" for scope in scopes)}
+    return any(p.strip() in wanted for p in points.split(","))
 
 
 def hit(name: str) -> None:
@@ -30,10 +37,11 @@ def hit(name: str) -> None:
         os._exit(EXIT_CODE)
 
 
-async def drop(name: str, conn: asyncpg.Connection) -> None:
-    """The server ends ``conn``'s session now (``pg_terminate_backend``), when ``name`` is armed: the
-    caller sees the connection lost, as after a network fault, whatever it had committed."""
-    if armed(name):
+async def drop(name: str, conn: asyncpg.Connection, scopes: Iterable[str] = ()) -> None:
+    """The server ends ``conn``'s session now (``pg_terminate_backend``), when ``name`` is armed
+    (there or in one of ``scopes``): the caller sees the connection lost, as after a network fault,
+    whatever it had committed."""
+    if armed(name, scopes):
         await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
 

@@ -14,10 +14,11 @@ With ``CABRAIN_RAY_ADDRESS`` it deploys onto that cluster instead (which needs
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import os
+import secrets
 import signal
+import stat
 import sys
 import threading
 import time
@@ -27,13 +28,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import SecretStr
 
 from cabrain import identity
 from cabrain.clock import Clock, utc_now, utc_today
 from cabrain.errors import ConfigError, ServiceError
 from cabrain.paths import write_private
-from cabrain.settings import Settings
+from cabrain.providers.embedders import load_embedder
+from cabrain.settings import Settings, settings_for_replicas
+from cabrain.store import migrations
+from cabrain.store.db import check_server, connect, server_facts
+from cabrain.store.embedded import EmbeddedPostgres
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +51,8 @@ RAY_LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 RAY_COMMON_ENV = {
     "RAY_AUTH_MODE": "token",
     "RAY_USAGE_STATS_ENABLED": "0",
-    # Serve's HTTP proxy answers in CaBrain's JSON error shape too (serve_apps/proxy.py)
-    "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "serve_apps.proxy:middlewares",
+    # Serve's HTTP proxy answers in CaBrain's JSON error shape too (cabrain/serve/proxy.py)
+    "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "cabrain.serve.proxy:middlewares",
 }
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -60,9 +64,6 @@ def ray_token_path(settings: Settings) -> Path:
 
 def ensure_ray_token(path: Path) -> Path:
     """A 256-bit token at ``path`` (Ray's own format), made now if there is none; private to this user."""
-    import secrets
-    import stat
-
     if not path.exists():
         write_private(path, secrets.token_hex(32))
     elif stat.S_IMODE(path.stat().st_mode) & 0o077:
@@ -97,9 +98,13 @@ def apply_ray_environment(env: dict[str, str]) -> None:
     when it is first imported: a process that imported Ray earlier gets the same value set here."""
     os.environ.update(env)
     if "ray._private.ray_constants" in sys.modules and env.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":
-        sys.modules["ray._private.ray_constants"].ENABLE_RAY_CLUSTER = False
+        constants: Any = sys.modules["ray._private.ray_constants"]
+        constants.ENABLE_RAY_CLUSTER = False
     if "ray._raylet" in sys.modules:  # the token mode and file are read into Ray's C++ config once
-        from ray._raylet import AuthenticationTokenLoader, Config
+        from ray._raylet import (  # type: ignore[attr-defined]  # the compiled module's stub lacks them
+            AuthenticationTokenLoader,
+            Config,
+        )
 
         Config.initialize("")
         AuthenticationTokenLoader.instance().reset_cache()
@@ -108,23 +113,6 @@ def apply_ray_environment(env: dict[str, str]) -> None:
 def cluster_address(settings: Settings) -> str | None:
     """The Ray cluster to use: CABRAIN_RAY_ADDRESS, or the one a Ray job runs in (RAY_ADDRESS)."""
     return settings.ray_address or os.environ.get("RAY_ADDRESS") or None
-
-
-def settings_for_replicas(settings: Settings, **overrides: Any) -> dict[str, Any]:
-    """The settings this process was given explicitly (environment or overrides), as plain
-    values, so replicas anywhere in the cluster run with the same configuration."""
-    out: dict[str, Any] = {}
-    for name in sorted(settings.model_fields_set):
-        value = getattr(settings, name)
-        if isinstance(value, SecretStr):
-            value = value.get_secret_value()
-        elif isinstance(value, Path):
-            value = str(value)
-        elif isinstance(value, enum.Enum):
-            value = value.value
-        out[name] = value
-    out.update(overrides)
-    return out
 
 
 def api_url(settings: Settings) -> str:
@@ -138,9 +126,6 @@ def api_url(settings: Settings) -> str:
 
 async def ensure_schema(settings: Settings, dsn: str, *, clock: Clock = utc_now) -> str:
     """Migrate when needed (and create the partitions around the clock's month); returns a one-line summary."""
-    from cabrain.store import migrations
-    from cabrain.store.db import check_server, connect, server_facts
-
     conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
     try:
         check_server(await server_facts(conn))
@@ -151,8 +136,6 @@ async def ensure_schema(settings: Settings, dsn: str, *, clock: Clock = utc_now)
         if settings.embedding_dim is not None:
             dim = settings.embedding_dim
         else:
-            from cabrain.providers.embedders import load_embedder
-
             dim = (await asyncio.to_thread(load_embedder, settings)).dim
         report = await migrations.migrate(
             conn,
@@ -167,8 +150,6 @@ async def ensure_schema(settings: Settings, dsn: str, *, clock: Clock = utc_now)
 
 
 async def ensure_admin(settings: Settings, dsn: str) -> identity.AdminBootstrap:
-    from cabrain.store.db import connect
-
     conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
     try:
         return await identity.ensure_admin_key(conn, settings.home)
@@ -180,11 +161,11 @@ def init_ray(settings: Settings) -> bool:
     """Connect to ``CABRAIN_RAY_ADDRESS`` (or the cluster of the Ray job this runs in) or start a
     local Ray on loopback with token authentication; True when it started one."""
     address = cluster_address(settings)
-    import ray
+    import ray  # Ray (seconds to import) only where a command uses it
 
     if ray.is_initialized():
         return False
-    quiet = {
+    quiet: dict[str, Any] = {
         "log_to_driver": False,
         "logging_level": logging.WARNING,
         "include_dashboard": False,
@@ -230,7 +211,7 @@ def ray_session(settings: Settings, *, inline: bool, say: Callable[[str], None])
         yield
     finally:
         if started:
-            import ray
+            import ray  # Ray (seconds to import) only where a command uses it
 
             ray.shutdown()
 
@@ -239,12 +220,12 @@ def deploy(settings: Settings, dsn: str, app_args: dict[str, Any] | None = None)
     """Run the Serve application (replacing a running one of the same name). By default an HTTP
     proxy runs on every node (``CABRAIN_SERVE_PROXY_LOCATION=EveryNode``), so any node's address
     serves the API."""
-    from ray import serve
+    from ray import serve  # Ray (seconds to import) only where a command uses it
+
+    from cabrain.serve.app import build_app  # imports Ray
+    from cabrain.serve.args import AppArgs
 
     logging.getLogger("ray.serve").setLevel(logging.WARNING)
-
-    from serve_apps.app import build_app
-    from serve_apps.args import AppArgs
 
     args = AppArgs.model_validate(app_args or {})
     args.settings = settings_for_replicas(settings, **{"database_url": dsn, **args.settings})
@@ -332,8 +313,6 @@ def up(
         )
     with ExitStack() as stack:
         if settings.embedded:
-            from cabrain.store.embedded import EmbeddedPostgres
-
             print(
                 f"starting the embedded PostgreSQL under {settings.embedded_pg_dir}",
                 file=sys.stderr,
@@ -400,7 +379,7 @@ def _supervised(server: Any, stop: threading.Event, interval_s: float) -> Iterat
 
 
 def _stop_ray() -> None:
-    import ray
+    import ray  # Ray (seconds to import) only where a command uses it
     from ray import serve
 
     try:
@@ -418,7 +397,7 @@ def down(settings: Settings) -> bool:
             "cabrain down removes the app from a Ray cluster; CABRAIN_RAY_ADDRESS is not set",
             hint="a local `cabrain up` stops with Ctrl-C",
         )
-    import ray
+    import ray  # Ray (seconds to import) only where a command uses it
     from ray import serve
 
     connected_here = not ray.is_initialized()

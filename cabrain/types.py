@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import operator
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from pydantic import ConfigDict, with_config
+
+# How the HTTP API documents the answers among these types (pydantic reads it; nothing here validates):
+# their JSON form (to_json) holds every field, defaults included, and nothing else.
+JSON_FORM = ConfigDict(
+    json_schema_extra={"additionalProperties": False}, json_schema_serialization_defaults_required=True
+)
 
 
 class Visibility(str, enum.Enum):
@@ -62,6 +72,7 @@ class MemoryInput:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class Memory:
     """A stored memory with its provenance."""
@@ -90,6 +101,7 @@ class Memory:
         return self.invalid_at is None
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class RetainResult:
     decision: Decision
@@ -100,6 +112,7 @@ class RetainResult:
     reason: str = ""
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class ScoreBreakdown:
     vector_rank: int | None
@@ -111,6 +124,7 @@ class ScoreBreakdown:
     rerank: float | None = None
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class Hit:
     memory: Memory
@@ -134,6 +148,7 @@ class RecallQuery:
     expand: bool = True  # one hop through the entity graph
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class EntitySummary:
     """An entity the hits of a recall mention, with what sleep summarised of it."""
@@ -144,6 +159,7 @@ class EntitySummary:
     memory_ids: list[uuid.UUID]  # the hits that mention it, best first
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class RecallResult:
     hits: list[Hit]
@@ -172,6 +188,7 @@ class ArchiveQuery:
     valid_to: datetime | None = None
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class Link:
     """A provenance edge (``memory_sources``): ``relation`` is distilled_from or merged."""
@@ -180,6 +197,7 @@ class Link:
     relation: str
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class ArchiveHit:
     memory: Memory  # tier "cold"
@@ -191,6 +209,7 @@ class ArchiveHit:
     sources: list[Link]  # memories this one was made from
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class ArchiveResult:
     hits: list[ArchiveHit]
@@ -199,6 +218,7 @@ class ArchiveResult:
     timings_ms: Mapping[str, float]
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class MemoryWithHistory:
     """``get``: the memory, the versions it replaced (oldest first) and those that replaced it."""
@@ -209,6 +229,7 @@ class MemoryWithHistory:
     entities: list[str]
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class Entity:
     """A name memories mention (a person, project, tool, file ...), and what sleep summarised of it."""
@@ -222,6 +243,7 @@ class Entity:
     updated_at: datetime
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class EntityPage:
     """``list_entities``: entities in name order; ``next_cursor`` asks for the next page."""
@@ -230,6 +252,7 @@ class EntityPage:
     next_cursor: str | None
 
 
+@with_config(JSON_FORM)
 @dataclass(frozen=True)
 class EntityWithMemories:
     """``get_entity``: the entity and the memories that mention it the caller may read, newest first."""
@@ -238,51 +261,55 @@ class EntityWithMemories:
     memories: list[Memory]
 
 
-# --- JSON forms (the HTTP API and the L1 cache use these) -----------------------------------------
+# --- JSON forms -------------------------------------------------------------------------------------
+# One way to JSON for every type here (jsonable / to_json): the HTTP API's answers, the CLI's --json
+# output and the L1 cache all use it, and the API documents the types themselves. Each *_from_dict
+# reads a form back.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_converters: dict[type, Callable[[Any], Any]] = {}
+
+
 def jsonable(value: Any) -> Any:
-    """``value`` with enums, datetimes and UUIDs (at any depth) turned into JSON values."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
+    """``value`` as JSON values, at any depth: enums by value, datetimes in ISO 8601, UUIDs as
+    strings, tuples as lists and dataclasses (the types here) as objects of their fields."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    convert = _converters.get(kind)
+    if convert is None:
+        convert = _converters[kind] = _converter(kind)
+    return convert(value)
+
+
+def _converter(kind: type) -> Callable[[Any], Any]:
+    """How values of ``kind`` become JSON (found once per type: the recall path converts many)."""
+    if issubclass(kind, enum.Enum):
+        return operator.attrgetter("value")
+    if issubclass(kind, datetime):
+        return datetime.isoformat
+    if issubclass(kind, uuid.UUID):
+        return str
+    if issubclass(kind, Mapping):
+        return lambda value: {k: jsonable(v) for k, v in value.items()}
+    if issubclass(kind, list | tuple):
+        return lambda value: [jsonable(v) for v in value]
+    if dataclasses.is_dataclass(kind):
+        names = tuple(f.name for f in dataclasses.fields(kind))
+        return lambda value: {name: jsonable(getattr(value, name)) for name in names}
+    return _as_is
+
+
+def _as_is(value: Any) -> Any:
     return value
 
 
-def _dt(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
+def to_json(value: Any) -> dict[str, Any]:
+    """The JSON form of one of the types here (a dataclass instance): every field, by name."""
+    return jsonable(value)
 
 
 def _parse_dt(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
-
-
-def memory_to_dict(m: Memory) -> dict[str, Any]:
-    return {
-        "id": str(m.id),
-        "namespace": m.namespace,
-        "owner_agent_id": m.owner_agent_id,
-        "visibility": m.visibility.value,
-        "network": m.network.value,
-        "memory_type": m.memory_type.value,
-        "content": m.content,
-        "source_kind": m.source_kind,
-        "source_ref": m.source_ref,
-        "importance": m.importance,
-        "access_count": m.access_count,
-        "last_accessed_at": _dt(m.last_accessed_at),
-        "created_at": _dt(m.created_at),
-        "valid_at": _dt(m.valid_at),
-        "invalid_at": _dt(m.invalid_at),
-        "superseded_by": str(m.superseded_by) if m.superseded_by else None,
-        "tier": m.tier,
-        "metadata": dict(m.metadata),
-    }
 
 
 def memory_from_dict(d: Mapping[str, Any]) -> Memory:
@@ -299,33 +326,13 @@ def memory_from_dict(d: Mapping[str, Any]) -> Memory:
         importance=d["importance"],
         access_count=d["access_count"],
         last_accessed_at=_parse_dt(d["last_accessed_at"]),
-        created_at=_parse_dt(d["created_at"]),
-        valid_at=_parse_dt(d["valid_at"]),
+        created_at=datetime.fromisoformat(d["created_at"]),
+        valid_at=datetime.fromisoformat(d["valid_at"]),
         invalid_at=_parse_dt(d["invalid_at"]),
         superseded_by=uuid.UUID(d["superseded_by"]) if d["superseded_by"] else None,
         tier=d["tier"],
         metadata=d["metadata"],
     )
-
-
-def recall_to_dict(r: RecallResult) -> dict[str, Any]:
-    return {
-        "hits": [
-            {"memory": memory_to_dict(h.memory), "score": h.score, "breakdown": h.breakdown.__dict__} for h in r.hits
-        ],
-        "related": [memory_to_dict(m) for m in r.related],
-        "timings_ms": dict(r.timings_ms),
-        "cached": r.cached,
-        "entities": [
-            {
-                "name": e.name,
-                "summary": e.summary,
-                "summarized_at": _dt(e.summarized_at),
-                "memory_ids": [str(i) for i in e.memory_ids],
-            }
-            for e in r.entities
-        ],
-    }
 
 
 def recall_from_dict(d: Mapping[str, Any], *, cached: bool = False) -> RecallResult:
@@ -343,15 +350,6 @@ def recall_from_dict(d: Mapping[str, Any], *, cached: bool = False) -> RecallRes
     )
 
 
-def history_to_dict(h: MemoryWithHistory) -> dict[str, Any]:
-    return {
-        "memory": memory_to_dict(h.memory),
-        "previous": [memory_to_dict(m) for m in h.previous],
-        "next": [memory_to_dict(m) for m in h.next],
-        "entities": list(h.entities),
-    }
-
-
 def history_from_dict(d: Mapping[str, Any]) -> MemoryWithHistory:
     return MemoryWithHistory(
         memory=memory_from_dict(d["memory"]),
@@ -359,18 +357,6 @@ def history_from_dict(d: Mapping[str, Any]) -> MemoryWithHistory:
         next=[memory_from_dict(m) for m in d["next"]],
         entities=list(d["entities"]),
     )
-
-
-def entity_to_dict(e: Entity) -> dict[str, Any]:
-    return {
-        "id": str(e.id),
-        "namespace": e.namespace,
-        "name": e.name,
-        "kind": e.kind,
-        "summary": e.summary,
-        "summarized_at": _dt(e.summarized_at),
-        "updated_at": _dt(e.updated_at),
-    }
 
 
 def entity_from_dict(d: Mapping[str, Any]) -> Entity:
@@ -381,35 +367,16 @@ def entity_from_dict(d: Mapping[str, Any]) -> Entity:
         kind=d["kind"],
         summary=d["summary"],
         summarized_at=_parse_dt(d["summarized_at"]),
-        updated_at=_parse_dt(d["updated_at"]),
+        updated_at=datetime.fromisoformat(d["updated_at"]),
     )
-
-
-def entity_page_to_dict(p: EntityPage) -> dict[str, Any]:
-    return {"entities": [entity_to_dict(e) for e in p.entities], "next_cursor": p.next_cursor}
 
 
 def entity_page_from_dict(d: Mapping[str, Any]) -> EntityPage:
     return EntityPage([entity_from_dict(e) for e in d["entities"]], d["next_cursor"])
 
 
-def entity_memories_to_dict(e: EntityWithMemories) -> dict[str, Any]:
-    return {"entity": entity_to_dict(e.entity), "memories": [memory_to_dict(m) for m in e.memories]}
-
-
 def entity_memories_from_dict(d: Mapping[str, Any]) -> EntityWithMemories:
     return EntityWithMemories(entity_from_dict(d["entity"]), [memory_from_dict(m) for m in d["memories"]])
-
-
-def retain_to_dict(r: RetainResult) -> dict[str, Any]:
-    return {
-        "decision": r.decision.value,
-        "memory_id": str(r.memory_id) if r.memory_id else None,
-        "importance": r.importance,
-        "superseded": [str(s) for s in r.superseded],
-        "entities": list(r.entities),
-        "reason": r.reason,
-    }
 
 
 def retain_from_dict(d: Mapping[str, Any]) -> RetainResult:
@@ -423,26 +390,6 @@ def retain_from_dict(d: Mapping[str, Any]) -> RetainResult:
     )
 
 
-def archive_to_dict(r: ArchiveResult) -> dict[str, Any]:
-    return {
-        "hits": [
-            {
-                "memory": memory_to_dict(h.memory),
-                "score": h.score,
-                "breakdown": h.breakdown.__dict__,
-                "demoted_at": _dt(h.demoted_at),
-                "batch": str(h.batch),
-                "derived": [{"memory_id": str(x.memory_id), "relation": x.relation} for x in h.derived],
-                "sources": [{"memory_id": str(x.memory_id), "relation": x.relation} for x in h.sources],
-            }
-            for h in r.hits
-        ],
-        "scanned": r.scanned,
-        "files": r.files,
-        "timings_ms": dict(r.timings_ms),
-    }
-
-
 def archive_from_dict(d: Mapping[str, Any]) -> ArchiveResult:
     def links(items: list) -> list[Link]:
         return [Link(uuid.UUID(x["memory_id"]), x["relation"]) for x in items]
@@ -453,7 +400,7 @@ def archive_from_dict(d: Mapping[str, Any]) -> ArchiveResult:
                 memory_from_dict(h["memory"]),
                 h["score"],
                 ScoreBreakdown(**h["breakdown"]),
-                _parse_dt(h["demoted_at"]),
+                datetime.fromisoformat(h["demoted_at"]),
                 uuid.UUID(h["batch"]),
                 links(h["derived"]),
                 links(h["sources"]),

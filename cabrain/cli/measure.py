@@ -93,7 +93,7 @@ def add_eval(sub: Subparsers) -> None:
 # --- bench -------------------------------------------------------------------------------------------------
 def cmd_bench_all(settings: Settings, args: argparse.Namespace) -> int:
     """``cabrain bench`` without a sub-command: every measurement at every size, in one run."""
-    from cabrain import bench_scale
+    from cabrain.bench import scale as bench_scale
 
     sizes = int_list(args.sizes, "--sizes")
     levels = int_list(args.concurrency, "--concurrency")
@@ -182,7 +182,7 @@ def cmd_bench_capture(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_bench_sleep(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain import bench_sleep
+    from cabrain.bench import sleep as bench_sleep
 
     nodes = int_list(args.nodes, "--nodes")
     if not nodes or min(nodes) < 1 or args.memories < 10 or args.namespaces < 1 or args.cpus_per_node < 1:
@@ -278,7 +278,7 @@ def add_bench(sub: Subparsers) -> None:
         "sleep",
         help="sleep-cycle throughput per step on Ray clusters of 1..N nodes",
         description="Load N synthetic memories (a similarity structure that gives every step work; see "
-        "cabrain/bench_sleep.py) into a scratch database once, then for each node count copy it, start a Ray "
+        "cabrain/bench/sleep_workload.py) into a scratch database once, then for each node count copy it, start a Ray "
         "cluster of that many nodes on this machine and time each sleep step over every namespace.",
         parents=[json_file(), quiet_flag()],
     )

@@ -41,8 +41,7 @@ def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
         Hit,
         RecallQuery,
         RecallResult,
-        archive_to_dict,
-        recall_to_dict,
+        to_json,
     )
 
     if not args.archive and (args.valid_from or args.valid_to):
@@ -56,7 +55,7 @@ def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
         else:
             result = client.recall(RecallQuery(args.query, args.namespace, k=args.k))
     if args.json:
-        answer = archive_to_dict(result) if isinstance(result, ArchiveResult) else recall_to_dict(result)
+        answer = to_json(result)
         print(json.dumps(answer, ensure_ascii=False, indent=2))
         return EXIT_OK
     hits: Sequence[Hit | ArchiveHit] = result.hits
@@ -79,10 +78,10 @@ def _timestamp(text: str) -> datetime:
 
 
 def cmd_get(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.types import history_to_dict
+    from cabrain.types import to_json
 
     with remote(settings) as client:
-        print(json.dumps(history_to_dict(client.get(args.memory_id)), ensure_ascii=False, indent=2))
+        print(json.dumps(to_json(client.get(args.memory_id)), ensure_ascii=False, indent=2))
     return EXIT_OK
 
 
@@ -139,14 +138,14 @@ def add_get(sub: Subparsers) -> None:
 
 # --- entities ----------------------------------------------------------------------------------------------
 def cmd_entities(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.types import entity_page_to_dict
+    from cabrain.types import to_json
 
     if not 1 <= args.limit <= 200:
         raise UsageError(f"--limit must be between 1 and 200, got {args.limit}")
     with remote(settings) as client:
         page = client.entities(args.namespace, query=args.query, limit=args.limit, cursor=args.cursor)
     if args.json:
-        print(json.dumps(entity_page_to_dict(page), ensure_ascii=False, indent=2))
+        print(json.dumps(to_json(page), ensure_ascii=False, indent=2))
         return EXIT_OK
     for e in page.entities:
         about = " ".join(e.summary.split()) if e.summary else "(no summary you may read)"
@@ -162,14 +161,14 @@ def cmd_entities(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_entity(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.types import entity_memories_to_dict
+    from cabrain.types import to_json
 
     if not 1 <= args.limit <= 200:
         raise UsageError(f"--limit must be between 1 and 200, got {args.limit}")
     with remote(settings) as client:
         found = client.entity(args.namespace, args.name, history=args.history, limit=args.limit)
     if args.json:
-        print(json.dumps(entity_memories_to_dict(found), ensure_ascii=False, indent=2))
+        print(json.dumps(to_json(found), ensure_ascii=False, indent=2))
         return EXIT_OK
     e = found.entity
     print(f"{e.name}  ({e.id})")

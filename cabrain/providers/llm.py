@@ -12,11 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import httpx
 
-from cabrain.errors import CabrainError
-
-
-class LLMError(CabrainError):
-    """The chat model could not be reached or answered nonsense."""
+from cabrain.errors import LLMError
 
 
 @runtime_checkable

@@ -23,18 +23,10 @@ from typing import Protocol, runtime_checkable
 
 import httpx
 
-from cabrain.errors import CabrainError, ConfigError
+from cabrain.errors import ConfigError, ModelCallError
 
 ANTHROPIC_VERSION = "2023-06-01"
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
-
-
-class ModelCallError(CabrainError):
-    """A model could not be reached or did not answer usefully, after every retry."""
-
-    def __init__(self, message: str, *, hint: str | None = None, attempts: int = 1) -> None:
-        super().__init__(message, hint=hint)
-        self.attempts = attempts
 
 
 class Wire(str, enum.Enum):
@@ -177,7 +169,10 @@ class AnthropicModel(_HTTPModel):
         return await self._post(url, body, parse)
 
 
-AVAILABLE_WIRES: dict[Wire, type[_HTTPModel]] = {Wire.OPENAI: OpenAIModel, Wire.ANTHROPIC: AnthropicModel}
+AVAILABLE_WIRES: dict[Wire, type[OpenAIModel] | type[AnthropicModel]] = {
+    Wire.OPENAI: OpenAIModel,
+    Wire.ANTHROPIC: AnthropicModel,
+}
 
 
 def api_key_from(env_name: str | None) -> str | None:

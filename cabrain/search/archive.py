@@ -23,7 +23,6 @@ rows for the namespace's owner, its readers and admins.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections import Counter
@@ -40,6 +39,7 @@ from cabrain.search.keyword import idf
 from cabrain.search.tokenizer import query_terms, term_frequencies
 from cabrain.store import access
 from cabrain.store.access import ACCESS_CTE, readable_id
+from cabrain.store.memories import to_memory
 from cabrain.store.statement import Statement
 from cabrain.types import (
     ArchiveHit,
@@ -47,8 +47,6 @@ from cabrain.types import (
     ArchiveResult,
     Link,
     Memory,
-    MemoryType,
-    Network,
     RecallMode,
     ScoreBreakdown,
     Visibility,
@@ -250,27 +248,7 @@ def _row(state: _Pass, i: int, **extra: float) -> dict:
 
 def memory_of(row: dict) -> Memory:
     """A cold row (from :meth:`ColdTier.newest`) as a :class:`Memory` of tier "cold"."""
-    metadata = row["metadata"]
-    return Memory(
-        id=uuid.UUID(row["id"]),
-        namespace=row["namespace"],
-        owner_agent_id=row["owner_agent_id"],
-        visibility=Visibility(row["visibility"]),
-        network=Network(row["network"]),
-        memory_type=MemoryType(row["memory_type"]),
-        content=row["content"],
-        source_kind=row["source_kind"],
-        source_ref=row["source_ref"],
-        importance=float(row["importance"]),
-        access_count=int(row["access_count"]),
-        last_accessed_at=row["last_accessed_at"],
-        created_at=row["created_at"],
-        valid_at=row["valid_at"],
-        invalid_at=row["invalid_at"],
-        superseded_by=uuid.UUID(row["superseded_by"]) if row["superseded_by"] else None,
-        tier="cold",
-        metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
-    )
+    return to_memory(row, tier="cold")
 
 
 async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery) -> ArchiveResult:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -20,12 +20,13 @@ m.source_kind, m.source_ref, m.importance, m.access_count, m.last_accessed_at, m
 m.valid_at, m.invalid_at, m.superseded_by, m.tier, m.metadata"""
 
 
-def to_memory(row: asyncpg.Record) -> Memory:
+def to_memory(row: Mapping[str, Any], *, tier: str | None = None) -> Memory:
+    """A row as a :class:`Memory`: a hot row (``COLUMNS``) or a cold one (the cold tier's columns,
+    ids as text: ``tier`` "cold"). The one place a row becomes a memory."""
     metadata = row["metadata"]
-    if isinstance(metadata, str):
-        metadata = json.loads(metadata)
+    superseded_by = row["superseded_by"]
     return Memory(
-        id=row["id"],
+        id=_uuid(row["id"]),
         namespace=row["namespace"],
         owner_agent_id=row["owner_agent_id"],
         visibility=Visibility(row["visibility"]),
@@ -35,15 +36,19 @@ def to_memory(row: asyncpg.Record) -> Memory:
         source_kind=row["source_kind"],
         source_ref=row["source_ref"],
         importance=float(row["importance"]),
-        access_count=row["access_count"],
+        access_count=int(row["access_count"]),
         last_accessed_at=row["last_accessed_at"],
         created_at=row["created_at"],
         valid_at=row["valid_at"],
         invalid_at=row["invalid_at"],
-        superseded_by=row["superseded_by"],
-        tier=row["tier"],
-        metadata=metadata,
+        superseded_by=_uuid(superseded_by) if superseded_by else None,
+        tier=tier or row["tier"],
+        metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
     )
+
+
+def _uuid(value: uuid.UUID | str) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
 
 # The rows, and each namespace's counter, in one statement.

@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 
 from cabrain.errors import ConflictError, InputError
-from cabrain.types import MemoryInput, RetainResult, retain_from_dict, retain_to_dict
+from cabrain.types import MemoryInput, RetainResult, retain_from_dict, to_json
 
 MAX_KEY_CHARS = 200
 LOOKUP = "SELECT request, results FROM retain_requests WHERE agent_id = $1 AND key = $2"
@@ -95,5 +95,5 @@ async def save(
 ) -> None:
     """Store the answer (in the caller's write transaction) and drop this agent's expired keys."""
     await conn.execute(PURGE, agent, now - timedelta(seconds=ttl_s))
-    payload = json.dumps([retain_to_dict(r) for r in results], ensure_ascii=False)
+    payload = json.dumps([to_json(r) for r in results], ensure_ascii=False)
     await conn.execute(SAVE, agent, key, request, payload, now)

@@ -200,7 +200,7 @@ async def retain(
                 await requests.save(
                     conn, agent, idempotency_key, asked, results, now=engine.clock(), ttl_s=settings.idempotency_ttl_s
                 )
-        await failpoints.drop("retain.after_commit", conn)  # tests: a connection lost after the commit
+        await failpoints.drop("retain.after_commit", conn, targets)  # tests: a connection lost after the commit
     return results
 
 

@@ -1,10 +1,13 @@
 """``cabrain bench`` (the one-run benchmark) at a tiny scale, and its bulk loader's faithfulness."""
 
+import asyncio
 import json
 import random
 
-from cabrain.bench import synthetic_text
-from cabrain.bench_load import AGENT, Corpus, _index_definitions, bulk_load
+import psutil
+
+from cabrain.bench.corpus import AGENT, synthetic_text
+from cabrain.bench.load import Corpus, bulk_load, graph_build_memory, index_definitions
 from cabrain.search.tokenizer import term_frequencies
 from cabrain.store.db import connect
 from cabrain.types import RecallQuery
@@ -14,12 +17,12 @@ from tests.conftest import cli_env, free_port, run_cli
 async def test_bulk_load_writes_what_retain_would_and_restores_every_index(open_brain):
     brain = await open_brain()
     await brain.create_agent(AGENT)
-    async with brain.pool.acquire() as conn:
-        before = await _index_definitions(conn)
+    async with brain.engine.pool.acquire() as conn:
+        before = await index_definitions(conn)
     phases = await bulk_load(brain, Corpus({"big": 900, "small": 60}, real=40), quiet=True)
     assert set(phases) == {"embed_real_s", "copy_s", "index_s", "vacuum_s"}
-    async with brain.pool.acquire() as conn:
-        assert await _index_definitions(conn) == before  # the same indexes and keys, rebuilt
+    async with brain.engine.pool.acquire() as conn:
+        assert await index_definitions(conn) == before  # the same indexes and keys, rebuilt
         hnsw = await conn.fetchval(
             "SELECT count(*) FROM pg_indexes WHERE tablename = 'memory_vectors' AND indexdef LIKE '%USING hnsw%'"
         )
@@ -94,7 +97,9 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
             rt = r["retain"]
             assert rt["retain_batched_per_s"] > 0 and rt["bare_embedder_batched_per_s"] > 0
             assert rt["retain_call"] == 4  # half the texts in one call
-            assert abs(rt["ratio_batched"] - rt["retain_batched_per_s"] / rt["bare_embedder_batched_per_s"]) < 0.01
+            # the ratio is of the unrounded rates; the rates are reported to 0.1/s (a slow machine's 2.5/s: 2%)
+            kept, bare = rt["retain_batched_per_s"], rt["bare_embedder_batched_per_s"]
+            assert abs(rt["ratio_batched"] - kept / bare) < 0.01 + kept / bare * (0.05 / kept + 0.05 / bare)
             for level in ("1", "4"):
                 assert r["recall"][level]["errors"] == 0 and r["recall"][level]["p95"] > 0
                 assert r["http"]["recall"][level]["errors"] == 0 and r["http"]["recall"][level]["p95"] > 0
@@ -132,7 +137,6 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
             bad = run_cli("bench", *args_bad, env=env)
             assert bad.returncode == 2 and words in bad.stderr, bad.stderr
     finally:
-        import asyncio
 
         async def drop() -> None:
             conn = await connect(pg_server.dsn())
@@ -146,10 +150,6 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
 
 
 def test_the_graph_build_memory_fits_the_graph_within_a_quarter_of_memory():
-    import psutil
-
-    from cabrain.bench_load import graph_build_memory
-
     assert graph_build_memory(1_000, 384) == "64MB"  # the floor
     quarter = psutil.virtual_memory().total // 4 // 2**20
     million = int(graph_build_memory(1_190_000, 384).removesuffix("MB"))

@@ -14,8 +14,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from cabrain.store.cold import ColdTier
 from cabrain.sleep.cycle import run_cycle
+from cabrain.store.cold import ColdTier
 from cabrain.types import ArchiveQuery, MemoryInput, Visibility
 from tests.conftest import free_port, wait_for_port
 

@@ -13,7 +13,7 @@ import pytest
 
 from cabrain.errors import EmbeddedPostgresError
 from cabrain.store.db import connect
-from cabrain.store.embedded import EmbeddedPostgres, memory_settings
+from cabrain.store.embedded import EmbeddedPostgres, memory_settings, wheel_install_dir
 from tests.conftest import REPO, cli_env, make_scratch_dir, run_cli
 
 OWNER = """
@@ -222,8 +222,6 @@ def test_db_status_and_stop_commands(home):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another OS account")
 async def test_as_root_binaries_the_server_account_cannot_reach_are_copied_under_home(root, tmp_path):
-    from cabrain.store.embedded import wheel_install_dir
-
     hidden = tmp_path / "hidden"  # like a virtualenv under /root
     hidden.mkdir(mode=0o700)
     wheel = wheel_install_dir()

@@ -10,8 +10,8 @@ import asyncpg
 import pytest
 
 from cabrain.errors import InputError, NotFound
-from cabrain.store.cold import ColdTier
 from cabrain.sleep.cycle import LOCK_CLASS, TRY_LOCK, run_cycle
+from cabrain.store.cold import ColdTier
 from cabrain.types import (
     ArchiveQuery,
     MemoryInput,

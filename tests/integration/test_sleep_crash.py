@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from cabrain.store.cold import ColdTier
 from cabrain.failpoints import EXIT_CODE
+from cabrain.store.cold import ColdTier
 from cabrain.types import MemoryInput
 from tests.conftest import cli_env, run_cli
 

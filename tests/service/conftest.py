@@ -2,7 +2,9 @@
 
 The app runs on the session's embedded PostgreSQL (its own database), a real Redis, and a
 TEI-style reranker on loopback (so the Reranker deployment is exercised too). Agents: ``admin``
-(an admin), ``alice`` (owner of namespace ``proj``), ``bob`` and ``carol``; each has a key.
+(an admin), ``alice`` (owner of namespace ``proj``), ``bob`` and ``carol``; each has a key. Every
+answer to a :meth:`Service.client` is checked against the app's OpenAPI document
+(:mod:`tests.service.openapi_check`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from cabrain.settings import Settings, load_settings
 from cabrain.store.db import connect
 from cabrain.store.embedded import EmbeddedPostgres
 from tests.conftest import _create_database, free_port, make_scratch_dir, serve_fake
+from tests.service.openapi_check import OpenApiCheck
 
+DROPPING_NAMESPACE = "failpoint-drop"
 METRICS_KEY = "scrape-only-7f3c9b1e5d"  # CABRAIN_METRICS_KEY: Prometheus's, good for /metrics alone
 APP_ARGS = {
     "ingress": {"num_cpus": 0.25, "query_embedding": "remote"},  # recalls exercise the embedder deployment
@@ -35,12 +39,16 @@ class Service:
     dsn: str
     settings: Settings
     pg: EmbeddedPostgres
+    openapi: OpenApiCheck
     keys: dict[str, str] = field(default_factory=dict)
     key_ids: dict[str, str] = field(default_factory=dict)
 
     def client(self, agent: str | None, **kw):
+        """An HTTP client with ``agent``'s key (none: anonymous) whose answers are checked against
+        the OpenAPI document."""
         headers = {"Authorization": f"Bearer {self.keys[agent]}"} if agent else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=kw.pop("timeout", 60), **kw)
+        hooks = {"response": [self.openapi.check]}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=kw.pop("timeout", 60), event_hooks=hooks, **kw)
 
     def api(self, agent: str):
         from cabrain.client import Client
@@ -112,14 +120,21 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
         metrics_key=METRICS_KEY,
     )
     keys, ids = await _make_agents(service_db)
-    svc.init_ray(settings)
+    # One namespace of the service's own drops the database connection right after each retain
+    # commits (tests/service/test_idempotency_http.py); the replicas inherit the variable from Ray.
+    os.environ["CABRAIN_FAILPOINTS"] = f"retain.after_commit@{DROPPING_NAMESPACE}"
+    try:
+        svc.init_ray(settings)
+    finally:
+        os.environ.pop("CABRAIN_FAILPOINTS", None)
     try:
         svc.deploy(settings, service_db, APP_ARGS)
         svc.wait_ready(settings, progress=False)
+        spec = httpx.get(f"{svc.api_url(settings)}/openapi.json", timeout=30).json()
     except BaseException:
         serve.shutdown()
         ray.shutdown()
         raise
-    yield Service(svc.api_url(settings), service_db, settings, pg_server, keys, ids)
+    yield Service(svc.api_url(settings), service_db, settings, pg_server, OpenApiCheck(spec), keys, ids)
     serve.shutdown()
     ray.shutdown()

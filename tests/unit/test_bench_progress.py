@@ -2,7 +2,7 @@
 
 import io
 
-from cabrain import bench_load
+from cabrain.bench import progress
 
 
 class _Terminal(io.StringIO):
@@ -14,12 +14,12 @@ def test_a_bar_on_a_terminal_and_lines_elsewhere(monkeypatch):
     terminal = _Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     for done in (10, 50, 100):
-        bench_load._bar("loaded memories", done, 100, False, " (5/s)")
+        progress.bar("loaded memories", done, 100, False, " (5/s)")
     text = terminal.getvalue()
     assert text.count("\r") == 3 and text.endswith("100/100 (5/s)\n") and text.count("\n") == 1
     assert "[###############...............] 50/100" in text
     log = io.StringIO()
     monkeypatch.setattr("sys.stderr", log)
-    bench_load._bar("loaded memories", 50, 100, False)
-    bench_load._bar("loaded memories", 100, 100, True)  # quiet: nothing
+    progress.bar("loaded memories", 50, 100, False)
+    progress.bar("loaded memories", 100, 100, True)  # quiet: nothing
     assert log.getvalue() == "  loaded memories 50/100\n"

@@ -6,7 +6,7 @@ from collections import Counter
 
 import numpy as np
 
-from cabrain.bench_sleep import workload
+from cabrain.bench.sleep_workload import workload
 
 
 def test_groups_duplicates_and_facts_sit_on_the_right_side_of_the_thresholds() -> None:

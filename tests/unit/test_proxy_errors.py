@@ -1,11 +1,11 @@
-"""Serve's proxy answers in CaBrain's JSON error shape (serve_apps/proxy.py), as an ASGI middleware
+"""Serve's proxy answers in CaBrain's JSON error shape (cabrain/serve/proxy.py), as an ASGI middleware
 driven here with the messages Serve's proxy sends; the service test kills a real ingress replica."""
 
 from __future__ import annotations
 
 import json
 
-from serve_apps.proxy import JsonErrors, middlewares
+from cabrain.serve.proxy import JsonErrors, middlewares
 
 
 async def _through(app) -> tuple[int, dict, dict]:

@@ -1,5 +1,5 @@
 """The service's configuration pieces: app args, Serve config files, cluster.yaml, settings hand-off,
-metrics merging and the client's error mapping."""
+the package's independence of the checkout's serve_apps/, and the client's error mapping."""
 
 from __future__ import annotations
 
@@ -10,11 +10,24 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+import serve_apps.app
+import serve_apps.proxy
 from cabrain.client import raise_for
-from cabrain.errors import AccessDenied, InputError, NotFound, ServiceError, Unauthenticated
-from cabrain.service import settings_for_replicas
+from cabrain.errors import (
+    AccessDenied,
+    CacheError,
+    ConfigError,
+    InputError,
+    ModelError,
+    NotFound,
+    ServiceError,
+    Unauthenticated,
+)
+from cabrain.serve import app as serve_app
+from cabrain.serve import proxy as serve_proxy
+from cabrain.serve.args import AppArgs
+from cabrain.service import RAY_COMMON_ENV, settings_for_replicas
 from cabrain.settings import load_settings
-from serve_apps.args import AppArgs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,7 +94,9 @@ def test_bad_app_args_are_refused(bad: dict) -> None:
 
 @pytest.mark.parametrize("name", ["production.yaml", "cpu.yaml"])
 def test_serve_config_files_hold_valid_app_args(name: str) -> None:
-    config = yaml.safe_load((REPO / "serve_apps" / "config" / name).read_text())
+    shipped = REPO / "cabrain" / "serve" / "config" / name  # in the package (and the wheel)
+    assert (REPO / "serve_apps" / "config" / name).read_text() == shipped.read_text()  # the checkout's path
+    config = yaml.safe_load(shipped.read_text())
     [app] = config["applications"]
     assert app["import_path"] == "serve_apps.app:build_app"
     args = AppArgs.model_validate(app.get("args") or {})
@@ -90,6 +105,22 @@ def test_serve_config_files_hold_valid_app_args(name: str) -> None:
         assert args.embedder.num_gpus + args.reranker.num_gpus <= 1
         assert settings.embedding_model == "Qwen/Qwen3-Embedding-0.6B"
         assert settings.reranker_model == "BAAI/bge-reranker-v2-m3"
+
+
+def test_the_package_needs_no_serve_apps() -> None:
+    """serve_apps/ (not in the wheel) only re-exports cabrain.serve; nothing in the package imports it."""
+    assert serve_apps.app.build_app is serve_app.build_app
+    assert serve_apps.proxy.middlewares is serve_proxy.middlewares
+    assert RAY_COMMON_ENV["RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"] == "cabrain.serve.proxy:middlewares"
+    importers = [
+        str(path.relative_to(REPO))
+        for path in (REPO / "cabrain").rglob("*.py")
+        if any(
+            line.lstrip().startswith(("import serve_apps", "from serve_apps"))
+            for line in path.read_text(encoding="utf-8").splitlines()
+        )
+    ]
+    assert importers == []
 
 
 def test_cluster_yaml_has_a_gpu_head_cpu_workers_and_installs_cabrain() -> None:
@@ -123,6 +154,9 @@ def _response(status: int, body: object) -> httpx.Response:
         (422, "invalid", InputError),
         (413, "payload_too_large", InputError),
         (500, "internal", ServiceError),
+        (500, "misconfigured", ConfigError),
+        (502, "model_failed", ModelError),
+        (503, "cache_unavailable", CacheError),
     ],
 )
 def test_client_maps_error_bodies_to_cabrain_errors(status: int, kind: str, error: type) -> None:

@@ -2,7 +2,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from cabrain.types import Decision
-from cabrain.write.decision import Neighbour, decide
+from cabrain.write.decision import Neighbour, WriteDecision, check_decision, compare, decide
 from cabrain.write.entities import extract
 from cabrain.write.salience import content_cue, importance
 
@@ -128,8 +128,6 @@ def test_entities_cover_names_code_paths_urls_tags_and_known_arabic_names():
 
 
 def test_statements_about_another_subject_are_kept_however_similar():
-    from cabrain.write.decision import compare
-
     for old_text, new_text in [
         ("Server alpha has 16 GB of RAM.", "Server beta has 32 GB of RAM."),
         ("Invoice 1001 from Acme totals 250 USD.", "Invoice 1002 from Acme totals 900 USD."),
@@ -173,8 +171,6 @@ def test_revisions_retractions_and_repeats_of_the_same_subject():
 
 
 def test_the_chat_model_may_not_supersede_another_subject():
-    from cabrain.write.decision import WriteDecision, check_decision
-
     old = n("Server alpha has 16 GB of RAM.", 0.95)
     refused = check_decision("Server beta has 32 GB of RAM.", WriteDecision(Decision.UPDATE, old.id, "model"), [old])
     assert refused.decision is Decision.ADD and "another subject" in refused.reason

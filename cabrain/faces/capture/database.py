@@ -16,7 +16,7 @@ from cabrain.faces.capture.config import CaptureConfig
 from cabrain.faces.capture.events import WITHHELD, context_text, hook_output, plan
 from cabrain.faces.capture.project import capture_target, target_label
 from cabrain.settings import load_settings
-from cabrain.types import RecallQuery, recall_to_dict
+from cabrain.types import RecallQuery, to_json
 from cabrain.write.inbox import item_from_json
 
 
@@ -36,7 +36,7 @@ async def handle_on_database(config: CaptureConfig, event: dict[str, Any]) -> di
             print(f"cabrain capture: {WITHHELD.format(namespace)}", file=sys.stderr)
             return None
         result = await brain.recall(agent, RecallQuery(todo.context_query, namespace, k=config.context_k, expand=False))
-        return hook_output(event.get("hook_event_name", ""), context_text(namespace, recall_to_dict(result)["hits"]))
+        return hook_output(event.get("hook_event_name", ""), context_text(namespace, to_json(result)["hits"]))
 
 
 def run_on_database(config: CaptureConfig, event: dict[str, Any]) -> dict[str, Any] | None:

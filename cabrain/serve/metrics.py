@@ -14,23 +14,24 @@ import logging
 import time
 
 import httpx
+import ray
+from prometheus_client.parser import text_string_to_metric_families
+from ray.serve.metrics import Counter, Gauge, Histogram
 
 log = logging.getLogger(__name__)
 
-LATENCY_MS = [1, 2, 5, 10, 20, 35, 50, 75, 100, 150, 250, 500, 1000, 2500, 5000, 10000]
-BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+LATENCY_MS: list[float] = [1, 2, 5, 10, 20, 35, 50, 75, 100, 150, 250, 500, 1000, 2500, 5000, 10000]
+BATCH_SIZES: list[float] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 EXPORTED_PREFIXES = ("ray_cabrain_", "ray_serve_")
 
 
 class IngressMetrics:
     def __init__(self) -> None:
-        from ray.serve.metrics import Counter, Gauge, Histogram
-
         self.latency = Histogram(
             "cabrain_http_request_latency_ms",
             description="HTTP request latency per route, in milliseconds.",
             boundaries=LATENCY_MS,
-            tag_keys=("route", "method", "status"),
+            tag_keys=("route", "method", "status"),  # type: ignore[arg-type]  # Ray annotates it tuple[str]
         )
         self.cache = Counter(
             "cabrain_cache_lookups",
@@ -72,8 +73,6 @@ class IngressMetrics:
 
 class EmbedderMetrics:
     def __init__(self) -> None:
-        from ray.serve.metrics import Gauge, Histogram
-
         self.batch_texts = Histogram(
             "cabrain_embedding_batch_size",
             description="Texts per model call after batching (documents: at most one chunk).",
@@ -100,9 +99,6 @@ class EmbedderMetrics:
 
 async def collect(timeout_s: float = 2.0) -> str:
     """The CaBrain and Serve metric families of every alive Ray node, merged into one page."""
-    import ray
-    from prometheus_client.parser import text_string_to_metric_families
-
     targets = [
         f"http://{n['NodeManagerAddress']}:{n['MetricsExportPort']}/metrics"
         for n in await asyncio.to_thread(ray.nodes)

@@ -6,43 +6,45 @@ Ray cluster of that many nodes (``ray.cluster_utils.Cluster``: every node on thi
 ``--cpus-per-node`` CPUs each), and runs the cycle one step at a time over every namespace, timing
 each step. The cold tier of each run is a fresh Iceberg table in a temporary directory.
 
-What is synthetic, and why. Embedding 100k texts on two CPU cores takes hours, and word salad has
-no real similarity structure (its real e5 embeddings are all within cosine 0.86 of each other, so
-every text would cluster with every other). So the vectors are built around the mean direction of
-real embeddings, with a similarity structure that exercises every step:
-
-- 70% of the memories are episodes in groups of 3-6 paraphrases (cosine about 0.94 within a group,
-  0.75-0.8 between groups): consolidation distills them;
-- 5% are near-duplicate pairs (cosine about 0.985): dedup merges them;
-- 20% are isolated episodes;
-- 5% are facts, half of them in pairs that contradict each other (the same statement with another
-  number): reconsolidation supersedes the older.
-
-``valid_at`` is spread over the last 12 months (stored that long ago as well), so decay and
-demotion have real partitions to work through. Texts are synthetic sentences of the bench's
-Arabic and English word lists.
+The workload and why it is synthetic: :mod:`cabrain.bench.sleep_workload`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
+import logging
 import os
 import random
 import tempfile
 import time
 import uuid
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 import numpy as np
 
-from cabrain.bench import AR_WORDS, EN_WORDS, _progress, machine_facts, synthetic_text
+from cabrain.bench.corpus import AGENT, synthetic_text
+from cabrain.bench.measure import machine_facts
+from cabrain.bench.progress import say
+from cabrain.bench.sleep_workload import workload
+from cabrain.brain import Brain
+from cabrain.errors import CabrainError, ConfigError
+from cabrain.eval import percentiles
+from cabrain.providers.embedders import load_embedder
+from cabrain.scratch import with_database
+from cabrain.search.keyword import IndexedDoc
+from cabrain.service import apply_ray_environment, ray_environment
 from cabrain.settings import Settings
+from cabrain.sleep.cycle import STEPS, run_cycle
+from cabrain.store import memories as sql
+from cabrain.store import migrations
+from cabrain.store.db import connect, hot_tier, server_facts
+from cabrain.store.migrations import ensure_partitions
+from cabrain.types import ArchiveQuery
 
-AGENT = "bench"
 # step -> the counter that says how many memories it worked through
 ITEMS = {
     "consolidate": "episodes_read",
@@ -51,89 +53,9 @@ ITEMS = {
     "decay": "decayed",
     "demote": "demoted",
 }
-# Cosine targets of the workload, as per-dimension noise for unit vectors of dimension d:
-# cos(a, b) of two noisy copies of one vector is about 1 / (1 + d * sigma^2).
-GROUP_SPREAD = 0.25  # between groups: about 0.8
-PARAPHRASE = 0.06  # within a group: about 0.94
-DUPLICATE = 0.015  # near-duplicates: about 0.985
-# How often each kind is drawn (groups, duplicate pairs, isolated, facts), so that the shares of
-# *rows* are 70 / 5 / 20 / 5 % (groups hold 4.5 rows on average, pairs 2, facts 1.5).
-DRAWS = [0.70 / 4.5, 0.05 / 2, 0.20 / 1, 0.05 / 1.5]
-
-
-def _noisy(center: np.ndarray, spread: float, rng: np.random.Generator, count: int = 1) -> np.ndarray:
-    dim = center.shape[0]
-    out = center + rng.normal(0.0, np.sqrt(spread / dim), (count, dim)).astype(np.float32)
-    return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
-def _variant(text: str, rng: random.Random) -> str:
-    """A paraphrase of ``text``: two of its words swapped for others of its language."""
-    words = text.split()
-    pool = AR_WORDS if words[0] in AR_WORDS else EN_WORDS
-    for _ in range(2):
-        words[rng.randrange(len(words) - 1)] = rng.choice(pool)
-    return " ".join(words)
-
-
-def workload(n: int, namespaces: list[str], mean: np.ndarray, seed: int):
-    """The bench's memories (see the module docstring), as rows for ``insert_memories``."""
-    rng, np_rng = random.Random(seed), np.random.default_rng(seed)
-    now = datetime.now(UTC)
-    weights = [0.5] + [0.5 / (len(namespaces) - 1)] * (len(namespaces) - 1) if len(namespaces) > 1 else [1.0]
-    made = 0
-    while made < n:
-        namespace = rng.choices(namespaces, weights)[0]
-        when = now - timedelta(seconds=rng.randint(3600, 365 * 86400))
-        center = _noisy(mean, GROUP_SPREAD, np_rng)[0]
-        text = synthetic_text(rng)
-        roll = rng.choices(range(4), DRAWS)[0]
-        if roll == 0:  # a group of paraphrases
-            size = min(rng.randint(3, 6), n - made)
-            texts = [text] + [_variant(text, rng) for _ in range(size - 1)]
-            vectors, kind = _noisy(center, PARAPHRASE, np_rng, size), ("experience", "episodic")
-        elif roll == 1:  # near-duplicates
-            size = min(2, n - made)
-            texts, vectors, kind = (
-                [text, text + " ."][:size],
-                _noisy(center, DUPLICATE, np_rng, size),
-                ("experience", "episodic"),
-            )
-        elif roll == 2:
-            size, texts, vectors, kind = 1, [text], center[None, :], ("experience", "episodic")
-        else:  # a fact, and in half the cases a newer one that contradicts it
-            subject = " ".join(text.split()[:6])
-            size = min(2 if rng.random() < 0.5 else 1, n - made)
-            texts = [f"{subject} limit is {rng.randint(10, 99)}", f"{subject} limit is {rng.randint(100, 999)}"][:size]
-            vectors, kind = _noisy(center, DUPLICATE, np_rng, size), ("fact", "semantic")
-        for i in range(size):
-            valid_at = when + timedelta(minutes=10 * i)
-            content = texts[i]
-            yield {
-                "id": uuid.uuid4(),
-                "namespace": namespace,
-                "owner_agent_id": AGENT,
-                "visibility": "team",
-                "network": kind[0],
-                "memory_type": kind[1],
-                "content": content,
-                "source_kind": "bench",
-                "source_ref": None,
-                "embedding": vectors[i],
-                "importance": round(rng.random(), 3),
-                "valid_at": valid_at,
-                "metadata": {},
-                "content_hash": hashlib.sha256(content.encode()).digest(),
-            }
-        made += size
 
 
 async def _load(dsn: str, settings: Settings, embedder, n: int, namespaces: list[str], seed: int, quiet: bool) -> float:
-    from cabrain.brain import Brain
-    from cabrain.search.keyword import IndexedDoc
-    from cabrain.store import memories as sql
-    from cabrain.store.migrations import ensure_partitions
-
     started = time.perf_counter()
     rng = random.Random(seed)
     sample = [synthetic_text(rng) for _ in range(64)]
@@ -144,7 +66,7 @@ async def _load(dsn: str, settings: Settings, embedder, n: int, namespaces: list
         await brain.create_agent(AGENT)
         for name in namespaces:
             await brain.create_namespace(AGENT, name)
-        async with brain.pool.acquire() as conn:
+        async with brain.engine.pool.acquire() as conn:
             await ensure_partitions(conn, datetime.now(UTC).date(), months_back=13, months_ahead=1)
         batch: list[dict] = []
         loaded = 0
@@ -152,12 +74,12 @@ async def _load(dsn: str, settings: Settings, embedder, n: int, namespaces: list
         async def flush() -> None:
             nonlocal loaded
             docs = [IndexedDoc(r["id"], r["namespace"], r["valid_at"], r["content"]) for r in batch]
-            async with brain.pool.acquire() as conn, conn.transaction():
+            async with brain.engine.pool.acquire() as conn, conn.transaction():
                 await sql.insert_memories(conn, batch)
-                await brain.keyword.index(conn, docs)
+                await brain.engine.keyword.index(conn, docs)
             loaded += len(batch)
             batch.clear()
-            _progress(f"  loaded {loaded}/{n} memories", quiet)
+            say(f"  loaded {loaded}/{n} memories", quiet)
 
         for row in workload(n, namespaces, mean, seed):
             batch.append(row)
@@ -165,7 +87,7 @@ async def _load(dsn: str, settings: Settings, embedder, n: int, namespaces: list
                 await flush()
         if batch:
             await flush()
-        async with brain.pool.acquire() as conn:
+        async with brain.engine.pool.acquire() as conn:
             await conn.execute("UPDATE memories SET created_at = valid_at")  # stored when it happened
             await conn.execute("VACUUM ANALYZE memories")
             await conn.execute("VACUUM ANALYZE memory_terms")
@@ -176,10 +98,8 @@ async def _load(dsn: str, settings: Settings, embedder, n: int, namespaces: list
 
 @contextlib.contextmanager
 def _cluster(settings: Settings, nodes: int, cpus: int):
-    from cabrain.service import apply_ray_environment, ray_environment
-
     apply_ray_environment(ray_environment(settings, local=True))  # loopback, token auth
-    import ray
+    import ray  # lazy: Ray is heavy, and reads the environment set just above
     from ray.cluster_utils import Cluster
 
     store = 100 * 1024 * 1024
@@ -188,7 +108,7 @@ def _cluster(settings: Settings, nodes: int, cpus: int):
         for _ in range(nodes - 1):
             cluster.add_node(num_cpus=cpus, object_store_memory=store)
         cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")
+        ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
         yield cluster
     finally:
         ray.shutdown()
@@ -196,8 +116,6 @@ def _cluster(settings: Settings, nodes: int, cpus: int):
 
 
 async def _admin(dsn: str, statement: str) -> None:
-    from cabrain.store.db import connect
-
     conn = await connect(dsn)
     try:
         await conn.execute(statement)
@@ -206,10 +124,6 @@ async def _admin(dsn: str, statement: str) -> None:
 
 
 async def _run_steps(settings: Settings, dsn: str, quiet: bool) -> dict[str, Any]:
-    import asyncpg
-
-    from cabrain.sleep.cycle import STEPS, run_cycle
-
     out: dict[str, Any] = {"steps": {}, "tasks_per_node": Counter()}
     for step in STEPS:
         conn = await asyncpg.connect(dsn)
@@ -219,8 +133,6 @@ async def _run_steps(settings: Settings, dsn: str, quiet: bool) -> dict[str, Any
             await conn.close()
         report = await run_cycle(settings, dsn, steps=[step], use_ray=True)
         if report.status != "done":
-            from cabrain.errors import CabrainError
-
             failed = [t for t in report.tasks if "error" in t]
             raise CabrainError(f"the {step} step did not finish ({report.status}): {failed}")
         counts = report.steps.get(step, {})
@@ -236,7 +148,7 @@ async def _run_steps(settings: Settings, dsn: str, quiet: bool) -> dict[str, Any
         }
         for task in report.tasks:
             out["tasks_per_node"][task.get("node_id") or "?"] += 1
-        _progress(f"    {step}: {report.seconds:.1f} s, {items} items, {hot} hot memories", quiet)
+        say(f"    {step}: {report.seconds:.1f} s, {items} items, {hot} hot memories", quiet)
     out["tasks_per_node"] = dict(out["tasks_per_node"])
     out["total_s"] = round(sum(s["seconds"] for s in out["steps"].values()), 3)
     return out
@@ -244,10 +156,6 @@ async def _run_steps(settings: Settings, dsn: str, quiet: bool) -> dict[str, Any
 
 async def _time_archive(settings: Settings, dsn: str, embedder, namespace: str, queries: int, quiet: bool) -> dict:
     """Archive recall latency over what the run demoted (the namespace holding half the corpus)."""
-    from cabrain.brain import Brain
-    from cabrain.eval import percentiles
-    from cabrain.types import ArchiveQuery
-
     rng = random.Random(5)
     texts = [" ".join(synthetic_text(rng).split()[: rng.randint(3, 10)]) for _ in range(queries)]
     brain = await Brain.open(settings, dsn=dsn, embedder=embedder)
@@ -260,8 +168,13 @@ async def _time_archive(settings: Settings, dsn: str, embedder, namespace: str, 
             scanned = result.scanned
     finally:
         await brain.close()
-    out = {"namespace": namespace, "cold_rows": scanned, "total_ms": percentiles(total), "scan_ms": percentiles(scan)}
-    _progress(f"    archive recall over {scanned} cold rows: p50 {out['total_ms']['p50']:.0f} ms", quiet)
+    out: dict[str, Any] = {
+        "namespace": namespace,
+        "cold_rows": scanned,
+        "total_ms": percentiles(total),
+        "scan_ms": percentiles(scan),
+    }
+    say(f"    archive recall over {scanned} cold rows: p50 {out['total_ms']['p50']:.0f} ms", quiet)
     return out
 
 
@@ -277,14 +190,7 @@ async def run_sleep_bench(
     quiet: bool = False,
 ) -> dict[str, Any]:
     """Load the workload once, then time each sleep step on clusters of each size in ``nodes``."""
-    from cabrain.providers.embedders import load_embedder
-    from cabrain.store import migrations
-    from cabrain.store.db import connect, hot_tier, server_facts
-    from cabrain.store.scratch import with_database
-
     if settings.ray_address:
-        from cabrain.errors import ConfigError
-
         raise ConfigError("the benchmark starts its own Ray clusters; unset CABRAIN_RAY_ADDRESS")
     embedder = load_embedder(settings)
     names = [f"bench-{i}" for i in range(namespaces)]
@@ -317,7 +223,7 @@ async def run_sleep_bench(
                 )
             finally:
                 await conn.close()
-            _progress(f"loading {memories} memories into {namespaces} namespaces", quiet)
+            say(f"loading {memories} memories into {namespaces} namespaces", quiet)
             result["load_s"] = round(
                 await _load(with_database(dsn, source), bench_settings, embedder, memories, names, seed, quiet), 1
             )
@@ -333,7 +239,7 @@ async def run_sleep_bench(
                     }
                 )
                 os.makedirs(f"{cold}/warehouse", exist_ok=True)
-                _progress(f"  {count} node(s) x {cpus_per_node} CPU", quiet)
+                say(f"  {count} node(s) x {cpus_per_node} CPU", quiet)
                 with _cluster(run_settings, count, cpus_per_node):
                     result["runs"][str(count)] = await _run_steps(run_settings, with_database(dsn, copy), quiet)
                 if "archive" not in result and archive_queries:
@@ -375,4 +281,4 @@ def main_run(settings: Settings, **kwargs: Any) -> dict[str, Any]:
     return asyncio.run(run_sleep_bench(settings, **kwargs))
 
 
-__all__ = ["render_sleep", "run_sleep_bench", "workload"]
+__all__ = ["main_run", "render_sleep", "run_sleep_bench", "workload"]

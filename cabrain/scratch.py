@@ -1,4 +1,5 @@
-"""Scratch databases: created on the hot tier's server for one run (eval, bench), dropped after."""
+"""Scratch databases for the measuring tools (eval, bench): created on the hot tier's server, migrated,
+with a Brain on them, and dropped after (or kept between runs, for a corpus that takes long to build)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import uuid
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
 
+from cabrain.brain import Brain
 from cabrain.providers.embedders import Embedder
 from cabrain.settings import Settings
-from cabrain.store.db import ServerFacts
+from cabrain.store import migrations
+from cabrain.store.db import ServerFacts, check_server, connect, hot_tier, server_facts
 
 
 def with_database(dsn: str, database: str) -> str:
@@ -17,11 +20,7 @@ def with_database(dsn: str, database: str) -> str:
     return urlunsplit(urlsplit(dsn)._replace(path="/" + database))
 
 
-async def _migrated_brain(settings: Settings, embedder: Embedder, dsn: str):
-    from cabrain.brain import Brain
-    from cabrain.store import migrations
-    from cabrain.store.db import connect
-
+async def _migrated_brain(settings: Settings, embedder: Embedder, dsn: str) -> Brain:
     conn = await connect(dsn)
     try:
         await migrations.migrate(
@@ -34,8 +33,6 @@ async def _migrated_brain(settings: Settings, embedder: Embedder, dsn: str):
 
 @contextlib.asynccontextmanager
 async def _admin(settings: Settings, dsn: str) -> AsyncIterator:
-    from cabrain.store.db import connect
-
     admin = await connect(dsn, timeout=settings.db_connect_timeout_s)
     try:
         yield admin
@@ -47,8 +44,6 @@ async def _admin(settings: Settings, dsn: str) -> AsyncIterator:
 async def scratch_brain(settings: Settings, embedder: Embedder, *, prefix: str) -> AsyncIterator[tuple]:
     """A migrated, empty database of its own and a Brain on it (no cache); yields
     ``(brain, server facts, the database's DSN)``. The database is dropped afterwards, whatever happens."""
-    from cabrain.store.db import check_server, hot_tier, server_facts
-
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with hot_tier(settings) as dsn:
         async with _admin(settings, dsn) as admin:
@@ -72,8 +67,6 @@ async def kept_brain(settings: Settings, embedder: Embedder, *, name: str, finge
     """A database kept between runs (a benchmark corpus that takes long to build); yields
     ``(brain, server facts, DSN, complete)``. ``complete`` is True when the database exists and was
     marked with ``fingerprint`` by :func:`mark_complete`; otherwise it is made afresh (empty)."""
-    from cabrain.store.db import check_server, hot_tier, server_facts
-
     with hot_tier(settings) as dsn:
         async with _admin(settings, dsn) as admin:
             facts: ServerFacts = await server_facts(admin)
@@ -93,7 +86,7 @@ async def kept_brain(settings: Settings, embedder: Embedder, *, name: str, finge
             await brain.close()
 
 
-async def mark_complete(brain, name: str, fingerprint: str) -> None:
+async def mark_complete(brain: Brain, name: str, fingerprint: str) -> None:
     """Mark the kept database ``name`` as holding what ``fingerprint`` describes."""
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         await conn.execute(f'COMMENT ON DATABASE "{name}" IS ' + "'" + fingerprint.replace("'", "''") + "'")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import sys
 import time
 import uuid
 from collections import Counter
@@ -23,8 +22,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import psutil
 
-from cabrain.bench import AGENT, _progress, synthetic_text
+from cabrain.bench.corpus import AGENT, NAMESPACE, synthetic_text
+from cabrain.bench.progress import bar, say
+from cabrain.search.tokenizer import term_frequencies
+from cabrain.store.migrations import ensure_partitions
 
 CHUNK = 50_000  # memories per COPY round
 MEMORY_COLUMNS = (
@@ -71,25 +74,7 @@ class Corpus:
         return sum(self.sizes.values())
 
 
-def _bar(label: str, done: int, total: int, quiet: bool, extra: str = "") -> None:
-    """A progress bar redrawn in place on a terminal; one line per step otherwise (logs)."""
-    if quiet:
-        return
-    line = f"  {label} {done}/{total}{extra}"
-    if sys.stderr.isatty():
-        filled = int(30 * done / max(total, 1))
-        end = "\n" if done >= total else ""
-        print(
-            f"\r  {label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}{extra}",
-            end=end,
-            file=sys.stderr,
-            flush=True,
-        )
-    else:
-        print(line, file=sys.stderr, flush=True)
-
-
-async def _index_definitions(conn) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+async def index_definitions(conn) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     indexes = [(r["indexname"], r["indexdef"]) for r in await conn.fetch(_INDEXES, list(BULK_TABLES))]
     constraints = [(r["conname"], r["def"]) for r in await conn.fetch(_CONSTRAINTS)]
     return indexes, constraints
@@ -100,8 +85,6 @@ def graph_build_memory(rows: int, dim: int) -> str:
     room (a build whose graph does not fit runs several times slower: 1,497 s against 312 s for
     1.19M vectors), at most a quarter of this machine's memory (the server is assumed to be here,
     as the embedded one is), at least 64 MB."""
-    import psutil
-
     need = int(rows * (dim * 4 + 600) * 1.3)
     cap = psutil.virtual_memory().total // 4
     return f"{max(64 * 2**20, min(need, cap)) // 2**20}MB"
@@ -117,30 +100,27 @@ async def bulk_load(
     """Load ``corpus`` into ``brain``'s (empty, benchmark-only) database; seconds per phase.
     ``maintenance_work_mem`` is the index builds' memory (an HNSW build is fastest when its graph
     fits; "auto": see :func:`graph_build_memory`)."""
-    from cabrain.search.tokenizer import term_frequencies
-    from cabrain.store.migrations import ensure_partitions
-
     timings: dict[str, float] = {}
     rng, np_rng = random.Random(corpus.seed), np.random.default_rng(corpus.seed)
     now = datetime.now(UTC)
     real = max(1, min(corpus.real, corpus.total))
     for namespace in corpus.sizes:
         await brain.create_namespace(AGENT, namespace)
-    async with brain.pool.acquire() as conn:
+    async with brain.engine.pool.acquire() as conn:
         await ensure_partitions(conn, now.date(), months_back=13, months_ahead=1)
 
     started = time.perf_counter()
     base_texts = [synthetic_text(rng) for _ in range(real)]
     base: list = []
     for start in range(0, real, 256):
-        base.extend(await brain.embed_documents(base_texts[start : start + 256]))
-        _bar("embedded real vectors", min(start + 256, real), real, quiet)
+        base.extend(await brain.engine.embed_documents(base_texts[start : start + 256]))
+        bar("embedded real vectors", min(start + 256, real), real, quiet)
     base_matrix = np.asarray(base, dtype=np.float32)
     timings["embed_real_s"] = time.perf_counter() - started
 
     k1, b = brain.settings.bm25_k1, brain.settings.bm25_b
-    async with brain.pool.acquire() as conn:
-        indexes, constraints = await _index_definitions(conn)
+    async with brain.engine.pool.acquire() as conn:
+        indexes, constraints = await index_definitions(conn)
         for name, _ in constraints:
             await conn.execute(f'ALTER TABLE memory_terms DROP CONSTRAINT "{name}"')
         for name, _ in indexes:
@@ -204,7 +184,7 @@ async def bulk_load(
                 await conn.copy_records_to_table("memory_terms", records=postings, columns=POSTING_COLUMNS)
                 loaded += size
                 rate = loaded / (time.perf_counter() - started)
-                _bar("loaded memories", loaded, corpus.total, quiet, f" ({rate:,.0f}/s)")
+                bar("loaded memories", loaded, corpus.total, quiet, f" ({rate:,.0f}/s)")
         for namespace in corpus.sizes:
             terms = sorted(df[namespace])
             await conn.execute(
@@ -225,13 +205,13 @@ async def bulk_load(
 
         started = time.perf_counter()
         if maintenance_work_mem == "auto":
-            maintenance_work_mem = graph_build_memory(corpus.total, brain.embedder.dim)
+            maintenance_work_mem = graph_build_memory(corpus.total, brain.engine.embedder.dim)
         await conn.execute("SELECT set_config('maintenance_work_mem', $1, false)", maintenance_work_mem)
         for name, definition in constraints:
-            _progress(f"  restoring {name}", quiet)
+            say(f"  restoring {name}", quiet)
             await conn.execute(f'ALTER TABLE memory_terms ADD CONSTRAINT "{name}" {definition}')
         for name, definition in indexes:
-            _progress(f"  building {name}", quiet)
+            say(f"  building {name}", quiet)
             await conn.execute(definition.replace(" ON ONLY ", " ON ", 1))  # and every partition's
         await conn.execute("RESET maintenance_work_mem")
         timings["index_s"] = time.perf_counter() - started
@@ -240,3 +220,8 @@ async def bulk_load(
             await conn.execute(f"VACUUM ANALYZE {table}")
         timings["vacuum_s"] = time.perf_counter() - started
     return timings
+
+
+async def load_namespace(brain, n: int, real: int, noise: float, seed: int, quiet: bool) -> None:
+    """N memories in the benchmark namespace, through :func:`bulk_load`."""
+    await bulk_load(brain, Corpus({NAMESPACE: n}, real=real, noise=noise, seed=seed), quiet=quiet)

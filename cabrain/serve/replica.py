@@ -1,0 +1,192 @@
+"""What one ingress replica holds: its :class:`cabrain.brain.Brain` (a connection pool to the shared
+hot tier, the L1 cache) whose embedder and reranker are handles to the model deployments, the API
+keys it checked lately, and the worker of the capture inbox. Routes reach it through
+:mod:`cabrain.serve.deps`; :class:`cabrain.serve.ingress.Ingress` makes it a Serve deployment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from cabrain import __version__, identity
+from cabrain.brain import Brain
+from cabrain.errors import DatabaseUnreachable, ServiceError
+from cabrain.fixes import Fix
+from cabrain.identity import Principal
+from cabrain.providers.embedders import load_embedder
+from cabrain.serve.metrics import IngressMetrics
+from cabrain.serve.models import LocalQueries, RemoteEmbedder, RemoteReranker, call_with_retry
+from cabrain.serve.responses import ReadyOut
+from cabrain.settings import load_settings
+from cabrain.store import reconnect
+from cabrain.store.reconnect import CONNECTION_LOST
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+WAITING_FOR_DATABASE: tuple[type[BaseException], ...] = (DatabaseUnreachable, *CONNECTION_LOST)
+INBOX_QUIET_S = 0.3  # the capture inbox is worked once requests pause this long...
+INBOX_MAX_DELAY_S = 5.0  # ...or once its oldest work has waited this long
+
+
+class Replica:
+    """One replica of the HTTP API: its Brain, opened once the models answer."""
+
+    def __init__(
+        self, settings: dict[str, Any], embedder: Any, reranker: Any = None, local_queries: bool = False
+    ) -> None:
+        # Models run in their own deployments (never a reranker in the ingress itself), except the
+        # query embedder where it pays to keep a copy here (IngressArgs.query_embedding).
+        self.settings = load_settings(**{**settings, "reranker_provider": "none"})
+        self._embedder_handle, self._reranker_handle = embedder, reranker
+        self._local_queries = local_queries
+        self.metrics = IngressMetrics()
+        self.brain: Brain | None = None
+        self.models: dict[str, Any] = {}
+        self.start_error: str | None = None
+        self._keys: dict[bytes, tuple[Principal, float]] = {}
+        self.inbox_ready = asyncio.Event()
+        self._started = asyncio.create_task(self._start())
+        self._inbox_worker = asyncio.create_task(self._work_inbox())
+
+    # --- start-up: wait for the models, then open the hot tier ---------------------------------
+    async def _start(self) -> None:
+        timeout = self.settings.serve_ready_timeout_s
+        try:
+            info = await call_with_retry("embedder", lambda: self._embedder_handle.info.remote(), timeout)
+            local = None
+            if self._local_queries:
+                model = await asyncio.to_thread(load_embedder, self.settings)
+                local = LocalQueries(model, max_batch_size=int(info.get("max_batch_size") or 32))
+                info = {**info, "queries": "local"}
+            embedder = RemoteEmbedder(
+                self._embedder_handle, info, timeout_s=self.settings.embedding_timeout_s, local=local
+            )
+            self.models["embedder"] = info
+            reranker = None
+            if self._reranker_handle is not None:
+                rinfo = await call_with_retry("reranker", lambda: self._reranker_handle.info.remote(), timeout)
+                reranker = RemoteReranker(
+                    self._reranker_handle,
+                    rinfo,
+                    timeout_s=self.settings.embedding_timeout_s,
+                )
+                self.models["reranker"] = rinfo
+            delay = 0.5
+            while True:
+                try:
+                    self.brain = await Brain.open(self.settings, embedder=embedder, reranker=reranker)
+                    self.start_error = None
+                    return
+                except WAITING_FOR_DATABASE as exc:  # the hot tier is not up yet
+                    self.start_error = f"waiting for the database: {exc}"
+                    log.warning("database not ready", extra={"error": str(exc)})
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+        except Exception as exc:  # schema not current, wrong dimension, bad settings: say so on every request
+            self.start_error = str(exc)
+            log.error("ingress cannot start", extra={"error": str(exc)})
+            raise
+
+    async def _quiet_moment(self) -> None:
+        """Background retains wait for a pause in this replica's requests (a burst of hook events
+        gathers into fewer, larger embedding batches, and the recalls those events wait on do not
+        share the CPU with them), but never longer than INBOX_MAX_DELAY_S."""
+        first = time.monotonic()
+        await asyncio.sleep(INBOX_QUIET_S)
+        while time.monotonic() - first < INBOX_MAX_DELAY_S and (
+            self.metrics.in_flight_now or time.monotonic() - self.metrics.last_request_at < INBOX_QUIET_S
+        ):
+            await asyncio.sleep(0.05)
+
+    async def _work_inbox(self, poll_s: float = 2.0) -> None:
+        """Retain captured memories handed over through /v1/capture (any replica's)."""
+        while True:
+            try:
+                await asyncio.wait_for(self.inbox_ready.wait(), poll_s)
+                await self._quiet_moment()
+            except TimeoutError:
+                pass
+            self.inbox_ready.clear()
+            if self.brain is None:
+                continue
+            try:
+                while await self.run(lambda b: b.drain_captures()):
+                    pass
+            except Exception as exc:  # noqa: BLE001 - the worker must outlive a bad moment
+                log.warning("capture inbox", extra={"error": str(exc)})
+
+    async def get_brain(self, wait_s: float = 30.0) -> Brain:
+        if self.brain is not None:
+            return self.brain
+        failed = ServiceError(
+            f"the service failed to start: {self.start_error}", hint="fix the cause above and redeploy (cabrain up)"
+        )
+        if self._started.done() and self._started.exception() is not None:
+            raise failed
+        try:
+            await asyncio.wait_for(asyncio.shield(self._started), wait_s)
+        except TimeoutError:
+            raise ServiceError(
+                f"the service is still starting ({self.start_error or 'loading models'})",
+                fix=Fix("wait_ready"),
+            ) from None
+        except Exception:  # noqa: BLE001 - the start task's failure, reported with its cause
+            raise failed from None
+        assert self.brain is not None
+        return self.brain
+
+    async def run(self, op: Callable[[Brain], Awaitable[T]]) -> T:
+        """Run ``op`` on the Brain; if the hot tier dropped its connections (restart, failover),
+        reconnect and retry until ``db_connect_timeout_s`` (:mod:`cabrain.store.reconnect`). Writes
+        retried this way carry an idempotency key (routes/memories.py)."""
+        brain = await self.get_brain()
+        return await reconnect.retrying(
+            lambda: op(brain), pool=brain.engine.pool, timeout_s=self.settings.db_connect_timeout_s
+        )
+
+    # --- identity ---------------------------------------------------------------------------------
+    async def authenticate(self, key: str | None) -> Principal:
+        ttl = self.settings.api_key_cache_ttl_s
+        digest = identity.hash_key(key) if key else b""
+        cached = self._keys.get(digest)
+        now = time.monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        principal = await self.run(lambda b: b.authenticate(key))
+        if ttl > 0:
+            if len(self._keys) > 10_000:
+                self._keys.clear()
+            self._keys[digest] = (principal, now + ttl)
+        return principal
+
+    def forget_keys(self) -> None:
+        """After a revocation or a disabled agent: this replica re-checks every key."""
+        self._keys.clear()
+
+    async def ready(self) -> ReadyOut:
+        """Whether requests can be answered: the models loaded and the database reachable."""
+        out: ReadyOut = {"ready": False, "version": __version__, "models": self.models}
+        if self.brain is None:
+            out["reason"] = self.start_error or "loading models"
+            return out
+        try:
+            await asyncio.wait_for(self._embedder_handle.info.remote(), 5)
+            async with self.brain.engine.pool.acquire() as conn:
+                await conn.fetchval("SELECT 1")
+        except Exception as exc:  # noqa: BLE001 - any failure means not ready
+            if isinstance(exc, CONNECTION_LOST):
+                self.brain.engine.pool.expire_connections()
+            out["reason"] = f"{type(exc).__name__}: {exc}"
+            return out
+        out["ready"] = True
+        return out
+
+    async def __del__(self) -> None:
+        self._inbox_worker.cancel()
+        if self.brain is not None:
+            await self.brain.close()

@@ -1,0 +1,235 @@
+"""Answers of the HTTP API (``/v1``) other than the domain types of :mod:`cabrain.types`.
+
+A route returns what its return annotation declares; FastAPI documents that type and
+:mod:`cabrain.serve.routing` sends it as :func:`cabrain.types.jsonable` makes it, so the OpenAPI
+document and the bodies sent come from one declaration. These are TypedDicts: plain objects, most of
+them rows as the Brain returns them. Each is closed (nothing is sent that it does not name) and its
+keys are always sent unless marked ``NotRequired``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, NotRequired
+
+from pydantic import ConfigDict, Field, with_config
+
+# pydantic takes TypedDicts from typing_extensions only, before Python 3.12
+from typing_extensions import TypedDict
+
+from cabrain.identity import AgentInfo, KeyInfo
+from cabrain.types import Hit, Memory, RetainResult
+
+CLOSED = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+
+# --- errors ----------------------------------------------------------------------------------------
+@with_config(CLOSED)
+class FixOut(TypedDict):
+    action: Annotated[
+        str,
+        Field(
+            description="What fixes the error, as an action (cabrain/fixes.py): a client words it for its own caller",
+            examples=["create_namespace"],
+        ),
+    ]
+    params: Annotated[dict[str, Any], Field(examples=[{"namespace": "notes"}])]
+
+
+@with_config(CLOSED)
+class ErrorDetail(TypedDict):
+    type: Annotated[str, Field(examples=["not_found"])]
+    message: str
+    hint: Annotated[str | None, Field(description="What to do, in this API's terms (routes).")]
+    fix: NotRequired[Annotated[FixOut, Field(description="Present when the fix is an action the caller can take.")]]
+
+
+@with_config(CLOSED)
+class ErrorOut(TypedDict):
+    error: ErrorDetail
+
+
+# --- health and identity ---------------------------------------------------------------------------
+@with_config(CLOSED)
+class HealthOut(TypedDict):
+    status: str
+    version: str
+
+
+@with_config(CLOSED)
+class ReadyOut(TypedDict):
+    ready: bool
+    version: str
+    models: Annotated[dict[str, dict[str, Any]], Field(description="The loaded models (embedder, reranker).")]
+    reason: NotRequired[Annotated[str, Field(description="Why it is not ready (only then).")]]
+
+
+@with_config(CLOSED)
+class WhoAmIOut(TypedDict):
+    agent_id: str
+    is_admin: bool
+    key_id: str
+
+
+# --- memories --------------------------------------------------------------------------------------
+@with_config(CLOSED)
+class RetainBatchOut(TypedDict):
+    results: list[RetainResult]
+
+
+@with_config(CLOSED)
+class MemoriesOut(TypedDict):
+    memories: list[Memory]
+
+
+@with_config(CLOSED)
+class CountedOut(TypedDict):
+    counted: Annotated[int, Field(description="How many of the memories were counted (readable ones).")]
+
+
+@with_config(CLOSED)
+class CaptureOut(TypedDict):
+    namespace: Annotated[str, Field(description="Where the items went (and recall looked).")]
+    queued: Annotated[int, Field(description="The capture inbox row the items wait in (0: no items).")]
+    items: int
+    hits: NotRequired[Annotated[list[Hit], Field(description="With recall: its hits (none when withheld).")]]
+    timings_ms: NotRequired[dict[str, float]]
+    withheld: NotRequired[Annotated[str, Field(description="Why the namespace's memories were not recalled.")]]
+
+
+@with_config(CLOSED)
+class JudgmentOut(TypedDict):
+    """An automatic judgment (or a correction, or a revert) and the exact states it changed."""
+
+    id: str
+    namespace: str
+    kind: Annotated[str, Field(description="supersede | invalidate | merge | revert")]
+    origin: Annotated[str, Field(description="write | correction | dedup | reconsolidate | revert")]
+    agent: str | None
+    run_id: Annotated[str | None, Field(description="The sleep run, for dedup and reconsolidate")]
+    reason: str
+    inputs: dict[str, Any]
+    changes: Annotated[list[dict[str, Any]], Field(description="Per memory: its state before and after")]
+    links: list[dict[str, Any]]
+    memory_ids: list[str]
+    created_at: str
+    reverts: str | None
+    reverted_by: str | None
+
+
+@with_config(CLOSED)
+class JudgmentsOut(TypedDict):
+    judgments: list[JudgmentOut]
+
+
+# --- namespaces and grants -------------------------------------------------------------------------
+@with_config(CLOSED)
+class GrantOffer(TypedDict):
+    """The grant a caller holds on another agent's namespace."""
+
+    can_read: bool
+    can_write: bool
+    granted_by: str | None
+    accepted: bool
+
+
+@with_config(CLOSED)
+class NamespaceOut(TypedDict):
+    name: str
+    owner_agent_id: str | None
+    created_at: datetime
+    memory_count: Annotated[int | None, Field(description="For its owner and admins only.")]
+    can_read: bool
+    can_write: bool
+    grant: GrantOffer | None
+
+
+@with_config(CLOSED)
+class NamespacesOut(TypedDict):
+    namespaces: list[NamespaceOut]
+
+
+@with_config(CLOSED)
+class NamespaceCreatedOut(TypedDict):
+    name: str
+    created: Annotated[bool, Field(description="False: the caller owned it already (200, not 201).")]
+
+
+@with_config(CLOSED)
+class GrantOut(TypedDict):
+    agent_id: str
+    namespace: str
+    can_read: bool
+    can_write: bool
+    granted_by: str | None
+    granted_at: datetime
+    accepted_at: Annotated[datetime | None, Field(description="Unset while the grant is an offer.")]
+
+
+@with_config(CLOSED)
+class GrantsOut(TypedDict):
+    grants: list[GrantOut]
+
+
+@with_config(CLOSED)
+class SharedOut(TypedDict):
+    namespace: str
+    agent: str
+    can_read: bool
+    can_write: bool
+    accepted: Annotated[bool, Field(description="Whether the grantee has accepted it already.")]
+
+
+@with_config(CLOSED)
+class AcceptedOut(TypedDict):
+    namespace: str
+    agent: str
+    can_read: bool
+    can_write: bool
+    accepted_at: datetime
+
+
+@with_config(CLOSED)
+class DeclinedOut(TypedDict):
+    namespace: str
+    agent: str
+    declined: Annotated[bool, Field(description="False: the caller held no grant there.")]
+
+
+@with_config(CLOSED)
+class RevokedOut(TypedDict):
+    namespace: str
+    agent: str
+    revoked: Annotated[bool, Field(description="False: the agent held no grant there.")]
+
+
+# --- agents and keys -------------------------------------------------------------------------------
+@with_config(CLOSED)
+class AgentsOut(TypedDict):
+    agents: list[AgentInfo]
+
+
+@with_config(CLOSED)
+class NewKeyOut(TypedDict):
+    agent_id: str
+    key_id: str
+    key: Annotated[str, Field(description="Shown once; only its SHA-256 digest is stored.")]
+    prefix: str
+
+
+@with_config(CLOSED)
+class KeysOut(TypedDict):
+    keys: list[KeyInfo]
+
+
+@with_config(CLOSED)
+class KeyRevokedOut(TypedDict):
+    key_id: str
+    revoked: bool
+
+
+@with_config(CLOSED)
+class AgentDisabledOut(TypedDict):
+    agent_id: str
+    disabled: bool
+    changed: Annotated[bool, Field(description="False: it was disabled already.")]

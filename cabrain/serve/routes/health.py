@@ -1,0 +1,44 @@
+"""Liveness, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from cabrain import __version__
+from cabrain.serve.deps import Credentials, Svc, admin, caller
+from cabrain.serve.metrics import collect
+from cabrain.serve.responses import HealthOut, ReadyOut
+from cabrain.serve.routing import answer, router
+
+routes = router(tags=["health"])
+
+
+@routes.get("/v1/health", summary="Liveness: the process answers")
+async def health() -> HealthOut:
+    return {"status": "ok", "version": __version__}
+
+
+@routes.get(
+    "/v1/ready",
+    response_model=ReadyOut,
+    responses={503: {"model": ReadyOut, "description": "Not ready (yet): the reason says why"}},
+    summary="Readiness: models loaded and the database reachable",
+)
+async def ready(svc: Svc) -> JSONResponse:
+    out = await svc.ready()
+    return answer(out, 200 if out["ready"] else 503)
+
+
+@routes.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    summary="Prometheus metrics of every replica on every node (an admin key, or CABRAIN_METRICS_KEY)",
+)
+async def metrics(svc: Svc, creds: Credentials) -> PlainTextResponse:
+    token = creds.credentials if creds else None
+    scrape_key = svc.settings.metrics_key.get_secret_value() if svc.settings.metrics_key else None
+    if not (scrape_key and token and hmac.compare_digest(token.encode(), scrape_key.encode())):
+        await admin(await caller(svc, creds))  # otherwise an admin's key
+    return PlainTextResponse(await collect(), media_type="text/plain; version=0.0.4")
