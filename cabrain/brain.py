@@ -13,13 +13,12 @@ one place, :mod:`cabrain.store.access`, and enforced in SQL::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from cabrain import identity, namespaces
 from cabrain.clock import Clock, utc_now
@@ -30,7 +29,7 @@ from cabrain.providers.rerankers import Reranker
 from cabrain.search import archive, lookup
 from cabrain.search import recall as recall_pipeline
 from cabrain.settings import Settings
-from cabrain.store import access, generations
+from cabrain.store import access, generations, reconnect
 from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
@@ -54,6 +53,7 @@ from cabrain.write import retain as retain_pipeline
 from cabrain.write.entities import entity_key
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Brain:
@@ -85,6 +85,26 @@ class Brain:
 
     async def close(self) -> None:
         await self.engine.close()
+
+    @property
+    def caches(self) -> bool:
+        """Whether answers go through the L1 cache (``CABRAIN_REDIS_URL``)."""
+        return self.engine.cache is not None
+
+    async def ping(self) -> None:
+        """Return once the database answers (readiness); a lost connection leaves the pool."""
+        try:
+            async with self.engine.pool.acquire() as conn:
+                await conn.fetchval("SELECT 1")
+        except reconnect.CONNECTION_LOST:
+            await self.engine.pool.expire_connections()
+            raise
+
+    async def riding_out(self, op: Callable[[], Awaitable[T]]) -> T:
+        """``await op()``, run again on fresh connections when the database connection is lost
+        (a restart, a failover), until ``db_connect_timeout_s`` (:mod:`cabrain.store.reconnect`).
+        Only for reads and keyed writes: a retried write must carry an idempotency key."""
+        return await reconnect.retrying(op, pool=self.engine.pool, timeout_s=self.settings.db_connect_timeout_s)
 
     async def __aenter__(self) -> Brain:
         return self
@@ -252,7 +272,7 @@ class Brain:
             async with self.engine.pool.acquire() as conn:  # read before the answer is computed: see providers/cache.py
                 scope = await generations.of_namespace(conn, query.namespace)
             if scope is not None:
-                key = f"recall:{scope['gen']}:{scope['cache_gen']}:{_digest(agent, query)}"
+                key = f"recall:{scope['gen']}:{scope['cache_gen']}:{recall_pipeline.cache_digest(agent, query)}"
                 cached = await cache.get(key)
                 if cached is not None:
                     result = recall_from_dict(json.loads(cached), cached=True)
@@ -458,25 +478,6 @@ def as_uuid(value: uuid.UUID | str, what: str = "memory id") -> uuid.UUID:
         return uuid.UUID(str(value))
     except ValueError:
         raise InputError(f"{value!r} is not a {what} (a UUID)") from None
-
-
-def _digest(agent: str, query: RecallQuery) -> str:
-    parts = [
-        agent,
-        query.query,
-        query.namespace,
-        query.k,
-        query.mode.value,
-        query.include_invalid,
-        [n.value for n in query.networks or ()],
-        [t.value for t in query.memory_types or ()],
-        list(query.source_kinds or ()),
-        str(query.valid_from),
-        str(query.valid_to),
-        query.rerank,
-        query.expand,
-    ]
-    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
 
 
 __all__ = ["Brain", "as_uuid"]

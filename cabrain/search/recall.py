@@ -16,6 +16,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 import uuid
 
@@ -254,3 +256,23 @@ def _hit(c: Candidate, rerank: float | None) -> Hit:
             rerank=rerank,
         ),
     )
+
+
+def cache_digest(agent: str, query: RecallQuery) -> str:
+    """What a recall asked, as the L1 cache's key part: two recalls with the same digest get the same answer."""
+    parts = [
+        agent,
+        query.query,
+        query.namespace,
+        query.k,
+        query.mode.value,
+        query.include_invalid,
+        [n.value for n in query.networks or ()],
+        [t.value for t in query.memory_types or ()],
+        list(query.source_kinds or ()),
+        str(query.valid_from),
+        str(query.valid_to),
+        query.rerank,
+        query.expand,
+    ]
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()

@@ -22,7 +22,6 @@ from cabrain.serve.metrics import IngressMetrics
 from cabrain.serve.models import LocalQueries, RemoteEmbedder, RemoteReranker, call_with_retry
 from cabrain.serve.responses import ReadyOut
 from cabrain.settings import load_settings
-from cabrain.store import reconnect
 from cabrain.store.reconnect import CONNECTION_LOST
 
 log = logging.getLogger(__name__)
@@ -145,9 +144,7 @@ class Replica:
         reconnect and retry until ``db_connect_timeout_s`` (:mod:`cabrain.store.reconnect`). Writes
         retried this way carry an idempotency key (routes/memories.py)."""
         brain = await self.get_brain()
-        return await reconnect.retrying(
-            lambda: op(brain), pool=brain.engine.pool, timeout_s=self.settings.db_connect_timeout_s
-        )
+        return await brain.riding_out(lambda: op(brain))
 
     # --- identity ---------------------------------------------------------------------------------
     async def authenticate(self, key: str | None) -> Principal:
@@ -176,11 +173,8 @@ class Replica:
             return out
         try:
             await asyncio.wait_for(self._embedder_handle.info.remote(), 5)
-            async with self.brain.engine.pool.acquire() as conn:
-                await conn.fetchval("SELECT 1")
+            await self.brain.ping()
         except Exception as exc:  # noqa: BLE001 - any failure means not ready
-            if isinstance(exc, CONNECTION_LOST):
-                self.brain.engine.pool.expire_connections()
             out["reason"] = f"{type(exc).__name__}: {exc}"
             return out
         out["ready"] = True

@@ -111,7 +111,7 @@ async def test_an_embedder_failing_mid_batch_writes_nothing(db_dsn, settings_for
         batch[3] = MemoryInput("this one is POISON for the model", "proj")
         with pytest.raises(EmbedderError, match="answered 500"):
             await brain.retain("alice", batch)
-        async with brain.pool.acquire() as conn:
+        async with brain.engine.pool.acquire() as conn:
             assert await conn.fetchval("SELECT count(*) FROM memories") == 0
             assert await conn.fetchval("SELECT count(*) FROM memory_terms") == 0
         [ok] = await brain.retain("alice", batch[:1])

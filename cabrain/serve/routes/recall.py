@@ -13,7 +13,7 @@ routes = router(tags=["memories"])
 @routes.post("/v1/recall", summary="Hybrid recall: vectors + BM25, fused, reranked, one entity hop")
 async def recall(body: schemas.RecallIn, svc: Svc, p: Caller) -> RecallResult:
     result = await svc.run(lambda b: b.recall(p.agent_id, body.to_query()))
-    if svc.brain is not None and svc.brain.engine.cache is not None:
+    if svc.brain is not None and svc.brain.caches:
         svc.metrics.recall_cache(result.cached)
     return result
 
