@@ -62,7 +62,10 @@ class Engine:
         self.pool = pool
         self.embedder = embedder
         self.keyword: KeywordBackend = keyword or PostgresBM25(
-            k1=settings.bm25_k1, b=settings.bm25_b, postings_per_term=settings.bm25_postings_per_term
+            k1=settings.bm25_k1,
+            b=settings.bm25_b,
+            postings_per_term=settings.bm25_postings_per_term,
+            dates=settings.index_dates,
         )
         self.reranker = reranker
         self.cache = cache

@@ -3,7 +3,11 @@
 The evaluation format (the project's own; ``../shared/eval/dev/`` uses it) is a folder per set
 with two JSON-lines files:
 
-- ``corpus.jsonl``: one memory per line, ``{"id", "namespace", "text", "time"?, "speaker"?}``;
+- ``corpus.jsonl``: one memory per line, ``{"id", "namespace", "text", "time"?, "speaker"?,
+  "thread"?}``; ``speaker`` and ``thread`` go to the memory's metadata, where recall reads a
+  conversation's turns by them. A row with a ``speaker`` and a ``time`` but no ``thread`` is a turn
+  of the sitting its namespace had at that time (LoCoMo's sessions share one time), so such rows
+  get the thread ``namespace@time``. Rows are retained in file order: a thread's turns in order;
 - ``queries.jsonl``: one question per line, ``{"id", "namespace", "query", "gold": [corpus ids],
   "category"?}``.
 
@@ -168,6 +172,7 @@ class ModeResult:
     by_category: dict[str, dict[str, float]]
     latency_ms: dict[str, float]
     embed_ms: dict[str, float]
+    by_namespace: dict[str, dict[str, float]] = field(default_factory=dict)  # in the JSON only
 
 
 @dataclass
@@ -194,6 +199,19 @@ def _valid_at(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def _metadata(row: dict[str, Any]) -> dict[str, Any]:
+    """A corpus row's memory metadata: its id, and its speaker and thread when it is a turn."""
+    metadata: dict[str, Any] = {"eval_id": row["id"]}
+    if row.get("speaker"):
+        metadata["speaker"] = str(row["speaker"])
+    thread = row.get("thread") or (
+        f"{row['namespace']}@{row['time']}" if row.get("speaker") and row.get("time") else None
+    )
+    if thread:
+        metadata["thread"] = str(thread)
+    return metadata
+
+
 async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Sequence[int], *, quiet: bool) -> SetResult:
     """Load one set into ``brain`` (fresh namespaces) and run every query in every mode."""
     prefix = f"eval-{uuid.uuid4().hex[:8]}-"
@@ -214,7 +232,7 @@ async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Seque
                 source_ref=row["id"],
                 valid_at=_valid_at(row.get("time")),
                 importance=0.5,
-                metadata={"eval_id": row["id"], **({"speaker": row["speaker"]} if row.get("speaker") else {})},
+                metadata=_metadata(row),
             )
             for row in rows
         ]
@@ -250,7 +268,9 @@ async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Seque
             if i % 200 == 0:
                 _progress(f"  {eval_set.name} [{mode}]: {i}/{len(eval_set.queries)} queries", quiet)
         by_cat: dict[str, list[int]] = defaultdict(list)
+        by_ns: dict[str, list[int]] = defaultdict(list)
         for idx, q in enumerate(eval_set.queries):
+            by_ns[q.namespace].append(idx)
             if q.category:
                 by_cat[q.category].append(idx)
         result.modes[mode] = ModeResult(
@@ -261,6 +281,9 @@ async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Seque
             },
             latency_ms=percentiles(latencies),
             embed_ms=percentiles(embeds),
+            by_namespace={
+                ns: metrics([ranked[i] for i in idx], [gold[i] for i in idx], ks) for ns, idx in sorted(by_ns.items())
+            },
         )
         _progress(f"  {eval_set.name} [{mode}]: done", quiet)
     return result

@@ -122,6 +122,8 @@ class ScoreBreakdown:
     fused: float
     importance: float
     rerank: float | None = None
+    thread: float | None = None  # the thread cohesion term, for a turn of a conversation
+    speaker: float | None = None  # the speaker nudge, for a turn by the one speaker the query names
 
 
 @with_config(JSON_FORM)

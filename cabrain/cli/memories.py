@@ -26,6 +26,7 @@ def cmd_remember(settings: Settings, args: argparse.Namespace) -> int:
         visibility=Visibility(args.visibility),
         network=Network(args.network),
         source_kind=args.source_kind or "manual",
+        metadata={k: v for k, v in (("thread", args.thread), ("speaker", args.speaker)) if v},
     )
     with remote(settings) as client:
         result = client.retain(item)
@@ -96,6 +97,8 @@ def add_remember(sub: Subparsers) -> None:
     remember.add_argument("--visibility", default="private", choices=["private", "team", "global"])
     remember.add_argument("--network", default="experience", choices=["fact", "experience", "observation", "belief"])
     remember.add_argument("--source-kind", default=None)
+    remember.add_argument("--thread", default=None, help="the conversation it is a turn of (metadata.thread)")
+    remember.add_argument("--speaker", default=None, help="who said it (metadata.speaker)")
     remember.set_defaults(func=cmd_remember)
 
 

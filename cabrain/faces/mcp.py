@@ -175,6 +175,17 @@ def build_server(
             str | None, Field(max_length=2000, description="Where it came from: a file, URL, ticket or message id")
         ] = None,
         important: Annotated[bool, Field(description="Flag memories that must not be forgotten")] = False,
+        thread: Annotated[
+            str | None,
+            Field(
+                max_length=200,
+                description="The conversation this is a turn of (a chat thread, a session, a meeting): it is "
+                "then also found by the turns before it",
+            ),
+        ] = None,
+        speaker: Annotated[
+            str | None, Field(max_length=200, description="Who said it, for a conversation turn")
+        ] = None,
     ) -> dict[str, Any]:
         """Store a memory. CaBrain compares it with what it already knows: a duplicate is not stored
         twice (NOOP), a revision supersedes the old memory (UPDATE), a retraction invalidates it."""
@@ -187,6 +198,7 @@ def build_server(
             source_kind="mcp",
             source_ref=source_ref,
             important=important,
+            metadata={k: v for k, v in (("thread", thread), ("speaker", speaker)) if v},
         )
         result = await run(ctx, lambda b: b.retain(item))
         return {

@@ -15,6 +15,18 @@ query - an Arabic question over English memories - its order is noise, and this 
 the vectors (measured outside the product on xquad-ar2en: e5-small alone hit@5 0.89, plain RRF
 with such a BM25 list 0.41). Measurements of both methods are in docs/BENCHMARKS.md.
 
+Conversations (memories whose ``metadata.thread`` names their sitting) get two more terms, both
+computed over the candidates alone, with no query of their own:
+
+- thread cohesion (``thread_cohesion``, 0.4): the turns that answer a question cluster in one
+  sitting, so each candidate adds that share of its sitting's score - the sum of the sitting's best
+  ``cohesion_top`` fused scores - relative to the best sitting's. A memory in no thread is a
+  sitting of its own, so where no memory has a thread every score is scaled by the same factor
+  and the order is unchanged;
+- speaker (``speaker_weight``, 0.1): when the query names exactly one of the candidates' speakers
+  (``metadata.speaker``, matched word for word after the tokenizer's normalisation), that
+  speaker's turns are nudged up by the weight (in units of one list's largest contribution).
+
 The salience nudge adds ``salience_weight * importance`` times the largest contribution one list
 can make (1 for ``score``, ``1 / (k + 1)`` for ``rrf``): with the default 0.02 it orders near-ties
 and moves a memory a rank or two, never up a list.
@@ -22,9 +34,13 @@ and moves a memory a rank or two, never up a list.
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
+
+from cabrain.search.tokenizer import POSSESSIVE, tokenize
 
 
 @dataclass
@@ -35,6 +51,54 @@ class Candidate:
     bm25_rank: int | None = None
     bm25_score: float | None = None
     fused: float = 0.0
+    thread_boost: float = 0.0
+    speaker_boost: float = 0.0
+
+
+def conversation_fields(row: Any) -> tuple[str | None, str | None]:
+    """A candidate row's ``metadata.thread`` and ``metadata.speaker`` (strings or None)."""
+    metadata = row["metadata"]
+    if isinstance(metadata, str):
+        if '"thread"' not in metadata and '"speaker"' not in metadata:
+            return None, None
+        metadata = json.loads(metadata)
+    if not isinstance(metadata, dict):
+        return None, None
+    thread, speaker = metadata.get("thread"), metadata.get("speaker")
+    return (thread if isinstance(thread, str) else None), (speaker if isinstance(speaker, str) else None)
+
+
+def conversation(
+    candidates: list[Candidate], query: str, *, cohesion: float, top: int, speaker_weight: float, unit: float
+) -> None:
+    """Add the thread cohesion and speaker terms (see the module docstring) to ``candidates``' scores."""
+    if not candidates or (cohesion <= 0 and speaker_weight <= 0):
+        return
+    fields = [conversation_fields(c.row) for c in candidates]
+    if all(thread is None and speaker is None for thread, speaker in fields):
+        return  # nothing conversational: the cohesion term would scale every score alike
+    if cohesion > 0:
+        sittings: dict[Any, list[float]] = defaultdict(list)
+        keys = [
+            ("thread", thread) if thread is not None else ("memory", c.row["id"])
+            for c, (thread, _) in zip(candidates, fields, strict=True)
+        ]
+        for c, key in zip(candidates, keys, strict=True):
+            sittings[key].append(c.fused)
+        score = {key: sum(sorted(values, reverse=True)[:top]) for key, values in sittings.items()}
+        best = max(score.values())
+        if best > 0:
+            for c, key in zip(candidates, keys, strict=True):
+                c.thread_boost = cohesion * unit * score[key] / best
+    if speaker_weight > 0:
+        words = set(tokenize(POSSESSIVE.sub("", query)))
+        named = {s for _, s in fields if s and (name := tokenize(s)) and set(name) <= words}
+        if len(named) == 1:
+            for c, (_, s) in zip(candidates, fields, strict=True):
+                if s in named:
+                    c.speaker_boost = speaker_weight * unit
+    for c in candidates:
+        c.fused += c.thread_boost + c.speaker_boost
 
 
 def fuse(
@@ -47,6 +111,10 @@ def fuse(
     k: int = 60,
     salience_weight: float = 0.02,
     coverage_power: float = 1.0,
+    query: str = "",
+    thread_cohesion: float = 0.0,
+    cohesion_top: int = 3,
+    speaker_weight: float = 0.0,
 ) -> list[Candidate]:
     """Fuse the two ranked lists (each best first); best first."""
     candidates: dict[uuid.UUID, Candidate] = {}
@@ -69,6 +137,14 @@ def fuse(
         else:
             c.fused += (1.0 - alpha) * bm25_weight * (c.bm25_score / best_bm25 if best_bm25 > 0 else 0.0)
     unit = 1.0 / (k + 1) if method == "rrf" else 1.0
+    conversation(
+        list(candidates.values()),
+        query,
+        cohesion=thread_cohesion,
+        top=cohesion_top,
+        speaker_weight=speaker_weight,
+        unit=unit,
+    )
     for c in candidates.values():
         c.fused += salience_weight * float(c.row["importance"]) * unit
     return sorted(candidates.values(), key=lambda c: (-c.fused, str(c.row["id"])))

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
+from cabrain.search.dates import date_terms
 from cabrain.search.tokenizer import query_terms, term_frequencies
 from cabrain.store.access import ACCESS_CTE, RECALL_FILTER
 from cabrain.store.memories import COLUMNS
@@ -38,6 +39,7 @@ class IndexedDoc:
     namespace: str
     valid_at: datetime
     content: str
+    context: str = ""  # words it is also found by: the turns before it in its conversation
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class QueryTerms:
     query: str
     namespace: str
     rows: list  # per term: term, qtf, df (None: unknown to the namespace), doc_count, total_len
+    expansion: frozenset[str] = frozenset()  # terms added to the query's own (they score, not count in coverage)
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,12 @@ class KeywordBackend(Protocol):
     async def index(self, conn: asyncpg.Connection, docs: Sequence[IndexedDoc]) -> None:
         """Index new memories, inside the caller's transaction."""
 
-    async def read_terms(self, conn: asyncpg.Connection, query: str, namespace: str) -> QueryTerms:
-        """What :meth:`search` needs to know of the query before it searches (cheap)."""
+    async def read_terms(
+        self, conn: asyncpg.Connection, query: str, namespace: str, *, expansion: str = ""
+    ) -> QueryTerms:
+        """What :meth:`search` needs to know of the query before it searches (cheap); ``expansion``:
+        words searched beside the query's own (the dates its relative time words name), which
+        score where the namespace knows them and are otherwise ignored."""
 
     async def search(
         self,
@@ -184,8 +191,13 @@ class PostgresBM25:
 
     name = "postgres-bm25"
 
-    def __init__(self, *, k1: float = 1.2, b: float = 0.75, postings_per_term: int = 2000) -> None:
-        self.k1, self.b, self.postings_per_term = k1, b, postings_per_term
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75, postings_per_term: int = 2000, dates: bool = True) -> None:
+        self.k1, self.b, self.postings_per_term, self.dates = k1, b, postings_per_term, dates
+
+    def indexed_text(self, doc: IndexedDoc) -> str:
+        """What a memory is found by: its content, its context and (``dates``) the words of its date."""
+        parts = [doc.content, doc.context, date_terms(doc.valid_at) if self.dates else ""]
+        return "\n".join(p for p in parts if p)
 
     def _impact(self, tf: int, doc_len: int, avgdl: float) -> float:
         return tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * doc_len / avgdl))
@@ -193,7 +205,7 @@ class PostgresBM25:
     async def index(self, conn: asyncpg.Connection, docs: Sequence[IndexedDoc]) -> None:
         by_namespace: dict[str, list[tuple[IndexedDoc, Counter[str], int]]] = {}
         for doc in docs:
-            tfs, length = term_frequencies(doc.content)
+            tfs, length = term_frequencies(self.indexed_text(doc))
             if length:
                 by_namespace.setdefault(doc.namespace, []).append((doc, tfs, length))
         for namespace, entries in sorted(by_namespace.items()):
@@ -225,13 +237,17 @@ class PostgresBM25:
     async def _count(self, conn: asyncpg.Connection, known: list, filters: SearchFilters, budget: int) -> int:
         return await conn.fetchval(COUNT_CANDIDATES, filters.namespace, [r["term"] for r in known], budget)
 
-    async def read_terms(self, conn: asyncpg.Connection, query: str, namespace: str) -> QueryTerms:
+    async def read_terms(
+        self, conn: asyncpg.Connection, query: str, namespace: str, *, expansion: str = ""
+    ) -> QueryTerms:
         counts = query_terms([query])
+        extra = frozenset(query_terms([expansion])) - set(counts) if expansion else frozenset()
+        counts.update(dict.fromkeys(extra, 1))
         if not counts:
             return QueryTerms(query, namespace, [])
         terms = list(counts)
         rows = await conn.fetch(QUERY_TERMS, terms, [counts[t] for t in terms], namespace)
-        return QueryTerms(query, namespace, list(rows))
+        return QueryTerms(query, namespace, list(rows), extra)
 
     async def search(
         self,
@@ -253,11 +269,12 @@ class PostgresBM25:
         avgdl = max(rows[0]["total_len"] / n_docs, 1.0)
         # Terms unknown to the namespace weigh as much as the rarest possible term.
         max_idf = idf(n_docs, 1)
-        total_mass = sum(r["qtf"] * (idf(n_docs, r["df"]) if r["df"] else max_idf) for r in rows)
+        own = [r for r in rows if r["term"] not in terms.expansion]
+        total_mass = sum(r["qtf"] * (idf(n_docs, r["df"]) if r["df"] else max_idf) for r in own)
         known = [r for r in rows if r["df"]]
         if not known:
             return KeywordResult([], 0.0)
-        found_mass = sum(r["qtf"] * idf(n_docs, r["df"]) for r in known)
+        found_mass = sum(r["qtf"] * idf(n_docs, r["df"]) for r in own if r["df"])
         coverage = found_mass / total_mass if total_mass else 0.0
         # Score candidates first, then look up and filter only the best of them; read deeper when
         # scope and filters reject too many (or when a term had more postings than were read).

@@ -23,7 +23,8 @@ import uuid
 
 from cabrain.engine import Engine
 from cabrain.errors import InputError
-from cabrain.search import vector
+from cabrain.search import speakers, vector
+from cabrain.search.dates import relative_terms
 from cabrain.search.fusion import Candidate, fuse
 from cabrain.search.keyword import KeywordResult, QueryTerms, SearchFilters
 from cabrain.store import access
@@ -117,18 +118,27 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
     async def terms() -> QueryTerms | None:
         if query.mode is RecallMode.VECTOR:
             return None
+        # the dates the query's relative time words name ("last month"), in the words memories'
+        # dates are indexed by (cabrain.search.dates)
+        expansion = relative_terms(query.query, engine.clock()) if settings.index_dates else ""
         async with engine.pool.acquire() as conn:
-            return await engine.keyword.read_terms(conn, query.query, query.namespace)
+            return await engine.keyword.read_terms(conn, query.query, query.namespace, expansion=expansion)
+
+    async def named() -> list[tuple[str, ...]]:
+        if query.mode is RecallMode.BM25 or not settings.recall_embed_without_speakers:
+            return []
+        async with engine.pool.acquire() as conn:
+            return await speakers.named(conn, query.query, query.namespace, agent)
 
     async def sizes() -> tuple | None:
         return None if query.mode is RecallMode.BM25 else await vector.namespace_sizes(engine.pool, query.namespace)
 
-    async def embed() -> list[float] | None:
+    async def embed(names: list[tuple[str, ...]]) -> list[float] | None:
         if query.mode is RecallMode.BM25:
             return None
         t0 = time.perf_counter()
-        try:
-            return await engine.embed_query(query.query)
+        try:  # the question without the speakers it names (cabrain.search.speakers)
+            return await engine.embed_query(speakers.without_names(query.query, names))
         finally:
             timings["embed_ms"] = (time.perf_counter() - t0) * 1000
 
@@ -163,16 +173,19 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
             return await keyword(await terms())
 
         async def semantic() -> list:
-            return await dense(*await asyncio.gather(embed(), sizes()))
+            async def embedded() -> list[float] | None:
+                return await embed(await named())
+
+            return await dense(*await asyncio.gather(embedded(), sizes()))
 
         _, bm25, vec_rows = await asyncio.gather(caller(), lexical(), semantic())
     else:
         # In process the embedder needs the cores to itself: the light lookups first (together,
         # about a millisecond), then the embedding, then both searches at once.
         t0 = time.perf_counter()
-        _, query_terms, namespace_sizes = await asyncio.gather(caller(), terms(), sizes())
+        _, query_terms, namespace_sizes, names = await asyncio.gather(caller(), terms(), sizes(), named())
         timings["lookups_ms"] = (time.perf_counter() - t0) * 1000
-        vec = await embed()
+        vec = await embed(names)
         bm25, vec_rows = await asyncio.gather(keyword(query_terms), dense(vec, namespace_sizes))
     coverage = 1.0 if query.mode is RecallMode.BM25 else bm25.coverage
     fused = fuse(
@@ -184,6 +197,10 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         k=settings.rrf_k,
         salience_weight=settings.salience_weight,
         coverage_power=settings.bm25_coverage_power,
+        query=query.query,
+        thread_cohesion=settings.thread_cohesion,
+        cohesion_top=settings.thread_cohesion_top,
+        speaker_weight=settings.speaker_weight,
     )
     rerank_scores: dict = {}
     if query.rerank and engine.reranker is not None and fused:
@@ -254,6 +271,8 @@ def _hit(c: Candidate, rerank: float | None) -> Hit:
             fused=c.fused,
             importance=memory.importance,
             rerank=rerank,
+            thread=c.thread_boost or None,
+            speaker=c.speaker_boost or None,
         ),
     )
 

@@ -42,6 +42,7 @@ _DIACRITICS = re.compile("[\u064b-\u065f\u0670\u06d6-\u06ed]")
 _APOSTROPHES = re.compile("(?<=\\w)['\u2019](?=\\w)")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _ARABIC_LETTERS = re.compile("[\u0621-\u064a]")
+POSSESSIVE = re.compile("(?<=\\w)['\u2019][sS]\\b")  # "Melanie's": left off before matching a name
 
 _AR_PREFIXES = ("وال", "بال", "كال", "فال", "لل", "ال")
 _AR_SUFFIXES = ("ها", "ان", "ات", "ون", "ين", "يه", "ه", "ي")  # ية and ة fold into يه and ه

@@ -277,6 +277,43 @@ class CoreSettings(BaseModel):
     )
     max_query_chars: int = Field(default=4000, ge=1, description="Longest recall query accepted.")
 
+    # --- conversations and time (docs/EVAL.md measures each) ------------------------------------
+    index_dates: bool = Field(
+        default=True,
+        description="Keyword-index each memory with the words of its date (8 may مايو أيار 2023), and resolve a "
+        "query's relative time words (last month, الشهر الماضي) into the same words.",
+    )
+    thread_context_turns: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Turns before a conversation turn (metadata.thread) that it is also keyword-indexed by.",
+    )
+    thread_context_chars: int = Field(
+        default=2000, ge=1, le=100_000, description="Characters of those turns indexed with it, at most."
+    )
+    thread_cohesion: float = Field(
+        default=0.4,
+        ge=0,
+        le=10,
+        description="Recall: a candidate's share of the score of its conversation sitting (its thread's best "
+        "candidates), relative to the best sitting's (0: off).",
+    )
+    thread_cohesion_top: int = Field(
+        default=3, ge=1, le=50, description="A sitting's score: the sum of its best this many candidates' scores."
+    )
+    recall_embed_without_speakers: bool = Field(
+        default=True,
+        description="Recall: embed the query without the names of the namespace's speakers it mentions (they are "
+        "matched by the keyword side and the speaker nudge instead).",
+    )
+    speaker_weight: float = Field(
+        default=0.1,
+        ge=0,
+        le=10,
+        description="Recall: the nudge to turns by the one speaker (metadata.speaker) a query names (0: off).",
+    )
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: SecretStr | None) -> SecretStr | None:

@@ -256,7 +256,7 @@ async def _write_facts(
                 ],
             )
             valid_at = max(r["valid_at"] for r in evidence)
-            await PostgresBM25(k1=ctx.settings.bm25_k1, b=ctx.settings.bm25_b).index(
+            await PostgresBM25(k1=ctx.settings.bm25_k1, b=ctx.settings.bm25_b, dates=ctx.settings.index_dates).index(
                 conn, [IndexedDoc(fact_id, namespace, valid_at, text)]
             )
             result.add("facts_created")

@@ -56,10 +56,10 @@ INSERT_MEMORIES = """
 WITH added AS (
     INSERT INTO memories (id, namespace, owner_agent_id, visibility, network, memory_type, content,
                           source_kind, source_ref, embedding, importance, valid_at, metadata, content_hash,
-                          pinned)
+                          pinned, thread_turn)
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                          $7::text[], $8::text[], $9::text[], $10::vector[], $11::real[],
-                         $12::timestamptz[], $13::jsonb[], $14::bytea[], $15::boolean[])
+                         $12::timestamptz[], $13::jsonb[], $14::bytea[], $15::boolean[], $16::int[])
     RETURNING namespace
 )
 UPDATE namespaces n SET memory_count = n.memory_count + c.added
@@ -75,7 +75,7 @@ def as_vector(values: Any) -> Vector:
 
 async def insert_memories(conn: asyncpg.Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Insert many memories in one statement (``rows`` hold the INSERT_MEMORIES columns; ``pinned``
-    may be left out: not pinned)."""
+    may be left out: not pinned; ``thread_turn`` too: not a numbered turn of a thread)."""
     cols = [
         "id",
         "namespace",
@@ -92,7 +92,8 @@ async def insert_memories(conn: asyncpg.Connection, rows: Sequence[dict[str, Any
         "metadata",
         "content_hash",
     ]
-    args = [[r[c] for r in rows] for c in cols] + [[bool(r.get("pinned", False)) for r in rows]]
+    args = [[r[c] for r in rows] for c in cols]
+    args += [[bool(r.get("pinned", False)) for r in rows], [r.get("thread_turn") for r in rows]]
     args[9] = [Vector(np.asarray(v, dtype=np.float32)) if v is not None else None for v in args[9]]
     args[12] = [json.dumps(m, ensure_ascii=False) for m in args[12]]
     await conn.execute(INSERT_MEMORIES, *args)

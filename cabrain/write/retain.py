@@ -25,6 +25,7 @@ from cabrain.store import access, requests
 from cabrain.store import namespaces as namespace_sql
 from cabrain.types import MemoryInput, RetainResult
 from cabrain.write import entities as entity_extraction
+from cabrain.write import threads
 from cabrain.write.llm import llm_decide, llm_entities
 from cabrain.write.writer import Item, Writer, deterministic, neighbours_of
 
@@ -107,6 +108,7 @@ def validate(
                 hint="keep metadata to short provenance fields (it comes back with every hit), "
                 "or raise CABRAIN_MAX_METADATA_BYTES",
             )
+        threads.check(item.metadata, where)
         if redact_secrets:
             content = redact(content)
             encoded = content.encode("utf-8")

@@ -7,7 +7,6 @@ caller's transaction under the namespaces' writer locks.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +24,7 @@ from cabrain.types import Decision, MemoryInput, RetainResult
 from cabrain.write import entities as entity_extraction
 from cabrain.write.decision import Neighbour, WriteDecision, decide
 from cabrain.write.salience import importance as score_importance
+from cabrain.write.threads import ThreadContext
 
 FIND_EXACT_MANY = """
 SELECT m.id, m.content_hash, m.source_ref FROM memories m
@@ -111,8 +111,9 @@ class _Pending:
     links: dict[str, list[tuple[uuid.UUID, list[str]]]] = field(default_factory=dict)
     invalidations: list[tuple[uuid.UUID, WriteDecision, uuid.UUID, str]] = field(default_factory=list)
 
-    def add(self, agent: str, item: Item, memory_id: uuid.UUID, importance: float, names: list[str]) -> None:
+    def add(self, agent: str, item: Item, memory_id: uuid.UUID, importance: float, names: list[str], place) -> None:
         inp = item.input
+        context, turn = place  # its context and turn in its conversation (cabrain.write.threads)
         self.rows.append(
             {
                 "id": memory_id,
@@ -130,9 +131,10 @@ class _Pending:
                 "metadata": dict(inp.metadata),
                 "content_hash": item.content_hash,
                 "pinned": inp.important,
+                "thread_turn": turn,
             }
         )
-        self.docs.append(IndexedDoc(memory_id, inp.namespace, item.valid_at, item.content))
+        self.docs.append(IndexedDoc(memory_id, inp.namespace, item.valid_at, item.content, context))
         self.chunks.extend(_chunk_rows(memory_id, item))
         if names:
             self.links.setdefault(inp.namespace, []).append((memory_id, names))
@@ -152,6 +154,13 @@ class Writer:
         self._gone: set[uuid.UUID] = set()
         self._txn_now: datetime | None = None
         self._written: list[tuple[Neighbour, str, np.ndarray]] = []
+        self._threads = ThreadContext(
+            conn, turns=self.settings.thread_context_turns, chars=self.settings.thread_context_chars
+        )
+
+    async def _place(self, item: Item) -> tuple[str, int | None]:  # its context and turn (write.threads)
+        i = item.input
+        return await self._threads.place(i.namespace, self.agent, i.visibility.value, i.metadata, item.content)
 
     async def _known_keys(self, namespace: str, text: str) -> set[str]:
         phrases = entity_extraction.phrases(text)
@@ -189,7 +198,7 @@ class Writer:
         importance = self._importance(item, None, revision=True)
         memory_id = uuid.uuid4()
         names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))
-        self._pending.add(self.agent, item, memory_id, importance, names)
+        self._pending.add(self.agent, item, memory_id, importance, names, await self._place(item))
         self._pending.invalidations.append(
             (target, WriteDecision(Decision.UPDATE, target, reason), memory_id, "correction")
         )
@@ -265,7 +274,7 @@ class Writer:
             if item.entities is not None:  # the chat model's, plus known entities it may have missed
                 names = list(dict.fromkeys([*item.entities, *names]))[: entity_extraction.MAX_ENTITIES]
             known[ns].update(entity_extraction.entity_key(n) for n in names)
-            self._pending.add(self.agent, item, memory_id, importance, names)
+            self._pending.add(self.agent, item, memory_id, importance, names, await self._place(item))
             superseded: tuple[uuid.UUID, ...] = ()
             if choice.decision is Decision.UPDATE and choice.target is not None:
                 self._pending.invalidations.append((choice.target, choice, memory_id, "write"))
@@ -350,6 +359,7 @@ class Writer:
         self._pending = _Pending()
         new_rows = {r["id"]: r for r in pending.rows}
         await sql.insert_memories(self.conn, pending.rows)
+        await self._threads.written(pending.rows)
         await self.engine.keyword.index(self.conn, pending.docs)
         await sql.insert_chunks(self.conn, pending.chunks)
         for namespace, links in sorted(pending.links.items()):
@@ -409,7 +419,7 @@ class Writer:
             memory_id = seen[(inp.namespace, item.content_hash, inp.source_ref)]
             importance = self._importance(item, None)
             names = entity_extraction.extract(item.content)
-            self._pending.add(self.agent, item, memory_id, importance, names)
+            self._pending.add(self.agent, item, memory_id, importance, names, await self._place(item))
             self.events.append(self._event(inp.namespace, "retain", memory_id, {"decision": "ADD"}))
             results[index] = RetainResult(
                 Decision.ADD, memory_id, importance, (), tuple(names), "imported without comparison"
@@ -480,8 +490,3 @@ def _chunk_rows(memory_id: uuid.UUID, item: Item) -> list[tuple]:
         (memory_id, number, item.input.namespace, item.valid_at, text, vec)
         for number, (text, vec) in enumerate(zip(item.chunks, item.chunk_embeddings, strict=True))
     ]
-
-
-def _json(value: dict) -> str:
-
-    return json.dumps(value, ensure_ascii=False)

@@ -3,7 +3,7 @@
 import json
 
 from cabrain.store.db import connect
-from tests.conftest import cli_env, run_cli
+from tests.conftest import cli_env, run_cli, start_fake
 
 CORPUS = [
     {"id": "c1", "namespace": "a", "text": "The Nile flows north through Egypt into the Mediterranean Sea."},
@@ -59,6 +59,7 @@ async def test_eval_reports_every_mode_with_known_answers_and_cleans_up(tmp_path
         assert overall["recall_all@2"] == (0.875 if mode == "bm25" else 1.0), mode
         assert overall["mrr"] == 1.0
         assert set(tiny["modes"][mode]["by_category"]) == {"ar", "geo"}
+        assert tiny["modes"][mode]["by_namespace"]["a"]["recall_any@1"] == 1.0
         assert tiny["modes"][mode]["latency_ms"]["p95"] > 0
     assert "p50" in tiny["modes"]["vector"]["embed_ms"] and tiny["modes"]["bm25"]["embed_ms"] == {}
     conn = await connect(pg_server.dsn("postgres"))
@@ -116,3 +117,28 @@ def test_bench_recall_runs_small_and_reports_every_mode(tmp_path, pg_server, hom
     assert "over the floor" in result.stdout
     bad = run_cli("bench", "recall", "--memories", "0", env=env)
     assert bad.returncode == 2 and "at least 1" in bad.stderr  # a usage error
+
+
+def test_eval_measures_hybrid_rerank_through_the_configured_reranker(tmp_path, pg_server, home):
+    """The command docs/EVAL.md gives for a real cross-encoder, here against the TEI-style server:
+    the same recall path a user's service runs (``Brain.recall`` with ``rerank``)."""
+    write_set(tmp_path / "tiny")
+    out = tmp_path / "rerank.json"
+    proc, port = start_fake("rerank_server")
+    try:
+        env = cli_env(
+            database_url=pg_server.dsn(),
+            home=str(home),
+            reranker_provider="http",
+            reranker_url=f"http://127.0.0.1:{port}",
+        )
+        result = run_cli("eval", str(tmp_path), "--mode", "hybrid,hybrid+rerank", "--json", str(out), env=env)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert data["reranker"] == "http"
+    reranked = data["sets"][0]["modes"]["hybrid+rerank"]
+    assert reranked["overall"]["recall_any@1"] == 1.0
+    assert reranked["latency_ms"]["p50"] > 0

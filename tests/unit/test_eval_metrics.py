@@ -36,3 +36,12 @@ def test_malformed_lines_are_reported_with_their_location(tmp_path):
     (tmp_path / "queries.jsonl").write_text("")
     with pytest.raises(InputError, match=r"corpus.jsonl:2 is not valid JSON"):
         load_set(tmp_path)
+
+
+def test_a_conversation_turn_gets_its_sitting_as_its_thread():
+    from cabrain.eval import _metadata
+
+    turn = {"id": "c:D1:3", "namespace": "c", "text": "A: hi", "speaker": "A", "time": "2023-05-08T13:56:00"}
+    assert _metadata(turn) == {"eval_id": "c:D1:3", "speaker": "A", "thread": "c@2023-05-08T13:56:00"}
+    assert _metadata({**turn, "thread": "t9"})["thread"] == "t9"
+    assert _metadata({"id": "p1", "namespace": "c", "text": "a passage", "time": "2023-05-08"}) == {"eval_id": "p1"}

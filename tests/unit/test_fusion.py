@@ -1,8 +1,10 @@
+import json
 import uuid
 
 import pytest
 
 from cabrain.search.fusion import fuse
+from cabrain.search.speakers import without_names
 
 
 def row(importance=0.5, distance=None, score=None):
@@ -67,3 +69,68 @@ def test_salience_breaks_near_ties_but_does_not_lift_unrelated_memories(method):
     ranked = fuse(far, [], bm25_coverage=0, salience_weight=0.02, method=method)
     position = [c.row["importance"] for c in ranked].index(1.0)
     assert position >= len(far) - 3, "a nudge moves a memory a rank or two, not up the list"
+
+
+# --- conversations (issue 19) ------------------------------------------------------------------
+def turn(distance, thread=None, speaker=None, as_text=True):
+    data = row(distance=distance)
+    meta = {k: v for k, v in (("thread", thread), ("speaker", speaker)) if v is not None}
+    data["metadata"] = json.dumps(meta) if as_text else meta
+    return data
+
+
+@pytest.mark.parametrize("method", ["score", "rrf"])
+def test_without_threads_the_cohesion_term_leaves_the_order_alone(method):
+    plain = [turn(0.1 + 0.03 * i) for i in range(8)]
+    off = fuse(plain, [], bm25_coverage=0, method=method, salience_weight=0)
+    on = fuse(plain, [], bm25_coverage=0, method=method, salience_weight=0, thread_cohesion=0.4)
+    assert [c.row["id"] for c in on] == [c.row["id"] for c in off]
+
+
+@pytest.mark.parametrize("method", ["score", "rrf"])
+def test_a_sitting_lifts_its_turns_over_a_lone_better_match(method):
+    lone = turn(0.20, thread="other")
+    sitting = [turn(0.21, thread="s"), turn(0.22, thread="s"), turn(0.23, thread="s")]
+    rest = [turn(0.3 + 0.05 * i) for i in range(6)]  # the list's tail, singletons
+    ranked = fuse([lone, *sitting, *rest], [], bm25_coverage=0, method=method, salience_weight=0, thread_cohesion=0.4)
+    assert ranked[0].row["id"] == sitting[0]["id"]
+    boosts = {c.row["id"]: c.thread_boost for c in ranked}
+    assert min(boosts[t["id"]] for t in sitting) > boosts[lone["id"]] > 0
+    alone = fuse([lone, *sitting, *rest], [], bm25_coverage=0, method=method, salience_weight=0)
+    assert alone[0].row["id"] == lone["id"] and alone[0].thread_boost == 0
+
+
+@pytest.mark.parametrize("as_text", [True, False])
+def test_the_one_speaker_named_is_nudged(as_text):
+    mel, caro = turn(0.30, speaker="Melanie", as_text=as_text), turn(0.29, speaker="Caroline", as_text=as_text)
+    rest = [turn(0.4 + 0.05 * i, speaker="Caroline", as_text=as_text) for i in range(8)]
+    ranked = fuse(
+        [caro, mel, *rest],
+        [],
+        bm25_coverage=0,
+        salience_weight=0,
+        query="What did Melanie's kids paint?",
+        speaker_weight=0.1,
+    )
+    assert ranked[0].row["id"] == mel["id"] and ranked[0].speaker_boost == pytest.approx(0.1)
+    both = fuse(
+        [caro, mel, *rest],
+        [],
+        bm25_coverage=0,
+        salience_weight=0,
+        query="What did Melanie and Caroline paint?",
+        speaker_weight=0.1,
+    )
+    assert both[0].row["id"] == caro["id"] and all(c.speaker_boost == 0 for c in both)
+    nobody = fuse(
+        [caro, mel, *rest], [], bm25_coverage=0, salience_weight=0, query="What was painted?", speaker_weight=0.1
+    )
+    assert all(c.speaker_boost == 0 for c in nobody)
+
+
+def test_the_query_is_embedded_without_the_speakers_it_names():
+    assert without_names("What did Melanie's kids paint, Melanie?", [("melanie",)]) == "What did kids paint, ?"
+    assert without_names("When did John Smith call?", [("john", "smith")]) == "When did call?"
+    assert without_names("ماذا قال أحمد عن المشروع؟", [("احمد",)]) == "ماذا قال عن المشروع؟"
+    assert without_names("Melanie", [("melanie",)]) == "Melanie"  # nothing would be left: kept whole
+    assert without_names("Who is Mel?", [("melanie",)]) == "Who is Mel?"

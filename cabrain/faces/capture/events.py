@@ -1,7 +1,8 @@
 """Hook events -> a :class:`Plan`: what each event sends, and what it puts into the agent's context.
 Standard library only (the hook's path).
 
-Memories get ``source_kind='claude_code'`` and ``source_ref=<session id>``; each is redacted whole,
+Memories get ``source_kind='claude_code'``, ``source_ref=<session id>`` and the session as their
+``metadata.thread`` (so each is also found by the events before it); each is redacted whole,
 then cut to :data:`MAX_MEMORY_CHARS`.
 """
 
@@ -52,7 +53,10 @@ def _memory(event: dict[str, Any], content: str, **fields: Any) -> dict[str, Any
     content = redact(content).strip()  # whole, then cut
     if len(content) > MAX_MEMORY_CHARS:
         content = content[: MAX_MEMORY_CHARS - 1] + "…"
-    metadata = redact_deep({"hook": event.get("hook_event_name"), **fields.pop("metadata", {})})
+    session = event.get("session_id")
+    thread = {"thread": session} if isinstance(session, str) and 0 < len(session) <= 200 and session.strip() else {}
+    # (a session's events are one conversation: cabrain.write.threads)
+    metadata = redact_deep({"hook": event.get("hook_event_name"), **fields.pop("metadata", {}), **thread})
     return {
         "content": content,
         "source_kind": SOURCE_KIND,
