@@ -24,7 +24,7 @@ import asyncpg
 from cabrain.errors import InputError
 from cabrain.search import speakers
 
-MAX_THREAD_CHARS = 200
+MAX_FIELD_CHARS = 200
 # The thread's latest turns (current or not: the numbering counts every turn), newest first.
 LATEST_TURNS = """
 SELECT thread_turn, content, owner_agent_id, visibility, invalid_at IS NULL AND tier = 'hot' AS usable
@@ -45,9 +45,9 @@ def _field(metadata: Mapping[str, Any], name: str, where: str = "") -> str | Non
     value = metadata.get(name)
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_THREAD_CHARS:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_FIELD_CHARS:
         raise InputError(
-            f"{where}metadata.{name} must be a non-empty string of at most {MAX_THREAD_CHARS} characters",
+            f"{where}metadata.{name} must be a non-empty string of at most {MAX_FIELD_CHARS} characters",
             hint=HINTS[name],
         )
     return value
@@ -67,9 +67,8 @@ def check(metadata: Mapping[str, Any], where: str) -> None:
 @dataclass
 class _Thread:
     next_turn: int
-    recent: list[tuple[str | None, str, str]] = field(
-        default_factory=list
-    )  # (owner, visibility, content), oldest first
+    # its latest turns as (owner, visibility, content), oldest first
+    recent: list[tuple[str | None, str, str]] = field(default_factory=list)
 
 
 class ThreadContext:
