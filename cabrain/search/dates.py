@@ -52,8 +52,11 @@ def month_words(month: int) -> str:
 
 def date_terms(moment: datetime) -> str:
     """The words ``moment``'s date is searchable by (its UTC date; a naive time is taken as UTC)."""
-    day = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
-    return f"{day.day} {month_words(day.month)} {day.year}"
+    return _day(_utc_date(moment))
+
+
+def _utc_date(moment: datetime) -> date:
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).date()
 
 
 # --- Relative time in a question -------------------------------------------------------------------
@@ -235,7 +238,7 @@ def relative_terms(query: str, now: datetime) -> str:
     """
     if not _has_cue(query):
         return ""
-    today = (now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(UTC).date()
+    today = _utc_date(now)
     words: dict[str, None] = {}
     for match in _EXPRESSION.finditer(normalize(query)):
         try:

@@ -40,7 +40,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from cabrain.search.tokenizer import POSSESSIVE, tokenize
+from cabrain.search.tokenizer import name_tokens, tokenize
 
 
 @dataclass
@@ -91,7 +91,7 @@ def conversation(
             for c, key in zip(candidates, keys, strict=True):
                 c.thread_boost = cohesion * unit * score[key] / best
     if speaker_weight > 0:
-        words = set(tokenize(POSSESSIVE.sub("", query)))
+        words = set(name_tokens(query))
         named = {s for _, s in fields if s and (name := tokenize(s)) and set(name) <= words}
         if len(named) == 1:
             for c, (_, s) in zip(candidates, fields, strict=True):

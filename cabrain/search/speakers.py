@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from cabrain.search.tokenizer import POSSESSIVE, tokenize
+from cabrain.search.tokenizer import name_tokens, tokenize
 from cabrain.store.access import ACCESS_CTE, READABLE
 from cabrain.store.statement import Statement
 
@@ -39,14 +39,9 @@ DO UPDATE SET turns = namespace_speakers.turns + EXCLUDED.turns
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][sS])?")
 
 
-def _tokens(text: str) -> list[str]:
-    """``text``'s keyword tokens, a possessive 's left off first ("Melanie's" is "melanie")."""
-    return tokenize(POSSESSIVE.sub("", text))
-
-
 async def named(conn: asyncpg.Connection, query: str, namespace: str, agent: str) -> list[tuple[str, ...]]:
     """The speakers ``query`` names (each as its name's tokens) among those ``agent`` may read of."""
-    words = _tokens(query)
+    words = name_tokens(query)
     if not words:
         return []
     rows = await conn.fetch(NAMED.sql, *NAMED.args(namespace=namespace, agent=agent, tokens=sorted(set(words))))
@@ -60,7 +55,7 @@ def without_names(query: str, names: Sequence[tuple[str, ...]]) -> str:
     drop = {token for name in names for token in name}
     if not drop:
         return query
-    kept = _WORD.sub(lambda m: "" if (t := _tokens(m.group(0))) and set(t) <= drop else m.group(0), query)
+    kept = _WORD.sub(lambda m: "" if (t := name_tokens(m.group(0))) and set(t) <= drop else m.group(0), query)
     kept = re.sub(r"\s+", " ", kept).strip()
     return kept if tokenize(kept) else query
 

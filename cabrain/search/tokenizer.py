@@ -132,6 +132,12 @@ def term_frequencies(text: str) -> tuple[Counter[str], int]:
     return Counter(tokens), len(tokens)
 
 
+def name_tokens(text: str) -> list[str]:
+    """``text``'s tokens with a possessive 's left off first ("Melanie's" is "melanie"), for matching
+    a person's name: :func:`tokenize` alone reads "melanie's" as the plural-looking "melany"."""
+    return tokenize(POSSESSIVE.sub("", text))
+
+
 def query_terms(texts: Iterable[str]) -> Counter[str]:
     counts: Counter[str] = Counter()
     for text in texts:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cabrain.search.dates import MONTHS_AR, MONTHS_EN
 from cabrain.search.tokenizer import normalize
 
 
@@ -33,35 +34,9 @@ NEGATIONS = _words(
     "not no never none nobody nothing cannot cant dont doesnt didnt wont isnt arent wasnt werent "
     "shouldnt hasnt havent hadnt longer لا لم لن ليس ليست يعد تعد نعد ما مش"
 )
-MONTHS = {
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "يناير",
-    "فبراير",
-    "مارس",
-    "ابريل",
-    "أبريل",
-    "مايو",
-    "يونيو",
-    "يوليو",
-    "اغسطس",
-    "أغسطس",
-    "سبتمبر",
-    "اكتوبر",
-    "أكتوبر",
-    "نوفمبر",
-    "ديسمبر",
-}
+# The month names of cabrain.search.dates (English, Egyptian/Gulf Arabic), and the Arabic ones as
+# often written without their hamza.
+MONTHS = {*MONTHS_EN, *(names[0] for names in MONTHS_AR), "ابريل", "اغسطس", "اكتوبر"}
 # Nouns that look like an Arabic imperfect verb (ي/ت + root): months, and verbal nouns of form II.
 AR_NOT_VERBS = _words(
     " ".join(MONTHS) + " تاريخ تذكره تذكرة تقرير تطبيق تكلفه تكلفة تحويل تسليم تدريب تعليم تصميم تحديث "
