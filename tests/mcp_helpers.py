@@ -173,6 +173,19 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
     await call_error(owner, "memory_retain", content="", namespace=namespace)
     assert "not a memory id" in await call_error(owner, "memory_get", memory_id="not-a-uuid")
     assert "does not exist" in await call_error(owner, "memory_recall", query="x", namespace="nowhere")
+    long_thread = await call_error(owner, "memory_retain", content="a turn", namespace=namespace, thread="x" * 201)
+    assert "thread" in long_thread, long_thread
+    blank = await call_error(owner, "memory_retain", content="a turn", namespace=namespace, thread="   ")
+    assert "metadata.thread must be a non-empty string" in blank, blank
+    turn = await call(
+        owner,
+        "memory_retain",
+        content="Maria: Three times a week.",
+        namespace=namespace,
+        thread="chat",
+        speaker="Maria",
+    )
+    assert turn["decision"] == "ADD"
 
     # the archive: nothing was demoted here yet (tests/service/test_archive.py demotes and finds)
     archive = await call(owner, "memory_recall_archive", query="mobile app decision", namespace=namespace)
