@@ -256,6 +256,15 @@ class EntityPage:
 
 @with_config(JSON_FORM)
 @dataclass(frozen=True)
+class MemoryPage:
+    """``browse``: memories newest first; ``next_cursor`` asks for the next page."""
+
+    memories: list[Memory]
+    next_cursor: str | None
+
+
+@with_config(JSON_FORM)
+@dataclass(frozen=True)
 class EntityWithMemories:
     """``get_entity``: the entity and the memories that mention it the caller may read, newest first."""
 

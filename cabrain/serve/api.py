@@ -1,4 +1,5 @@
-"""The FastAPI app of one ingress replica: CaBrain's versioned API (``/v1``) and MCP at ``/mcp``.
+"""The FastAPI app of one ingress replica: CaBrain's versioned API (``/v1``), MCP at ``/mcp`` and the
+console at ``/console`` (:mod:`cabrain.console`).
 
 Every request carries an API key (``Authorization: Bearer cbk_...``) that names the agent it acts
 as; scoping is then enforced in SQL exactly as in process. Each area's routes are a router of
@@ -13,7 +14,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from cabrain import __version__
+from cabrain import __version__, console
 from cabrain.serve.errors import ERROR_RESPONSES, add_handlers
 from cabrain.serve.guard import Guard
 from cabrain.serve.mcp_endpoint import mcp_route
@@ -59,4 +60,5 @@ def create_api(svc: Replica) -> FastAPI:
     add_handlers(app)
     for area in ROUTERS:
         app.include_router(area.routes)
+    console.mount(app)
     return app

@@ -96,7 +96,13 @@ def test_the_wheel_holds_the_cabrain_package_whole_and_nothing_else(built: tuple
         if path.is_file() and "__pycache__" not in path.parts
     }
     assert {name for name in names if name.startswith("cabrain/")} == package
-    assert {"cabrain/py.typed", "cabrain/schema/0001_core.sql", "cabrain/serve/config/cpu.yaml"} <= package
+    assert {
+        "cabrain/py.typed",
+        "cabrain/schema/0001_core.sql",
+        "cabrain/serve/config/cpu.yaml",
+        "cabrain/console/templates/base.html",
+        "cabrain/console/static/console.css",
+    } <= package
     entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
     assert "cabrain = cabrain.entry:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

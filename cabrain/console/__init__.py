@@ -1,0 +1,26 @@
+"""The console: web pages served by the ingress under ``/console``, on the API's port.
+
+A person signs in with an API key and sees exactly what that agent may read: every page calls the
+same :class:`~cabrain.brain.Brain` methods the API calls, as that agent, so the access rules are the
+API's, enforced on the server. Pages are rendered on the server from templates shipped in the
+package (:mod:`cabrain.console.render`), with one stylesheet and one small script served from the
+package too: nothing is fetched from another origin, and nothing needs building.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from starlette.staticfiles import StaticFiles
+
+from cabrain.console import pages, playground
+from cabrain.console.session import PATH
+
+
+def mount(app: FastAPI) -> None:
+    """Add the console's pages and its static files to ``app``."""
+    app.mount(f"{PATH}/static", StaticFiles(packages=[("cabrain.console", "static")]), name="console-static")
+    app.include_router(pages.routes)
+    app.include_router(playground.routes)
+
+
+__all__ = ["mount"]

@@ -1,0 +1,143 @@
+"""The console's pages: signing in and out, browsing memories, a memory with its history, and the
+changes a person may make to it (forget, revert a judgment), each behind a confirmation."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from cabrain.console import filters
+from cabrain.console import session as sessions
+from cabrain.console.render import page
+from cabrain.console.routing import Current, change_form, current, router, see_other, text
+from cabrain.errors import InputError
+from cabrain.serve.deps import Svc
+
+routes = router()
+
+BROWSE_FIELDS = ["namespace", "network", "memory_type", "source_kind", "from", "to", "min_importance", "history"]
+PAGE_SIZE = 50
+
+
+async def readable_namespaces(svc: Svc, agent: str) -> list[dict[str, Any]]:
+    return [n for n in await svc.run(lambda b: b.list_namespaces(agent)) if n.get("can_read", True)]
+
+
+@routes.get("")
+@routes.get("/")
+async def home() -> Response:
+    return see_other(f"{sessions.PATH}/memories")
+
+
+@routes.get("/login")
+async def login_page(request: Request) -> Response:
+    nonce = sessions.login_nonce()
+    response = page(
+        request,
+        "login.html",
+        title="Sign in",
+        nonce=nonce,
+        next=sessions.safe_next(request.query_params.get("next")),
+        message="",
+    )
+    sessions.set_cookie(response, request, sessions.LOGIN_COOKIE, nonce)
+    return response
+
+
+@routes.post("/login")
+async def login(request: Request, svc: Svc) -> Response:
+    sessions.check_origin(request)
+    form = await request.form()
+    nonce = request.cookies.get(sessions.LOGIN_COOKIE, "")
+    sessions.check_csrf(text(form, sessions.CSRF_FIELD) or None, nonce or "-")
+    key = text(form, "key")
+    target = sessions.safe_next(text(form, "next"))
+    if not key:
+        raise InputError("enter an API key (cbk_...)")
+    await svc.authenticate(key)  # a refused key is the API's 401, shown on the error page
+    response = see_other(target)
+    sessions.set_cookie(response, request, sessions.COOKIE, key)
+    sessions.clear_cookie(response, request, sessions.LOGIN_COOKIE)
+    return response
+
+
+@routes.post("/logout")
+async def logout(request: Request, session: Current) -> Response:
+    await change_form(request, session)
+    response = see_other(f"{sessions.PATH}/login")
+    sessions.clear_cookie(response, request, sessions.COOKIE)
+    return response
+
+
+@routes.get("/memories")
+async def memories(request: Request, svc: Svc, session: Current) -> Response:
+    params = request.query_params
+    namespaces = await readable_namespaces(svc, session.agent)
+    namespace = filters.field(params, "namespace") or (namespaces[0]["name"] if namespaces else "")
+    values = filters.form_values(params, BROWSE_FIELDS) | {"namespace": namespace}
+    found, next_cursor = [], None
+    if namespace:
+        chosen = filters.browse_filters(params)
+        cursor = filters.field(params, "cursor") or None
+        result = await svc.run(lambda b: b.browse(session.agent, namespace, chosen, limit=PAGE_SIZE, cursor=cursor))
+        found, next_cursor = result.memories, result.next_cursor
+    next_url = None
+    if next_cursor:
+        query = {k: v for k, v in values.items() if v} | {"cursor": next_cursor}
+        next_url = f"{sessions.PATH}/memories?{urllib.parse.urlencode(query)}"
+    return page(
+        request,
+        "memories.html",
+        title="Memories",
+        namespaces=namespaces,
+        values=values,
+        memories=found,
+        next_url=next_url,
+        first_page=not filters.field(params, "cursor"),
+        networks=filters.NETWORKS,
+        memory_types=filters.MEMORY_TYPES,
+    )
+
+
+@routes.get("/memories/{memory_id}")
+async def memory(request: Request, memory_id: str, svc: Svc, session: Current) -> Response:
+    found = await svc.run(lambda b: b.get(session.agent, memory_id))
+    judgments = await svc.run(lambda b: b.judgments(session.agent, memory_id))
+    return page(
+        request,
+        "memory.html",
+        title="Memory",
+        found=found,
+        m=found.memory,
+        judgments=judgments,
+        done=filters.field(request.query_params, "done"),
+    )
+
+
+@routes.post("/memories/{memory_id}/forget")
+async def forget(request: Request, memory_id: str, svc: Svc, session: Current) -> Response:
+    form = await change_form(request, session)
+    if text(form, "confirm") != "yes":
+        raise InputError("tick the confirmation to forget this memory", hint="it leaves recall; it is never deleted")
+    reason = text(form, "reason") or None
+    await svc.run(lambda b: b.forget(session.agent, memory_id, reason=reason))
+    return see_other(f"{sessions.PATH}/memories/{urllib.parse.quote(memory_id)}?done=forgotten")
+
+
+@routes.post("/judgments/{judgment_id}/revert")
+async def revert(request: Request, judgment_id: str, svc: Svc, session: Current) -> Response:
+    form = await change_form(request, session)
+    if text(form, "confirm") != "yes":
+        raise InputError("tick the confirmation to revert this judgment", hint="a revert can itself be reverted")
+    reason = text(form, "reason") or None
+    await svc.run(lambda b: b.revert(session.agent, judgment_id=judgment_id, reason=reason))
+    back = text(form, "memory")
+    if back:
+        return see_other(f"{sessions.PATH}/memories/{urllib.parse.quote(back)}?done=reverted")
+    return see_other(f"{sessions.PATH}/memories")
+
+
+__all__ = ["current", "routes"]

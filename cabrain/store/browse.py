@@ -1,0 +1,114 @@
+"""Browsing a namespace's hot memories: newest first (by ``valid_at``), filtered, a page at a time.
+
+Pages are keyset pages: a cursor is the last row's ``valid_at`` and id, so a page costs the same
+at the millionth row as at the first (``memories_browse``, schema 0013), and rows written while a
+person pages do not shift the pages after. Scoping is recall's: :data:`cabrain.store.access.READABLE`.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from cabrain.errors import InputError
+from cabrain.store.access import ACCESS_CTE, READABLE
+from cabrain.store.memories import COLUMNS
+from cabrain.store.statement import Statement
+from cabrain.types import MemoryType, Network
+
+MAX_LIMIT = 200
+
+BROWSE = Statement(
+    f"""
+WITH {ACCESS_CTE}
+SELECT {COLUMNS}
+FROM memories m
+WHERE m.namespace = :namespace AND m.tier = 'hot'
+  AND (:history::boolean OR m.invalid_at IS NULL)
+  AND (:networks::text[] IS NULL OR m.network = ANY(:networks::text[]))
+  AND (:memory_types::text[] IS NULL OR m.memory_type = ANY(:memory_types::text[]))
+  AND (:source_kinds::text[] IS NULL OR m.source_kind = ANY(:source_kinds::text[]))
+  AND (:valid_from::timestamptz IS NULL OR m.valid_at >= :valid_from::timestamptz)
+  AND (:valid_to::timestamptz IS NULL OR m.valid_at < :valid_to::timestamptz)
+  AND (:min_importance::real IS NULL OR m.importance >= :min_importance::real)
+  AND (:after_at::timestamptz IS NULL OR (m.valid_at, m.id) < (:after_at::timestamptz, :after_id::uuid))
+  AND {READABLE}
+ORDER BY m.valid_at DESC, m.id DESC
+LIMIT :limit
+"""
+)
+
+
+@dataclass(frozen=True)
+class BrowseFilters:
+    """What a page of memories is narrowed to; ``None`` (or empty) is no filter. ``history`` keeps
+    superseded and forgotten memories too."""
+
+    networks: tuple[Network, ...] = ()
+    memory_types: tuple[MemoryType, ...] = ()
+    source_kinds: tuple[str, ...] = ()
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    min_importance: float | None = None
+    history: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_importance is not None and not 0.0 <= self.min_importance <= 1.0:
+            raise InputError(f"min_importance must be between 0 and 1, got {self.min_importance}")
+        if self.valid_from and self.valid_to and self.valid_from >= self.valid_to:
+            raise InputError("valid_from must be before valid_to")
+
+
+def cursor_of(valid_at: datetime, memory_id: uuid.UUID) -> str:
+    """The cursor after a row: opaque to clients, stable across replicas."""
+    return base64.urlsafe_b64encode(f"{valid_at.isoformat()}|{memory_id}".encode()).decode().rstrip("=")
+
+
+def parse_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        at, _, ident = raw.partition("|")
+        parsed = datetime.fromisoformat(at)
+        if parsed.tzinfo is None:
+            raise ValueError
+        return parsed, uuid.UUID(ident)
+    except (ValueError, UnicodeDecodeError):
+        raise InputError(f"{cursor!r} is not a page cursor", hint="use a page's next_cursor as given") from None
+
+
+async def page(
+    conn: asyncpg.Connection,
+    namespace: str,
+    agent: str,
+    filters: BrowseFilters,
+    *,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[asyncpg.Record], str | None]:
+    """Up to ``limit`` readable rows after ``cursor``, newest first, and the next page's cursor
+    (``None`` on the last page)."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    after_at, after_id = parse_cursor(cursor) if cursor else (None, None)
+    args = BROWSE.args(
+        namespace=namespace,
+        agent=agent,
+        history=filters.history,
+        networks=[n.value for n in filters.networks] or None,
+        memory_types=[t.value for t in filters.memory_types] or None,
+        source_kinds=list(filters.source_kinds) or None,
+        valid_from=filters.valid_from,
+        valid_to=filters.valid_to,
+        min_importance=filters.min_importance,
+        after_at=after_at,
+        after_id=after_id,
+        limit=limit + 1,
+    )
+    rows = list(await conn.fetch(BROWSE.sql, *args))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (cursor_of(rows[-1]["valid_at"], rows[-1]["id"]) if more and rows else None)

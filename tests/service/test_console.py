@@ -1,0 +1,228 @@
+"""The console in a real browser (Debian's chromium, driven by Playwright) against the running service:
+sign in, browse, open a memory, recall with its score breakdown, revert a supersession, and the
+safety rules: no other agent's private memory through the pages or a crafted URL, no script from a
+memory's text, no change without its CSRF token, Arabic rendered right to left. Each page is
+screenshotted; ``CABRAIN_TEST_SHOTS=docs/console`` saves them where the README shows them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import urllib.parse
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.async_api import Browser, Page, async_playwright, expect
+
+from tests.service.conftest import Service
+
+NS = "console/team"
+PRIVATE_NS = "console/alice-private"
+SHOTS = Path(os.environ.get("CABRAIN_TEST_SHOTS") or Path(tempfile.gettempdir()) / "cabrain-console-shots")
+SCRIPT = '<script>window.__pwned = 1</script><img src="x" onerror="window.__pwned = 2"> and <a href="javascript:window.__pwned=3">a link</a>'
+ARABIC = "يعمل خادم الفواتير على قاعدة بيانات PostgreSQL في مركز البيانات بالرياض."
+SECRET_TEXT = "Alice's private note: the offsite backup passphrase hint is the blue lighthouse."
+
+
+def chromium_path() -> str:
+    found = os.environ.get("CABRAIN_TEST_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail("the console tests need Debian's chromium: apt-get install chromium (scripts/test installs it)")
+    return found
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as pw:
+        launched = await pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture(scope="module")
+def seeded(service: Service) -> dict[str, str]:
+    """alice's team namespace (bob may read it) and her private one, with the memories the tests read."""
+    ids: dict[str, str] = {}
+    with service.client("alice") as alice:
+        for name in (NS, PRIVATE_NS):
+            assert alice.post("/v1/namespaces", json={"name": name}).status_code == 201
+        assert alice.post("/v1/grants", json={"namespace": NS, "agent": "bob"}).status_code in (200, 201)
+
+        def retain(content: str, namespace: str = NS, visibility: str = "team") -> dict:
+            body = {"content": content, "namespace": namespace, "visibility": visibility}
+            response = alice.post("/v1/memories", json=body)
+            assert response.status_code == 200, response.text
+            return response.json()
+
+        ids["old"] = retain("The deploy freeze starts on December 10.")["memory_id"]
+        new = retain("The deploy freeze now starts on December 17.")
+        assert new["decision"] == "UPDATE" and new["superseded"] == [ids["old"]]
+        ids["new"] = new["memory_id"]
+        ids["script"] = retain(SCRIPT)["memory_id"]
+        ids["arabic"] = retain(ARABIC)["memory_id"]
+        ids["pager"] = retain("Kafka topics of the billing service are partitioned by customer id.")["memory_id"]
+        ids["private"] = retain(SECRET_TEXT, PRIVATE_NS, "private")["memory_id"]
+    return ids
+
+
+async def sign_in(browser: Browser, service: Service, agent: str, start: str = "/console/memories") -> Page:
+    context = await browser.new_context(viewport={"width": 1200, "height": 900})
+    page = await context.new_page()
+    await page.goto(service.url + start)
+    await expect(page).to_have_url(f"{service.url}/console/login?next={urllib.parse.quote(start, safe='')}")
+    await page.get_by_label("API key").fill(service.keys[agent])
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    return page
+
+
+async def shot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+async def test_sign_in_browse_open_recall_and_revert(browser: Browser, service: Service, seeded: dict) -> None:
+    page = await sign_in(browser, service, "alice")
+    assert page.url.startswith(f"{service.url}/console/memories")
+    # the key is in an HttpOnly, SameSite=Strict cookie for /console, never in a URL or the page
+    [cookie] = [c for c in await page.context.cookies() if c["name"] == "cabrain_console"]
+    assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/console")
+    assert service.keys["alice"] not in page.url and service.keys["alice"] not in await page.content()
+    assert await page.evaluate("document.cookie") == ""
+
+    # browse: the team namespace, current memories only, then with history
+    await page.get_by_label("Namespace").select_option(NS)
+    await page.get_by_role("button", name="Show").click()
+    rows = page.locator("#memories li")
+    await expect(rows).to_have_count(4)  # the old freeze date is superseded
+    await page.get_by_label("with history").check()
+    await page.get_by_role("button", name="Show").click()
+    await expect(rows).to_have_count(5)
+    await expect(page.locator("#memories li.old")).to_contain_text("December 10")
+    await shot(page, "memories")
+
+    # the <script> memory is shown as text and runs nothing
+    await expect(page.get_by_text("window.__pwned = 1", exact=False)).to_be_visible()
+    assert await page.evaluate("window.__pwned") is None
+    # Arabic renders right to left, English left to right
+    arabic = page.locator("#memories .content", has_text="خادم الفواتير")
+    assert await arabic.evaluate("e => getComputedStyle(e).direction") == "rtl"
+    english = page.locator("#memories .content", has_text="Kafka topics")
+    assert await english.evaluate("e => getComputedStyle(e).direction") == "ltr"
+
+    # a memory's page: its content, provenance and the judgment that superseded it
+    await page.locator("#memories li.old a").first.click()
+    await expect(page.locator("#content")).to_have_text("The deploy freeze starts on December 10.")
+    await expect(page.locator("#state")).to_have_text("superseded")
+    await expect(page.locator(".judgment")).to_contain_text("supersede")
+    await shot(page, "memory")
+
+    # revert the supersession (behind a confirmation): the old memory is current again
+    await page.get_by_text("Revert…").click()
+    await page.get_by_label("Reason").first.fill("the freeze did not move")
+    await page.get_by_role("button", name="Revert").click()  # unconfirmed: the form is not sent
+    await expect(page.locator("#state")).to_have_text("superseded")
+    await page.get_by_label("Undo this supersede").check()
+    await page.get_by_role("button", name="Revert").click()
+    await expect(page.locator("#done")).to_contain_text("reverted")
+    await expect(page.locator("#state")).to_have_text("current")
+    with service.client("alice") as alice:
+        assert alice.get(f"/v1/memories/{seeded['old']}").json()["memory"]["invalid_at"] is None
+
+    # the recall playground: hits with their score breakdown and the time of each stage
+    await page.get_by_role("link", name="Recall").click()
+    await page.get_by_label("Query").fill("when does the deploy freeze start")
+    await page.get_by_label("Namespace").select_option(NS)
+    await page.get_by_role("button", name="Recall").click()
+    first = page.locator("#hits li").first
+    await expect(first).to_contain_text("deploy freeze")
+    await expect(first.locator("table.breakdown")).to_contain_text("similarity")
+    await expect(page.locator("#timings")).to_contain_text("total_ms")
+    await shot(page, "recall")
+
+    # Arabic search in the playground
+    await page.get_by_label("Query").fill("قاعدة بيانات الفواتير")
+    await page.get_by_role("button", name="Recall").click()
+    await expect(page.locator("#hits li").first).to_contain_text("خادم الفواتير")
+    await page.context.close()
+
+
+async def test_another_agent_sees_nothing_private(browser: Browser, service: Service, seeded: dict) -> None:
+    page = await sign_in(browser, service, "carol")
+    # carol may read neither namespace: neither is offered, and nothing of them is shown
+    options = await page.locator("select[name=namespace] option").all_text_contents()
+    assert NS not in options and PRIVATE_NS not in options
+    # crafted URLs: the private memory is the API's 404, the private namespace lists nothing
+    response = await page.goto(f"{service.url}/console/memories/{seeded['private']}")
+    assert response is not None and response.status == 404
+    await expect(page.locator("#error-message")).to_contain_text("does not exist or is not visible")
+    assert "lighthouse" not in await page.content()
+    await page.goto(f"{service.url}/console/memories?namespace={urllib.parse.quote(PRIVATE_NS)}&history=1")
+    assert "lighthouse" not in await page.content()
+    await page.goto(f"{service.url}/console/recall?q=backup+passphrase&namespace={urllib.parse.quote(PRIVATE_NS)}")
+    assert "lighthouse" not in await page.content()
+    await page.context.close()
+
+    # bob holds a read grant on the team namespace, not on alice's private one
+    page = await sign_in(browser, service, "bob")
+    response = await page.goto(f"{service.url}/console/memories/{seeded['private']}")
+    assert response is not None and response.status == 404
+    response = await page.goto(f"{service.url}/console/memories/{seeded['pager']}")
+    assert response is not None and response.status == 200
+    await page.context.close()
+
+
+@contextlib.contextmanager
+def _signed_in_client(service: Service, agent: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=service.url, timeout=60, follow_redirects=False) as client:
+        nonce = client.get("/console/login").cookies["cabrain_console_login"]
+        done = client.post("/console/login", data={"key": service.keys[agent], "csrf": nonce, "next": "/console"})
+        assert done.status_code == 303, done.text
+        yield client
+
+
+def test_changes_need_their_csrf_token_and_this_origin(service: Service, seeded: dict) -> None:
+    with service.client("alice") as alice:
+        target = alice.post(
+            "/v1/memories", json={"content": "The on-call rota changes on Mondays.", "namespace": NS}
+        ).json()["memory_id"]
+    with _signed_in_client(service, "alice") as client:
+        page = client.get(f"/console/memories/{target}")
+        assert page.status_code == 200
+        token = page.text.split('name="csrf" value="')[1].split('"')[0]
+        url = f"/console/memories/{target}/forget"
+        unconfirmed = client.post(url, data={"csrf": token})
+        assert unconfirmed.status_code == 400 and "confirmation" in unconfirmed.text
+        refused = client.post(url, data={"confirm": "yes"})  # no token
+        assert refused.status_code == 403 and "CSRF" in refused.text
+        assert client.post(url, data={"confirm": "yes", "csrf": "0" * 64}).status_code == 403
+        other_site = client.post(url, data={"confirm": "yes", "csrf": token}, headers={"Origin": "http://evil.example"})
+        assert other_site.status_code == 403
+        with service.client("alice") as alice:
+            assert alice.get(f"/v1/memories/{target}").json()["memory"]["invalid_at"] is None
+        done = client.post(url, data={"confirm": "yes", "csrf": token, "reason": "rota moved"})
+        assert done.status_code == 303
+        with service.client("alice") as alice:
+            assert alice.get(f"/v1/memories/{target}").json()["memory"]["invalid_at"] is not None
+
+    # signing in needs the sign-in form's own nonce, and a bad key signs nobody in
+    with httpx.Client(base_url=service.url, timeout=60) as client:
+        bare = client.post("/console/login", data={"key": service.keys["alice"]})
+        assert bare.status_code == 403 and "cabrain_console" not in bare.cookies
+        nonce = client.get("/console/login").cookies["cabrain_console_login"]
+        bad = client.post("/console/login", data={"key": "cbk_not-a-key", "csrf": nonce})
+        assert bad.status_code == 401 and "cabrain_console" not in bad.cookies
+        # every page sets a policy that runs no inline script
+        policy = client.get("/console/login").headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    # a page without a session leads to sign-in, and back; no open redirect after it
+    with httpx.Client(base_url=service.url, timeout=60) as client:
+        answer = client.get("/console/recall?q=x")
+        assert answer.status_code == 303
+        assert answer.headers["location"] == "/console/login?next=%2Fconsole%2Frecall%3Fq%3Dx"
+        page = client.get("/console/login?next=https://evil.example/steal")
+        assert 'value="/console/memories"' in page.text
