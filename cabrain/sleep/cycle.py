@@ -185,12 +185,14 @@ async def run_cycle(
     use_ray: bool = True,
     progress: Callable[[str], None] | None = None,
     clock: Clock = utc_now,
+    run_id: uuid.UUID | None = None,
 ) -> CycleReport:
     """One sleep cycle over ``namespaces`` (default: all) on the hot tier at ``dsn``, as of ``clock``
-    (every age a step decides on: decay, the consolidation window, demotion, purge, partitions ahead)."""
+    (every age a step decides on: decay, the consolidation window, demotion, purge, partitions ahead).
+    ``run_id`` names the run (one the caller made, to follow it before it ends); else a new one."""
     check_steps(steps)
     say = progress or (lambda line: None)
-    run_id = uuid.uuid4()
+    run_id = run_id or uuid.uuid4()
     started = time.perf_counter()
     worker_dsn, role = await sleep_dsn(settings, dsn)
     lock_conn = await asyncpg.connect(dsn)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import urllib.parse
@@ -226,3 +227,56 @@ def test_changes_need_their_csrf_token_and_this_origin(service: Service, seeded:
         assert answer.headers["location"] == "/console/login?next=%2Fconsole%2Frecall%3Fq%3Dx"
         page = client.get("/console/login?next=https://evil.example/steal")
         assert 'value="/console/memories"' in page.text
+
+
+SLEEPY = "console/sleepy"
+WORDINGS = (  # two wordings of one fact: sleep's dedup merges them
+    "The staging database runs PostgreSQL 16 on host db-stg-1.",
+    "Staging's database is PostgreSQL 16 on the host db-stg-1.",
+)
+
+
+async def test_an_admin_runs_a_sleep_cycle_and_reads_its_report(browser: Browser, service: Service) -> None:
+    with service.client("alice") as alice:
+        assert alice.post("/v1/namespaces", json={"name": SLEEPY}).status_code == 201
+        for text in WORDINGS:
+            item = {"content": text, "namespace": SLEEPY, "visibility": "team", "network": "fact"}
+            stored = alice.post("/v1/memories/batch", json={"items": [item], "decide": False})
+            assert stored.status_code == 200, stored.text
+
+    page = await sign_in(browser, service, "admin", "/console/sleep")
+    await page.get_by_text("Start a sleep cycle…").click()
+    await page.get_by_label("Namespaces").fill(SLEEPY)
+    await page.get_by_label("Steps").fill("dedup")
+    await page.get_by_role("button", name="Start").click()
+    await expect(page).to_have_url(re.compile(r"/console/sleep/[0-9a-f-]{36}$"))
+    run_url = page.url
+    await expect(page.locator("#run-status")).to_have_text("done", timeout=120_000)  # the page refreshes itself
+    await expect(page.locator("#steps")).to_contain_text("dedup")
+    await expect(page.locator("#steps")).to_contain_text("merged 1")
+    await expect(page.locator("#judgments .judgment")).to_have_count(1)
+    await shot(page, "sleep")
+    await page.get_by_role("link", name="Sleep").click()
+    await expect(page.locator("#runs")).to_contain_text(SLEEPY)
+    await page.context.close()
+
+    # alice owns the namespace: she sees the run and undoes its merge; she may not start one
+    page = await sign_in(browser, service, "alice", "/console/sleep")
+    assert await page.get_by_text("Start a sleep cycle…").count() == 0
+    await page.goto(run_url)
+    judgment = page.locator("#judgments .judgment")
+    await judgment.get_by_text("Revert…").click()
+    await judgment.get_by_label("Undo this").check()
+    await judgment.get_by_role("button", name="Revert").click()
+    await expect(page.locator("#done")).to_contain_text("reverted")
+    with service.client("alice") as alice:
+        recalled = alice.post("/v1/recall", json={"query": "staging database host", "namespace": SLEEPY})
+    assert sorted(h["memory"]["content"] for h in recalled.json()["hits"]) == sorted(WORDINGS)  # both current again
+    await page.context.close()
+
+    # carol reads neither the namespace nor the run, even by its URL
+    page = await sign_in(browser, service, "carol", "/console/sleep")
+    assert SLEEPY not in await page.content()
+    response = await page.goto(run_url)
+    assert response is not None and response.status == 404
+    await page.context.close()

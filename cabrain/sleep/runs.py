@@ -1,0 +1,221 @@
+"""What sleep did, as people may see it, and starting a cycle from the service.
+
+A run touches many namespaces; an agent sees a run only through the namespaces it may read as a
+whole (its own, those it holds a read grant on; an admin every one): their steps, their counts
+and the judgments of the run whose every memory it may read, each revertible as any judgment is
+(:meth:`cabrain.brain.Brain.revert`). Another namespace's counts are never summed into what it sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from cabrain.engine import Engine
+from cabrain.errors import ConfigError, InputError, NotFound
+from cabrain.settings import load_settings, settings_for_replicas
+from cabrain.store import access
+from cabrain.store import judgments as judgment_sql
+from cabrain.write.changes import may_see_judgment
+
+log = logging.getLogger(__name__)
+
+VISIBLE = """
+SELECT n.name FROM namespaces n
+WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = $1 AND a.disabled_at IS NULL AND a.is_admin)
+   OR (EXISTS (SELECT 1 FROM agents a WHERE a.id = $1 AND a.disabled_at IS NULL)
+       AND (n.owner_agent_id = $1
+            OR EXISTS (SELECT 1 FROM namespace_grants g WHERE g.namespace = n.name AND g.agent_id = $1 AND g.can_read)))
+"""
+RUNS = """
+SELECT id, started_at, finished_at, status, host, steps, namespaces FROM sleep_runs
+WHERE $1::boolean OR namespaces && $2::text[]
+ORDER BY started_at DESC LIMIT $3
+"""
+RUN = "SELECT id, started_at, finished_at, status, host, steps, namespaces, report FROM sleep_runs WHERE id = $1"
+STEPS = """
+SELECT run_id, step, namespace, month, status, counts, node_id, started_at, finished_at, error FROM sleep_steps
+WHERE run_id = ANY($1::uuid[]) AND ($2::boolean OR namespace = ANY($3::text[]))
+ORDER BY started_at, step, namespace, month
+"""
+JUDGMENTS = "SELECT * FROM judgments WHERE run_id = $1 ORDER BY created_at, id LIMIT $2"
+
+_running: set[Any] = set()  # the cycles this process started (their Ray references)
+
+
+class SleepRuns:
+    """The sleep runs an agent may see, and starting one (admins)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def _scope(self, conn: asyncpg.Connection, agent: str) -> tuple[bool, list[str]]:
+        await access.require_active(conn, agent)
+        return await access.is_admin(conn, agent), [r["name"] for r in await conn.fetch(VISIBLE, agent)]
+
+    async def runs(self, agent: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest runs that touched a namespace ``agent`` may read, with their counts there."""
+        if not 1 <= limit <= 500:
+            raise InputError(f"limit must be between 1 and 500, got {limit}")
+        async with self.engine.pool.acquire() as conn:
+            admin, visible = await self._scope(conn, agent)
+            rows = await conn.fetch(RUNS, admin, visible, limit)
+            steps = await conn.fetch(STEPS, [r["id"] for r in rows], admin, visible)
+        out = []
+        for row in rows:
+            mine = [s for s in steps if s["run_id"] == row["id"]]
+            out.append(_run(row, admin, visible) | {"counts": _totals(mine), "failed_steps": _failed(mine)})
+        return out
+
+    async def run(self, agent: str, run_id: uuid.UUID, *, judgment_limit: int = 500) -> dict[str, Any]:
+        """One run: its steps in the namespaces ``agent`` may read and the judgments it may see."""
+        async with self.engine.pool.acquire() as conn:
+            admin, visible = await self._scope(conn, agent)
+            row = await conn.fetchrow(RUN, run_id)
+            if row is None or not (admin or set(row["namespaces"]) & set(visible)):
+                raise NotFound(f"sleep run {run_id} does not exist or is not visible to {agent!r}")
+            steps = await conn.fetch(STEPS, [run_id], admin, visible)
+            judged = [
+                judgment_sql.describe(j)
+                for j in await conn.fetch(JUDGMENTS, run_id, judgment_limit)
+                if await may_see_judgment(conn, agent, j)
+            ]
+        report = json.loads(row["report"]) if isinstance(row["report"], str) else dict(row["report"] or {})
+        return _run(row, admin, visible) | {
+            "counts": _totals(steps),
+            "steps": [_step(s) for s in steps],
+            "judgments": judged,
+            "skipped": report.get("skipped", {}) if admin else {},
+        }
+
+    async def start(
+        self, agent: str, namespaces: Sequence[str] | None = None, steps: Sequence[str] | None = None
+    ) -> uuid.UUID:
+        """Start a sleep cycle on the cluster this service runs on (an admin's), and return its run id
+        at once: the run's page follows it. Its steps fan out over the nodes as ``cabrain sleep``'s do."""
+        from cabrain.sleep.cycle import STEPS, check_steps
+
+        chosen = list(steps or STEPS)
+        check_steps(chosen)
+        async with self.engine.pool.acquire() as conn:
+            await access.require_admin(conn, agent)
+            known = {
+                r["name"]
+                for r in await conn.fetch(
+                    "SELECT name FROM namespaces WHERE name = ANY($1::text[])", list(namespaces or [])
+                )
+            }
+        missing = [n for n in namespaces or [] if n not in known]
+        if missing:
+            raise NotFound(f"unknown namespace(s): {', '.join(missing)}")
+        settings = self.engine.settings
+        if settings.database_url is None:
+            raise ConfigError("starting a sleep cycle from the service needs CABRAIN_DATABASE_URL")
+        import ray  # heavy: only here
+
+        if not ray.is_initialized():
+            raise ConfigError("starting a sleep cycle needs the service's Ray", hint="run `cabrain sleep` instead")
+        run_id = uuid.uuid4()
+        dsn = settings.database_url.get_secret_value()
+        ref = _driver().remote(settings_for_replicas(settings), dsn, list(namespaces or []), chosen, str(run_id))
+        _running.add(ref)
+        asyncio.get_running_loop().create_task(_forget_when_done(ref))
+        log.info("sleep cycle started", extra={"agent": agent, "run_id": str(run_id)})
+        await self._recorded(run_id, ref)
+        return run_id
+
+    async def _recorded(self, run_id: uuid.UUID, ref: Any, timeout_s: float = 30.0) -> None:
+        """Wait until the run is in ``sleep_runs`` (its page can show it), or say why it is not."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            async with self.engine.pool.acquire() as conn:
+                if await conn.fetchval("SELECT EXISTS (SELECT 1 FROM sleep_runs WHERE id = $1)", run_id):
+                    return
+            if ref not in _running:  # ended before it was recorded: a bad namespace, a lost database
+                try:
+                    await ref
+                except Exception as exc:  # noqa: BLE001 - any failure of the task is why it did not start
+                    cause = getattr(exc, "cause", None) or exc  # a Ray task error carries the task's own
+                    raise ConfigError(f"the sleep cycle did not start: {cause}") from None
+            await asyncio.sleep(0.2)
+        raise ConfigError(f"sleep run {run_id} was started but has not begun in {timeout_s:g} s; see the Ray logs")
+
+
+async def _forget_when_done(ref: Any) -> None:
+    try:
+        await ref
+    except Exception as exc:  # noqa: BLE001 - the run's row says how it ended; this is the log
+        log.warning("sleep cycle failed", extra={"error": str(exc)})
+    finally:
+        _running.discard(ref)
+
+
+def _driver() -> Any:  # a Ray remote function
+    import ray
+
+    @ray.remote(num_cpus=0, max_retries=0)
+    def sleep_cycle(
+        settings: dict[str, Any], dsn: str, namespaces: list[str], steps: list[str], run_id: str
+    ) -> dict[str, Any]:
+        from cabrain.sleep.cycle import run_cycle
+
+        report = asyncio.run(
+            run_cycle(
+                load_settings(**settings), dsn, namespaces=namespaces or None, steps=steps, run_id=uuid.UUID(run_id)
+            )
+        )
+        return report.to_json()
+
+    return sleep_cycle
+
+
+def _run(row: asyncpg.Record, admin: bool, visible: list[str]) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "started_at": row["started_at"],
+        "finished_at": row["finished_at"],
+        "status": row["status"],
+        "host": row["host"] if admin else None,
+        "steps_planned": list(row["steps"]),
+        "namespaces": [n for n in row["namespaces"] if admin or n in visible],
+    }
+
+
+def _counts(row: asyncpg.Record) -> dict[str, int]:
+    counts = row["counts"]
+    return json.loads(counts) if isinstance(counts, str) else dict(counts or {})
+
+
+def _totals(steps: Sequence[asyncpg.Record]) -> dict[str, dict[str, int]]:
+    totals: dict[str, dict[str, int]] = {}
+    for s in steps:
+        bucket = totals.setdefault(s["step"], {})
+        for key, n in _counts(s).items():
+            if isinstance(n, int | float):
+                bucket[key] = bucket.get(key, 0) + int(n)
+    return totals
+
+
+def _failed(steps: Sequence[asyncpg.Record]) -> int:
+    return sum(1 for s in steps if s["status"] == "failed")
+
+
+def _step(row: asyncpg.Record) -> dict[str, Any]:
+    seconds = (row["finished_at"] - row["started_at"]).total_seconds() if row["finished_at"] else None
+    return {
+        "step": row["step"],
+        "namespace": row["namespace"],
+        "month": row["month"],
+        "status": row["status"],
+        "counts": _counts(row),
+        "node_id": row["node_id"],
+        "seconds": seconds,
+        "error": row["error"],
+    }
