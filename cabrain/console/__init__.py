@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
-from cabrain.console import pages, playground, sleep
+from cabrain.console import entities, health, pages, playground, sleep
 from cabrain.console.session import PATH
 
 
@@ -21,7 +21,9 @@ def mount(app: FastAPI) -> None:
     app.mount(f"{PATH}/static", StaticFiles(packages=[("cabrain.console", "static")]), name="console-static")
     app.include_router(pages.routes)
     app.include_router(playground.routes)
+    app.include_router(entities.routes)
     app.include_router(sleep.routes)
+    app.include_router(health.routes)
 
 
 __all__ = ["mount"]

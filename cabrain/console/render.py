@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from cabrain import __version__
+from cabrain.serve.proxy import APP_ANSWER
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -28,6 +29,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
+    APP_ANSWER: "console",  # Serve's proxy passes a page's own error status through as it is
 }
 
 

@@ -7,7 +7,8 @@ when an ingress replica dies gets ``500 Internal Server Error``, a request while
 (``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=cabrain.serve.proxy:middlewares``, set for every Ray
 that CaBrain starts), turns those into JSON: a replica that died under a request is a ``503
 service_unavailable`` with ``Retry-After``, as the API documents for a dependency that is down.
-Answers the app made itself (JSON) pass through untouched.
+Answers the app made itself (JSON, or a console page, which says so in ``X-CaBrain-Answer``) pass
+through untouched.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from cabrain.errors import ServiceBusy, ServiceError, ServiceTimeout
 from cabrain.serve.errors import error_json
 
 RETRY_AFTER_S = 2
+APP_ANSWER = "X-CaBrain-Answer"  # set by the app on answers that are not JSON (the console's pages)
 
 
 class JsonErrors:
@@ -40,7 +42,8 @@ class JsonErrors:
             if message["type"] == "http.response.start":
                 headers = {k.lower(): v for k, v in message.get("headers", [])}
                 is_json = headers.get(b"content-type", b"").startswith(b"application/json")
-                if not is_json and message["status"] in (408, 429, 500, 502, 503, 504):
+                own = is_json or APP_ANSWER.lower().encode() in headers
+                if not own and message["status"] in (408, 429, 500, 502, 503, 504):
                     state["start"] = message  # the proxy's own plain-text error: replaced when its body ends
                     return
                 state["sent"] = True

@@ -76,6 +76,27 @@ ORDER BY m.valid_at DESC, m.created_at DESC, m.id
 LIMIT :limit
 """
 )
+# An entity's neighbourhood: the newest current hot memories that mention :entity and the caller may
+# read (at most :limit), and every entity each of them mentions (one row per memory and entity).
+NEIGHBOURHOOD = Statement(
+    f"""
+WITH {ACCESS_CTE},
+mem AS (
+    SELECT m.id, m.content, m.valid_at
+    FROM memory_entities me
+    JOIN memory_ids i ON i.id = me.memory_id AND i.namespace = :namespace
+    JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+    WHERE me.entity_id = :entity AND m.tier = 'hot' AND m.invalid_at IS NULL AND {READABLE}
+    ORDER BY m.valid_at DESC, m.id
+    LIMIT :limit
+)
+SELECT mem.id AS memory_id, left(mem.content, 200) AS content, e.id AS entity_id, e.name, e.kind
+FROM mem
+JOIN memory_entities me ON me.memory_id = mem.id
+JOIN entities e ON e.id = me.entity_id AND e.namespace = :namespace
+ORDER BY mem.valid_at DESC, mem.id, e.key
+"""
+)
 # The summaries of the entities recall's :hits (best first) mention: the most mentioned first.
 RECALL_SUMMARIES = Statement(
     f"""
@@ -138,6 +159,13 @@ async def memories(
 ) -> list[asyncpg.Record]:
     args = MEMORIES.args(namespace=namespace, agent=agent, entity=entity_id, history=history, limit=limit)
     return list(await conn.fetch(MEMORIES.sql, *args))
+
+
+async def neighbourhood(
+    conn: asyncpg.Connection, namespace: str, agent: str, entity_id: uuid.UUID, *, limit: int
+) -> list[asyncpg.Record]:
+    args = NEIGHBOURHOOD.args(namespace=namespace, agent=agent, entity=entity_id, limit=limit)
+    return list(await conn.fetch(NEIGHBOURHOOD.sql, *args))
 
 
 async def recall_summaries(

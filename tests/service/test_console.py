@@ -81,9 +81,9 @@ async def sign_in(browser: Browser, service: Service, agent: str, start: str = "
     return page
 
 
-async def shot(page: Page, name: str) -> None:
+async def shot(page: Page, name: str, *, full_page: bool = True) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
 
 
 async def test_sign_in_browse_open_recall_and_revert(browser: Browser, service: Service, seeded: dict) -> None:
@@ -279,4 +279,74 @@ async def test_an_admin_runs_a_sleep_cycle_and_reads_its_report(browser: Browser
     assert SLEEPY not in await page.content()
     response = await page.goto(run_url)
     assert response is not None and response.status == 404
+    await page.context.close()
+
+
+async def test_health_shows_each_part_and_admins_the_metrics(browser: Browser, service: Service) -> None:
+    with service.client("alice") as alice:  # a recall or two, so the latency table has a row
+        for _ in range(2):
+            assert alice.post("/v1/recall", json={"query": "deploy freeze", "namespace": "proj"}).status_code == 200
+    page = await sign_in(browser, service, "admin", "/console/health")
+    parts = page.locator("#parts tbody tr")
+    await expect(parts).to_have_count(5)
+    for name in ("service and models", "database (hot tier)", "Redis (L1 cache)", "cold tier (Iceberg)"):
+        await expect(parts.filter(has_text=name)).to_contain_text("ok")
+    await expect(page.locator("#latency")).to_contain_text("/v1/recall", timeout=30_000)
+    await expect(page.locator("#cache")).to_contain_text("L1 cache")
+    await shot(page, "health")
+    await page.context.close()
+
+    page = await sign_in(browser, service, "bob", "/console/health")
+    await expect(page.locator("#parts tbody tr")).to_have_count(5)
+    assert await page.locator("#latency").count() == 0  # the metrics are an admin's
+    await page.context.close()
+
+
+GRAPH_NS = "console/graph"
+TOOLS = ("Kafka", "Redis", "Grafana", "Terraform", "Nginx", "Jenkins", "Vault", "Consul")
+
+
+async def test_entities_list_summaries_and_a_large_neighbourhood_graph(browser: Browser, service: Service) -> None:
+    with service.client("alice") as alice:
+        assert alice.post("/v1/namespaces", json={"name": GRAPH_NS}).status_code == 201
+        items = [
+            {
+                "content": f"The Valkey cluster {i} backs the {TOOLS[i % len(TOOLS)]} pipeline of Team{i % 97}.",
+                "namespace": GRAPH_NS,
+                "visibility": "team",
+            }
+            for i in range(1200)
+        ]
+        for start in range(0, len(items), 200):
+            stored = alice.post("/v1/memories/batch", json={"items": items[start : start + 200], "decide": False})
+            assert stored.status_code == 200, stored.text
+        listed = alice.get("/v1/entities", params={"namespace": GRAPH_NS, "q": "valkey"}).json()
+        assert [e["name"] for e in listed["entities"]] == ["Valkey"]
+
+    page = await sign_in(browser, service, "alice", "/console/entities")
+    await page.get_by_label("Namespace").select_option(GRAPH_NS)
+    await page.get_by_label("Name contains").fill("valkey")
+    await page.get_by_role("button", name="Find").click()
+    await page.locator("#entities a", has_text="Valkey").click()
+    await expect(page.locator("h1")).to_have_text("Valkey")
+    await page.get_by_label("Memories in the graph").select_option("2000")
+    await page.get_by_role("button", name="Draw").click()
+    status = page.locator("#graph-status")
+    await expect(status).to_contain_text("memories", timeout=30_000)
+    nodes = int(await page.locator("#graph").get_attribute("data-nodes") or 0)
+    assert nodes == 1 + 1200 + len(TOOLS) + 97  # the entity, its memories and the entities they mention
+    await expect(page.locator("#graph-list a", has_text="entity: Kafka")).to_have_count(1)
+    await page.wait_for_timeout(1500)  # the layout settles
+    await shot(page, "entity", full_page=False)
+    # the canvas answers a click: the centre node opens the entity's page again
+    box = await page.locator("#graph").bounding_box()
+    assert box is not None
+    await page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    await expect(page).to_have_url(re.compile(r"/console/entity\?"))
+    await page.context.close()
+
+    page = await sign_in(browser, service, "carol", "/console/entities")
+    response = await page.goto(f"{service.url}/console/graph.json?namespace={urllib.parse.quote(GRAPH_NS)}&entity=Valkey")
+    assert response is not None and response.status == 404
+    assert "Kafka" not in await page.content()
     await page.context.close()

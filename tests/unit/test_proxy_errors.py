@@ -63,6 +63,24 @@ async def test_answers_of_the_app_pass_untouched():
     assert status == 404
 
 
+async def test_a_console_page_keeps_its_own_error_status():
+    sent = []
+
+    async def app(scope, receive, send):
+        headers = [(b"content-type", b"text/html; charset=utf-8"), (b"x-cabrain-answer", b"console")]
+        await send({"type": "http.response.start", "status": 502, "headers": headers})
+        await send({"type": "http.response.body", "body": b"<p>the model failed</p>", "more_body": False})
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    await JsonErrors(app)({"type": "http", "method": "GET", "path": "/console/recall"}, receive, send)
+    assert sent[0]["status"] == 502 and sent[1]["body"] == b"<p>the model failed</p>"
+
+
 def test_serve_gets_it_as_a_starlette_middleware():
     from starlette.middleware import Middleware
 

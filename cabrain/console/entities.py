@@ -1,0 +1,77 @@
+"""The entity pages: a namespace's entities with their summaries, one entity with the memories that
+mention it, and its neighbourhood drawn as a graph (``graph.json`` feeds the page's canvas; the same
+nodes are listed as links for keyboards and screen readers)."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from cabrain.console import filters
+from cabrain.console import session as sessions
+from cabrain.console.pages import readable_namespaces
+from cabrain.console.render import HEADERS, page
+from cabrain.console.routing import Current, router
+from cabrain.search import graph
+from cabrain.serve.deps import Svc
+
+routes = router()
+PAGE_SIZE = 100
+
+
+@routes.get("/entities")
+async def entities(request: Request, svc: Svc, session: Current) -> Response:
+    params = request.query_params
+    namespaces = await readable_namespaces(svc, session.agent)
+    namespace = filters.field(params, "namespace") or (namespaces[0]["name"] if namespaces else "")
+    query, cursor = filters.field(params, "q") or None, filters.field(params, "cursor") or None
+    found, next_url = [], None
+    if namespace:
+        result = await svc.run(
+            lambda b: b.list_entities(session.agent, namespace, query=query, limit=PAGE_SIZE, cursor=cursor)
+        )
+        found = result.entities
+        if result.next_cursor:
+            more = {"namespace": namespace, "q": query or "", "cursor": result.next_cursor}
+            next_url = f"{sessions.PATH}/entities?{urllib.parse.urlencode(more)}"
+    return page(
+        request,
+        "entities.html",
+        title="Entities",
+        namespaces=namespaces,
+        values={"namespace": namespace, "q": query or ""},
+        entities=found,
+        next_url=next_url,
+    )
+
+
+@routes.get("/graph.json")
+async def graph_json(request: Request, svc: Svc, session: Current) -> Response:
+    namespace, name = filters.field(request.query_params, "namespace"), filters.field(request.query_params, "entity")
+    limit = int(filters.number(request.query_params, "limit", low=1, high=graph.MAX_MEMORIES, integer=True) or 300)
+    found = await svc.run(lambda b: graph.neighbourhood(b.engine, session.agent, namespace, name, limit=limit))
+    return JSONResponse(found, headers=HEADERS)
+
+
+@routes.get("/entity")
+async def entity(request: Request, svc: Svc, session: Current) -> Response:
+    params = request.query_params
+    namespace, name = filters.field(params, "namespace"), filters.field(params, "name")
+    limit = int(filters.number(params, "limit", low=1, high=graph.MAX_MEMORIES, integer=True) or 300)
+    found = await svc.run(lambda b: b.get_entity(session.agent, namespace, name, history=False, limit=50))
+    graph_url = f"{sessions.PATH}/graph.json?" + urllib.parse.urlencode(
+        {"namespace": namespace, "entity": str(found.entity.id), "limit": limit}
+    )
+    return page(
+        request,
+        "entity.html",
+        title=found.entity.name,
+        found=found,
+        namespace=namespace,
+        name=name,
+        graph_url=graph_url,
+        limit=limit,
+        limits=[100, 300, 1000, graph.MAX_MEMORIES],
+    )

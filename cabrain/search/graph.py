@@ -1,0 +1,46 @@
+"""An entity's neighbourhood as a graph: the entity, the memories that mention it (newest current
+ones the caller may read), and the other entities those memories mention. What the console draws;
+scoped as :meth:`cabrain.brain.Brain.get_entity` is (a namespace the caller may not read is
+:class:`NotFound`, and only readable memories link entities)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from cabrain.engine import Engine
+from cabrain.errors import InputError
+from cabrain.store import access
+from cabrain.store import entities as entity_sql
+from cabrain.write.entities import entity_key
+
+MAX_MEMORIES = 2000
+
+
+async def neighbourhood(
+    engine: Engine, agent: str, namespace: str, name_or_id: str, *, limit: int = 300
+) -> dict[str, Any]:
+    """``{"center", "nodes", "edges"}``: nodes are entities (``kind`` "entity") and memories (``kind``
+    "memory"), each edge a memory mentioning an entity."""
+    if not 1 <= limit <= MAX_MEMORIES:
+        raise InputError(f"limit must be between 1 and {MAX_MEMORIES}, got {limit}")
+    try:
+        entity_id: uuid.UUID | None = uuid.UUID(name_or_id)
+    except ValueError:
+        entity_id = None
+    async with engine.pool.acquire() as conn:
+        (await access.caller(conn, agent, namespace)).require_team_read()
+        center = await entity_sql.one(
+            conn, namespace, agent, entity_id=entity_id, key=entity_key(name_or_id), name=name_or_id
+        )
+        rows = await entity_sql.neighbourhood(conn, namespace, agent, center.id, limit=limit)
+    nodes: dict[str, dict[str, Any]] = {
+        f"e:{center.id}": {"id": f"e:{center.id}", "kind": "entity", "label": center.name, "ref": str(center.id)}
+    }
+    edges = []
+    for r in rows:
+        memory, entity = f"m:{r['memory_id']}", f"e:{r['entity_id']}"
+        nodes.setdefault(memory, {"id": memory, "kind": "memory", "label": r["content"], "ref": str(r["memory_id"])})
+        nodes.setdefault(entity, {"id": entity, "kind": "entity", "label": r["name"], "ref": str(r["entity_id"])})
+        edges.append({"source": memory, "target": entity})
+    return {"center": f"e:{center.id}", "nodes": list(nodes.values()), "edges": edges}
