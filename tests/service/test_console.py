@@ -346,7 +346,9 @@ async def test_entities_list_summaries_and_a_large_neighbourhood_graph(browser: 
     await page.context.close()
 
     page = await sign_in(browser, service, "carol", "/console/entities")
-    response = await page.goto(f"{service.url}/console/graph.json?namespace={urllib.parse.quote(GRAPH_NS)}&entity=Valkey")
+    response = await page.goto(
+        f"{service.url}/console/graph.json?namespace={urllib.parse.quote(GRAPH_NS)}&entity=Valkey"
+    )
     assert response is not None and response.status == 404
     assert "Kafka" not in await page.content()
     await page.context.close()
