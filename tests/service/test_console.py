@@ -352,3 +352,64 @@ async def test_entities_list_summaries_and_a_large_neighbourhood_graph(browser: 
     assert response is not None and response.status == 404
     assert "Kafka" not in await page.content()
     await page.context.close()
+
+
+SHARED_NS = "console/shared"
+
+
+async def test_admin_manages_agents_and_keys_and_owners_share(browser: Browser, service: Service) -> None:
+    page = await sign_in(browser, service, "admin", "/console/agents")
+    await page.get_by_label("Id").fill("dora")
+    await page.get_by_label("Display name").fill("دورا")
+    await page.get_by_role("button", name="Create the agent and its key").click()
+    key = (await page.locator("#new-key-value").text_content() or "").strip()
+    assert key.startswith("cbk_") and key not in page.url
+    await expect(page.locator("#agents")).to_contain_text("dora")
+    await shot(page, "agents")
+    admin_page = page
+
+    # dora signs in with the key she was shown once; alice shares a namespace, dora accepts it
+    with service.client("alice") as alice:
+        assert alice.post("/v1/namespaces", json={"name": SHARED_NS}).status_code == 201
+        body = {"content": "The shared runbook lives in the ops wiki.", "namespace": SHARED_NS, "visibility": "team"}
+        assert alice.post("/v1/memories", json=body).status_code == 200
+    alice_page = await sign_in(browser, service, "alice", "/console/namespaces")
+    section = alice_page.locator(f'section[data-namespace="{SHARED_NS}"]')
+    await section.get_by_label("Share with agent").fill("dora")
+    await section.get_by_role("button", name="Share").click()
+    await expect(alice_page.locator("#done")).to_contain_text("shared")
+    await expect(alice_page.locator(f'section[data-namespace="{SHARED_NS}"] .grants')).to_contain_text("offered")
+    await shot(alice_page, "namespaces")
+
+    context = await browser.new_context()
+    dora = await context.new_page()
+    await dora.goto(service.url + "/console/namespaces")
+    await dora.get_by_label("API key").fill(key)
+    await dora.get_by_role("button", name="Sign in").click()
+    offer = dora.locator(f'section[data-namespace="{SHARED_NS}"]')
+    await offer.get_by_role("button", name="Accept").click()
+    await expect(dora.locator("#done")).to_contain_text("accepted")
+    await dora.goto(f"{service.url}/console/memories?namespace={urllib.parse.quote(SHARED_NS)}")
+    await expect(dora.locator("#memories")).to_contain_text("ops wiki")
+    assert await dora.get_by_role("link", name="Agents").count() == 0  # not an admin's menu
+    response = await dora.goto(service.url + "/console/agents")
+    assert response is not None and response.status == 403
+
+    # alice revokes the grant: dora reads nothing of it any more
+    await alice_page.reload()
+    await alice_page.get_by_role("button", name="Revoke dora").click()
+    await expect(alice_page.locator("#done")).to_contain_text("revoked")
+    await dora.goto(f"{service.url}/console/memories?namespace={urllib.parse.quote(SHARED_NS)}")
+    assert "ops wiki" not in await dora.content()
+
+    # the admin revokes dora's key: her next click leads to the sign-in page
+    await admin_page.get_by_role("link", name="dora").click()
+    await admin_page.get_by_text("Revoke…").click()
+    await admin_page.get_by_label("Refuse this key from now on").check()
+    await admin_page.get_by_role("button", name=re.compile("^Revoke cbk_")).click()
+    await expect(admin_page.locator("#done")).to_contain_text("revoked")
+    await dora.goto(service.url + "/console/memories")
+    await expect(dora).to_have_url(re.compile(r"/console/login\?next="))
+    await context.close()
+    await alice_page.context.close()
+    await admin_page.context.close()
