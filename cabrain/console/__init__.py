@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
-from cabrain.console import admin, entities, health, pages, playground, sleep
+from cabrain.console import admin, capture, entities, health, pages, playground, sleep
 from cabrain.console.session import PATH
 
 
@@ -24,6 +24,7 @@ def mount(app: FastAPI) -> None:
     app.include_router(entities.routes)
     app.include_router(sleep.routes)
     app.include_router(admin.routes)
+    app.include_router(capture.routes)
     app.include_router(health.routes)
 
 

@@ -413,3 +413,41 @@ async def test_admin_manages_agents_and_keys_and_owners_share(browser: Browser, 
     await context.close()
     await alice_page.context.close()
     await admin_page.context.close()
+
+
+def _capture(service: Service, text: str, session: str) -> str:
+    item = {"content": text, "source_kind": "claude_code", "source_ref": session, "metadata": {"hook": "PostToolUse"}}
+    with service.client("alice") as alice:
+        answer = alice.post("/v1/capture", json={"project": "github.com/acme/console-demo", "items": [item]})
+    assert answer.status_code == 202, answer.text
+    return answer.json()["namespace"]
+
+
+async def test_the_capture_feed_is_live_and_shows_redactions(browser: Browser, service: Service) -> None:
+    token = "ghp_" + "Z7" * 18
+    namespace = _capture(service, f"ran git push with GITHUB_TOKEN={token} on the release branch", "sess-console-1")
+    page = await sign_in(browser, service, "alice", "/console/capture")
+    await page.get_by_label("Project (namespace)").select_option(namespace)
+    await page.get_by_role("button", name="Show").click()
+    feed = page.locator("#feed")
+    for _ in range(30):  # the inbox worker retains captures in the background
+        if await feed.locator("li").count():
+            break
+        await page.wait_for_timeout(1000)
+        await page.reload()
+    await expect(feed.locator("li").first).to_contain_text("release branch")
+    await expect(feed.locator("mark.redacted").first).to_have_text("[REDACTED]")
+    assert token not in await page.content()
+
+    # live: a capture stored while the page is open appears without a reload
+    _capture(service, "opened a pull request for the console feed", "sess-console-2")
+    await expect(feed.locator("li", has_text="pull request for the console feed")).to_have_count(1, timeout=60_000)
+    await expect(feed.locator("li")).to_have_count(2)
+    await shot(page, "capture")
+    await page.context.close()
+
+    page = await sign_in(browser, service, "bob", "/console/capture")  # alice's personal project namespace
+    response = await page.goto(f"{service.url}/console/capture.json?namespace={urllib.parse.quote(namespace)}")
+    assert response is not None and response.status == 200
+    assert (await response.json())["items"] == []
+    await page.context.close()

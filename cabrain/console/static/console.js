@@ -168,3 +168,53 @@ document.addEventListener("keydown", (event) => {
     })
     .catch((error) => { status.textContent = error.message; });
 })();
+
+// The capture feed: polls capture.json for what was stored since the newest item shown and adds it
+// on top, built with text nodes only (the [REDACTED] marks included).
+(function () {
+  const feed = document.getElementById("feed");
+  if (!feed) return;
+  const status = document.getElementById("feed-status");
+  const marker = feed.dataset.marker;
+  let since = feed.dataset.since;
+
+  function render(item) {
+    const li = document.createElement("li"), p = document.createElement("p"), meta = document.createElement("p");
+    li.className = "memory fresh"; li.dataset.id = item.id;
+    p.className = "content"; p.dir = "auto";
+    item.content.split(marker).forEach((part, i, parts) => {
+      p.appendChild(document.createTextNode(part));
+      if (i < parts.length - 1) {
+        const mark = document.createElement("mark");
+        mark.className = "redacted"; mark.textContent = marker; p.appendChild(mark);
+      }
+    });
+    const link = document.createElement("a");
+    link.href = "/console/memories/" + encodeURIComponent(item.id);
+    link.textContent = item.valid_at.replace("T", " ").slice(0, 19) + " UTC";
+    meta.className = "meta";
+    meta.appendChild(link);
+    meta.appendChild(document.createTextNode(" · session " + (item.session || "-") + (item.hook ? " · " + item.hook : "")));
+    li.appendChild(p); li.appendChild(meta);
+    return li;
+  }
+
+  async function poll() {
+    const query = new URLSearchParams({ namespace: feed.dataset.namespace, since: since });
+    if (feed.dataset.session) query.set("session", feed.dataset.session);
+    try {
+      const response = await fetch("/console/capture.json?" + query.toString(), { credentials: "same-origin" });
+      if (!response.ok) throw new Error("the feed answered " + response.status);
+      const data = await response.json();
+      const fresh = data.items.filter((item) => !feed.querySelector('li[data-id="' + CSS.escape(item.id) + '"]'));
+      for (const item of fresh.reverse()) feed.insertBefore(render(item), feed.firstChild);
+      if (data.items.length) since = data.items[0].valid_at;
+      if (fresh.length) { const empty = document.getElementById("empty"); if (empty) empty.remove(); }
+      status.textContent = "Live: checked " + new Date().toLocaleTimeString() + (fresh.length ? ", " + fresh.length + " new" : "");
+    } catch (error) {
+      status.textContent = "Live updates paused: " + error.message;
+    }
+    setTimeout(poll, 2000);
+  }
+  setTimeout(poll, 2000);
+})();
