@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
-from cabrain.console import admin, capture, entities, health, pages, playground, sleep
+from cabrain.console import admin, capture, entities, health, pages, playground, sleep, workflows
 from cabrain.console.session import PATH
 
 
@@ -26,6 +26,7 @@ def mount(app: FastAPI) -> None:
     app.include_router(admin.routes)
     app.include_router(capture.routes)
     app.include_router(health.routes)
+    app.include_router(workflows.routes)
 
 
 __all__ = ["mount"]

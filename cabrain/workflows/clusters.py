@@ -137,3 +137,22 @@ async def recompute(conn: asyncpg.Connection, cluster_id: int, *, prior: float, 
     chain = {"kind": kind, "agents": key.split(":", 1)[1].split("+"), "key": key}
     await conn.execute(SAVE, cluster_id, json.dumps(chain), mean, n, failures, confidence)
     return await get(conn, cluster_id)
+
+
+OVERVIEW = """
+SELECT id, namespace, members, best_chain, avg_accuracy, samples, failures, confidence, updated_at
+FROM task_clusters WHERE $1::text[] IS NULL OR namespace = ANY($1::text[])
+ORDER BY updated_at DESC, id LIMIT $2
+"""
+
+
+async def overview(conn: asyncpg.Connection, namespaces: list[str] | None, limit: int) -> list[dict[str, Any]]:
+    """The task clusters of ``namespaces`` (None: all), most recently changed first, with their trusted
+    chains."""
+    out = []
+    for r in await conn.fetch(OVERVIEW, namespaces, limit):
+        row = dict(r)
+        if isinstance(row["best_chain"], str):
+            row["best_chain"] = json.loads(row["best_chain"])
+        out.append(row)
+    return out

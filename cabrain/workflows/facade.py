@@ -26,8 +26,8 @@ from cabrain.providers.embedders import Embedder
 from cabrain.settings import Settings
 from cabrain.store import access
 from cabrain.store import namespaces as namespace_sql
+from cabrain.workflows import clusters, queue, registry, report
 from cabrain.workflows import learn as learning
-from cabrain.workflows import queue, registry, report
 from cabrain.workflows.dispatch import Dispatcher, DispatchResult, TaskRequest
 from cabrain.workflows.registry import ModelAgent
 
@@ -134,6 +134,21 @@ class Workflows:
         if not worker:
             raise InputError("a worker needs a name")
         return await queue.work(Dispatcher(self.engine), worker, stop=stop, drain=drain, progress=progress)
+
+    async def readable(self, agent: str) -> list[str] | None:
+        """The namespaces whose workflows ``agent`` may see (None: every one, for an admin)."""
+        async with self.engine.pool.acquire() as conn:
+            if await access.is_admin(conn, agent):
+                return None
+            return [r["name"] for r in await namespace_sql.of_agent(conn, agent)]
+
+    async def clusters(self, agent: str, *, limit: int = 100) -> list[dict[str, Any]]:
+        """The task clusters of the namespaces ``agent`` may see, with their best chains and confidence."""
+        if not 1 <= limit <= 1000:
+            raise InputError(f"limit must be between 1 and 1000, got {limit}")
+        wanted = await self.readable(agent)
+        async with self.engine.pool.acquire() as conn:
+            return await clusters.overview(conn, wanted, limit)
 
     # --- learning and the report ----------------------------------------------------------------
     @staticmethod

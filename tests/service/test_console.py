@@ -451,3 +451,39 @@ async def test_the_capture_feed_is_live_and_shows_redactions(browser: Browser, s
     assert response is not None and response.status == 200
     assert (await response.json())["items"] == []
     await page.context.close()
+
+
+async def test_workflows_registry_clusters_queue_and_report(browser: Browser, service: Service, llm_server: str) -> None:
+    with service.client("admin") as admin, service.client("alice") as alice:
+        model = {
+            "name": "console-frontier",
+            "layer": "frontier",
+            "provider": "openai",
+            "model": "frontier-console",
+            "endpoint": f"{llm_server}/v1",
+            "cost_in_per_1k": 0.01,
+            "cost_out_per_1k": 0.03,
+        }
+        assert admin.post("/v1/workflows/agents", json=model).status_code == 201
+        assert alice.post("/v1/namespaces", json={"name": "console/wf"}).status_code == 201
+        task = {
+            "namespace": "console/wf",
+            "task_type": "json",
+            "description": "Extract the invoice number, total and currency as JSON: invoice 7070 from Acme totals 15.00 EUR.",
+        }
+        assert alice.post("/v1/workflows/dispatch", json=task).status_code == 200
+        assert alice.post("/v1/workflows/queue", json={**task, "priority": 3}).status_code == 202
+
+    page = await sign_in(browser, service, "alice", "/console/workflows")
+    await expect(page.locator("#models")).to_contain_text("console-frontier")
+    await expect(page.locator("#cluster-table")).to_contain_text("console/wf")
+    await expect(page.locator("#queue-table")).to_contain_text("console/wf")
+    await expect(page.locator("#totals")).to_contain_text("frontier 1")
+    await expect(page.locator("#costs")).to_contain_text("frontier spent")
+    await shot(page, "workflows")
+    await page.context.close()
+
+    page = await sign_in(browser, service, "carol", "/console/workflows")  # reads none of it
+    assert "console/wf" not in await page.content()
+    await expect(page.locator("#totals")).to_contain_text("Tasks done0")
+    await page.context.close()
