@@ -29,7 +29,7 @@ from cabrain.providers.rerankers import Reranker
 from cabrain.search import archive, lookup
 from cabrain.search import recall as recall_pipeline
 from cabrain.settings import Settings
-from cabrain.store import access, browse, generations, reconnect
+from cabrain.store import access, generations, reconnect
 from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
@@ -353,14 +353,19 @@ class Brain:
         )
 
     async def browse(
-        self, agent: str, namespace: str, filters: BrowseFilters, *, limit: int = 50, cursor: str | None = None
+        self,
+        agent: str,
+        namespace: str,
+        filters: BrowseFilters,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        archived: bool = False,
     ) -> MemoryPage:
-        """Hot memories of ``namespace`` that ``agent`` may read, newest first, a keyset page at a
-        time (:mod:`cabrain.store.browse`); an unreadable namespace is :class:`NotFound`."""
-        async with self.engine.pool.acquire() as conn:
-            (await access.caller(conn, agent, namespace)).require_namespace()
-            rows, next_cursor = await browse.page(conn, namespace, agent, filters, limit=limit, cursor=cursor)
-        return MemoryPage([sql.to_memory(r) for r in rows], next_cursor)
+        """A keyset page of ``namespace``'s memories, newest first, hot or ``archived`` (:func:`lookup.browse`)."""
+        return await lookup.browse(
+            self.engine, agent, namespace, filters, limit=limit, cursor=cursor, archived=archived
+        )
 
     async def unarchive(self, agent: str, memory_id: uuid.UUID | str) -> Memory:
         """Bring an archived (demoted) current memory back to the hot tier, with its own id, content,

@@ -18,7 +18,18 @@ from cabrain.serve.deps import Svc
 
 routes = router()
 
-BROWSE_FIELDS = ["namespace", "network", "memory_type", "source_kind", "from", "to", "min_importance", "history"]
+BROWSE_FIELDS = [
+    "namespace",
+    "tier",
+    "network",
+    "memory_type",
+    "source_kind",
+    "from",
+    "to",
+    "min_importance",
+    "history",
+]
+TIERS = ["hot", "cold"]
 PAGE_SIZE = 50
 
 
@@ -82,7 +93,10 @@ async def memories(request: Request, svc: Svc, session: Current) -> Response:
     if namespace:
         chosen = filters.browse_filters(params)
         cursor = filters.field(params, "cursor") or None
-        result = await svc.run(lambda b: b.browse(session.agent, namespace, chosen, limit=PAGE_SIZE, cursor=cursor))
+        archived = filters.choice(params, "tier", TIERS) == "cold"
+        result = await svc.run(
+            lambda b: b.browse(session.agent, namespace, chosen, limit=PAGE_SIZE, cursor=cursor, archived=archived)
+        )
         found, next_cursor = result.memories, result.next_cursor
     next_url = None
     if next_cursor:

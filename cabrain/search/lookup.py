@@ -16,9 +16,12 @@ import asyncpg
 from cabrain.engine import Engine
 from cabrain.errors import ColdStoreError, InputError, NotFound
 from cabrain.search.archive import memory_of
+from cabrain.store import access
+from cabrain.store import browse as browse_sql
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
-from cabrain.types import Memory, MemoryType, MemoryWithHistory, Network, Visibility
+from cabrain.store.browse import BrowseFilters
+from cabrain.types import Memory, MemoryPage, MemoryType, MemoryWithHistory, Network, Visibility
 
 # Archived identities of a namespace whose source_kind is not known yet (demoted before schema 0010).
 ARCHIVED_UNKNOWN_KIND = "SELECT id FROM memory_ids WHERE namespace = $1 AND tier = 'cold' AND source_kind IS NULL"
@@ -86,26 +89,7 @@ async def read_cold(engine: Engine, namespace: str, memory_id: uuid.UUID, where:
     """A demoted memory's row from the cold tier (``where``: its ``COLD_READABLE`` row), shown
     as forgotten when it was forgotten after its demotion (its text, once purged, is gone)."""
     if where["purged_at"] is not None:  # forgotten, and its text removed from the cold tier since
-        return Memory(
-            id=memory_id,
-            namespace=namespace,
-            owner_agent_id=where["owner_agent_id"],
-            visibility=Visibility(where["visibility"] or "private"),
-            network=Network.EXPERIENCE,
-            memory_type=MemoryType.EPISODIC,
-            content=f"[forgotten; its text was purged from the cold tier on {where['purged_at']:%Y-%m-%d}]",
-            source_kind=None,
-            source_ref=None,
-            importance=0.0,
-            access_count=0,
-            last_accessed_at=None,
-            created_at=where["valid_at"],
-            valid_at=where["valid_at"],
-            invalid_at=where["forgotten_at"],
-            superseded_by=None,
-            tier="cold",
-            metadata={"purged_at": where["purged_at"].isoformat()},
-        )
+        return purged(namespace, memory_id, where)
 
     # the cold tier's module loads pyarrow (half a second): loaded when the cold tier is first read
     from cabrain.store.cold import equal, month_of
@@ -120,7 +104,63 @@ async def read_cold(engine: Engine, namespace: str, memory_id: uuid.UUID, where:
             "but its row is not in the Iceberg table",
             hint="check CABRAIN_COLD_CATALOG_URI / CABRAIN_COLD_WAREHOUSE point at the cold tier the sleep cycle writes",
         )
-    memory = memory_of(rows[str(memory_id)])
+    return with_forget(memory_of(rows[str(memory_id)]), where)
+
+
+async def read_cold_page(
+    engine: Engine, namespace: str, wheres: list[asyncpg.Record], *, history: bool
+) -> list[Memory]:
+    """A page of demoted memories (their ``ARCHIVED`` rows, in order) read from the cold tier in one
+    scan; without ``history``, those superseded before their demotion are left out."""
+    ids = [str(w["id"]) for w in wheres if w["purged_at"] is None]
+    rows: dict = {}
+    if ids:
+        cold = await asyncio.to_thread(engine.cold_tier)
+        rows = await asyncio.to_thread(cold.newest, namespace, ids)
+    missing = [i for i in ids if i not in rows]
+    if missing:
+        raise ColdStoreError(
+            f"{len(missing)} demoted memories of {namespace!r} are not in the Iceberg table (first: {missing[0]})",
+            hint="check CABRAIN_COLD_CATALOG_URI / CABRAIN_COLD_WAREHOUSE point at the cold tier the sleep cycle writes",
+        )
+    out = []
+    for where in wheres:
+        memory = (
+            purged(namespace, where["id"], where)
+            if where["purged_at"] is not None
+            else with_forget(memory_of(rows[str(where["id"])]), where)
+        )
+        if history or memory.invalid_at is None:
+            out.append(memory)
+    return out
+
+
+def purged(namespace: str, memory_id: uuid.UUID, where: asyncpg.Record) -> Memory:
+    """A demoted memory forgotten and purged since: its identity, without its text."""
+    return Memory(
+        id=memory_id,
+        namespace=namespace,
+        owner_agent_id=where["owner_agent_id"],
+        visibility=Visibility(where["visibility"] or "private"),
+        network=Network.EXPERIENCE,
+        memory_type=MemoryType.EPISODIC,
+        content=f"[forgotten; its text was purged from the cold tier on {where['purged_at']:%Y-%m-%d}]",
+        source_kind=None,
+        source_ref=None,
+        importance=0.0,
+        access_count=0,
+        last_accessed_at=None,
+        created_at=where["valid_at"],
+        valid_at=where["valid_at"],
+        invalid_at=where["forgotten_at"],
+        superseded_by=None,
+        tier="cold",
+        metadata={"purged_at": where["purged_at"].isoformat()},
+    )
+
+
+def with_forget(memory: Memory, where: asyncpg.Record) -> Memory:
+    """A cold row as shown: forgotten when it was forgotten after its demotion."""
     if where["forgotten_at"] is None:
         return memory
     return dataclasses.replace(
@@ -132,6 +172,27 @@ async def read_cold(engine: Engine, namespace: str, memory_id: uuid.UUID, where:
             **({"forget_reason": where["forget_reason"]} if where["forget_reason"] else {}),
         },
     )
+
+
+async def browse(
+    engine: Engine,
+    agent: str,
+    namespace: str,
+    filters: BrowseFilters,
+    *,
+    limit: int,
+    cursor: str | None,
+    archived: bool,
+) -> MemoryPage:
+    """See :meth:`cabrain.brain.Brain.browse`. A missing namespace is :class:`NotFound`; in one the
+    agent may not read as a whole it sees what it may read row by row, as recall does."""
+    page = browse_sql.archived_page if archived else browse_sql.page
+    async with engine.pool.acquire() as conn:
+        (await access.caller(conn, agent, namespace)).require_namespace()
+        rows, next_cursor = await page(conn, namespace, agent, filters, limit=limit, cursor=cursor)
+    if archived:  # read from the cold tier with no connection held
+        return MemoryPage(await read_cold_page(engine, namespace, rows, history=filters.history), next_cursor)
+    return MemoryPage([sql.to_memory(r) for r in rows], next_cursor)
 
 
 async def list_current(

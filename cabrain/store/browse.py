@@ -43,6 +43,28 @@ LIMIT :limit
 )
 
 
+# Demoted memories (the cold tier keeps their rows; ``memory_ids`` their identity, owner and
+# visibility), newest first: the same keyset, scoped as COLD_READABLE is.
+ARCHIVED = Statement(
+    f"""
+WITH {ACCESS_CTE}
+SELECT i.id, i.valid_at, i.cold_batch, i.demoted_at, i.forgotten_at, i.forgotten_by, i.forget_reason,
+       i.purged_at, i.owner_agent_id, i.visibility
+FROM memory_ids i
+WHERE i.namespace = :namespace AND i.tier = 'cold'
+  AND (:history::boolean OR i.forgotten_at IS NULL)
+  AND (:source_kinds::text[] IS NULL OR i.source_kind = ANY(:source_kinds::text[]))
+  AND (:valid_from::timestamptz IS NULL OR i.valid_at >= :valid_from::timestamptz)
+  AND (:valid_to::timestamptz IS NULL OR i.valid_at < :valid_to::timestamptz)
+  AND (:after_at::timestamptz IS NULL OR (i.valid_at, i.id) < (:after_at::timestamptz, :after_id::uuid))
+  AND (SELECT agent_ok FROM access)
+  AND (i.visibility = 'global' OR i.owner_agent_id = :agent OR (i.visibility = 'team' AND (SELECT team_ok FROM access)))
+ORDER BY i.valid_at DESC, i.id DESC
+LIMIT :limit
+"""
+)
+
+
 @dataclass(frozen=True)
 class BrowseFilters:
     """What a page of memories is narrowed to; ``None`` (or empty) is no filter. ``history`` keeps
@@ -80,6 +102,50 @@ def parse_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         raise InputError(f"{cursor!r} is not a page cursor", hint="use a page's next_cursor as given") from None
 
 
+def _limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+
+
+def _next(rows: list[asyncpg.Record], limit: int) -> tuple[list[asyncpg.Record], str | None]:
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (cursor_of(rows[-1]["valid_at"], rows[-1]["id"]) if more and rows else None)
+
+
+async def archived_page(
+    conn: asyncpg.Connection,
+    namespace: str,
+    agent: str,
+    filters: BrowseFilters,
+    *,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[asyncpg.Record], str | None]:
+    """Up to ``limit`` demoted memories' identities after ``cursor``, newest first, and the next
+    page's cursor. Their network, type and importance are in the cold rows: those filters are refused
+    here rather than applied to a page after it was cut."""
+    _limit(limit)
+    if filters.networks or filters.memory_types or filters.min_importance is not None:
+        raise InputError(
+            "the archive is browsed by time and source; network, type and importance are not filters there",
+            hint="leave them empty, or search the archive with archive recall",
+        )
+    after_at, after_id = parse_cursor(cursor) if cursor else (None, None)
+    args = ARCHIVED.args(
+        namespace=namespace,
+        agent=agent,
+        history=filters.history,
+        source_kinds=list(filters.source_kinds) or None,
+        valid_from=filters.valid_from,
+        valid_to=filters.valid_to,
+        after_at=after_at,
+        after_id=after_id,
+        limit=limit + 1,
+    )
+    return _next(list(await conn.fetch(ARCHIVED.sql, *args)), limit)
+
+
 async def page(
     conn: asyncpg.Connection,
     namespace: str,
@@ -91,8 +157,7 @@ async def page(
 ) -> tuple[list[asyncpg.Record], str | None]:
     """Up to ``limit`` readable rows after ``cursor``, newest first, and the next page's cursor
     (``None`` on the last page)."""
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    _limit(limit)
     after_at, after_id = parse_cursor(cursor) if cursor else (None, None)
     args = BROWSE.args(
         namespace=namespace,
@@ -108,7 +173,4 @@ async def page(
         after_id=after_id,
         limit=limit + 1,
     )
-    rows = list(await conn.fetch(BROWSE.sql, *args))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (cursor_of(rows[-1]["valid_at"], rows[-1]["id"]) if more and rows else None)
+    return _next(list(await conn.fetch(BROWSE.sql, *args)), limit)

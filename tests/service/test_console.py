@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -453,7 +454,9 @@ async def test_the_capture_feed_is_live_and_shows_redactions(browser: Browser, s
     await page.context.close()
 
 
-async def test_workflows_registry_clusters_queue_and_report(browser: Browser, service: Service, llm_server: str) -> None:
+async def test_workflows_registry_clusters_queue_and_report(
+    browser: Browser, service: Service, llm_server: str
+) -> None:
     with service.client("admin") as admin, service.client("alice") as alice:
         model = {
             "name": "console-frontier",
@@ -486,4 +489,59 @@ async def test_workflows_registry_clusters_queue_and_report(browser: Browser, se
     page = await sign_in(browser, service, "carol", "/console/workflows")  # reads none of it
     assert "console/wf" not in await page.content()
     await expect(page.locator("#totals")).to_contain_text("Tasks done0")
+    await page.context.close()
+
+
+ARCHIVE_NS = "console/archive"
+
+
+async def test_the_archive_is_browsed_and_searched_from_the_cold_tier(browser: Browser, service: Service) -> None:
+    import asyncpg
+
+    from cabrain.sleep.cycle import run_cycle
+    from cabrain.types import MemoryInput, Visibility
+
+    with service.client("alice") as alice:
+        assert alice.post("/v1/namespaces", json={"name": ARCHIVE_NS}).status_code == 201
+    when = datetime.now(UTC) - timedelta(days=90)
+    texts = [f"Release {n} of the billing service shipped with its migration plan." for n in range(1, 4)]
+    with service.api("alice") as client:
+        items = [MemoryInput(t, ARCHIVE_NS, visibility=Visibility.TEAM, valid_at=when) for t in texts]
+        items.append(MemoryInput("Alice's private archive note about the lighthouse.", ARCHIVE_NS, valid_at=when))
+        client.retain_batch(items, decide=False)
+    conn = await asyncpg.connect(service.dsn)
+    try:
+        await conn.execute(
+            "UPDATE memories SET created_at = now() - interval '90 days' WHERE namespace = $1", ARCHIVE_NS
+        )
+    finally:
+        await conn.close()
+    settings = service.settings.model_copy(update={"sleep_demote_after_days": 30, "sleep_demote_keep_importance": 1.0})
+    report = await run_cycle(settings, service.dsn, namespaces=[ARCHIVE_NS], steps=["demote"], use_ray=False)
+    assert report.steps["demote"]["demoted"] == 4
+
+    page = await sign_in(browser, service, "alice", "/console/memories")
+    await page.get_by_label("Namespace").select_option(ARCHIVE_NS)
+    await page.get_by_role("button", name="Show").click()
+    await expect(page.locator("#empty")).to_be_visible()  # nothing is hot any more
+    await page.get_by_label("Tier").select_option("cold")
+    await page.get_by_role("button", name="Show").click()
+    await expect(page.locator("#memories li")).to_have_count(4)
+    await expect(page.locator("#memories")).to_contain_text("Release 2 of the billing service")
+    await page.get_by_label("Network").select_option("fact")
+    await page.get_by_role("button", name="Show").click()
+    await expect(page.get_by_role("alert")).to_contain_text("browsed by time and source")
+    await page.go_back()
+    await page.get_by_role("link", name="Recall").click()
+    await page.get_by_label("Query").fill("billing release migration plan")
+    await page.get_by_label("Namespace").select_option(ARCHIVE_NS)
+    await page.get_by_label("the archive (cold tier)").check()
+    await page.get_by_role("button", name="Recall").click()
+    await expect(page.locator("#hits li").first).to_contain_text("billing service")
+    await expect(page.locator("#timings")).to_contain_text("cold rows read")
+    await page.context.close()
+
+    page = await sign_in(browser, service, "bob", "/console/memories")  # no grant: alice's archive stays hers
+    await page.goto(f"{service.url}/console/memories?namespace={urllib.parse.quote(ARCHIVE_NS)}&tier=cold&history=1")
+    assert "billing service" not in await page.content() and "lighthouse" not in await page.content()
     await page.context.close()

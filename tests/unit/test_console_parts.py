@@ -119,3 +119,22 @@ def test_the_metrics_page_is_summed_over_replicas() -> None:
     assert out["routes"]["/v1/recall"]["requests"] == 20
     assert out["routes"]["/v1/recall"]["p50"] == pytest.approx(10.0)
     assert (out["cache_hits"], out["cache_lookups"], out["cache_ratio"]) == (3, 4, 0.75)
+
+
+def test_line_charts_scale_to_their_top_and_bars_to_the_largest() -> None:
+    from cabrain.console import charts
+
+    assert charts.line([]) is None
+    drawn = charts.line([("2026-11-01", 0.5), ("2026-11-02", 1.0), ("2026-11-03", 0.0)], top=1.0, width=224, height=124)
+    assert drawn is not None
+    assert drawn.points == "24.0,62.0 112.0,24.0 200.0,100.0"  # half way up, the top, the axis
+    assert (drawn.first, drawn.last, drawn.top) == ("2026-11-01", "2026-11-03", "1")
+    assert drawn.dots[1][2] == "2026-11-02: 1"
+    one = charts.line([("d", 3.0)])
+    assert one is not None and one.top == "3" and one.points == "24.0,24.0"
+    assert [(b.label, b.width) for b in charts.bars({"a": 2.0, "b": 1.0, "c": -0.5, "d": 0.0})] == [
+        ("a", 100.0),
+        ("b", 50.0),
+        ("c", 25.0),
+        ("d", 0.0),
+    ]
