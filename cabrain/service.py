@@ -282,6 +282,7 @@ def usage(settings: Settings, admin: identity.AdminBootstrap) -> str:
     key_file = admin.path
     lines = [
         f"CaBrain is up at {url}  (API docs: {url}/docs)",
+        f"console: {url}/console  (sign in with an API key)",
         admin_line(admin),
         "",
         "try it:",

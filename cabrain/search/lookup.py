@@ -195,6 +195,23 @@ async def browse(
     return MemoryPage([sql.to_memory(r) for r in rows], next_cursor)
 
 
+async def access_history(engine: Engine, agent: str, memory_id: uuid.UUID) -> list[dict[str, object]]:
+    """A readable memory's recent events, newest first; other agents are named to admins only (an
+    agent sees that a memory was used, not what another agent was doing)."""
+    async with engine.pool.acquire() as conn:
+        namespace = await access.require_readable_memory(conn, agent, memory_id)
+        admin = await access.is_admin(conn, agent)
+        rows = await browse_sql.access_history(conn, namespace, memory_id)
+    return [
+        {
+            "ts": r["ts"],
+            "op": r["op"],
+            "agent": r["agent_id"] if admin or r["agent_id"] == agent else "another agent",
+        }
+        for r in rows
+    ]
+
+
 async def list_current(
     engine: Engine,
     agent: str,

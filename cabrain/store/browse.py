@@ -65,6 +65,19 @@ LIMIT :limit
 )
 
 
+# A memory's use: the events about it (retained, forgotten, corrected...), and the recalls among the
+# namespace's newest :window events that returned it, newest first.
+ACCESS_HISTORY = """
+(SELECT ts, op, agent_id FROM memory_events WHERE memory_id = $1)
+UNION ALL
+(SELECT ts, op, agent_id
+ FROM (SELECT ts, op, agent_id, metadata FROM memory_events WHERE namespace = $2 ORDER BY ts DESC LIMIT $4) recent
+ WHERE recent.op = 'recall' AND recent.metadata -> 'hits' ? $1::text)
+ORDER BY ts DESC
+LIMIT $3
+"""
+
+
 @dataclass(frozen=True)
 class BrowseFilters:
     """What a page of memories is narrowed to; ``None`` (or empty) is no filter. ``history`` keeps
@@ -174,3 +187,11 @@ async def page(
         limit=limit + 1,
     )
     return _next(list(await conn.fetch(BROWSE.sql, *args)), limit)
+
+
+async def access_history(
+    conn: asyncpg.Connection, namespace: str, memory_id: uuid.UUID, *, limit: int = 50, window: int = 5000
+) -> list[asyncpg.Record]:
+    """What happened to ``memory_id`` and who recalled it lately (among the namespace's newest ``window``
+    events; older recalls are counted in its ``access_count``)."""
+    return list(await conn.fetch(ACCESS_HISTORY, memory_id, namespace, limit, window))

@@ -70,6 +70,10 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
         key_file = home / "admin.key"
         assert f"admin key: {key_file} (created now" in text
         assert f"http://127.0.0.1:{port}" in text
+        assert f"console: http://127.0.0.1:{port}/console" in text
+        console = httpx.get(f"http://127.0.0.1:{port}/console/login")  # served by cabrain up, nothing else
+        assert console.status_code == 200 and "API key" in console.text
+        assert httpx.get(f"http://127.0.0.1:{port}/console/static/console.css").status_code == 200
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
         key = key_file.read_text().strip()
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}) as api:

@@ -150,7 +150,45 @@ async def test_sign_in_browse_open_recall_and_revert(browser: Browser, service: 
     await page.get_by_label("Query").fill("قاعدة بيانات الفواتير")
     await page.get_by_role("button", name="Recall").click()
     await expect(page.locator("#hits li").first).to_contain_text("خادم الفواتير")
+
+    # the memory's page shows that it was recalled (recalls are recorded off the response path)
+    await page.locator("#hits li").first.get_by_role("link").click()
+    access = page.locator("#access")
+    for _ in range(20):
+        if "recall" in (await access.text_content() if await access.count() else ""):
+            break
+        await page.wait_for_timeout(500)
+        await page.reload()
+    await expect(access).to_contain_text("recall")
+    await expect(access).to_contain_text("alice")
     await page.context.close()
+
+
+async def test_pages_fit_a_phone_and_work_from_the_keyboard(browser: Browser, service: Service, seeded: dict) -> None:
+    context = await browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = await context.new_page()
+    await page.goto(service.url + "/console/login")
+    assert await page.evaluate("document.activeElement.id") == "key"  # the key field has the focus
+    await page.keyboard.type(service.keys["alice"])
+    await page.keyboard.press("Enter")
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    await page.keyboard.press("Tab")  # the first stop is the skip link, which moves the focus to the page
+    assert await page.evaluate("document.activeElement.textContent") == "Skip to content"
+    await page.keyboard.press("Enter")
+    assert await page.evaluate("document.activeElement.id") == "main"
+    for path in (
+        f"/console/memories?namespace={urllib.parse.quote(NS)}",
+        f"/console/recall?q=deploy+freeze&namespace={urllib.parse.quote(NS)}",
+        f"/console/memories/{seeded['new']}",
+        "/console/health",
+    ):
+        await page.goto(service.url + path)
+        overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"{path} is {overflow}px wider than a phone"
+    await page.goto(f"{service.url}/console/recall?namespace={urllib.parse.quote(NS)}")
+    await page.keyboard.press("/")  # the console's shortcut to the query field
+    assert await page.evaluate("document.activeElement.name") == "q"
+    await context.close()
 
 
 async def test_another_agent_sees_nothing_private(browser: Browser, service: Service, seeded: dict) -> None:
