@@ -11,7 +11,8 @@ namespace plus ``namespaces - 1`` small ones of N/100 each, mixed Arabic and Eng
 - all of it after reading the hot path's indexes into shared buffers (``pg_prewarm``, as a
   long-running server holds them) and a short untimed warm-up;
 - recall over HTTP (a local Ray and the Serve application) at each concurrency, the errors seen
-  at every level, and the memory the service's processes hold.
+  at every level, and the memory the service's processes hold;
+- the console's server time per page (:mod:`cabrain.bench.console`).
 
 Results go to ``<out>/results.json`` and a plot of latency against corpus size to
 ``<out>/latency.png``.
@@ -28,6 +29,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from cabrain.bench.console import measure_console, render_console
 from cabrain.bench.corpus import AGENT, NAMESPACE, synthetic_queries, synthetic_text
 from cabrain.bench.load import Corpus, bulk_load, graph_build_memory
 from cabrain.bench.measure import machine_facts, measure_floor, overhead_over_floor
@@ -156,6 +158,8 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
                 "memories": corpus.sizes[small],
                 "recall": await measure_recall(brain, rng, spec, namespace=small, levels=[1]),
             }
+        say("  console pages, server time", spec.quiet)
+        result["console"] = await measure_console(brain, rng)
         if settings.reranker_provider != RerankerProvider.NONE:
             say("  recall in process, reranked", spec.quiet)
             result["recall_rerank"] = await measure_recall(brain, rng, spec, rerank=True)
@@ -293,6 +297,8 @@ def render(results: dict[str, Any]) -> str:
                 f"  service memory (RSS): {http['memory']['total_mb']:,.0f} MB "
                 f"({', '.join(f'{k} {v:,.0f}' for k, v in http['memory']['processes_mb'].items())})"
             )
+        if r.get("console"):
+            lines += render_console(r["console"])
         o = r["overhead"]
         if o:
             lines.append(

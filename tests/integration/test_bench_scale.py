@@ -114,12 +114,16 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
             assert r["warm"]["rows_cached_mb"] > 0  # and the rows recall reads into the OS cache
             assert r["overhead"]["ratio_p50"] > 0
             assert "skipped" in r["recall_rerank"]  # no reranker configured: said, not faked
+            console = r["console"]  # each console page's server time, and none failed
+            pages = [name for name, page in console.items() if isinstance(page, dict)]
+            assert len(pages) >= 12 and all(console[name].get("p95", 0) > 0 for name in pages), console
             memory = r["http"]["memory"]
             assert memory["total_mb"] > 0 and any("Replica" in name for name in memory["processes_mb"])
         assert (out / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "6-memory namespace, c 1" in result.stdout
         assert "its stages, p50 / p95: lookups " in result.stdout and ", embed " in result.stdout
         assert "retain batched" in result.stdout and "HTTP, cache miss, concurrency 4" in result.stdout
+        assert "console pages, server time in process" in result.stdout and "recall playground" in result.stdout
 
         again = run_cli(*args[:2], "300", *args[3:], "--no-http", "--no-plot", env=env, timeout=300)
         assert again.returncode == 0, again.stderr[-3000:]

@@ -450,6 +450,19 @@ async def test_admin_manages_agents_and_keys_and_owners_share(browser: Browser, 
     await dora.goto(service.url + "/console/memories")
     await expect(dora).to_have_url(re.compile(r"/console/login\?next="))
     await context.close()
+
+    # and disables her, behind its confirmation; an agent that is not an admin may not
+    await admin_page.get_by_text("Disable this agent…").click()
+    await admin_page.get_by_label("Its keys stop working; its memories stay").check()
+    await admin_page.get_by_role("button", name="Disable dora").click()
+    await expect(admin_page.locator("#agent-state")).to_contain_text("disabled")
+    with _signed_in_client(service, "alice") as client:
+        token = client.get("/console/namespaces").text.split('name="csrf" value="')[1].split('"')[0]
+        refused = client.post("/console/agents/bob/disable", data={"csrf": token, "confirm": "yes"})
+        assert refused.status_code == 403
+    with service.client("admin") as admin:
+        [bob] = [a for a in admin.get("/v1/agents").json()["agents"] if a["id"] == "bob"]
+        assert bob["disabled_at"] is None
     await alice_page.context.close()
     await admin_page.context.close()
 
