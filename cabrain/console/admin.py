@@ -55,31 +55,14 @@ async def create_agent(request: Request, svc: Svc, session: Current) -> Response
     return page(request, "agents.html", title="Agents", agents=found, new_key=new_key, status=201)
 
 
-@routes.get("/agents/{agent_id}")
-async def agent(request: Request, agent_id: str, svc: Svc, session: Current) -> Response:
-    _admin(session)
+async def _agent_page(
+    request: Request, svc: Svc, agent_id: str, *, new_key: NewKey | None = None, status: int = 200
+) -> Response:
     known = [a for a in await svc.run(lambda b: b.list_agents()) if a.id == agent_id]
     if not known:
         raise NotFound(f"agent {agent_id!r} does not exist")
     keys = await svc.run(lambda b: b.list_keys(agent_id))
-    return page(
-        request,
-        "agent.html",
-        title=f"Agent {agent_id}",
-        agent=known[0],
-        keys=keys,
-        new_key=None,
-        done=filters.field(request.query_params, "done"),
-    )
-
-
-@routes.post("/agents/{agent_id}/keys")
-async def create_key(request: Request, agent_id: str, svc: Svc, session: Current) -> Response:
-    form = await change_form(request, session)
-    _admin(session)
-    new_key = await svc.run(lambda b: b.create_key(agent_id, label=text(form, "label") or "console"))
-    known = [a for a in await svc.run(lambda b: b.list_agents()) if a.id == agent_id]
-    keys = await svc.run(lambda b: b.list_keys(agent_id))
+    done = "" if new_key else filters.field(request.query_params, "done")
     return page(
         request,
         "agent.html",
@@ -87,9 +70,23 @@ async def create_key(request: Request, agent_id: str, svc: Svc, session: Current
         agent=known[0],
         keys=keys,
         new_key=new_key,
-        done="",
-        status=201,
+        done=done,
+        status=status,
     )
+
+
+@routes.get("/agents/{agent_id}")
+async def agent(request: Request, agent_id: str, svc: Svc, session: Current) -> Response:
+    _admin(session)
+    return await _agent_page(request, svc, agent_id)
+
+
+@routes.post("/agents/{agent_id}/keys")
+async def create_key(request: Request, agent_id: str, svc: Svc, session: Current) -> Response:
+    form = await change_form(request, session)
+    _admin(session)
+    new_key = await svc.run(lambda b: b.create_key(agent_id, label=text(form, "label") or "console"))
+    return await _agent_page(request, svc, agent_id, new_key=new_key, status=201)
 
 
 @routes.post("/agents/{agent_id}/keys/{key_id}/revoke")

@@ -11,6 +11,7 @@ import base64
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
@@ -120,6 +121,22 @@ def _limit(limit: int) -> None:
         raise InputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
 
 
+def _common(namespace: str, agent: str, filters: BrowseFilters, limit: int, cursor: str | None) -> dict[str, Any]:
+    """The parameters both pages take: scope, history, source, time, the keyset and one row more."""
+    after_at, after_id = parse_cursor(cursor) if cursor else (None, None)
+    return {
+        "namespace": namespace,
+        "agent": agent,
+        "history": filters.history,
+        "source_kinds": list(filters.source_kinds) or None,
+        "valid_from": filters.valid_from,
+        "valid_to": filters.valid_to,
+        "after_at": after_at,
+        "after_id": after_id,
+        "limit": limit + 1,
+    }
+
+
 def _next(rows: list[asyncpg.Record], limit: int) -> tuple[list[asyncpg.Record], str | None]:
     more = len(rows) > limit
     rows = rows[:limit]
@@ -144,18 +161,7 @@ async def archived_page(
             "the archive is browsed by time and source; network, type and importance are not filters there",
             hint="leave them empty, or search the archive with archive recall",
         )
-    after_at, after_id = parse_cursor(cursor) if cursor else (None, None)
-    args = ARCHIVED.args(
-        namespace=namespace,
-        agent=agent,
-        history=filters.history,
-        source_kinds=list(filters.source_kinds) or None,
-        valid_from=filters.valid_from,
-        valid_to=filters.valid_to,
-        after_at=after_at,
-        after_id=after_id,
-        limit=limit + 1,
-    )
+    args = ARCHIVED.args(_common(namespace, agent, filters, limit, cursor))
     return _next(list(await conn.fetch(ARCHIVED.sql, *args)), limit)
 
 
@@ -171,20 +177,11 @@ async def page(
     """Up to ``limit`` readable rows after ``cursor``, newest first, and the next page's cursor
     (``None`` on the last page)."""
     _limit(limit)
-    after_at, after_id = parse_cursor(cursor) if cursor else (None, None)
     args = BROWSE.args(
-        namespace=namespace,
-        agent=agent,
-        history=filters.history,
+        _common(namespace, agent, filters, limit, cursor),
         networks=[n.value for n in filters.networks] or None,
         memory_types=[t.value for t in filters.memory_types] or None,
-        source_kinds=list(filters.source_kinds) or None,
-        valid_from=filters.valid_from,
-        valid_to=filters.valid_to,
         min_importance=filters.min_importance,
-        after_at=after_at,
-        after_id=after_id,
-        limit=limit + 1,
     )
     return _next(list(await conn.fetch(BROWSE.sql, *args)), limit)
 
