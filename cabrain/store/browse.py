@@ -23,10 +23,8 @@ from cabrain.types import MemoryType, Network
 
 MAX_LIMIT = 200
 
-BROWSE = Statement(
-    f"""
-WITH {ACCESS_CTE}
-SELECT {COLUMNS}
+# The rows a page may hold (every filter but the importance floor), newest first after the keyset.
+BROWSED = f"""
 FROM memories m
 WHERE m.namespace = :namespace AND m.tier = 'hot'
   AND (:history::boolean OR m.invalid_at IS NULL)
@@ -35,13 +33,24 @@ WHERE m.namespace = :namespace AND m.tier = 'hot'
   AND (:source_kinds::text[] IS NULL OR m.source_kind = ANY(:source_kinds::text[]))
   AND (:valid_from::timestamptz IS NULL OR m.valid_at >= :valid_from::timestamptz)
   AND (:valid_to::timestamptz IS NULL OR m.valid_at < :valid_to::timestamptz)
-  AND (:min_importance::real IS NULL OR m.importance >= :min_importance::real)
   AND (:after_at::timestamptz IS NULL OR (m.valid_at, m.id) < (:after_at::timestamptz, :after_id::uuid))
   AND {READABLE}
 ORDER BY m.valid_at DESC, m.id DESC
 LIMIT :limit
 """
+BROWSE = Statement(f"WITH {ACCESS_CTE}\nSELECT {COLUMNS}\n{BROWSED}")
+# With an importance floor: the keys of the next :limit rows (a window) and whether each clears it.
+# Importance has no index (decay rewrites it, and an index on it would make those updates leave
+# the heap-only path), so a page reads at most a window and says where the next one starts.
+WINDOW = Statement(
+    f"WITH {ACCESS_CTE}\nSELECT m.id, m.valid_at, m.importance >= :min_importance::real AS clears\n{BROWSED}"
 )
+BY_KEYS = f"""
+SELECT {COLUMNS} FROM memories m JOIN unnest($1::uuid[], $2::timestamptz[]) AS k(id, valid_at)
+  ON m.id = k.id AND m.valid_at = k.valid_at
+ORDER BY m.valid_at DESC, m.id DESC
+"""
+SCAN_WINDOW = 5000  # rows an importance-floored page reads at most
 
 
 # Demoted memories (the cold tier keeps their rows; ``memory_ids`` their identity, owner and
@@ -173,17 +182,28 @@ async def page(
     *,
     limit: int,
     cursor: str | None,
+    scan: int = SCAN_WINDOW,
 ) -> tuple[list[asyncpg.Record], str | None]:
     """Up to ``limit`` readable rows after ``cursor``, newest first, and the next page's cursor
-    (``None`` on the last page)."""
+    (``None`` on the last page). With an importance floor a page reads at most ``scan`` rows: it
+    may hold fewer than ``limit`` (none, even) and still have a next page."""
     _limit(limit)
-    args = BROWSE.args(
-        _common(namespace, agent, filters, limit, cursor),
-        networks=[n.value for n in filters.networks] or None,
-        memory_types=[t.value for t in filters.memory_types] or None,
-        min_importance=filters.min_importance,
+    common = _common(namespace, agent, filters, limit, cursor) | {
+        "networks": [n.value for n in filters.networks] or None,
+        "memory_types": [t.value for t in filters.memory_types] or None,
+    }
+    if filters.min_importance is None:
+        return _next(list(await conn.fetch(BROWSE.sql, *BROWSE.args(common))), limit)
+    window = await conn.fetch(
+        WINDOW.sql, *WINDOW.args(common, limit=scan, min_importance=filters.min_importance)
     )
-    return _next(list(await conn.fetch(BROWSE.sql, *args)), limit)
+    hits = [r for r in window if r["clears"]]
+    if len(hits) > limit:  # a full page, and more after it
+        hits, last = hits[:limit], hits[limit - 1]
+    else:  # fewer: the next page starts after the window, if the window was full
+        last = window[-1] if len(window) == scan else None
+    rows = list(await conn.fetch(BY_KEYS, [r["id"] for r in hits], [r["valid_at"] for r in hits])) if hits else []
+    return rows, (cursor_of(last["valid_at"], last["id"]) if last is not None else None)
 
 
 async def access_history(

@@ -541,6 +541,8 @@ async def test_workflows_registry_clusters_queue_and_report(
     assert "console/wf" not in await page.content()
     await expect(page.locator("#totals")).to_contain_text("Tasks done0")
     await page.context.close()
+    with service.client("admin") as admin:  # the session's other tests dispatch to frontier models of their own
+        assert admin.patch("/v1/workflows/agents/console-frontier", json={"active": False}).status_code == 200
 
 
 ARCHIVE_NS = "console/archive"
