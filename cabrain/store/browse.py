@@ -194,14 +194,22 @@ async def page(
     }
     if filters.min_importance is None:
         return _next(list(await conn.fetch(BROWSE.sql, *BROWSE.args(common))), limit)
-    window = await conn.fetch(
-        WINDOW.sql, *WINDOW.args(common, limit=scan, min_importance=filters.min_importance)
-    )
-    hits = [r for r in window if r["clears"]]
-    if len(hits) > limit:  # a full page, and more after it
-        hits, last = hits[:limit], hits[limit - 1]
-    else:  # fewer: the next page starts after the window, if the window was full
-        last = window[-1] if len(window) == scan else None
+    hits: list[asyncpg.Record] = []
+    read, step, last = 0, max(limit * 4, 100), None
+    while read < scan:  # windows that grow, until the page is full or ``scan`` rows were read
+        size = min(step, scan - read)
+        window = await conn.fetch(WINDOW.sql, *WINDOW.args(common, limit=size, min_importance=filters.min_importance))
+        read += len(window)
+        hits += [r for r in window if r["clears"]]
+        if len(hits) > limit:  # a full page, and more after it
+            hits, last = hits[:limit], hits[limit - 1]
+            break
+        if len(window) < size:  # the end of the list
+            last = None
+            break
+        last = window[-1]  # the next window (or page) starts after this row
+        common |= {"after_at": last["valid_at"], "after_id": last["id"]}
+        step *= 2
     rows = list(await conn.fetch(BY_KEYS, [r["id"] for r in hits], [r["valid_at"] for r in hits])) if hits else []
     return rows, (cursor_of(last["valid_at"], last["id"]) if last is not None else None)
 
