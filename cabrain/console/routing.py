@@ -23,6 +23,7 @@ from cabrain.console.render import page
 from cabrain.console.session import Session
 from cabrain.errors import CabrainError, Unauthenticated
 from cabrain.serve.deps import Svc
+from cabrain.serve.errors import error_response
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 def error_page(request: Request, exc: CabrainError) -> Response:
     if exc.status >= 500:
         log.warning("console request failed", extra={"path": request.url.path, "error": str(exc)})
+    if request.url.path.endswith(".json"):  # what the pages' scripts fetch: the API's error shape
+        return error_response(exc)
     if isinstance(exc, Unauthenticated) and request.method == "GET":
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse(f"{sessions.PATH}/login?next={urllib.parse.quote(target, safe='')}", status_code=303)

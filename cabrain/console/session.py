@@ -97,7 +97,7 @@ def safe_next(target: str | None) -> str:
     parts = urllib.parse.urlsplit(target)
     if parts.scheme or parts.netloc or not (parts.path == PATH or parts.path.startswith(PATH + "/")):
         return f"{PATH}/memories"
-    if "\\" in target or target.startswith("//"):
+    if "\\" in target or target.startswith("//") or ".." in parts.path.split("/"):
         return f"{PATH}/memories"
     return target
 

@@ -266,6 +266,8 @@ def test_changes_need_their_csrf_token_and_this_origin(service: Service, seeded:
         assert answer.headers["location"] == "/console/login?next=%2Fconsole%2Frecall%3Fq%3Dx"
         page = client.get("/console/login?next=https://evil.example/steal")
         assert 'value="/console/memories"' in page.text
+        feed = client.get("/console/capture.json?namespace=proj")  # a script's fetch: the API's 401
+        assert feed.status_code == 401 and feed.json()["error"]["type"] == "unauthenticated"
 
 
 SLEEPY = "console/sleepy"

@@ -28,6 +28,7 @@ from cabrain.types import Network
         ("/consoleX", "/console/memories"),
         ("/console/\\evil", "/console/memories"),
         ("javascript:alert(1)", "/console/memories"),
+        ("/console/..//evil.example/x", "/console/memories"),
     ],
 )
 def test_sign_in_leads_only_to_console_pages(target: str | None, expected: str) -> None:
