@@ -22,17 +22,11 @@ from cabrain.errors import ConfigError, InputError, NotFound
 from cabrain.settings import load_settings, settings_for_replicas
 from cabrain.store import access
 from cabrain.store import judgments as judgment_sql
+from cabrain.store import namespaces as namespace_sql
 from cabrain.write.changes import may_see_judgment
 
 log = logging.getLogger(__name__)
 
-VISIBLE = """
-SELECT n.name FROM namespaces n
-WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = $1 AND a.disabled_at IS NULL AND a.is_admin)
-   OR (EXISTS (SELECT 1 FROM agents a WHERE a.id = $1 AND a.disabled_at IS NULL)
-       AND (n.owner_agent_id = $1
-            OR EXISTS (SELECT 1 FROM namespace_grants g WHERE g.namespace = n.name AND g.agent_id = $1 AND g.can_read)))
-"""
 RUNS = """
 SELECT id, started_at, finished_at, status, host, steps, namespaces FROM sleep_runs
 WHERE $1::boolean OR namespaces && $2::text[]
@@ -56,8 +50,10 @@ class SleepRuns:
         self.engine = engine
 
     async def _scope(self, conn: asyncpg.Connection, agent: str) -> tuple[bool, list[str]]:
-        await access.require_active(conn, agent)
-        return await access.is_admin(conn, agent), [r["name"] for r in await conn.fetch(VISIBLE, agent)]
+        readable = [
+            r["name"] for r in await namespace_sql.of_agent(conn, agent) if r["can_read"]
+        ]  # checks it is active
+        return await access.is_admin(conn, agent), readable
 
     async def runs(self, agent: str, *, limit: int = 50) -> list[dict[str, Any]]:
         """The newest runs that touched a namespace ``agent`` may read, with their counts there."""
