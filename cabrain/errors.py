@@ -34,7 +34,9 @@ answers and the client raises the class back (:func:`error_class`), so the two c
     │   ├── ServiceTimeout          408 timeout: the request took longer than the service allows
     │   └── ServiceBusy             429 too_many_requests: the service refused it for load
     ├── CacheError                  503 cache_unavailable: the Redis L1 cache cannot be reached
-    └── ColdStoreError              503 cold_tier_unavailable: the Iceberg catalog or warehouse
+    ├── ColdStoreError              503 cold_tier_unavailable: the Iceberg catalog or warehouse
+    └── SourceError                 502 source_failed: a connector's source failed after every retry
+        └── SourceAuthError         502 source_unauthorized: the source refused the credential (401/403)
 """
 
 from __future__ import annotations
@@ -262,3 +264,34 @@ class ColdStoreError(CabrainError):
 
     status = 503
     kind = "cold_tier_unavailable"
+
+
+class SourceError(CabrainError):
+    """A connector's source (GitLab, a WebDAV server, Drive, a file) could not be read, after every
+    retry the failure allowed."""
+
+    status = 502
+    kind = "source_failed"
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, status_code: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.status_code = status_code  # the source's HTTP status, where it answered one
+        self.retry_after = retry_after  # seconds the source asked to wait (Retry-After), if it did
+
+    @property
+    def transient(self) -> bool:
+        """Worth another try: rate-limited (429), a server error (5xx), or no answer at all."""
+        return self.status_code is None or self.status_code == 429 or self.status_code >= 500
+
+
+class SourceAuthError(SourceError):
+    """The source refused the connector's credential (401, or 403 where the source means "who are you"):
+    the connector stops until its credential is fixed."""
+
+    kind = "source_unauthorized"
+
+    @property
+    def transient(self) -> bool:
+        return False

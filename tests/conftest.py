@@ -48,10 +48,10 @@ def wait_for_port(port: int, timeout: float = 10.0) -> bool:
     return False
 
 
-def start_fake(module: str) -> tuple[subprocess.Popen, int]:
-    """Run ``python -m tests.fakes.<module> --port N`` (a stand-in model server) on loopback."""
+def start_fake(module: str, *args: str) -> tuple[subprocess.Popen, int]:
+    """Run ``python -m tests.fakes.<module> --port N [args]`` (a stand-in server) on loopback."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", f"tests.fakes.{module}", "--port", str(port)], cwd=REPO)
+    proc = subprocess.Popen([sys.executable, "-m", f"tests.fakes.{module}", "--port", str(port), *args], cwd=REPO)
     if not wait_for_port(port):
         proc.kill()
         pytest.fail(f"tests.fakes.{module} did not start")

@@ -22,6 +22,7 @@ from cabrain.serve.replica import Replica
 from cabrain.serve.routes import (
     agents,
     capture,
+    connectors,
     entities,
     health,
     judgments,
@@ -32,7 +33,19 @@ from cabrain.serve.routes import (
     workflows,
 )
 
-ROUTERS = (health, agents, memories, memory_tool, judgments, recall, capture, entities, namespaces, workflows)
+ROUTERS = (
+    health,
+    agents,
+    memories,
+    memory_tool,
+    judgments,
+    recall,
+    capture,
+    entities,
+    namespaces,
+    workflows,
+    connectors,
+)
 
 
 def create_api(svc: Replica) -> FastAPI:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from cabrain import __version__, identity
 from cabrain.brain import Brain
+from cabrain.connectors.facade import Connectors
 from cabrain.errors import DatabaseUnreachable, ServiceError
 from cabrain.fixes import Fix
 from cabrain.identity import Principal
@@ -51,6 +54,10 @@ class Replica:
         self.inbox_ready = asyncio.Event()
         self._started = asyncio.create_task(self._start())
         self._inbox_worker = asyncio.create_task(self._work_inbox())
+        # the credentials connectors name by variable, read here at the entry point (never stored)
+        self.environ = dict(os.environ)
+        self._syncs: dict[uuid.UUID, asyncio.Task[Any]] = {}
+        self._scheduler = asyncio.create_task(self._sync_due())
 
     # --- start-up: wait for the models, then open the hot tier ---------------------------------
     async def _start(self) -> None:
@@ -119,6 +126,44 @@ class Replica:
             except Exception as exc:  # noqa: BLE001 - the worker must outlive a bad moment
                 log.warning("capture inbox", extra={"error": str(exc)})
 
+    # --- connectors: syncs run in the background of the replica that was asked -----------------
+    def connectors(self, brain: Brain) -> Connectors:
+        return Connectors(brain.engine, environ=self.environ, local_roots=self.settings.connector_roots)
+
+    def start_sync(self, brain: Brain, agent: str, name: str) -> uuid.UUID:
+        """Start a sync of ``name`` as ``agent``; its run (``connector_runs``) tells how it goes."""
+        run_id = uuid.uuid4()
+
+        async def sync() -> None:
+            try:
+                await self.connectors(brain).sync(agent, name, run_id=run_id)
+            except Exception as exc:  # noqa: BLE001 - recorded in the run and on the connector
+                log.warning("connector sync failed", extra={"connector": name, "error": str(exc)})
+            finally:
+                self._syncs.pop(run_id, None)
+
+        self._syncs[run_id] = asyncio.create_task(sync())
+        return run_id
+
+    async def _sync_due(self, poll_s: float = 30.0) -> None:
+        """Sync the connectors whose schedule is due (each replica looks; a connector's lock lets
+        one of them sync it)."""
+        while True:
+            await asyncio.sleep(poll_s)
+            if self.brain is None:
+                continue
+            hub = self.connectors(self.brain)
+            try:
+                due = await hub.due()
+            except Exception as exc:  # noqa: BLE001 - the scheduler must outlive a bad moment
+                log.info("scheduled connector syncs", extra={"error": str(exc)})
+                continue
+            for connector in due:
+                try:  # a failure is recorded on the connector and its run; the others still sync
+                    await hub.sync(connector.agent_id, connector.name)
+                except Exception as exc:  # noqa: BLE001
+                    log.info("scheduled connector sync", extra={"connector": connector.name, "error": str(exc)})
+
     async def get_brain(self, wait_s: float = 30.0) -> Brain:
         if self.brain is not None:
             return self.brain
@@ -182,5 +227,8 @@ class Replica:
 
     async def __del__(self) -> None:
         self._inbox_worker.cancel()
+        self._scheduler.cancel()
+        for task in list(self._syncs.values()):
+            task.cancel()
         if self.brain is not None:
             await self.brain.close()

@@ -227,6 +227,36 @@ class OperationsSettings(BaseModel):
     workflow_max_tries: int = Field(default=3, ge=1, le=100, description="Claims of a queued task before it fails.")
     workflow_poll_s: float = Field(default=1.0, gt=0, description="How often an idle worker looks for queued tasks.")
 
+    # --- connectors ----------------------------------------------------------------------------------
+    connector_roots: list[str] = Field(
+        default_factory=list,
+        description="Folders that local connectors (folder, slack-export, whatsapp) added through the API may read, "
+        'as JSON, e.g. ["/srv/docs"]. Unset: the API refuses local connectors (the command line may add any path).',
+    )
+    connector_batch: int = Field(default=32, ge=1, le=1000, description="Changed items staged and indexed together.")
+    connector_retries: int = Field(
+        default=5, ge=1, le=20, description="Tries of one source request on 429, 5xx and lost connections."
+    )
+    connector_retry_backoff_s: float = Field(
+        default=0.5, ge=0, description="First retry's wait (doubled each time, jittered; Retry-After wins)."
+    )
+    connector_retry_max_s: float = Field(default=30.0, ge=0, description="Longest wait between two tries.")
+    connector_max_file_bytes: int = Field(
+        default=20_000_000, ge=1, description="Largest file a connector converts to text; larger ones are skipped."
+    )
+    connector_part_chars: int = Field(
+        default=2000,
+        ge=200,
+        le=20_000,
+        description="A long section of a document is cut into parts of about this size.",
+    )
+    connector_fan_out_items: int = Field(
+        default=2000,
+        ge=1,
+        description="A sync run on Ray (the connector_sync job, --ray) splits its changed items into shards of this many, "
+        "one Ray task each.",
+    )
+
     @field_validator("workflow_prices")
     @classmethod
     def _check_prices(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:

@@ -1,0 +1,264 @@
+"""``cabrain connectors add|list|show|sync|runs|remove``: pull sources into namespaces.
+
+With ``CABRAIN_API_URL`` set, each command asks the running service (as the agent of
+``CABRAIN_API_KEY``; a sync runs in the service, and the command follows it). Without it, the command
+works on the hot tier directly, as ``--as AGENT`` (default ``admin``): a local sync runs here, or
+with ``--ray`` as Ray tasks over the cluster, and may read any path this user can.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from cabrain.cli.common import EXIT_FAIL, EXIT_OK, Subparsers, json_flag, quiet_flag, remote
+from cabrain.errors import UsageError
+from cabrain.settings import Settings
+
+if TYPE_CHECKING:
+    from cabrain.connectors.facade import Connectors
+
+T = TypeVar("T")
+
+
+def _local(settings: Settings, work: Callable[[Connectors], Awaitable[T]]) -> T:
+    """Run ``work`` on a Connectors facade over the hot tier (no service)."""
+    from cabrain.connectors.facade import Connectors  # lazy, here and below: start-up time (common.py)
+    from cabrain.engine import Engine
+
+    async def run() -> T:
+        engine = await Engine.open(settings)
+        try:
+            return await work(Connectors(engine, environ=os.environ, local_roots=None))
+        finally:
+            await engine.close()
+
+    return asyncio.run(run())
+
+
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    if args.config:
+        text = args.config
+        if not text.lstrip().startswith("{"):
+            try:
+                with open(text, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError as exc:
+                raise UsageError(f"--config: cannot read {args.config}: {exc.strerror}") from None
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--config is not a JSON object: {exc}") from None
+        if not isinstance(config, dict):
+            raise UsageError("--config must be a JSON object")
+    for pair in args.set or []:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--set takes KEY=VALUE, got {pair!r}")
+        try:
+            config[key.strip()] = json.loads(value)  # numbers, true/false, lists
+        except json.JSONDecodeError:
+            config[key.strip()] = value
+    return config
+
+
+def _print_connector(c: dict[str, Any]) -> None:
+    every = f"every {c['every_s']} s" if c.get("every_s") else "on demand"
+    print(f"{c['name']:<24} {c['kind']:<13} -> {c['namespace']} ({c['visibility']}, {every})  {c['status']}")
+    if c.get("last_error"):
+        print(f"    error: {c['last_error']}")
+
+
+def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
+    config = _config(args)
+    body = {"name": args.name, "kind": args.kind, "namespace": args.namespace, "config": config}
+    body |= {"visibility": args.visibility, "every_s": args.every}
+    if settings.api_url:
+        with remote(settings) as client:
+            made = client.request("POST", "/v1/connectors", json=body)
+    else:
+        agent = args.as_agent
+
+        async def work(hub: Connectors) -> dict[str, Any]:
+            c = await hub.add(
+                agent, args.name, args.kind, args.namespace, config, visibility=args.visibility, every_s=args.every
+            )
+            return c.to_json()
+
+        made = _local(settings, work)
+    _print_connector(made)
+    print(f"sync it with: cabrain connectors sync {made['name']}")
+    return EXIT_OK
+
+
+def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
+    if settings.api_url:
+        with remote(settings) as client:
+            found = client.request("GET", "/v1/connectors")["connectors"]
+    else:
+
+        async def work(hub: Connectors) -> list[dict[str, Any]]:
+            return [c.to_json() for c in await hub.listing(args.as_agent)]
+
+        found = _local(settings, work)
+    if args.json:
+        print(json.dumps(found, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    for c in found:
+        _print_connector(c)
+    if not found:
+        print("no connectors (add one: cabrain connectors add NAME KIND -n NAMESPACE --set path=...)")
+    return EXIT_OK
+
+
+def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+    if settings.api_url:
+        with remote(settings) as client:
+            connector = client.request("GET", f"/v1/connectors/{args.name}")
+            runs = client.request("GET", f"/v1/connectors/{args.name}/runs", params={"limit": args.limit})["runs"]
+    else:
+
+        async def work(hub: Connectors) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            c = await hub.get(args.as_agent, args.name)
+            return c.to_json(), await hub.runs(args.as_agent, args.name, limit=args.limit)
+
+        connector, runs = _local(settings, work)
+    if args.json:
+        print(json.dumps({**connector, "runs": runs}, indent=2, ensure_ascii=False, default=str))
+        return EXIT_OK
+    _print_connector(connector)
+    print(f"    config: {json.dumps(connector['config'], ensure_ascii=False)}")
+    print(f"    last sync: {connector.get('last_sync_at') or 'never'}")
+    for run in runs:
+        _print_run(run)
+    return EXIT_OK
+
+
+def _print_run(run: dict[str, Any]) -> None:
+    counts = run.get("counts") or {}
+    line = ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "nothing"
+    print(f"  {run['started_at']}  {run['status']:<11} {line}")
+    if run.get("error"):
+        print(f"      error: {run['error']}")
+
+
+def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
+    args.json = getattr(args, "json", False)
+    return cmd_show(settings, args)
+
+
+def cmd_remove(settings: Settings, args: argparse.Namespace) -> int:
+    if settings.api_url:
+        with remote(settings) as client:
+            client.request("DELETE", f"/v1/connectors/{args.name}")
+    else:
+
+        async def work(hub: Connectors) -> None:
+            await hub.remove(args.as_agent, args.name)
+
+        _local(settings, work)
+    print(f"removed connector {args.name}: it syncs no more; the memories it wrote stay")
+    return EXIT_OK
+
+
+def cmd_sync(settings: Settings, args: argparse.Namespace) -> int:
+    out = sys.stderr if args.json else sys.stdout
+    say = (lambda line: None) if args.quiet else (lambda line: print(line, file=out, flush=True))
+    if not args.names and not args.due:
+        raise UsageError("name the connectors to sync, or give --due")
+    if settings.api_url:
+        if args.ray or args.due:
+            raise UsageError("--ray and --due run here, on the hot tier: unset CABRAIN_API_URL to use them")
+        reports = [_sync_remote(settings, name, say) for name in args.names]
+    else:
+        from cabrain.connectors.run import sync_here
+
+        reports = sync_here(settings, args.names, due=args.due, use_ray=args.ray, say=say)
+    if args.json:
+        print(json.dumps(reports, indent=2, default=str))
+    failed = [r for r in reports if r["status"] != "done"]
+    for r in failed:
+        print(f"cabrain: connector {r['connector']}: {r.get('error')}", file=sys.stderr)
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+def _sync_remote(settings: Settings, name: str, say: Callable[[str], None]) -> dict[str, Any]:
+    """Start a sync in the service and follow it until it ends."""
+    with remote(settings) as client:
+        started = client.request("POST", f"/v1/connectors/{name}/sync")
+        run_id = started["run_id"]
+        say(f"{name}: sync {run_id} started in the service")
+        last = None
+        while True:
+            run = client.request("GET", f"/v1/connectors/{name}/runs/{uuid.UUID(run_id)}")
+            counts = run.get("counts") or {}
+            line = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+            if line and line != last:
+                say(f"{name}: {line}")
+                last = line
+            if run["status"] != "running":
+                return {"connector": name, "run_id": run_id, **run}
+            time.sleep(1.0)
+
+
+def add_connectors(sub: Subparsers) -> None:
+    connectors = sub.add_parser(
+        "connectors",
+        help="pull GitLab, WebDAV/Nextcloud, Google Drive, Vikunja, folders and chat exports into namespaces",
+        description="Connectors pull a source into a namespace, on demand or on a schedule. With CABRAIN_API_URL "
+        "set, commands go to the service; otherwise they work on the hot tier as --as AGENT.",
+    )
+    csub = connectors.add_subparsers(dest="connectors_command", metavar="COMMAND", required=True)
+    as_agent = argparse.ArgumentParser(add_help=False)
+    as_agent.add_argument(
+        "--as", dest="as_agent", default="admin", metavar="AGENT", help="without a service: act as this agent (admin)"
+    )
+
+    add = csub.add_parser(
+        "add",
+        parents=[as_agent],
+        help="add a connector",
+        description="Add a connector. Kinds: folder, webdav, gitlab, gdrive, vikunja, slack-export, whatsapp. "
+        "Credentials are never given here: name the environment variable that holds one (--set token_env=GITLAB_TOKEN).",
+    )
+    add.add_argument("name")
+    add.add_argument("kind")
+    add.add_argument("--namespace", "-n", required=True)
+    add.add_argument("--config", help="the config as JSON, or a JSON file")
+    add.add_argument("--set", action="append", metavar="KEY=VALUE", help="one config key (repeatable; JSON values)")
+    add.add_argument("--visibility", default="team", choices=["private", "team", "global"])
+    add.add_argument("--every", type=int, default=None, metavar="SECONDS", help="sync on a schedule (>= 60)")
+    add.set_defaults(func=cmd_add)
+
+    ls = csub.add_parser("list", parents=[as_agent, json_flag()], help="list connectors")
+    ls.set_defaults(func=cmd_list)
+
+    for verb, text in (("show", "a connector and its recent runs"), ("runs", "a connector's recent runs")):
+        show = csub.add_parser(verb, parents=[as_agent, json_flag()], help=text)
+        show.add_argument("name")
+        show.add_argument("--limit", type=int, default=10)
+        show.set_defaults(func=cmd_show if verb == "show" else cmd_runs)
+
+    sync = csub.add_parser(
+        "sync",
+        parents=[as_agent, json_flag("print the reports as JSON"), quiet_flag()],
+        help="sync connectors now",
+        description="Sync connectors now: list the source, index what changed, forget what is gone. An "
+        "interrupted sync resumes where it stopped.",
+    )
+    sync.add_argument("names", nargs="*", metavar="NAME")
+    sync.add_argument("--due", action="store_true", help="every connector whose schedule is due")
+    sync.add_argument("--ray", action="store_true", help="fan large syncs out as Ray tasks (CABRAIN_RAY_ADDRESS)")
+    sync.set_defaults(func=cmd_sync)
+
+    rm = csub.add_parser("remove", parents=[as_agent], help="remove a connector (its memories stay)")
+    rm.add_argument("name")
+    rm.set_defaults(func=cmd_remove)

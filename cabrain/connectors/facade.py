@@ -1,0 +1,330 @@
+"""The ``Connectors`` facade: adding, listing, syncing and removing connectors, for every face.
+
+Made from an :class:`~cabrain.engine.Engine` like :class:`cabrain.brain.Brain`, plus what only an
+entry point may read: the environment the credentials come from, and the folders local connectors
+may read (``local_roots``; None for the operator's command line, which may read any path)::
+
+    hub = Connectors(brain.engine, environ=os.environ, local_roots=settings.connector_roots)
+    await hub.add("admin", "handbook", "folder", "team", {"path": "/srv/handbook"})
+    report = await hub.sync("admin", "handbook", say=print)
+
+Who may do what, enforced here for every surface:
+
+- **add**: an admin (a connector reads the host's files and environment and reaches the network
+  from the server) that may write the namespace; the connector then writes as that admin;
+- **list / get / runs**: admins see every connector; another agent sees those writing to a
+  namespace it may write;
+- **sync**: an agent that may write the connector's namespace; the writes are the connector's
+  agent's, checked as any retain is;
+- **remove**: an admin, or the namespace's owner. The memories stay; the connector stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from cabrain.connectors import sources
+from cabrain.connectors.base import ItemRef, Source, SourceSpec
+from cabrain.connectors.retry import Retry
+from cabrain.connectors.sync import Counts, Sync
+from cabrain.engine import Engine
+from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound, SourceAuthError, SourceError
+from cabrain.settings import Settings
+from cabrain.store import access
+from cabrain.store import connectors as sql
+from cabrain.types import Visibility
+
+__all__ = ["Connectors", "SyncReport"]
+
+log = logging.getLogger("cabrain.connectors")
+
+NAME_HINT = "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 63"
+
+# Runs the changed items of one sync in shards elsewhere (Ray tasks) and returns their counts.
+FanOut = Callable[[sql.Connector, list[ItemRef]], Awaitable[Counts]]
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    run_id: uuid.UUID
+    connector: str
+    status: str  # done | failed
+    counts: dict[str, int]
+    seconds: float
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.__dict__, "run_id": str(self.run_id)}
+
+
+class Connectors:
+    """Every method is one operation on connectors, on behalf of one agent."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        environ: Mapping[str, str] | None = None,
+        local_roots: Sequence[str] | None = None,
+        retry: Retry | None = None,
+    ) -> None:
+        self.engine = engine
+        self.environ = dict(environ) if environ is not None else {}
+        self.local_roots = None if local_roots is None else [Path(r).expanduser().resolve() for r in local_roots]
+        s = engine.settings
+        self.retry = retry or Retry(
+            attempts=s.connector_retries, base_s=s.connector_retry_backoff_s, max_s=s.connector_retry_max_s
+        )
+
+    @property
+    def settings(self) -> Settings:
+        return self.engine.settings
+
+    # --- the connectors themselves ---------------------------------------------------------------
+    async def add(
+        self,
+        agent: str,
+        name: str,
+        kind: str,
+        namespace: str,
+        config: Mapping[str, Any],
+        *,
+        visibility: str = "team",
+        every_s: int | None = None,
+    ) -> sql.Connector:
+        if not isinstance(name, str) or not sql_name(name):
+            raise InputError(f"connector name {name!r} is not valid: {NAME_HINT}")
+        try:
+            Visibility(visibility)
+        except ValueError:
+            raise InputError(f"visibility must be private, team or global, got {visibility!r}") from None
+        if every_s is not None and every_s < 60:
+            raise InputError(f"a schedule must be every 60 s or more, got {every_s}")
+        checked = sources.configure(kind, config)
+        if sources.is_local(kind):
+            self._check_local(kind, checked)
+        now = self.engine.clock()
+        async with self.engine.pool.acquire() as conn, conn.transaction():
+            await access.require_admin(conn, agent)
+            await access.require_writer(conn, agent, namespace)
+            if await sql.by_name(conn, name) is not None:
+                raise ConflictError(f"a connector named {name!r} exists", hint="pick another name, or remove that one")
+            return await sql.insert(
+                conn,
+                {
+                    "id": uuid.uuid4(),
+                    "name": name,
+                    "kind": kind,
+                    "namespace": namespace,
+                    "visibility": visibility,
+                    "agent_id": agent,
+                    "config": checked,
+                    "every_s": every_s,
+                    "next_sync_at": now if every_s else None,
+                    "created_at": now,
+                },
+            )
+
+    def _check_local(self, kind: str, config: Mapping[str, Any]) -> None:
+        if self.local_roots is None:
+            return
+        path = Path(str(config["path"])).expanduser().resolve()
+        if not self.local_roots:
+            raise AccessDenied(
+                f"a {kind} connector reads files on the server, and no folder is open to connectors added this way",
+                hint='the operator sets CABRAIN_CONNECTOR_ROOTS (JSON, e.g. ["/srv/docs"]), or adds it with the '
+                "command line on the server",
+            )
+        if not any(path == root or root in path.parents for root in self.local_roots):
+            roots = ", ".join(str(r) for r in self.local_roots)
+            raise AccessDenied(f"{path} is outside the folders connectors may read ({roots})")
+
+    async def listing(self, agent: str) -> list[sql.Connector]:
+        async with self.engine.pool.acquire() as conn:
+            await access.require_active(conn, agent)
+            found = await sql.every(conn)
+            if await access.is_admin(conn, agent):
+                return found
+            out = []
+            for connector in found:
+                if (await access.caller(conn, agent, connector.namespace)).can_write:
+                    out.append(connector)
+            return out
+
+    async def get(self, agent: str, name: str) -> sql.Connector:
+        async with self.engine.pool.acquire() as conn:
+            return await self._visible(conn, agent, name)
+
+    async def _visible(self, conn: Any, agent: str, name: str) -> sql.Connector:
+        await access.require_active(conn, agent)
+        connector = await sql.by_name(conn, name)
+        if connector is None or not (await access.caller(conn, agent, connector.namespace)).can_write:
+            raise NotFound(f"connector {name!r} does not exist or is not visible to {agent!r}")
+        return connector
+
+    async def remove(self, agent: str, name: str) -> sql.Connector:
+        async with self.engine.pool.acquire() as conn, conn.transaction():
+            connector = await self._visible(conn, agent, name)
+            (await access.caller(conn, agent, connector.namespace)).require_owner()
+            await sql.remove(conn, connector.id, self.engine.clock())
+        return connector
+
+    async def runs(self, agent: str, name: str, *, limit: int = 20) -> list[dict[str, Any]]:
+        if not 1 <= limit <= 500:
+            raise InputError(f"limit must be between 1 and 500, got {limit}")
+        async with self.engine.pool.acquire() as conn:
+            connector = await self._visible(conn, agent, name)
+            return await sql.runs(conn, connector.id, limit)
+
+    async def run(self, agent: str, name: str, run_id: uuid.UUID) -> dict[str, Any]:
+        async with self.engine.pool.acquire() as conn:
+            connector = await self._visible(conn, agent, name)
+            found = await sql.run(conn, run_id)
+        if found is None or found["connector_id"] != str(connector.id):
+            raise NotFound(f"connector {name!r} has no run {run_id}")
+        return found
+
+    # --- syncing -------------------------------------------------------------------------------------
+    def source(self, connector: sql.Connector) -> Source:
+        """The connector's source, with its credential from the environment."""
+        env = connector.config.get("token_env")
+        secret = None
+        if env:
+            secret = self.environ.get(env)
+            if not secret:
+                raise SourceAuthError(
+                    f"connector {connector.name!r} reads its credential from ${env}, which is not set where the sync runs",
+                    hint=f"export {env}=... in the environment of the process (or Ray workers) that syncs",
+                )
+        s = self.settings
+        spec = SourceSpec(
+            connector.kind,
+            connector.config,
+            secret,
+            max_file_bytes=s.connector_max_file_bytes,
+            part_chars=s.connector_part_chars,
+        )
+        return sources.build(spec, self.retry)
+
+    async def sync(
+        self,
+        agent: str,
+        name: str,
+        *,
+        say: Callable[[str], None] = lambda line: None,
+        fan_out: FanOut | None = None,
+        run_id: uuid.UUID | None = None,
+    ) -> SyncReport:
+        """Sync one connector now: resume what an interrupted sync staged, list the source, fetch and
+        index what changed (in Ray tasks when ``fan_out`` is given and there is enough of it), forget
+        what is gone. A refused credential stops the connector (status ``stopped``) until a sync
+        succeeds; any other failure marks it ``failed``. Either way the run records what it did."""
+        clock = self.engine.clock
+        run_id = run_id or uuid.uuid4()
+        async with self.engine.pool.acquire() as conn:
+            connector = await self._visible(conn, agent, name)
+            await access.require_writer(conn, agent, connector.namespace)
+        counts = Counts()
+        started = clock()
+        async with self.engine.pool.acquire() as lock_conn:
+            if not await lock_conn.fetchval(sql.LOCK, sql.LOCK_CLASS, str(connector.id)):
+                raise ConflictError(f"connector {name!r} is being synced already", hint="wait for that sync to end")
+            try:
+                stale = await sql.start_run(lock_conn, run_id, connector.id, started, socket.gethostname())
+                if stale:
+                    say(f"{name}: {len(stale)} earlier run(s) were interrupted; resuming")
+                status, error = "done", None
+                try:
+                    source = self.source(connector)
+                    try:
+                        await self._sync(connector, source, counts, say, fan_out, lock_conn, run_id)
+                    finally:
+                        source.close()
+                except SourceAuthError as exc:
+                    status, error = "failed", exc.message
+                    await sql.set_status(lock_conn, connector.id, "stopped", exc.message)
+                    raise
+                except (SourceError, InputError, AccessDenied, NotFound) as exc:
+                    status, error = "failed", exc.message
+                    await self._failed(lock_conn, connector, exc.message)
+                    raise
+                except BaseException as exc:
+                    status, error = "failed", f"{type(exc).__name__}: {exc}"
+                    await self._failed(lock_conn, connector, error)
+                    raise
+                finally:
+                    finished = clock()
+                    await sql.finish_run(lock_conn, run_id, finished, status, counts.to_json(), error)
+                    log.info("connector sync", extra={"connector": name, "status": status, **counts.to_json()})
+            finally:
+                await lock_conn.fetchval(sql.UNLOCK, sql.LOCK_CLASS, str(connector.id))
+        seconds = (clock() - started).total_seconds()
+        return SyncReport(run_id, name, status, counts.to_json(), seconds, error)
+
+    async def _failed(self, conn: Any, connector: sql.Connector, message: str) -> None:
+        retry_at = self.engine.clock() + timedelta(seconds=connector.every_s) if connector.every_s else None
+        await sql.set_status(conn, connector.id, "failed", message, next_at=retry_at)
+
+    async def _sync(
+        self,
+        connector: sql.Connector,
+        source: Source,
+        counts: Counts,
+        say: Callable[[str], None],
+        fan_out: FanOut | None,
+        conn: Any,
+        run_id: uuid.UUID,
+    ) -> None:
+        sync = Sync(self.engine, connector, source, say=say, batch=self.settings.connector_batch)
+        resumed = await sync.resume(counts)
+        if resumed:
+            say(f"{connector.name}: indexed {resumed} item(s) an interrupted sync had staged")
+        plan = await sync.plan()
+        counts.add(plan.counts)
+        await sql.progress(conn, run_id, counts.to_json())
+        if fan_out is not None and len(plan.changed) > self.settings.connector_fan_out_items:
+            counts.add(await fan_out(connector, plan.changed))
+        else:
+            await sync.apply(plan.changed, counts)
+        await sync.delete(plan.gone, counts)
+        now = self.engine.clock()
+        await sql.set_status(
+            conn,
+            connector.id,
+            "ok",
+            None,
+            synced_at=now,
+            next_at=now + timedelta(seconds=connector.every_s) if connector.every_s else None,
+            cursor={"listed_at": now.isoformat(), "items": plan.counts.listed, "run": str(run_id)},
+        )
+        say(
+            f"{connector.name}: {counts.listed} listed, {counts.unchanged} unchanged, {counts.indexed} indexed "
+            f"({counts.added} added, {counts.revised} revised, {counts.duplicates} duplicates), "
+            f"{counts.deleted} deleted, {counts.forgotten} forgotten"
+        )
+
+    async def apply_shard(self, connector: sql.Connector, refs: list[ItemRef]) -> Counts:
+        """One shard of a fanned-out sync (a Ray task): fetch, stage and index ``refs``. The sync that
+        planned it holds the connector's lock."""
+        source = self.source(connector)
+        try:
+            return await Sync(self.engine, connector, source, batch=self.settings.connector_batch).apply(refs)
+        finally:
+            source.close()
+
+    async def due(self) -> list[sql.Connector]:
+        """The operator's: connectors whose schedule says a sync is due now."""
+        async with self.engine.pool.acquire() as conn:
+            return await sql.due(conn, self.engine.clock())
+
+
+def sql_name(name: str) -> bool:
+    return re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,62}", name) is not None

