@@ -1,0 +1,90 @@
+"""Chat exports as connectors, on real files and real PostgreSQL: each message one memory with its
+speaker, time and thread; a re-export with more messages adds only those; an edited message is a
+revision; a message gone from the export is forgotten; recall finds a message by what was said."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from cabrain.connectors.facade import Connectors
+from cabrain.types import RecallQuery
+from tests.unit.test_chat_exports import slack_files
+
+CHAT = """١٢/٣/٢٠٢٤، ٩:١٥ ص - سارة: صباح الخير، اجتماع الفريق اليوم الساعة الحادية عشرة
+١٢/٣/٢٠٢٤، ٩:١٧ ص - خالد: تمام، سأحضر تقرير المبيعات للربع الثالث
+١٢/٣/٢٠٢٤، ٩:٢٠ ص - سارة: <Media omitted>
+١٢/٣/٢٠٢٤، ٩:٢٢ ص - ليلى: الخادم الجديد جاهز للاختبار
+١٢/٣/٢٠٢٤، ٩:٢٥ ص - خالد: Great, the deploy checklist is in the wiki
+"""
+MORE = "١٢/٣/٢٠٢٤، ١٠:٠٢ ص - ليلى: تم نقل الاجتماع إلى الساعة الثانية ظهرا\n"
+
+MEMORIES = "SELECT id, content, metadata, valid_at, invalid_at, superseded_by FROM memories WHERE namespace = 'chats'"
+
+
+async def _memories(dsn: str) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(MEMORIES)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def hub(brain) -> Connectors:
+    await brain.create_namespace("root", "chats")
+    return Connectors(brain.engine, environ={}, local_roots=None)
+
+
+async def test_a_whatsapp_export_becomes_one_memory_per_message(
+    hub: Connectors, brain, tmp_path: Path, db_dsn: str
+) -> None:
+    export = tmp_path / "WhatsApp Chat with Ops Team.txt"
+    export.write_text(CHAT, encoding="utf-8")
+    await hub.add("root", "ops-whatsapp", "whatsapp", "chats", {"path": str(export), "timezone": "Asia/Riyadh"})
+    first = await hub.sync("root", "ops-whatsapp")
+    assert first.status == "done" and first.counts["listed"] == 4  # the media line is not a message
+    rows = await _memories(db_dsn)
+    assert len(rows) == 4
+    khalid = next(r for r in rows if "تقرير المبيعات" in r["content"])
+    meta = json.loads(khalid["metadata"])
+    assert meta["speaker"] == "خالد" and meta["thread"] == "Ops Team"
+    assert khalid["valid_at"] == datetime(2024, 3, 12, 6, 17, tzinfo=UTC)  # 9:17 in Riyadh
+
+    found = await brain.recall("root", RecallQuery("متى اجتماع الفريق", "chats", k=2))
+    assert "اجتماع الفريق" in found.hits[0].memory.content
+
+    # exported again a little later: only the new message is written
+    export.write_text(CHAT + MORE, encoding="utf-8")
+    more = await hub.sync("root", "ops-whatsapp")
+    assert more.counts["listed"] == 5 and more.counts["unchanged"] == 4 and more.counts["added"] == 1
+
+    # a message edited in the export is a revision of its memory; one deleted is forgotten
+    edited = CHAT.replace("الخادم الجديد جاهز للاختبار", "الخادم الجديد جاهز للإنتاج").replace(
+        "١٢/٣/٢٠٢٤، ٩:٢٥ ص - خالد: Great, the deploy checklist is in the wiki\n", ""
+    )
+    export.write_text(edited + MORE, encoding="utf-8")
+    changed = await hub.sync("root", "ops-whatsapp")
+    assert changed.counts["revised"] == 1 and changed.counts["deleted"] == 1 and changed.counts["forgotten"] == 1
+    current = [r["content"] for r in await _memories(db_dsn) if r["invalid_at"] is None]
+    assert any("للإنتاج" in c for c in current) and not any("checklist" in c for c in current)
+
+
+async def test_a_slack_export_keeps_channels_threads_and_speakers(hub: Connectors, tmp_path: Path, db_dsn: str) -> None:
+    archive = tmp_path / "Acme Slack export.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for name, data in slack_files().items():
+            z.writestr(name, data)
+    await hub.add("root", "acme-slack", "slack-export", "chats", {"path": str(archive)})
+    report = await hub.sync("root", "acme-slack")
+    assert report.status == "done" and report.counts["listed"] == 8
+    rows = {r["content"]: json.loads(r["metadata"]) for r in await _memories(db_dsn)}
+    assert rows["Yes <3"]["thread"].startswith("#general/") and rows["Yes <3"]["speaker"] == "ana.l"
+    assert rows["Budget review Friday"]["thread"] == "#leads"
+    again = await hub.sync("root", "acme-slack")
+    assert again.counts["unchanged"] == 8 and again.counts["added"] == 0
