@@ -21,7 +21,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -179,6 +179,18 @@ class Client:
             except httpx.HTTPError as exc:
                 raise _unreachable(self.base_url, exc) from exc
         return raise_for(response)
+
+    def download(self, path: str, out: IO[str], **kwargs: Any) -> None:
+        """A streamed text answer (an export) written to ``out`` as it arrives."""
+        try:
+            with self._http.stream("GET", path, **kwargs) as response:
+                if not response.is_success:
+                    response.read()
+                    raise_for(response)
+                for text in response.iter_text():
+                    out.write(text)
+        except httpx.HTTPError as exc:
+            raise _unreachable(self.base_url, exc) from exc
 
     # memories
     def retain(self, item: MemoryInput, *, idempotency_key: str | None = None) -> RetainResult:

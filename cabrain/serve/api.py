@@ -29,6 +29,7 @@ from cabrain.serve.routes import (
     memories,
     memory_tool,
     namespaces,
+    portable,
     recall,
     workflows,
 )
@@ -45,6 +46,7 @@ ROUTERS = (
     namespaces,
     workflows,
     connectors,
+    portable,
 )
 
 

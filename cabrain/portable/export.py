@@ -1,0 +1,210 @@
+"""A portable export of namespaces: JSON Lines, one record per line, each with its ``type``.
+
+    {"type": "cabrain-export", "format": 1, "exported_at": ..., "namespaces": [...], ...}
+    {"type": "agent", ...}        every agent the records name (no keys: those never leave)
+    {"type": "namespace", ...}
+    {"type": "grant", ...}        who may read and write each namespace, as granted and accepted
+    {"type": "entity", ...}
+    {"type": "memory", ...}       every memory, current or not, hot or archived, oldest first: its
+                                  content, classification, provenance, validity, supersession,
+                                  salience and use, pinning, metadata, and where forgotten, when
+                                  and why; the vector only with ``with_embeddings``
+    {"type": "mention", ...}      a memory names an entity
+    {"type": "link", ...}         a memory was distilled from or merged with others
+    {"type": "judgment", ...}     every automatic judgment, so an imported brain can still undo them
+    {"type": "end", "counts": {...}}   the counts of each type: an export cut short is detected
+
+Everything hot is read in one repeatable-read transaction, so the export is one consistent moment
+of the hot tier; archived memories are read from the cold tier after it. Rows are turned into JSON
+by PostgreSQL (``to_jsonb``) and streamed to the file without being parsed here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import asyncpg
+
+from cabrain import __version__
+from cabrain.engine import Engine
+
+__all__ = ["FORMAT", "ExportReport", "export"]
+
+FORMAT = 1
+
+AGENTS = """
+SELECT jsonb_build_object('type', 'agent', 'id', a.id, 'display_name', a.display_name, 'is_admin', a.is_admin,
+                          'created_at', a.created_at, 'disabled_at', a.disabled_at)::text
+FROM agents a
+WHERE a.id IN (SELECT owner_agent_id FROM namespaces WHERE name = ANY($1)
+               UNION SELECT agent_id FROM namespace_grants WHERE namespace = ANY($1)
+               UNION SELECT granted_by FROM namespace_grants WHERE namespace = ANY($1)
+               UNION SELECT DISTINCT owner_agent_id FROM memory_ids WHERE namespace = ANY($1))
+ORDER BY a.id
+"""
+NAMESPACES = """
+SELECT jsonb_build_object('type', 'namespace', 'name', name, 'owner_agent_id', owner_agent_id,
+                          'created_at', created_at, 'metadata', metadata)::text
+FROM namespaces WHERE name = ANY($1) ORDER BY name
+"""
+GRANTS = """
+SELECT (jsonb_build_object('type', 'grant') || to_jsonb(g))::text
+FROM namespace_grants g WHERE namespace = ANY($1) ORDER BY namespace, agent_id
+"""
+ENTITIES = """
+SELECT (jsonb_build_object('type', 'entity') || to_jsonb(e))::text
+FROM entities e WHERE namespace = ANY($1) ORDER BY namespace, id
+"""
+# every hot row, with what its identity records (forgotten, by whom, why)
+MEMORIES = """
+SELECT (jsonb_build_object('type', 'memory') || (to_jsonb(m) - 'embedding' - 'content_hash' - 'tier')
+        || jsonb_build_object('tier', 'hot', 'forgotten_at', i.forgotten_at, 'forgotten_by', i.forgotten_by,
+                              'forget_reason', i.forget_reason)
+        || CASE WHEN $2 THEN jsonb_build_object('embedding', m.embedding::text) ELSE '{}'::jsonb END)::text
+FROM memories m JOIN memory_ids i ON i.id = m.id
+WHERE m.namespace = $1
+ORDER BY m.valid_at, m.id
+"""
+COLD_IDS = """
+SELECT id::text, forgotten_at, forgotten_by, forget_reason, purged_at FROM memory_ids
+WHERE namespace = $1 AND tier = 'cold'
+"""
+MENTIONS = """
+SELECT jsonb_build_object('type', 'mention', 'memory_id', me.memory_id, 'entity_id', me.entity_id)::text
+FROM memory_entities me JOIN entities e ON e.id = me.entity_id
+WHERE e.namespace = ANY($1) ORDER BY me.memory_id, me.entity_id
+"""
+LINKS = """
+SELECT (jsonb_build_object('type', 'link') || to_jsonb(s))::text
+FROM memory_sources s JOIN memory_ids i ON i.id = s.memory_id
+WHERE i.namespace = ANY($1) ORDER BY s.memory_id, s.source_id, s.relation
+"""
+JUDGMENTS = """
+SELECT (jsonb_build_object('type', 'judgment') || to_jsonb(j))::text
+FROM judgments j WHERE namespace = ANY($1) ORDER BY created_at, id
+"""
+
+
+@dataclass
+class ExportReport:
+    namespaces: list[str]
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class _Out:
+    """Lines to the file, counted by type."""
+
+    def __init__(self, out: IO[str], progress: Callable[[str], None], every_s: float) -> None:
+        self.out, self.progress, self.every_s = out, progress, every_s
+        self.counts: dict[str, int] = {}
+        self._said = time.monotonic()
+
+    def write(self, kind: str, line: str) -> None:
+        self.out.write(line)
+        self.out.write("\n")
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        if kind == "memory" and time.monotonic() - self._said >= self.every_s:
+            self._said = time.monotonic()
+            self.progress(f"exported {self.counts['memory']} memories")
+
+    def record(self, value: dict[str, Any]) -> None:
+        self.write(value["type"], json.dumps(value, ensure_ascii=False, default=str))
+
+
+async def _stream(conn: asyncpg.Connection, out: _Out, kind: str, query: str, *args: Any) -> None:
+    async for row in conn.cursor(query, *args, prefetch=5000):
+        out.write(kind, row[0])
+
+
+async def export(
+    engine: Engine,
+    namespaces: Sequence[str],
+    out: IO[str],
+    *,
+    with_embeddings: bool = False,
+    archived: bool = True,
+    progress: Callable[[str], None] = lambda line: None,
+    every_s: float = 5.0,
+) -> ExportReport:
+    """Write ``namespaces`` to ``out`` (a text file). Who may export what is the caller's to check."""
+    started = time.perf_counter()
+    names = sorted(set(namespaces))
+    sink = _Out(out, progress, every_s)
+    sink.record(
+        {
+            "type": "cabrain-export",
+            "format": FORMAT,
+            "cabrain": __version__,
+            "exported_at": engine.clock().isoformat(),
+            "namespaces": names,
+            "embedding_model": engine.settings.embedding_model,
+            "embedding_dim": engine.embedder.dim,
+            "with_embeddings": with_embeddings,
+        }
+    )
+    cold_ids: dict[str, list[asyncpg.Record]] = {}
+    async with engine.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        await _stream(conn, sink, "agent", AGENTS, names)
+        await _stream(conn, sink, "namespace", NAMESPACES, names)
+        await _stream(conn, sink, "grant", GRANTS, names)
+        await _stream(conn, sink, "entity", ENTITIES, names)
+        for name in names:
+            await _stream(conn, sink, "memory", MEMORIES, name, with_embeddings)
+            if archived:
+                cold_ids[name] = await conn.fetch(COLD_IDS, name)
+        await _stream(conn, sink, "mention", MENTIONS, names)
+        await _stream(conn, sink, "link", LINKS, names)
+        await _stream(conn, sink, "judgment", JUDGMENTS, names)
+    for name, rows in cold_ids.items():
+        if rows:
+            await _archived(engine, name, rows, sink, with_embeddings)
+    sink.record({"type": "end", "counts": dict(sink.counts)})
+    progress(f"exported {sink.counts.get('memory', 0)} memories of {len(names)} namespace(s)")
+    return ExportReport(names, dict(sink.counts), time.perf_counter() - started)
+
+
+async def _archived(
+    engine: Engine, namespace: str, rows: Sequence[asyncpg.Record], sink: _Out, with_embeddings: bool
+) -> None:
+    """The namespace's archived memories, as the cold tier keeps them (the newest copy of each)."""
+    import asyncio
+
+    import numpy as np
+
+    from cabrain.store.cold import ROW_COLUMNS
+
+    identity = {r["id"]: r for r in rows}
+    columns = [*ROW_COLUMNS, "embedding"] if with_embeddings else list(ROW_COLUMNS)
+    found = await asyncio.to_thread(engine.cold_tier().newest, namespace, sorted(identity))
+    embeddings: dict[str, Any] = {}
+    if with_embeddings:
+        table = await asyncio.to_thread(
+            engine.cold_tier().scan, namespace, ids=sorted(identity), columns=["id", "embedding"]
+        )
+        embeddings = dict(zip(table.column("id").to_pylist(), table.column("embedding").to_pylist(), strict=True))
+    for memory_id in sorted(found, key=lambda i: (found[i]["valid_at"], i)):
+        row = found[memory_id]
+        record: dict[str, Any] = {"type": "memory", **{c: row.get(c) for c in columns if c in row}}
+        record["metadata"] = json.loads(record["metadata"]) if isinstance(record.get("metadata"), str) else {}
+        who = identity[memory_id]
+        record |= {
+            "tier": "cold",
+            "forgotten_at": who["forgotten_at"],
+            "forgotten_by": who["forgotten_by"],
+            "forget_reason": who["forget_reason"],
+        }
+        for drop in ("valid_month", "demote_batch"):
+            record.pop(drop, None)
+        if with_embeddings and embeddings.get(memory_id) is not None:
+            record["embedding"] = (
+                "[" + ",".join(str(float(x)) for x in np.frombuffer(embeddings[memory_id], dtype=np.float32)) + "]"
+            )
+        sink.record(record)

@@ -1,0 +1,425 @@
+"""Importing a CaBrain export (:mod:`cabrain.portable.export`): the same memories, with the same
+ids, versions, times, salience, provenance, entities, links, grants and judgments.
+
+Memories are written as they were, not decided again: a CaBrain export is already what CaBrain
+decided. Each batch is embedded (unless the export kept vectors for the same dimension) while the
+batch before it is written, the way retain pipelines a large call, and written in one transaction
+under its namespaces' writer locks: the rows, their keyword postings (with the turns before them in
+their conversation), their passages, their speakers. What points at other memories - supersession,
+links, judgments - is written once every memory is in.
+
+Idempotent: a memory, entity, link or judgment whose id is already stored is skipped, so importing
+an export twice adds nothing, and an import cut short is finished by importing again. Agents are
+created without keys and never as admins (the operator makes keys for those who need them);
+memories the export read from the cold tier come back hot, and the next sleep demotes them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cabrain.engine import Engine
+from cabrain.errors import InputError
+from cabrain.portable.export import FORMAT
+from cabrain.search.chunking import chunk
+from cabrain.search.keyword import IndexedDoc
+from cabrain.store import memories as sql
+from cabrain.store import namespaces as namespace_sql
+from cabrain.write.threads import ThreadContext
+
+__all__ = ["RestoreReport", "restore"]
+
+AGENT = """
+INSERT INTO agents (id, display_name, is_admin, created_at, disabled_at) VALUES ($1, $2, false, $3, $4)
+ON CONFLICT (id) DO NOTHING RETURNING id
+"""
+NAMESPACE = """
+INSERT INTO namespaces (name, owner_agent_id, created_at, metadata) VALUES ($1, $2, $3, $4::jsonb)
+ON CONFLICT (name) DO NOTHING RETURNING name
+"""
+GRANT = """
+INSERT INTO namespace_grants (agent_id, namespace, can_read, can_write, granted_by, granted_at, accepted_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (agent_id, namespace) DO NOTHING RETURNING agent_id
+"""
+ENTITY = """
+INSERT INTO entities SELECT * FROM jsonb_populate_record(NULL::entities, $1::jsonb)
+ON CONFLICT DO NOTHING RETURNING id
+"""
+ENTITY_BY_KEY = "SELECT id FROM entities WHERE namespace = $1 AND key = $2"
+KNOWN = "SELECT id FROM memory_ids WHERE id = ANY($1::uuid[])"
+STATE = """
+UPDATE memories m SET created_at = s.created_at, invalid_at = s.invalid_at, access_count = s.access_count,
+                      last_accessed_at = s.last_accessed_at, consolidated_at = s.consolidated_at,
+                      decayed_at = s.decayed_at
+FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::int[], $5::timestamptz[], $6::timestamptz[],
+            $7::timestamptz[])
+     AS s(id, created_at, invalid_at, access_count, last_accessed_at, consolidated_at, decayed_at)
+WHERE m.id = s.id
+"""
+SUPERSEDED = """
+UPDATE memories m SET superseded_by = s.by FROM unnest($1::uuid[], $2::uuid[]) AS s(id, by)
+WHERE m.id = s.id AND m.superseded_by IS DISTINCT FROM s.by
+"""
+FORGOTTEN = """
+UPDATE memory_ids i SET forgotten_at = s.at, forgotten_by = s.by, forget_reason = s.why
+FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[]) AS s(id, at, by, why)
+WHERE i.id = s.id AND i.forgotten_at IS NULL
+"""
+MENTIONS = """
+INSERT INTO memory_entities (memory_id, entity_id)
+SELECT * FROM unnest($1::uuid[], $2::uuid[]) AS s(m, e) WHERE EXISTS (SELECT 1 FROM memory_ids WHERE id = s.m)
+ON CONFLICT DO NOTHING
+"""
+LINK = """
+INSERT INTO memory_sources SELECT * FROM jsonb_populate_record(NULL::memory_sources, $1::jsonb)
+ON CONFLICT DO NOTHING
+"""
+JUDGMENT = """
+INSERT INTO judgments SELECT * FROM jsonb_populate_record(NULL::judgments, $1::jsonb)
+ON CONFLICT DO NOTHING
+"""
+REVERTED = "UPDATE judgments SET reverted_by = $2 WHERE id = $1 AND reverted_by IS NULL"
+
+MEMORY_STATE = ("created_at", "invalid_at", "access_count", "last_accessed_at", "consolidated_at", "decayed_at")
+
+
+@dataclass
+class RestoreReport:
+    namespaces: list[str]
+    added: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)  # already stored
+    came_back_hot: int = 0  # archived in the export, hot here until the next sleep
+    seconds: float = 0.0
+
+    def count(self, kind: str, added: bool) -> None:
+        target = self.added if added else self.skipped
+        target[kind] = target.get(kind, 0) + 1
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def records(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
+    """The export's records, each checked to be a JSON object with a type."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where} line {number} is not JSON: {exc.msg}") from None
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            raise InputError(f"{where} line {number} is not a CaBrain export record")
+        yield record
+
+
+def _time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def _uuid(value: Any) -> uuid.UUID | None:
+    return uuid.UUID(str(value)) if value else None
+
+
+class _Restore:
+    def __init__(self, engine: Engine, report: RestoreReport, progress: Callable[[str], None], batch: int) -> None:
+        self.engine, self.report, self.progress, self.batch = engine, report, progress, batch
+        self.entity_ids: dict[uuid.UUID, uuid.UUID] = {}  # the export's entity id -> the one stored here
+        self.superseded: list[tuple[uuid.UUID, uuid.UUID]] = []
+        self.forgotten: list[tuple[uuid.UUID, datetime, str | None, str | None]] = []
+        self.mentions: list[tuple[uuid.UUID, uuid.UUID]] = []
+        self.pending: list[dict[str, Any]] = []
+        self.written = 0
+        self.vectors_fit = False
+        self._said = time.monotonic()
+
+    # --- the small records: agents, namespaces, grants, entities ----------------------------------------
+    async def small(self, record: dict[str, Any]) -> None:
+        kind = record["type"]
+        async with self.engine.pool.acquire() as conn:
+            if kind == "agent":
+                made = await conn.fetchval(
+                    AGENT,
+                    record["id"],
+                    record.get("display_name"),
+                    _time(record["created_at"]),
+                    _time(record.get("disabled_at")),
+                )
+            elif kind == "namespace":
+                made = await conn.fetchval(
+                    NAMESPACE,
+                    record["name"],
+                    record.get("owner_agent_id"),
+                    _time(record["created_at"]),
+                    json.dumps(record.get("metadata") or {}),
+                )
+            elif kind == "grant":
+                made = await conn.fetchval(
+                    GRANT,
+                    record["agent_id"],
+                    record["namespace"],
+                    record["can_read"],
+                    record["can_write"],
+                    record.get("granted_by"),
+                    _time(record["granted_at"]),
+                    _time(record.get("accepted_at")),
+                )
+            elif kind == "entity":
+                body = {k: v for k, v in record.items() if k != "type"}
+                made = await conn.fetchval(ENTITY, json.dumps(body, ensure_ascii=False))
+                exported = uuid.UUID(record["id"])
+                if made is None:  # the name is known here under another id: mentions go to that one
+                    made = await conn.fetchval(ENTITY_BY_KEY, record["namespace"], record["key"])
+                    self.report.count(kind, False)
+                    self.entity_ids[exported] = made or exported
+                    return
+                self.entity_ids[exported] = made
+            else:
+                raise AssertionError(kind)
+        self.report.count(kind, made is not None)
+
+    # --- memories, a batch at a time: embedded while the batch before is written -------------------------
+    async def memories(self, stream: Iterator[dict[str, Any]], first: dict[str, Any]) -> dict[str, Any] | None:
+        """Consume memory records from ``first`` on; returns the first record that is not one."""
+        batch: list[dict[str, Any]] = [first]
+        writing: asyncio.Task[None] | None = None
+        following: dict[str, Any] | None = None
+        for record in stream:
+            if record["type"] != "memory":
+                following = record
+                break
+            batch.append(record)
+            if len(batch) >= self.batch:
+                writing = await self._hand_over(batch, writing)
+                batch = []
+        if batch:
+            writing = await self._hand_over(batch, writing)
+        if writing is not None:
+            await writing
+        return following
+
+    async def _hand_over(self, batch: list[dict[str, Any]], writing: asyncio.Task[None] | None) -> asyncio.Task[None]:
+        fresh = await self._unknown(batch)
+        embedded = await self._embed(fresh)
+        if writing is not None:
+            await writing  # one batch written at a time, in order: threads see their earlier turns
+        return asyncio.create_task(self._write(embedded))
+
+    async def _unknown(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        ids = [uuid.UUID(r["id"]) for r in batch]
+        async with self.engine.pool.acquire() as conn:
+            known = {r["id"] for r in await conn.fetch(KNOWN, ids)}
+        for _ in range(len(known)):
+            self.report.count("memory", False)
+        return [r for r, i in zip(batch, ids, strict=True) if i not in known]
+
+    async def _embed(
+        self, batch: list[dict[str, Any]]
+    ) -> list[tuple[dict[str, Any], list[float], list[str], list[list[float]]]]:
+        s = self.engine.settings
+        texts: list[str] = []
+        pieces: list[list[str]] = []
+        for record in batch:
+            parts = chunk(record["content"], target_chars=s.chunk_chars, min_chars=s.chunk_min_chars)
+            pieces.append(parts)
+            if not (self.vectors_fit and record.get("embedding")):
+                texts.append(record["content"])
+            texts += parts
+        vectors = await self.engine.embed_documents(texts) if texts else []
+        out = []
+        at = 0
+        for record, parts in zip(batch, pieces, strict=True):
+            if self.vectors_fit and record.get("embedding"):
+                vector = json.loads(record["embedding"])
+            else:
+                vector, at = vectors[at], at + 1
+            out.append((record, vector, parts, vectors[at : at + len(parts)]))
+            at += len(parts)
+        return out
+
+    async def _write(self, batch: list[tuple[dict[str, Any], list[float], list[str], list[list[float]]]]) -> None:
+        if not batch:
+            return
+        s = self.engine.settings
+        rows, docs, chunks, states = [], [], [], []
+        async with self.engine.pool.acquire() as conn, conn.transaction():
+            for name in sorted({r["namespace"] for r, *_ in batch}):
+                await namespace_sql.lock(conn, name)
+            threads = ThreadContext(conn, turns=s.thread_context_turns, chars=s.thread_context_chars)
+            for record, vector, parts, part_vectors in batch:
+                memory_id = uuid.UUID(record["id"])
+                valid_at = _time(record["valid_at"])
+                metadata = record.get("metadata") or {}
+                owner, visibility = record.get("owner_agent_id"), record["visibility"]
+                context, _ = await threads.place(
+                    record["namespace"], owner or "", visibility, metadata, record["content"]
+                )
+                rows.append(
+                    {
+                        "id": memory_id,
+                        "namespace": record["namespace"],
+                        "owner_agent_id": owner,
+                        "visibility": visibility,
+                        "network": record["network"],
+                        "memory_type": record["memory_type"],
+                        "content": record["content"],
+                        "source_kind": record.get("source_kind"),
+                        "source_ref": record.get("source_ref"),
+                        "embedding": vector,
+                        "importance": float(record["importance"]),
+                        "valid_at": valid_at,
+                        "metadata": metadata,
+                        "content_hash": hashlib.sha256(record["content"].encode("utf-8")).digest(),
+                        "pinned": bool(record.get("pinned")),
+                        "thread_turn": record.get("thread_turn"),
+                    }
+                )
+                assert valid_at is not None
+                docs.append(IndexedDoc(memory_id, record["namespace"], valid_at, record["content"], context))
+                chunks += [
+                    (memory_id, n, record["namespace"], valid_at, t, v)
+                    for n, (t, v) in enumerate(zip(parts, part_vectors, strict=True))
+                ]
+                forgotten = _time(record.get("forgotten_at"))
+                invalid = _time(record.get("invalid_at")) or forgotten
+                states.append((memory_id, record, invalid))
+                if record.get("superseded_by"):
+                    self.superseded.append((memory_id, uuid.UUID(record["superseded_by"])))
+                if forgotten is not None:
+                    self.forgotten.append(
+                        (memory_id, forgotten, record.get("forgotten_by"), record.get("forget_reason"))
+                    )
+                if record.get("tier") == "cold":
+                    self.report.came_back_hot += 1
+            await sql.insert_memories(conn, rows)
+            await threads.written(rows)
+            await self.engine.keyword.index(conn, docs)
+            await sql.insert_chunks(conn, chunks)
+            await conn.execute(
+                STATE,
+                [m for m, _, _ in states],
+                [_time(r["created_at"]) for _, r, _ in states],
+                [i for _, _, i in states],
+                [int(r.get("access_count") or 0) for _, r, _ in states],
+                [_time(r.get("last_accessed_at")) for _, r, _ in states],
+                [_time(r.get("consolidated_at")) for _, r, _ in states],
+                [_time(r.get("decayed_at")) for _, r, _ in states],
+            )
+        for _ in rows:
+            self.report.count("memory", True)
+        self.written += len(rows)
+        if time.monotonic() - self._said >= 5.0:
+            self._said = time.monotonic()
+            self.progress(f"imported {self.written} memories")
+
+    # --- what points at memories --------------------------------------------------------------------------
+    async def finish(self, links: list[dict[str, Any]], judgments: list[dict[str, Any]]) -> None:
+        async with self.engine.pool.acquire() as conn, conn.transaction():
+            if self.superseded:
+                await conn.execute(SUPERSEDED, [a for a, _ in self.superseded], [b for _, b in self.superseded])
+            if self.forgotten:
+                f = self.forgotten
+                await conn.execute(
+                    FORGOTTEN, [x[0] for x in f], [x[1] for x in f], [x[2] for x in f], [x[3] for x in f]
+                )
+            if self.mentions:
+                mapped = [(m, self.entity_ids.get(e, e)) for m, e in self.mentions]
+                status = await conn.execute(MENTIONS, [m for m, _ in mapped], [e for _, e in mapped])
+                added = int(status.rsplit(" ", 1)[-1])
+                if added:
+                    self.report.added["mention"] = added
+                if len(mapped) - added:
+                    self.report.skipped["mention"] = len(mapped) - added
+            for link in links:
+                status = await conn.execute(LINK, json.dumps({k: v for k, v in link.items() if k != "type"}))
+                self.report.count("link", status.endswith(" 1"))
+            reverted = []
+            for judgment in judgments:
+                body = {k: v for k, v in judgment.items() if k not in ("type", "reverted_by")}
+                status = await conn.execute(JUDGMENT, json.dumps(body, ensure_ascii=False))
+                self.report.count("judgment", status.endswith(" 1"))
+                if judgment.get("reverted_by"):
+                    reverted.append((uuid.UUID(judgment["id"]), uuid.UUID(judgment["reverted_by"])))
+            for judgment_id, by in reverted:
+                await conn.execute(REVERTED, judgment_id, by)
+
+
+async def restore(
+    engine: Engine,
+    lines: Iterable[str],
+    *,
+    where: str = "the export",
+    progress: Callable[[str], None] = lambda line: None,
+    batch: int | None = None,
+) -> RestoreReport:
+    """Import a CaBrain export read from ``lines``. Who may do this (an admin: it creates agents and
+    namespaces) is the caller's to check."""
+    started = time.perf_counter()
+    stream = records(lines, where)
+    header = next(stream, None)
+    if header is None or header.get("type") != "cabrain-export":
+        raise InputError(f"{where} is not a CaBrain export (its first line is no cabrain-export header)")
+    if header.get("format") != FORMAT:
+        raise InputError(f"{where} is export format {header.get('format')!r}; this CaBrain reads format {FORMAT}")
+    report = RestoreReport(list(header.get("namespaces") or []))
+    work = _Restore(engine, report, progress, batch or max(engine.settings.embed_batch_size, 64))
+    work.vectors_fit = bool(header.get("with_embeddings")) and header.get("embedding_dim") == engine.embedder.dim
+    links: list[dict[str, Any]] = []
+    judgments: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
+    ended = None
+    record = next(stream, None)
+    while record is not None:
+        kind = record["type"]
+        counts[kind] = counts.get(kind, 0) + 1
+        following = next(stream, None)
+        if kind in ("agent", "namespace", "grant", "entity"):
+            await work.small(record)
+        elif kind == "memory":
+            following = await work.memories(_chain(following, stream, counts), record)
+        elif kind == "mention":
+            work.mentions.append((uuid.UUID(record["memory_id"]), uuid.UUID(record["entity_id"])))
+        elif kind == "link":
+            links.append(record)
+        elif kind == "judgment":
+            judgments.append(record)
+        elif kind == "end":
+            ended = record
+            counts.pop("end")
+        else:
+            raise InputError(f"{where} has a record of unknown type {kind!r}")
+        record = following
+    if ended is None:
+        raise InputError(
+            f"{where} ends before its end record: the export was cut short (nothing after it was lost here)"
+        )
+    expected = {k: v for k, v in (ended.get("counts") or {}).items() if k != "cabrain-export"}
+    if expected != counts:
+        raise InputError(f"{where} holds {counts} but says it holds {expected}: it was altered or cut")
+    await work.finish(links, judgments)
+    report.seconds = time.perf_counter() - started
+    progress(f"imported {work.written} memories ({sum(report.skipped.values())} records already here)")
+    return report
+
+
+def _chain(
+    first: dict[str, Any] | None, rest: Iterator[dict[str, Any]], counts: dict[str, int]
+) -> Iterator[dict[str, Any]]:
+    """``first`` then ``rest``, counting the memories as they pass (the caller counted ``first``'s
+    predecessor)."""
+    for record in [first] if first is not None else []:
+        if record["type"] == "memory":
+            counts["memory"] = counts.get("memory", 0) + 1
+        yield record
+    for record in rest:
+        if record["type"] == "memory":
+            counts["memory"] = counts.get("memory", 0) + 1
+        yield record

@@ -1,0 +1,79 @@
+"""Export and import (``/v1/export``, ``/v1/import``): a namespace's owner exports it as JSON Lines;
+an agent imports another tool's file into a namespace it may write; an admin imports a CaBrain
+export. Each is one call of :class:`cabrain.portable.facade.Portable` over the replica's engine.
+A body is limited by ``CABRAIN_API_MAX_BODY_BYTES``: larger imports run on the server's command line."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Query, Request
+from fastapi.responses import StreamingResponse
+
+from cabrain.portable.facade import Portable
+from cabrain.serve.deps import Caller, Svc
+from cabrain.serve.routing import router
+
+routes = router(tags=["export and import"])
+
+CHUNK = 1 << 20
+
+
+@routes.get(
+    "/v1/export",
+    summary="Export namespaces you own as JSON Lines (memories, versions, entities, links, grants)",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}, "description": "One JSON record per line."}},
+)
+async def export(
+    svc: Svc,
+    p: Caller,
+    namespace: Annotated[list[str], Query(min_length=1)],
+    with_embeddings: bool = False,
+) -> StreamingResponse:
+    spool = tempfile.TemporaryFile("w+", encoding="utf-8")
+    try:
+        await svc.run(
+            lambda b: Portable(b.engine).export(p.agent_id, namespace, spool, with_embeddings=with_embeddings)
+        )
+    except BaseException:
+        spool.close()
+        raise
+    spool.seek(0)
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            while text := spool.read(CHUNK):
+                yield text.encode("utf-8")
+        finally:
+            spool.close()
+
+    name = "-".join(namespace).replace("/", "_")[:80]
+    headers = {"Content-Disposition": f'attachment; filename="cabrain-{name}.jsonl"'}
+    return StreamingResponse(body(), media_type="application/x-ndjson", headers=headers)
+
+
+@routes.post("/v1/import", summary="Import a file: a CaBrain export (admin), or mem0, claude-mem, letta, markdown")
+async def import_file(
+    request: Request,
+    svc: Svc,
+    p: Caller,
+    format: Annotated[str, Query(description="cabrain | mem0 | claude-mem | letta | markdown")],
+    namespace: str | None = None,
+    visibility: str = "team",
+    decide: bool = True,
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="cabrain-import-") as folder:
+        path = Path(folder) / ("upload.md" if format == "markdown" else "upload")
+        with path.open("wb") as f:
+            async for piece in request.stream():
+                f.write(piece)
+        report = await svc.run(
+            lambda b: Portable(b.engine).import_file(
+                p.agent_id, format, path, namespace, visibility=visibility, decide=decide
+            )
+        )
+    return report.to_json()

@@ -1,0 +1,224 @@
+"""Export and import on real PostgreSQL: a brain exported and imported into an empty one gives
+back the same memories (every version, forgotten ones too), entities, links, grants and judgments;
+a second import adds nothing; other tools' files (mem0, Markdown) import once, through the CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from cabrain.errors import AccessDenied, InputError
+from cabrain.portable.facade import Portable
+from cabrain.types import MemoryInput, RecallQuery, Visibility
+from tests.conftest import _create_database, _drop_database, cli_env, run_cli
+
+# What may differ between two exports of the same memories: when each was made.
+VOLATILE = {"exported_at"}
+
+
+@pytest.fixture
+async def second_dsn(pg_server, template_db):
+    name = await _create_database(pg_server, template_db)
+    yield pg_server.dsn(name)
+    await _drop_database(pg_server, name)
+
+
+async def _fill(brain) -> dict:
+    """A namespace with versions, a forget, a revert, a conversation, entities and a grant."""
+    await brain.share("alice", "proj", "bob", can_write=False)
+    await brain.accept_grant("bob", "proj")
+    rows = [
+        ("Ahmed leads the payments team in Riyadh.", {}),
+        ("The staging database listens on port 5433.", {}),
+        ("فاطمة مسؤولة عن فريق التصميم في جدة.", {}),
+        ("Can you check the invoice totals for Acme?", {"thread": "chat-1", "speaker": "Mona"}),
+        ("Acme's March invoice totals 900 USD.", {"thread": "chat-1", "speaker": "Omar"}),
+        ("The deploy freeze starts on Friday.", {}),
+    ]
+    results = await brain.retain(
+        "alice", [MemoryInput(text, "proj", visibility=Visibility.TEAM, metadata=meta) for text, meta in rows]
+    )
+    ids = [r.memory_id for r in results]
+    fixed = await brain.reconsolidate("alice", ids[1], "The staging database listens on port 5434.", reason="moved")
+    await brain.forget("alice", ids[5], reason="the freeze was cancelled")
+    revision = await brain.retain("alice", MemoryInput("Ahmed now leads the payments team in Dubai.", "proj"))
+    return {"ids": ids, "fixed": fixed.memory_id, "revision": revision[0]}
+
+
+def _records(text: str) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for line in text.splitlines():
+        record = json.loads(line)
+        for key in VOLATILE:
+            record.pop(key, None)
+        out.setdefault(record["type"], []).append(record)
+    for kind in out:
+        out[kind].sort(key=lambda r: json.dumps(r, sort_keys=True, ensure_ascii=False))
+    return out
+
+
+async def test_an_export_imported_into_an_empty_brain_is_the_same_brain(
+    brain, open_brain, settings_for, second_dsn, embedder
+) -> None:
+    from cabrain.brain import Brain
+
+    await _fill(brain)
+    first = io.StringIO()
+    report = await Portable(brain.engine).export("alice", ["proj"], first)
+    assert report.counts["memory"] >= 8 and report.counts["grant"] == 1 and report.counts["judgment"] >= 1
+    assert report.counts["entity"] >= 2 and report.counts["mention"] >= 2
+    exported = _records(first.getvalue())
+    assert all("embedding" not in m for m in exported["memory"])  # without vectors unless asked
+
+    other = await Brain.open(settings_for(second_dsn), dsn=second_dsn, embedder=embedder)
+    try:
+        restored = await Portable(other.engine).restore(None, io.StringIO(first.getvalue()))
+        assert restored.added["memory"] == report.counts["memory"]
+        again = io.StringIO()
+        await Portable(other.engine).export(None, ["proj"], again)
+        assert _records(again.getvalue()) == exported  # every record, field by field
+
+        # the restored brain works: recall (vectors and keywords were rebuilt), grants, history
+        found = await other.recall("bob", RecallQuery("which port does staging use", "proj", k=3))
+        assert "5434" in found.hits[0].memory.content
+        assert not any("freeze" in h.memory.content for h in found.hits)
+        arabic = await other.recall("alice", RecallQuery("من مسؤول عن التصميم", "proj", k=2))
+        assert "فاطمة" in arabic.hits[0].memory.content
+
+        # importing it again adds nothing
+        twice = await Portable(other.engine).restore(None, io.StringIO(first.getvalue()))
+        assert twice.added == {} and twice.skipped["memory"] == report.counts["memory"]
+    finally:
+        await other.close()
+
+
+async def test_who_may_export_and_import(brain, tmp_path: Path) -> None:
+    await _fill(brain)
+    hub = Portable(brain.engine)
+    with pytest.raises(AccessDenied):  # bob may read proj, but only its owner exports it
+        await hub.export("bob", ["proj"], io.StringIO())
+    assert (await hub.export("root", ["proj"], io.StringIO())).counts["memory"] > 0  # an admin may
+    with pytest.raises(AccessDenied):
+        await hub.restore("alice", io.StringIO('{"type": "cabrain-export", "format": 1}\n'))
+    cut = io.StringIO()
+    await hub.export("alice", ["proj"], cut)
+    lines = cut.getvalue().splitlines()
+    with pytest.raises(InputError, match="cut short"):
+        await hub.restore("root", lines[:-1])
+    with pytest.raises(InputError, match="not a CaBrain export"):
+        await hub.restore("root", ['{"type": "memory"}'])
+
+
+MEM0 = {
+    "results": [
+        {
+            "id": "9a1e2c1e-5c7e-4a39-9a6e-2f3b1d1f0001",
+            "memory": "Prefers tea over coffee in the afternoon",
+            "hash": "a1",
+            "metadata": None,
+            "categories": ["food"],
+            "created_at": "2025-03-01T09:00:00-07:00",
+            "updated_at": None,
+            "user_id": "sara",
+        },
+        {
+            "id": "9a1e2c1e-5c7e-4a39-9a6e-2f3b1d1f0002",
+            "memory": "يعمل في فريق البنية التحتية منذ ٢٠٢١",
+            "hash": "a2",
+            "metadata": {"source": "chat"},
+            "created_at": "2025-03-02T10:00:00+03:00",
+            "updated_at": "2025-03-05T10:00:00+03:00",
+            "user_id": "sara",
+        },
+    ]
+}
+
+
+async def test_other_tools_import_once_through_the_cli(brain, db_dsn: str, home: Path, tmp_path: Path) -> None:
+    mem0 = tmp_path / "mem0.json"
+    mem0.write_text(json.dumps(MEM0, ensure_ascii=False))
+    memory_md = tmp_path / "CLAUDE.md"
+    memory_md.write_text(
+        "# Project rules\n\n## Testing\n\nRun the suite with scripts/test before every push.\n\n"
+        "## Style\n\nKeep modules under 500 lines and name folders after what they do.\n"
+    )
+    env = cli_env(database_url=db_dsn, home=str(home))
+    first = run_cli("import", "mem0", str(mem0), "-n", "proj", "--as", "alice", "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["read"] == 2 and report["added"] == 2 and report["already"] == 0
+    again = run_cli("import", "mem0", str(mem0), "-n", "proj", "--as", "alice", "--json", env=env)
+    assert json.loads(again.stdout)["added"] == 0 and json.loads(again.stdout)["already"] == 2
+
+    md = run_cli("import", "markdown", str(memory_md), "-n", "proj", "--as", "alice", env=env)
+    assert md.returncode == 0, md.stderr
+    assert "2 added" in md.stdout
+
+    tea = await brain.recall("alice", RecallQuery("what does sara drink", "proj", k=3))
+    hit = next(h.memory for h in tea.hits if "tea" in h.memory.content)
+    assert hit.source_kind == "import:mem0" and hit.source_ref == MEM0["results"][0]["id"]
+    assert hit.metadata["author"] == "sara" and hit.valid_at.isoformat() == "2025-03-01T16:00:00+00:00"
+    rules = await brain.recall("alice", RecallQuery("how do I run the tests", "proj", k=3))
+    assert "scripts/test" in rules.hits[0].memory.content
+
+    refused = run_cli("import", "mem0", str(mem0), "-n", "proj", "--as", "bob", env=env)
+    assert refused.returncode == 1 and "may not write" in refused.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    broken = run_cli("import", "mem0", str(bad), "-n", "proj", "--as", "alice", env=env)
+    assert broken.returncode == 1 and "bad.json" in broken.stderr
+
+
+async def test_the_export_command_round_trips(brain, db_dsn: str, second_dsn: str, home: Path, tmp_path: Path) -> None:
+    await _fill(brain)
+    out = tmp_path / "brain.jsonl"
+    made = run_cli("export", str(out), "-n", "proj", env=cli_env(database_url=db_dsn, home=str(home)))
+    assert made.returncode == 0, made.stderr
+    assert "exported proj" in made.stdout
+    back = run_cli("import", "cabrain", str(out), env=cli_env(database_url=second_dsn, home=str(home)))
+    assert back.returncode == 0, back.stderr
+    assert " memories" in back.stdout and "0 records were already here" in back.stdout, back.stdout
+
+
+async def test_archived_memories_are_exported_from_the_cold_tier(
+    brain, settings_for, db_dsn: str, second_dsn: str, embedder
+) -> None:
+    from datetime import UTC, datetime
+
+    import asyncpg
+
+    from cabrain.brain import Brain
+    from cabrain.sleep.cycle import run_cycle
+
+    old = datetime(2024, 1, 15, tzinfo=UTC)
+    [kept] = await brain.retain(
+        "alice",
+        MemoryInput("The 2023 audit found no issues in payroll.", "proj", visibility=Visibility.TEAM, valid_at=old),
+    )
+    await brain.retain("alice", MemoryInput("The office moves to the new building in June.", "proj"))
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        await conn.execute("UPDATE memories SET created_at = now() - interval '90 days' WHERE valid_at < '2025-01-01'")
+    finally:
+        await conn.close()
+    settings = settings_for(db_dsn, sleep_demote_after_days=30, sleep_demote_keep_importance=1.0)
+    report = await run_cycle(settings, db_dsn, steps=["demote"], use_ray=False)
+    assert report.steps["demote"]["demoted"] == 1
+
+    out = io.StringIO()
+    await Portable(brain.engine).export("alice", ["proj"], out)
+    archived = [r for r in _records(out.getvalue())["memory"] if r["tier"] == "cold"]
+    assert [r["id"] for r in archived] == [str(kept.memory_id)]
+    assert archived[0]["content"] == "The 2023 audit found no issues in payroll."
+
+    other = await Brain.open(settings_for(second_dsn), dsn=second_dsn, embedder=embedder)
+    try:
+        restored = await Portable(other.engine).restore(None, io.StringIO(out.getvalue()))
+        assert restored.came_back_hot == 1 and restored.added["memory"] == 2
+        back = await other.get("alice", kept.memory_id)
+        assert back.memory.content == archived[0]["content"] and back.memory.valid_at == old
+    finally:
+        await other.close()
