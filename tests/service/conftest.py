@@ -118,6 +118,7 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
         serve_ready_timeout_s=240,
         db_connect_timeout_s=20,
         metrics_key=METRICS_KEY,
+        connector_roots=[str(Path(home) / "shared")],  # the one folder local connectors may read over the API
     )
     keys, ids = await _make_agents(service_db)
     # One namespace of the service's own drops the database connection right after each retain
