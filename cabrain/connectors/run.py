@@ -64,7 +64,7 @@ async def _sync_all(
             chosen += [c for c in await hub.due() if c.name not in set(names)]
             if not chosen:
                 say("no connector is due")
-        fan_out = ray_fan_out(settings, dsn) if use_ray else None
+        fan_out = ray_fan_out(settings, dsn, say) if use_ray else None
         reports = []
         for connector in chosen:
             try:
@@ -78,12 +78,12 @@ async def _sync_all(
         await engine.close()
 
 
-def ray_fan_out(settings: Settings, dsn: str) -> FanOut:
+def ray_fan_out(settings: Settings, dsn: str, say: Callable[[str], None] = lambda line: None) -> FanOut:
     """Shards of a sync's changed items as Ray tasks over the cluster."""
     import ray  # heavy: only a sync on Ray loads it
 
     @ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")
-    def connector_shard(settings_dict: dict[str, Any], dsn: str, name: str, refs: list[ItemRef]) -> dict[str, int]:
+    def connector_shard(settings_dict: dict[str, Any], dsn: str, name: str, refs: list[ItemRef]) -> dict[str, Any]:
         return asyncio.run(_shard(load_settings(**settings_dict), dsn, name, refs))
 
     shipped = settings_for_replicas(settings)
@@ -92,16 +92,19 @@ def ray_fan_out(settings: Settings, dsn: str) -> FanOut:
     async def fan_out(connector: sql.Connector, refs: list[ItemRef]) -> Counts:
         shards = [refs[i : i + size] for i in range(0, len(refs), size)]
         log.info("connector fan out", extra={"connector": connector.name, "items": len(refs), "shards": len(shards)})
+        say(f"{connector.name}: {len(refs)} changed items in {len(shards)} Ray tasks")
         results = await asyncio.gather(*(connector_shard.remote(shipped, dsn, connector.name, s) for s in shards))
         total = Counts()
         for result in results:
-            total.add(Counts(**result))
+            total.add(Counts(**{k: v for k, v in result.items() if k != "node"}))
+        nodes = sorted({r["node"] for r in results if r.get("node")})
+        say(f"{connector.name}: the shards ran on {len(nodes)} node(s)")
         return total
 
     return fan_out
 
 
-async def _shard(settings: Settings, dsn: str, name: str, refs: list[ItemRef]) -> dict[str, int]:
+async def _shard(settings: Settings, dsn: str, name: str, refs: list[ItemRef]) -> dict[str, Any]:
     engine = await Engine.open(settings, dsn=dsn)
     try:
         async with engine.pool.acquire() as conn:
@@ -109,6 +112,10 @@ async def _shard(settings: Settings, dsn: str, name: str, refs: list[ItemRef]) -
         if connector is None:
             raise NotFound(f"connector {name!r} was removed during its sync")
         hub = Connectors(engine, environ=os.environ, local_roots=None)
-        return (await hub.apply_shard(connector, refs)).to_json()
+        counts: dict[str, Any] = (await hub.apply_shard(connector, refs)).to_json()
     finally:
         await engine.close()
+    import ray
+
+    counts["node"] = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    return counts
