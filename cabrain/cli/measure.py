@@ -147,6 +147,21 @@ def cmd_bench_recall(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_portable(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.bench.portable import render_portable, run_portable_bench
+
+    if args.memories < 1 or not 1 <= args.sample <= args.memories:
+        raise UsageError("--memories must be at least 1, and --sample between 1 and --memories")
+    result = asyncio.run(
+        run_portable_bench(
+            settings, memories=args.memories, sample=args.sample, keep=not args.scratch, quiet=args.quiet
+        )
+    )
+    print(render_portable(result))
+    write_results(args.json, json.dumps(result, indent=2, default=str) + "\n")
+    return EXIT_OK
+
+
 def cmd_bench_http(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain import bench
 
@@ -251,6 +266,19 @@ def add_bench(sub: Subparsers) -> None:
     br.add_argument("--memories", type=int, default=100_000, help="corpus size (default 100000)")
     br.add_argument("--queries", type=int, default=300, help="recalls timed per mode (default 300)")
     br.set_defaults(func=cmd_bench_recall)
+
+    bp = bench_sub.add_parser(
+        "portable",
+        help="export and import throughput at N memories",
+        description="On the benchmark corpus of N memories (kept between runs, as `cabrain bench --keep` keeps it): "
+        "export without and with vectors, then import a sample into an empty database, re-embedded and with its "
+        "vectors kept, beside the bare embedder on the same texts.",
+        parents=[json_file(), quiet_flag()],
+    )
+    bp.add_argument("--memories", type=int, default=100_000, help="corpus size (default 100000)")
+    bp.add_argument("--sample", type=int, default=2000, help="memories imported (default 2000)")
+    bp.add_argument("--scratch", action="store_true", help="build the corpus in a scratch database, dropped after")
+    bp.set_defaults(func=cmd_bench_portable)
 
     bh = bench_sub.add_parser(
         "http",

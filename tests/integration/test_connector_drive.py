@@ -136,7 +136,8 @@ async def test_a_drive_folder_syncs_incrementally(hub: Connectors, drive, db_dsn
     assert anchors == ["Escalation", "Runbook"]  # a Word file converted, a memory per section
     assert all(json.loads(r["metadata"])["format"] == "docx" for r in runbook)
     report = next(r for r in rows if "eight percent" in r["content"])  # a PDF converted
-    assert json.loads(report["metadata"])["format"] == "pdf" and report["source_ref"].endswith("/p3/view?usp=drivesdk@1")
+    assert json.loads(report["metadata"])["format"] == "pdf"
+    assert report["source_ref"] == "https://drive.google.com/file/d/p3/view?usp=drivesdk@1"
     assert any("5433" in r["content"] for r in rows)  # a file in a subfolder
     assert not any("/b5/" in r["source_ref"] for r in rows)
 
@@ -213,7 +214,9 @@ async def test_a_refused_token_stops_the_connector(hub: Connectors, drive) -> No
 
 async def test_a_killed_drive_sync_resumes_without_duplicates(hub: Connectors, drive, db_dsn: str, home: Path) -> None:
     url, state = drive
-    notes = [entry(f"n{i}", f"note {i}.txt", text=f"Meeting note {i}: the team agreed on item {i}.") for i in range(1, 10)]
+    notes = [
+        entry(f"n{i}", f"note {i}.txt", text=f"Meeting note {i}: the team agreed on item {i}.") for i in range(1, 10)
+    ]
     _edit(state, lambda d: d.update(files=notes))
     await hub.add("root", "team-drive", "gdrive", "drive", _config(url))
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="2")
