@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from cabrain import __version__, logs
-from cabrain.cli import agents, connectors, db, faces, measure, memories, portable, service, sleep, workflows
+from cabrain.cli import agents, backup, connectors, db, faces, measure, memories, portable, service, sleep, workflows
 from cabrain.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, parse_args
 from cabrain.errors import CabrainError, ConfigError, UsageError
 from cabrain.settings import describe_unknown, load_settings, unknown_variables
@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     portable.add_export(sub)
     portable.add_import(sub)
     db.add_db(sub)
+    backup.add_backup(sub)
+    backup.add_restore(sub)
     return parser
 
 

@@ -18,7 +18,16 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cabrain.cli.common import EXIT_FAIL, EXIT_OK, Subparsers, json_flag, quiet_flag, remote
+from cabrain.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    Subparsers,
+    json_flag,
+    namespace_option,
+    quiet_flag,
+    remote,
+    serve_config,
+)
 from cabrain.errors import UsageError
 from cabrain.settings import Settings
 
@@ -224,25 +233,28 @@ def add_connectors(sub: Subparsers) -> None:
 
     add = csub.add_parser(
         "add",
-        parents=[as_agent],
+        parents=[as_agent, namespace_option(), serve_config("the config as a JSON object, or a file holding one")],
         help="add a connector",
         description="Add a connector. Kinds: folder, webdav, gitlab, gdrive, vikunja, slack-export, whatsapp. "
         "Credentials are never given here: name the environment variable that holds one (--set token_env=GITLAB_TOKEN).",
     )
     add.add_argument("name")
     add.add_argument("kind")
-    add.add_argument("--namespace", "-n", required=True)
-    add.add_argument("--config", help="the config as JSON, or a JSON file")
     add.add_argument("--set", action="append", metavar="KEY=VALUE", help="one config key (repeatable; JSON values)")
     add.add_argument("--visibility", default="team", choices=["private", "team", "global"])
     add.add_argument("--every", type=int, default=None, metavar="SECONDS", help="sync on a schedule (>= 60)")
     add.set_defaults(func=cmd_add)
 
-    ls = csub.add_parser("list", parents=[as_agent, json_flag()], help="list connectors")
+    ls = csub.add_parser(
+        "list",
+        parents=[as_agent, json_flag()],
+        help="list connectors",
+        description="The connectors writing to namespaces you may write (an admin: all), with their status.",
+    )
     ls.set_defaults(func=cmd_list)
 
     for verb, text in (("show", "a connector and its recent runs"), ("runs", "a connector's recent runs")):
-        show = csub.add_parser(verb, parents=[as_agent, json_flag()], help=text)
+        show = csub.add_parser(verb, parents=[as_agent, json_flag()], help=text, description=f"Show {text}.")
         show.add_argument("name")
         show.add_argument("--limit", type=int, default=10)
         show.set_defaults(func=cmd_show if verb == "show" else cmd_runs)
@@ -259,6 +271,11 @@ def add_connectors(sub: Subparsers) -> None:
     sync.add_argument("--ray", action="store_true", help="fan large syncs out as Ray tasks (CABRAIN_RAY_ADDRESS)")
     sync.set_defaults(func=cmd_sync)
 
-    rm = csub.add_parser("remove", parents=[as_agent], help="remove a connector (its memories stay)")
+    rm = csub.add_parser(
+        "remove",
+        parents=[as_agent],
+        help="remove a connector (its memories stay)",
+        description="Remove a connector: it syncs no more. The memories it wrote stay, as every memory does.",
+    )
     rm.add_argument("name")
     rm.set_defaults(func=cmd_remove)

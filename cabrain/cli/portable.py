@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cabrain.cli.common import EXIT_OK, Subparsers, json_flag, quiet_flag, remote
+from cabrain.cli.common import EXIT_OK, Subparsers, json_flag, namespace_option, only_namespaces, quiet_flag, remote
 from cabrain.errors import UsageError
 from cabrain.settings import Settings
 
@@ -121,13 +121,12 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
 def add_export(sub: Subparsers) -> None:
     export = sub.add_parser(
         "export",
-        parents=[json_flag("print the report as JSON"), quiet_flag()],
+        parents=[json_flag("print the report as JSON"), quiet_flag(), only_namespaces()],
         help="export namespaces to a portable JSON Lines file",
         description="Every memory (current or not, hot or archived) with its versions, provenance, entities, "
         "links and judgments, and the namespaces' grants; without vectors unless --with-embeddings.",
     )
     export.add_argument("out", metavar="OUT", help="the file to write")
-    export.add_argument("--namespace", "-n", action="append", help="a namespace to export (repeatable; default all)")
     export.add_argument("--with-embeddings", action="store_true", help="keep the vectors (a larger file)")
     export.add_argument("--force", action="store_true", help="replace OUT if it exists")
     export.set_defaults(func=cmd_export)
@@ -138,14 +137,13 @@ def add_import(sub: Subparsers) -> None:
 
     imp = sub.add_parser(
         "import",
-        parents=[json_flag("print the report as JSON"), quiet_flag()],
+        parents=[json_flag("print the report as JSON"), quiet_flag(), namespace_option(required=False)],
         help="import a CaBrain export, or another tool's memories",
         description="Formats: cabrain (an export), " + ", ".join(sorted(FORMATS)) + ". Idempotent: importing the "
         "same file again adds nothing.",
     )
     imp.add_argument("format", choices=["cabrain", *sorted(FORMATS)])
     imp.add_argument("path", metavar="PATH")
-    imp.add_argument("--namespace", "-n", help="the namespace to import into (not for a CaBrain export)")
     imp.add_argument("--visibility", default="team", choices=["private", "team", "global"])
     imp.add_argument("--no-decide", action="store_true", help="store every record without comparing it (faster)")
     imp.add_argument(

@@ -197,9 +197,7 @@ class Sync:
         now = self.engine.clock()
         out = []
         async with self.engine.pool.acquire() as conn:
-            held = {
-                k: v for k, v in (await sql.items(conn, self.connector.id)).items() if k in {d.ref.key for d in docs}
-            }
+            held = await sql.some_items(conn, self.connector.id, [d.ref.key for d in docs])
             for doc in docs:
                 parts = []
                 for part in doc.parts:

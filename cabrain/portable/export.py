@@ -59,13 +59,33 @@ ENTITIES = """
 SELECT (jsonb_build_object('type', 'entity') || to_jsonb(e))::text
 FROM entities e WHERE namespace = ANY($1) ORDER BY namespace, id
 """
-# every hot row, with what its identity records (forgotten, by whom, why)
-MEMORIES = """
-SELECT (jsonb_build_object('type', 'memory') || (to_jsonb(m) - 'embedding' - 'content_hash' - 'tier')
-        || jsonb_build_object('tier', 'hot', 'forgotten_at', i.forgotten_at, 'forgotten_by', i.forgotten_by,
-                              'forget_reason', i.forget_reason)
-        || CASE WHEN $2 THEN jsonb_build_object('embedding', m.embedding::text) ELSE '{}'::jsonb END)::text
-FROM memories m JOIN memory_ids i ON i.id = m.id
+# Every column a memory row has, but its vector (optional), its content hash (recomputed) and its tier
+# (said apart): named one by one, because json_build_object over named columns costs a third of
+# to_jsonb over the row (which turns the vector into text first). tests/integration/test_portable.py
+# holds this list to the table's columns.
+MEMORY_COLUMNS = (
+    "id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content", "source_kind",
+    "source_ref", "importance", "access_count", "last_accessed_at", "created_at", "valid_at", "invalid_at",
+    "superseded_by", "metadata", "pinned", "thread_turn", "consolidated_at", "decayed_at",
+)  # fmt: skip
+_PAIRS = ", ".join(f"'{c}', m.{c}" for c in MEMORY_COLUMNS)
+# every hot row, oldest first, with what its identity records when it was forgotten (few rows: hashed)
+MEMORIES = f"""
+SELECT json_build_object('type', 'memory', {_PAIRS}, 'tier', 'hot',
+                         'forgotten_at', f.forgotten_at, 'forgotten_by', f.forgotten_by, 'forget_reason', f.forget_reason)::text
+FROM memories m
+LEFT JOIN (SELECT id, forgotten_at, forgotten_by, forget_reason FROM memory_ids
+           WHERE namespace = $1 AND forgotten_at IS NOT NULL) f ON f.id = m.id
+WHERE m.namespace = $1
+ORDER BY m.valid_at, m.id
+"""
+MEMORIES_WITH_VECTORS = f"""
+SELECT json_build_object('type', 'memory', {_PAIRS}, 'tier', 'hot',
+                         'forgotten_at', f.forgotten_at, 'forgotten_by', f.forgotten_by, 'forget_reason', f.forget_reason,
+                         'embedding', m.embedding::text)::text
+FROM memories m
+LEFT JOIN (SELECT id, forgotten_at, forgotten_by, forget_reason FROM memory_ids
+           WHERE namespace = $1 AND forgotten_at IS NOT NULL) f ON f.id = m.id
 WHERE m.namespace = $1
 ORDER BY m.valid_at, m.id
 """
@@ -157,7 +177,7 @@ async def export(
         await _stream(conn, sink, "grant", GRANTS, names)
         await _stream(conn, sink, "entity", ENTITIES, names)
         for name in names:
-            await _stream(conn, sink, "memory", MEMORIES, name, with_embeddings)
+            await _stream(conn, sink, "memory", MEMORIES_WITH_VECTORS if with_embeddings else MEMORIES, name)
             if archived:
                 cold_ids[name] = await conn.fetch(COLD_IDS, name)
         await _stream(conn, sink, "mention", MENTIONS, names)

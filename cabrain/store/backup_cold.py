@@ -22,11 +22,13 @@ import hashlib
 import json
 import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from cabrain.errors import ColdStoreError
 from cabrain.providers.cold_store import CATALOG_NAME, catalog_properties, open_catalog, private_files
@@ -55,7 +57,9 @@ SET metadata_location = {p}2 || substr(metadata_location, length({p}1) + 1),
         THEN {p}2 || substr(previous_metadata_location, length({p}1) + 1) ELSE previous_metadata_location END
 WHERE catalog_name = '{catalog}' AND substr(metadata_location, 1, length({p}1)) = {p}1
 """
-SQLITE_POINTERS = f"SELECT table_namespace, table_name, metadata_location FROM iceberg_tables WHERE catalog_name = '{CATALOG_NAME}'"
+SQLITE_POINTERS = (
+    f"SELECT table_namespace, table_name, metadata_location FROM iceberg_tables WHERE catalog_name = '{CATALOG_NAME}'"
+)
 
 
 def move_pointers(placeholder: str) -> str:
@@ -83,25 +87,20 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _server_db(host: str | None, port: int | str | None, database: str | None) -> tuple[str, int, str]:
-    return (host or "localhost", int(port or 5432), database or "")
-
-
 def catalog_kind(settings: Settings, hot_dsn: str) -> str:
     """:data:`SQLITE`, :data:`HOT` (a PostgreSQL catalog in the hot tier's database) or :data:`OTHER`."""
     from sqlalchemy.engine import make_url  # heavy: loaded with the cold tier
 
     url = make_url(settings.resolved_cold_catalog_uri)
-    if url.get_backend_name() == "sqlite":
-        return SQLITE
-    if url.get_backend_name() != "postgresql":
-        return OTHER
-    parts = urlsplit(hot_dsn)
-    query = parse_qs(parts.query)
-    hot = _server_db(parts.hostname or query.get("host", [None])[0], parts.port or query.get("port", [None])[0], parts.path.lstrip("/"))
-    host, port = url.host or url.query.get("host"), url.port or url.query.get("port")
-    catalog = _server_db(host if isinstance(host, str) else None, port if not isinstance(port, tuple) else None, url.database)
-    return HOT if catalog == hot else OTHER
+    if url.get_backend_name() in ("sqlite", "postgresql"):
+        if url.get_backend_name() == "sqlite":
+            return SQLITE
+        parts, query = urlsplit(hot_dsn), parse_qs(urlsplit(hot_dsn).query)
+        hot = (parts.hostname or query.get("host", [""])[0], parts.port or int(query.get("port", ["5432"])[0]))
+        catalog = (url.host or str(url.query.get("host", "")), url.port or int(str(url.query.get("port", "5432"))))
+        if (*hot, unquote(parts.path.lstrip("/"))) == (*catalog, url.database or ""):
+            return HOT
+    return OTHER
 
 
 def sqlite_path(settings: Settings) -> Path:
@@ -159,7 +158,13 @@ class Warehouse:
 
 # --- backup --------------------------------------------------------------------------------------------------
 def copy_out(
-    settings: Settings, dest: Path, *, kind: str, hot_pointers: list[Pointer], say: Callable[[str], None], attempts: int = 3
+    settings: Settings,
+    dest: Path,
+    *,
+    kind: str,
+    hot_pointers: list[Pointer],
+    say: Callable[[str], None],
+    attempts: int = 3,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Copy the catalog and the warehouse into ``dest`` (``DIR/cold``) and check the copy; returns the
     tables (pointer, current snapshot, data files) and the files written (sha256, bytes), by path
@@ -200,13 +205,23 @@ def _copy_sqlite(source: Path, target: Path) -> list[Pointer] | None:
     if not source.exists():
         return None
     try:
-        with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as src, sqlite3.connect(target) as copy:
+        with (
+            closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
+            closing(sqlite3.connect(target)) as copy,
+        ):
             src.backup(copy)
-        with sqlite3.connect(target) as copy:
-            has = copy.execute("SELECT 1 FROM sqlite_master WHERE name = 'iceberg_tables'").fetchone()
-            rows = copy.execute(SQLITE_POINTERS).fetchall() if has else []
     except sqlite3.Error as exc:
         raise ColdStoreError(f"cannot copy the cold-tier catalog {source}: {exc}") from exc
+    return _sqlite_pointers(target)
+
+
+def _sqlite_pointers(path: Path) -> list[Pointer]:
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            has = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'iceberg_tables'").fetchone()
+            rows = db.execute(SQLITE_POINTERS).fetchall() if has else []
+    except sqlite3.Error as exc:
+        raise ColdStoreError(f"cannot read the cold-tier catalog {path}: {exc}") from exc
     return [Pointer(f"{ns}.{name}", location) for ns, name, location in rows]
 
 
@@ -220,7 +235,9 @@ def _live_pointers(settings: Settings) -> list[Pointer]:
             for ident in catalog.list_tables(namespace)
         ]
     except Exception as exc:
-        raise ColdStoreError(f"cannot read the cold-tier catalog: {exc}", hint="check CABRAIN_COLD_CATALOG_URI") from exc
+        raise ColdStoreError(
+            f"cannot read the cold-tier catalog: {exc}", hint="check CABRAIN_COLD_CATALOG_URI"
+        ) from exc
 
 
 def _summary(path: Path) -> dict[str, Any]:
@@ -314,20 +331,12 @@ def _manifest_summary(io: PyArrowFileIO, path: str, local: Callable[[str], str])
 def cold_contents(settings: Settings, kind: str) -> list[str]:
     """What the configured cold tier holds already, for humans (empty: nothing to overwrite)."""
     held = []
-    files = Warehouse.of(settings).files()
-    if files:
+    if files := Warehouse.of(settings).files():
         held.append(f"{len(files)} file(s) in the warehouse {settings.resolved_cold_warehouse}")
-    if kind == SQLITE and sqlite_path(settings).exists():
+    if kind == SQLITE and sqlite_path(settings).exists() and _sqlite_pointers(sqlite_path(settings)):
         held.append(f"the catalog {sqlite_path(settings)}")
-    elif kind == OTHER:
-        from pyiceberg.exceptions import NoSuchNamespaceError
-
-        try:
-            tables = [".".join(t) for ns in open_catalog(settings).list_namespaces() for t in open_catalog(settings).list_tables(ns)]
-        except NoSuchNamespaceError:
-            tables = []
-        if tables:
-            held.append(f"table(s) {', '.join(tables)} in the catalog")
+    elif kind == OTHER and (tables := _live_pointers(settings)):
+        held.append(f"table(s) {', '.join(t.identifier for t in tables)} in the catalog")
     return held
 
 
@@ -345,10 +354,15 @@ def copy_in(source: Path, settings: Settings, old_prefix: str, say: Callable[[st
     new_prefix = target.uri
     moving = new_prefix != old_prefix
     rels = sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file()) if source.is_dir() else []
-    say(f"cold tier: {len(rels)} file(s) into {new_prefix}" + (f" (locations moved from {old_prefix})" if moving else ""))
+    say(
+        f"cold tier: {len(rels)} file(s) into {new_prefix}"
+        + (f" (locations moved from {old_prefix})" if moving else "")
+    )
     lists: list[str] = []
     lengths: dict[str, int] = {}
     with private_files():
+        for folder in sorted({f"{target.root}/{rel}".rpartition("/")[0] for rel in rels}):
+            target.fs.create_dir(folder, recursive=True)
         for rel in rels:  # data files and manifests first: the manifest lists need the manifests' new lengths
             if not moving or not rel.endswith((".avro", ".metadata.json", ".metadata.json.gz")):
                 _upload(source / rel, target, rel)
@@ -372,8 +386,6 @@ def copy_in(source: Path, settings: Settings, old_prefix: str, say: Callable[[st
 
 def _upload(path: Path, target: Warehouse, rel: str) -> None:
     try:
-        parent = f"{target.root}/{rel}".rpartition("/")[0]
-        target.fs.create_dir(parent, recursive=True)
         with open(path, "rb") as src, target.fs.open_output_stream(f"{target.root}/{rel}") as out:
             while block := src.read(CHUNK):
                 out.write(block)
@@ -393,7 +405,13 @@ def _moved(value: Any, old: str, new: str) -> Any:
 
 
 def _write_avro(
-    target: Warehouse, rel: str, schema: Any, meta: dict[str, str], records: list[Any], old: str, lengths: dict[str, int]
+    target: Warehouse,
+    rel: str,
+    schema: Any,
+    meta: dict[str, str],
+    records: list[Any],
+    old: str,
+    lengths: dict[str, int],
 ) -> int:
     """Write a manifest or manifest list to ``target`` with its locations moved (and, in a list, the
     manifests' new lengths); returns the file's length."""
@@ -433,10 +451,13 @@ def place_catalog(source: Path, settings: Settings, kind: str, pointers: list[Po
         target = sqlite_path(settings)
         with private_files():
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with sqlite3.connect(copy) as src, sqlite3.connect(target) as dst:
+            with (
+                closing(sqlite3.connect(f"file:{copy}?mode=ro", uri=True)) as src,
+                closing(sqlite3.connect(target)) as dst,
+            ):
                 src.backup(dst)
             if old != new:
-                with sqlite3.connect(target) as dst:
+                with closing(sqlite3.connect(target)) as dst, dst:
                     dst.execute(move_pointers("?"), (old + "/", new + "/"))
         return f"catalog {target}"
     catalog = open_catalog(settings)
@@ -448,23 +469,16 @@ def place_catalog(source: Path, settings: Settings, kind: str, pointers: list[Po
     return f"{len(pointers)} table(s) registered in the catalog"
 
 
-def walk(root: Path) -> Iterator[Path]:
-    """Every file under ``root``, in a stable order."""
-    return iter(sorted(p for p in root.rglob("*") if p.is_file()))
+def prune(settings: Settings, referenced: set[str]) -> int:
+    """Delete from the restored table the rows of demotion batches the restored hot tier does not know
+    (committed to Iceberg after the dump's snapshot); how many rows."""
+    from cabrain.store.cold import ColdTier, one_of
 
-
-__all__ = [
-    "HOT",
-    "OTHER",
-    "SQLITE",
-    "Pointer",
-    "Warehouse",
-    "catalog_kind",
-    "clear_cold",
-    "cold_contents",
-    "copy_in",
-    "copy_out",
-    "move_pointers",
-    "place_catalog",
-    "sha256_of",
-]
+    table = ColdTier(settings).refresh()
+    if table.current_snapshot() is None:
+        return 0
+    counts = Counter(table.scan(selected_fields=("demote_batch",)).to_arrow().column("demote_batch").to_pylist())
+    if extra := {b for b in counts if b not in referenced}:
+        with private_files():
+            table.delete(one_of("demote_batch", extra), snapshot_properties={"cabrain.restore": "unreferenced batches"})
+    return sum(counts[b] for b in extra)

@@ -48,6 +48,7 @@ LOCK = "SELECT pg_try_advisory_lock($1, hashtext($2::text))"
 UNLOCK = "SELECT pg_advisory_unlock($1, hashtext($2::text))"
 
 ITEMS = "SELECT key, version, stage, url, parts FROM connector_items WHERE connector_id = $1"
+SOME_ITEMS = f"{ITEMS} AND key = ANY($2::text[])"
 STAGE = """
 INSERT INTO connector_items (connector_id, key, url, stage, staged, updated_at)
 VALUES ($1, $2, $3, 'staged', $4::jsonb, $5)
@@ -188,6 +189,11 @@ async def set_status(
 
 async def items(conn: asyncpg.Connection, connector_id: uuid.UUID) -> dict[str, ItemState]:
     rows = await conn.fetch(ITEMS, connector_id)
+    return {r["key"]: ItemState(r["key"], r["version"], r["stage"], r["url"], _parts(r["parts"])) for r in rows}
+
+
+async def some_items(conn: asyncpg.Connection, connector_id: uuid.UUID, keys: Sequence[str]) -> dict[str, ItemState]:
+    rows = await conn.fetch(SOME_ITEMS, connector_id, list(keys))
     return {r["key"]: ItemState(r["key"], r["version"], r["stage"], r["url"], _parts(r["parts"])) for r in rows}
 
 
