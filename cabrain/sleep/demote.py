@@ -33,6 +33,7 @@ import asyncpg
 from cabrain import failpoints
 from cabrain.errors import ColdStoreError
 from cabrain.sleep.context import StepContext, StepResult
+from cabrain.store import namespaces as namespace_sql
 from cabrain.store.cold import equal, month_of, to_arrow
 
 MONTH_BOUNDS = """
@@ -170,6 +171,10 @@ async def _finish(
     cold = ctx.cold()
     pool = await ctx.pool()
     async with pool.acquire() as conn, conn.transaction():
+        # The namespace's writer lock first, as every writer takes it: a retain holds it while it
+        # updates the namespace's counters, then its keyword statistics, then may supersede a row;
+        # taken here after the rows and statistics, the two orders could deadlock.
+        await namespace_sql.lock(conn, namespace)
         rows = await conn.fetch(LOCK_ROWS, namespace, lo, hi, ids)
         if not rows:  # nothing hot is left of it: it finished, short of the ledger's last word
             await conn.execute(FINISH_BATCH, batch, cold.committed_snapshot(batch))

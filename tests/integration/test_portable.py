@@ -222,3 +222,14 @@ async def test_archived_memories_are_exported_from_the_cold_tier(
         assert back.memory.content == archived[0]["content"] and back.memory.valid_at == old
     finally:
         await other.close()
+
+
+async def test_the_export_names_every_column_a_memory_has(conn) -> None:
+    from cabrain.portable.export import MEMORY_COLUMNS
+
+    columns = {
+        r["column_name"]
+        for r in await conn.fetch("SELECT column_name FROM information_schema.columns WHERE table_name = 'memories'")
+    }
+    # the vector goes only with --with-embeddings, the content hash is recomputed, the tier is said apart
+    assert set(MEMORY_COLUMNS) == columns - {"embedding", "content_hash", "tier"}
