@@ -21,6 +21,7 @@ from cabrain.serve.mcp_endpoint import mcp_route
 from cabrain.serve.replica import Replica
 from cabrain.serve.routes import (
     agents,
+    backups,
     capture,
     connectors,
     entities,
@@ -47,6 +48,7 @@ ROUTERS = (
     workflows,
     connectors,
     portable,
+    backups,
 )
 
 

@@ -7,6 +7,7 @@ keys it checked lately, and the worker of the capture inbox. Routes reach it thr
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 from cabrain import __version__, identity
 from cabrain.brain import Brain
 from cabrain.connectors.facade import Connectors
-from cabrain.errors import DatabaseUnreachable, ServiceError
+from cabrain.errors import ConfigError, ConflictError, DatabaseUnreachable, ServiceError
 from cabrain.fixes import Fix
 from cabrain.identity import Principal
 from cabrain.providers.embedders import load_embedder
@@ -57,6 +58,7 @@ class Replica:
         # the credentials connectors name by variable, read here at the entry point (never stored)
         self.environ = dict(os.environ)
         self._syncs: dict[uuid.UUID, asyncio.Task[Any]] = {}
+        self._backups: dict[str, dict[str, Any]] = {}
         self._scheduler = asyncio.create_task(self._sync_due())
 
     # --- start-up: wait for the models, then open the hot tier ---------------------------------
@@ -163,6 +165,59 @@ class Replica:
                     await hub.sync(connector.agent_id, connector.name)
                 except Exception as exc:  # noqa: BLE001
                     log.info("scheduled connector sync", extra={"connector": connector.name, "error": str(exc)})
+
+    # --- backups: written in the background, into a new folder under CABRAIN_BACKUP_DIR -----------
+    async def start_backup(self, agent: str) -> str:
+        """Start a backup (:mod:`cabrain.store.backup`); its name is its folder's."""
+        from cabrain.store.backup import backup  # lazy: the dump tools and the cold tier's machinery
+
+        if self.settings.database_url is None:
+            raise ConfigError("the service has no CABRAIN_DATABASE_URL to back up")
+        if any(b["status"] == "running" for b in self._backups.values()):
+            raise ConflictError("a backup is running already", hint="wait for it (GET /v1/backups)")
+        brain = await self.get_brain()
+        root = self.settings.resolved_backup_dir
+        stamp = brain.engine.clock().strftime("%Y%m%dT%H%M%SZ")
+        name, n = stamp, 2
+        while (root / name).exists() or name in self._backups:
+            name, n = f"{stamp}-{n}", n + 1
+        state: dict[str, Any] = {"name": name, "status": "running", "started_by": agent}
+        self._backups[name] = state
+        dsn = self.settings.database_url.get_secret_value()
+
+        async def run() -> None:
+            try:
+                await backup(self.settings, root / name, dsn=dsn, clock=brain.engine.clock)
+                state["status"] = "done"
+            except Exception as exc:  # noqa: BLE001 - the backup's answer is its state
+                state.update(status="failed", error=str(exc))
+                log.warning("backup failed", extra={"backup": name, "error": str(exc)})
+
+        state["task"] = asyncio.create_task(run())
+        return name
+
+    def backups(self) -> list[dict[str, Any]]:
+        """The backups under CABRAIN_BACKUP_DIR (a manifest: done), and this replica's running or
+        failed ones, newest first."""
+        root = self.settings.resolved_backup_dir
+        found: dict[str, dict[str, Any]] = {}
+        if root.is_dir():
+            for folder in root.iterdir():
+                manifest = folder / "manifest.json"
+                if manifest.is_file():
+                    data = json.loads(manifest.read_text())
+                    found[folder.name] = {
+                        "name": folder.name,
+                        "status": "done",
+                        "created_at": data.get("created_at"),
+                        "schema": data.get("schema"),
+                        "hot_memories": data.get("hot", {}).get("tables", {}).get("memories"),
+                        "bytes": sum(f.get("bytes", 0) for f in data.get("files", {}).values()),
+                    }
+        for name, state in self._backups.items():
+            if name not in found:
+                found[name] = {k: v for k, v in state.items() if k != "task"}
+        return sorted(found.values(), key=lambda b: b["name"], reverse=True)
 
     async def get_brain(self, wait_s: float = 30.0) -> Brain:
         if self.brain is not None:

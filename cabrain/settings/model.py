@@ -48,6 +48,10 @@ class Settings(OperationsSettings, CoreSettings, BaseSettings):
         return self.home / "cold"
 
     @property
+    def resolved_backup_dir(self) -> Path:
+        return self.backup_dir or self.home / "backups"
+
+    @property
     def resolved_cold_catalog_uri(self) -> str:
         return self.cold_catalog_uri or f"sqlite:///{self.cold_dir / 'catalog.db'}"
 

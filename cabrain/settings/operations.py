@@ -227,6 +227,13 @@ class OperationsSettings(BaseModel):
     workflow_max_tries: int = Field(default=3, ge=1, le=100, description="Claims of a queued task before it fails.")
     workflow_poll_s: float = Field(default=1.0, gt=0, description="How often an idle worker looks for queued tasks.")
 
+    # --- backups ------------------------------------------------------------------------------------
+    backup_dir: Path | None = Field(
+        default=None,
+        description="Where backups started through the API (POST /v1/backups) are written, one folder each. "
+        "Unset: home/backups.",
+    )
+
     # --- connectors ----------------------------------------------------------------------------------
     connector_roots: list[str] = Field(
         default_factory=list,

@@ -88,3 +88,29 @@ async def test_a_slack_export_keeps_channels_threads_and_speakers(hub: Connector
     assert rows["Budget review Friday"]["thread"] == "#leads"
     again = await hub.sync("root", "acme-slack")
     assert again.counts["unchanged"] == 8 and again.counts["added"] == 0
+
+
+async def test_a_killed_chat_sync_resumes_and_a_missing_export_fails_clearly(
+    hub: Connectors, tmp_path: Path, db_dsn: str, home: Path
+) -> None:
+    from cabrain.errors import SourceError
+    from tests.conftest import cli_env, run_cli
+
+    lines = [f"١٢/٣/٢٠٢٤، ١٠:{i:02d} ص - سارة: الرسالة رقم {i} عن خطة الإطلاق" for i in range(9)]
+    export = tmp_path / "WhatsApp Chat with Launch.txt"
+    export.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    await hub.add("root", "launch", "whatsapp", "chats", {"path": str(export)})
+    env = cli_env(database_url=db_dsn, home=str(home), connector_batch="4")
+    crashed = run_cli("connectors", "sync", "launch", env={**env, "CABRAIN_FAILPOINTS": "connector.after_write"})
+    assert crashed.returncode == 137, crashed.stderr
+    assert 0 < len(await _memories(db_dsn)) < 9
+    done = await hub.sync("root", "launch")
+    assert done.status == "done"
+    contents = [r["content"] for r in await _memories(db_dsn) if r["invalid_at"] is None]
+    assert len(contents) == len(set(contents)) == 9
+
+    export.unlink()  # the export was moved away: the sync fails and says where it looked; nothing is forgotten
+    with pytest.raises(SourceError, match=str(export.name)):
+        await hub.sync("root", "launch")
+    assert (await hub.get("root", "launch")).status == "failed"
+    assert len([r for r in await _memories(db_dsn) if r["invalid_at"] is None]) == 9

@@ -233,3 +233,23 @@ async def test_the_export_names_every_column_a_memory_has(conn) -> None:
     }
     # the vector goes only with --with-embeddings, the content hash is recomputed, the tier is said apart
     assert set(MEMORY_COLUMNS) == columns - {"embedding", "content_hash", "tier"}
+
+
+async def test_claude_mem_and_letta_files_import_once(brain, tmp_path: Path) -> None:
+    from tests.unit.test_importers import claude_mem_export, letta_agent_file
+
+    hub = Portable(brain.engine)
+    claude = tmp_path / "claude-mem-export.json"
+    claude.write_text(json.dumps(claude_mem_export(), ensure_ascii=False))
+    letta = tmp_path / "agent.af"
+    letta.write_text(json.dumps(letta_agent_file(), ensure_ascii=False))
+    for fmt, path in (("claude-mem", claude), ("letta", letta)):
+        first = await hub.import_file("alice", fmt, path, "proj")
+        assert first.read > 0 and first.added + first.duplicates == first.read, (fmt, first)
+        again = await hub.import_file("alice", fmt, path, "proj")
+        assert again.added == 0 and again.already == first.added, (fmt, again)
+    chad = await brain.recall("alice", RecallQuery("what does the user study", "proj", k=5))
+    hit = next(h.memory for h in chad.hits if "PhD student" in h.memory.content)
+    assert hit.source_kind == "import:letta" and hit.metadata["block"] == "human"
+    with pytest.raises(InputError, match="namespace"):
+        await hub.import_file("alice", "letta", letta, None)

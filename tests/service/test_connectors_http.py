@@ -112,3 +112,24 @@ def test_export_and_import_over_http(service: Service, tmp_path: Path) -> None:
         assert restore.status_code == 403  # a CaBrain export is an admin's to import
         bad = alice.post("/v1/import", params={"format": "mem0", "namespace": "proj"}, content=b"{nope")
         assert bad.status_code == 400 and "not" in bad.json()["error"]["message"]
+
+
+def test_an_admin_backs_up_the_running_service(service: Service) -> None:
+    from cabrain.store.backup import verify
+
+    with service.client("admin") as admin, service.client("alice") as alice:
+        assert alice.post("/v1/backups").status_code == 403
+        started = admin.post("/v1/backups")
+        assert started.status_code == 202, started.text
+        name = started.json()["name"]
+        deadline = time.monotonic() + 240
+        while (state := admin.get(f"/v1/backups/{name}").json())["status"] == "running":
+            assert time.monotonic() < deadline, "the backup did not finish"
+            time.sleep(0.5)
+        assert state["status"] == "done", state
+        assert state["hot_memories"] >= 1 and state["bytes"] > 0
+        assert name in [b["name"] for b in admin.get("/v1/backups").json()["backups"]]
+        assert alice.get("/v1/backups").status_code == 403
+        assert admin.get("/v1/backups/../../etc").status_code == 404
+    manifest = verify(Path(started.json()["folder"]))  # every file as the manifest says
+    assert manifest["hot"]["tables"]["memories"] == state["hot_memories"]
