@@ -62,9 +62,10 @@ def namespace_option(required: bool = True) -> argparse.ArgumentParser:
 
 
 @functools.cache
-def only_namespaces() -> argparse.ArgumentParser:
-    """``--namespace NAME``, repeatable: limit the run to these namespaces."""
-    return _parent("--namespace", action="append", help="only this namespace (repeatable)")
+def only_namespaces(short: bool = False) -> argparse.ArgumentParser:
+    """``--namespace NAME`` (``-n`` too with ``short``), repeatable: limit the run to these namespaces."""
+    names = ("--namespace", "-n") if short else ("--namespace",)
+    return _parent(*names, action="append", help="only this namespace (repeatable)")
 
 
 @functools.cache

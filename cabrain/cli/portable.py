@@ -121,7 +121,7 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
 def add_export(sub: Subparsers) -> None:
     export = sub.add_parser(
         "export",
-        parents=[json_flag("print the report as JSON"), quiet_flag(), only_namespaces()],
+        parents=[json_flag("print the report as JSON"), quiet_flag(), only_namespaces(short=True)],
         help="export namespaces to a portable JSON Lines file",
         description="Every memory (current or not, hot or archived) with its versions, provenance, entities, "
         "links and judgments, and the namespaces' grants; without vectors unless --with-embeddings.",

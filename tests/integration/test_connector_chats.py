@@ -89,6 +89,26 @@ async def test_a_slack_export_keeps_channels_threads_and_speakers(hub: Connector
     again = await hub.sync("root", "acme-slack")
     assert again.counts["unchanged"] == 8 and again.counts["added"] == 0
 
+    # exported again: one message edited, one gone (deleted in Slack), one new in a thread
+    files = slack_files()
+    general = json.loads(files["general/2024-01-15.json"])
+    general[1]["text"] = "Hi <@U02>, welcome aboard! See <#C02|deploys>"
+    general[1]["edited"] = {"user": "U01", "ts": "1705312900.000000"}
+    files["general/2024-01-15.json"] = json.dumps(general)
+    files["leads/2024-01-17.json"] = json.dumps(
+        [{"type": "message", "user": "U02", "text": "Moved to Monday", "ts": "1705490000.000000"}]
+    )
+    archive.unlink()
+    with zipfile.ZipFile(archive, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    changed = await hub.sync("root", "acme-slack")
+    assert changed.counts["revised"] == 1 and changed.counts["added"] == 1
+    assert changed.counts["deleted"] == 1 and changed.counts["forgotten"] == 1
+    current = {r["content"] for r in await _memories(db_dsn) if r["invalid_at"] is None}
+    assert "Hi @Omar Haddad, welcome aboard! See #deploys" in current
+    assert "Moved to Monday" in current and "Budget review Friday" not in current
+
 
 async def test_a_killed_chat_sync_resumes_and_a_missing_export_fails_clearly(
     hub: Connectors, tmp_path: Path, db_dsn: str, home: Path

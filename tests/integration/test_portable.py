@@ -175,7 +175,7 @@ async def test_other_tools_import_once_through_the_cli(brain, db_dsn: str, home:
 async def test_the_export_command_round_trips(brain, db_dsn: str, second_dsn: str, home: Path, tmp_path: Path) -> None:
     await _fill(brain)
     out = tmp_path / "brain.jsonl"
-    made = run_cli("export", str(out), "--namespace", "proj", env=cli_env(database_url=db_dsn, home=str(home)))
+    made = run_cli("export", str(out), "-n", "proj", env=cli_env(database_url=db_dsn, home=str(home)))
     assert made.returncode == 0, made.stderr
     assert "exported proj" in made.stdout
     back = run_cli("import", "cabrain", str(out), env=cli_env(database_url=second_dsn, home=str(home)))
