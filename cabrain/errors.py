@@ -274,9 +274,15 @@ class SourceError(CabrainError):
     kind = "source_failed"
 
     def __init__(
-        self, message: str, *, hint: str | None = None, status_code: int | None = None, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        fix: Fix | None = None,
+        status_code: int | None = None,
+        retry_after: float | None = None,
     ) -> None:
-        super().__init__(message, hint=hint)
+        super().__init__(message, hint=hint, fix=fix)
         self.status_code = status_code  # the source's HTTP status, where it answered one
         self.retry_after = retry_after  # seconds the source asked to wait (Retry-After), if it did
 

@@ -1,7 +1,10 @@
 """Stand-ins for what cannot run here (hosted models), as real HTTP servers on loopback."""
 
 import json
+import threading
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
 
 
 def send_json(handler: BaseHTTPRequestHandler, payload: object, status: int = 200) -> None:
@@ -11,3 +14,38 @@ def send_json(handler: BaseHTTPRequestHandler, payload: object, status: int = 20
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     handler.wfile.write(data)
+
+
+class Stand:
+    """What a stand-in of a hosted service keeps (tests/fakes/gitlab_server.py, drive_server.py,
+    vikunja_server.py): the state file it re-reads on every request (a test edits the service's
+    contents between two calls), the token it accepts, the faults' spent counts and the request log."""
+
+    def __init__(self, state: Path, token: str, log: Path | None) -> None:
+        self.state = state
+        self.token = token
+        self.log = log
+        self.lock = threading.Lock()
+        self.spent: dict[tuple[int, str], int] = {}
+
+    def read(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.state.read_text())
+        return data
+
+    def fault(self, faults: list[dict[str, Any]], target: str) -> dict[str, Any] | None:
+        """The first fault that still answers a request for ``target``, counted as spent."""
+        with self.lock:
+            for index, fault in enumerate(faults):
+                if fault.get("match", "") not in target:
+                    continue
+                key = (index, json.dumps(fault, sort_keys=True))
+                if self.spent.get(key, 0) < int(fault.get("times", 1)):
+                    self.spent[key] = self.spent.get(key, 0) + 1
+                    return fault
+        return None
+
+    def record(self, entry: dict[str, Any]) -> None:
+        if self.log is None:
+            return
+        with self.lock, self.log.open("a") as out:
+            out.write(json.dumps(entry) + "\n")

@@ -38,50 +38,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import threading
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
-from tests.fakes import send_json
+from tests.fakes import Stand, send_json
 
 EPOCH = "2024-01-01T00:00:00.000Z"
 ANON = {"id": 1, "username": "ghost", "name": "Ghost User", "state": "active"}
 
 
-class GitLab:
-    """The state file, the token, the faults' remaining counts, and the request log."""
-
-    def __init__(self, state: Path, token: str, log: Path | None) -> None:
-        self.state = state
-        self.token = token
-        self.log = log
-        self.lock = threading.Lock()
-        self.spent: dict[tuple[int, str], int] = {}
-
-    def read(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.state.read_text())
-        return data
-
-    def fault(self, faults: list[dict[str, Any]], target: str) -> dict[str, Any] | None:
-        """The first fault that still answers a request for ``target``, counted as spent."""
-        with self.lock:
-            for index, fault in enumerate(faults):
-                if fault.get("match", "") not in target:
-                    continue
-                key = (index, json.dumps(fault, sort_keys=True))
-                if self.spent.get(key, 0) < int(fault.get("times", 1)):
-                    self.spent[key] = self.spent.get(key, 0) + 1
-                    return fault
-        return None
-
-    def record(self, entry: dict[str, Any]) -> None:
-        if self.log is None:
-            return
-        with self.lock, self.log.open("a") as out:
-            out.write(json.dumps(entry) + "\n")
+class GitLab(Stand):
+    """The GitLab stand-in's state file, token, faults and request log."""
 
 
 def user(value: dict[str, Any] | None) -> dict[str, Any]:

@@ -9,11 +9,11 @@ import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from cabrain.connectors.facade import Connectors
 from cabrain.types import RecallQuery
+from tests.integration.connector_kit import memories
 from tests.unit.test_chat_exports import slack_files
 
 CHAT = """١٢/٣/٢٠٢٤، ٩:١٥ ص - سارة: صباح الخير، اجتماع الفريق اليوم الساعة الحادية عشرة
@@ -23,16 +23,6 @@ CHAT = """١٢/٣/٢٠٢٤، ٩:١٥ ص - سارة: صباح الخير، اجت
 ١٢/٣/٢٠٢٤، ٩:٢٥ ص - خالد: Great, the deploy checklist is in the wiki
 """
 MORE = "١٢/٣/٢٠٢٤، ١٠:٠٢ ص - ليلى: تم نقل الاجتماع إلى الساعة الثانية ظهرا\n"
-
-MEMORIES = "SELECT id, content, metadata, valid_at, invalid_at, superseded_by FROM memories WHERE namespace = 'chats'"
-
-
-async def _memories(dsn: str) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetch(MEMORIES)
-    finally:
-        await conn.close()
 
 
 @pytest.fixture
@@ -49,7 +39,7 @@ async def test_a_whatsapp_export_becomes_one_memory_per_message(
     await hub.add("root", "ops-whatsapp", "whatsapp", "chats", {"path": str(export), "timezone": "Asia/Riyadh"})
     first = await hub.sync("root", "ops-whatsapp")
     assert first.status == "done" and first.counts["listed"] == 4  # the media line is not a message
-    rows = await _memories(db_dsn)
+    rows = await memories(db_dsn, "chats")
     assert len(rows) == 4
     khalid = next(r for r in rows if "تقرير المبيعات" in r["content"])
     meta = json.loads(khalid["metadata"])
@@ -71,7 +61,7 @@ async def test_a_whatsapp_export_becomes_one_memory_per_message(
     export.write_text(edited + MORE, encoding="utf-8")
     changed = await hub.sync("root", "ops-whatsapp")
     assert changed.counts["revised"] == 1 and changed.counts["deleted"] == 1 and changed.counts["forgotten"] == 1
-    current = [r["content"] for r in await _memories(db_dsn) if r["invalid_at"] is None]
+    current = [r["content"] for r in await memories(db_dsn, "chats") if r["invalid_at"] is None]
     assert any("للإنتاج" in c for c in current) and not any("checklist" in c for c in current)
 
 
@@ -83,7 +73,7 @@ async def test_a_slack_export_keeps_channels_threads_and_speakers(hub: Connector
     await hub.add("root", "acme-slack", "slack-export", "chats", {"path": str(archive)})
     report = await hub.sync("root", "acme-slack")
     assert report.status == "done" and report.counts["listed"] == 8
-    rows = {r["content"]: json.loads(r["metadata"]) for r in await _memories(db_dsn)}
+    rows = {r["content"]: json.loads(r["metadata"]) for r in await memories(db_dsn, "chats")}
     assert rows["Yes <3"]["thread"].startswith("#general/") and rows["Yes <3"]["speaker"] == "ana.l"
     assert rows["Budget review Friday"]["thread"] == "#leads"
     again = await hub.sync("root", "acme-slack")
@@ -105,7 +95,7 @@ async def test_a_slack_export_keeps_channels_threads_and_speakers(hub: Connector
     changed = await hub.sync("root", "acme-slack")
     assert changed.counts["revised"] == 1 and changed.counts["added"] == 1
     assert changed.counts["deleted"] == 1 and changed.counts["forgotten"] == 1
-    current = {r["content"] for r in await _memories(db_dsn) if r["invalid_at"] is None}
+    current = {r["content"] for r in await memories(db_dsn, "chats") if r["invalid_at"] is None}
     assert "Hi @Omar Haddad, welcome aboard! See #deploys" in current
     assert "Moved to Monday" in current and "Budget review Friday" not in current
 
@@ -123,14 +113,14 @@ async def test_a_killed_chat_sync_resumes_and_a_missing_export_fails_clearly(
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="4")
     crashed = run_cli("connectors", "sync", "launch", env={**env, "CABRAIN_FAILPOINTS": "connector.after_write"})
     assert crashed.returncode == 137, crashed.stderr
-    assert 0 < len(await _memories(db_dsn)) < 9
+    assert 0 < len(await memories(db_dsn, "chats")) < 9
     done = await hub.sync("root", "launch")
     assert done.status == "done"
-    contents = [r["content"] for r in await _memories(db_dsn) if r["invalid_at"] is None]
+    contents = [r["content"] for r in await memories(db_dsn, "chats") if r["invalid_at"] is None]
     assert len(contents) == len(set(contents)) == 9
 
     export.unlink()  # the export was moved away: the sync fails and says where it looked; nothing is forgotten
     with pytest.raises(SourceError, match=str(export.name)):
         await hub.sync("root", "launch")
     assert (await hub.get("root", "launch")).status == "failed"
-    assert len([r for r in await _memories(db_dsn) if r["invalid_at"] is None]) == 9
+    assert len([r for r in await memories(db_dsn, "chats") if r["invalid_at"] is None]) == 9

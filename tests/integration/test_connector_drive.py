@@ -13,20 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 
 from cabrain.connectors.facade import Connectors
-from cabrain.connectors.retry import Retry
 from cabrain.errors import SourceAuthError
 from cabrain.types import RecallQuery
 from tests.conftest import cli_env, run_cli, start_fake
+from tests.integration.connector_kit import edit_state, memories, recorded_hub
 from tests.unit.test_gdrive_source import BO, DOC, DOCX, TOKEN, entry, folder
 
-MEMORIES = (
-    "SELECT id, content, source_kind, source_ref, metadata, valid_at, invalid_at, superseded_by "
-    "FROM memories WHERE namespace = 'drive'"
-)
 PLAN = "Launch plan\n\nWe ship the mobile app on Friday, after the security review signs it off."
 ARABIC = "سياسة العمل عن بعد\n\nيعمل الموظفون من المنزل يومين في الأسبوع بعد موافقة المدير المباشر."
 
@@ -81,33 +76,15 @@ def drive(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     proc.wait(10)
 
 
-def _edit(state: Path, change) -> None:
-    data = json.loads(state.read_text())
-    change(data)
-    state.write_text(json.dumps(data))
-
-
 def _file(data: dict, ident: str) -> dict:
     return next(f for f in data["files"] if f["id"] == ident)
 
 
-async def _memories(dsn: str) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetch(MEMORIES)
-    finally:
-        await conn.close()
-
-
 @pytest.fixture
 async def hub(brain) -> Connectors:
-    await brain.create_namespace("root", "drive")
-    waits: list[float] = []
-    hub = Connectors(
-        brain.engine, environ={"DRIVE_TOKEN": TOKEN, "OLD_TOKEN": "expired"}, retry=Retry(sleep=waits.append)
-    )
-    hub.waits = waits  # type: ignore[attr-defined]
-    return hub
+    made, waits = await recorded_hub(brain, "drive", {"DRIVE_TOKEN": TOKEN, "OLD_TOKEN": "expired"})
+    made.waits = waits  # type: ignore[attr-defined]
+    return made
 
 
 def _config(url: str, env: str = "DRIVE_TOKEN") -> dict:
@@ -121,7 +98,7 @@ async def test_a_drive_folder_syncs_incrementally(hub: Connectors, drive, db_dsn
     assert first.status == "done", first.error
     assert first.counts["listed"] == 6  # g1 w2 p3 a4 b5 s7: not the folder, the file elsewhere, the trashed one
     assert first.counts["fetched"] == 6 and first.counts["empty"] == 1  # the PNG: listed, nothing to read
-    rows = await _memories(db_dsn)
+    rows = await memories(db_dsn, "drive")
     assert len(rows) == first.counts["added"] == 6  # the Word file's two sections, one part for each other file
     assert {r["source_kind"] for r in rows} == {"gdrive"}
     assert not any("Nothing under the folder" in r["content"] or "trash" in r["content"] for r in rows)
@@ -149,18 +126,18 @@ async def test_a_drive_folder_syncs_incrementally(hub: Connectors, drive, db_dsn
     again = await hub.sync("root", "team-drive")
     assert again.counts["unchanged"] == again.counts["listed"] == 6
     assert again.counts["fetched"] == 0 and again.counts["added"] == 0
-    assert len(await _memories(db_dsn)) == len(rows)
+    assert len(await memories(db_dsn, "drive")) == len(rows)
 
     # the Doc rewritten, one section of the Word file edited: two revisions, the other section kept
     def change(d: dict) -> None:
         _file(d, "g1").update(text=PLAN.replace("Friday", "Monday"), version="2")
         _file(d, "w2").update(data_b64=_docx("Page the database team after five minutes."), version="2")
 
-    _edit(state, change)
+    edit_state(state, change)
     edited = await hub.sync("root", "team-drive")
     assert edited.counts["unchanged"] == 4 and edited.counts["fetched"] == 2
     assert edited.counts["revised"] == 2 and edited.counts["added"] == 0 and edited.counts["kept"] == 1
-    after = {r["id"]: r for r in await _memories(db_dsn)}
+    after = {r["id"]: r for r in await memories(db_dsn, "drive")}
     old = after[plan["id"]]
     assert old["invalid_at"] is not None and old["superseded_by"] is not None
     new = after[old["superseded_by"]]
@@ -172,10 +149,10 @@ async def test_a_drive_folder_syncs_incrementally(hub: Connectors, drive, db_dsn
     assert any("Restart the queue workers" in c for c in current)  # the section left alone
 
     # the PDF trashed: its memory is forgotten, the row kept
-    _edit(state, lambda d: _file(d, "p3").update(trashed=True))
+    edit_state(state, lambda d: _file(d, "p3").update(trashed=True))
     gone = await hub.sync("root", "team-drive")
     assert gone.counts["listed"] == 5 and gone.counts["deleted"] == 1 and gone.counts["forgotten"] == 1
-    trashed = next(r for r in await _memories(db_dsn) if r["id"] == report["id"])
+    trashed = next(r for r in await memories(db_dsn, "drive") if r["id"] == report["id"])
     assert trashed["invalid_at"] is not None and trashed["superseded_by"] is None
     assert "deleted at the source" in json.loads(trashed["metadata"])["forget_reason"]
     runs = await hub.runs("root", "team-drive")
@@ -185,7 +162,7 @@ async def test_a_drive_folder_syncs_incrementally(hub: Connectors, drive, db_dsn
 
 async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, drive, db_dsn: str) -> None:
     url, state = drive
-    _edit(
+    edit_state(
         state,
         lambda d: d.update(
             faults=[
@@ -199,7 +176,7 @@ async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, dri
     report = await hub.sync("root", "team-drive")
     assert report.status == "done" and report.counts["listed"] == 6 and report.counts["fetched"] == 6
     assert len(hub.waits) == 4 and max(hub.waits) >= 2  # type: ignore[attr-defined]
-    assert len(await _memories(db_dsn)) == 6
+    assert len(await memories(db_dsn, "drive")) == 6
 
 
 async def test_a_refused_token_stops_the_connector(hub: Connectors, drive) -> None:
@@ -217,7 +194,7 @@ async def test_a_killed_drive_sync_resumes_without_duplicates(hub: Connectors, d
     notes = [
         entry(f"n{i}", f"note {i}.txt", text=f"Meeting note {i}: the team agreed on item {i}.") for i in range(1, 10)
     ]
-    _edit(state, lambda d: d.update(files=notes))
+    edit_state(state, lambda d: d.update(files=notes))
     await hub.add("root", "team-drive", "gdrive", "drive", _config(url))
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="2")
     crashed = run_cli(
@@ -227,10 +204,10 @@ async def test_a_killed_drive_sync_resumes_without_duplicates(hub: Connectors, d
         env={**env, "DRIVE_TOKEN": TOKEN, "CABRAIN_FAILPOINTS": "connector.after_write"},
     )
     assert crashed.returncode == 137, crashed.stderr
-    assert 0 < len(await _memories(db_dsn)) < 9
+    assert 0 < len(await memories(db_dsn, "drive")) < 9
     report = await hub.sync("root", "team-drive")
     assert report.status == "done" and report.counts["listed"] == 9
-    current = [r["content"] for r in await _memories(db_dsn) if r["invalid_at"] is None]
+    current = [r["content"] for r in await memories(db_dsn, "drive") if r["invalid_at"] is None]
     assert len(current) == len(set(current)) == 9
     assert all(any(f"Meeting note {i}:" in c for c in current) for i in range(1, 10))
     runs = await hub.runs("root", "team-drive")

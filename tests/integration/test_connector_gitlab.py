@@ -9,16 +9,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from cabrain.connectors.facade import Connectors
-from cabrain.connectors.retry import Retry
 from cabrain.errors import SourceAuthError
 from tests.conftest import cli_env, run_cli, start_fake
+from tests.integration.connector_kit import edit_state, memories, recorded_hub
 from tests.unit.test_gitlab_source import ANN, BO, TOKEN, at, issue, project
-
-MEMORIES = "SELECT id, content, metadata, source_ref, valid_at, invalid_at, superseded_by FROM memories WHERE namespace = 'app'"
 
 
 @pytest.fixture
@@ -31,29 +28,11 @@ def gitlab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     proc.wait(10)
 
 
-def _edit(state: Path, change) -> None:
-    data = json.loads(state.read_text())
-    change(data)
-    state.write_text(json.dumps(data))
-
-
-async def _memories(dsn: str) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetch(MEMORIES)
-    finally:
-        await conn.close()
-
-
 @pytest.fixture
 async def hub(brain) -> Connectors:
-    await brain.create_namespace("root", "app")
-    waits: list[float] = []
-    hub = Connectors(
-        brain.engine, environ={"GITLAB_TOKEN": TOKEN, "OLD_TOKEN": "expired"}, retry=Retry(sleep=waits.append)
-    )
-    hub.waits = waits  # type: ignore[attr-defined]
-    return hub
+    made, waits = await recorded_hub(brain, "app", {"GITLAB_TOKEN": TOKEN, "OLD_TOKEN": "expired"})
+    made.waits = waits  # type: ignore[attr-defined]
+    return made
 
 
 def _config(url: str, env: str = "GITLAB_TOKEN") -> dict:
@@ -62,7 +41,7 @@ def _config(url: str, env: str = "GITLAB_TOKEN") -> dict:
 
 async def test_issues_comments_and_wiki_sync_incrementally(hub: Connectors, gitlab, db_dsn: str, brain) -> None:
     url, state = gitlab
-    _edit(
+    edit_state(
         state,
         lambda d: d["projects"][0]["notes"].update(
             {
@@ -77,7 +56,7 @@ async def test_issues_comments_and_wiki_sync_incrementally(hub: Connectors, gitl
     first = await hub.sync("root", "app-gitlab")
     assert first.status == "done", first.error
     assert first.counts["listed"] == 4 + 2 + 2  # issues, merge requests, wiki pages
-    rows = await _memories(db_dsn)
+    rows = await memories(db_dsn, "app")
     comment = next(r for r in rows if "Safari 17" in r["content"])
     meta = json.loads(comment["metadata"])
     assert meta["speaker"] == "Bo Park" and meta["thread"] == "issue #2" and meta["anchor"] == "note-21"
@@ -88,7 +67,7 @@ async def test_issues_comments_and_wiki_sync_incrementally(hub: Connectors, gitl
 
     again = await hub.sync("root", "app-gitlab")
     assert again.counts["unchanged"] == 8 and again.counts["fetched"] == 0 and again.counts["added"] == 0
-    assert len(await _memories(db_dsn)) == len(rows)
+    assert len(await memories(db_dsn, "app")) == len(rows)
 
     # a description edited and a comment added: one revision, one new memory, the old comment kept
     def change(d: dict) -> None:
@@ -98,25 +77,27 @@ async def test_issues_comments_and_wiki_sync_incrementally(hub: Connectors, gitl
             {"id": 23, "body": "Fixed by !1, please verify.", "system": False, "author": ANN, "created_at": at(10)}
         )
 
-    _edit(state, change)
+    edit_state(state, change)
     edited = await hub.sync("root", "app-gitlab")
     assert edited.counts["fetched"] == 1
     assert edited.counts["revised"] == 1 and edited.counts["added"] == 1 and edited.counts["kept"] == 1
-    current = [r for r in await _memories(db_dsn) if r["invalid_at"] is None]
+    current = [r for r in await memories(db_dsn, "app") if r["invalid_at"] is None]
     assert any("Safari 17 and 18" in r["content"] for r in current)
     assert any("please verify" in r["content"] for r in current)
 
     # an issue deleted at the source: its description and comments are forgotten
-    _edit(state, lambda d: d["projects"][0].update(issues=[i for i in d["projects"][0]["issues"] if i["iid"] != 2]))
+    edit_state(
+        state, lambda d: d["projects"][0].update(issues=[i for i in d["projects"][0]["issues"] if i["iid"] != 2])
+    )
     deleted = await hub.sync("root", "app-gitlab")
     assert deleted.counts["deleted"] == 1 and deleted.counts["forgotten"] == 3
-    current = [r for r in await _memories(db_dsn) if r["invalid_at"] is None]
+    current = [r for r in await memories(db_dsn, "app") if r["invalid_at"] is None]
     assert not any("Safari" in r["content"] for r in current)
 
 
 async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, gitlab, db_dsn: str) -> None:
     url, state = gitlab
-    _edit(
+    edit_state(
         state,
         lambda d: d.update(
             faults=[
@@ -144,7 +125,7 @@ async def test_a_killed_gitlab_sync_resumes_without_duplicates(
     hub: Connectors, gitlab, db_dsn: str, home: Path
 ) -> None:
     url, state = gitlab
-    _edit(state, lambda d: d["projects"][0].update(issues=[issue(i) for i in range(1, 10)]))
+    edit_state(state, lambda d: d["projects"][0].update(issues=[issue(i) for i in range(1, 10)]))
     await hub.add("root", "app-gitlab", "gitlab", "app", _config(url))
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="4")
     crashed = run_cli(
@@ -154,10 +135,10 @@ async def test_a_killed_gitlab_sync_resumes_without_duplicates(
         env={**env, "GITLAB_TOKEN": TOKEN, "CABRAIN_FAILPOINTS": "connector.after_write"},
     )
     assert crashed.returncode == 137, crashed.stderr
-    assert 0 < len(await _memories(db_dsn))
+    assert 0 < len(await memories(db_dsn, "app"))
     report = await hub.sync("root", "app-gitlab")
     assert report.status == "done"
-    current = [r["content"] for r in await _memories(db_dsn) if r["invalid_at"] is None]
+    current = [r["content"] for r in await memories(db_dsn, "app") if r["invalid_at"] is None]
     assert len(current) == len(set(current))
     # nine issues, and the two merge requests the stand-in's project makes from the same template
     assert sum(f"What issue {i} is about." in c for c in current for i in range(1, 10)) == 9 + 2

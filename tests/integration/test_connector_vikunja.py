@@ -11,20 +11,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 
 from cabrain.connectors.facade import Connectors
-from cabrain.connectors.retry import Retry
 from cabrain.errors import SourceAuthError
 from cabrain.types import RecallQuery
 from tests.conftest import cli_env, run_cli, start_fake
+from tests.integration.connector_kit import edit_state, memories, recorded_hub
 from tests.unit.test_vikunja_source import ANN, BO, TOKEN, at, comment, project, task
-
-MEMORIES = (
-    "SELECT id, content, source_kind, source_ref, metadata, valid_at, invalid_at, superseded_by "
-    "FROM memories WHERE namespace = 'tasks'"
-)
 
 
 def instance() -> dict[str, Any]:
@@ -63,29 +57,11 @@ def vikunja(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     proc.wait(10)
 
 
-def _edit(state: Path, change) -> None:
-    data = json.loads(state.read_text())
-    change(data)
-    state.write_text(json.dumps(data))
-
-
-async def _memories(dsn: str) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetch(MEMORIES)
-    finally:
-        await conn.close()
-
-
 @pytest.fixture
 async def hub(brain) -> Connectors:
-    await brain.create_namespace("root", "tasks")
-    waits: list[float] = []
-    hub = Connectors(
-        brain.engine, environ={"VIKUNJA_TOKEN": TOKEN, "OLD_TOKEN": "expired"}, retry=Retry(sleep=waits.append)
-    )
-    hub.waits = waits  # type: ignore[attr-defined]
-    return hub
+    made, waits = await recorded_hub(brain, "tasks", {"VIKUNJA_TOKEN": TOKEN, "OLD_TOKEN": "expired"})
+    made.waits = waits  # type: ignore[attr-defined]
+    return made
 
 
 def _config(url: str, env: str = "VIKUNJA_TOKEN") -> dict:
@@ -98,7 +74,7 @@ async def test_projects_tasks_and_comments_sync_incrementally(hub: Connectors, v
     first = await hub.sync("root", "team-tasks")
     assert first.status == "done", first.error
     assert first.counts["listed"] == 2 + 3  # projects Ops and Office, their tasks: not the archived ones
-    rows = await _memories(db_dsn)
+    rows = await memories(db_dsn, "tasks")
     assert len(rows) == first.counts["added"] == 2 + 3 + 1  # a part for each project and task, one comment
     assert {r["source_kind"] for r in rows} == {"vikunja"}
     assert not any("Archived work" in r["content"] for r in rows)
@@ -126,18 +102,18 @@ async def test_projects_tasks_and_comments_sync_incrementally(hub: Connectors, v
     again = await hub.sync("root", "team-tasks")
     assert again.counts["unchanged"] == again.counts["listed"] == 5
     assert again.counts["fetched"] == 0 and again.counts["added"] == 0
-    assert len(await _memories(db_dsn)) == len(rows)
+    assert len(await memories(db_dsn, "tasks")) == len(rows)
 
     # the description edited and a comment added: one revision, one new memory, the old comment kept
     def change(d: dict) -> None:
         d["tasks"][0] |= {"description": "<p>Move billing to PostgreSQL 17 instead.</p>", "updated": at(20)}
         d["comments"]["1"].append(comment(8, "Under five seconds, agreed with finance.", ANN, hours=30))
 
-    _edit(state, change)
+    edit_state(state, change)
     edited = await hub.sync("root", "team-tasks")
     assert edited.counts["unchanged"] == 4 and edited.counts["fetched"] == 1
     assert edited.counts["revised"] == 1 and edited.counts["added"] == 1 and edited.counts["kept"] == 1
-    after = {r["id"]: r for r in await _memories(db_dsn)}
+    after = {r["id"]: r for r in await memories(db_dsn, "tasks")}
     old = after[body["id"]]
     assert old["invalid_at"] is not None and old["superseded_by"] is not None
     new = after[old["superseded_by"]]
@@ -153,10 +129,10 @@ async def test_projects_tasks_and_comments_sync_incrementally(hub: Connectors, v
     assert not any("PostgreSQL 13" in r["content"] for r in current)
 
     # the task deleted at the source: its description and both comments are forgotten, the rows kept
-    _edit(state, lambda d: d.update(tasks=[t for t in d["tasks"] if t["id"] != 1]))
+    edit_state(state, lambda d: d.update(tasks=[t for t in d["tasks"] if t["id"] != 1]))
     deleted = await hub.sync("root", "team-tasks")
     assert deleted.counts["listed"] == 4 and deleted.counts["deleted"] == 1 and deleted.counts["forgotten"] == 3
-    rows = await _memories(db_dsn)
+    rows = await memories(db_dsn, "tasks")
     assert len(rows) == len(after)
     forgotten = [r for r in rows if r["id"] in (new["id"], said["id"], reply["id"])]  # the kept comment too
     assert len(forgotten) == 3 and all(r["invalid_at"] is not None for r in forgotten)
@@ -169,7 +145,7 @@ async def test_projects_tasks_and_comments_sync_incrementally(hub: Connectors, v
 
 async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, vikunja, db_dsn: str) -> None:
     url, state = vikunja
-    _edit(
+    edit_state(
         state,
         lambda d: d.update(
             faults=[
@@ -182,7 +158,7 @@ async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, vik
     report = await hub.sync("root", "team-tasks")
     assert report.status == "done" and report.counts["listed"] == 5 and report.counts["fetched"] == 5
     assert len(hub.waits) == 3 and max(hub.waits) >= 2  # type: ignore[attr-defined]
-    assert len(await _memories(db_dsn)) == 6
+    assert len(await memories(db_dsn, "tasks")) == 6
 
 
 async def test_a_refused_token_stops_the_connector(hub: Connectors, vikunja) -> None:
@@ -200,7 +176,7 @@ async def test_a_killed_vikunja_sync_resumes_without_duplicates(
 ) -> None:
     url, state = vikunja
     many = [task(i, description=f"<p>Step {i} of the rollout: migrate shard {i}.</p>") for i in range(1, 10)]
-    _edit(state, lambda d: d.update(projects=[project(1, "Ops")], tasks=many, comments={}))
+    edit_state(state, lambda d: d.update(projects=[project(1, "Ops")], tasks=many, comments={}))
     await hub.add("root", "team-tasks", "vikunja", "tasks", _config(url))
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="2")
     crashed = run_cli(
@@ -210,10 +186,10 @@ async def test_a_killed_vikunja_sync_resumes_without_duplicates(
         env={**env, "VIKUNJA_TOKEN": TOKEN, "CABRAIN_FAILPOINTS": "connector.after_write"},
     )
     assert crashed.returncode == 137, crashed.stderr
-    assert 0 < len(await _memories(db_dsn)) < 10
+    assert 0 < len(await memories(db_dsn, "tasks")) < 10
     report = await hub.sync("root", "team-tasks")
     assert report.status == "done" and report.counts["listed"] == 10
-    current = [r["content"] for r in await _memories(db_dsn) if r["invalid_at"] is None]
+    current = [r["content"] for r in await memories(db_dsn, "tasks") if r["invalid_at"] is None]
     assert len(current) == len(set(current)) == 10  # the project and its nine tasks, each once
     assert all(any(f"migrate shard {i}." in c for c in current) for i in range(1, 10))
     runs = await hub.runs("root", "team-tasks")

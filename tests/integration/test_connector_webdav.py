@@ -10,12 +10,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from cabrain.connectors.facade import Connectors
 from cabrain.errors import SourceAuthError
 from tests.conftest import REPO, cli_env, free_port, run_cli, wait_for_port
+from tests.integration.connector_kit import memories
 
 PASSWORD = "correct horse battery staple"
 
@@ -75,17 +75,6 @@ def _pdf(path: Path, lines: list[str]) -> None:
     pdf.output(str(path))
 
 
-MEMORIES = "SELECT id, content, source_kind, source_ref, metadata, invalid_at, superseded_by FROM memories WHERE namespace = 'cloud'"
-
-
-async def _memories(dsn: str) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetch(MEMORIES)
-    finally:
-        await conn.close()
-
-
 @pytest.fixture
 async def hub(brain) -> Connectors:
     await brain.create_namespace("root", "cloud")
@@ -111,10 +100,10 @@ async def test_webdav_files_sync_edit_delete(hub: Connectors, dav: tuple[str, Pa
     first = await hub.sync("root", "team-cloud")
     assert first.status == "done", first.error
     assert first.counts["listed"] == 5  # the JPEG is not a document
-    contents = " ".join(r["content"] for r in await _memories(db_dsn))
+    contents = " ".join(r["content"] for r in await memories(db_dsn, "cloud"))
     for phrase in ("brand kit", "Q3 numbers", "Economy class", "nine percent", "Churn fell", "Baker Street"):
         assert phrase in contents
-    pdf = next(r for r in await _memories(db_dsn) if "nine percent" in r["content"])
+    pdf = next(r for r in await memories(db_dsn, "cloud") if "nine percent" in r["content"])
     assert pdf["source_kind"] == "webdav" and pdf["source_ref"].startswith(f"{url}/Documents/report.pdf@")
 
     again = await hub.sync("root", "team-cloud")
@@ -124,7 +113,7 @@ async def test_webdav_files_sync_edit_delete(hub: Connectors, dav: tuple[str, Pa
     (docs / "Archive" / "old.md").unlink()
     changed = await hub.sync("root", "team-cloud")
     assert changed.counts["revised"] == 1 and changed.counts["deleted"] == 1 and changed.counts["forgotten"] == 1
-    rows = await _memories(db_dsn)
+    rows = await memories(db_dsn, "cloud")
     current = " ".join(r["content"] for r in rows if r["invalid_at"] is None)
     assert "Business class" in current and "Economy class" not in current and "Baker Street" not in current
     assert any("Economy class" in r["content"] and r["superseded_by"] for r in rows)  # kept, superseded
@@ -152,9 +141,9 @@ async def test_a_killed_webdav_sync_resumes(hub: Connectors, dav: tuple[str, Pat
         env={**env, "DAV_PASSWORD": PASSWORD, "CABRAIN_FAILPOINTS": "connector.after_write"},
     )
     assert crashed.returncode == 137, crashed.stderr
-    assert 0 < len(await _memories(db_dsn)) < 6
+    assert 0 < len(await memories(db_dsn, "cloud")) < 6
     done = await hub.sync("root", "team-cloud")
     assert done.status == "done"
-    current = [r["content"] for r in await _memories(db_dsn) if r["invalid_at"] is None]
+    current = [r["content"] for r in await memories(db_dsn, "cloud") if r["invalid_at"] is None]
     assert len(current) == len(set(current)) == 6, "a note was written twice, or lost"
     assert all(any(f"Room {i} seats {i + 4} people" in c for c in current) for i in range(6))

@@ -56,6 +56,8 @@ def test_connectors_over_http(service: Service) -> None:
         assert made.status_code == 201, made.text
         assert made.json()["agent_id"] == "admin" and made.json()["status"] == "new"
 
+        shown = alice.get("/v1/connectors/http-handbook")
+        assert shown.status_code == 200 and shown.json()["config"]["path"] == str(shared / "handbook")
         # alice may write proj: she sees the connector and may sync it; bob may not
         assert [c["name"] for c in alice.get("/v1/connectors").json()["connectors"]] == ["http-handbook"]
         assert bob.get("/v1/connectors").json()["connectors"] == []

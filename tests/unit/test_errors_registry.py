@@ -37,6 +37,8 @@ EXPECTED = {
     "too_many_requests": (429, errors.ServiceBusy),
     "misconfigured": (500, errors.ConfigError),
     "model_failed": (502, errors.ModelError),
+    "source_failed": (502, errors.SourceError),
+    "source_unauthorized": (502, errors.SourceAuthError),
     "database_unavailable": (503, errors.DatabaseUnreachable),
     "model_unavailable": (503, errors.EmbedderError),
     "cache_unavailable": (503, errors.CacheError),

@@ -26,10 +26,9 @@ from typing import Any, ClassVar
 
 from cabrain.connectors.base import Document, ItemRef, SourceSpec
 from cabrain.connectors.config import checked, globs, matches
-from cabrain.connectors.convert import to_text
+from cabrain.connectors.files import file_document
 from cabrain.connectors.retry import Retry
-from cabrain.connectors.split import split
-from cabrain.errors import InputError, SourceError
+from cabrain.errors import SourceError
 
 __all__ = ["DOCUMENTS", "KIND", "LOCAL", "FolderSource", "build", "configure"]
 
@@ -151,17 +150,14 @@ class FolderSource:
         except OSError as exc:
             raise SourceError(f"cannot read {path}: {exc.strerror or exc}", status_code=403) from None
         when = datetime.fromtimestamp(stat.st_mtime, UTC)
-        try:
-            converted = to_text(data, path.name, max_bytes=self.max_file_bytes)
-        except InputError:  # a corrupt PDF, a broken DOCX: kept out, counted; the sync goes on
-            self.skipped["unreadable"] = self.skipped.get("unreadable", 0) + 1
-            return Document(ref, ref.key, (), valid_at=when)
-        if converted is None:
-            self.skipped["not text"] = self.skipped.get("not text", 0) + 1
-            return Document(ref, ref.key, (), valid_at=when)
-        parts = split(converted.text, markdown=converted.markdown, max_chars=self.part_chars, title=ref.key)
-        return Document(
-            ref, ref.key, tuple(parts), valid_at=when, metadata={"path": ref.key, "format": converted.format}
+        return file_document(
+            ref,
+            data,
+            path.name,
+            when=when,
+            max_bytes=self.max_file_bytes,
+            part_chars=self.part_chars,
+            skipped=self.skipped,
         )
 
     def close(self) -> None:

@@ -82,7 +82,7 @@ configure = checked(
 
 def build(spec: SourceSpec, retry: Retry) -> GitLabSource:
     """The source for ``spec`` (its config checked again; the token is ``spec.secret``)."""
-    return GitLabSource(configure(spec.config), spec.secret, retry)
+    return GitLabSource(configure(spec.config), spec.secret, retry, part_chars=spec.part_chars)
 
 
 class GitLabSource:
@@ -90,7 +90,7 @@ class GitLabSource:
 
     kind: ClassVar[str] = KIND
 
-    def __init__(self, config: Mapping[str, Any], token: str | None, retry: Retry) -> None:
+    def __init__(self, config: Mapping[str, Any], token: str | None, retry: Retry, *, part_chars: int = 2000) -> None:
         import gitlab
         import requests
 
@@ -99,6 +99,7 @@ class GitLabSource:
         self._token_env: str | None = config.get("token_env")
         self._include: list[str] = list(config["include"])
         self._retry = retry
+        self._part_chars = part_chars
         self._errors = (gitlab.exceptions.GitlabError, requests.RequestException)
         self._auth_error = gitlab.exceptions.GitlabAuthenticationError
         self._parse_error = gitlab.exceptions.GitlabParsingError
@@ -221,7 +222,9 @@ class GitLabSource:
         attrs = page.attributes
         title = str(attrs.get("title") or slug)
         markup = str(attrs.get("format") or "markdown")
-        parts = split(str(attrs.get("content") or ""), markdown=markup == "markdown", title=title)
+        parts = split(
+            str(attrs.get("content") or ""), markdown=markup == "markdown", max_chars=self._part_chars, title=title
+        )
         return Document(
             ref=self._wiki_ref(project, attrs),
             title=title,

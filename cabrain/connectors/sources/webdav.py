@@ -20,11 +20,10 @@ from urllib.parse import quote
 
 from cabrain.connectors.base import Document, ItemRef, SourceSpec
 from cabrain.connectors.config import checked, globs, matches
-from cabrain.connectors.convert import to_text
+from cabrain.connectors.files import file_document
 from cabrain.connectors.retry import Retry, retry_after
 from cabrain.connectors.sources.folder import DOCUMENTS
-from cabrain.connectors.split import split
-from cabrain.errors import InputError, SourceAuthError, SourceError
+from cabrain.errors import SourceAuthError, SourceError
 
 __all__ = ["KIND", "LOCAL", "WebDavSource", "build", "configure"]
 
@@ -160,17 +159,15 @@ class WebDavSource:
 
         data = self._call(f"download {path}", download)
         name = path.rsplit("/", 1)[-1]
-        try:
-            converted = to_text(data, name, ref.hint.get("type"), max_bytes=self.max_file_bytes)
-        except InputError:
-            self.skipped["unreadable"] = self.skipped.get("unreadable", 0) + 1
-            return Document(ref, ref.key, (), valid_at=when)
-        if converted is None:
-            self.skipped["not text"] = self.skipped.get("not text", 0) + 1
-            return Document(ref, ref.key, (), valid_at=when)
-        parts = split(converted.text, markdown=converted.markdown, max_chars=self.part_chars, title=ref.key)
-        return Document(
-            ref, ref.key, tuple(parts), valid_at=when, metadata={"path": ref.key, "format": converted.format}
+        return file_document(
+            ref,
+            data,
+            name,
+            mime=ref.hint.get("type"),
+            when=when,
+            max_bytes=self.max_file_bytes,
+            part_chars=self.part_chars,
+            skipped=self.skipped,
         )
 
     def close(self) -> None:
