@@ -36,7 +36,8 @@ from cabrain.connectors.base import ItemRef, Source, SourceSpec
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.sync import Counts, Sync
 from cabrain.engine import Engine
-from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound, SourceAuthError, SourceError
+from cabrain.errors import AccessDenied, CabrainError, ConflictError, InputError, NotFound, SourceAuthError
+from cabrain.redact import redact
 from cabrain.settings import Settings
 from cabrain.store import access
 from cabrain.store import connectors as sql
@@ -248,17 +249,13 @@ class Connectors:
                         await self._sync(connector, source, counts, say, fan_out, lock_conn, run_id)
                     finally:
                         source.close()
-                except SourceAuthError as exc:
-                    status, error = "failed", exc.message
-                    await sql.set_status(lock_conn, connector.id, "stopped", exc.message)
-                    raise
-                except (SourceError, InputError, AccessDenied, NotFound) as exc:
-                    status, error = "failed", exc.message
-                    await self._failed(lock_conn, connector, exc.message)
-                    raise
                 except BaseException as exc:
-                    status, error = "failed", f"{type(exc).__name__}: {exc}"
-                    await self._failed(lock_conn, connector, error)
+                    status = "failed"
+                    error = redact(exc.message if isinstance(exc, CabrainError) else f"{type(exc).__name__}: {exc}")
+                    if isinstance(exc, SourceAuthError):  # stopped until a sync succeeds
+                        await sql.set_status(lock_conn, connector.id, "stopped", error)
+                    else:
+                        await self._failed(lock_conn, connector, error)
                     raise
                 finally:
                     finished = clock()

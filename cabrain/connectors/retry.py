@@ -51,7 +51,8 @@ class Retry:
                 if not exc.transient or attempt == self.attempts:
                     if exc.transient:
                         raise SourceError(
-                            f"{what}: {exc.message} (gave up after {attempt} tries)",
+                            f"{exc.message if exc.message.startswith(what) else f'{what}: {exc.message}'}"
+                            f" (gave up after {attempt} tries)",
                             hint=exc.hint,
                             status_code=exc.status_code,
                         ) from exc

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -38,6 +37,7 @@ from cabrain.engine import Engine
 from cabrain.errors import SourceError
 from cabrain.redact import redact
 from cabrain.store import connectors as sql
+from cabrain.store import requests
 from cabrain.types import Decision, MemoryInput, MemoryType, Network, Visibility
 from cabrain.write import changes
 from cabrain.write import retain as retain_pipeline
@@ -45,7 +45,6 @@ from cabrain.write.threads import MAX_FIELD_CHARS
 
 __all__ = ["Counts", "Plan", "Sync", "part_hash"]
 
-log = logging.getLogger("cabrain.connectors")
 
 CURRENT = "SELECT id FROM memories WHERE id = ANY($1::uuid[]) AND invalid_at IS NULL AND tier = 'hot'"
 WRITTEN = """
@@ -388,8 +387,7 @@ class Sync:
         )
 
     def _key(self, *parts: object) -> str:
-        digest = hashlib.sha256(json.dumps([str(self.connector.id), *map(str, parts)]).encode()).hexdigest()
-        return f"connector-{digest[:48]}"
+        return f"connector-{requests.digest(str(self.connector.id), *map(str, parts)).hex()[:48]}"
 
     def _progress(self, line: str, *, force: bool = False) -> None:
         now = time.monotonic()

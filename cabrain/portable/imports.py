@@ -14,7 +14,6 @@ batch whose answer was lost to a crash is answered again rather than written twi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from typing import Any
 
 from cabrain.engine import Engine
 from cabrain.importers.records import ImportRecord, Parsed
-from cabrain.store import access
+from cabrain.store import access, requests
 from cabrain.types import Decision, MemoryInput, MemoryType, Network, Visibility
 from cabrain.write import retain as retain_pipeline
 
@@ -114,7 +113,7 @@ async def import_parsed(
         if not todo:
             continue
         inputs = [_input(r, fmt, namespace, visibility, settings.max_metadata_bytes) for r in todo]
-        key = "import-" + hashlib.sha256(json.dumps([fmt, namespace, [r.key for r in todo]]).encode()).hexdigest()[:48]
+        key = "import-" + requests.digest(fmt, namespace, [r.key for r in todo]).hex()[:48]
         results = await retain_pipeline.retain(engine, agent, inputs, decide_writes=decide, idempotency_key=key)
         for result in results:
             if result.decision == Decision.NOOP:

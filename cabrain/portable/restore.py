@@ -29,6 +29,7 @@ from typing import Any
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.portable.export import FORMAT
+from cabrain.redact import redact, redact_deep
 from cabrain.search.chunking import chunk
 from cabrain.search.keyword import IndexedDoc
 from cabrain.store import memories as sql
@@ -88,8 +89,6 @@ ON CONFLICT DO NOTHING
 """
 REVERTED = "UPDATE judgments SET reverted_by = $2 WHERE id = $1 AND reverted_by IS NULL"
 
-MEMORY_STATE = ("created_at", "invalid_at", "access_count", "last_accessed_at", "consolidated_at", "decayed_at")
-
 
 @dataclass
 class RestoreReport:
@@ -105,6 +104,15 @@ class RestoreReport:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def scrub(value: dict[str, Any], redacting: bool) -> dict[str, Any]:
+    """``value`` with every string redacted (:func:`cabrain.redact.redact_deep`) when ``redacting``."""
+    if not redacting:
+        return value
+    cleaned = redact_deep(value)
+    assert isinstance(cleaned, dict)
+    return cleaned
 
 
 def records(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
@@ -123,10 +131,6 @@ def records(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
 
 def _time(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) else value
-
-
-def _uuid(value: Any) -> uuid.UUID | None:
-    return uuid.UUID(str(value)) if value else None
 
 
 class _Restore:
@@ -173,7 +177,7 @@ class _Restore:
                     _time(record.get("accepted_at")),
                 )
             elif kind == "entity":
-                body = {k: v for k, v in record.items() if k != "type"}
+                body = scrub({k: v for k, v in record.items() if k != "type"}, self.engine.settings.redact_secrets)
                 made = await conn.fetchval(ENTITY, json.dumps(body, ensure_ascii=False))
                 exported = uuid.UUID(record["id"])
                 if made is None:  # the name is known here under another id: mentions go to that one
@@ -207,11 +211,22 @@ class _Restore:
         return following
 
     async def _hand_over(self, batch: list[dict[str, Any]], writing: asyncio.Task[None] | None) -> asyncio.Task[None]:
-        fresh = await self._unknown(batch)
+        fresh = [self._scrubbed(r) for r in await self._unknown(batch)]
         embedded = await self._embed(fresh)
         if writing is not None:
             await writing  # one batch written at a time, in order: threads see their earlier turns
         return asyncio.create_task(self._write(embedded))
+
+    def _scrubbed(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The record with secrets and private blocks redacted, as every stored text is (an export
+        file may have been edited since CaBrain wrote it); a vector made from other text is dropped."""
+        if not self.engine.settings.redact_secrets:
+            return record
+        content = redact(record["content"])
+        if content != record["content"]:
+            record = {k: v for k, v in record.items() if k != "embedding"} | {"content": content}
+        metadata = record.get("metadata")
+        return record | ({"metadata": scrub(metadata, True)} if metadata else {})
 
     async def _unknown(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ids = [uuid.UUID(r["id"]) for r in batch]
@@ -343,7 +358,10 @@ class _Restore:
                 self.report.count("link", status.endswith(" 1"))
             reverted = []
             for judgment in judgments:
-                body = {k: v for k, v in judgment.items() if k not in ("type", "reverted_by")}
+                body = scrub(
+                    {k: v for k, v in judgment.items() if k not in ("type", "reverted_by")},
+                    self.engine.settings.redact_secrets,
+                )
                 status = await conn.execute(JUDGMENT, json.dumps(body, ensure_ascii=False))
                 self.report.count("judgment", status.endswith(" 1"))
                 if judgment.get("reverted_by"):

@@ -1,8 +1,9 @@
 """Stand-ins for what cannot run here (hosted models), as real HTTP servers on loopback."""
 
+import argparse
 import json
 import threading
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +50,19 @@ class Stand:
             return
         with self.lock, self.log.open("a") as out:
             out.write(json.dumps(entry) + "\n")
+
+
+def serve_stand(
+    server: type[ThreadingHTTPServer], handler: type[BaseHTTPRequestHandler], stand: type[Stand], attribute: str
+) -> None:
+    """A stand-in's ``main``: ``--port P --state FILE --token T [--log FILE]``, on loopback, forever;
+    the handler finds its :class:`Stand` as ``self.server.<attribute>``."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--log", type=Path)
+    args = parser.parse_args()
+    running = server(("127.0.0.1", args.port), handler)
+    setattr(running, attribute, stand(args.state, args.token, args.log))
+    running.serve_forever()

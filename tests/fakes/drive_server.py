@@ -37,18 +37,16 @@ request (method, path, query, status, authorization).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
 import re
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.fakes import Stand
+from tests.fakes import Stand, serve_stand
 
 EPOCH = "2024-01-01T00:00:00.000Z"
 GOOGLE_APPS = "application/vnd.google-apps."
@@ -309,15 +307,7 @@ class Server(ThreadingHTTPServer):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--state", type=Path, required=True)
-    parser.add_argument("--token", required=True)
-    parser.add_argument("--log", type=Path)
-    args = parser.parse_args()
-    server = Server(("127.0.0.1", args.port), Handler)
-    server.drive = Drive(args.state, args.token, args.log)
-    server.serve_forever()
+    serve_stand(Server, Handler, Drive, "drive")
 
 
 if __name__ == "__main__":

@@ -35,16 +35,14 @@ them, ties by id. ``--log`` appends one JSON line per request (method, decoded p
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
-from tests.fakes import Stand, send_json
+from tests.fakes import Stand, send_json, serve_stand
 
 EPOCH = "2024-01-01T00:00:00.000Z"
 ANON = {"id": 1, "username": "ghost", "name": "Ghost User", "state": "active"}
@@ -306,15 +304,7 @@ class Server(ThreadingHTTPServer):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--state", type=Path, required=True)
-    parser.add_argument("--token", required=True)
-    parser.add_argument("--log", type=Path)
-    args = parser.parse_args()
-    server = Server(("127.0.0.1", args.port), Handler)
-    server.gitlab = GitLab(args.state, args.token, args.log)
-    server.serve_forever()
+    serve_stand(Server, Handler, GitLab, "gitlab")
 
 
 if __name__ == "__main__":

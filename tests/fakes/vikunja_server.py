@@ -38,15 +38,13 @@ anything else is a 401. ``--log`` appends one JSON line per request (method, pat
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.fakes import Stand
+from tests.fakes import Stand, serve_stand
 
 EPOCH = "2024-01-01T00:00:00Z"
 ZERO = "0001-01-01T00:00:00Z"
@@ -267,15 +265,7 @@ class Server(ThreadingHTTPServer):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--state", type=Path, required=True)
-    parser.add_argument("--token", required=True)
-    parser.add_argument("--log", type=Path)
-    args = parser.parse_args()
-    server = Server(("127.0.0.1", args.port), Handler)
-    server.vikunja = Vikunja(args.state, args.token, args.log)
-    server.serve_forever()
+    serve_stand(Server, Handler, Vikunja, "vikunja")
 
 
 if __name__ == "__main__":

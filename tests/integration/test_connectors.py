@@ -234,3 +234,28 @@ def test_the_git_listing_is_gits_own(tmp_path: Path) -> None:
     plain = build(SourceSpec("folder", configure("folder", {"path": str(root)})), Retry())
     (root / ".git").rename(root / "not-git")
     assert sorted(r.key for r in plain.scan()) == ["README.md", "docs/guide.md"]
+
+
+async def test_a_failed_sync_records_its_error_redacted(hub: Connectors) -> None:
+    from cabrain.connectors.retry import Retry
+    from cabrain.errors import SourceError
+
+    waits: list[float] = []
+    hub = Connectors(hub.engine, environ={}, local_roots=None, retry=Retry(sleep=waits.append))
+    secret = "glpat-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm"
+    await hub.add("root", "leaky", "gitlab", "docs", {"url": f"http://deploy:{secret}@127.0.0.1:9", "project": "a/b"})
+    with pytest.raises(SourceError):
+        await hub.sync("root", "leaky")
+    connector = await hub.get("root", "leaky")
+    [run] = await hub.runs("root", "leaky")
+    assert connector.last_error and secret not in connector.last_error and secret not in (run["error"] or "")
+    assert len(waits) == 4  # a connection refused is retried, then reported
+
+
+def test_the_cli_refuses_a_malformed_connector_config() -> None:
+    from cabrain.cli import main
+
+    assert main(["connectors", "add", "x", "folder", "-n", "docs", "--set", "novalue"]) == 2
+    assert main(["connectors", "add", "x", "folder", "-n", "docs", "--config", "{not json"]) == 2
+    assert main(["connectors", "add", "x", "folder", "-n", "docs", "--config", "[1, 2]"]) == 2
+    assert main(["connectors", "sync"]) == 2  # neither a name nor --due

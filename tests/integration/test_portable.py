@@ -253,3 +253,30 @@ async def test_claude_mem_and_letta_files_import_once(brain, tmp_path: Path) -> 
     assert hit.source_kind == "import:letta" and hit.metadata["block"] == "human"
     with pytest.raises(InputError, match="namespace"):
         await hub.import_file("alice", "letta", letta, None)
+
+
+async def test_an_edited_export_cannot_plant_a_secret(brain, settings_for, second_dsn: str, embedder) -> None:
+    from cabrain.brain import Brain
+
+    await _fill(brain)
+    out = io.StringIO()
+    await Portable(brain.engine).export("alice", ["proj"], out)
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    lines = []
+    for line in out.getvalue().splitlines():
+        record = json.loads(line)
+        if record["type"] == "memory" and "staging database" in record["content"]:
+            record["content"] += f" The deploy token is {token}."
+            record["metadata"] = {**record["metadata"], "note": f"token {token}"}
+        lines.append(json.dumps(record, ensure_ascii=False))
+    other = await Brain.open(settings_for(second_dsn), dsn=second_dsn, embedder=embedder)
+    try:
+        await Portable(other.engine).restore(None, lines)
+        conn = await other.engine.pool.acquire()
+        try:
+            stored = "\n".join(r[0] for r in await conn.fetch("SELECT m::text FROM memories m"))
+        finally:
+            await other.engine.pool.release(conn)
+    finally:
+        await other.close()
+    assert token not in stored and "[REDACTED]" in stored

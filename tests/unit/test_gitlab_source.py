@@ -7,19 +7,18 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cabrain.connectors.base import ItemRef, Source, SourceSpec
-from cabrain.connectors.retry import Retry
-from cabrain.connectors.sources import build, configure
+from cabrain.connectors.base import ItemRef
+from cabrain.connectors.sources import configure
 from cabrain.connectors.sources.gitlab import UnreadableAnswer
 from cabrain.errors import InputError, SourceAuthError, SourceError
-from tests.conftest import REPO, free_port, start_fake
+from tests.conftest import REPO, free_port
+from tests.standins import RunningStand, running
 
 TOKEN = "t0k"
 START = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
@@ -67,14 +66,8 @@ def project(issues: int | list[dict[str, Any]] = 3, **extra: Any) -> dict[str, A
     } | extra
 
 
-@dataclass
-class Stand:
-    """The stand-in's URL, state file and request log, and the sources a test built on it."""
-
-    url: str
-    state: Path
-    log: Path
-    sources: list[Source] = field(default_factory=list)
+class Stand(RunningStand):
+    """The stand-in, and how this kind's tests write its state."""
 
     def write(self, *projects: dict[str, Any], faults: list[dict[str, Any]] | None = None) -> None:
         self.state.write_text(json.dumps({"projects": list(projects), "faults": faults or []}))
@@ -85,29 +78,20 @@ class Stand:
         change(data["projects"][0])
         self.state.write_text(json.dumps(data))
 
-    def requests(self, ending: str | None = None) -> list[dict[str, Any]]:
-        rows = [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
-        return [r for r in rows if ending is None or r["path"].endswith(ending)]
-
-    def source(self, sleeps: list[float], *, token: str = TOKEN, url: str | None = None, **config: Any) -> Source:
-        settings = {"url": url or self.url, "project": "team/app", "token_env": "GITLAB_TOKEN"} | config
-        built = build(SourceSpec("gitlab", configure("gitlab", settings), secret=token), Retry(sleep=sleeps.append))
-        self.sources.append(built)
-        return built
-
 
 @pytest.fixture
 def stand(tmp_path: Path) -> Iterator[Stand]:
-    state = tmp_path / "state.json"
-    state.write_text(json.dumps({"projects": []}))
-    log = tmp_path / "requests.jsonl"
-    proc, port = start_fake("gitlab_server", "--state", str(state), "--token", TOKEN, "--log", str(log))
-    running = Stand(f"http://127.0.0.1:{port}", state, log)
-    yield running
-    for source in running.sources:
-        source.close()
-    proc.terminate()
-    proc.wait(10)
+    with running(
+        Stand,
+        "gitlab_server",
+        tmp_path,
+        {"projects": []},
+        token=TOKEN,
+        kind="gitlab",
+        url_key="url",
+        defaults={"project": "team/app", "token_env": "GITLAB_TOKEN"},
+    ) as started:
+        yield started
 
 
 @pytest.fixture

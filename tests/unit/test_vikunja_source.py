@@ -7,18 +7,18 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cabrain.connectors.base import ItemRef, Source, SourceSpec
+from cabrain.connectors.base import ItemRef, SourceSpec
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.sources import build, configure
 from cabrain.errors import InputError, SourceAuthError, SourceError
-from tests.conftest import REPO, free_port, start_fake
+from tests.conftest import REPO, free_port
+from tests.standins import RunningStand, running
 
 TOKEN = "tok"
 START = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
@@ -72,14 +72,8 @@ def instance(tasks: int = 3, **extra: Any) -> dict[str, Any]:
     } | extra
 
 
-@dataclass
-class Stand:
-    """The stand-in's URL, state file and request log, and the sources a test built on it."""
-
-    url: str
-    state: Path
-    log: Path
-    sources: list[Source] = field(default_factory=list)
+class Stand(RunningStand):
+    """The stand-in, and how this kind's tests write its state."""
 
     def write(self, state: dict[str, Any]) -> None:
         self.state.write_text(json.dumps(state))
@@ -89,29 +83,20 @@ class Stand:
         edit(data)
         self.state.write_text(json.dumps(data))
 
-    def requests(self, ending: str | None = None) -> list[dict[str, Any]]:
-        rows = [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
-        return [r for r in rows if ending is None or r["path"].endswith(ending)]
-
-    def source(self, sleeps: list[float], *, token: str = TOKEN, url: str | None = None, **config: Any) -> Source:
-        settings = {"url": url or self.url, "token_env": "VIKUNJA_TOKEN"} | config
-        built = build(SourceSpec("vikunja", configure("vikunja", settings), secret=token), Retry(sleep=sleeps.append))
-        self.sources.append(built)
-        return built
-
 
 @pytest.fixture
 def stand(tmp_path: Path) -> Iterator[Stand]:
-    state = tmp_path / "state.json"
-    state.write_text(json.dumps({"projects": []}))
-    log = tmp_path / "requests.jsonl"
-    proc, port = start_fake("vikunja_server", "--state", str(state), "--token", TOKEN, "--log", str(log))
-    running = Stand(f"http://127.0.0.1:{port}", state, log)
-    yield running
-    for source in running.sources:
-        source.close()
-    proc.terminate()
-    proc.wait(10)
+    with running(
+        Stand,
+        "vikunja_server",
+        tmp_path,
+        {"projects": []},
+        token=TOKEN,
+        kind="vikunja",
+        url_key="url",
+        defaults={"token_env": "VIKUNJA_TOKEN"},
+    ) as started:
+        yield started
 
 
 @pytest.fixture
