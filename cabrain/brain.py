@@ -20,10 +20,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from cabrain import identity, namespaces
 from cabrain.clock import Clock, utc_now
 from cabrain.engine import Engine
-from cabrain.errors import AlreadyExists, InputError
+from cabrain.errors import InputError
+from cabrain.membership import Membership, as_uuid
+from cabrain.policy import Op
 from cabrain.providers.embedders import Embedder
 from cabrain.providers.rerankers import Reranker
 from cabrain.search import archive, lookup
@@ -32,7 +33,6 @@ from cabrain.settings import Settings
 from cabrain.store import access, generations, reconnect
 from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
-from cabrain.store import namespaces as namespace_sql
 from cabrain.store.browse import BrowseFilters
 from cabrain.types import (
     ArchiveQuery,
@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Brain:
+class Brain(Membership):
     """Every method is one operation of the memory organ, on behalf of one agent."""
 
     def __init__(self, engine: Engine) -> None:
@@ -114,112 +114,6 @@ class Brain:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # --- agents, namespaces, grants ------------------------------------------------------------
-    async def create_agent(
-        self, agent_id: str, *, display_name: str | None = None, is_admin: bool = False, exist_ok: bool = True
-    ) -> str:
-        """Register an agent (idempotent unless ``exist_ok`` is False: then an existing id is
-        :class:`AlreadyExists`). Its API keys come from :meth:`create_key`."""
-        async with self.engine.pool.acquire() as conn:
-            return await identity.create_agent(
-                conn, agent_id, display_name=display_name, is_admin=is_admin, exist_ok=exist_ok
-            )
-
-    async def create_namespace(self, agent: str, name: str) -> bool:
-        """Create a namespace owned by ``agent``; True if made now, False if ``agent`` already owns
-        it (idempotent). One owned by another agent is :class:`AlreadyExists`; a personal name
-        (``@other/...``) of another agent is :class:`AccessDenied`."""
-        async with self.engine.pool.acquire() as conn:
-            return await namespace_sql.create(conn, agent, name)
-
-    async def capture_namespace(
-        self, agent: str, *, namespace: str | None = None, project: str | None = None
-    ) -> tuple[str, bool]:
-        """Where ``agent``'s captured memories go, and whether capture may inject that namespace's
-        memories into the agent's context: ``(name, injectable)``.
-
-        ``project`` (a name capture derived, e.g. from the git remote) is bound to the agent: its
-        own namespace of that name if it has one from before, else the personal ``@agent/project``,
-        created now, which nobody else can hold. ``namespace`` (one the operator configured) is used
-        as it is, created for the agent if missing; its memories are injected only if the agent
-        owns it or accepted a grant on it. Writing still needs write access, checked on write.
-        """
-        if (namespace is None) == (project is None):
-            raise InputError("give either namespace or project")
-        if project is not None:
-            if not namespaces.is_valid(project) or project.startswith("@"):
-                raise InputError(f"project {project!r} is not a valid namespace name", hint=namespaces.HINT)
-            async with self.engine.pool.acquire() as conn:
-                own = await namespace_sql.owner(conn, project) == agent
-            namespace = project if own else namespaces.personal(agent, project)
-        assert namespace is not None
-        try:
-            await self.create_namespace(agent, namespace)
-        except AlreadyExists:
-            pass  # someone else's: writing needs their (accepted) grant, and it is injected only then
-        async with self.engine.pool.acquire() as conn:
-            return namespace, (await access.caller(conn, agent, namespace)).injectable
-
-    async def share(
-        self, agent: str, namespace: str, grantee: str, *, can_read: bool = True, can_write: bool = False
-    ) -> bool:
-        """Offer ``grantee`` read (and optionally write) access to ``namespace``'s team memories.
-        Reading works at once; writing, and capture injecting the namespace's memories into the
-        grantee's context, only once the grantee accepts (:meth:`accept_grant`). Returns whether the
-        grant is accepted (narrowing an accepted grant keeps it accepted)."""
-        async with self.engine.pool.acquire() as conn, conn.transaction():
-            return await namespace_sql.share(conn, agent, namespace, grantee, can_read=can_read, can_write=can_write)
-
-    async def accept_grant(self, agent: str, namespace: str) -> dict[str, Any]:
-        """``agent`` accepts the grant it was offered on ``namespace`` (idempotent)."""
-        async with self.engine.pool.acquire() as conn, conn.transaction():
-            return await namespace_sql.accept(conn, agent, namespace)
-
-    async def decline_grant(self, agent: str, namespace: str) -> bool:
-        """``agent`` declines (or gives up) its grant on ``namespace``; True if there was one."""
-        async with self.engine.pool.acquire() as conn, conn.transaction():
-            return await namespace_sql.decline(conn, agent, namespace)
-
-    async def revoke(self, agent: str, namespace: str, grantee: str) -> bool:
-        """Remove ``grantee``'s grant on ``namespace``; True if there was one."""
-        async with self.engine.pool.acquire() as conn, conn.transaction():
-            return await namespace_sql.revoke(conn, agent, namespace, grantee)
-
-    async def list_namespaces(self, agent: str) -> list[dict[str, Any]]:
-        """Namespaces ``agent`` owns or holds a grant on (every namespace for an admin)."""
-        async with self.engine.pool.acquire() as conn:
-            return await namespace_sql.of_agent(conn, agent)
-
-    async def list_grants(self, agent: str, namespace: str) -> list[dict[str, Any]]:
-        """The grants on ``namespace`` (its owner and admins only)."""
-        async with self.engine.pool.acquire() as conn:
-            return await namespace_sql.grants(conn, agent, namespace)
-
-    # --- identity: API keys ---------------------------------------------------------------------
-    async def authenticate(self, key: str | None) -> identity.Principal:
-        async with self.engine.pool.acquire() as conn:
-            return await identity.authenticate(conn, key)
-
-    async def create_key(self, agent_id: str, *, label: str | None = None) -> identity.NewKey:
-        async with self.engine.pool.acquire() as conn:
-            return await identity.create_key(conn, agent_id, label=label)
-
-    async def revoke_key(self, key_id: uuid.UUID | str, *, agent_id: str | None = None) -> bool:
-        async with self.engine.pool.acquire() as conn:
-            return await identity.revoke_key(conn, as_uuid(key_id, "key id"), agent_id=agent_id)
-
-    async def list_agents(self) -> list[identity.AgentInfo]:
-        async with self.engine.pool.acquire() as conn:
-            return await identity.list_agents(conn)
-
-    async def list_keys(self, agent_id: str) -> list[identity.KeyInfo]:
-        async with self.engine.pool.acquire() as conn:
-            return await identity.list_keys(conn, agent_id)
-
-    async def disable_agent(self, agent_id: str) -> bool:
-        async with self.engine.pool.acquire() as conn:
-            return await identity.disable_agent(conn, agent_id)
-
     # --- memory operations ---------------------------------------------------------------------
     async def retain(
         self,
@@ -236,6 +130,7 @@ class Brain:
         dropped, whether or not the first one committed) writes nothing and answers what the first
         answered (:mod:`cabrain.store.requests`)."""
         batch = [items] if isinstance(items, MemoryInput) else list(items)
+        await self._check(agent, Op.RETAIN, batch[0].namespace if batch else None)
         started = time.perf_counter()
         results = await retain_pipeline.retain(
             self.engine, agent, batch, decide_writes=decide, idempotency_key=idempotency_key
@@ -248,6 +143,7 @@ class Brain:
         provenance and ``valid_at``): stored at once in the capture inbox (secrets redacted first)
         once ``agent`` may write ``namespace``, retained later by :meth:`drain_captures`. Returns the
         inbox row's id."""
+        await self._check(agent, Op.RETAIN, namespace)
         return await inbox.enqueue(self.engine, agent, namespace, items, decide=decide)
 
     async def drain_captures(self, *, batch: int = 16) -> int:
@@ -266,6 +162,7 @@ class Brain:
 
     async def recall(self, agent: str, query: RecallQuery) -> RecallResult:
         """Hybrid recall (SPEC §4.2), through the L1 cache when there is one."""
+        await self._check(agent, Op.RECALL, query.namespace)
         settings, cache = self.engine.settings, self.engine.cache
         recall_pipeline.validate(query, max_k=settings.recall_max_k, max_chars=settings.max_query_chars)
         key = None
@@ -291,6 +188,7 @@ class Brain:
 
         An explicit, slower call (it reads the namespace's Iceberg files); hot recall never
         touches the cold tier. Invalidated memories are included unless the query says not."""
+        await self._check(agent, Op.RECALL, query.namespace)
         settings = self.engine.settings
         # the same text, k and time-range rules as hot recall
         recall_pipeline.validate(query, max_k=settings.recall_max_k, max_chars=settings.max_query_chars)
@@ -311,6 +209,7 @@ class Brain:
     async def get(self, agent: str, memory_id: uuid.UUID | str) -> MemoryWithHistory:
         """A memory in any state, with its provenance, its versions before and after, and its
         entities. Unknown and unreadable ids are both :class:`NotFound` (existence does not leak)."""
+        await self._check(agent, Op.READ)
         memory_id = as_uuid(memory_id)
         cache = self.engine.cache
         key = None
@@ -342,6 +241,7 @@ class Brain:
         backend lists its files with this), ordered by ``source_ref``. ``include_archived`` (with a
         ``source_kind``) adds current ones that sleep moved to the cold tier (tier "cold"): the
         memory-tool files archived before files were pinned, which :meth:`unarchive` brings back."""
+        await self._check(agent, Op.READ, namespace)
         return await lookup.list_current(
             self.engine,
             agent,
@@ -363,6 +263,7 @@ class Brain:
         archived: bool = False,
     ) -> MemoryPage:
         """A keyset page of ``namespace``'s memories, newest first, hot or ``archived`` (:func:`lookup.browse`)."""
+        await self._check(agent, Op.READ, namespace)
         return await lookup.browse(
             self.engine, agent, namespace, filters, limit=limit, cursor=cursor, archived=archived
         )
@@ -371,6 +272,7 @@ class Brain:
         """Bring an archived (demoted) current memory back to the hot tier, with its own id, content,
         validity, provenance and links: it is recalled again (its passages and keyword postings are
         rebuilt). The cold tier keeps its copy. Needs write access to the namespace."""
+        await self._check(agent, Op.CORRECT, held=("unarchive", {"memory_id": str(memory_id)}))
         return await changes.unarchive(self.engine, agent, as_uuid(memory_id))
 
     # --- entities --------------------------------------------------------------------------------
@@ -380,6 +282,7 @@ class Brain:
         """Entities of ``namespace`` in name order, with their summaries, as :mod:`cabrain.store.entities`
         scopes them (an agent that may not read the namespace gets :class:`NotFound`). ``query`` keeps
         names that contain it (any case); ``cursor`` is a page's ``next_cursor``."""
+        await self._check(agent, Op.READ, namespace)
         if not 1 <= limit <= 200:
             raise InputError(f"limit must be between 1 and 200, got {limit}")
         key_part = entity_key(query) if query is not None and query.strip() else None
@@ -397,6 +300,7 @@ class Brain:
         may read every memory it was made from, and the hot memories that mention it the caller may
         read, newest first (``history``: superseded and forgotten ones too), at most ``limit``.
         Unknown, unreadable and never-mentioned-to-the-caller entities are all :class:`NotFound`."""
+        await self._check(agent, Op.READ, namespace)
         if not 1 <= limit <= 200:
             raise InputError(f"limit must be between 1 and 200, got {limit}")
         if not isinstance(name_or_id, str) or not name_or_id.strip():
@@ -420,6 +324,7 @@ class Brain:
         archive recall leaves it out from then on. Either way the forget is recorded on the memory's
         identity, and the raw captured text it came from, if still kept, is removed."""
         memory_id = as_uuid(memory_id)
+        await self._check(agent, Op.FORGET, held=("forget", {"memory_id": str(memory_id), "reason": reason}))
         await changes.forget(self.engine, agent, memory_id, reason=reason)
         return await self.get(agent, memory_id)
 
@@ -436,6 +341,13 @@ class Brain:
         """Replace a memory with a corrected version (SPEC §4.4): the new memory keeps the old one's
         namespace, visibility and classification (and its ``source_ref`` unless a new one is given: a
         renamed memory-tool file); the old one gets ``invalid_at`` + ``superseded_by``."""
+        held = {
+            "old_id": str(old_id),
+            "corrected_content": corrected_content,
+            "reason": reason,
+            "source_ref": source_ref,
+        }
+        await self._check(agent, Op.CORRECT, held=("reconsolidate", held))
         return await changes.reconsolidate(
             self.engine,
             agent,
@@ -450,6 +362,7 @@ class Brain:
     async def judgments(self, agent: str, memory_id: uuid.UUID | str, *, limit: int = 50) -> list[dict[str, Any]]:
         """The judgments (supersessions, invalidations, merges, corrections, reverts) that changed a
         memory the agent may read, newest first."""
+        await self._check(agent, Op.READ)
         memory_id = as_uuid(memory_id)
         if not 1 <= limit <= 500:
             raise InputError(f"limit must be between 1 and 500, got {limit}")
@@ -469,6 +382,12 @@ class Brain:
         turn). Only an agent that may write the namespace and read every memory involved may."""
         if (judgment_id is None) == (memory_id is None):
             raise InputError("give a judgment id or a memory id, not both")
+        args = {
+            "judgment_id": judgment_id and str(judgment_id),
+            "memory_id": memory_id and str(memory_id),
+            "reason": reason,
+        }
+        await self._check(agent, Op.CORRECT, held=("revert", args))
         return await changes.revert(
             self.engine,
             agent,
@@ -481,20 +400,11 @@ class Brain:
         """Count a read of these memories (a memory-tool file viewed): their use and recency rise as a
         recall's hits do, so what is looked at does not fade. Unreadable ids are skipped; returns how
         many were counted."""
+        await self._check(agent, Op.READ)
         ids = [as_uuid(i) for i in memory_ids]
         if len(ids) > 1000:
             raise InputError(f"at most 1000 memories at a time, got {len(ids)}")
         return await changes.touch(self.engine, agent, ids)
-
-
-def as_uuid(value: uuid.UUID | str, what: str = "memory id") -> uuid.UUID:
-    """``value`` as a UUID, or :class:`InputError` naming ``what`` it should have been."""
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        raise InputError(f"{value!r} is not a {what} (a UUID)") from None
 
 
 __all__ = ["Brain", "as_uuid"]

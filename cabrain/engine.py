@@ -23,6 +23,7 @@ import numpy as np
 
 from cabrain.clock import Clock, utc_now
 from cabrain.errors import CabrainError, ConfigError, EmbedderError
+from cabrain.governance import Governor, MeteredChat
 from cabrain.providers.cache import RedisCache
 from cabrain.providers.embedders import Embedder, load_embedder
 from cabrain.providers.llm import ChatModel, load_chat_model
@@ -69,7 +70,12 @@ class Engine:
         )
         self.reranker = reranker
         self.cache = cache
-        self.chat = chat  # write decisions and entity extraction, when configured
+        # roles, caps and usage (cabrain.governance): every operation is checked and counted there
+        self.governor = Governor(
+            pool, clock, flush_s=settings.usage_flush_s, profile_ttl_s=settings.api_key_cache_ttl_s
+        )
+        # write decisions and entity extraction, when configured; each call metered to the agent acted for
+        self.chat = MeteredChat(chat, self.governor) if chat is not None else None
         self.bookkeeper = Bookkeeper(pool)
         self._on_close = on_close or []
         self._cold: ColdTier | None = None
@@ -131,6 +137,7 @@ class Engine:
         return cls(settings, pool, model, reranker=reranker, cache=cache, chat=chat, on_close=on_close, clock=clock)
 
     async def close(self) -> None:
+        await self.governor.close()
         await self.bookkeeper.close()
         if self.cache is not None:
             await self.cache.close()
@@ -173,6 +180,7 @@ class Engine:
         return await self._call_embedder(self.embedder.embed_query, text)
 
     async def _call_embedder(self, fn: Callable[[A], Awaitable[T]], arg: A) -> T:
+        await self.governor.model_call("embed", len(arg) if isinstance(arg, list) else 1)
         try:
             return await fn(arg)
         except CabrainError:

@@ -25,6 +25,9 @@ answers and the client raises the class back (:func:`error_class`), so the two c
     ├── ConflictError               409 conflict: the request conflicts with the current state
     ├── NotFound                    404 not_found: an unknown memory, namespace or agent
     ├── AccessDenied                403 forbidden: reading or writing outside the caller's grants
+    │   └── PolicyDenied            403 policy_denied: the agent's role does not allow the operation
+    │       └── ConfirmationRequired 403 confirmation_required: held until a person approves it
+    ├── QuotaExceeded               429 quota_exceeded: the agent reached a cap on its usage
     ├── Unauthenticated             401 unauthenticated: no API key, or an unknown or revoked one
     ├── EmbedderError               503 model_unavailable: the embedding model cannot be loaded or run
     ├── ModelError                  502 model_failed: a chat or task model failed to answer
@@ -196,6 +199,31 @@ class AccessDenied(CabrainError):
 
     status = 403
     kind = "forbidden"
+
+
+class PolicyDenied(AccessDenied):
+    """The agent's role does not allow this kind of operation (:mod:`cabrain.policy`); the message
+    names the policy."""
+
+    kind = "policy_denied"
+
+    def __init__(self, message: str, *, policy: str = "", hint: str | None = None, fix: Fix | None = None) -> None:
+        super().__init__(message, hint=hint, fix=fix)
+        self.policy = policy
+
+
+class ConfirmationRequired(PolicyDenied):
+    """The agent's role holds this operation until a person approves it (the pending action's id is
+    in the fix)."""
+
+    kind = "confirmation_required"
+
+
+class QuotaExceeded(CabrainError):
+    """The agent reached a cap on its usage (``cabrain usage cap``); it resets at midnight UTC."""
+
+    status = 429
+    kind = "quota_exceeded"
 
 
 class Unauthenticated(CabrainError):

@@ -185,6 +185,11 @@ FIXES: dict[str, dict[str, Callable[[Params], str]]] = {
         "http": lambda p: f"change it with PATCH /v1/workflows/agents/{p['name']}",
         "cli": lambda p: f"change it with cabrain workflows agents set {_sh(p['name'])} ...",
     },
+    "approve_action": {
+        "mcp": lambda p: f"a person approves pending action {p['action']} (console, chat, or cabrain actions approve)",
+        "http": lambda p: f"a person approves it: POST /v1/actions/{p['action']}/approve (or denies it: .../deny)",
+        "cli": lambda p: f"a person approves it: cabrain actions approve {p['action']}",
+    },
     "list_models": {
         "mcp": lambda p: "ask an operator which models are registered (cabrain workflows agents list)",
         "http": lambda p: "see GET /v1/workflows/agents",

@@ -70,3 +70,30 @@ def running(
             source.close()
         proc.terminate()
         proc.wait(10)
+
+
+@dataclass
+class Running:
+    """A stand-in on loopback: its URL, the state it re-reads on every request, and its log."""
+
+    url: str
+    state: Path
+    log: Path
+
+    def set(self, **state: Any) -> None:
+        self.state.write_text(json.dumps(state))
+
+    def seen(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+
+@contextlib.contextmanager
+def standing(module: str, folder: Path, token: str, **state: Any) -> Iterator[Running]:
+    path, log = folder / f"{module}.json", folder / f"{module}.jsonl"
+    path.write_text(json.dumps(state))
+    proc, port = start_fake(module, "--state", str(path), "--token", token, "--log", str(log))
+    try:
+        yield Running(f"http://127.0.0.1:{port}", path, log)
+    finally:
+        proc.terminate()
+        proc.wait(10)

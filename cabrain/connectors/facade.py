@@ -37,6 +37,7 @@ from cabrain.connectors.retry import Retry
 from cabrain.connectors.sync import Counts, Sync
 from cabrain.engine import Engine
 from cabrain.errors import AccessDenied, CabrainError, ConflictError, InputError, NotFound, SourceAuthError
+from cabrain.policy import Op
 from cabrain.redact import redact
 from cabrain.settings import Settings
 from cabrain.store import access
@@ -149,6 +150,7 @@ class Connectors:
             raise AccessDenied(f"{path} is outside the folders connectors may read ({roots})")
 
     async def listing(self, agent: str) -> list[sql.Connector]:
+        await self.engine.governor.check(agent, Op.READ)
         async with self.engine.pool.acquire() as conn:
             await access.require_active(conn, agent)
             found = await sql.every(conn)
@@ -230,6 +232,7 @@ class Connectors:
         succeeds; any other failure marks it ``failed``. Either way the run records what it did."""
         clock = self.engine.clock
         run_id = run_id or uuid.uuid4()
+        await self.engine.governor.check(agent, Op.SYNC)
         async with self.engine.pool.acquire() as conn:
             connector = await self._visible(conn, agent, name)
             await access.require_writer(conn, agent, connector.namespace)

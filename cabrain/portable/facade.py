@@ -19,6 +19,7 @@ from typing import IO
 from cabrain import importers
 from cabrain.engine import Engine
 from cabrain.errors import InputError
+from cabrain.policy import Op
 from cabrain.portable.export import ExportReport, export
 from cabrain.portable.imports import ImportReport, import_parsed
 from cabrain.portable.restore import RestoreReport, restore
@@ -45,6 +46,8 @@ class Portable:
         with_embeddings: bool = False,
         progress: Callable[[str], None] = lambda line: None,
     ) -> ExportReport:
+        if agent is not None:
+            await self.engine.governor.check(agent, Op.EXPORT)
         async with self.engine.pool.acquire() as conn:
             if not namespaces:
                 if agent is not None:

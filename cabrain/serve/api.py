@@ -23,14 +23,17 @@ from cabrain.serve.routes import (
     agents,
     backups,
     capture,
+    channels,
     connectors,
     entities,
+    governance,
     health,
     judgments,
     memories,
     memory_tool,
     namespaces,
     portable,
+    pushes,
     recall,
     workflows,
 )
@@ -49,6 +52,9 @@ ROUTERS = (
     connectors,
     portable,
     backups,
+    governance,
+    channels,
+    pushes,
 )
 
 

@@ -17,10 +17,15 @@ from typing import Any, TypeVar
 
 from cabrain import __version__, identity
 from cabrain.brain import Brain
+from cabrain.channels.facade import Channels
+from cabrain.channels.live import LiveAgent
 from cabrain.connectors.facade import Connectors
 from cabrain.errors import ConfigError, ConflictError, DatabaseUnreachable, ServiceError
 from cabrain.fixes import Fix
 from cabrain.identity import Principal
+from cabrain.notify.facade import Notify
+from cabrain.notify.outbox import Outbox
+from cabrain.notify.patterns import find_patterns
 from cabrain.providers.embedders import load_embedder
 from cabrain.serve.metrics import IngressMetrics
 from cabrain.serve.models import LocalQueries, RemoteEmbedder, RemoteReranker, call_with_retry
@@ -60,6 +65,9 @@ class Replica:
         self._syncs: dict[uuid.UUID, asyncio.Task[Any]] = {}
         self._backups: dict[str, dict[str, Any]] = {}
         self._scheduler = asyncio.create_task(self._sync_due())
+        self._outbox: Outbox | None = None
+        self._live_tasks: set[asyncio.Task[Any]] = set()
+        self._pusher = asyncio.create_task(self._push())
 
     # --- start-up: wait for the models, then open the hot tier ---------------------------------
     async def _start(self) -> None:
@@ -165,6 +173,56 @@ class Replica:
                     await hub.sync(connector.agent_id, connector.name)
                 except Exception as exc:  # noqa: BLE001
                     log.info("scheduled connector sync", extra={"connector": connector.name, "error": str(exc)})
+
+    # --- channels, pushes and the live agent (issue 22) ----------------------------------------------
+    def channels(self, brain: Brain) -> Channels:
+        return Channels(brain, self.environ)
+
+    def notify(self, brain: Brain) -> Notify:
+        return Notify(brain.engine)
+
+    def outbox(self, brain: Brain) -> Outbox:
+        if self._outbox is None or self._outbox.engine is not brain.engine:
+            self._outbox = Outbox(brain.engine, self.environ)
+        return self._outbox
+
+    def hand_to_live_agent(self, brain: Brain, channel: str, stored: list[tuple[Any, list[uuid.UUID]]]) -> None:
+        """Let the live agent answer a channel's new messages, in order, in the background."""
+
+        async def answer() -> None:
+            hub = self.channels(brain)
+            try:
+                found = await hub.get(channel)
+                agent = LiveAgent(hub)
+                for message, memory_ids in stored:
+                    await agent.handle(found, message, memory_ids)
+            except Exception as exc:  # noqa: BLE001 - the message is stored; the agent's failure is logged
+                log.warning("live agent failed", extra={"channel": channel, "error": str(exc)})
+
+        task = asyncio.create_task(answer())
+        self._live_tasks.add(task)
+        task.add_done_callback(self._live_tasks.discard)
+
+    async def _push(self) -> None:
+        """Fan out new events, send due pushes, and ask trackers about the live agents' issues (every
+        replica does; rows are claimed, so each is worked once)."""
+        watched = 0.0
+        while True:
+            await asyncio.sleep(self.settings.notify_poll_s)
+            if self.brain is None:
+                continue
+            try:
+                outbox = self.outbox(self.brain)
+                await find_patterns(self.brain.engine)
+                while await outbox.fan_out():
+                    pass
+                while await outbox.deliver():
+                    pass
+                if time.monotonic() - watched >= min(self.settings.live_watch_s, 30.0):
+                    watched = time.monotonic()
+                    await LiveAgent(self.channels(self.brain)).watch()
+            except Exception as exc:  # noqa: BLE001 - the loop must outlive a bad moment
+                log.warning("pushes", extra={"error": str(exc)})
 
     # --- backups: written in the background, into a new folder under CABRAIN_BACKUP_DIR -----------
     async def start_backup(self, agent: str) -> str:
@@ -283,6 +341,7 @@ class Replica:
     async def __del__(self) -> None:
         self._inbox_worker.cancel()
         self._scheduler.cancel()
+        self._pusher.cancel()
         for task in list(self._syncs.values()):
             task.cancel()
         if self.brain is not None:

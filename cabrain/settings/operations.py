@@ -264,6 +264,42 @@ class OperationsSettings(BaseModel):
         "one Ray task each.",
     )
 
+    # --- usage, channels and pushes (issue 22) ------------------------------------------------------
+    usage_flush_s: float = Field(
+        default=5.0, gt=0, description="How often each process writes the usage it counted (one upsert each time)."
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The address people reach this CaBrain at (e.g. https://brain.example.com): pushes link to "
+        "its console pages. Unset: pushes carry memory ids only.",
+    )
+    channel_max_skew_s: float = Field(
+        default=300.0, gt=0, description="A signed channel request whose timestamp is further off than this is refused."
+    )
+    notify_poll_s: float = Field(default=2.0, gt=0, description="How often a replica looks for events and due pushes.")
+    notify_retry_backoff_s: float = Field(
+        default=5.0, ge=0, description="First retry's wait for a failed push (doubled each time, Retry-After wins)."
+    )
+    notify_retry_max_s: float = Field(default=900.0, ge=0, description="Longest wait between two tries of a push.")
+    notify_max_attempts: int = Field(default=12, ge=1, le=100, description="Tries of one push before it is failed.")
+    notify_dedup_hours: float = Field(
+        default=24.0, ge=0, description="The same finding is pushed to a subscriber at most once in this many hours."
+    )
+    pattern_min_sessions: int = Field(
+        default=3, ge=2, description="A problem seen in this many sessions (threads) is a pattern worth a push."
+    )
+    pattern_similarity: float = Field(
+        default=0.8, gt=0, le=1, description="How similar two memories must be to count as the same problem."
+    )
+    live_watch_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How often the live agent asks the tracker whether its issues got a merge request.",
+    )
+    action_ttl_s: float = Field(
+        default=7 * 86400.0, gt=0, description="A pending action no person decided on expires after this long."
+    )
+
     @field_validator("workflow_prices")
     @classmethod
     def _check_prices(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:

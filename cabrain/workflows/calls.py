@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -62,13 +62,26 @@ class Step:
         }
 
 
+class Meter(Protocol):
+    async def __call__(
+        self, kind: str, units: int, *, cost_usd: float = 0.0, check: bool = True, count: bool = True
+    ) -> None: ...
+
+
 class Caller:
     """Calls models from the registry and records each call on ``pool``."""
 
     def __init__(
-        self, pool: asyncpg.Pool, *, policy: CallPolicy, prices: dict[str, tuple[float, float]], max_tokens: int
+        self,
+        pool: asyncpg.Pool,
+        *,
+        policy: CallPolicy,
+        prices: dict[str, tuple[float, float]],
+        max_tokens: int,
+        meter: Meter | None = None,
     ) -> None:
         self.pool, self.policy, self.prices, self.max_tokens = pool, policy, prices, max_tokens
+        self.meter = meter  # usage: each call counted (tokens, cost) to the agent the task acts for
         self._models: dict[str, TaskModel] = {}
 
     def model(self, agent: ModelAgent) -> TaskModel:
@@ -82,6 +95,8 @@ class Caller:
     ) -> Step:
         """One recorded call; raises :class:`ModelCallError` (recorded too) when it fails."""
         model = self.model(agent)  # a missing key or a bad endpoint: ConfigError, before any call
+        if self.meter is not None:
+            await self.meter("workflow", 0, count=False)  # a cap reached stops the call before it spends
         started = time.perf_counter()
         try:
             done: Completion = await model.complete(system, user, max_tokens=self.max_tokens)
@@ -99,6 +114,9 @@ class Caller:
             )
             raise
         cost = cost_of(agent, self.prices, done.tokens_in, done.tokens_out)
+        if self.meter is not None:
+            tokens = (done.tokens_in or 0) + (done.tokens_out or 0)
+            await self.meter("workflow", tokens, cost_usd=cost or 0.0, check=False)
         await self._record(
             task_id, agent, purpose, done.tokens_in, done.tokens_out, cost, done.duration_ms, done.attempts, None
         )

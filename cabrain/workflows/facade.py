@@ -22,6 +22,7 @@ from typing import Any
 from cabrain.clock import Clock, utc_now
 from cabrain.engine import Engine
 from cabrain.errors import InputError
+from cabrain.policy import Op
 from cabrain.providers.embedders import Embedder
 from cabrain.settings import Settings
 from cabrain.store import access
@@ -98,6 +99,7 @@ class Workflows:
         """Queue a task for a worker (higher ``priority`` runs sooner, -1000 to 1000); ``agent``
         needs write access to the task's namespace."""
         request = _task(task)
+        await self.engine.governor.check(agent, Op.WORKFLOW, request.namespace)
         async with self.engine.pool.acquire() as conn:
             return await queue.enqueue(
                 conn, agent, request, priority=priority, max_chars=self.settings.workflow_max_task_chars

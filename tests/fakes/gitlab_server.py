@@ -1,5 +1,6 @@
-"""A GitLab REST v4 stand-in for the gitlab connector's tests: what python-gitlab calls to read a
-project's issues, merge requests, their notes and the wiki, with GitLab's shapes and pagination.
+"""A GitLab REST v4 stand-in for the gitlab connector's and the issue tracker's tests: what
+python-gitlab calls to read a project's issues, merge requests, their notes and the wiki, to file an
+issue and to list the merge requests linked to one, with GitLab's shapes and pagination.
 
 Run: python -m tests.fakes.gitlab_server --port PORT --state FILE --token TOKEN [--log FILE].
 
@@ -15,18 +16,40 @@ FILE is JSON, re-read on every request, so a test edits the project between two 
                                            "created_at": "...", "updated_at": "..."}],
                              "merge_requests/3": [...]},
                    "wiki": [{"slug": "home", "title": "Home", "content": "# Home ...", "format": "markdown"}]}],
-     "faults": [{"status": 429, "times": 2, "retry_after": 1, "match": "/issues"}]}
+     "faults": [{"status": 429, "times": 2, "retry_after": 1, "match": "/issues"}],
+     "token_scopes": ["read_api"]}                                   # absent: ["api"]
 
 What GitLab derives, the stand-in fills in: an item's ``id``, ``project_id``, ``web_url``, ``type``,
 the defaults of absent fields, and (as GitLab touches an issue when a note is added or edited) an
 issue's or merge request's ``updated_at`` is the latest of its own and its notes' times (compared as
 text: write them all in GitLab's one format, ``2024-01-01T10:00:00.000Z``).
 
-Each fault answers the next ``times`` requests whose path and query contain ``match`` (all
+Each fault answers the next ``times`` requests whose method, path and query (``POST
+/api/v4/projects/7/issues``, ``GET /api/v4/projects/7/issues?page=2``) contain ``match`` (all
 requests without one) with ``status`` and ``{"message": ...}`` (or ``body`` as text/html, the way a
 proxy answers), with a ``Retry-After`` header when ``retry_after`` is set, before the token is
-checked; how many remain is kept in memory per fault (its index and content).
-A token is read from ``PRIVATE-TOKEN`` or ``Authorization: Bearer``; anything else is a 401.
+checked; how many remain is kept in memory per fault (its index and content). ``"drop": true``
+closes the connection without any answer instead. ``"after": true`` carries the request out first
+(an issue filed and stored) and only then answers with the fault (or drops the connection), the way
+a proxy times out on a write GitLab did: a client cannot tell it from one that never arrived.
+A token is read from ``PRIVATE-TOKEN`` or ``Authorization: Bearer``; anything else is a 401. It
+belongs to the user ``connector`` (``GET /user``), who authors what it files. A write (POST) needs
+the token's ``api`` scope: with ``"token_scopes": ["read_api"]`` in the state file it is answered
+403 ``{"error": "insufficient_scope", ...}``, as GitLab answers it.
+
+Filing and links:
+
+- ``POST /projects/:id/issues`` (JSON or a form: ``title``, ``description``, ``labels`` as a list
+  or comma-separated) stores the issue in the state file with the project's next issue iid,
+  ``opened``, authored by the token's user, ``created_at`` / ``updated_at`` now; answers 201 with
+  it (``web_url`` filled in as for every issue).
+- ``GET /projects/:id/issues`` and ``/merge_requests`` take ``search`` (every word of it, case
+  folded, in the title or the description; ``in=title`` or ``in=description`` narrows where).
+- ``GET /projects/:id/issues/:iid/related_merge_requests``: the project's merge requests whose title
+  or description mentions ``#<iid>``; ``GET .../issues/:iid/closed_by``: those whose description says
+  it closes the issue (``Closes #<iid>``, ``Fixes #<iid>``, ``Resolves #<iid>``, any case, GitLab's
+  default closing pattern), whatever their state. A test links a merge request to an issue the way a
+  user does: a merge request in the state file whose description says ``Closes #<iid>``.
 Lists page by offset (``page``, ``per_page`` at most 100, default 20) with GitLab's headers
 (``X-Page``, ``X-Per-Page``, ``X-Next-Page``, ``X-Prev-Page``, ``X-Total``, ``X-Total-Pages`` and a
 ``Link`` with ``rel="next"``); ``order_by`` and ``sort`` (default ``created_at``, ``desc``) order
@@ -37,7 +60,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import zlib
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
@@ -46,6 +71,12 @@ from tests.fakes import Stand, send_json, serve_stand
 
 EPOCH = "2024-01-01T00:00:00.000Z"
 ANON = {"id": 1, "username": "ghost", "name": "Ghost User", "state": "active"}
+INSUFFICIENT = "The request requires higher privileges than provided by the access token."
+TOKEN_USER = {"id": 1, "username": "connector", "name": "Connector"}  # whose token the stand-in accepts
+CLOSING = (
+    r"(?i)\b(?:close[sd]?|closing|fix(?:e[sd]|ing)?|resolve[sd]?|resolving|implement(?:s|ed|ing)?):?\s+#{iid}(?!\d)"
+)
+MENTION = r"(?<![\w/!&])#{iid}(?!\d)"
 
 
 class GitLab(Stand):
@@ -136,6 +167,12 @@ def note_json(note: dict[str, Any], kind: str, parent: dict[str, Any]) -> dict[s
     }
 
 
+def found_by(item: dict[str, Any], search: str, where: str) -> bool:
+    """Whether every word of ``search`` is in the item's title or description (``where``: which)."""
+    text = " ".join(str(item.get(f) or "") for f in ("title", "description") if f in where.split(",")).casefold()
+    return all(word in text for word in search.casefold().split())
+
+
 def wiki_json(page: dict[str, Any], content: bool) -> dict[str, Any]:
     out = {"slug": page["slug"], "title": page.get("title", page["slug"]), "format": page.get("format", "markdown")}
     if content:
@@ -146,26 +183,98 @@ def wiki_json(page: dict[str, Any], content: bool) -> dict[str, Any]:
 class Handler(BaseHTTPRequestHandler):
     server: Server
     entry: dict[str, Any]
+    pending: dict[str, Any] | None
 
     def do_GET(self) -> None:
+        self.handle_method("GET")
+
+    def do_POST(self) -> None:
+        self.handle_method("POST")
+
+    def handle_method(self, method: str) -> None:
         split = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
         token = self.headers.get("PRIVATE-TOKEN")
-        self.entry = {"method": "GET", "path": unquote(split.path), "query": query, "private_token": token}
+        self.entry = {"method": method, "path": unquote(split.path), "query": query, "private_token": token}
+        self.pending = None  # an "after" fault, answered once the request is done
+        body = self.form() if method == "POST" else {}
+        if method == "POST":
+            self.entry["body"] = body
         gitlab = self.server.gitlab
         state = gitlab.read()
-        fault = gitlab.fault(state.get("faults", []), self.path)
+        fault = gitlab.fault(state.get("faults", []), f"{method} {self.path}")
+        if fault is not None and fault.get("after"):
+            self.pending = fault
+            fault = None
         if fault is not None:
-            status = int(fault["status"])
-            headers = {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {}
-            if "body" in fault:
-                self.text(status, str(fault["body"]), headers)
-            else:
-                self.fail(status, f"{status} {self.responses.get(status, ('Error',))[0]}", headers)
+            self.fault_answer(fault)
         elif not self.authorised():
             self.fail(401, "401 Unauthorized")
+        elif method == "POST" and "api" not in state.get("token_scopes", ["api"]):
+            self.answer(403, {"error": "insufficient_scope", "error_description": INSUFFICIENT, "scope": "api"}, None)
         else:
-            self.route(state, [unquote(s) for s in split.path.split("/")[1:]], split.path, query)
+            seg = [unquote(s) for s in split.path.split("/")[1:]]
+            if method == "POST":
+                self.write(seg, body)
+            else:
+                self.route(state, seg, split.path, query)
+
+    def fault_answer(self, fault: dict[str, Any]) -> None:
+        """What a fault answers: nothing (the connection closed), a proxy's page, or GitLab's error."""
+        status = int(fault["status"]) if "status" in fault else 502
+        if fault.get("drop"):
+            self.server.gitlab.record(self.entry | {"status": None, "dropped": True})
+            self.close_connection = True
+            return
+        headers = {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {}
+        if "body" in fault:
+            self.text(status, str(fault["body"]), headers)
+        else:
+            self.fail(status, f"{status} {self.responses.get(status, ('Error',))[0]}", headers)
+
+    def form(self) -> dict[str, Any]:
+        """A write's fields, sent as JSON (python-gitlab) or as a form (curl)."""
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        if "json" in self.headers.get("Content-Type", ""):
+            loaded = json.loads(raw or "{}")
+            return loaded if isinstance(loaded, dict) else {}
+        return {k: v[-1] for k, v in parse_qs(raw).items()}
+
+    def write(self, seg: list[str], body: dict[str, Any]) -> int:
+        """``POST /api/v4/projects/:id/issues``: the issue filed, stored in the state file."""
+        rest = seg[2:] if seg[:2] == ["api", "v4"] else []
+        if len(rest) != 3 or rest[0] != "projects" or rest[2] != "issues":
+            return self.fail(404, "404 Not Found")
+        title = str(body.get("title") or "").strip()
+        if not title:
+            return self.answer(400, {"error": "title is missing"}, None)
+        labels = body.get("labels") or []
+        if isinstance(labels, str):
+            labels = [label.strip() for label in labels.split(",")]
+        gitlab = self.server.gitlab
+        with gitlab.lock:  # answered outside it: the log takes the same lock
+            state = gitlab.read()
+            project = self.project(state, rest[1])
+            if project is not None:
+                issues = project.setdefault("issues", [])
+                now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+                issue = {
+                    "iid": max((i["iid"] for i in issues), default=0) + 1,
+                    "title": title[:255],
+                    "description": body.get("description"),
+                    "state": "opened",
+                    "labels": [label for label in labels if label],
+                    "author": dict(TOKEN_USER),
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                issues.append(issue)
+                temporary = gitlab.state.with_suffix(".writing")
+                temporary.write_text(json.dumps(state))
+                temporary.replace(gitlab.state)
+        if project is None:
+            return self.fail(404, "404 Project Not Found")
+        return self.answer(201, item_json("issues", issue, project, self.base()), None)
 
     def authorised(self) -> bool:
         token = self.server.gitlab.token
@@ -183,7 +292,7 @@ class Handler(BaseHTTPRequestHandler):
         if rest == ["version"]:
             return self.ok({"version": "17.5.0", "revision": "standin"})
         if rest == ["user"]:
-            return self.ok({"id": 1, "username": "connector", "name": "Connector", "state": "active"})
+            return self.ok(TOKEN_USER | {"state": "active"})
         if len(rest) < 2 or rest[0] != "projects":
             return self.fail(404, "404 Not Found")
         project = self.project(state, rest[1])
@@ -213,6 +322,8 @@ class Handler(BaseHTTPRequestHandler):
             wanted = query.get("state", "all")
             if wanted != "all":
                 items = [i for i in items if i["state"] == wanted]
+            if query.get("search"):
+                items = [i for i in items if found_by(i, query["search"], query.get("in", "title,description"))]
             return self.page(items, path, query, base)
         found = [i for i in items if str(i["iid"]) == tail[0]]
         if not found:
@@ -222,6 +333,14 @@ class Handler(BaseHTTPRequestHandler):
         if tail[1:] == ["notes"]:
             notes = project.get("notes", {}).get(f"{kind}/{found[0]['iid']}", [])
             return self.page([note_json(n, kind, found[0]) for n in notes], path, query, base)
+        if kind == "issues" and tail[1:] in (["related_merge_requests"], ["closed_by"]):
+            pattern = re.compile(
+                (MENTION if tail[1] == "related_merge_requests" else CLOSING).format(iid=found[0]["iid"])
+            )
+            merges = [item_json("merge_requests", m, project, base) for m in project.get("merge_requests", [])]
+            fields = ("title", "description") if tail[1] == "related_merge_requests" else ("description",)
+            linked = [m for m in merges if any(pattern.search(str(m.get(f) or "")) for f in fields)]
+            return self.page(linked, path, query, base)
         return self.fail(404, "404 Not Found")
 
     @staticmethod
@@ -268,7 +387,13 @@ class Handler(BaseHTTPRequestHandler):
         return self.answer(status, {"message": message}, headers)
 
     def answer(self, status: int, payload: object, headers: dict[str, str] | None) -> int:
-        """Send the answer, logged first (a test reads the log as soon as its client has the answer)."""
+        """Send the answer, logged first (a test reads the log as soon as its client has the answer);
+        a pending "after" fault's answer instead, the request done."""
+        if self.pending is not None and status < 400:
+            fault, self.pending = self.pending, None
+            self.entry["done"] = status
+            self.fault_answer(fault)
+            return int(fault.get("status", 502))
         self.server.gitlab.record(self.entry | {"status": status})
         if not headers:
             send_json(self, payload, status)

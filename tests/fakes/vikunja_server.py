@@ -1,5 +1,6 @@
-"""A Vikunja REST API stand-in for the vikunja connector's tests: what the source calls to list the
-projects and tasks a token sees and read a task's comments, with Vikunja's shapes and paging.
+"""A Vikunja REST API stand-in for the vikunja connector's and the issue tracker's tests: what the
+source calls to list the projects and tasks a token sees and read a task's comments, and what the
+tracker calls to create a task and find it again, with Vikunja's shapes and paging.
 
 Run: python -m tests.fakes.vikunja_server --port PORT --state FILE --token TOKEN [--log FILE].
 
@@ -23,23 +24,31 @@ Routes, under ``/api/v1``: ``GET /projects`` (archived ones only with ``is_archi
 ``GET /projects/{id}``, the collection of every task in an unarchived project (``GET /tasks`` on current,
 ``GET /tasks/all`` before; ``sort_by`` / ``order_by`` on ``id``, ``updated``, ``title``;
 ``expand=comments`` puts a task's first 50 comments in ``comments``, left out when it has none),
-``GET /tasks/{id}`` and ``GET /tasks/{id}/comments`` (paged on current and 0.24; 0.22 answers every
-comment on every page, as its comment listing ignored ``page``). Lists page with ``page`` and
-``per_page`` (at most ``max_per_page``, the default too) and send ``x-pagination-total-pages`` and
-``x-pagination-result-count``. Absent fields are filled with Vikunja's defaults: Go's zero time
+``s`` searching (case folded) a task's title and description, ``GET /tasks/{id}`` and
+``GET /tasks/{id}/comments`` (paged on current and 0.24; 0.22 answers every comment on every page, as
+its comment listing ignored ``page``). ``PUT /projects/{id}/tasks`` (Vikunja's verb for create; JSON
+``title``, ``description``, ``done``, ``priority``, ``due_date``) stores a new task in the state file
+(the next id, the project's next index, ``created_by`` the token's user, ``created`` / ``updated``
+now) and answers 201 with it; an archived project answers 412, an unknown one 404, no title 400.
+Lists page with ``page`` and ``per_page`` (at most ``max_per_page``, the default too) and send
+``x-pagination-total-pages`` and ``x-pagination-result-count``. Absent fields are filled with Vikunja's defaults: Go's zero time
 ``0001-01-01T00:00:00Z`` for an unset date and ``null`` for an empty list. Errors are
 ``{"code": ..., "message": ...}``.
 
-Each fault answers the next ``times`` requests whose path and query contain ``match`` (all requests
-without one) with ``status`` (and ``Retry-After`` when ``retry_after`` is set), before the token is
-checked; counts are kept in memory per fault. A token is read from ``Authorization: Bearer``;
-anything else is a 401. ``--log`` appends one JSON line per request (method, path, query, status).
+Each fault answers the next ``times`` requests whose method, path and query (``PUT
+/api/v1/projects/1/tasks``) contain ``match`` (all requests without one) with ``status`` (and
+``Retry-After`` when ``retry_after`` is set), before the token is checked; counts are kept in memory
+per fault. ``"drop": true`` closes the connection without an answer instead; ``"after": true``
+carries the request out (a task created) before answering with the fault. A token is read from
+``Authorization: Bearer``; anything else is a 401. It belongs to ``ann`` (id 1), who creates what it
+files. ``--log`` appends one JSON line per request (method, path, query, status).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -49,6 +58,7 @@ from tests.fakes import Stand, serve_stand
 EPOCH = "2024-01-01T00:00:00Z"
 ZERO = "0001-01-01T00:00:00Z"
 INLINE_COMMENTS = 50
+TOKEN_USER = {"id": 1, "username": "ann", "name": "Ann Lee"}  # whose token the stand-in accepts
 
 
 class Vikunja(Stand):
@@ -143,25 +153,94 @@ def task_json(task: dict[str, Any], projects: dict[int, dict[str, Any]]) -> dict
 class Handler(BaseHTTPRequestHandler):
     server: Server
     entry: dict[str, Any]  # this request, for the log
+    pending: dict[str, Any] | None
 
     def do_GET(self) -> None:
+        self.handle_method("GET")
+
+    def do_PUT(self) -> None:
+        self.handle_method("PUT")
+
+    def handle_method(self, method: str) -> None:
         split = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
         expand = parse_qs(split.query).get("expand", [])
         vikunja = self.server.vikunja
         # logged as the answer goes out (see answer), so the log is in the order the client saw
-        self.entry = {"method": "GET", "path": unquote(split.path), "query": query}
+        self.entry = {"method": method, "path": unquote(split.path), "query": query}
+        self.pending = None  # an "after" fault, answered once the request is done
+        body: Any = None
+        if method == "PUT":
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.loads(raw or b"null")
+            self.entry["body"] = body
         state = vikunja.read()
-        fault = vikunja.fault(state.get("faults", []), self.path)
+        fault = vikunja.fault(state.get("faults", []), f"{method} {self.path}")
+        if fault is not None and fault.get("after"):
+            self.pending, fault = fault, None
         if fault is not None:
-            status = int(fault["status"])
-            headers = {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {}
-            self.fail(status, fault.get("message", f"fault {status}"), headers=headers)
+            self.fault_answer(fault)
             return
         if self.headers.get("Authorization") != f"Bearer {vikunja.token}":
             self.fail(401, "missing, malformed, expired or otherwise invalid token provided")
             return
-        self.route(state, [unquote(s) for s in split.path.split("/")[1:] if s], query, expand)
+        seg = [unquote(s) for s in split.path.split("/")[1:] if s]
+        if method == "PUT":
+            self.create(seg, body)
+        else:
+            self.route(state, seg, query, expand)
+
+    def fault_answer(self, fault: dict[str, Any]) -> None:
+        if fault.get("drop"):
+            self.server.vikunja.record(self.entry | {"status": None, "dropped": True})
+            self.close_connection = True
+            return
+        status = int(fault.get("status", 502))
+        headers = {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {}
+        self.fail(status, fault.get("message", f"fault {status}"), headers=headers)
+
+    def create(self, seg: list[str], body: Any) -> int:
+        """``PUT /api/v1/projects/{id}/tasks``: a new task, stored in the state file."""
+        rest = seg[2:] if seg[:2] == ["api", "v1"] else []
+        if len(rest) != 3 or rest[0] != "projects" or rest[2] != "tasks" or not rest[1].isdigit():
+            return self.fail(404, "Not Found")
+        if not isinstance(body, dict):
+            return self.fail(400, "Invalid model provided.", code=2002)
+        title = str(body.get("title") or "").strip()
+        if not title:
+            return self.fail(400, "Task title cannot be empty.", code=4001)
+        vikunja = self.server.vikunja
+        with vikunja.lock:  # answered outside it: the log takes the same lock
+            state = vikunja.read()
+            ident = int(rest[1])
+            project = next((p for p in state.get("projects", []) if p["id"] == ident), None)
+            if project is not None and not project.get("is_archived"):
+                tasks = state.setdefault("tasks", [])
+                now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                index = max((t.get("index", t["id"]) for t in tasks if t["project_id"] == ident), default=0) + 1
+                task = {
+                    "id": max((t["id"] for t in tasks), default=0) + 1,
+                    "index": index,
+                    "project_id": ident,
+                    "title": title,
+                    "description": body.get("description") or "",
+                    "done": bool(body.get("done", False)),
+                    "priority": int(body.get("priority") or 0),
+                    "due_date": body.get("due_date"),
+                    "created_by": dict(TOKEN_USER),
+                    "created": now,
+                    "updated": now,
+                }
+                tasks.append(task)
+                temporary = vikunja.state.with_suffix(".writing")
+                temporary.write_text(json.dumps(state))
+                temporary.replace(vikunja.state)
+        if project is None:
+            return self.fail(404, "The project does not exist.", code=3001)
+        if project.get("is_archived"):
+            return self.fail(412, "This project is archived. Editing or creating new tasks is not possible.")
+        projects = {p["id"]: project_json(p) for p in state.get("projects", [])}
+        return self.answer(201, task_json(task, projects), None)
 
     def route(self, state: dict[str, Any], seg: list[str], query: dict[str, str], expand: list[str]) -> int:
         if seg[:2] != ["api", "v1"]:
@@ -214,6 +293,9 @@ class Handler(BaseHTTPRequestHandler):
         if api in known and any(e not in known[api] for e in expand):
             return self.fail(400, "The task expand value is invalid.", code=4025)
         rows = [t for t in tasks if not projects.get(t["project_id"], {}).get("is_archived", True)]
+        if query.get("s"):
+            needle = query["s"].casefold()
+            rows = [t for t in rows if needle in f"{t['title']}\n{t['description']}".casefold()]
         field = query.get("sort_by", "id")
         if field not in ("id", "updated", "title"):
             return self.fail(400, f"The task field '{field}' is invalid.", code=4016)
@@ -245,6 +327,11 @@ class Handler(BaseHTTPRequestHandler):
         return self.answer(status, body, headers)
 
     def answer(self, status: int, payload: object, headers: dict[str, str] | None) -> int:
+        if self.pending is not None and status < 400:  # the request done: the fault answers for it
+            fault, self.pending = self.pending, None
+            self.entry["done"] = status
+            self.fault_answer(fault)
+            return int(fault.get("status", 502))
         self.server.vikunja.record(self.entry | {"status": status})
         data = json.dumps(payload, ensure_ascii=False).encode()
         self.send_response(status)

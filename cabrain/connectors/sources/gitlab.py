@@ -11,31 +11,30 @@ out. Each wiki page is one item (``wiki/<slug>``) whose version is a hash of its
 content (the listing carries the content, so a scan stays one paged call per kind), split into its
 sections. A feature the project has turned off (its wiki, say) is skipped, not an error.
 
-python-gitlab's own retries are off (``retry_transient_errors``, ``obey_rate_limit`` and
-``max_retries`` on every call): each request, each page of a listing included, goes through
-:meth:`~cabrain.connectors.retry.Retry.call`, the one retry layer, with the ``Retry-After`` a 429 or a
-503 asked for. The token travels as ``PRIVATE-TOKEN`` (a personal, project or group access token
-with the ``read_api`` scope). python-gitlab is imported when a source is built, not with CaBrain.
+Requests go through :class:`~cabrain.connectors.gitlab_client.GitLabClient` (python-gitlab's own
+retries off, each request, each page of a listing included, through the one retry layer, failures
+as SourceError), shared with the issue tracker (:mod:`cabrain.connectors.trackers`). The token
+travels as ``PRIVATE-TOKEN`` (a personal, project or group access token with the ``read_api``
+scope). python-gitlab is imported when a source is built, not with CaBrain.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
 from cabrain.connectors.base import Document, ItemRef, Part, SourceSpec
 from cabrain.connectors.config import checked
-from cabrain.connectors.retry import Retry, retry_after
+from cabrain.connectors.gitlab_client import ONCE, PER_PAGE, GitLabClient, UnreadableAnswer
+from cabrain.connectors.retry import Retry
 from cabrain.connectors.split import split
-from cabrain.errors import InputError, SourceAuthError, SourceError
+from cabrain.errors import InputError, SourceError
 
 if TYPE_CHECKING:
-    import requests
-    from gitlab.base import RESTObject
     from gitlab.v4.objects import Project
 
 __all__ = ["INCLUDE", "KIND", "LOCAL", "GitLabSource", "UnreadableAnswer", "build", "configure"]
@@ -43,13 +42,8 @@ __all__ = ["INCLUDE", "KIND", "LOCAL", "GitLabSource", "UnreadableAnswer", "buil
 KIND = "gitlab"
 LOCAL = False
 INCLUDE = ("issues", "merge_requests", "wiki")
-PER_PAGE = 100
-TIMEOUT_S = 60.0
-# Every call: python-gitlab neither sleeps on a 429 nor retries a 5xx or a lost connection itself.
-ONCE: dict[str, Any] = {"obey_rate_limit": False, "max_retries": 0, "retry_transient_errors": False}
 THREADS = {"issues": ("issue", "#"), "merge_requests": ("merge request", "!")}
 
-T = TypeVar("T")
 log = logging.getLogger("cabrain.connectors")
 
 
@@ -91,40 +85,17 @@ class GitLabSource:
     kind: ClassVar[str] = KIND
 
     def __init__(self, config: Mapping[str, Any], token: str | None, retry: Retry, *, part_chars: int = 2000) -> None:
-        import gitlab
-        import requests
-
-        self._url: str = config["url"]
-        self._ident: str | int = config["project"]
-        self._token_env: str | None = config.get("token_env")
+        self._api = GitLabClient(config, token, retry, scope="read_api")
         self._include: list[str] = list(config["include"])
-        self._retry = retry
         self._part_chars = part_chars
-        self._errors = (gitlab.exceptions.GitlabError, requests.RequestException)
-        self._auth_error = gitlab.exceptions.GitlabAuthenticationError
-        self._parse_error = gitlab.exceptions.GitlabParsingError
-        self._ssl_error = requests.exceptions.SSLError
-        self._headers: Mapping[str, str] = {}
-        session = requests.Session()
-        session.hooks["response"].append(self._answered)  # a failure's Retry-After: python-gitlab drops headers
-        self._gl = gitlab.Gitlab(
-            self._url,
-            private_token=token or None,
-            ssl_verify=bool(config.get("ssl_verify", True)),
-            timeout=TIMEOUT_S,
-            retry_transient_errors=False,
-            keep_base_url=True,  # pagination links follow the URL configured, not GitLab's external_url
-            session=session,
-        )
-        self._project: Project | None = None
 
     # --- listing --------------------------------------------------------------------------------------
     def scan(self) -> Iterator[ItemRef]:
-        project = self._load_project()
+        project = self._api.load_project()
         seen: set[str] = set()
         for kind in self._include:
             if not _enabled(project.attributes, kind):
-                log.info("gitlab feature off", extra={"project": self._name, "feature": kind})
+                log.info("gitlab feature off", extra={"project": self._api.name, "feature": kind})
                 continue
             for ref in self._refs(project, kind):
                 if ref.key not in seen:  # offset pages shift when an item is added or deleted meanwhile
@@ -133,16 +104,16 @@ class GitLabSource:
 
     def _refs(self, project: Project, kind: str) -> Iterator[ItemRef]:
         if kind == "wiki":
-            pages = self._pages(
-                f"list the wiki pages of {self._name}",
+            pages = self._api.pages(
+                f"list the wiki pages of {self._api.name}",
                 lambda: project.wikis.list(iterator=True, with_content=1, per_page=PER_PAGE, **ONCE),
             )
             for page in pages:
                 yield self._wiki_ref(project, page.attributes)
             return
         manager = project.issues if kind == "issues" else project.mergerequests
-        items = self._pages(
-            f"list the {THREADS[kind][0]}s of {self._name}",
+        items = self._api.pages(
+            f"list the {THREADS[kind][0]}s of {self._api.name}",
             lambda: manager.list(
                 iterator=True, state="all", order_by="created_at", sort="asc", per_page=PER_PAGE, **ONCE
             ),
@@ -153,7 +124,7 @@ class GitLabSource:
 
     # --- reading --------------------------------------------------------------------------------------
     def fetch(self, ref: ItemRef) -> Document:
-        project = self._project or self._load_project()
+        project = self._api.project or self._api.load_project()
         kind, _, ident = ref.key.partition("/")
         if kind in THREADS and ident.isdigit():
             return self._thread(project, kind, int(ident), ref)
@@ -167,14 +138,14 @@ class GitLabSource:
         """An issue or merge request: its description, then each comment, one thread."""
         noun, mark = THREADS[kind]
         manager = project.issues if kind == "issues" else project.mergerequests
-        gone = f"{noun} {mark}{iid} is gone from {self._name} at {self._url}"
+        gone = f"{noun} {mark}{iid} is gone from {self._api.name} at {self._api.url}"
         attrs = ref.hint
         if attrs.get("iid") != iid:  # a ref the sync made from its key, not from this scan: read the item
-            got = self._call(f"read {noun} {mark}{iid}", lambda: manager.get(iid, **ONCE), missing=gone)
+            got = self._api.call(f"read {noun} {mark}{iid}", lambda: manager.get(iid, **ONCE), missing=gone)
             attrs = _slim(got.attributes)
             ref = ItemRef(ref.key, str(attrs["updated_at"]), str(attrs["web_url"]))
         item = manager.get(iid, lazy=True)  # no request: only the notes' path
-        notes = self._pages(
+        notes = self._api.pages(
             f"list the comments on {noun} {mark}{iid}",
             lambda: item.notes.list(iterator=True, order_by="created_at", sort="asc", per_page=PER_PAGE, **ONCE),
             missing=gone,
@@ -211,14 +182,14 @@ class GitLabSource:
                 "state": attrs.get("state"),
                 "labels": attrs.get("labels", []),
                 "iid": iid,
-                "project": self._name,
+                "project": self._api.name,
             },
         )
 
     def _wiki(self, project: Project, slug: str) -> Document:
         """A wiki page, split into its sections (Markdown by its headings, other formats as plain text)."""
-        gone = f"wiki page {slug!r} is gone from {self._name} at {self._url}"
-        page = self._call(f"read wiki page {slug!r}", lambda: project.wikis.get(slug, **ONCE), missing=gone)
+        gone = f"wiki page {slug!r} is gone from {self._api.name} at {self._api.url}"
+        page = self._api.call(f"read wiki page {slug!r}", lambda: project.wikis.get(slug, **ONCE), missing=gone)
         attrs = page.attributes
         title = str(attrs.get("title") or slug)
         markup = str(attrs.get("format") or "markdown")
@@ -229,7 +200,7 @@ class GitLabSource:
             ref=self._wiki_ref(project, attrs),
             title=title,
             parts=tuple(parts),
-            metadata={"project": self._name, "slug": slug, "format": markup},
+            metadata={"project": self._api.name, "slug": slug, "format": markup},
         )
 
     def _wiki_ref(self, project: Project, attrs: Mapping[str, Any]) -> ItemRef:
@@ -239,105 +210,7 @@ class GitLabSource:
         return ItemRef(f"wiki/{slug}", version, f"{project.web_url}/-/wikis/{quote(slug, safe='/')}")
 
     def close(self) -> None:
-        self._gl.session.close()
-
-    # --- requests -------------------------------------------------------------------------------------
-    @property
-    def _name(self) -> str:
-        """The project as people name it (its path), once read; the configured id or path before."""
-        if self._project is not None:
-            return str(self._project.attributes.get("path_with_namespace") or self._ident)
-        return str(self._ident)
-
-    def _load_project(self) -> Project:
-        self._project = self._call(
-            f"read project {self._ident}",
-            lambda: self._gl.projects.get(self._ident, **ONCE),
-            missing=f"no project {self._ident!r} at {self._url}",
-            hint="check the project's numeric id or its path (group/name); GitLab answers 404 too for a "
-            "private project the token's user cannot see",
-        )
-        return self._project
-
-    def _pages(
-        self, what: str, start: Callable[[], Iterator[RESTObject]], *, missing: str | None = None
-    ) -> Iterator[RESTObject]:
-        """Every object of a listing. Its first page comes with ``start``; each next one is fetched
-        (and retried alone) when the one before is used up."""
-        listing = self._call(what, start, missing=missing)
-        while True:
-            item = self._call(what, lambda: next(listing, None), missing=missing)
-            if item is None:
-                return
-            yield item
-
-    def _call(self, what: str, fn: Callable[[], T], *, missing: str | None = None, hint: str | None = None) -> T:
-        """``fn()`` (one request to GitLab), its failures as SourceError, retried by the Retry;
-        ``missing`` (and ``hint``) say what a 404 means."""
-
-        def once() -> T:
-            self._headers = {}
-            try:
-                return fn()
-            except self._errors as exc:
-                raise self._error(what, exc, missing, hint) from exc
-
-        return self._retry.call(what, once)
-
-    def _answered(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
-        self._headers = response.headers
-
-    def _error(self, what: str, exc: Exception, missing: str | None, hint: str | None) -> SourceError:
-        """The SourceError for a failed request: auth errors stop the sync, 429/5xx/no answer are retried."""
-        where = f"GitLab at {self._url}"
-        code: int | None = getattr(exc, "response_code", None)
-        if isinstance(exc, self._auth_error) or code == 401:
-            if not self._token_env:
-                return SourceAuthError(
-                    f"{where} refused to {what} without a token (401)",
-                    hint="set token_env to the name of a variable holding an access token with the read_api scope",
-                )
-            return SourceAuthError(
-                f"{where} refused the token to {what} (401): check the token in ${self._token_env}",
-                hint=f"${self._token_env} may be mistyped, expired or revoked; it needs the read_api scope",
-            )
-        if code == 403:
-            token = f"the token in ${self._token_env}" if self._token_env else "the token"
-            return SourceAuthError(
-                f"{where} forbids {what} (403): {token} lacks the read_api scope or access to {self._name}",
-                hint=f"give {token} the read_api scope, and its user at least the Reporter role in {self._name}",
-            )
-        if code == 404:
-            return SourceError(missing or f"{what}: {where} answered 404 (not found)", status_code=404, hint=hint)
-        if code is not None:
-            message = str(getattr(exc, "error_message", "") or exc)[:200]
-            return SourceError(
-                f"{what}: {where} answered {code} ({message})",
-                status_code=code,
-                retry_after=retry_after(self._headers.get("Retry-After")),
-            )
-        if isinstance(exc, self._parse_error):
-            return UnreadableAnswer(
-                f"{what}: {where} answered something that is not GitLab's JSON",
-                hint="check that url is the GitLab instance's address (without /api/v4), and any proxy before it",
-            )
-        tls = isinstance(exc, self._ssl_error)
-        return SourceError(
-            f"{what}: could not reach {where} ({type(exc).__name__}: {exc})",
-            hint="a self-signed certificate needs its CA installed, or ssl_verify false"
-            if tls
-            else "check the url, and that the instance is up and reachable from here",
-        )
-
-
-class UnreadableAnswer(SourceError):
-    """GitLab (or a proxy before it) answered a request with something other than its JSON (a
-    maintenance page with status 200). Not retried: python-gitlab's listing has moved past the page
-    by then, so a retry would skip it, and the items on it would read as deleted."""
-
-    @property
-    def transient(self) -> bool:
-        return False
+        self._api.close()
 
 
 def _enabled(attrs: Mapping[str, Any], kind: str) -> bool:

@@ -1,0 +1,153 @@
+"""Pending actions: an operation a role holds (:mod:`cabrain.policy`) until a person approves it.
+
+A held call is stored with the Brain method and arguments that run it again, then answered with a
+403 naming the policy and the action. A *person* decides: an admin, or an agent of role ``member``
+that owns the action's namespace, and never the agent that asked (from the API, the CLI, the
+console), or one of a chat channel's configured approvers (the live agent reads "approve <id>").
+Approved, the method runs as the agent that asked, with the approval letting the held operation
+through once (:data:`cabrain.policy.APPROVED`); its result or error is kept on the action. An
+action nobody decided on expires after ``action_ttl_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from cabrain.errors import AccessDenied, CabrainError, ConflictError, InputError, NotFound
+from cabrain.policy import APPROVED, Op, Role, held
+from cabrain.types import to_json
+
+if TYPE_CHECKING:
+    from cabrain.engine import Engine
+
+# The Brain methods a held action may run again (each takes the agent first, then these arguments).
+RUNNABLE = frozenset(
+    {"forget", "reconsolidate", "revert", "unarchive", "share", "accept_grant", "decline_grant", "revoke"}
+)
+
+INSERT = """
+INSERT INTO pending_actions (id, agent_id, op, namespace, args, policy, requested_at, expires_at)
+VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
+"""
+NAMESPACE_OF_MEMORY = "SELECT namespace FROM memory_ids WHERE id = $1"
+EXPIRE = "UPDATE pending_actions SET status = 'expired' WHERE status = 'pending' AND expires_at <= $1"
+LIST = """
+SELECT a.* FROM pending_actions a
+WHERE ($1::text IS NULL OR a.status = $1)
+  AND ($2::boolean OR a.agent_id = $3
+       OR a.namespace IN (SELECT name FROM namespaces WHERE owner_agent_id = $3))
+ORDER BY a.requested_at DESC LIMIT $4
+"""
+ONE = "SELECT * FROM pending_actions WHERE id = $1"
+CLAIM = """
+UPDATE pending_actions SET status = $2, decided_by = $3, decided_at = $4
+WHERE id = $1 AND status = 'pending' AND expires_at > $4 RETURNING *
+"""
+FINISH = "UPDATE pending_actions SET status = $2, result = $3::jsonb, error = $4 WHERE id = $1"
+PERSON = """
+SELECT a.is_admin, a.role, a.disabled_at IS NULL AS active,
+       EXISTS (SELECT 1 FROM namespaces n WHERE n.name = $2 AND n.owner_agent_id = a.id) AS owner
+FROM agents a WHERE a.id = $1
+"""
+
+
+async def hold(
+    engine: Engine, agent: str, role: Role, op: Op, namespace: str | None, method: str, args: dict[str, Any]
+) -> Exception:
+    """Store the held call and return the error that tells the caller so."""
+    if method not in RUNNABLE:
+        raise ValueError(f"{method} cannot be held")
+    action_id = uuid.uuid4()
+    now = engine.clock()
+    async with engine.pool.acquire() as conn:
+        if namespace is None:
+            memory = args.get("memory_id") or args.get("old_id")
+            if memory:
+                try:
+                    namespace = await conn.fetchval(NAMESPACE_OF_MEMORY, uuid.UUID(str(memory)))
+                except ValueError:
+                    pass  # not a memory id: the method will say so when it runs
+        error = held(agent, role, op, action_id)
+        await conn.execute(
+            INSERT,
+            action_id,
+            agent,
+            op.value,
+            namespace,
+            json.dumps({"method": method, "args": args}),
+            error.policy,
+            now,
+            now + timedelta(seconds=engine.settings.action_ttl_s),
+        )
+    return error
+
+
+def _out(row: Any) -> dict[str, Any]:
+    out = dict(row)
+    out["args"] = json.loads(out["args"]) if isinstance(out["args"], str) else out["args"]
+    if isinstance(out.get("result"), str):
+        out["result"] = json.loads(out["result"])
+    return out
+
+
+async def listing(engine: Engine, person: str, *, status: str | None = "pending", limit: int = 100) -> list[dict]:
+    """The actions ``person`` may see: its own requests and those on namespaces it owns (all: an admin)."""
+    if status not in (None, "pending", "approved", "denied", "expired", "done", "failed"):
+        raise InputError(f"unknown status {status!r}", hint="pending, done, failed, denied or expired")
+    async with engine.pool.acquire() as conn:
+        await conn.execute(EXPIRE, engine.clock())
+        profile = await engine.governor.profile(person)
+        is_admin = bool(profile and profile["is_admin"])
+        return [_out(r) for r in await conn.fetch(LIST, status, is_admin, person, limit)]
+
+
+async def _may_decide(engine: Engine, person: str, action: dict[str, Any]) -> None:
+    if person.startswith("channel:"):
+        return  # a chat channel's approver, checked by the channel against its configured list
+    if person == action["agent_id"]:
+        raise AccessDenied("an agent cannot approve or deny its own held action", hint="a person decides it")
+    async with engine.pool.acquire() as conn:
+        who = await conn.fetchrow(PERSON, person, action["namespace"])
+    if who is None or not who["active"]:
+        raise AccessDenied(f"agent {person!r} may not decide actions")
+    if not who["is_admin"] and not (who["owner"] and who["role"] == Role.MEMBER.value):
+        raise AccessDenied(
+            f"agent {person!r} may not decide this action: an admin, or a member that owns namespace "
+            f"{action['namespace']!r}, decides it"
+        )
+
+
+async def decide(brain: Any, person: str, action_id: uuid.UUID, *, approve: bool) -> dict[str, Any]:
+    """Approve (and run, as a method of ``brain``, a :class:`cabrain.brain.Brain`) or deny a pending
+    action; what it became."""
+    engine = brain.engine
+    async with engine.pool.acquire() as conn:
+        row = await conn.fetchrow(ONE, action_id)
+    if row is None:
+        raise NotFound(f"no pending action {action_id}")
+    await _may_decide(engine, person, dict(row))
+    async with engine.pool.acquire() as conn:
+        claimed = await conn.fetchrow(CLAIM, action_id, "approved" if approve else "denied", person, engine.clock())
+    if claimed is None:
+        raise ConflictError(f"action {action_id} is {row['status']} already, or expired")
+    action = _out(claimed)
+    if not approve:
+        return action
+    call = action["args"]
+    token = APPROVED.set((action_id, action["agent_id"], Op(action["op"])))
+    try:
+        result = await getattr(brain, call["method"])(action["agent_id"], **call["args"])
+        status, out, error = "done", to_json(result), None
+    except CabrainError as exc:
+        status, out, error = "failed", None, str(exc)
+    finally:
+        APPROVED.reset(token)
+    async with engine.pool.acquire() as conn:
+        await conn.execute(FINISH, action_id, status, json.dumps(out) if out is not None else None, error)
+    return {**action, "status": status, "result": out, "error": error}
+
+
+__all__ = ["RUNNABLE", "decide", "hold", "listing"]

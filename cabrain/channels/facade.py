@@ -1,0 +1,263 @@
+"""Chat channels as a retain source, and filing issues through a connector's tracker.
+
+A channel maps one platform endpoint (``POST /v1/channels/NAME/events``; WhatsApp's subscribe
+check is a ``GET`` there) to a namespace, a visibility and the agent its messages are retained as.
+A request is verified the way its platform signs it (:mod:`cabrain.channels.inbound`) before
+anything is read: a missing or bad signature is a 401 and stores nothing. Each message is then
+retained once: its platform id is recorded (``channel_receipts``), so a replay or the platform's
+own retry stores nothing new, and the retain carries an idempotency key made of it, so two
+deliveries racing store one memory. What is retained has had ``<private>`` blocks and secrets
+removed (a message that was nothing else is not stored), with its speaker, time, channel and
+thread, and ``source_ref`` ``<kind>:<channel>:<thread>#<message>``.
+
+Only an admin adds a channel (it names the variable holding the platform's signing secret, read
+where CaBrain runs). A channel with a live agent hands each new message to it
+(:mod:`cabrain.channels.live`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cabrain.channels.inbound import ChannelSecrets, ChatMessage, RawRequest, adapter
+from cabrain.connectors.config import env_name
+from cabrain.connectors.retry import Retry
+from cabrain.connectors.trackers import FiledIssue, Link, Tracker, tracker
+from cabrain.errors import ConfigError, ConflictError, InputError, NotFound, SourceAuthError
+from cabrain.policy import Op
+from cabrain.redact import redact
+from cabrain.store import access
+from cabrain.store import channels as sql
+from cabrain.store import connectors as connector_sql
+from cabrain.types import MemoryInput, Visibility
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+TRACKER_KINDS = ("gitlab", "vikunja")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a channel request came to: the answer the platform gets, and the new messages stored."""
+
+    status: int
+    content_type: str
+    body: bytes
+    stored: list[tuple[ChatMessage, list[uuid.UUID]]]
+    duplicates: int
+
+
+class Channels:
+    def __init__(self, brain: Any, environ: Mapping[str, str]) -> None:
+        self.brain = brain  # a cabrain.brain.Brain: messages are retained through it, as the channel's agent
+        self.engine = brain.engine
+        self.environ = environ
+
+    # --- the channels themselves ------------------------------------------------------------------
+    async def add(self, admin: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        name, kind = spec.get("name"), spec.get("kind")
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise InputError(f"channel name {name!r} is not valid", hint="lower-case letters, digits, . _ - (≤ 63)")
+        adapter(str(kind))  # an unknown kind says which there are
+        try:
+            Visibility(spec.get("visibility", "team"))
+        except ValueError:
+            raise InputError("visibility must be private, team or global") from None
+        env_name(str(kind), "secret_env", spec.get("secret_env"))
+        if spec.get("verify_token_env") is not None:
+            env_name(str(kind), "verify_token_env", spec["verify_token_env"])
+        if kind == "whatsapp" and not spec.get("verify_token_env"):
+            raise InputError("a whatsapp channel needs verify_token_env: the variable holding its verify token")
+        options = spec.get("options") or {}
+        if not isinstance(options, Mapping):
+            raise InputError("a channel's options are a JSON object")
+        approvers = options.get("approvers", [])
+        if not isinstance(approvers, list) or not all(isinstance(a, str) for a in approvers):
+            raise InputError("options.approvers is a list of the platform's user ids")
+        channel = {
+            "name": name,
+            "kind": kind,
+            "namespace": spec.get("namespace"),
+            "visibility": spec.get("visibility", "team"),
+            "agent_id": spec.get("agent") or admin,
+            "secret_env": spec["secret_env"],
+            "verify_token_env": spec.get("verify_token_env"),
+            "notifier": spec.get("notifier"),
+            "live_agent": spec.get("live_agent"),
+            "tracker": spec.get("tracker"),
+            "options": dict(options),
+        }
+        async with self.engine.pool.acquire() as conn, conn.transaction():
+            await access.require_admin(conn, admin)
+            if not isinstance(channel["namespace"], str):
+                raise InputError("a channel needs the namespace its messages go to")
+            await access.require_writer(conn, channel["agent_id"], channel["namespace"])
+            if (
+                channel["notifier"] is not None
+                and await conn.fetchrow(
+                    "SELECT 1 FROM notifiers WHERE name = $1 AND removed_at IS NULL", channel["notifier"]
+                )
+                is None
+            ):
+                raise NotFound(f"notifier {channel['notifier']!r} does not exist")
+            if channel["live_agent"] is not None:
+                profile = await self.engine.governor.profile(channel["live_agent"])
+                if profile is None:
+                    raise NotFound(f"agent {channel['live_agent']!r} does not exist")
+                if profile["role"] != "live" or profile["is_admin"]:
+                    raise InputError(
+                        f"agent {channel['live_agent']!r} is not of role live: a chat-facing agent gets the least power",
+                        hint=f"cabrain agents role {channel['live_agent']} live",
+                    )
+            if channel["tracker"] is not None:
+                found = await connector_sql.by_name(conn, channel["tracker"])
+                if found is None or found.kind not in TRACKER_KINDS:
+                    raise InputError(f"tracker {channel['tracker']!r} is not a gitlab or vikunja connector")
+            if not await sql.insert(conn, channel, admin, self.engine.clock()):
+                raise ConflictError(f"a channel named {name!r} exists", hint="remove it first, or pick another name")
+            found_channel = await sql.one(conn, name)
+        assert found_channel is not None
+        return found_channel
+
+    async def listing(self, admin: str) -> list[dict[str, Any]]:
+        async with self.engine.pool.acquire() as conn:
+            await access.require_admin(conn, admin)
+            return await sql.every(conn)
+
+    async def remove(self, admin: str, name: str) -> bool:
+        async with self.engine.pool.acquire() as conn:
+            await access.require_admin(conn, admin)
+            return await sql.remove(conn, name, self.engine.clock())
+
+    async def issues(self, admin: str, channel: str | None, limit: int = 100) -> list[dict[str, Any]]:
+        """The issues live agents filed (from ``channel``), newest first."""
+        async with self.engine.pool.acquire() as conn:
+            await access.require_admin(conn, admin)
+            return await sql.issues(conn, channel, limit)
+
+    async def get(self, name: str) -> dict[str, Any]:
+        async with self.engine.pool.acquire() as conn:
+            channel = await sql.one(conn, name)
+        if channel is None:
+            raise NotFound(f"no channel {name!r}")
+        return channel
+
+    def _secret(self, variable: str | None, what: str) -> str | None:
+        if variable is None:
+            return None
+        value = self.environ.get(variable)
+        if not value:
+            raise ConfigError(f"the channel's {what} is read from {variable}, which is not set where CaBrain runs")
+        return value
+
+    # --- receiving --------------------------------------------------------------------------------
+    async def receive(self, name: str, request: RawRequest) -> Delivery:
+        """Verify a platform's request and retain its new messages (:class:`Delivery`)."""
+        channel = await self.get(name)
+        secrets = ChannelSecrets(
+            self._secret(channel["secret_env"], "signing secret"),
+            self._secret(channel["verify_token_env"], "verify token") if request.method == "GET" else None,
+        )
+        received = adapter(channel["kind"]).receive(request, secrets, self.engine.clock())
+        stored: list[tuple[ChatMessage, list[uuid.UUID]]] = []
+        duplicates = 0
+        async with self.engine.pool.acquire() as conn:
+            known = await sql.seen(conn, name, [m.event_id for m in received.messages])
+        for message in received.messages:
+            if message.event_id in known:
+                duplicates += 1
+                continue
+            ids = await self._retain(channel, message)
+            async with self.engine.pool.acquire() as conn:
+                fresh = await sql.receipt(conn, name, message.event_id, self.engine.clock(), ids)
+            if fresh:
+                stored.append((message, ids))
+            else:
+                duplicates += 1
+        if received.reply is not None:
+            status, content_type, body = received.reply
+        else:
+            status, content_type = 200, "application/json"
+            body = json.dumps({"ok": True, "stored": len(stored), "duplicates": duplicates}).encode()
+        return Delivery(status, content_type, body, stored, duplicates)
+
+    async def _retain(self, channel: dict[str, Any], message: ChatMessage) -> list[uuid.UUID]:
+        text = redact(message.text).strip() if self.engine.settings.redact_secrets else message.text.strip()
+        if not text:
+            return []  # nothing but private text or secrets
+        item = MemoryInput(
+            text,
+            channel["namespace"],
+            visibility=Visibility(channel["visibility"]),
+            source_kind=f"channel:{channel['kind']}",
+            source_ref=f"{channel['kind']}:{channel['name']}:{message.thread}#{message.event_id}",
+            valid_at=message.sent_at,
+            metadata={
+                "speaker": message.speaker,
+                "speaker_id": message.speaker_id,
+                "channel": message.channel,
+                "thread": message.thread,
+            },
+        )
+        key = f"channel:{channel['name']}:{message.event_id}"[:200]
+        results = await self.brain.retain(channel["agent_id"], [item], idempotency_key=key)
+        return [r.memory_id for r in results if r.memory_id is not None]
+
+    # --- issues -----------------------------------------------------------------------------------
+    async def tracker_for(self, agent: str, connector_name: str) -> tuple[Tracker, dict[str, Any]]:
+        """The tracker of a gitlab or vikunja connector ``agent`` may file through (it reads the
+        connector's namespace), with the connector's credential."""
+        async with self.engine.pool.acquire() as conn:
+            connector = await connector_sql.by_name(conn, connector_name)
+            if connector is None or connector.kind not in TRACKER_KINDS:
+                raise NotFound(f"no gitlab or vikunja connector named {connector_name!r}")
+            (await access.caller(conn, agent, connector.namespace)).require_team_read()
+        env = connector.config.get("token_env")
+        token = self.environ.get(env) if env else None
+        if env and not token:
+            raise SourceAuthError(
+                f"connector {connector_name!r} reads its credential from ${env}, which is not set where CaBrain runs",
+                hint=f"export {env}=... for the service",
+            )
+        s = self.engine.settings
+        retry = Retry(attempts=s.connector_retries, base_s=s.connector_retry_backoff_s, max_s=s.connector_retry_max_s)
+        info = {"name": connector.name, "kind": connector.kind, "namespace": connector.namespace}
+        return tracker(connector.kind, connector.config, token, retry), info
+
+    async def file_issue(
+        self,
+        agent: str,
+        connector_name: str,
+        title: str,
+        description: str,
+        *,
+        labels: list[str] | None = None,
+        key: str | None = None,
+    ) -> FiledIssue:
+        """File an issue through a connector's tracker, as ``agent`` (its role must allow it)."""
+        if not isinstance(title, str) or not title.strip():
+            raise InputError("an issue needs a title")
+        if len(description) > 100_000:
+            raise InputError("an issue's description is at most 100,000 characters")
+        await self.engine.governor.check(agent, Op.FILE_ISSUE)
+        found, _ = await self.tracker_for(agent, connector_name)
+        try:
+            return await asyncio.to_thread(found.file, title.strip(), redact(description), labels=labels or (), key=key)
+        finally:
+            await asyncio.to_thread(found.close)
+
+    async def links(self, agent: str, connector_name: str, ref: str) -> list[Link]:
+        await self.engine.governor.check(agent, Op.READ)
+        found, _ = await self.tracker_for(agent, connector_name)
+        try:
+            return await asyncio.to_thread(found.links, ref)
+        finally:
+            await asyncio.to_thread(found.close)
+
+
+__all__ = ["Channels", "Delivery"]

@@ -1,0 +1,231 @@
+"""Notifiers, subscriptions, the outbox and the event stream, as the faces use them.
+
+- A **notifier** says how to reach a platform (a Slack app, a WhatsApp Business number, a Talk
+  bot, VAPID keys for web push, a webhook endpoint): its options, and the environment variable its
+  credential is read from where CaBrain runs (never stored; never one of CaBrain's own settings).
+  Only an admin adds or removes one: it spends the operator's credential.
+- A **subscription** asks for pushes of some kinds of event (``contradiction``, ``stale``,
+  ``pattern``) about one namespace or all the agent reads, through a notifier to a target (a Slack
+  channel, a phone number, a push subscription), or to the event stream only. Its agent's view
+  bounds what a push shows. The gate's settings are the subscription's: ``min_importance``,
+  ``max_per_hour``, quiet hours in its time zone.
+- The **event stream** (``/v1/events``) lists the events of namespaces an agent may read, each with
+  only the memories behind it that the agent may read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import time
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cabrain.connectors.config import env_name
+from cabrain.engine import Engine
+from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound
+from cabrain.notify.senders import KINDS as NOTIFIER_KINDS
+from cabrain.policy import Op
+from cabrain.store import access
+from cabrain.store import notify as sql
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+EVENT_KINDS = ("contradiction", "stale", "pattern", "issue_filed", "issue_linked", "action_pending")
+SUBSCRIBABLE = ("contradiction", "stale", "pattern", "action_pending")
+
+
+def _time(value: str | None, what: str) -> time | None:
+    if value is None:
+        return None
+    try:
+        return time.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a time of day like 22:00, got {value!r}") from None
+
+
+class Notify:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # --- notifiers --------------------------------------------------------------------------------
+    async def add_notifier(
+        self, admin: str, name: str, kind: str, config: Mapping[str, Any], secret_env: str | None
+    ) -> dict[str, Any]:
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise InputError(f"notifier name {name!r} is not valid", hint="lower-case letters, digits, . _ - (≤ 63)")
+        if kind not in NOTIFIER_KINDS:
+            raise InputError(f"unknown notifier kind {kind!r}", hint=f"one of {', '.join(sorted(NOTIFIER_KINDS))}")
+        if not isinstance(config, Mapping):
+            raise InputError("a notifier's config is a JSON object")
+        if any(k.lower() in ("token", "secret", "password", "key", "private_key") for k in config):
+            raise InputError(
+                "a notifier's config holds no credential", hint="name the variable that holds it with secret_env"
+            )
+        if secret_env is None:
+            raise InputError(f"a {kind} notifier needs secret_env: the variable its credential is read from")
+        env_name(kind, "secret_env", secret_env)
+        if kind == "webhook" and not str(config.get("url", "")).startswith(("http://", "https://")):
+            raise InputError("a webhook notifier's config names its url (http:// or https://)")
+        async with self.engine.pool.acquire() as conn:
+            await access.require_admin(conn, admin)
+            made = await conn.fetchval(
+                sql.INSERT_NOTIFIER, name, kind, json.dumps(dict(config)), secret_env, admin, self.engine.clock()
+            )
+            if made is None:
+                raise ConflictError(f"a notifier named {name!r} exists", hint="remove it first, or pick another name")
+            return sql.decoded(await conn.fetchrow(sql.NOTIFIER, name))
+
+    async def notifiers(self, agent: str) -> list[dict[str, Any]]:
+        await self.engine.governor.check(agent, Op.READ)
+        async with self.engine.pool.acquire() as conn:
+            return [sql.decoded(r) for r in await conn.fetch(sql.NOTIFIERS)]
+
+    async def remove_notifier(self, admin: str, name: str) -> bool:
+        async with self.engine.pool.acquire() as conn:
+            await access.require_admin(conn, admin)
+            return await conn.fetchval(sql.REMOVE_NOTIFIER, name, self.engine.clock()) is not None
+
+    # --- subscriptions ----------------------------------------------------------------------------
+    async def subscribe(
+        self,
+        agent: str,
+        *,
+        subscriber: str,
+        kinds: list[str],
+        namespace: str | None = None,
+        notifier: str | None = None,
+        target: Mapping[str, Any] | None = None,
+        min_importance: float = 0.5,
+        max_per_hour: int = 6,
+        quiet_start: str | None = None,
+        quiet_end: str | None = None,
+        timezone: str = "UTC",
+    ) -> dict[str, Any]:
+        await self.engine.governor.check(agent, Op.SUBSCRIBE, namespace)
+        if not kinds or any(k not in SUBSCRIBABLE for k in kinds):
+            raise InputError(f"kinds must be some of {', '.join(SUBSCRIBABLE)}, got {kinds!r}")
+        if not isinstance(subscriber, str) or not subscriber.strip() or len(subscriber) > 200:
+            raise InputError("subscriber names who is told (1-200 characters)")
+        if not 0 <= min_importance <= 1:
+            raise InputError("min_importance is between 0 and 1")
+        if not 0 <= max_per_hour <= 1000:
+            raise InputError("max_per_hour is between 0 and 1000")
+        start, end = _time(quiet_start, "quiet_start"), _time(quiet_end, "quiet_end")
+        if (start is None) != (end is None):
+            raise InputError("give both quiet_start and quiet_end, or neither")
+        try:
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise InputError(f"unknown time zone {timezone!r}", hint="an IANA name such as Asia/Riyadh") from None
+        chosen = dict(target or {})
+        async with self.engine.pool.acquire() as conn:
+            if namespace is not None:
+                (await access.caller(conn, agent, namespace)).require_team_read()
+            if notifier is not None:
+                row = await conn.fetchrow(sql.NOTIFIER, notifier)
+                if row is None:
+                    raise NotFound(f"notifier {notifier!r} does not exist", hint="an admin adds it: cabrain notify add")
+                found = sql.decoded(row)
+                if found["kind"] == "webhook":
+                    # the endpoint is the admin's choice, never a subscriber's (no requests to anywhere)
+                    if chosen.get("url", found["config"]["url"]) != found["config"]["url"]:
+                        raise AccessDenied("a webhook subscription posts to its notifier's url only")
+                    chosen["url"] = found["config"]["url"]
+                elif not chosen:
+                    raise InputError(f"a {found['kind']} subscription needs a target (where to send)")
+            sub_id = uuid.uuid4()
+            await conn.execute(
+                sql.INSERT_SUB,
+                sub_id,
+                agent,
+                subscriber.strip(),
+                namespace,
+                kinds,
+                notifier,
+                json.dumps(chosen),
+                min_importance,
+                max_per_hour,
+                start,
+                end,
+                timezone,
+                self.engine.clock(),
+            )
+            return sql.decoded(await conn.fetchrow(sql.SUB, sub_id))
+
+    async def subscriptions(self, agent: str, *, everyone: bool = False) -> list[dict[str, Any]]:
+        await self.engine.governor.check(agent, Op.READ)
+        async with self.engine.pool.acquire() as conn:
+            if everyone:
+                await access.require_admin(conn, agent)
+            return [sql.decoded(r) for r in await conn.fetch(sql.SUBS, None if everyone else agent, everyone)]
+
+    async def unsubscribe(self, agent: str, sub_id: uuid.UUID) -> bool:
+        async with self.engine.pool.acquire() as conn:
+            row = await conn.fetchrow(sql.SUB, sub_id)
+            if row is None:
+                raise NotFound(f"no subscription {sub_id}")
+            if row["agent_id"] != agent:
+                await access.require_admin(conn, agent)
+            return await conn.fetchval(sql.DISABLE_SUB, sub_id, self.engine.clock(), f"removed by {agent}") is not None
+
+    # --- the outbox and the stream ----------------------------------------------------------------
+    async def outbox(self, agent: str, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Pushes and the gate's decisions: an admin sees all, an agent those of its subscriptions."""
+        await self.engine.governor.check(agent, Op.READ)
+        profile = await self.engine.governor.profile(agent)
+        mine = None if profile and profile["is_admin"] else agent
+        async with self.engine.pool.acquire() as conn:
+            rows = [sql.decoded(r) for r in await conn.fetch(sql.OUTBOX, status, mine, limit)]
+        for row in rows:  # the worded push is the subscriber's; the listing shows where and how it went
+            row["target"] = {k: v for k, v in row["target"].items() if not k.startswith("_")}
+        return rows
+
+    async def can_release(self, agent: str, outbox_id: uuid.UUID) -> None:
+        async with self.engine.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT s.agent_id FROM outbox o LEFT JOIN subscriptions s ON s.id = o.subscription_id WHERE o.id = $1",
+                outbox_id,
+            )
+            if row is None:
+                raise NotFound(f"no push {outbox_id}")
+            if row["agent_id"] != agent:
+                await access.require_admin(conn, agent)
+
+    async def events(
+        self, agent: str, *, after: int = 0, namespace: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Events after ``seq`` ``after`` in namespaces ``agent`` reads, each with only the memories
+        behind it ``agent`` may read (the reason only when it may read them all)."""
+        await self.engine.governor.check(agent, Op.READ, namespace)
+        if not 1 <= limit <= 500:
+            raise InputError(f"limit must be between 1 and 500, got {limit}")
+        out = []
+        async with self.engine.pool.acquire() as conn:
+            for event in await sql.events_for(conn, agent, after=after, namespace=namespace, limit=limit):
+                memories = await sql.readable_memories(conn, agent, event["namespace"], event["memory_ids"])
+                if event["memory_ids"] and not memories:
+                    out.append({"seq": event["seq"], "kind": "gap"})  # keeps the reader's place, says nothing
+                    continue
+                whole = len(memories) == len(event["memory_ids"])
+                out.append(
+                    {
+                        "seq": event["seq"],
+                        "id": str(event["id"]),
+                        "kind": event["kind"],
+                        "namespace": event["namespace"],
+                        "importance": event["importance"],
+                        "title": event["title"],
+                        "created_at": event["created_at"].isoformat(),
+                        "reason": event["data"].get("reason") if whole else None,
+                        "memories": [
+                            {"id": str(m["id"]), "content": m["content"], "current": m["invalid_at"] is None}
+                            for m in memories
+                        ],
+                    }
+                )
+        return out
+
+
+__all__ = ["EVENT_KINDS", "SUBSCRIBABLE", "Notify"]

@@ -1,0 +1,87 @@
+"""High-importance patterns: the same problem seen in several sessions becomes a ``pattern`` event.
+
+Only namespaces someone subscribed to patterns of are looked at (a subscription without a namespace
+counts for every namespace). Each memory written there since the last look is compared with its
+nearest current neighbours (the one HNSW graph of the hot tier); when those at least
+``pattern_similarity`` alike come from ``pattern_min_sessions`` different sessions (a chat thread,
+a captured session, else a source), that is a pattern. Its finding is named by the oldest memory of
+the group, so the group growing is the same finding (the gate tells a subscriber once); its
+importance is the highest of the group's, which the subscriber's threshold then weighs.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from cabrain.engine import Engine
+from cabrain.store import notify as sql
+
+STEP = "notify_patterns"
+NAMESPACES = """
+SELECT DISTINCT coalesce(s.namespace, n.name) AS namespace
+FROM subscriptions s JOIN namespaces n ON s.namespace IS NULL OR n.name = s.namespace
+WHERE s.disabled_at IS NULL AND 'pattern' = ANY(s.kinds)
+"""
+WATERMARK = "SELECT upto FROM sleep_watermarks WHERE namespace = $1 AND step = $2"
+SET_WATERMARK = """
+INSERT INTO sleep_watermarks (namespace, step, upto) VALUES ($1, $2, $3)
+ON CONFLICT (namespace, step) DO UPDATE SET upto = greatest(sleep_watermarks.upto, EXCLUDED.upto)
+"""
+SESSION = "coalesce(m.metadata->>'thread', m.source_ref, m.id::text)"
+FRESH = f"""
+SELECT m.id, m.embedding, m.importance, m.created_at, {SESSION} AS session
+FROM memories m
+WHERE m.namespace = $1 AND m.created_at > $2 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.embedding IS NOT NULL
+ORDER BY m.created_at, m.id LIMIT $3
+"""
+NEIGHBOURS = f"""
+SELECT m.id, m.importance, m.created_at, {SESSION} AS session, 1 - (v.embedding <=> $2) AS similarity
+FROM memory_vectors v JOIN memories m ON m.id = v.id AND m.valid_at = v.valid_at
+WHERE v.namespace = $1 AND m.invalid_at IS NULL AND m.id <> $3
+ORDER BY v.embedding <=> $2 LIMIT 20
+"""
+
+
+async def find_patterns(engine: Engine, *, batch: int = 200) -> int:
+    """Look at what was written since the last look; how many pattern events were made."""
+    s = engine.settings
+    made = 0
+    async with engine.pool.acquire() as conn:
+        names = [r["namespace"] for r in await conn.fetch(NAMESPACES)]
+        for namespace in names:
+            since = await conn.fetchval(WATERMARK, namespace, STEP)
+            if since is None:
+                since = engine.clock() - timedelta(days=1)
+            fresh = await conn.fetch(FRESH, namespace, since, batch)
+            for row in fresh:
+                alike = [
+                    n
+                    for n in await conn.fetch(NEIGHBOURS, namespace, row["embedding"], row["id"])
+                    if n["similarity"] >= s.pattern_similarity
+                ]
+                group = [row, *alike]
+                sessions = {g["session"] for g in group}
+                if len(sessions) < s.pattern_min_sessions:
+                    continue
+                oldest = min(group, key=lambda g: (g["created_at"], str(g["id"])))
+                finding = f"pattern:{oldest['id']}"
+                window = engine.clock() - timedelta(hours=s.notify_dedup_hours)
+                if await conn.fetchval(sql.FINDING_SINCE, finding, window):
+                    continue
+                await sql.insert_event(
+                    conn,
+                    "pattern",
+                    namespace,
+                    finding,
+                    now=engine.clock(),
+                    importance=max(float(g["importance"]) for g in group),
+                    body=f"Seen in {len(sessions)} sessions.",
+                    memory_ids=[g["id"] for g in sorted(group, key=lambda g: g["created_at"], reverse=True)][:10],
+                )
+                made += 1
+            if fresh:
+                await conn.execute(SET_WATERMARK, namespace, STEP, fresh[-1]["created_at"])
+    return made
+
+
+__all__ = ["find_patterns"]

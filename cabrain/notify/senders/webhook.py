@@ -1,0 +1,127 @@
+"""Webhooks: a notice POSTed as JSON to a URL, signed per the Standard Webhooks specification
+(https://www.standardwebhooks.com).
+
+The body is ``{"type": <the event's kind>, "timestamp": <ISO 8601>, "data": <the event>, "title",
+"text", "links"}``, sent with three headers: ``webhook-id`` (the notice's key: the same on every try
+of one delivery, so a receiver drops repeats), ``webhook-timestamp`` (Unix seconds) and
+``webhook-signature``: ``v1,`` and the base64 HMAC-SHA256 of ``{id}.{timestamp}.{body}``. The key is
+the secret: ``whsec_`` and base64 of the key bytes, as Standard Webhooks libraries make them, or any
+other string, used as its UTF-8 bytes. Config::
+
+    {"timeout_s": 10}
+
+A target is ``{"url": "https://hooks.example.com/cabrain"}`` (http or https; a URL with a user name
+or password in it is refused: credentials go in the signing secret, not in a URL that is logged).
+
+Answers: any 2xx is delivered; 410 means the receiver is gone for good; 429, 5xx and a lost
+connection are retried (after ``Retry-After``); other statuses, redirects included, are not.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from cabrain.clock import Clock, utc_now
+from cabrain.errors import ConfigError
+from cabrain.notify.senders import DeliveryError, Notice, need_secret, required, shown
+from cabrain.notify.senders.http import client, post, refused
+
+__all__ = ["KIND", "WebhookSender", "build", "sign_webhook", "signing_key"]
+
+KIND = "webhook"
+PREFIX = "whsec_"
+
+
+def signing_key(secret: str) -> bytes:
+    """The HMAC key of a secret: ``whsec_<base64>`` decoded, any other string as UTF-8."""
+    if secret.startswith(PREFIX):
+        try:
+            return base64.b64decode(secret.removeprefix(PREFIX), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ConfigError(
+                "the webhook secret starts with whsec_ but the rest is not base64",
+                hint="give whsec_ followed by the base64 of the key, or a secret without the prefix",
+            ) from exc
+    return secret.encode()
+
+
+def sign_webhook(secret: str, msg_id: str, timestamp: int, body: str | bytes) -> dict[str, str]:
+    """The Standard Webhooks headers that sign ``body`` as message ``msg_id`` sent at ``timestamp``."""
+    content = body if isinstance(body, bytes) else body.encode()
+    signed = f"{msg_id}.{timestamp}.".encode() + content
+    digest = hmac.new(signing_key(secret), signed, hashlib.sha256).digest()
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": "v1," + base64.b64encode(digest).decode(),
+    }
+
+
+class WebhookSender:
+    kind = KIND
+
+    def __init__(self, config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> None:
+        self.secret = need_secret(KIND, secret, "a webhook signing secret")
+        signing_key(self.secret)  # a malformed whsec_ secret fails here, not on every delivery
+        self.clock = clock
+        self.http = client(config)
+
+    async def send(self, target: Mapping[str, Any], notice: Notice) -> str | None:
+        url = required(target, "url", KIND)
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise DeliveryError(f"a webhook URL must be http(s), not {shown(url)}", retry=False)
+        if parts.username is not None or parts.password is not None:
+            raise DeliveryError(
+                f"the webhook URL {shown(url)} has a user name or password in it",
+                retry=False,
+                hint="take the credentials out of the URL; the receiver verifies the signature instead",
+            )
+        now = self.clock()
+        body = json.dumps(
+            {
+                "type": notice.data.get("kind"),
+                "timestamp": now.isoformat(),
+                "data": notice.data,
+                "title": notice.title,
+                "text": notice.text,
+                "links": notice.links,
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode()
+        headers = {
+            "Content-Type": "application/json",
+            **sign_webhook(self.secret, notice.key, int(now.timestamp()), body),
+        }
+        what = f"webhook {notice.key}"
+        response = await post(self.http, url, what=what, content=body, headers=headers)
+        if response.is_success:
+            return None
+        if response.status_code == 410:
+            raise refused(response, what, detail="the receiver is gone", gone=True, hint="remove this webhook")
+        if response.is_redirect:
+            there = shown(str(response.next_request.url)) if response.next_request else "another URL"
+            raise refused(
+                response,
+                what,
+                detail=f"redirected to {there}",
+                hint="configure the URL it redirects to",
+            )
+        if response.status_code in (401, 403):
+            raise refused(response, what, hint="the receiver refused the signature: give it the same secret")
+        raise refused(response, what)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> WebhookSender:
+    return WebhookSender(config, secret, clock=clock)
