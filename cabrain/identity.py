@@ -52,7 +52,7 @@ RETURNING agent_id
 """
 LIST_AGENTS = """
 SELECT a.id, a.display_name, a.is_admin, a.created_at, a.disabled_at,
-       count(k.id) FILTER (WHERE k.revoked_at IS NULL) AS active_keys
+       count(k.id) FILTER (WHERE k.revoked_at IS NULL) AS active_keys, a.role
 FROM agents a LEFT JOIN agent_keys k ON k.agent_id = a.id
 GROUP BY a.id ORDER BY a.id
 """
@@ -105,6 +105,7 @@ class AgentInfo:
     created_at: datetime
     disabled_at: datetime | None
     active_keys: int
+    role: str = "member"  # cabrain.policy: member, live or reader
 
 
 def generate_key() -> str:
@@ -212,6 +213,17 @@ async def disable_agent(conn: asyncpg.Connection, agent_id: str) -> bool:
     if await conn.fetchrow(AGENT_ROW, agent_id) is None:
         raise NotFound(f"agent {agent_id!r} does not exist")
     return await conn.fetchval(DISABLE_AGENT, agent_id) is not None
+
+
+SET_ROLE = "UPDATE agents SET role = $2 WHERE id = $1 RETURNING id"
+
+
+async def set_role(conn: asyncpg.Connection, agent_id: str, role: str) -> None:
+    """Give an agent a role (:mod:`cabrain.policy`): member, live or reader."""
+    if role not in ("member", "live", "reader"):
+        raise InputError(f"unknown role {role!r}", hint="member, live or reader")
+    if await conn.fetchval(SET_ROLE, agent_id, role) is None:
+        raise NotFound(f"agent {agent_id!r} does not exist")
 
 
 def admin_key_path(home: Path) -> Path:

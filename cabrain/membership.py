@@ -11,12 +11,11 @@ from typing import Any
 from cabrain import identity, namespaces
 from cabrain.engine import Engine
 from cabrain.errors import AccessDenied, AlreadyExists, InputError, NotFound
-from cabrain.policy import Op, Role
+from cabrain.policy import Op
 from cabrain.store import access
 from cabrain.store import namespaces as namespace_sql
 from cabrain.store import usage as usage_sql
 
-SET_ROLE = "UPDATE agents SET role = $2 WHERE id = $1 RETURNING id"
 # What a cap may name: an operation, or a kind of model call made for the agent.
 CAP_KINDS = frozenset({op.value for op in Op} | {"embed", "chat", "workflow"})
 
@@ -158,15 +157,10 @@ class Membership:
     # --- roles, held actions, usage and caps ------------------------------------------------------
     async def set_role(self, agent_id: str, role: str) -> str:
         """Give ``agent_id`` a role (:mod:`cabrain.policy`); admin routes only."""
-        try:
-            chosen = Role(role)
-        except ValueError:
-            raise InputError(f"unknown role {role!r}", hint=f"one of {', '.join(r.value for r in Role)}") from None
         async with self.engine.pool.acquire() as conn:
-            if await conn.fetchval(SET_ROLE, agent_id, chosen.value) is None:
-                raise NotFound(f"agent {agent_id!r} does not exist")
+            await identity.set_role(conn, agent_id, role)
         self.engine.governor.forget_profiles()
-        return chosen.value
+        return role
 
     async def pending_actions(self, person: str, *, status: str | None = "pending") -> list[dict[str, Any]]:
         """Held actions ``person`` may see (its own, and those on namespaces it owns; all for an admin)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -85,6 +85,16 @@ class Running:
 
     def seen(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def read(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.state.read_text())
+        return data
+
+    def edit(self, change: Callable[[dict[str, Any]], object]) -> None:
+        """Change the service's contents as its users would (it re-reads them on the next request)."""
+        data = self.read()
+        change(data)
+        self.state.write_text(json.dumps(data))
 
 
 @contextlib.contextmanager

@@ -17,7 +17,20 @@ import sys
 from collections.abc import Sequence
 
 from cabrain import __version__, logs
-from cabrain.cli import agents, backup, connectors, db, faces, measure, memories, portable, service, sleep, workflows
+from cabrain.cli import (
+    agents,
+    backup,
+    connectors,
+    db,
+    faces,
+    live,
+    measure,
+    memories,
+    portable,
+    service,
+    sleep,
+    workflows,
+)
 from cabrain.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, parse_args
 from cabrain.errors import CabrainError, ConfigError, UsageError
 from cabrain.settings import describe_unknown, load_settings, unknown_variables
@@ -62,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_db(sub)
     backup.add_backup(sub)
     backup.add_restore(sub)
+    live.add_live(sub)
     return parser
 
 

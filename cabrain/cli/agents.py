@@ -85,10 +85,23 @@ def cmd_agents_list(settings: Settings, args: argparse.Namespace) -> int:
             agents = client.agents()
     else:
         agents = [a.__dict__ for a in _local_db(settings, identity.list_agents)]
-    print(f"{'agent':<32} {'admin':<6} {'keys':>4}  state")
+    print(f"{'agent':<32} {'admin':<6} {'role':<7} {'keys':>4}  state")
     for a in agents:
         state = "disabled" if a["disabled_at"] else "active"
-        print(f"{a['id']:<32} {'yes' if a['is_admin'] else 'no':<6} {a['active_keys']:>4}  {state}")
+        role = a.get("role", "member")
+        print(f"{a['id']:<32} {'yes' if a['is_admin'] else 'no':<6} {role:<7} {a['active_keys']:>4}  {state}")
+    return EXIT_OK
+
+
+def cmd_agents_role(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain import identity
+
+    if settings.api_url:
+        with remote(settings) as client:
+            client.request("PUT", f"/v1/agents/{args.name}/role", json={"role": args.role})
+    else:
+        _local_db(settings, lambda conn: identity.set_role(conn, args.name, args.role))
+    print(f"agent {args.name} has role {args.role}")
     return EXIT_OK
 
 
@@ -182,6 +195,15 @@ def add_agents(sub: Subparsers) -> None:
     )
     a_disable.add_argument("name")
     a_disable.set_defaults(func=cmd_agents_disable)
+    a_role = agents_sub.add_parser(
+        "role",
+        help="give an agent a role: member, live (recall and file issues only) or reader",
+        description="Give an agent a role. The server enforces it on every surface: member (what its grants "
+        "allow), live (recall and file issues; forget, share and corrections wait for a person) or reader.",
+    )
+    a_role.add_argument("name")
+    a_role.add_argument("role", choices=["member", "live", "reader"])
+    a_role.set_defaults(func=cmd_agents_role)
 
 
 # --- namespaces and grants ---------------------------------------------------------------------------------

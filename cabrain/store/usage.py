@@ -53,7 +53,7 @@ async def used_today(conn: asyncpg.Connection, agent: str, day: date) -> dict[st
 async def report(
     conn: asyncpg.Connection, since: date, until: date, agent: str | None, namespace: str | None
 ) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(REPORT, since, until, agent, namespace)]
+    return [{**dict(r), "day": r["day"].isoformat()} for r in await conn.fetch(REPORT, since, until, agent, namespace)]
 
 
 async def set_cap(conn: asyncpg.Connection, agent: str, op: str, per_day: int, set_by: str) -> None:

@@ -26,6 +26,16 @@ from tests.service.openapi_check import OpenApiCheck
 
 DROPPING_NAMESPACE = "failpoint-drop"
 METRICS_KEY = "scrape-only-7f3c9b1e5d"  # CABRAIN_METRICS_KEY: Prometheus's, good for /metrics alone
+# The platforms' credentials the live channels' tests use (tests/service/test_live_gate.py), read by
+# the replicas from their environment as a real deployment's would be.
+LIVE_ENV = {
+    "GATE_WA_APP_SECRET": "wa-app-secret-5d1e8c",
+    "GATE_WA_VERIFY": "wa-verify-7a21",
+    "GATE_WA_TOKEN": "EAAG-stand-access-token-0001",
+    "GATE_SLACK_SIGNING": "slack-signing-secret-93ab",
+    "GATE_SLACK_TOKEN": "xoxb-stand-token-0123456789",
+    "GATE_GITLAB_TOKEN": "glpat-stand-0123456789",
+}
 APP_ARGS = {
     "ingress": {"num_cpus": 0.25, "query_embedding": "remote"},  # recalls exercise the embedder deployment
     "embedder": {"num_cpus": 0.5, "max_batch_size": 16, "batch_wait_timeout_s": 0.002},
@@ -119,15 +129,20 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
         db_connect_timeout_s=20,
         metrics_key=METRICS_KEY,
         connector_roots=[str(Path(home) / "shared")],  # the one folder local connectors may read over the API
+        notify_poll_s=0.5,
+        live_watch_s=1.0,
     )
     keys, ids = await _make_agents(service_db)
     # One namespace of the service's own drops the database connection right after each retain
     # commits (tests/service/test_idempotency_http.py); the replicas inherit the variable from Ray.
     os.environ["CABRAIN_FAILPOINTS"] = f"retain.after_commit@{DROPPING_NAMESPACE}"
+    os.environ.update(LIVE_ENV)
     try:
         svc.init_ray(settings)
     finally:
         os.environ.pop("CABRAIN_FAILPOINTS", None)
+        for name in LIVE_ENV:
+            os.environ.pop(name, None)
     try:
         svc.deploy(settings, service_db, APP_ARGS)
         svc.wait_ready(settings, progress=False)

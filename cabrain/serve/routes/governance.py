@@ -63,7 +63,7 @@ async def usage(
     end = until or today
     start = since or end - timedelta(days=6)
     rows = await svc.run(lambda b: b.usage(p.agent_id, since=start, until=end, agent=agent, namespace=namespace))
-    return {"since": start, "until": end, "rows": rows}
+    return {"since": start.isoformat(), "until": end.isoformat(), "rows": rows}
 
 
 @routes.put("/v1/agents/{agent}/caps/{op}", summary="Cap an agent's calls of a kind per day (admin)")
