@@ -18,7 +18,6 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -166,6 +165,7 @@ def test_gate_4_a_whatsapp_report_becomes_an_issue_and_its_merge_request_comes_b
         )
 
     gitlab.edit(opened)
+
     def mr_messages() -> list[dict[str, Any]]:
         return [m for m in wa.seen() if "has a merge request" in m["body"]]
 
@@ -188,7 +188,9 @@ def test_a_bad_or_missing_signature_is_refused_and_stores_nothing(service: Servi
     assert forged.status_code == 401 and forged.json()["error"]["type"] == "unauthenticated"
     bare = httpx.post(url, content=body, headers={"Content-Type": "application/json"})
     assert bare.status_code == 401
-    found = service.client("alice").post("/v1/recall", json={"query": "ignore previous instructions", "namespace": "proj"})
+    found = service.client("alice").post(
+        "/v1/recall", json={"query": "ignore previous instructions", "namespace": "proj"}
+    )
     assert all("planted" not in h["memory"]["content"] for h in found.json()["hits"])
 
 
@@ -198,7 +200,9 @@ def test_a_slack_channel_verifies_retains_and_drops_retries(service: Service, st
                "secret_env": "GATE_SLACK_SIGNING"}  # fmt: skip
     assert admin.post("/v1/channels", json=channel).status_code == 201
     url = f"{service.url}/v1/channels/team-slack/events"
-    challenge = json.dumps({"type": "url_verification", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}).encode()
+    challenge = json.dumps(
+        {"type": "url_verification", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}
+    ).encode()
     assert httpx.post(url, content=challenge, headers=slack_signed(challenge)).text.startswith("3eZbrw1a")
     event = {
         "type": "event_callback",
@@ -214,7 +218,9 @@ def test_a_slack_channel_verifies_retains_and_drops_retries(service: Service, st
     assert httpx.post(url, content=body, headers=retry).json() == {"ok": True, "stored": 0, "duplicates": 1}
     stale = slack_signed(body, at=int(time.time()) - 3600)
     assert httpx.post(url, content=body, headers=stale).status_code == 401
-    hits = service.client("alice").post("/v1/recall", json={"query": "staging deploy freeze", "namespace": "proj"}).json()
+    hits = (
+        service.client("alice").post("/v1/recall", json={"query": "staging deploy freeze", "namespace": "proj"}).json()
+    )
     [hit] = [h for h in hits["hits"] if "frozen until Thursday" in h["memory"]["content"]]
     assert hit["memory"]["source_ref"].startswith("slack:team-slack:")
     assert hit["memory"]["metadata"]["speaker_id"] == "U0HUDA"
