@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
-from cabrain.console import admin, capture, entities, health, pages, playground, sleep, workflows
+from cabrain.console import actions, admin, capture, entities, health, pages, playground, sleep, workflows
 from cabrain.console.session import PATH
 
 
@@ -27,6 +27,7 @@ def mount(app: FastAPI) -> None:
     app.include_router(capture.routes)
     app.include_router(health.routes)
     app.include_router(workflows.routes)
+    app.include_router(actions.routes)
 
 
 __all__ = ["mount"]

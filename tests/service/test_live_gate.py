@@ -12,6 +12,7 @@ usage is reported per agent.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -22,8 +23,12 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.async_api import Browser, expect
 
+from tests.conftest import cli_env, run_cli
+from tests.mcp_helpers import call_error, http_session
 from tests.service.conftest import LIVE_ENV, Service
+from tests.service.test_console import browser, sign_in  # noqa: F401 - the browser fixture, shared
 from tests.standins import Running, standing
 from tests.unit.test_gitlab_source import project
 
@@ -255,3 +260,49 @@ def test_the_live_agent_is_refused_a_forget_and_a_write_and_a_cap_answers_429(
     kinds = {r["op"] for r in usage}
     assert {"recall", "embed"} <= kinds, usage
     assert scout.get("/v1/usage", params={"agent": "alice"}).status_code == 403
+
+
+async def test_every_surface_holds_the_live_agents_forget_and_a_person_approves_it_in_the_console(
+    service: Service, wired: dict[str, Any], browser: Browser
+) -> None:
+    memory_id = wired["context"]
+    # MCP, with the live agent's key: the tool call is held, and says why
+    async with http_session(service.url, service.keys["scout"]) as scout:
+        said = await call_error(scout, "memory_forget", memory_id=memory_id)
+    assert "role live: forget" in said
+    # the command line, with the live agent's key
+    env = cli_env(api_url=service.url, api_key=service.keys["scout"])
+    refused = await asyncio.to_thread(run_cli, "forget", memory_id, env=env)
+    assert refused.returncode != 0 and "role live: forget" in refused.stderr
+    assert "cabrain actions approve" in refused.stderr
+    held = [a for a in service.client("alice").get("/v1/actions").json()["actions"] if a["op"] == "forget"]
+    assert len(held) == 2
+
+    # alice, who owns the namespace, decides in the console. Approval never widens grants: scout
+    # reads proj but may not write it, so the approved forget fails, and says so
+    page = await sign_in(browser, service, "alice", "/console/actions")
+    await page.locator(f'tr[data-action="{held[0]["id"]}"]').get_by_role("button", name="Approve forget").click()
+    await expect(page.locator("#done")).to_contain_text("failed")
+    await expect(page.locator("#decided")).to_contain_text("write")
+    # alice offers scout write access; scout's acceptance is held too, and alice approves it
+    with service.client("alice") as alice:
+        assert (
+            alice.post("/v1/grants", json={"namespace": "proj", "agent": "scout", "can_write": True}).status_code == 200
+        )
+    accept = service.client("scout").post("/v1/grants/accept", json={"namespace": "proj"})
+    assert accept.status_code == 403 and accept.json()["error"]["type"] == "confirmation_required"
+    await page.reload()
+    share = accept.json()["error"]["fix"]["params"]["action"]
+    await page.locator(f'tr[data-action="{share}"]').get_by_role("button", name="Approve share").click()
+    await expect(page.locator("#done")).to_contain_text("done")
+    # now an approved forget runs, once, as scout; the other one alice denies
+    again = service.client("scout").post(f"/v1/memories/{memory_id}/forget", json={"reason": "outdated"})
+    action = again.json()["error"]["fix"]["params"]["action"]
+    await page.reload()
+    await page.locator(f'tr[data-action="{action}"]').get_by_role("button", name="Approve forget").click()
+    await expect(page.locator("#done")).to_contain_text("done")
+    await page.locator(f'tr[data-action="{held[1]["id"]}"]').get_by_role("button", name="Deny forget").click()
+    await expect(page.locator("#done")).to_contain_text("denied")
+    await page.context.close()
+    memory = service.client("alice").get(f"/v1/memories/{memory_id}").json()["memory"]
+    assert memory["invalid_at"] is not None

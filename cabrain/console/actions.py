@@ -1,0 +1,37 @@
+"""Held actions (``/console/actions``): what an agent's role held for a person's confirmation
+(:mod:`cabrain.actions`), with a form to approve or deny each. A person sees the actions on the
+namespaces it owns (an admin: all) and decides them as the API lets it: an agent never decides its
+own, and the server checks who may, whatever the page shows."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from cabrain.console import filters
+from cabrain.console import session as sessions
+from cabrain.console.render import page
+from cabrain.console.routing import Current, change_form, router, see_other, text
+from cabrain.errors import InputError
+from cabrain.serve.deps import Svc
+
+routes = router()
+
+
+@routes.get("/actions")
+async def actions(request: Request, svc: Svc, session: Current) -> Response:
+    every = await svc.run(lambda b: b.pending_actions(session.agent, status=None))
+    pending = [a for a in every if a["status"] == "pending"]
+    decided = [a for a in every if a["status"] != "pending"][:50]
+    done = filters.field(request.query_params, "done")
+    return page(request, "actions.html", title="Held actions", pending=pending, decided=decided, done=done)
+
+
+@routes.post("/actions/{action_id}")
+async def decide(request: Request, action_id: str, svc: Svc, session: Current) -> Response:
+    form = await change_form(request, session)
+    answer = text(form, "answer")
+    if answer not in ("approve", "deny"):
+        raise InputError("answer approve or deny")
+    done = await svc.run(lambda b: b.decide_action(session.agent, action_id, approve=answer == "approve"))
+    return see_other(f"{sessions.PATH}/actions?done={done['status']}")
