@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from cabrain.errors import AccessDenied, CabrainError, ConflictError, InputError, NotFound
 from cabrain.policy import APPROVED, Op, Role, held
+from cabrain.store import notify as notify_sql
 from cabrain.types import to_json
 
 if TYPE_CHECKING:
@@ -82,7 +83,28 @@ async def hold(
             now,
             now + timedelta(seconds=engine.settings.action_ttl_s),
         )
+        if namespace is not None:  # its namespace's people may subscribe to hear of it (action_pending)
+            memory = args.get("memory_id") or args.get("old_id")
+            await notify_sql.insert_event(
+                conn,
+                "action_pending",
+                namespace,
+                f"action:{action_id}",
+                now=now,
+                importance=1.0,
+                body=f"{agent} asks to {method} ({error.policy}). Approve: cabrain actions approve {action_id}",
+                memory_ids=[uuid.UUID(str(memory))] if memory and _is_uuid(memory) else [],
+                data={"action": str(action_id), "agent": agent, "op": op.value},
+            )
     return error
+
+
+def _is_uuid(value: Any) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
 
 
 def _out(row: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cabrain.errors import NotFound
+from cabrain.errors import ConfirmationRequired, NotFound
 from cabrain.notify.facade import Notify
 from cabrain.notify.outbox import Outbox, quiet_until
 from cabrain.notify.patterns import find_patterns
@@ -238,3 +238,19 @@ async def test_the_same_problem_in_several_sessions_is_a_pattern(pushes, hook):
     await _work(outbox)
     [delivery] = hook.seen()
     assert delivery["body"]["type"] == "pattern" and "Seen in 3 sessions" in delivery["body"]["text"]
+
+
+async def test_a_held_action_is_pushed_to_who_decides_it(pushes, hook):
+    brain, hub, outbox = pushes
+    await brain.create_agent("scout")
+    await brain.set_role("scout", "live")
+    await brain.share("alice", "proj", "scout")
+    [kept] = await brain.retain("alice", MemoryInput("The feed page is RTL-aware.", "proj", visibility=Visibility.TEAM))
+    await hub.subscribe("alice", subscriber="alice", kinds=["action_pending"], namespace="proj", notifier="hooks")
+    with pytest.raises(ConfirmationRequired) as held:
+        await brain.forget("scout", kept.memory_id)
+    await _work(outbox)
+    [delivery] = hook.seen()
+    body = delivery["body"]
+    assert body["type"] == "action_pending" and held.value.fix.params["action"] in body["text"]
+    assert "The feed page is RTL-aware." in body["text"]
