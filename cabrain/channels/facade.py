@@ -31,7 +31,7 @@ from cabrain.connectors.retry import Retry
 from cabrain.connectors.trackers import FiledIssue, Link, Tracker, tracker
 from cabrain.errors import ConfigError, ConflictError, InputError, NotFound, SourceAuthError
 from cabrain.policy import Op
-from cabrain.redact import redact
+from cabrain.redact import PRIVATE, REDACTED, redact
 from cabrain.store import access
 from cabrain.store import channels as sql
 from cabrain.store import connectors as connector_sql
@@ -188,7 +188,7 @@ class Channels:
 
     async def _retain(self, channel: dict[str, Any], message: ChatMessage) -> list[uuid.UUID]:
         text = redact(message.text).strip() if self.engine.settings.redact_secrets else message.text.strip()
-        if not text:
+        if not text.replace(PRIVATE, "").replace(REDACTED, "").strip():
             return []  # nothing but private text or secrets
         item = MemoryInput(
             text,

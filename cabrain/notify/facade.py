@@ -201,8 +201,10 @@ class Notify:
         await self.engine.governor.check(agent, Op.READ, namespace)
         if not 1 <= limit <= 500:
             raise InputError(f"limit must be between 1 and 500, got {limit}")
-        out = []
+        out: list[dict[str, Any]] = []
         async with self.engine.pool.acquire() as conn:
+            if namespace is not None:
+                (await access.caller(conn, agent, namespace)).require_team_read()
             for event in await sql.events_for(conn, agent, after=after, namespace=namespace, limit=limit):
                 memories = await sql.readable_memories(conn, agent, event["namespace"], event["memory_ids"])
                 if event["memory_ids"] and not memories:

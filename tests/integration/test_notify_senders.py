@@ -17,9 +17,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from cabrain.channels.inbound.webhook import sign as sign_webhook
 from cabrain.errors import ConfigError, InputError
 from cabrain.notify.senders import DeliveryError, Notice, Sender, sender
-from cabrain.notify.senders.webhook import sign_webhook
 from cabrain.notify.senders.webpush import MAX_PAYLOAD, payload
 from tests.conftest import free_port
 from tests.standins import Running, standing
@@ -365,7 +365,7 @@ def hook(tmp_path: Path) -> Iterator[Running]:
 
 def test_webhook_signature_matches_the_standard_webhooks_test_vector() -> None:
     headers = sign_webhook(
-        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}'
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, b'{"test": 2432232314}'
     )
     assert headers == {
         "webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek",

@@ -10,12 +10,15 @@ answer to a :meth:`Service.client` is checked against the app's OpenAPI document
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import shutil
+import urllib.parse
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 from cabrain import identity
 from cabrain.settings import Settings, load_settings
@@ -154,3 +157,29 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
     yield Service(svc.api_url(settings), service_db, settings, pg_server, OpenApiCheck(spec), keys, ids)
     serve.shutdown()
     ray.shutdown()
+
+
+def chromium_path() -> str:
+    found = os.environ.get("CABRAIN_TEST_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail("the console tests need Debian's chromium: apt-get install chromium (scripts/test installs it)")
+    return found
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as pw:
+        launched = await pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        yield launched
+        await launched.close()
+
+
+async def sign_in(browser: Browser, service: Service, agent: str, start: str = "/console/memories") -> Page:
+    context = await browser.new_context(viewport={"width": 1200, "height": 900})
+    page = await context.new_page()
+    await page.goto(service.url + start)
+    await expect(page).to_have_url(f"{service.url}/console/login?next={urllib.parse.quote(start, safe='')}")
+    await page.get_by_label("API key").fill(service.keys[agent])
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    return page

@@ -9,18 +9,17 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import tempfile
 import urllib.parse
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
-from tests.service.conftest import Service
+from tests.service.conftest import Service, sign_in
 
 NS = "console/team"
 PRIVATE_NS = "console/alice-private"
@@ -28,21 +27,6 @@ SHOTS = Path(os.environ.get("CABRAIN_TEST_SHOTS") or Path(tempfile.gettempdir())
 SCRIPT = '<script>window.__pwned = 1</script><img src="x" onerror="window.__pwned = 2"> and <a href="javascript:window.__pwned=3">a link</a>'
 ARABIC = "يعمل خادم الفواتير على قاعدة بيانات PostgreSQL في مركز البيانات بالرياض."
 SECRET_TEXT = "Alice's private note: the offsite backup passphrase hint is the blue lighthouse."
-
-
-def chromium_path() -> str:
-    found = os.environ.get("CABRAIN_TEST_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail("the console tests need Debian's chromium: apt-get install chromium (scripts/test installs it)")
-    return found
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as pw:
-        launched = await pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        yield launched
-        await launched.close()
 
 
 @pytest.fixture(scope="module")
@@ -69,17 +53,6 @@ def seeded(service: Service) -> dict[str, str]:
         ids["pager"] = retain("Kafka topics of the billing service are partitioned by customer id.")["memory_id"]
         ids["private"] = retain(SECRET_TEXT, PRIVATE_NS, "private")["memory_id"]
     return ids
-
-
-async def sign_in(browser: Browser, service: Service, agent: str, start: str = "/console/memories") -> Page:
-    context = await browser.new_context(viewport={"width": 1200, "height": 900})
-    page = await context.new_page()
-    await page.goto(service.url + start)
-    await expect(page).to_have_url(f"{service.url}/console/login?next={urllib.parse.quote(start, safe='')}")
-    await page.get_by_label("API key").fill(service.keys[agent])
-    await page.get_by_role("button", name="Sign in").click()
-    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
-    return page
 
 
 async def shot(page: Page, name: str, *, full_page: bool = True) -> None:

@@ -27,8 +27,7 @@ from playwright.async_api import Browser, expect
 
 from tests.conftest import cli_env, run_cli
 from tests.mcp_helpers import call_error, http_session
-from tests.service.conftest import LIVE_ENV, Service
-from tests.service.test_console import browser, sign_in  # noqa: F401 - the browser fixture, shared
+from tests.service.conftest import LIVE_ENV, Service, sign_in
 from tests.standins import Running, standing
 from tests.unit.test_gitlab_source import project
 
@@ -306,3 +305,36 @@ async def test_every_surface_holds_the_live_agents_forget_and_a_person_approves_
     await page.context.close()
     memory = service.client("alice").get(f"/v1/memories/{memory_id}").json()["memory"]
     assert memory["invalid_at"] is not None
+
+
+def _sse(client: httpx.Client, **params: Any) -> list[dict[str, Any]]:
+    """The events a bounded stream sends: each block's id, event and data."""
+    events, block = [], {}
+    with client.stream("GET", "/v1/events", params={"seconds": 1, **params}) as answer:
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
+        for line in answer.iter_lines():
+            if not line:
+                if "data" in block:
+                    events.append(block)
+                block = {}
+            elif not line.startswith(":"):
+                field, _, value = line.partition(": ")
+                block[field] = json.loads(value) if field == "data" else value
+    return events
+
+
+def test_the_event_stream_shows_a_reader_its_namespaces_events_and_resumes(
+    service: Service, wired: dict[str, Any]
+) -> None:
+    alice, bob = service.client("alice"), service.client("bob")
+    seen = _sse(alice, namespace="proj")
+    kinds = [e["event"] for e in seen]
+    assert "issue_filed" in kinds and "issue_linked" in kinds  # the live agent's replies, in order
+    assert all(e["data"]["namespace"] == "proj" for e in seen)
+    assert [int(e["id"]) for e in seen] == sorted(int(e["id"]) for e in seen)
+    last = seen[-1]["id"]
+    with alice.stream("GET", "/v1/events", params={"seconds": 1}, headers={"Last-Event-ID": last}) as answer:
+        rest = [line for line in answer.iter_lines() if line.startswith("id: ")]
+    assert all(int(line[4:]) > int(last) for line in rest)
+    assert _sse(bob) == []  # bob reads nothing of proj
+    assert bob.get("/v1/events", params={"namespace": "proj", "seconds": 1}).status_code == 404

@@ -6,7 +6,8 @@ The body is ``{"type": <the event's kind>, "timestamp": <ISO 8601>, "data": <the
 of one delivery, so a receiver drops repeats), ``webhook-timestamp`` (Unix seconds) and
 ``webhook-signature``: ``v1,`` and the base64 HMAC-SHA256 of ``{id}.{timestamp}.{body}``. The key is
 the secret: ``whsec_`` and base64 of the key bytes, as Standard Webhooks libraries make them, or any
-other string, used as its UTF-8 bytes. Config::
+other string, used as its UTF-8 bytes (the signing is the channels' own,
+:func:`cabrain.channels.inbound.webhook.sign`, so what CaBrain sends it would also accept). Config::
 
     {"timeout_s": 10}
 
@@ -19,49 +20,19 @@ connection are retried (after ``Retry-After``); other statuses, redirects includ
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from cabrain.channels.inbound.webhook import sign  # one signing, both ways
 from cabrain.clock import Clock, utc_now
-from cabrain.errors import ConfigError
 from cabrain.notify.senders import DeliveryError, Notice, need_secret, required, shown
 from cabrain.notify.senders.http import client, post, refused
 
-__all__ = ["KIND", "WebhookSender", "build", "sign_webhook", "signing_key"]
+__all__ = ["KIND", "WebhookSender", "build"]
 
 KIND = "webhook"
-PREFIX = "whsec_"
-
-
-def signing_key(secret: str) -> bytes:
-    """The HMAC key of a secret: ``whsec_<base64>`` decoded, any other string as UTF-8."""
-    if secret.startswith(PREFIX):
-        try:
-            return base64.b64decode(secret.removeprefix(PREFIX), validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise ConfigError(
-                "the webhook secret starts with whsec_ but the rest is not base64",
-                hint="give whsec_ followed by the base64 of the key, or a secret without the prefix",
-            ) from exc
-    return secret.encode()
-
-
-def sign_webhook(secret: str, msg_id: str, timestamp: int, body: str | bytes) -> dict[str, str]:
-    """The Standard Webhooks headers that sign ``body`` as message ``msg_id`` sent at ``timestamp``."""
-    content = body if isinstance(body, bytes) else body.encode()
-    signed = f"{msg_id}.{timestamp}.".encode() + content
-    digest = hmac.new(signing_key(secret), signed, hashlib.sha256).digest()
-    return {
-        "webhook-id": msg_id,
-        "webhook-timestamp": str(timestamp),
-        "webhook-signature": "v1," + base64.b64encode(digest).decode(),
-    }
 
 
 class WebhookSender:
@@ -69,7 +40,7 @@ class WebhookSender:
 
     def __init__(self, config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> None:
         self.secret = need_secret(KIND, secret, "a webhook signing secret")
-        signing_key(self.secret)  # a malformed whsec_ secret fails here, not on every delivery
+        sign(self.secret, "check", 0, b"")  # a malformed whsec_ secret fails here, not on every delivery
         self.clock = clock
         self.http = client(config)
 
@@ -99,7 +70,7 @@ class WebhookSender:
         ).encode()
         headers = {
             "Content-Type": "application/json",
-            **sign_webhook(self.secret, notice.key, int(now.timestamp()), body),
+            **sign(self.secret, notice.key, int(now.timestamp()), body if isinstance(body, bytes) else body.encode()),
         }
         what = f"webhook {notice.key}"
         response = await post(self.http, url, what=what, content=body, headers=headers)
