@@ -113,6 +113,7 @@ class Outbox:
     def __init__(self, engine: Engine, environ: Mapping[str, str]) -> None:
         self.engine, self.environ = engine, environ
         self._senders: dict[str, Sender] = {}
+        self._defaults: dict[str, dict[str, Any]] = {}
 
     @property
     def now(self) -> datetime:
@@ -227,7 +228,8 @@ class Outbox:
                     "created_at": event["created_at"].isoformat(),
                 },
             )
-            ref = await (await self._sender(row["notifier"])).send(target, notice)
+            chosen, defaults = await self._sender(row["notifier"])
+            ref = await chosen.send({**defaults, **target}, notice)
         except DeliveryError as exc:
             await self._failed(row, exc)
             return
@@ -255,7 +257,9 @@ class Outbox:
                 await conn.execute(sql.DISABLE_SUB, row["subscription_id"], self.now, f"destination gone: {message}")
         log.warning("push failed", extra={"outbox": str(row["id"]), "error": message})
 
-    async def _sender(self, name: str | None) -> Sender:
+    async def _sender(self, name: str | None) -> tuple[Sender, dict[str, Any]]:
+        """The notifier's sender, and what its targets default to (a webhook notifier's url: a
+        thread's replies through it go where its subscriptions' do)."""
         if name is None:
             raise ConfigError("the push has no notifier")
         if name not in self._senders:
@@ -272,8 +276,9 @@ class Outbox:
                         f"notifier {name!r} reads its secret from {notifier['secret_env']}, which is not set "
                         "where CaBrain runs"
                     )
-            self._senders[name] = sender(notifier["kind"], notifier["config"], secret)
-        return self._senders[name]
+            self._senders[name] = sender(notifier["kind"], notifier["config"], secret, clock=self.engine.clock)
+            self._defaults[name] = {"url": notifier["config"]["url"]} if notifier["kind"] == "webhook" else {}
+        return self._senders[name], self._defaults[name]
 
     async def release(self, outbox_id: uuid.UUID, by: str) -> bool:
         """Send a suppressed or failed push after all (the gate's judgment undone)."""

@@ -10,7 +10,8 @@ Entity requests return every word that starts with "Proj" or "مشروع".
 Sleep requests: distilling returns one fact, "Distilled: <first episode>", citing every episode
 (not JSON if an episode contains "garbage", citing episode 99 if one contains "badsource"); an
 entity summary is "Scripted summary of <entity>."; two statements that both mention "office"
-contradict each other, nothing else does.
+contradict each other, nothing else does. The live agent's triage: a message that says "broken",
+"breaks", "error" or "fails" is a problem report, titled by its first line.
 Every request is appended, as JSON, to the file named by --log.
 """
 
@@ -34,6 +35,9 @@ def answer(system: str, user: str) -> str:
     if system.startswith("Two statements"):
         both = user.count("office") >= 2
         return json.dumps({"contradiction": both, "reason": "scripted: the office moved" if both else "unrelated"})
+    if system.startswith("A message from a team chat"):  # the live agent's triage
+        report = any(w in user.lower() for w in ("broken", "breaks", "error", "fails"))
+        return json.dumps({"issue": report, "title": user.strip().splitlines()[0][:80]})
     if system.startswith("Extract"):
         words = [w.strip(".,") for w in user.split()]
         return json.dumps({"entities": [w for w in words if w.startswith(("Proj", "مشروع"))]})
