@@ -37,7 +37,11 @@ async def test_agents_create_list_key_revoke_disable(db_dsn: str, home) -> None:
     second = run_cli("agents", "key", "claude-code", env=env)
     assert second.returncode == 0 and "cbk_" in second.stdout
     listed = run_cli("agents", "list", env=env)
-    assert re.search(r"claude-code\s+no\s+2\s+active", listed.stdout), listed.stdout
+    assert re.search(r"claude-code\s+no\s+member\s+2\s+active", listed.stdout), listed.stdout
+    made_live = run_cli("agents", "role", "claude-code", "live", env=env)
+    assert made_live.returncode == 0 and "role live" in made_live.stdout
+    assert re.search(r"claude-code\s+no\s+live\s+2\s+active", run_cli("agents", "list", env=env).stdout)
+    assert run_cli("agents", "role", "nobody", "live", env=env).returncode == 1
     keys = run_cli("agents", "keys", "claude-code", env=env)
     assert key_id in keys.stdout and key[:12] in keys.stdout and key not in keys.stdout
 
@@ -51,7 +55,7 @@ async def test_agents_create_list_key_revoke_disable(db_dsn: str, home) -> None:
 
     disabled = run_cli("agents", "disable", "claude-code", env=env)
     assert disabled.returncode == 0
-    assert re.search(r"claude-code\s+no\s+1\s+disabled", run_cli("agents", "list", env=env).stdout)
+    assert re.search(r"claude-code\s+no\s+live\s+1\s+disabled", run_cli("agents", "list", env=env).stdout)
     assert run_cli("agents", "key", "claude-code", env=env).returncode == 1
     assert run_cli("agents", "disable", "nobody", env=env).returncode == 1
 
