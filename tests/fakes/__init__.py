@@ -3,9 +3,35 @@
 import argparse
 import json
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+
+def send_body(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    data: bytes,
+    content_type: str | None,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """One answer: its status, type (none for an empty body), length, other headers and body."""
+    handler.send_response(status)
+    if content_type and data:
+        handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+class Quiet(BaseHTTPRequestHandler):
+    """A stand-in's handler: it logs what a test asks for (its Stand's log), not every request."""
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 def send_json(handler: BaseHTTPRequestHandler, payload: object, status: int = 200) -> None:

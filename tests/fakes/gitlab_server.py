@@ -67,7 +67,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
-from tests.fakes import Stand, send_json, serve_stand
+from tests.fakes import Stand, send_body, send_json, serve_stand
 
 EPOCH = "2024-01-01T00:00:00.000Z"
 ANON = {"id": 1, "username": "ghost", "name": "Ghost User", "state": "active"}
@@ -411,14 +411,7 @@ class Handler(BaseHTTPRequestHandler):
     def text(self, status: int, body: str, headers: dict[str, str]) -> None:
         """A page that is not JSON (what a proxy answers in GitLab's stead)."""
         self.server.gitlab.record(self.entry | {"status": status})
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+        send_body(self, status, body.encode(), "text/html", headers)
 
     def log_message(self, *args: object) -> None:
         pass

@@ -29,9 +29,9 @@ import hashlib
 import hmac
 import json
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
-from tests.fakes import Stand, serve_stand
+from tests.fakes import Quiet, Stand, send_body, serve_stand
 
 
 class Hook(Stand):
@@ -43,7 +43,7 @@ class Hook(Stand):
         return self.token.encode()
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(Quiet):
     server: Server
 
     def do_POST(self) -> None:
@@ -93,18 +93,7 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(204, "")
 
     def answer(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
-        data = text.encode()
-        self.send_response(status)
-        if data:
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        send_body(self, status, text.encode(), "text/plain; charset=utf-8", headers)
 
 
 class Server(ThreadingHTTPServer):

@@ -39,7 +39,7 @@ import re
 import struct
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import http_ece
@@ -47,7 +47,7 @@ from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, utils
 
-from tests.fakes import Stand, serve_stand
+from tests.fakes import Quiet, Stand, send_body, serve_stand
 
 ROUTE = re.compile(r"^/push/([^/?]+)$")
 MAX_BODY = 4096
@@ -102,7 +102,7 @@ def vapid_claims(header: str, origin: str) -> tuple[dict[str, Any], str]:
     return claims, key
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(Quiet):
     server: Server
 
     def do_POST(self) -> None:
@@ -178,17 +178,7 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(201, "", {"Location": location, "TTL": ttl})
 
     def answer(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
-        data = text.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        send_body(self, status, text.encode(), "text/plain; charset=utf-8", headers)
 
 
 class Server(ThreadingHTTPServer):

@@ -28,11 +28,11 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fakes import Stand, send_json, serve_stand
+from tests.fakes import Quiet, Stand, send_body, send_json, serve_stand
 
 BOT = {"user": "cabrain", "user_id": "U0CABRAIN", "bot_id": "B0CABRAIN", "team": "Stand", "team_id": "T0STAND"}
 
@@ -46,7 +46,7 @@ class Slack(Stand):
         return f"{int(time.time())}.{next(self.counter):06d}"
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(Quiet):
     server: Server
 
     def do_POST(self) -> None:
@@ -119,16 +119,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             data = f"<html><body><h1>{status}</h1>Slack is having trouble.</body></html>".encode()
             kind = "text/html; charset=utf-8"
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        send_body(self, status, data, kind, headers)
 
 
 class Server(ThreadingHTTPServer):

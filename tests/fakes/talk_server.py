@@ -34,11 +34,11 @@ import hmac
 import itertools
 import json
 import re
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from tests.fakes import Stand, serve_stand
+from tests.fakes import Quiet, Stand, send_body, serve_stand
 
 ROUTE = re.compile(r"^/ocs/v2\.php/apps/spreed/api/v1/bot/([^/]+)/message$")
 REASONS = {201: "Created", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 413: "Payload Too Large"}
@@ -56,7 +56,7 @@ def ocs(status: int, data: Any = None, message: str | None = None) -> dict[str, 
     return {"ocs": {"meta": meta, "data": data if ok else (data or [])}}
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(Quiet):
     server: Server
 
     def do_POST(self) -> None:
@@ -124,17 +124,7 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(201, ocs(201))
 
     def answer(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        send_body(self, status, json.dumps(payload).encode(), "application/json; charset=utf-8", headers)
 
 
 class Server(ThreadingHTTPServer):

@@ -31,10 +31,10 @@ import base64
 import json
 import re
 import secrets
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes import Stand, serve_stand
+from tests.fakes import Quiet, Stand, send_body, serve_stand
 
 ROUTE = re.compile(r"^/(v\d+\.\d+)/([^/]+)/messages$")
 MAX_BODY = 4096
@@ -52,7 +52,7 @@ def graph_error(message: str, code: int, *, kind: str = "OAuthException", subcod
     return {"error": error}
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(Quiet):
     server: Server
 
     def do_POST(self) -> None:
@@ -115,19 +115,10 @@ class Handler(BaseHTTPRequestHandler):
         )
 
     def answer(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(data)))
+        extra = dict(headers or {})
         if status == 401:
-            self.send_header("WWW-Authenticate", 'OAuth "Facebook Platform" "invalid_token"')
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+            extra["WWW-Authenticate"] = 'OAuth "Facebook Platform" "invalid_token"'
+        send_body(self, status, json.dumps(payload).encode(), "application/json; charset=UTF-8", extra)
 
 
 def invalid(body: Any) -> str | None:
