@@ -97,6 +97,12 @@ class Channels:
             if not isinstance(channel["namespace"], str):
                 raise InputError("a channel needs the namespace its messages go to")
             await access.require_writer(conn, channel["agent_id"], channel["namespace"])
+            writer = await self.engine.governor.profile(channel["agent_id"])
+            if writer is not None and writer["role"] != "member" and not writer["is_admin"]:
+                raise InputError(
+                    f"agent {channel['agent_id']!r} has role {writer['role']!r}, which may not retain: "
+                    "a channel's messages are retained as a member"
+                )
             if (
                 channel["notifier"] is not None
                 and await conn.fetchrow(

@@ -1,7 +1,10 @@
 """Held actions (``/console/actions``): what an agent's role held for a person's confirmation
 (:mod:`cabrain.actions`), with a form to approve or deny each. A person sees the actions on the
 namespaces it owns (an admin: all) and decides them as the API lets it: an agent never decides its
-own, and the server checks who may, whatever the page shows."""
+own, and the server checks who may, whatever the page shows.
+
+Pushes (``/console/pushes``): the outbox, with the gate's reasons and the delivery errors, for the
+agent's subscriptions (an admin: all); a suppressed or failed push can be sent after all."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from cabrain.console import session as sessions
 from cabrain.console.render import page
 from cabrain.console.routing import Current, change_form, router, see_other, text
 from cabrain.errors import InputError
+from cabrain.membership import as_uuid
 from cabrain.serve.deps import Svc
 
 routes = router()
@@ -35,3 +39,23 @@ async def decide(request: Request, action_id: str, svc: Svc, session: Current) -
         raise InputError("answer approve or deny")
     done = await svc.run(lambda b: b.decide_action(session.agent, action_id, approve=answer == "approve"))
     return see_other(f"{sessions.PATH}/actions?done={done['status']}")
+
+
+@routes.get("/pushes")
+async def pushes(request: Request, svc: Svc, session: Current) -> Response:
+    status = filters.choice(
+        request.query_params, "status", ["pending", "delivered", "failed", "suppressed", "streamed"]
+    )
+    found = await svc.run(lambda b: svc.notify(b).outbox(session.agent, status=status or None, limit=200))
+    done = filters.field(request.query_params, "done")
+    return page(request, "pushes.html", title="Pushes", pushes=found, chosen=status, done=done)
+
+
+@routes.post("/pushes/{push_id}/release")
+async def release(request: Request, push_id: str, svc: Svc, session: Current) -> Response:
+    await change_form(request, session)
+    key = as_uuid(push_id, "push id")
+    brain = await svc.get_brain()
+    await svc.notify(brain).can_release(session.agent, key)
+    released = await svc.outbox(brain).release(key, session.agent)
+    return see_other(f"{sessions.PATH}/pushes?done={'released' if released else 'nothing to release'}")

@@ -123,6 +123,11 @@ async def test_only_an_admin_adds_a_channel_and_its_live_agent_must_be_of_role_l
     await brain.create_agent("helper")
     with pytest.raises(InputError, match="not of role live"):
         await channels.add("root", {**spec, "agent": "alice", "live_agent": "helper"})
+    await brain.share("alice", "proj", "helper", can_write=True)
+    await brain.accept_grant("helper", "proj")
+    await brain.set_role("helper", "live")
+    with pytest.raises(InputError, match="may not retain"):
+        await channels.add("root", {**spec, "agent": "helper"})
     with pytest.raises(InputError, match="CaBrain setting"):
         await channels.add("root", {**spec, "agent": "alice", "secret_env": "CABRAIN_DATABASE_URL"})
     unset = Channels(brain, {})

@@ -338,3 +338,19 @@ def test_the_event_stream_shows_a_reader_its_namespaces_events_and_resumes(
     assert all(int(line[4:]) > int(last) for line in rest)
     assert _sse(bob) == []  # bob reads nothing of proj
     assert bob.get("/v1/events", params={"namespace": "proj", "seconds": 1}).status_code == 404
+
+
+async def test_the_console_shows_the_pushes_and_why(service: Service, wired: dict[str, Any], browser: Browser) -> None:
+    page = await sign_in(browser, service, "admin", "/console/pushes")
+    table = page.locator("#pushes")
+    await expect(table).to_contain_text("issue_linked")
+    await expect(table).to_contain_text("via wa")
+    await page.get_by_label("Status").select_option("failed")
+    await page.get_by_role("button", name="Show").click()
+    await expect(page.locator("#pushes")).not_to_contain_text("issue_linked")
+    await page.context.close()
+    alice = await sign_in(
+        browser, service, "alice", "/console/pushes"
+    )  # the thread's replies are no subscription of hers
+    await expect(alice.locator("#pushes")).not_to_contain_text("issue_linked")
+    await alice.context.close()
