@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from cabrain.cli.common import EXIT_OK, REMOTE_NOTE, Subparsers, json_flag, remote
+from cabrain.cli.common import EXIT_OK, REMOTE_NOTE, Subparsers, json_flag, namespace_option, remote
 from cabrain.errors import UsageError
 from cabrain.settings import Settings
 
@@ -92,7 +92,7 @@ def cmd_channels_remove(settings: Settings, args: argparse.Namespace) -> int:
 
 # --- notifiers, subscriptions, the outbox -----------------------------------------------------------
 def cmd_notify_add(settings: Settings, args: argparse.Namespace) -> int:
-    config = {**_json_arg(args.config, "--config"), **_pairs(args.set, "--set")}
+    config = {**_json_arg(args.options, "--options"), **_pairs(args.set, "--set")}
     body = {"name": args.name, "kind": args.kind, "config": config, "secret_env": args.secret_env}
     made = _call(settings, "POST", "/v1/notifiers", json=body)
     print(f"notifier {made['name']} ({made['kind']}), its secret read from ${made['secret_env']}")
@@ -112,10 +112,10 @@ def cmd_notify_remove(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_subscribe(settings: Settings, args: argparse.Namespace) -> int:
     quiet_start = quiet_end = None
-    if args.quiet:
-        quiet_start, sep, quiet_end = args.quiet.partition("-")
+    if args.quiet_hours:
+        quiet_start, sep, quiet_end = args.quiet_hours.partition("-")
         if not sep:
-            raise UsageError("--quiet takes START-END, e.g. 22:00-07:00")
+            raise UsageError("--quiet-hours takes START-END, e.g. 22:00-07:00")
     body = {
         "subscriber": args.subscriber,
         "kinds": args.kind,
@@ -227,10 +227,11 @@ def add_live(sub: Subparsers) -> None:
         "channels", help="chat channels that retain what is said (service)", description=REMOTE_NOTE
     )
     csub = channels.add_subparsers(dest="channels_command", metavar="COMMAND", required=True)
-    add = csub.add_parser("add", help="add a channel (admin)", description="Add a chat channel (admin).")
+    add = csub.add_parser(
+        "add", parents=[namespace_option()], help="add a channel (admin)", description="Add a chat channel (admin)."
+    )
     add.add_argument("name")
     add.add_argument("--kind", required=True, choices=["slack", "whatsapp", "talk", "webhook"])
-    add.add_argument("-n", "--namespace", required=True)
     add.add_argument("--secret-env", required=True, help="the variable holding the platform's signing secret")
     add.add_argument("--verify-token-env", help="whatsapp: the variable holding the verify token")
     add.add_argument("--visibility", default="team", choices=["private", "team", "global"])
@@ -240,9 +241,15 @@ def add_live(sub: Subparsers) -> None:
     add.add_argument("--tracker", help="a gitlab or vikunja connector the live agent files issues in")
     add.add_argument("--option", action="append", metavar="KEY=VALUE", help="file_issues, prefix, labels, approvers")
     add.set_defaults(func=cmd_channels_add)
-    ls = csub.add_parser("list", parents=[json_flag()], help="list channels (admin)")
+    ls = csub.add_parser(
+        "list", parents=[json_flag()], help="list channels (admin)", description="List channels (admin)."
+    )
     ls.set_defaults(func=cmd_channels_list)
-    rm = csub.add_parser("remove", help="remove a channel (admin); what it stored stays")
+    rm = csub.add_parser(
+        "remove",
+        help="remove a channel (admin); what it stored stays",
+        description="Remove a channel (admin); what it stored stays.",
+    )
     rm.add_argument("name")
     rm.set_defaults(func=cmd_channels_remove)
 
@@ -250,62 +257,94 @@ def add_live(sub: Subparsers) -> None:
         "notify", help="pushes: notifiers, subscriptions, the outbox (service)", description=REMOTE_NOTE
     )
     nsub = notify.add_subparsers(dest="notify_command", metavar="COMMAND", required=True)
-    nadd = nsub.add_parser("add", help="add a notifier (admin)")
+    nadd = nsub.add_parser("add", help="add a notifier (admin)", description="Add a notifier (admin).")
     nadd.add_argument("name")
     nadd.add_argument("--kind", required=True, choices=["slack", "whatsapp", "talk", "webpush", "webhook"])
     nadd.add_argument("--secret-env", required=True, help="the variable holding its token or secret")
-    nadd.add_argument("--config", help="its options as a JSON object")
+    nadd.add_argument("--options", help="its options as a JSON object")
     nadd.add_argument("--set", action="append", metavar="KEY=VALUE", help="one option (repeatable)")
     nadd.set_defaults(func=cmd_notify_add)
-    nls = nsub.add_parser("list", parents=[json_flag()], help="list notifiers")
+    nls = nsub.add_parser("list", parents=[json_flag()], help="list notifiers", description="List notifiers.")
     nls.set_defaults(func=cmd_notify_list)
-    nrm = nsub.add_parser("remove", help="remove a notifier (admin)")
+    nrm = nsub.add_parser("remove", help="remove a notifier (admin)", description="Remove a notifier (admin).")
     nrm.add_argument("name")
     nrm.set_defaults(func=cmd_notify_remove)
-    subscribe = nsub.add_parser("subscribe", help="subscribe to pushes")
+    subscribe = nsub.add_parser(
+        "subscribe",
+        parents=[namespace_option(required=False)],
+        help="subscribe to pushes",
+        description="Subscribe to pushes (of one namespace with -n, else of every namespace you read).",
+    )
     subscribe.add_argument("--subscriber", required=True, help="who is told")
     subscribe.add_argument(
         "--kind", action="append", required=True, choices=["contradiction", "stale", "pattern", "action_pending"]
     )
-    subscribe.add_argument("-n", "--namespace", help="one namespace (default: all you read)")
     subscribe.add_argument("--notifier", help="how to reach them (default: the event stream only)")
     subscribe.add_argument("--target", help='where, as JSON: {"channel": "C0.."}, {"to": "9665.."}, ...')
     subscribe.add_argument("--min-importance", type=float, default=0.5)
     subscribe.add_argument("--max-per-hour", type=int, default=6)
-    subscribe.add_argument("--quiet", metavar="START-END", help="quiet hours, e.g. 22:00-07:00")
+    subscribe.add_argument("--quiet-hours", metavar="START-END", help="quiet hours, e.g. 22:00-07:00")
     subscribe.add_argument("--tz", default="UTC", help="the subscriber's time zone (IANA name)")
     subscribe.set_defaults(func=cmd_subscribe)
-    subs = nsub.add_parser("subscriptions", parents=[json_flag()], help="your subscriptions")
+    subs = nsub.add_parser(
+        "subscriptions", parents=[json_flag()], help="your subscriptions", description="Your subscriptions."
+    )
     subs.add_argument("--all", action="store_true", help="everyone's (admin)")
     subs.set_defaults(func=cmd_subscriptions)
-    unsub = nsub.add_parser("unsubscribe", help="stop a subscription")
+    unsub = nsub.add_parser("unsubscribe", help="stop a subscription", description="Stop a subscription.")
     unsub.add_argument("id")
     unsub.set_defaults(func=cmd_unsubscribe)
-    box = nsub.add_parser("outbox", parents=[json_flag()], help="pushes and the gate's decisions")
+    box = nsub.add_parser(
+        "outbox",
+        parents=[json_flag()],
+        help="pushes and the gate's decisions",
+        description="Pushes and the gate's decisions.",
+    )
     box.add_argument("--status", choices=["pending", "delivered", "failed", "suppressed", "streamed"])
     box.set_defaults(func=cmd_outbox)
-    release = nsub.add_parser("release", help="send a suppressed or failed push after all")
+    release = nsub.add_parser(
+        "release",
+        help="send a suppressed or failed push after all",
+        description="Send a suppressed or failed push after all.",
+    )
     release.add_argument("id")
     release.set_defaults(func=cmd_release)
 
     actions = sub.add_parser("actions", help="held actions a person decides (service)", description=REMOTE_NOTE)
     asub = actions.add_subparsers(dest="actions_command", metavar="COMMAND", required=True)
-    ls = asub.add_parser("list", parents=[json_flag()], help="actions you may decide or asked for")
+    ls = asub.add_parser(
+        "list",
+        parents=[json_flag()],
+        help="actions you may decide or asked for",
+        description="Actions you may decide or asked for.",
+    )
     ls.add_argument("--status", default="pending", choices=["pending", "done", "failed", "denied", "expired", "all"])
     ls.set_defaults(func=cmd_actions)
     for verb in ("approve", "deny"):
-        decide = asub.add_parser(verb, help=f"{verb} a held action")
+        decide = asub.add_parser(
+            verb,
+            help=f"{verb} a held action",
+            description=f"{verb.title()} a held action: approved, it runs once, as the agent that asked.",
+        )
         decide.add_argument("id")
         decide.set_defaults(func=cmd_decide)
 
-    usage = sub.add_parser("usage", parents=[json_flag()], help="usage and spend per agent (service)")
+    usage = sub.add_parser(
+        "usage",
+        parents=[json_flag(), namespace_option(required=False)],
+        help="usage and spend per agent (service)",
+        description="Usage and spend per agent (service).",
+    )
     usage.add_argument("--agent")
-    usage.add_argument("-n", "--namespace")
     usage.add_argument("--since", help="YYYY-MM-DD (default: a week before --until)")
     usage.add_argument("--until", help="YYYY-MM-DD (default: today, UTC)")
     usage.set_defaults(func=cmd_usage)
     usub = usage.add_subparsers(dest="usage_command", metavar="COMMAND")
-    cap = usub.add_parser("cap", help="cap an agent's calls of a kind per day (admin)")
+    cap = usub.add_parser(
+        "cap",
+        help="cap an agent's calls of a kind per day (admin)",
+        description="Cap an agent's calls of a kind per day (admin).",
+    )
     cap.add_argument("agent")
     cap.add_argument("op", help="recall, retain, read, file_issue, embed, chat, workflow, ... or * for all")
     cap.add_argument("per_day", type=int, nargs="?")
@@ -314,7 +353,7 @@ def add_live(sub: Subparsers) -> None:
 
     issues = sub.add_parser("issues", help="file issues through a tracker connector (service)", description=REMOTE_NOTE)
     isub = issues.add_subparsers(dest="issues_command", metavar="COMMAND", required=True)
-    file = isub.add_parser("file", help="file an issue")
+    file = isub.add_parser("file", help="file an issue", description="File an issue.")
     file.add_argument("--tracker", required=True, help="a gitlab or vikunja connector")
     file.add_argument("--title", required=True)
     file.add_argument("--description", default="", help="the text, or - to read it from stdin")

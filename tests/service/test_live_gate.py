@@ -134,15 +134,16 @@ def test_gate_4_a_whatsapp_report_becomes_an_issue_and_its_merge_request_comes_b
     service: Service, stands: dict[str, Running], wired: dict[str, Any]
 ) -> None:
     wa, gitlab = stands["whatsapp"], stands["gitlab"]
-    url = f"{service.url}/v1/channels/support-wa/events"
+    meta = service.client(None)  # the platform: no API key, its own signature
+    url = "/v1/channels/support-wa/events"
     # Meta's subscription check first
     check = {"hub.mode": "subscribe", "hub.verify_token": LIVE_ENV["GATE_WA_VERIFY"], "hub.challenge": "1158201444"}
-    assert httpx.get(url, params=check).text == "1158201444"
-    assert httpx.get(url, params={**check, "hub.verify_token": "guess"}).status_code == 401
+    assert meta.get(url, params=check).text == "1158201444"
+    assert meta.get(url, params={**check, "hub.verify_token": "guess"}).status_code == 401
 
     wamid = f"wamid.HBgM{uuid.uuid4().hex[:16]}"
     body = whatsapp_body(REPORT, wamid)
-    answer = httpx.post(url, content=body, headers=meta_signature(body))
+    answer = meta.post(url, content=body, headers=meta_signature(body))
     assert answer.status_code == 200 and answer.json()["stored"] == 1, answer.text
 
     issues = wait_for("the issue on GitLab", lambda: gitlab.read()["projects"][0]["issues"])
@@ -180,7 +181,7 @@ def test_gate_4_a_whatsapp_report_becomes_an_issue_and_its_merge_request_comes_b
     assert len(mr_messages()) == 1
 
     # the platform's retry, and a replay of the same delivery, store nothing new
-    again = httpx.post(url, content=body, headers=meta_signature(body))
+    again = meta.post(url, content=body, headers=meta_signature(body))
     assert again.status_code == 200 and again.json() == {"ok": True, "stored": 0, "duplicates": 1}
     assert len(gitlab.read()["projects"][0]["issues"]) == 1
 
@@ -336,7 +337,7 @@ def test_the_event_stream_shows_a_reader_its_namespaces_events_and_resumes(
     with alice.stream("GET", "/v1/events", params={"seconds": 1}, headers={"Last-Event-ID": last}) as answer:
         rest = [line for line in answer.iter_lines() if line.startswith("id: ")]
     assert all(int(line[4:]) > int(last) for line in rest)
-    assert _sse(bob) == []  # bob reads nothing of proj
+    assert all(e["data"]["namespace"] != "proj" for e in _sse(bob))  # bob reads nothing of proj
     assert bob.get("/v1/events", params={"namespace": "proj", "seconds": 1}).status_code == 404
 
 
@@ -354,3 +355,66 @@ async def test_the_console_shows_the_pushes_and_why(service: Service, wired: dic
     )  # the thread's replies are no subscription of hers
     await expect(alice.locator("#pushes")).not_to_contain_text("issue_linked")
     await alice.context.close()
+
+
+def test_the_admin_and_subscriber_routes_answer_as_documented(
+    service: Service, stands: dict[str, Running], wired: dict[str, Any]
+) -> None:
+    admin, alice, scout = service.client("admin"), service.client("alice"), service.client("scout")
+    assert {c["name"] for c in admin.get("/v1/channels").json()["channels"]} >= {"support-wa"}
+    assert alice.get("/v1/channels").status_code == 403
+    hook = {
+        "name": "spare",
+        "kind": "webhook",
+        "config": {"url": "http://127.0.0.1:9/hook"},
+        "secret_env": "GATE_WA_TOKEN",
+    }
+    assert admin.post("/v1/notifiers", json=hook).status_code == 201
+    assert "spare" in {n["name"] for n in alice.get("/v1/notifiers").json()["notifiers"]}
+
+    # a subscription whose threshold nothing reaches: its pushes are suppressed, and one is released
+    strict = {
+        "subscriber": "alice",
+        "kinds": ["stale"],
+        "namespace": "proj",
+        "notifier": "spare",
+        "min_importance": 1.0,
+    }
+    sub = alice.post("/v1/subscriptions", json=strict).json()
+    assert sub["target"] == {"url": "http://127.0.0.1:9/hook"}  # a webhook subscription posts to its notifier's url
+    assert [s["id"] for s in alice.get("/v1/subscriptions").json()["subscriptions"]] == [sub["id"]]
+    for text in ("The feed page cache lives for 5 minutes.", "The feed page cache lives for 15 minutes now."):
+        assert (
+            alice.post("/v1/memories", json={"content": text, "namespace": "proj", "visibility": "team"}).status_code
+            == 200
+        )
+    held = wait_for(
+        "the gate's decision", lambda: alice.get("/v1/outbox", params={"status": "suppressed"}).json()["pushes"]
+    )
+    assert held[0]["reason"].startswith("below threshold") and held[0]["kind"] == "stale"
+    assert scout.post(f"/v1/outbox/{held[0]['id']}/release").status_code == 403
+    assert alice.post(f"/v1/outbox/{held[0]['id']}/release").json() == {"released": True}
+
+    def tried() -> list[dict[str, Any]]:
+        rows = alice.get("/v1/outbox").json()["pushes"]
+        return [r for r in rows if r["id"] == held[0]["id"] and r["attempts"] >= 1 and r["last_error"]]
+
+    [retrying] = wait_for("the release's first try", tried)  # nothing listens on port 9: retried, and visible
+    assert retrying["status"] == "pending" and retrying["reason"] == "released by alice"
+    assert alice.delete(f"/v1/subscriptions/{sub['id']}").json() == {"removed": True}
+    assert admin.delete("/v1/notifiers/spare").json() == {"removed": True}
+
+    # filing through the tracker as a member, and the live agents' issues (an admin's listing)
+    filed = alice.post("/v1/issues", json={"tracker": "app-issues", "title": "Dark mode contrast", "key": "contrast-1"})
+    assert filed.status_code == 201 and filed.json()["url"].startswith(stands["gitlab"].url)
+    again = alice.post("/v1/issues", json={"tracker": "app-issues", "title": "Dark mode contrast", "key": "contrast-1"})
+    assert again.json()["ref"] == filed.json()["ref"]  # the same key files nothing new
+    assert [i["channel"] for i in admin.get("/v1/issues").json()["issues"]] == ["support-wa"]
+
+    # a held action approved over the API
+    memory = alice.post("/v1/memories", json={"content": "Old banner copy.", "namespace": "proj", "visibility": "team"})
+    forget = scout.post(f"/v1/memories/{memory.json()['memory_id']}/forget")
+    action = forget.json()["error"]["fix"]["params"]["action"]
+    assert alice.post(f"/v1/actions/{action}/approve").json()["status"] in ("done", "failed")
+
+    assert admin.delete("/v1/channels/team-slack").json() == {"removed": True}

@@ -28,6 +28,7 @@ PARAMS = {
     "provider": "openai",
     "endpoint": "http://127.0.0.1:11434/v1",
     "name": "qwen",
+    "action": "5f1d2c3b-0000-4000-8000-000000000001",
 }
 
 

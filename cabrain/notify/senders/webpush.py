@@ -137,7 +137,7 @@ class WebPushSender:
             raise DeliveryError(
                 "a push subscription needs keys.p256dh and keys.auth",
                 retry=False,
-                hint="store the browser's PushSubscription.toJSON() whole",
+                hint="store the browser's whole push subscription (its JSON form: endpoint and keys)",
             )
         parts = urlsplit(endpoint)
         if parts.scheme != "https" and not (parts.scheme == "http" and self.allow_http):

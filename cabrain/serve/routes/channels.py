@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Query, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 from pydantic import Field
 
 from cabrain.channels.inbound import RawRequest
@@ -64,12 +64,7 @@ async def remove_channel(name: str, svc: Svc, p: Admin) -> dict[str, Any]:
     return {"removed": await svc.run(lambda b: svc.channels(b).remove(p.agent_id, name))}
 
 
-@routes.api_route(
-    "/v1/channels/{name}/events",
-    methods=["GET", "POST"],
-    summary="Where a platform delivers (authenticated by its signature, not an API key)",
-)
-async def channel_events(name: str, request: Request, svc: Svc) -> Response:
+async def _deliver(name: str, request: Request, svc: Svc) -> Response:
     raw = RawRequest(
         request.method,
         {k.lower(): v for k, v in request.headers.items()},
@@ -82,6 +77,43 @@ async def channel_events(name: str, request: Request, svc: Svc) -> Response:
     if delivery.stored:
         svc.hand_to_live_agent(brain, name, delivery.stored)
     return Response(delivery.body, status_code=delivery.status, media_type=delivery.content_type)
+
+
+@routes.post(
+    "/v1/channels/{name}/events",
+    summary="Where a platform delivers (authenticated by its signature, not an API key)",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "What was stored; or the challenge a platform's check asks for, as text",
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "ok": {"type": "boolean"},
+                            "stored": {"type": "integer"},
+                            "duplicates": {"type": "integer"},
+                        },
+                        "required": ["ok", "stored", "duplicates"],
+                    }
+                },
+                "text/plain": {"schema": {"type": "string"}},
+            },
+        }
+    },
+)
+async def channel_events(name: str, request: Request, svc: Svc) -> Response:
+    return await _deliver(name, request, svc)
+
+
+@routes.get(
+    "/v1/channels/{name}/events",
+    summary="A platform's subscription check (WhatsApp's hub.challenge)",
+    response_class=PlainTextResponse,
+)
+async def channel_check(name: str, request: Request, svc: Svc) -> Response:
+    return await _deliver(name, request, svc)
 
 
 @routes.post("/v1/issues", status_code=201, summary="File an issue through a tracker connector")
