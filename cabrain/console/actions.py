@@ -9,14 +9,15 @@ agent's subscriptions (an admin: all); a suppressed or failed push can be sent a
 from __future__ import annotations
 
 from fastapi import Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from cabrain.console import filters
 from cabrain.console import session as sessions
-from cabrain.console.render import page
+from cabrain.console.render import HEADERS, page
 from cabrain.console.routing import Current, change_form, router, see_other, text
 from cabrain.errors import InputError
 from cabrain.membership import as_uuid
+from cabrain.notify.stream import last_seen, sse
 from cabrain.serve.deps import Svc
 
 routes = router()
@@ -59,3 +60,16 @@ async def release(request: Request, push_id: str, svc: Svc, session: Current) ->
     await svc.notify(brain).can_release(session.agent, key)
     released = await svc.outbox(brain).release(key, session.agent)
     return see_other(f"{sessions.PATH}/pushes?done={'released' if released else 'nothing to release'}")
+
+
+@routes.get("/events")
+async def events(request: Request, svc: Svc, session: Current) -> Response:
+    """The live findings' stream: the same events as ``/v1/events``, as the signed-in agent, from
+    the latest (or after ``Last-Event-ID``); the browser reconnects when it closes."""
+    brain = await svc.get_brain()
+    hub = svc.notify(brain)
+    after = last_seen(0, request.headers.get("last-event-id"))
+    if after == 0:  # a page opened now shows what is new from now on
+        after = await brain.riding_out(hub.latest)
+    stream = sse(hub, session.agent, after=after, namespace=None, seconds=300, poll_s=svc.settings.notify_poll_s)
+    return StreamingResponse(stream, media_type="text/event-stream", headers={**HEADERS, "Cache-Control": "no-store"})

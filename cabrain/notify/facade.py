@@ -193,6 +193,11 @@ class Notify:
             if row["agent_id"] != agent:
                 await access.require_admin(conn, agent)
 
+    async def latest(self) -> int:
+        """The newest event's ``seq`` (0: none yet): where a stream of what is new from now starts."""
+        async with self.engine.pool.acquire() as conn:
+            return int(await conn.fetchval(sql.LATEST))
+
     async def events(
         self, agent: str, *, after: int = 0, namespace: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:

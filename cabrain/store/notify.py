@@ -57,6 +57,7 @@ FINDING_SINCE = "SELECT EXISTS (SELECT 1 FROM notify_events WHERE finding = $1 A
 CLAIM_EVENTS = """
 SELECT * FROM notify_events WHERE fanned_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED
 """
+LATEST = "SELECT coalesce(max(seq), 0) FROM notify_events"
 FANNED = "UPDATE notify_events SET fanned_at = $2, importance = $3 WHERE id = $1"
 # The memories behind an event that an agent may read (hot ones; a demoted one is left out).
 READABLE_MEMORIES = Statement(

@@ -418,3 +418,18 @@ def test_the_admin_and_subscriber_routes_answer_as_documented(
     assert alice.post(f"/v1/actions/{action}/approve").json()["status"] in ("done", "failed")
 
     assert admin.delete("/v1/channels/team-slack").json() == {"removed": True}
+
+
+async def test_the_console_shows_live_findings_as_they_happen(
+    service: Service, wired: dict[str, Any], browser: Browser
+) -> None:
+    page = await sign_in(browser, service, "alice", "/console/pushes")
+    await expect(page.locator("#findings-status")).to_contain_text("connected")
+    with service.client("alice") as alice:
+        for text in ("The design review is on March 14.", "The design review on March 14 has been cancelled."):
+            body = {"content": text, "namespace": "proj", "visibility": "team"}
+            assert alice.post("/v1/memories", json=body).status_code == 200
+    finding = page.locator('#findings li[data-kind="contradiction"]')
+    await expect(finding).to_contain_text("contradiction in proj", timeout=20_000)
+    await expect(finding).to_contain_text("The design review is on March 14.")
+    await page.context.close()

@@ -218,3 +218,39 @@ document.addEventListener("keydown", (event) => {
   }
   setTimeout(poll, 2000);
 })();
+
+// Live findings (the pushes page): the brain's events, as the signed-in agent may see them, over
+// server-sent events. Text only (textContent): an event's words never become markup.
+(function () {
+  const list = document.getElementById("findings");
+  if (!list || !window.EventSource) return;
+  const status = document.getElementById("findings-status");
+  const source = new EventSource(list.dataset.src);
+  function show(event) {
+    const data = JSON.parse(event.data);
+    if (data.kind === "gap") return;
+    const li = document.createElement("li");
+    li.dataset.kind = data.kind;
+    const head = document.createElement("p");
+    head.textContent = data.kind + " in " + data.namespace + (data.title ? ": " + data.title : "");
+    li.appendChild(head);
+    for (const memory of data.memories || []) {
+      const line = document.createElement("p");
+      line.className = "meta";
+      const link = document.createElement("a");
+      link.href = "/console/memories/" + encodeURIComponent(memory.id);
+      link.textContent = memory.current ? "now" : "was";
+      line.appendChild(link);
+      line.appendChild(document.createTextNode(": " + memory.content));
+      li.appendChild(line);
+    }
+    list.insertBefore(li, list.firstChild);
+    const empty = document.getElementById("findings-empty");
+    if (empty) empty.remove();
+  }
+  for (const kind of ["contradiction", "stale", "pattern", "issue_filed", "issue_linked", "action_pending", "reply"]) {
+    source.addEventListener(kind, show);
+  }
+  source.onopen = function () { if (status) status.textContent = "Live: connected"; };
+  source.onerror = function () { if (status) status.textContent = "Live: reconnecting"; };
+})();

@@ -4,17 +4,14 @@ events: each event once, in order, with ``Last-Event-ID`` to resume)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import Header, Query
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
+from cabrain.notify.stream import last_seen, sse
 from cabrain.serve.deps import Admin, Caller, Svc
 from cabrain.serve.routing import router
 from cabrain.serve.schemas import Body
@@ -117,25 +114,16 @@ async def events(
 ) -> StreamingResponse:
     brain = await svc.get_brain()
     hub = svc.notify(brain)
-    if last_event_id and last_event_id.isdigit():
-        after = max(after, int(last_event_id))
+    after = last_seen(after, last_event_id)
     first = await brain.riding_out(lambda: hub.events(p.agent_id, after=after, namespace=namespace))
-    poll_s = svc.settings.notify_poll_s
-
-    async def stream() -> AsyncIterator[bytes]:
-        seen, batch = after, first
-        ends = time.monotonic() + seconds
-        yield f"retry: {int(poll_s * 1000)}\n\n".encode()
-        while True:
-            for event in batch:
-                seen = event["seq"]
-                yield f"id: {seen}\nevent: {event['kind']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
-            if time.monotonic() >= ends:
-                return
-            await asyncio.sleep(poll_s)
-            batch = await hub.events(p.agent_id, after=seen, namespace=namespace)
-            if not batch:
-                yield b": keep-alive\n\n"
-
+    stream = sse(
+        hub,
+        p.agent_id,
+        after=after,
+        namespace=namespace,
+        seconds=seconds,
+        poll_s=svc.settings.notify_poll_s,
+        first=first,
+    )
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
