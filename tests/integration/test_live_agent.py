@@ -99,7 +99,7 @@ def issues(gitlab: Running) -> list[dict[str, Any]]:
 
 
 async def test_a_prefixed_report_is_filed_with_what_the_brain_knows_and_the_thread_hears_of_it(live, stands):
-    brain, hub, agent, outbox = live
+    _brain, hub, agent, outbox = live
     gitlab, hook = stands
     await say(hub, agent, "room", "good morning team", 1)
     assert issues(gitlab) == []
@@ -124,7 +124,7 @@ async def test_a_prefixed_report_is_filed_with_what_the_brain_knows_and_the_thre
 
 
 async def test_the_chat_models_triage_decides_in_a_model_channel(live, stands):
-    brain, hub, agent, outbox = live
+    _brain, hub, agent, _outbox = live
     gitlab, _ = stands
     await say(hub, agent, "triage", "thanks, all good now", 1)
     await say(hub, agent, "triage", "The export button is broken on Safari", 2)
@@ -152,7 +152,7 @@ async def test_an_approver_decides_a_held_action_from_the_chat(live, stands):
 
 
 async def test_a_tracker_that_is_down_is_said_in_the_thread(live, stands):
-    brain, hub, agent, outbox = live
+    _brain, hub, agent, outbox = live
     gitlab, hook = stands
     gitlab.edit(lambda d: d.update(faults=[{"match": "POST", "status": 503, "times": 10}]))
     await say(hub, agent, "room", "/issue Search returns nothing", 1)
