@@ -39,7 +39,7 @@ from zoneinfo import ZoneInfo
 import asyncpg
 
 from cabrain.engine import Engine
-from cabrain.errors import ConfigError
+from cabrain.errors import ConfigError, InputError
 from cabrain.notify.senders import DeliveryError, Notice, Sender, sender
 from cabrain.store import notify as sql
 
@@ -126,19 +126,23 @@ class Outbox:
         async with pool.acquire() as conn, conn.transaction():
             events = [sql.decoded(r) for r in await conn.fetch(sql.CLAIM_EVENTS, batch)]
             for event in events:
-                importance = event["importance"]
-                if importance is None:
-                    importance = (
-                        await conn.fetchval(sql.IMPORTANCE, event["memory_ids"]) if event["memory_ids"] else 1.0
-                    )
-                    event["importance"] = float(importance if importance is not None else 0.0)
-                if event["kind"] in THREAD_KINDS:
-                    await self._to_thread(conn, event)
-                elif event["namespace"] is not None:
-                    for sub in await conn.fetch(sql.MATCHING, event["kind"], event["namespace"]):
-                        await self._to_subscriber(conn, event, sql.decoded(sub))
+                try:
+                    async with conn.transaction():  # one event that cannot be fanned out holds up no other
+                        await self._fan_out_one(conn, event)
+                except Exception as exc:  # noqa: BLE001 - logged; the event is not tried again
+                    log.warning("event not fanned out", extra={"event": str(event["id"]), "error": str(exc)})
                 await conn.execute(sql.FANNED, event["id"], self.now, event["importance"])
         return len(events)
+
+    async def _fan_out_one(self, conn: asyncpg.Connection, event: dict[str, Any]) -> None:
+        if event["importance"] is None:
+            found = await conn.fetchval(sql.IMPORTANCE, event["memory_ids"]) if event["memory_ids"] else 1.0
+            event["importance"] = float(found if found is not None else 0.0)
+        if event["kind"] in THREAD_KINDS:
+            await self._to_thread(conn, event)
+        elif event["namespace"] is not None:
+            for sub in await conn.fetch(sql.MATCHING, event["kind"], event["namespace"]):
+                await self._to_subscriber(conn, event, sql.decoded(sub))
 
     async def _to_thread(self, conn: asyncpg.Connection, event: dict[str, Any]) -> None:
         data = event["data"]
@@ -233,8 +237,11 @@ class Outbox:
         except DeliveryError as exc:
             await self._failed(row, exc)
             return
-        except ConfigError as exc:
+        except (ConfigError, InputError) as exc:  # a notifier that cannot be built: no try will do better
             await self._failed(row, DeliveryError(str(exc), retry=False))
+            return
+        except Exception as exc:  # noqa: BLE001 - unforeseen: tried again with backoff, then failed, visibly
+            await self._failed(row, DeliveryError(f"{type(exc).__name__}: {exc}", retry=True))
             return
         async with self.engine.pool.acquire() as conn:
             await conn.execute(sql.DELIVERED, row["id"], self.now, ref)

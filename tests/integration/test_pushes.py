@@ -255,3 +255,15 @@ async def test_a_held_action_is_pushed_to_who_decides_it(pushes, hook):
     body = delivery["body"]
     assert body["type"] == "action_pending" and held.value.fix.params["action"] in body["text"]
     assert "The feed page is RTL-aware." in body["text"]
+
+
+async def test_an_event_that_cannot_be_fanned_out_holds_up_no_other(pushes, hook):
+    brain, hub, outbox = pushes
+    await hub.subscribe("alice", subscriber="alice", kinds=["contradiction"], namespace="proj", notifier="hooks")
+    async with brain.engine.pool.acquire() as conn:  # a thread reply that names no thread: it cannot be routed
+        await notify_sql.insert_event(conn, "reply", "proj", "reply:broken", now=brain.engine.clock(), data={})
+    await _contradiction(brain)
+    await _work(outbox)
+    assert [d["body"]["type"] for d in hook.seen()] == ["contradiction"]
+    async with brain.engine.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM notify_events WHERE fanned_at IS NULL") == 0
