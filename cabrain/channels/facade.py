@@ -168,6 +168,7 @@ class Channels:
         secrets = ChannelSecrets(
             self._secret(channel["secret_env"], "signing secret"),
             self._secret(channel["verify_token_env"], "verify token") if request.method == "GET" else None,
+            max_skew_s=self.engine.settings.channel_max_skew_s,
         )
         received = adapter(channel["kind"]).receive(request, secrets, self.engine.clock())
         stored: list[tuple[ChatMessage, list[uuid.UUID]]] = []

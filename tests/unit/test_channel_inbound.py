@@ -765,3 +765,11 @@ def test_received_times_are_aware_utc_even_when_now_is_given_in_another_zone() -
     body = _json(_talk_note({"message": "hi", "parameters": []}))
     (message,) = ADAPTERS["talk"].receive(_request(body, _talk_headers(body)), TALK, riyadh_now).messages
     assert message.sent_at == NOW and message.sent_at.utcoffset() == timedelta(0)
+
+
+def test_the_accepted_clock_skew_is_the_channels_setting() -> None:
+    message = {"id": "m-9", "speaker": "Ana", "text": "ten minutes late"}
+    with pytest.raises(Unauthenticated, match="at most 300 s"):
+        _wh(message, timestamp=TS - 600)
+    wide = ChannelSecrets(signing_secret=WH_SECRET, max_skew_s=900)
+    assert [m.text for m in _wh(message, wide, timestamp=TS - 600).messages] == ["ten minutes late"]

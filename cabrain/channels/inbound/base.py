@@ -55,6 +55,7 @@ class ChannelSecrets:
 
     signing_secret: str | None  # Slack signing secret / WhatsApp app secret / Talk bot secret / whsec_...
     verify_token: str | None = None  # WhatsApp's hub.verify_token
+    max_skew_s: float = 300.0  # a signed timestamp further from now is refused (CABRAIN_CHANNEL_MAX_SKEW_S)
 
 
 @dataclass(frozen=True)
@@ -115,16 +116,16 @@ def require_header(request: RawRequest, name: str, platform: str) -> str:
     return value
 
 
-def fresh_timestamp(value: str, now: datetime, platform: str, header: str) -> int:
-    """The signed Unix timestamp in ``header``, refused unless it is within :data:`TOLERANCE_S` of now."""
+def fresh_timestamp(value: str, now: datetime, platform: str, header: str, tolerance_s: float = TOLERANCE_S) -> int:
+    """The signed Unix timestamp in ``header``, refused unless it is within ``tolerance_s`` of now."""
     if not _UNIX_SECONDS.fullmatch(value):
         raise Unauthenticated(f"{platform} channel: malformed timestamp: {header} is not Unix seconds")
     stamp = int(value)
     skew = now.timestamp() - stamp
-    if abs(skew) > TOLERANCE_S:
+    if abs(skew) > tolerance_s:
         raise Unauthenticated(
             f"{platform} channel: stale timestamp: {header} is {abs(skew):.0f} s "
-            f"{'behind' if skew > 0 else 'ahead of'} this server's clock (at most {TOLERANCE_S} s either way)",
+            f"{'behind' if skew > 0 else 'ahead of'} this server's clock (at most {tolerance_s:.0f} s either way)",
             hint="a replayed request is refused this way; if the platform's requests all fail so, check this server's clock (NTP)",
         )
     return stamp

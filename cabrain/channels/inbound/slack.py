@@ -62,7 +62,7 @@ class SlackAdapter:
     kind = KIND
 
     def receive(self, request: RawRequest, secrets: ChannelSecrets, now: datetime) -> Received:
-        self._verify(request, signing_secret(secrets, _PLATFORM, hint=_SECRET_HINT), now)
+        self._verify(request, signing_secret(secrets, _PLATFORM, hint=_SECRET_HINT), now, secrets.max_skew_s)
         payload = json_body(request.body, _PLATFORM)
         if not isinstance(payload, dict):
             raise InputError("Slack channel: the request body is not a JSON object")
@@ -83,11 +83,11 @@ class SlackAdapter:
         message = _message(event, payload.get("team_id"))
         return Received([message] if message else [], event_id=event_id)
 
-    def _verify(self, request: RawRequest, secret: str, now: datetime) -> None:
+    def _verify(self, request: RawRequest, secret: str, now: datetime, max_skew_s: float) -> None:
         require_method(request, _PLATFORM, "POST")
         signature = require_header(request, "x-slack-signature", _PLATFORM)
         timestamp = require_header(request, "x-slack-request-timestamp", _PLATFORM)
-        fresh_timestamp(timestamp, now, _PLATFORM, "x-slack-request-timestamp")
+        fresh_timestamp(timestamp, now, _PLATFORM, "x-slack-request-timestamp", max_skew_s)
         verifier = SignatureVerifier(secret, clock=_At(now))
         try:
             valid = signature.isascii() and verifier.is_valid(request.body, timestamp, signature)

@@ -59,7 +59,7 @@ class WebhookAdapter:
         msg_id = require_header(request, "webhook-id", _PLATFORM)
         timestamp = require_header(request, "webhook-timestamp", _PLATFORM)
         signatures = require_header(request, "webhook-signature", _PLATFORM)
-        fresh_timestamp(timestamp, now, _PLATFORM, "webhook-timestamp")
+        fresh_timestamp(timestamp, now, _PLATFORM, "webhook-timestamp", secrets.max_skew_s)
         expected = _digest(key, msg_id, timestamp, request.body)
         if not any(
             version == "v1" and digests_match(expected, given)
