@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cabrain.errors import AccessDenied, CabrainError, ConflictError, InputError, NotFound
 from cabrain.policy import APPROVED, Op, Role, held
+from cabrain.redact import redact_deep
 from cabrain.store import notify as notify_sql
 from cabrain.types import to_json
 
@@ -34,6 +35,7 @@ INSERT INTO pending_actions (id, agent_id, op, namespace, args, policy, requeste
 VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
 """
 NAMESPACE_OF_MEMORY = "SELECT namespace FROM memory_ids WHERE id = $1"
+BY_PREFIX = "SELECT id FROM pending_actions WHERE status = 'pending' AND id::text LIKE $1 || '%' LIMIT 2"
 EXPIRE = "UPDATE pending_actions SET status = 'expired' WHERE status = 'pending' AND expires_at <= $1"
 LIST = """
 SELECT a.* FROM pending_actions a
@@ -63,6 +65,8 @@ async def hold(
         raise ValueError(f"{method} cannot be held")
     action_id = uuid.uuid4()
     now = engine.clock()
+    if engine.settings.redact_secrets:  # what waits for a person is stored text too
+        args = cast(dict[str, Any], redact_deep(args))
     async with engine.pool.acquire() as conn:
         if namespace is None:
             memory = args.get("memory_id") or args.get("old_id")
@@ -105,6 +109,12 @@ def _is_uuid(value: Any) -> bool:
     except ValueError:
         return False
     return True
+
+
+async def pending_by_prefix(engine: Engine, prefix: str) -> list[uuid.UUID]:
+    """The pending actions whose id starts with ``prefix`` (at most two: enough to tell it is ambiguous)."""
+    async with engine.pool.acquire() as conn:
+        return [r["id"] for r in await conn.fetch(BY_PREFIX, prefix.lower())]
 
 
 def _out(row: Any) -> dict[str, Any]:
@@ -172,4 +182,4 @@ async def decide(brain: Any, person: str, action_id: uuid.UUID, *, approve: bool
     return {**action, "status": status, "result": out, "error": error}
 
 
-__all__ = ["RUNNABLE", "decide", "hold", "listing"]
+__all__ = ["RUNNABLE", "decide", "hold", "listing", "pending_by_prefix"]

@@ -210,7 +210,9 @@ class Brain(Membership):
         """A memory in any state, with its provenance, its versions before and after, and its
         entities. Unknown and unreadable ids are both :class:`NotFound` (existence does not leak)."""
         await self._check(agent, Op.READ)
-        memory_id = as_uuid(memory_id)
+        return await self._get(agent, as_uuid(memory_id))
+
+    async def _get(self, agent: str, memory_id: uuid.UUID) -> MemoryWithHistory:
         cache = self.engine.cache
         key = None
         async with self.engine.pool.acquire() as conn:
@@ -326,7 +328,7 @@ class Brain(Membership):
         memory_id = as_uuid(memory_id)
         await self._check(agent, Op.FORGET, held=("forget", {"memory_id": str(memory_id), "reason": reason}))
         await changes.forget(self.engine, agent, memory_id, reason=reason)
-        return await self.get(agent, memory_id)
+        return await self._get(agent, memory_id)  # the forget's answer, not a read of its own
 
     async def reconsolidate(
         self,

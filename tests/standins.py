@@ -18,10 +18,32 @@ from tests.conftest import start_fake
 
 
 @dataclass
-class RunningStand:
+class Running:
+    """A stand-in on loopback: its URL, the state it re-reads on every request, and its log."""
+
     url: str
     state: Path
     log: Path
+
+    def set(self, **state: Any) -> None:
+        self.state.write_text(json.dumps(state))
+
+    def seen(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def read(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.state.read_text())
+        return data
+
+    def edit(self, change: Callable[[dict[str, Any]], object]) -> None:
+        """Change the service's contents as its users would (it re-reads them on the next request)."""
+        data = self.read()
+        change(data)
+        self.state.write_text(json.dumps(data))
+
+
+@dataclass
+class RunningStand(Running):
     kind: str  # the connector kind its sources are
     url_key: str  # the config key that takes the stand-in's URL
     defaults: Mapping[str, Any]  # the rest of a source's config, unless a test says otherwise
@@ -30,8 +52,7 @@ class RunningStand:
 
     def requests(self, ending: str | None = None) -> list[dict[str, Any]]:
         """The requests it answered, in order (those whose path ends with ``ending``)."""
-        rows = [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
-        return [r for r in rows if ending is None or r["path"].endswith(ending)]
+        return [r for r in self.seen() if ending is None or r["path"].endswith(ending)]
 
     def source(self, sleeps: list[float], *, token: str | None = None, url: str | None = None, **config: Any) -> Source:
         """A source on the stand-in, its retries' waits recorded in ``sleeps`` instead of slept."""
@@ -70,31 +91,6 @@ def running(
             source.close()
         proc.terminate()
         proc.wait(10)
-
-
-@dataclass
-class Running:
-    """A stand-in on loopback: its URL, the state it re-reads on every request, and its log."""
-
-    url: str
-    state: Path
-    log: Path
-
-    def set(self, **state: Any) -> None:
-        self.state.write_text(json.dumps(state))
-
-    def seen(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
-
-    def read(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.state.read_text())
-        return data
-
-    def edit(self, change: Callable[[dict[str, Any]], object]) -> None:
-        """Change the service's contents as its users would (it re-reads them on the next request)."""
-        data = self.read()
-        change(data)
-        self.state.write_text(json.dumps(data))
 
 
 @contextlib.contextmanager

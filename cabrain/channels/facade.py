@@ -27,9 +27,9 @@ from typing import Any
 
 from cabrain.channels.inbound import ChannelSecrets, ChatMessage, RawRequest, adapter
 from cabrain.connectors.config import env_name
-from cabrain.connectors.retry import Retry
+from cabrain.connectors.facade import Connectors
 from cabrain.connectors.trackers import FiledIssue, Link, Tracker, tracker
-from cabrain.errors import ConfigError, ConflictError, InputError, NotFound, SourceAuthError
+from cabrain.errors import ConfigError, ConflictError, InputError, NotFound
 from cabrain.policy import Op
 from cabrain.redact import PRIVATE, REDACTED, redact
 from cabrain.store import access
@@ -224,17 +224,10 @@ class Channels:
             if connector is None or connector.kind not in TRACKER_KINDS:
                 raise NotFound(f"no gitlab or vikunja connector named {connector_name!r}")
             (await access.caller(conn, agent, connector.namespace)).require_team_read()
-        env = connector.config.get("token_env")
-        token = self.environ.get(env) if env else None
-        if env and not token:
-            raise SourceAuthError(
-                f"connector {connector_name!r} reads its credential from ${env}, which is not set where CaBrain runs",
-                hint=f"export {env}=... for the service",
-            )
-        s = self.engine.settings
-        retry = Retry(attempts=s.connector_retries, base_s=s.connector_retry_backoff_s, max_s=s.connector_retry_max_s)
+        hub = Connectors(self.engine, environ=self.environ)  # the connector's credential and retry layer
+        token = hub.credential(connector)
         info = {"name": connector.name, "kind": connector.kind, "namespace": connector.namespace}
-        return tracker(connector.kind, connector.config, token, retry), info
+        return tracker(connector.kind, connector.config, token, hub.retry), info
 
     async def file_issue(
         self,
@@ -254,7 +247,8 @@ class Channels:
         await self.engine.governor.check(agent, Op.FILE_ISSUE)
         found, _ = await self.tracker_for(agent, connector_name)
         try:
-            return await asyncio.to_thread(found.file, title.strip(), redact(description), labels=labels or (), key=key)
+            filing = (redact(title.strip()), redact(description))  # both leave for the tracker
+            return await asyncio.to_thread(found.file, *filing, labels=labels or (), key=key)
         finally:
             await asyncio.to_thread(found.close)
 

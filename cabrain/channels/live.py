@@ -23,13 +23,16 @@ import json
 import logging
 import re
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from cabrain import actions
 from cabrain.channels.facade import Channels
 from cabrain.channels.inbound import ChatMessage
 from cabrain.errors import CabrainError, ConfigError
 from cabrain.providers.llm import LLMError
+from cabrain.redact import redact
 from cabrain.store import channels as sql
 from cabrain.store import notify as notify_sql
 from cabrain.types import RecallQuery
@@ -61,6 +64,7 @@ class LiveAgent:
         agent, tracker = channel["live_agent"], channel["tracker"]
         if agent is None or tracker is None:
             return
+        message = replace(message, text=redact(message.text))  # it leaves for a tracker and a model
         title = await self._triage(options, message.text)
         if title is None:
             return
@@ -161,22 +165,18 @@ class LiveAgent:
 
     async def _decide(self, channel: dict[str, Any], message: ChatMessage, approve: bool, ref: str) -> None:
         person = f"channel:{channel['name']}:{message.speaker_id}"
-        async with self.engine.pool.acquire() as conn:
-            found = await conn.fetch(
-                "SELECT id FROM pending_actions WHERE status = 'pending' AND id::text LIKE $1 || '%' LIMIT 2",
-                ref.lower(),
-            )
+        found = await actions.pending_by_prefix(self.engine, ref)
         if len(found) != 1:
             text = f"No single pending action starts with {ref}." if found else f"No pending action {ref}."
             await self.reply(channel, message.thread, message.reply_to, text)
             return
         try:
-            action = await self.brain.decide_action(person, found[0]["id"], approve=approve)
+            action = await self.brain.decide_action(person, found[0], approve=approve)
             text = f"Action {action['id']} {action['status']}" + (
                 f": {action['error']}" if action.get("error") else "."
             )
         except CabrainError as exc:
-            text = f"Action {found[0]['id']}: {exc.message}"
+            text = f"Action {found[0]}: {exc.message}"
         await self.reply(channel, message.thread, message.reply_to, text)
 
     # --- telling a thread -----------------------------------------------------------------------

@@ -196,17 +196,22 @@ class Connectors:
         return found
 
     # --- syncing -------------------------------------------------------------------------------------
+    def credential(self, connector: sql.Connector) -> str | None:
+        """The connector's credential, read from the environment variable its config names."""
+        env = connector.config.get("token_env")
+        if not env:
+            return None
+        secret = self.environ.get(env)
+        if not secret:
+            raise SourceAuthError(
+                f"connector {connector.name!r} reads its credential from ${env}, which is not set where this runs",
+                hint=f"export {env}=... in the environment of the process (or Ray workers) that uses it",
+            )
+        return secret
+
     def source(self, connector: sql.Connector) -> Source:
         """The connector's source, with its credential from the environment."""
-        env = connector.config.get("token_env")
-        secret = None
-        if env:
-            secret = self.environ.get(env)
-            if not secret:
-                raise SourceAuthError(
-                    f"connector {connector.name!r} reads its credential from ${env}, which is not set where the sync runs",
-                    hint=f"export {env}=... in the environment of the process (or Ray workers) that syncs",
-                )
+        secret = self.credential(connector)
         s = self.settings
         spec = SourceSpec(
             connector.kind,

@@ -184,10 +184,7 @@ class Notify:
 
     async def can_release(self, agent: str, outbox_id: uuid.UUID) -> None:
         async with self.engine.pool.acquire() as conn:
-            row = await conn.fetchrow(
-                "SELECT s.agent_id FROM outbox o LEFT JOIN subscriptions s ON s.id = o.subscription_id WHERE o.id = $1",
-                outbox_id,
-            )
+            row = await conn.fetchrow(sql.PUSH_OWNER, outbox_id)
             if row is None:
                 raise NotFound(f"no push {outbox_id}")
             if row["agent_id"] != agent:

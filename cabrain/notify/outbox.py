@@ -214,7 +214,7 @@ class Outbox:
         target = dict(row["target"])
         try:
             async with self.engine.pool.acquire() as conn:
-                event = sql.decoded(await conn.fetchrow("SELECT * FROM notify_events WHERE id = $1", row["event_id"]))
+                event = sql.decoded(await conn.fetchrow(sql.EVENT, row["event_id"]))
             title = target.pop("_title", None) or f"{TITLES.get(event['kind'], event['kind'])}"
             text = target.pop("_text", None) or str(event.get("body") or title)
             links = target.pop("_links", None) or list(event["data"].get("links", []))

@@ -58,6 +58,7 @@ CLAIM_EVENTS = """
 SELECT * FROM notify_events WHERE fanned_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED
 """
 LATEST = "SELECT coalesce(max(seq), 0) FROM notify_events"
+EVENT = "SELECT * FROM notify_events WHERE id = $1"
 FANNED = "UPDATE notify_events SET fanned_at = $2, importance = $3 WHERE id = $1"
 # The memories behind an event that an agent may read (hot ones; a demoted one is left out).
 READABLE_MEMORIES = Statement(
@@ -94,6 +95,9 @@ ORDER BY e.seq LIMIT $3
 """
 
 # --- outbox ---------------------------------------------------------------------------------------
+PUSH_OWNER = """
+SELECT s.agent_id FROM outbox o LEFT JOIN subscriptions s ON s.id = o.subscription_id WHERE o.id = $1
+"""
 INSERT_OUTBOX = """
 INSERT INTO outbox (event_id, destination, subscription_id, notifier, target, status, reason, next_attempt_at,
                     created_at)

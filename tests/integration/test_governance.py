@@ -107,3 +107,17 @@ async def test_usage_is_counted_per_agent_namespace_and_kind_and_a_cap_answers_4
     await brain.recall("scout", RecallQuery("feed page", "proj"))
     with pytest.raises(Exception, match="unknown kind"):
         await brain.set_cap("root", "scout", "teleport", 1)
+
+
+async def test_a_held_call_is_stored_redacted(live, db_dsn):
+    import asyncpg
+
+    brain, memory_id = live
+    with pytest.raises(ConfirmationRequired):
+        await brain.reconsolidate("scout", memory_id, "The feed page key is AKIAIOSFODNN7EXAMPLE now.")
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        stored = await conn.fetchval("SELECT args::text FROM pending_actions WHERE op = 'correct'")
+    finally:
+        await conn.close()
+    assert "AKIAIOSFODNN7EXAMPLE" not in stored and "[REDACTED]" in stored

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cabrain.errors import ConfirmationRequired, NotFound
+from cabrain.errors import AccessDenied, ConfirmationRequired, InputError, NotFound
 from cabrain.notify.facade import Notify
 from cabrain.notify.outbox import Outbox, quiet_until
 from cabrain.notify.patterns import find_patterns
@@ -267,3 +267,27 @@ async def test_an_event_that_cannot_be_fanned_out_holds_up_no_other(pushes, hook
     assert [d["body"]["type"] for d in hook.seen()] == ["contradiction"]
     async with brain.engine.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM notify_events WHERE fanned_at IS NULL") == 0
+
+
+async def test_bad_subscriptions_and_notifiers_are_refused_with_what_to_fix(pushes):
+    _brain, hub, _outbox = pushes
+    ask = {"subscriber": "alice", "namespace": "proj", "notifier": "hooks"}
+    with pytest.raises(InputError, match="kinds must be some of"):
+        await hub.subscribe("alice", kinds=["gossip"], **ask)
+    with pytest.raises(InputError, match="unknown time zone 'Mars/Olympus'"):
+        await hub.subscribe("alice", kinds=["stale"], timezone="Mars/Olympus", **ask)
+    with pytest.raises(InputError, match="both quiet_start and quiet_end"):
+        await hub.subscribe("alice", kinds=["stale"], quiet_start="22:00", **ask)
+    with pytest.raises(InputError, match="a time of day"):
+        await hub.subscribe("alice", kinds=["stale"], quiet_start="late", quiet_end="07:00", **ask)
+    with pytest.raises(NotFound, match="notifier 'nope'"):
+        await hub.subscribe("alice", kinds=["stale"], subscriber="alice", namespace="proj", notifier="nope")
+    with pytest.raises(AccessDenied, match="its notifier's url only"):
+        await hub.subscribe("alice", kinds=["stale"], target={"url": "http://10.0.0.1/steal"}, **ask)
+    with pytest.raises(InputError, match="holds no credential"):
+        await hub.add_notifier("root", "leaky", "slack", {"token": "xoxb-1"}, "SLACK_BOT_TOKEN")
+    with pytest.raises(InputError, match="CaBrain setting"):
+        await hub.add_notifier("root", "leaky", "slack", {}, "CABRAIN_DATABASE_URL")
+    with pytest.raises(AccessDenied):
+        await hub.add_notifier("alice", "mine", "slack", {}, "SLACK_BOT_TOKEN")
+    assert await hub.subscriptions("alice") == []  # nothing half-made

@@ -5,7 +5,6 @@ answer was lost filed once, a read-only token, a rate limit; a Vikunja task, whi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,19 +18,7 @@ from tests.standins import RunningStand, running
 from tests.unit import test_gitlab_source as gl
 from tests.unit import test_vikunja_source as vk
 
-
-class Stand(RunningStand):
-    def data(self) -> dict[str, Any]:
-        loaded: dict[str, Any] = json.loads(self.state.read_text())
-        return loaded
-
-    def write(self, data: dict[str, Any]) -> None:
-        self.state.write_text(json.dumps(data))
-
-    def edit(self, change: Callable[[dict[str, Any]], object]) -> None:
-        data = self.data()
-        change(data)
-        self.write(data)
+Stand = RunningStand
 
 
 @pytest.fixture
@@ -82,7 +69,7 @@ def _kind(kind: str) -> dict[str, Any]:
 
 
 def _issues(stand: Stand) -> list[dict[str, Any]]:
-    issues: list[dict[str, Any]] = stand.data()["projects"][0]["issues"]
+    issues: list[dict[str, Any]] = stand.read()["projects"][0]["issues"]
     return issues
 
 
@@ -205,7 +192,7 @@ def test_a_vikunja_task_is_created_and_has_no_links(vikunja, sleeps: list[float]
     stand, filing = vikunja
     filed = filing.file("Renew the wildcard certificate", "It expires in April.\n\nAsk <ops>.", key="thread-7")
     assert filed == FiledIssue("vikunja", "1", "903", f"{stand.url}/tasks/903", "Renew the wildcard certificate")
-    held = stand.data()["tasks"][-1]
+    held = stand.read()["tasks"][-1]
     assert held["project_id"] == 1 and held["title"] == "Renew the wildcard certificate"
     assert held["description"] == "<p>It expires in April.</p><p>Ask &lt;ops&gt;.</p>\n<!-- cabrain:thread-7 -->"
     assert filing.links(filed.ref) == []
@@ -220,7 +207,7 @@ def test_a_vikunja_create_whose_answer_was_lost_makes_one_task(
     stand, filing = vikunja
     stand.edit(lambda d: d.update(api=api, faults=[{"match": "PUT", "after": True, "drop": True}]))
     filed = filing.file("Renew the wildcard certificate", "It expires in April.", key="thread-7")
-    assert filed.ref == "903" and len(stand.data()["tasks"]) == 7
+    assert filed.ref == "903" and len(stand.read()["tasks"]) == 7
     asked = [(r["method"], r["path"].removeprefix("/api/v1"), r["status"]) for r in stand.requests()]
     older = [("GET", "/tasks", 404)] if api != "current" else []  # then the older release's route, kept
     assert asked == [*older, ("GET", tasks, 200), ("PUT", "/projects/1/tasks", None), ("GET", tasks, 200)]

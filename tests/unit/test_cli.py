@@ -94,3 +94,12 @@ def test_bad_settings_are_one_clear_line_and_exit_2(monkeypatch, capsys, tmp_pat
     assert main(["doctor"]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_the_live_commands_refuse_bad_arguments_before_calling_anything(capsys):
+    assert main(["usage", "cap", "scout", "recall"]) == 2  # neither a number nor --clear
+    assert "give a number per day, or --clear" in capsys.readouterr().err
+    assert main(["notify", "subscribe", "--subscriber", "n", "--kind", "stale", "--quiet-hours", "late"]) == 2
+    assert "--quiet-hours takes START-END" in capsys.readouterr().err
+    assert main(["notify", "add", "x", "--kind", "slack", "--secret-env", "T", "--options", "[1]"]) == 2
+    assert "must be a JSON object" in capsys.readouterr().err

@@ -78,11 +78,6 @@ class Stand(RunningStand):
     def write(self, state: dict[str, Any]) -> None:
         self.state.write_text(json.dumps(state))
 
-    def change(self, edit: Any) -> None:
-        data = json.loads(self.state.read_text())
-        edit(data)
-        self.state.write_text(json.dumps(data))
-
 
 @pytest.fixture
 def stand(tmp_path: Path) -> Iterator[Stand]:
@@ -151,7 +146,7 @@ def test_versions_move_on_edits_comments_labels_and_assignees(stand: Stand, slee
         tasks[901]["assignees"] = [BO]
         data["projects"][0]["description"] = "<p>Rewritten.</p>"
 
-    stand.change(edit)
+    stand.edit(edit)
     after = by_key(list(source.scan()))
     for key in ("tasks/1", "tasks/2", "tasks/3", "tasks/900", "tasks/901", "projects/1"):
         assert after[key].version != before[key].version, key
@@ -163,7 +158,7 @@ def test_a_deleted_task_leaves_the_listing_and_is_a_404_when_fetched(stand: Stan
     stand.write(instance())
     source = stand.source(sleeps)
     refs = by_key(list(source.scan()))
-    stand.change(lambda data: data.update(tasks=[t for t in data["tasks"] if t["id"] != 2]))
+    stand.edit(lambda data: data.update(tasks=[t for t in data["tasks"] if t["id"] != 2]))
     assert "tasks/2" not in by_key(list(source.scan()))
     with pytest.raises(SourceError) as caught:
         source.fetch(refs["tasks/2"])
@@ -198,7 +193,7 @@ def test_a_task_with_fifty_comments_or_more_has_them_listed_apart(stand: Stand, 
     source = stand.source(sleeps)
     before = by_key(list(source.scan()))
     assert [r["path"] for r in stand.requests("/comments")] == ["/api/v1/tasks/2/comments"] * 3
-    stand.change(lambda data: data["comments"]["2"][54].update(comment="<p>Changed late.</p>", updated=at(999)))
+    stand.edit(lambda data: data["comments"]["2"][54].update(comment="<p>Changed late.</p>", updated=at(999)))
     assert by_key(list(source.scan()))["tasks/2"].version != before["tasks/2"].version
 
 
