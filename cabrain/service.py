@@ -183,6 +183,9 @@ def init_ray(settings: Settings) -> bool:
         return False
     apply_ray_environment(ray_environment(settings, local=True))
     ray.init(
+        # always a new local Ray: never whatever /tmp/ray/ray_current_cluster names (another user's
+        # cluster, or a dead one's leftover file)
+        address="local",
         num_cpus=settings.ray_num_cpus,
         object_store_memory=settings.ray_object_store_bytes,
         _node_ip_address="127.0.0.1",
