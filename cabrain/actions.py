@@ -1,9 +1,15 @@
 """Pending actions: an operation a role holds (:mod:`cabrain.policy`) until a person approves it.
 
-A held call is stored with the Brain method and arguments that run it again, then answered with a
-403 naming the policy and the action. A *person* decides: an admin, or an agent of role ``member``
-that owns the action's namespace, and never the agent that asked (from the API, the CLI, the
-console), or one of a chat channel's configured approvers (the live agent reads "approve <id>").
+A held call is stored with the Brain method and arguments that run it again (the gate,
+:mod:`cabrain.gate`, holds it), then answered with a 403 naming the policy and the action. A
+*person* with authority over what the action touches decides it, never the agent that asked:
+
+- an admin, or an agent of role ``member`` that owns the action's namespace (:class:`Person`: from
+  the API, the CLI, the console);
+- one of a chat channel's configured approvers (:class:`ChatApprover`: the live agent reads
+  "approve <id>"), only for an action on the namespace that channel serves, and only on a platform
+  that vouches for who sent the message (Slack, WhatsApp, Talk; not a generic webhook, whose sender
+  names itself).
 Approved, the method runs as the agent that asked, with the approval letting the held operation
 through once (:data:`cabrain.policy.APPROVED`); its result or error is kept on the action. An
 action nobody decided on expires after ``action_ttl_s``.
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -25,10 +32,8 @@ from cabrain.types import to_json
 if TYPE_CHECKING:
     from cabrain.engine import Engine
 
-# The Brain methods a held action may run again (each takes the agent first, then these arguments).
-RUNNABLE = frozenset(
-    {"forget", "reconsolidate", "revert", "unarchive", "share", "accept_grant", "decline_grant", "revoke"}
-)
+# Platforms whose signed payloads name the sender as the platform knows it: their users may approve.
+VERIFIED_SENDERS = frozenset({"slack", "whatsapp", "talk"})
 
 INSERT = """
 INSERT INTO pending_actions (id, agent_id, op, namespace, args, policy, requested_at, expires_at)
@@ -55,14 +60,36 @@ SELECT a.is_admin, a.role, a.disabled_at IS NULL AS active,
        EXISTS (SELECT 1 FROM namespaces n WHERE n.name = $2 AND n.owner_agent_id = a.id) AS owner
 FROM agents a WHERE a.id = $1
 """
+CHANNEL = "SELECT kind, namespace, options FROM channels WHERE name = $1 AND removed_at IS NULL"
+
+
+@dataclass(frozen=True)
+class Person:
+    """An agent deciding, by its own key (the API, the CLI, the console)."""
+
+    agent: str
+
+    @property
+    def name(self) -> str:
+        return self.agent
+
+
+@dataclass(frozen=True)
+class ChatApprover:
+    """A message's sender on a channel, as its platform's signature vouches for it."""
+
+    channel: str
+    sender: str  # the platform's user id
+
+    @property
+    def name(self) -> str:
+        return f"channel:{self.channel}:{self.sender}"
 
 
 async def hold(
     engine: Engine, agent: str, role: Role, op: Op, namespace: str | None, method: str, args: dict[str, Any]
 ) -> Exception:
     """Store the held call and return the error that tells the caller so."""
-    if method not in RUNNABLE:
-        raise ValueError(f"{method} cannot be held")
     action_id = uuid.uuid4()
     now = engine.clock()
     if engine.settings.redact_secrets:  # what waits for a person is stored text too
@@ -136,23 +163,48 @@ async def listing(engine: Engine, person: str, *, status: str | None = "pending"
         return [_out(r) for r in await conn.fetch(LIST, status, is_admin, person, limit)]
 
 
-async def _may_decide(engine: Engine, person: str, action: dict[str, Any]) -> None:
-    if person.startswith("channel:"):
-        return  # a chat channel's approver, checked by the channel against its configured list
+async def _may_decide(engine: Engine, who: Person | ChatApprover, action: dict[str, Any]) -> None:
+    if isinstance(who, ChatApprover):
+        await _chat_may_decide(engine, who, action)
+        return
+    person = who.agent
     if person == action["agent_id"]:
         raise AccessDenied("an agent cannot approve or deny its own held action", hint="a person decides it")
     async with engine.pool.acquire() as conn:
-        who = await conn.fetchrow(PERSON, person, action["namespace"])
-    if who is None or not who["active"]:
+        found = await conn.fetchrow(PERSON, person, action["namespace"])
+    if found is None or not found["active"]:
         raise AccessDenied(f"agent {person!r} may not decide actions")
-    if not who["is_admin"] and not (who["owner"] and who["role"] == Role.MEMBER.value):
+    if not found["is_admin"] and not (found["owner"] and found["role"] == Role.MEMBER.value):
         raise AccessDenied(
             f"agent {person!r} may not decide this action: an admin, or a member that owns namespace "
             f"{action['namespace']!r}, decides it"
         )
 
 
-async def decide(brain: Any, person: str, action_id: uuid.UUID, *, approve: bool) -> dict[str, Any]:
+async def _chat_may_decide(engine: Engine, who: ChatApprover, action: dict[str, Any]) -> None:
+    """The channel exists, vouches for its senders, lists this one as an approver, and serves the
+    action's namespace (read from the database, never from the caller)."""
+    async with engine.pool.acquire() as conn:
+        channel = await conn.fetchrow(CHANNEL, who.channel)
+    if channel is None:
+        raise AccessDenied(f"channel {who.channel!r} does not exist")
+    options = json.loads(channel["options"]) if isinstance(channel["options"], str) else channel["options"]
+    if channel["kind"] not in VERIFIED_SENDERS:
+        raise AccessDenied(
+            f"a {channel['kind']} channel cannot approve actions: its messages name their own sender",
+            hint="approve it in the console, the API or the CLI (cabrain actions approve ID)",
+        )
+    if who.sender not in (options or {}).get("approvers", []):
+        raise AccessDenied(f"{who.sender!r} is not one of channel {who.channel!r}'s approvers")
+    if action["namespace"] is None or action["namespace"] != channel["namespace"]:
+        raise AccessDenied(
+            f"channel {who.channel!r} serves namespace {channel['namespace']!r}: it cannot decide an action on "
+            f"{action['namespace']!r}",
+            hint="an admin or the namespace's owner decides it (console, API or CLI)",
+        )
+
+
+async def decide(brain: Any, who: Person | ChatApprover, action_id: uuid.UUID, *, approve: bool) -> dict[str, Any]:
     """Approve (and run, as a method of ``brain``, a :class:`cabrain.brain.Brain`) or deny a pending
     action; what it became."""
     engine = brain.engine
@@ -160,9 +212,12 @@ async def decide(brain: Any, person: str, action_id: uuid.UUID, *, approve: bool
         row = await conn.fetchrow(ONE, action_id)
     if row is None:
         raise NotFound(f"no pending action {action_id}")
-    await _may_decide(engine, person, dict(row))
+    await _may_decide(engine, who, dict(row))
+    method = getattr(type(brain), str(_out(row)["args"].get("method")), None)
+    if approve and not getattr(getattr(method, "__operation__", None), "held", False):
+        raise ConflictError(f"action {action_id} names no operation a role holds", hint="deny it")
     async with engine.pool.acquire() as conn:
-        claimed = await conn.fetchrow(CLAIM, action_id, "approved" if approve else "denied", person, engine.clock())
+        claimed = await conn.fetchrow(CLAIM, action_id, "approved" if approve else "denied", who.name, engine.clock())
     if claimed is None:
         raise ConflictError(f"action {action_id} is {row['status']} already, or expired")
     action = _out(claimed)
@@ -182,4 +237,4 @@ async def decide(brain: Any, person: str, action_id: uuid.UUID, *, approve: bool
     return {**action, "status": status, "result": out, "error": error}
 
 
-__all__ = ["RUNNABLE", "decide", "hold", "listing", "pending_by_prefix"]
+__all__ = ["ChatApprover", "Person", "decide", "hold", "listing", "pending_by_prefix"]

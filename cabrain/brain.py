@@ -23,11 +23,12 @@ from typing import Any, TypeVar
 from cabrain.clock import Clock, utc_now
 from cabrain.engine import Engine
 from cabrain.errors import InputError
+from cabrain.gate import Read, field, first_namespace, operation, system
 from cabrain.membership import Membership, as_uuid
 from cabrain.policy import Op
 from cabrain.providers.embedders import Embedder
 from cabrain.providers.rerankers import Reranker
-from cabrain.search import archive, lookup
+from cabrain.search import archive, graph, lookup
 from cabrain.search import recall as recall_pipeline
 from cabrain.settings import Settings
 from cabrain.store import access, generations, reconnect
@@ -50,6 +51,7 @@ from cabrain.types import (
     recall_from_dict,
     to_json,
 )
+from cabrain.workflows.facade import Workflows
 from cabrain.write import changes, inbox
 from cabrain.write import retain as retain_pipeline
 from cabrain.write.entities import entity_key
@@ -89,6 +91,11 @@ class Brain(Membership):
         await self.engine.close()
 
     @property
+    def workflows(self) -> Workflows:
+        """The workflow-learning facade over the same engine (its operations pass the same gate)."""
+        return Workflows(self.engine)
+
+    @property
     def caches(self) -> bool:
         """Whether answers go through the L1 cache (``CABRAIN_REDIS_URL``)."""
         return self.engine.cache is not None
@@ -115,6 +122,7 @@ class Brain(Membership):
         await self.close()
 
     # --- memory operations ---------------------------------------------------------------------
+    @operation(Op.RETAIN, namespace=first_namespace("items"))
     async def retain(
         self,
         agent: str,
@@ -130,7 +138,6 @@ class Brain(Membership):
         dropped, whether or not the first one committed) writes nothing and answers what the first
         answered (:mod:`cabrain.store.requests`)."""
         batch = [items] if isinstance(items, MemoryInput) else list(items)
-        await self._check(agent, Op.RETAIN, batch[0].namespace if batch else None)
         started = time.perf_counter()
         results = await retain_pipeline.retain(
             self.engine, agent, batch, decide_writes=decide, idempotency_key=idempotency_key
@@ -138,31 +145,36 @@ class Brain(Membership):
         log.info("retain", extra={"agent": agent, "count": len(batch), "ms": (time.perf_counter() - started) * 1000})
         return results
 
+    @operation(Op.RETAIN, namespace="namespace")
     async def capture(self, agent: str, namespace: str, items: list[dict[str, Any]], *, decide: bool = True) -> int:
         """Hand over captured memories (JSON objects with ``content`` and optional classification,
         provenance and ``valid_at``): stored at once in the capture inbox (secrets redacted first)
         once ``agent`` may write ``namespace``, retained later by :meth:`drain_captures`. Returns the
-        inbox row's id."""
-        await self._check(agent, Op.RETAIN, namespace)
+        inbox row's id. The items are embedded when they are retained, as the agent: its ``embed``
+        cap is checked now."""
+        await self.engine.governor.model_call("embed", len(items), count=False)
         return await inbox.enqueue(self.engine, agent, namespace, items, decide=decide)
 
+    @system("the replica's capture worker: each row is retained as the agent that handed it over")
     async def drain_captures(self, *, batch: int = 16) -> int:
         """Retain one batch of pending captures (each as the agent that handed it over); how many
         inbox rows were handled (0: nothing pending)."""
         return await inbox.drain(self.engine, batch=batch)
 
+    @system("the replica's capture worker and health: a count, no content")
     async def pending_captures(self) -> int:
         """Captures waiting in the inbox (failed-for-good ones not counted)."""
         return await inbox.pending(self.engine)
 
-    async def warm_query(self, text: str) -> None:
+    @operation(Op.RECALL, meter=None)
+    async def warm_query(self, agent: str, text: str) -> None:
         """Embed ``text`` as a query now, so that a recall of it soon after finds the vector in the
-        embedding cache (capture embeds while it stores)."""
+        embedding cache (capture embeds while it stores); metered as the agent's ``embed``."""
         await self.engine.embed_query(text)
 
+    @operation(Op.RECALL, namespace=field("query", "namespace"), reads=Read.MEMORIES)
     async def recall(self, agent: str, query: RecallQuery) -> RecallResult:
         """Hybrid recall (SPEC §4.2), through the L1 cache when there is one."""
-        await self._check(agent, Op.RECALL, query.namespace)
         settings, cache = self.engine.settings, self.engine.cache
         recall_pipeline.validate(query, max_k=settings.recall_max_k, max_chars=settings.max_query_chars)
         key = None
@@ -183,12 +195,12 @@ class Brain(Membership):
             await cache.set(key, json.dumps(to_json(result)), cache.recall_ttl_s)
         return result
 
+    @operation(Op.RECALL, namespace=field("query", "namespace"), reads=Read.MEMORIES)
     async def recall_archive(self, agent: str, query: ArchiveQuery) -> ArchiveResult:
         """Search the cold tier: demoted memories, with the same scoping as :meth:`recall`.
 
         An explicit, slower call (it reads the namespace's Iceberg files); hot recall never
         touches the cold tier. Invalidated memories are included unless the query says not."""
-        await self._check(agent, Op.RECALL, query.namespace)
         settings = self.engine.settings
         # the same text, k and time-range rules as hot recall
         recall_pipeline.validate(query, max_k=settings.recall_max_k, max_chars=settings.max_query_chars)
@@ -206,10 +218,10 @@ class Brain(Membership):
         )
         return result
 
+    @operation(Op.READ, reads=Read.MEMORIES)
     async def get(self, agent: str, memory_id: uuid.UUID | str) -> MemoryWithHistory:
         """A memory in any state, with its provenance, its versions before and after, and its
         entities. Unknown and unreadable ids are both :class:`NotFound` (existence does not leak)."""
-        await self._check(agent, Op.READ)
         return await self._get(agent, as_uuid(memory_id))
 
     async def _get(self, agent: str, memory_id: uuid.UUID) -> MemoryWithHistory:
@@ -229,6 +241,7 @@ class Brain(Membership):
             await cache.set(key, json.dumps(to_json(result)), cache.row_ttl_s)
         return result
 
+    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
     async def list_memories(
         self,
         agent: str,
@@ -243,7 +256,6 @@ class Brain(Membership):
         backend lists its files with this), ordered by ``source_ref``. ``include_archived`` (with a
         ``source_kind``) adds current ones that sleep moved to the cold tier (tier "cold"): the
         memory-tool files archived before files were pinned, which :meth:`unarchive` brings back."""
-        await self._check(agent, Op.READ, namespace)
         return await lookup.list_current(
             self.engine,
             agent,
@@ -254,6 +266,7 @@ class Brain(Membership):
             include_archived=include_archived,
         )
 
+    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
     async def browse(
         self,
         agent: str,
@@ -265,26 +278,25 @@ class Brain(Membership):
         archived: bool = False,
     ) -> MemoryPage:
         """A keyset page of ``namespace``'s memories, newest first, hot or ``archived`` (:func:`lookup.browse`)."""
-        await self._check(agent, Op.READ, namespace)
         return await lookup.browse(
             self.engine, agent, namespace, filters, limit=limit, cursor=cursor, archived=archived
         )
 
+    @operation(Op.CORRECT, reads=Read.MEMORIES, held=True)
     async def unarchive(self, agent: str, memory_id: uuid.UUID | str) -> Memory:
         """Bring an archived (demoted) current memory back to the hot tier, with its own id, content,
         validity, provenance and links: it is recalled again (its passages and keyword postings are
         rebuilt). The cold tier keeps its copy. Needs write access to the namespace."""
-        await self._check(agent, Op.CORRECT, held=("unarchive", {"memory_id": str(memory_id)}))
         return await changes.unarchive(self.engine, agent, as_uuid(memory_id))
 
     # --- entities --------------------------------------------------------------------------------
+    @operation(Op.READ, namespace="namespace", reads=Read.NAMESPACE)
     async def list_entities(
         self, agent: str, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> EntityPage:
         """Entities of ``namespace`` in name order, with their summaries, as :mod:`cabrain.store.entities`
         scopes them (an agent that may not read the namespace gets :class:`NotFound`). ``query`` keeps
         names that contain it (any case); ``cursor`` is a page's ``next_cursor``."""
-        await self._check(agent, Op.READ, namespace)
         if not 1 <= limit <= 200:
             raise InputError(f"limit must be between 1 and 200, got {limit}")
         key_part = entity_key(query) if query is not None and query.strip() else None
@@ -295,6 +307,7 @@ class Brain(Membership):
             )
         return EntityPage(found, next_cursor)
 
+    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
     async def get_entity(
         self, agent: str, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
     ) -> EntityWithMemories:
@@ -302,7 +315,6 @@ class Brain(Membership):
         may read every memory it was made from, and the hot memories that mention it the caller may
         read, newest first (``history``: superseded and forgotten ones too), at most ``limit``.
         Unknown, unreadable and never-mentioned-to-the-caller entities are all :class:`NotFound`."""
-        await self._check(agent, Op.READ, namespace)
         if not 1 <= limit <= 200:
             raise InputError(f"limit must be between 1 and 200, got {limit}")
         if not isinstance(name_or_id, str) or not name_or_id.strip():
@@ -319,17 +331,29 @@ class Brain(Membership):
             rows = await entity_sql.memories(conn, namespace, agent, entity.id, history=history, limit=limit)
         return EntityWithMemories(entity, [sql.to_memory(r) for r in rows])
 
+    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
+    async def entity_graph(self, agent: str, namespace: str, name_or_id: str, *, limit: int = 300) -> dict[str, Any]:
+        """An entity's neighbourhood as a graph (``{"center", "nodes", "edges"}``): the entities and
+        the memories the caller may read that mention them (:func:`cabrain.search.graph.neighbourhood`)."""
+        return await graph.neighbourhood(self.engine, agent, namespace, name_or_id, limit=limit)
+
+    @operation(Op.READ, reads=Read.MEMORIES)
+    async def access_history(self, agent: str, memory_id: uuid.UUID | str) -> list[dict[str, object]]:
+        """A readable memory's recent uses, newest first (other agents named to admins only)."""
+        return await lookup.access_history(self.engine, agent, as_uuid(memory_id))
+
     # --- changing what exists --------------------------------------------------------------------
+    @operation(Op.FORGET, reads=Read.MEMORIES, held=True)
     async def forget(self, agent: str, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
         """Soft-forget: the memory gets ``invalid_at`` and leaves recall; ``get`` still shows it. A
         memory already demoted to the cold tier (kept there as it was) is forgotten on its identity:
         archive recall leaves it out from then on. Either way the forget is recorded on the memory's
         identity, and the raw captured text it came from, if still kept, is removed."""
         memory_id = as_uuid(memory_id)
-        await self._check(agent, Op.FORGET, held=("forget", {"memory_id": str(memory_id), "reason": reason}))
         await changes.forget(self.engine, agent, memory_id, reason=reason)
         return await self._get(agent, memory_id)  # the forget's answer, not a read of its own
 
+    @operation(Op.CORRECT, reads=Read.MEMORIES, held=True)
     async def reconsolidate(
         self,
         agent: str,
@@ -343,13 +367,6 @@ class Brain(Membership):
         """Replace a memory with a corrected version (SPEC §4.4): the new memory keeps the old one's
         namespace, visibility and classification (and its ``source_ref`` unless a new one is given: a
         renamed memory-tool file); the old one gets ``invalid_at`` + ``superseded_by``."""
-        held = {
-            "old_id": str(old_id),
-            "corrected_content": corrected_content,
-            "reason": reason,
-            "source_ref": source_ref,
-        }
-        await self._check(agent, Op.CORRECT, held=("reconsolidate", held))
         return await changes.reconsolidate(
             self.engine,
             agent,
@@ -361,15 +378,16 @@ class Brain(Membership):
         )
 
     # --- judgments: what CaBrain decided on its own, and undoing it ------------------------------
+    @operation(Op.READ, reads=Read.MEMORIES)
     async def judgments(self, agent: str, memory_id: uuid.UUID | str, *, limit: int = 50) -> list[dict[str, Any]]:
         """The judgments (supersessions, invalidations, merges, corrections, reverts) that changed a
         memory the agent may read, newest first."""
-        await self._check(agent, Op.READ)
         memory_id = as_uuid(memory_id)
         if not 1 <= limit <= 500:
             raise InputError(f"limit must be between 1 and 500, got {limit}")
         return await changes.judgments_of(self.engine, agent, memory_id, limit)
 
+    @operation(Op.CORRECT, reads=Read.MEMORIES, held=True)
     async def revert(
         self,
         agent: str,
@@ -384,12 +402,6 @@ class Brain(Membership):
         turn). Only an agent that may write the namespace and read every memory involved may."""
         if (judgment_id is None) == (memory_id is None):
             raise InputError("give a judgment id or a memory id, not both")
-        args = {
-            "judgment_id": judgment_id and str(judgment_id),
-            "memory_id": memory_id and str(memory_id),
-            "reason": reason,
-        }
-        await self._check(agent, Op.CORRECT, held=("revert", args))
         return await changes.revert(
             self.engine,
             agent,
@@ -398,11 +410,11 @@ class Brain(Membership):
             reason=reason,
         )
 
+    @operation(Op.READ, reads=Read.MEMORIES)
     async def touch(self, agent: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
         """Count a read of these memories (a memory-tool file viewed): their use and recency rise as a
         recall's hits do, so what is looked at does not fade. Unreadable ids are skipped; returns how
         many were counted."""
-        await self._check(agent, Op.READ)
         ids = [as_uuid(i) for i in memory_ids]
         if len(ids) > 1000:
             raise InputError(f"at most 1000 memories at a time, got {len(ids)}")

@@ -1,8 +1,6 @@
-"""Who may do what kind of operation, how much each agent uses, and its caps: one check before
-every operation of the core (:meth:`Governor.check`).
+"""How much each agent uses, and its caps; the agent's profile (role, admin, disabled, caps) that
+the gate (:mod:`cabrain.gate`) decides every operation by.
 
-- **Roles** (:mod:`cabrain.policy`): the agent's role allows the operation, refuses it (403 naming
-  the policy), or holds it for a person's confirmation (403 with the pending action to approve).
 - **Caps**: an agent may have per-day caps, per operation or model call kind or over all of them
   (``*``); one reached answers 429 (:class:`cabrain.errors.QuotaExceeded`) until midnight UTC.
 - **Usage** (SPEC N6): every operation is counted per agent, namespace, day and kind, and so is
@@ -19,11 +17,13 @@ revoked key does).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Iterator
 from datetime import date
 from typing import Any
 
@@ -31,14 +31,15 @@ import asyncpg
 
 from cabrain.clock import Clock, utc_today
 from cabrain.errors import QuotaExceeded
-from cabrain.policy import ACTING, APPROVED, Op, Role, Verdict, decide, refuse
+from cabrain.policy import ACTING
 from cabrain.providers.llm import ChatModel
 from cabrain.store import usage as sql
 
 log = logging.getLogger(__name__)
 
-# What a held operation turns into: a pending action's id (cabrain.actions makes it).
-Hold = Callable[[Role], Awaitable[Exception]]
+# Set where the caps of the work in hand were checked when an agent handed it over.
+_CHECKED: contextvars.ContextVar[bool] = contextvars.ContextVar("cabrain_caps_checked", default=False)
+
 Key = tuple[date, str, str, str]
 
 
@@ -53,26 +54,10 @@ class Governor:
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
-    # --- the check --------------------------------------------------------------------------------
-    async def check(self, agent: str, op: Op, namespace: str | None = None, *, hold: Hold | None = None) -> None:
-        """Refuse, hold or let through ``op`` for ``agent``; once let through, it is counted and the
-        task acts for ``agent`` (its model calls are metered to it)."""
-        profile = await self.profile(agent)
-        if profile is not None and not profile["is_admin"]:
-            role = Role(profile["role"])
-            verdict = decide(role, op)
-            approved = APPROVED.get()
-            if verdict is not Verdict.ALLOW and not (approved and approved[1] == agent and approved[2] == op):
-                if verdict is Verdict.CONFIRM and hold is not None:
-                    raise await hold(role)
-                raise refuse(agent, role, op)
-        if profile is not None and profile["caps"]:
-            await self._within_caps(agent, op, profile["caps"])
-        ACTING.set((agent, namespace or ""))
-        self.count(agent, namespace or "", op.value)
-
+    # --- who the agent is ---------------------------------------------------------------------------
     async def profile(self, agent: str) -> dict[str, Any] | None:
-        """The agent's role, admin flag and caps (None for an unknown agent), cached briefly."""
+        """The agent's role, admin flag, whether it is disabled, and its caps (None for an unknown
+        agent), cached briefly."""
         cached = self._profiles.get(agent)
         now = time.monotonic()
         if cached is not None and cached[1] > now:
@@ -82,7 +67,12 @@ class Governor:
         found = None
         if row is not None:
             caps = json.loads(row["caps"]) if isinstance(row["caps"], str) else row["caps"]
-            found = {"role": row["role"], "is_admin": row["is_admin"], "caps": caps if isinstance(caps, dict) else {}}
+            found = {
+                "role": row["role"],
+                "is_admin": row["is_admin"],
+                "disabled": row["disabled"],
+                "caps": caps if isinstance(caps, dict) else {},
+            }
         if len(self._profiles) > 10_000:
             self._profiles.clear()
         self._profiles[agent] = (found, now + self._ttl)
@@ -92,8 +82,8 @@ class Governor:
         """After a role or cap change made here: read every agent's again."""
         self._profiles.clear()
 
-    async def _within_caps(self, agent: str, op: Op | str, caps: dict[str, Any]) -> None:
-        name = op.value if isinstance(op, Op) else op
+    async def within_caps(self, agent: str, name: str, caps: dict[str, Any]) -> None:
+        """:class:`QuotaExceeded` when ``agent`` reached a cap on ``name`` (or on everything) today."""
         wanted = {k: int(v) for k, v in caps.items() if k in (name, "*")}
         if not wanted:
             return
@@ -135,12 +125,23 @@ class Governor:
         if acting is None:
             return
         agent, namespace = acting
-        if check:
+        if check and not _CHECKED.get():
             profile = await self.profile(agent)
             if profile is not None and profile["caps"]:
-                await self._within_caps(agent, kind, profile["caps"])
+                await self.within_caps(agent, kind, profile["caps"])
         if count:
             self.count(agent, namespace, kind, units=units, cost_usd=cost_usd)
+
+    @contextlib.contextmanager
+    def acting_for(self, agent: str, namespace: str) -> Iterator[None]:
+        """Model calls in the block are counted to ``agent``, whose caps were checked when it handed
+        the work over (the capture inbox retains what an agent handed over earlier)."""
+        acting, checked = ACTING.set((agent, namespace)), _CHECKED.set(True)
+        try:
+            yield
+        finally:
+            ACTING.reset(acting)
+            _CHECKED.reset(checked)
 
     async def _run(self) -> None:
         while True:
@@ -191,4 +192,4 @@ class MeteredChat:
         return await self._model.complete(system, user)
 
 
-__all__ = ["Governor", "Hold", "MeteredChat"]
+__all__ = ["Governor", "MeteredChat"]

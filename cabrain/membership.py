@@ -5,59 +5,59 @@ namespaces and the grants on them, and roles, caps and the pending actions roles
 from __future__ import annotations
 
 import uuid
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
-from cabrain import identity, namespaces
+from cabrain import actions, gate, identity, namespaces
+from cabrain.clock import utc_today
 from cabrain.engine import Engine
 from cabrain.errors import AccessDenied, AlreadyExists, InputError, NotFound
+from cabrain.gate import Read, operation, system
 from cabrain.policy import Op
 from cabrain.store import access
 from cabrain.store import namespaces as namespace_sql
 from cabrain.store import usage as usage_sql
 
-# What a cap may name: an operation, or a kind of model call made for the agent.
-CAP_KINDS = frozenset({op.value for op in Op} | {"embed", "chat", "workflow"})
+# The kinds of model call made for an agent that a cap may name besides the operations' meters.
+MODEL_CALLS = frozenset({"embed", "chat", "workflow"})
+
+
+def cap_kinds() -> frozenset[str]:
+    """What a cap may name: what an operation is metered as, or a kind of model call."""
+    return gate.meters() | MODEL_CALLS
 
 
 class Membership:
     engine: Engine
 
-    async def _check(
-        self, agent: str, op: Op, namespace: str | None = None, *, held: tuple[str, dict[str, Any]] | None = None
-    ) -> None:
-        """Let ``op`` through for ``agent``, or refuse it, or (``held``: the method and arguments that
-        would run it again) hold it for a person's confirmation (:mod:`cabrain.governance`)."""
-        hold = None
-        if held is not None:
-            from cabrain import actions  # lazy: actions runs Brain methods
-
-            method, args = held
-
-            async def hold(role: Any) -> Exception:
-                return await actions.hold(self.engine, agent, role, op, namespace, method, args)
-
-        await self.engine.governor.check(agent, op, namespace, hold=hold)
-
     # --- agents, namespaces, grants ------------------------------------------------------------
+    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
     async def create_agent(
-        self, agent_id: str, *, display_name: str | None = None, is_admin: bool = False, exist_ok: bool = True
+        self,
+        agent_id: str,
+        *,
+        display_name: str | None = None,
+        is_admin: bool = False,
+        exist_ok: bool = True,
+        by: str | None = None,
     ) -> str:
         """Register an agent (idempotent unless ``exist_ok`` is False: then an existing id is
-        :class:`AlreadyExists`). Its API keys come from :meth:`create_key`."""
+        :class:`AlreadyExists`). Its API keys come from :meth:`create_key`. ``by``: the admin asking
+        (None: the operator, on the database)."""
         async with self.engine.pool.acquire() as conn:
             return await identity.create_agent(
                 conn, agent_id, display_name=display_name, is_admin=is_admin, exist_ok=exist_ok
             )
 
+    @operation(Op.NAMESPACE, namespace="name")
     async def create_namespace(self, agent: str, name: str) -> bool:
         """Create a namespace owned by ``agent``; True if made now, False if ``agent`` already owns
         it (idempotent). One owned by another agent is :class:`AlreadyExists`; a personal name
         (``@other/...``) of another agent is :class:`AccessDenied`."""
-        await self._check(agent, Op.NAMESPACE, name)
         async with self.engine.pool.acquire() as conn:
             return await namespace_sql.create(conn, agent, name)
 
+    @operation(Op.RETAIN, namespace="namespace", meter=None)
     async def capture_namespace(
         self, agent: str, *, namespace: str | None = None, project: str | None = None
     ) -> tuple[str, bool]:
@@ -72,7 +72,6 @@ class Membership:
         """
         if (namespace is None) == (project is None):
             raise InputError("give either namespace or project")
-        await self._check(agent, Op.RETAIN, namespace)
         if project is not None:
             if not namespaces.is_valid(project) or project.startswith("@"):
                 raise InputError(f"project {project!r} is not a valid namespace name", hint=namespaces.HINT)
@@ -87,6 +86,7 @@ class Membership:
         async with self.engine.pool.acquire() as conn:
             return namespace, (await access.caller(conn, agent, namespace)).injectable
 
+    @operation(Op.SHARE, namespace="namespace", reads=Read.NAMESPACE, held=True)
     async def share(
         self, agent: str, namespace: str, grantee: str, *, can_read: bool = True, can_write: bool = False
     ) -> bool:
@@ -94,114 +94,128 @@ class Membership:
         Reading works at once; writing, and capture injecting the namespace's memories into the
         grantee's context, only once the grantee accepts (:meth:`accept_grant`). Returns whether the
         grant is accepted (narrowing an accepted grant keeps it accepted)."""
-        args = {"namespace": namespace, "grantee": grantee, "can_read": can_read, "can_write": can_write}
-        await self._check(agent, Op.SHARE, namespace, held=("share", args))
         async with self.engine.pool.acquire() as conn, conn.transaction():
             return await namespace_sql.share(conn, agent, namespace, grantee, can_read=can_read, can_write=can_write)
 
+    @operation(Op.SHARE, namespace="namespace", held=True)
     async def accept_grant(self, agent: str, namespace: str) -> dict[str, Any]:
         """``agent`` accepts the grant it was offered on ``namespace`` (idempotent)."""
-        await self._check(agent, Op.SHARE, namespace, held=("accept_grant", {"namespace": namespace}))
         async with self.engine.pool.acquire() as conn, conn.transaction():
             return await namespace_sql.accept(conn, agent, namespace)
 
+    @operation(Op.SHARE, namespace="namespace", held=True)
     async def decline_grant(self, agent: str, namespace: str) -> bool:
         """``agent`` declines (or gives up) its grant on ``namespace``; True if there was one."""
-        await self._check(agent, Op.SHARE, namespace, held=("decline_grant", {"namespace": namespace}))
         async with self.engine.pool.acquire() as conn, conn.transaction():
             return await namespace_sql.decline(conn, agent, namespace)
 
+    @operation(Op.SHARE, namespace="namespace", reads=Read.NAMESPACE, held=True)
     async def revoke(self, agent: str, namespace: str, grantee: str) -> bool:
         """Remove ``grantee``'s grant on ``namespace``; True if there was one."""
-        await self._check(agent, Op.SHARE, namespace, held=("revoke", {"namespace": namespace, "grantee": grantee}))
         async with self.engine.pool.acquire() as conn, conn.transaction():
             return await namespace_sql.revoke(conn, agent, namespace, grantee)
 
+    @operation(Op.READ, reads=Read.OWN)
     async def list_namespaces(self, agent: str) -> list[dict[str, Any]]:
         """Namespaces ``agent`` owns or holds a grant on (every namespace for an admin)."""
-        await self._check(agent, Op.READ)
         async with self.engine.pool.acquire() as conn:
             return await namespace_sql.of_agent(conn, agent)
 
+    @operation(Op.READ, namespace="namespace", reads=Read.NAMESPACE)
     async def list_grants(self, agent: str, namespace: str) -> list[dict[str, Any]]:
         """The grants on ``namespace`` (its owner and admins only)."""
-        await self._check(agent, Op.READ, namespace)
         async with self.engine.pool.acquire() as conn:
             return await namespace_sql.grants(conn, agent, namespace)
 
     # --- identity: API keys ---------------------------------------------------------------------
+    @system("authenticates an API key: the caller is not known before it answers")
     async def authenticate(self, key: str | None) -> identity.Principal:
         async with self.engine.pool.acquire() as conn:
             return await identity.authenticate(conn, key)
 
-    async def create_key(self, agent_id: str, *, label: str | None = None) -> identity.NewKey:
+    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    async def create_key(self, agent_id: str, *, label: str | None = None, by: str | None = None) -> identity.NewKey:
         async with self.engine.pool.acquire() as conn:
             return await identity.create_key(conn, agent_id, label=label)
 
-    async def revoke_key(self, key_id: uuid.UUID | str, *, agent_id: str | None = None) -> bool:
+    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    async def revoke_key(self, key_id: uuid.UUID | str, *, agent_id: str | None = None, by: str | None = None) -> bool:
         async with self.engine.pool.acquire() as conn:
             return await identity.revoke_key(conn, as_uuid(key_id, "key id"), agent_id=agent_id)
 
-    async def list_agents(self) -> list[identity.AgentInfo]:
+    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    async def list_agents(self, *, by: str | None = None) -> list[identity.AgentInfo]:
         async with self.engine.pool.acquire() as conn:
             return await identity.list_agents(conn)
 
-    async def list_keys(self, agent_id: str) -> list[identity.KeyInfo]:
+    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    async def list_keys(self, agent_id: str, *, by: str | None = None) -> list[identity.KeyInfo]:
         async with self.engine.pool.acquire() as conn:
             return await identity.list_keys(conn, agent_id)
 
-    async def disable_agent(self, agent_id: str) -> bool:
+    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    async def disable_agent(self, agent_id: str, *, by: str | None = None) -> bool:
         async with self.engine.pool.acquire() as conn:
-            return await identity.disable_agent(conn, agent_id)
+            changed = await identity.disable_agent(conn, agent_id)
+        self.engine.governor.forget_profiles()
+        return changed
 
     # --- roles, held actions, usage and caps ------------------------------------------------------
-    async def set_role(self, agent_id: str, role: str) -> str:
-        """Give ``agent_id`` a role (:mod:`cabrain.policy`); admin routes only."""
+    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    async def set_role(self, agent_id: str, role: str, *, by: str | None = None) -> str:
+        """Give ``agent_id`` a role (:mod:`cabrain.policy`)."""
         async with self.engine.pool.acquire() as conn:
             await identity.set_role(conn, agent_id, role)
         self.engine.governor.forget_profiles()
         return role
 
+    @operation(Op.READ, caller="person", reads=Read.OWN)
     async def pending_actions(self, person: str, *, status: str | None = "pending") -> list[dict[str, Any]]:
         """Held actions ``person`` may see (its own, and those on namespaces it owns; all for an admin)."""
-        from cabrain import actions
-
         return await actions.listing(self.engine, person, status=status)
 
+    @operation(Op.DECIDE, caller="person")
     async def decide_action(self, person: str, action_id: uuid.UUID | str, *, approve: bool) -> dict[str, Any]:
-        """A person approves (the held call runs, as the agent that asked) or denies a pending action."""
-        from cabrain import actions
+        """A person (an admin, or a member that owns the action's namespace) approves (the held call
+        runs, as the agent that asked) or denies a pending action."""
+        return await actions.decide(self, actions.Person(person), as_uuid(action_id, "action id"), approve=approve)
 
-        return await actions.decide(self, person, as_uuid(action_id, "action id"), approve=approve)
-
+    @operation(Op.READ, caller="caller", reads=Read.OWN)
     async def usage(
         self,
         caller: str,
         *,
-        since: date,
-        until: date,
+        since: date | None = None,
+        until: date | None = None,
         agent: str | None = None,
         namespace: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """Usage rows by day, agent, namespace and kind; an agent sees its own, an admin anyone's."""
+    ) -> dict[str, Any]:
+        """Usage rows by day, agent, namespace and kind, from ``since`` (a week before ``until``) to
+        ``until`` (today, UTC); an agent sees its own, an admin anyone's."""
+        until = until or utc_today(self.engine.clock)
+        since = since or until - timedelta(days=6)
         if until < since:
             raise InputError("the end of the range is before its start")
         if (until - since).days > 366:
             raise InputError("at most 366 days at a time")
-        profile = await self.engine.governor.profile(caller)
-        if agent is None and not (profile and profile["is_admin"]):
+        async with self.engine.pool.acquire() as conn:
+            admin = await access.is_admin(conn, caller)
+        if agent is None and not admin:
             agent = caller
-        if agent != caller and not (profile and profile["is_admin"]):
+        if agent != caller and not admin:
             raise AccessDenied(f"agent {caller!r} may only see its own usage", hint="use an admin key")
         await self.engine.governor.flush()
         async with self.engine.pool.acquire() as conn:
-            return await usage_sql.report(conn, since, until, agent, namespace)
+            rows = await usage_sql.report(conn, since, until, agent, namespace)
+        return {"since": since.isoformat(), "until": until.isoformat(), "rows": rows}
 
-    async def set_cap(self, admin: str, agent: str, op: str, per_day: int | None) -> list[dict[str, Any]]:
+    @operation(Op.ADMIN, caller="admin", operator=True, admin=True)
+    async def set_cap(self, admin: str | None, agent: str, op: str, per_day: int | None) -> list[dict[str, Any]]:
         """Set (``per_day``) or clear (None) ``agent``'s daily cap on ``op`` (an operation, a model call
-        kind, or ``*``); admin routes only. Returns the agent's caps."""
-        if op != "*" and op not in CAP_KINDS:
-            raise InputError(f"unknown kind {op!r} to cap", hint=f"one of *, {', '.join(sorted(CAP_KINDS))}")
+        kind, or ``*``). Returns the agent's caps."""
+        kinds = cap_kinds()
+        if op != "*" and op not in kinds:
+            raise InputError(f"unknown kind {op!r} to cap", hint=f"one of *, {', '.join(sorted(kinds))}")
         async with self.engine.pool.acquire() as conn:
             if not await conn.fetchval(identity.AGENT_EXISTS, agent):
                 raise NotFound(f"agent {agent!r} does not exist")
@@ -210,7 +224,7 @@ class Membership:
             else:
                 if per_day < 0:
                     raise InputError("a cap is 0 or more")
-                await usage_sql.set_cap(conn, agent, op, per_day, admin)
+                await usage_sql.set_cap(conn, agent, op, per_day, admin or "operator")
             found = await usage_sql.caps(conn, agent)
         self.engine.governor.forget_profiles()
         return found

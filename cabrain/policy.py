@@ -1,7 +1,7 @@
 """Roles: what an agent may do, decided by the server, never by a prompt.
 
-Every operation of the core names its kind (:class:`Op`) and asks :func:`decide` before it runs,
-whatever surface called it (HTTP, MCP, the CLI through HTTP, the memory tool, capture, the live
+Every operation of the core declares its kind (:class:`Op`, :mod:`cabrain.gate`), and the gate asks
+:func:`decide` before it runs, whatever surface called it (HTTP, MCP, the CLI through HTTP, the memory tool, capture, the live
 agent in the server). Grants still decide *where* an agent may read and write
 (:mod:`cabrain.store.access`); the role decides *what kinds* of operation it may ask for at all:
 
@@ -46,6 +46,8 @@ class Op(StrEnum):
     SYNC = "sync"  # connector syncs
     WORKFLOW = "workflow"  # workflow calls and deployments (they spend model time)
     EXPORT = "export"
+    DECIDE = "decide"  # approve or deny a held action (a person's)
+    ADMIN = "admin"  # agents, keys, roles, caps, notifiers, channels, connectors, models, backups (admins only)
 
 
 class Role(StrEnum):

@@ -25,16 +25,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cabrain import actions
 from cabrain.channels.inbound import ChannelSecrets, ChatMessage, RawRequest, adapter
 from cabrain.connectors.config import env_name
 from cabrain.connectors.facade import Connectors
 from cabrain.connectors.trackers import FiledIssue, Link, Tracker, tracker
 from cabrain.errors import ConfigError, ConflictError, InputError, NotFound
+from cabrain.gate import Read, field, operation, system
 from cabrain.policy import Op
 from cabrain.redact import PRIVATE, REDACTED, redact
 from cabrain.store import access
 from cabrain.store import channels as sql
 from cabrain.store import connectors as connector_sql
+from cabrain.store import usage as usage_sql
 from cabrain.types import MemoryInput, Visibility
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -59,6 +62,7 @@ class Channels:
         self.environ = environ
 
     # --- the channels themselves ------------------------------------------------------------------
+    @operation(Op.ADMIN, caller="admin", namespace=field("spec", "namespace"), admin=True)
     async def add(self, admin: str, spec: Mapping[str, Any]) -> dict[str, Any]:
         name, kind = spec.get("name"), spec.get("kind")
         if not isinstance(name, str) or not NAME_RE.match(name):
@@ -79,6 +83,11 @@ class Channels:
         approvers = options.get("approvers", [])
         if not isinstance(approvers, list) or not all(isinstance(a, str) for a in approvers):
             raise InputError("options.approvers is a list of the platform's user ids")
+        if approvers and kind not in actions.VERIFIED_SENDERS:
+            raise InputError(
+                f"a {kind} channel cannot have approvers: its messages name their own sender",
+                hint=f"approvers are for {', '.join(sorted(actions.VERIFIED_SENDERS))} channels",
+            )
         channel = {
             "name": name,
             "kind": kind,
@@ -93,11 +102,10 @@ class Channels:
             "options": dict(options),
         }
         async with self.engine.pool.acquire() as conn, conn.transaction():
-            await access.require_admin(conn, admin)
             if not isinstance(channel["namespace"], str):
                 raise InputError("a channel needs the namespace its messages go to")
             await access.require_writer(conn, channel["agent_id"], channel["namespace"])
-            writer = await self.engine.governor.profile(channel["agent_id"])
+            writer = await usage_sql.profile(conn, channel["agent_id"])
             if writer is not None and writer["role"] != "member" and not writer["is_admin"]:
                 raise InputError(
                     f"agent {channel['agent_id']!r} has role {writer['role']!r}, which may not retain: "
@@ -112,7 +120,7 @@ class Channels:
             ):
                 raise NotFound(f"notifier {channel['notifier']!r} does not exist")
             if channel["live_agent"] is not None:
-                profile = await self.engine.governor.profile(channel["live_agent"])
+                profile = await usage_sql.profile(conn, channel["live_agent"])
                 if profile is None:
                     raise NotFound(f"agent {channel['live_agent']!r} does not exist")
                 if profile["role"] != "live" or profile["is_admin"]:
@@ -130,22 +138,23 @@ class Channels:
         assert found_channel is not None
         return found_channel
 
+    @operation(Op.ADMIN, caller="admin", admin=True)
     async def listing(self, admin: str) -> list[dict[str, Any]]:
         async with self.engine.pool.acquire() as conn:
-            await access.require_admin(conn, admin)
             return await sql.every(conn)
 
+    @operation(Op.ADMIN, caller="admin", admin=True)
     async def remove(self, admin: str, name: str) -> bool:
         async with self.engine.pool.acquire() as conn:
-            await access.require_admin(conn, admin)
             return await sql.remove(conn, name, self.engine.clock())
 
+    @operation(Op.ADMIN, caller="admin", admin=True)
     async def issues(self, admin: str, channel: str | None, limit: int = 100) -> list[dict[str, Any]]:
         """The issues live agents filed (from ``channel``), newest first."""
         async with self.engine.pool.acquire() as conn:
-            await access.require_admin(conn, admin)
             return await sql.issues(conn, channel, limit)
 
+    @system("a channel's own record, for its platform's requests and its live agent")
     async def get(self, name: str) -> dict[str, Any]:
         async with self.engine.pool.acquire() as conn:
             channel = await sql.one(conn, name)
@@ -162,6 +171,7 @@ class Channels:
         return value
 
     # --- receiving --------------------------------------------------------------------------------
+    @system("a platform's request, authenticated by the platform's signature before anything is read")
     async def receive(self, name: str, request: RawRequest) -> Delivery:
         """Verify a platform's request and retain its new messages (:class:`Delivery`)."""
         channel = await self.get(name)
@@ -216,6 +226,7 @@ class Channels:
         return [r.memory_id for r in results if r.memory_id is not None]
 
     # --- issues -----------------------------------------------------------------------------------
+    @system("the tracker of an issue filing or a link lookup already let through, or of the live agent's watch")
     async def tracker_for(self, agent: str, connector_name: str) -> tuple[Tracker, dict[str, Any]]:
         """The tracker of a gitlab or vikunja connector ``agent`` may file through (it reads the
         connector's namespace), with the connector's credential."""
@@ -229,6 +240,7 @@ class Channels:
         info = {"name": connector.name, "kind": connector.kind, "namespace": connector.namespace}
         return tracker(connector.kind, connector.config, token, hub.retry), info
 
+    @operation(Op.FILE_ISSUE, reads=Read.NAMESPACE)
     async def file_issue(
         self,
         agent: str,
@@ -244,7 +256,6 @@ class Channels:
             raise InputError("an issue needs a title")
         if len(description) > 100_000:
             raise InputError("an issue's description is at most 100,000 characters")
-        await self.engine.governor.check(agent, Op.FILE_ISSUE)
         found, _ = await self.tracker_for(agent, connector_name)
         try:
             filing = (redact(title.strip()), redact(description))  # both leave for the tracker
@@ -252,13 +263,23 @@ class Channels:
         finally:
             await asyncio.to_thread(found.close)
 
+    @operation(Op.READ, reads=Read.NAMESPACE)
     async def links(self, agent: str, connector_name: str, ref: str) -> list[Link]:
-        await self.engine.governor.check(agent, Op.READ)
         found, _ = await self.tracker_for(agent, connector_name)
         try:
             return await asyncio.to_thread(found.links, ref)
         finally:
             await asyncio.to_thread(found.close)
+
+    # --- approvals from the chat --------------------------------------------------------------------
+    @system("a chat approver, as the platform's signature vouches for the sender; cabrain.actions checks its authority")
+    async def decide_from_chat(
+        self, channel: str, sender: str, action_id: uuid.UUID, *, approve: bool
+    ) -> dict[str, Any]:
+        """A message's sender on ``channel`` approves or denies a held action: only one of the
+        channel's approvers, on a platform that vouches for its senders, for an action on the
+        namespace the channel serves (:mod:`cabrain.actions`)."""
+        return await actions.decide(self.brain, actions.ChatApprover(channel, sender), action_id, approve=approve)
 
 
 __all__ = ["Channels", "Delivery"]

@@ -164,14 +164,15 @@ class LiveAgent:
         )
 
     async def _decide(self, channel: dict[str, Any], message: ChatMessage, approve: bool, ref: str) -> None:
-        person = f"channel:{channel['name']}:{message.speaker_id}"
         found = await actions.pending_by_prefix(self.engine, ref)
         if len(found) != 1:
             text = f"No single pending action starts with {ref}." if found else f"No pending action {ref}."
             await self.reply(channel, message.thread, message.reply_to, text)
             return
         try:
-            action = await self.brain.decide_action(person, found[0], approve=approve)
+            action = await self.channels.decide_from_chat(
+                channel["name"], message.speaker_id, found[0], approve=approve
+            )
             text = f"Action {action['id']} {action['status']}" + (
                 f": {action['error']}" if action.get("error") else "."
             )

@@ -8,7 +8,8 @@ may read (``local_roots``; None for the operator's command line, which may read 
     await hub.add("admin", "handbook", "folder", "team", {"path": "/srv/handbook"})
     report = await hub.sync("admin", "handbook", say=print)
 
-Who may do what, enforced here for every surface:
+Who may do what, declared on each method and enforced by the gate (:mod:`cabrain.gate`) for every
+surface, with the grants checked in SQL (:mod:`cabrain.store.access`):
 
 - **add**: an admin (a connector reads the host's files and environment and reaches the network
   from the server) that may write the namespace; the connector then writes as that admin;
@@ -16,7 +17,8 @@ Who may do what, enforced here for every surface:
   namespace it may write;
 - **sync**: an agent that may write the connector's namespace; the writes are the connector's
   agent's, checked as any retain is;
-- **remove**: an admin, or the namespace's owner. The memories stay; the connector stops.
+- **remove**: an admin, or the namespace's owner (whose role may sync). The memories stay; the
+  connector stops.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from cabrain.connectors.retry import Retry
 from cabrain.connectors.sync import Counts, Sync
 from cabrain.engine import Engine
 from cabrain.errors import AccessDenied, CabrainError, ConflictError, InputError, NotFound, SourceAuthError
+from cabrain.gate import Read, operation, system
 from cabrain.policy import Op
 from cabrain.redact import redact
 from cabrain.settings import Settings
@@ -91,6 +94,7 @@ class Connectors:
         return self.engine.settings
 
     # --- the connectors themselves ---------------------------------------------------------------
+    @operation(Op.ADMIN, namespace="namespace", admin=True)
     async def add(
         self,
         agent: str,
@@ -115,7 +119,6 @@ class Connectors:
             self._check_local(kind, checked)
         now = self.engine.clock()
         async with self.engine.pool.acquire() as conn, conn.transaction():
-            await access.require_admin(conn, agent)
             await access.require_writer(conn, agent, namespace)
             if await sql.by_name(conn, name) is not None:
                 raise ConflictError(f"a connector named {name!r} exists", hint="pick another name, or remove that one")
@@ -149,10 +152,9 @@ class Connectors:
             roots = ", ".join(str(r) for r in self.local_roots)
             raise AccessDenied(f"{path} is outside the folders connectors may read ({roots})")
 
+    @operation(Op.READ, reads=Read.OWN)
     async def listing(self, agent: str) -> list[sql.Connector]:
-        await self.engine.governor.check(agent, Op.READ)
         async with self.engine.pool.acquire() as conn:
-            await access.require_active(conn, agent)
             found = await sql.every(conn)
             if await access.is_admin(conn, agent):
                 return found
@@ -162,17 +164,18 @@ class Connectors:
                     out.append(connector)
             return out
 
+    @operation(Op.READ, reads=Read.OWN)
     async def get(self, agent: str, name: str) -> sql.Connector:
         async with self.engine.pool.acquire() as conn:
             return await self._visible(conn, agent, name)
 
     async def _visible(self, conn: Any, agent: str, name: str) -> sql.Connector:
-        await access.require_active(conn, agent)
         connector = await sql.by_name(conn, name)
         if connector is None or not (await access.caller(conn, agent, connector.namespace)).can_write:
             raise NotFound(f"connector {name!r} does not exist or is not visible to {agent!r}")
         return connector
 
+    @operation(Op.SYNC)
     async def remove(self, agent: str, name: str) -> sql.Connector:
         async with self.engine.pool.acquire() as conn, conn.transaction():
             connector = await self._visible(conn, agent, name)
@@ -180,6 +183,7 @@ class Connectors:
             await sql.remove(conn, connector.id, self.engine.clock())
         return connector
 
+    @operation(Op.READ, reads=Read.OWN)
     async def runs(self, agent: str, name: str, *, limit: int = 20) -> list[dict[str, Any]]:
         if not 1 <= limit <= 500:
             raise InputError(f"limit must be between 1 and 500, got {limit}")
@@ -187,6 +191,7 @@ class Connectors:
             connector = await self._visible(conn, agent, name)
             return await sql.runs(conn, connector.id, limit)
 
+    @operation(Op.READ, reads=Read.OWN)
     async def run(self, agent: str, name: str, run_id: uuid.UUID) -> dict[str, Any]:
         async with self.engine.pool.acquire() as conn:
             connector = await self._visible(conn, agent, name)
@@ -196,6 +201,20 @@ class Connectors:
         return found
 
     # --- syncing -------------------------------------------------------------------------------------
+    @operation(Op.SYNC)
+    async def start_sync(
+        self, agent: str, name: str, *, spawn: Callable[[Awaitable[SyncReport], uuid.UUID], None]
+    ) -> uuid.UUID:
+        """Let a sync of ``name`` through now (404 for a connector the agent may not write) and
+        ``spawn`` it in the background; its run (``connector_runs``) tells how it goes."""
+        async with self.engine.pool.acquire() as conn:
+            connector = await self._visible(conn, agent, name)
+            await access.require_writer(conn, agent, connector.namespace)
+        run_id = uuid.uuid4()
+        spawn(self.sync(agent, name, run_id=run_id), run_id)
+        return run_id
+
+    @system("a connector's credential, read for a sync or a tracker already let through")
     def credential(self, connector: sql.Connector) -> str | None:
         """The connector's credential, read from the environment variable its config names."""
         env = connector.config.get("token_env")
@@ -209,6 +228,7 @@ class Connectors:
             )
         return secret
 
+    @system("a connector's source, for a sync already let through")
     def source(self, connector: sql.Connector) -> Source:
         """The connector's source, with its credential from the environment."""
         secret = self.credential(connector)
@@ -222,6 +242,7 @@ class Connectors:
         )
         return sources.build(spec, self.retry)
 
+    @operation(Op.SYNC)
     async def sync(
         self,
         agent: str,
@@ -237,7 +258,6 @@ class Connectors:
         succeeds; any other failure marks it ``failed``. Either way the run records what it did."""
         clock = self.engine.clock
         run_id = run_id or uuid.uuid4()
-        await self.engine.governor.check(agent, Op.SYNC)
         async with self.engine.pool.acquire() as conn:
             connector = await self._visible(conn, agent, name)
             await access.require_writer(conn, agent, connector.namespace)
@@ -316,6 +336,7 @@ class Connectors:
             f"{counts.deleted} deleted, {counts.forgotten} forgotten"
         )
 
+    @system("one shard of a sync already let through (a Ray task)")
     async def apply_shard(self, connector: sql.Connector, refs: list[ItemRef]) -> Counts:
         """One shard of a fanned-out sync (a Ray task): fetch, stage and index ``refs``. The sync that
         planned it holds the connector's lock."""
@@ -325,6 +346,7 @@ class Connectors:
         finally:
             source.close()
 
+    @system("the replicas' scheduler: which connectors are due")
     async def due(self) -> list[sql.Connector]:
         """The operator's: connectors whose schedule says a sync is due now."""
         async with self.engine.pool.acquire() as conn:

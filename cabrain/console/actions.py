@@ -56,9 +56,7 @@ async def pushes(request: Request, svc: Svc, session: Current) -> Response:
 async def release(request: Request, push_id: str, svc: Svc, session: Current) -> Response:
     await change_form(request, session)
     key = as_uuid(push_id, "push id")
-    brain = await svc.get_brain()
-    await svc.notify(brain).can_release(session.agent, key)
-    released = await svc.outbox(brain).release(key, session.agent)
+    released = await svc.run(lambda b: svc.notify(b).release(session.agent, key))
     return see_other(f"{sessions.PATH}/pushes?done={'released' if released else 'nothing to release'}")
 
 

@@ -1,7 +1,7 @@
 """Agents, keys and grants: an admin creates agents (their key shown once, in the answer to the form,
 never in a URL), makes and revokes keys and disables agents; every signed-in agent sees its
 namespaces, shares those it owns, revokes grants, and accepts or declines grants offered to it.
-Each change is a form with its CSRF token; the server checks who may make it, as the API does."""
+Each change is a form with its CSRF token; who may make it is the gate's, as for the API."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from cabrain.console import session as sessions
 from cabrain.console.render import page
 from cabrain.console.routing import Current, change_form, router, see_other, text
 from cabrain.console.session import Session
-from cabrain.errors import AccessDenied, InputError, NotFound
+from cabrain.errors import InputError, NotFound
 from cabrain.identity import NewKey
 from cabrain.serve.deps import Svc
 
@@ -25,43 +25,36 @@ routes = router()
 ANSWERED = {"accept": "accepted", "decline": "declined"}
 
 
-def _admin(session: Session) -> None:
-    if not session.principal.is_admin:
-        raise AccessDenied(f"agent {session.agent!r} is not an admin", hint="use an admin key")
-
-
 @routes.get("/agents")
 async def agents(request: Request, svc: Svc, session: Current) -> Response:
-    _admin(session)
-    found = await svc.run(lambda b: b.list_agents())
+    found = await svc.run(lambda b: b.list_agents(by=session.agent))
     return page(request, "agents.html", title="Agents", agents=found, new_key=None)
 
 
 @routes.post("/agents")
 async def create_agent(request: Request, svc: Svc, session: Current) -> Response:
     form = await change_form(request, session)
-    _admin(session)
     agent_id, display = text(form, "id"), text(form, "display_name") or None
     is_admin = text(form, "is_admin") == "yes"
     if not agent_id:
         raise InputError("give the new agent an id")
 
     async def op(b: Brain) -> NewKey:
-        await b.create_agent(agent_id, display_name=display, is_admin=is_admin, exist_ok=False)
-        return await b.create_key(agent_id, label=text(form, "key_label") or "console")
+        await b.create_agent(agent_id, display_name=display, is_admin=is_admin, exist_ok=False, by=session.agent)
+        return await b.create_key(agent_id, label=text(form, "key_label") or "console", by=session.agent)
 
     new_key = await svc.run(op)
-    found = await svc.run(lambda b: b.list_agents())
+    found = await svc.run(lambda b: b.list_agents(by=session.agent))
     return page(request, "agents.html", title="Agents", agents=found, new_key=new_key, status=201)
 
 
 async def _agent_page(
-    request: Request, svc: Svc, agent_id: str, *, new_key: NewKey | None = None, status: int = 200
+    request: Request, svc: Svc, session: Session, agent_id: str, *, new_key: NewKey | None = None, status: int = 200
 ) -> Response:
-    known = [a for a in await svc.run(lambda b: b.list_agents()) if a.id == agent_id]
+    known = [a for a in await svc.run(lambda b: b.list_agents(by=session.agent)) if a.id == agent_id]
     if not known:
         raise NotFound(f"agent {agent_id!r} does not exist")
-    keys = await svc.run(lambda b: b.list_keys(agent_id))
+    keys = await svc.run(lambda b: b.list_keys(agent_id, by=session.agent))
     done = "" if new_key else filters.field(request.query_params, "done")
     return page(
         request,
@@ -77,25 +70,22 @@ async def _agent_page(
 
 @routes.get("/agents/{agent_id}")
 async def agent(request: Request, agent_id: str, svc: Svc, session: Current) -> Response:
-    _admin(session)
-    return await _agent_page(request, svc, agent_id)
+    return await _agent_page(request, svc, session, agent_id)
 
 
 @routes.post("/agents/{agent_id}/keys")
 async def create_key(request: Request, agent_id: str, svc: Svc, session: Current) -> Response:
     form = await change_form(request, session)
-    _admin(session)
-    new_key = await svc.run(lambda b: b.create_key(agent_id, label=text(form, "label") or "console"))
-    return await _agent_page(request, svc, agent_id, new_key=new_key, status=201)
+    new_key = await svc.run(lambda b: b.create_key(agent_id, label=text(form, "label") or "console", by=session.agent))
+    return await _agent_page(request, svc, session, agent_id, new_key=new_key, status=201)
 
 
 @routes.post("/agents/{agent_id}/keys/{key_id}/revoke")
 async def revoke_key(request: Request, agent_id: str, key_id: str, svc: Svc, session: Current) -> Response:
     form = await change_form(request, session)
-    _admin(session)
     if text(form, "confirm") != "yes":
         raise InputError("tick the confirmation to revoke this key", hint="whoever uses it is refused from then on")
-    if not await svc.run(lambda b: b.revoke_key(key_id, agent_id=agent_id)):
+    if not await svc.run(lambda b: b.revoke_key(key_id, agent_id=agent_id, by=session.agent)):
         raise NotFound(f"agent {agent_id!r} has no active key {key_id}")
     svc.forget_keys()
     return see_other(f"{sessions.PATH}/agents/{urllib.parse.quote(agent_id)}?done=revoked")
@@ -104,12 +94,11 @@ async def revoke_key(request: Request, agent_id: str, key_id: str, svc: Svc, ses
 @routes.post("/agents/{agent_id}/disable")
 async def disable_agent(request: Request, agent_id: str, svc: Svc, session: Current) -> Response:
     form = await change_form(request, session)
-    _admin(session)
     if text(form, "confirm") != "yes":
         raise InputError(
             "tick the confirmation to disable this agent", hint="its keys stop working; nothing is deleted"
         )
-    await svc.run(lambda b: b.disable_agent(agent_id))
+    await svc.run(lambda b: b.disable_agent(agent_id, by=session.agent))
     svc.forget_keys()
     return see_other(f"{sessions.PATH}/agents/{urllib.parse.quote(agent_id)}?done=disabled")
 

@@ -14,7 +14,7 @@ from cabrain.console import session as sessions
 from cabrain.console.pages import readable_namespaces
 from cabrain.console.render import HEADERS, page
 from cabrain.console.routing import Current, router
-from cabrain.search import graph
+from cabrain.search.graph import MAX_MEMORIES
 from cabrain.serve.deps import Svc
 
 routes = router()
@@ -50,8 +50,8 @@ async def entities(request: Request, svc: Svc, session: Current) -> Response:
 @routes.get("/graph.json")
 async def graph_json(request: Request, svc: Svc, session: Current) -> Response:
     namespace, name = filters.field(request.query_params, "namespace"), filters.field(request.query_params, "entity")
-    limit = int(filters.number(request.query_params, "limit", low=1, high=graph.MAX_MEMORIES, integer=True) or 300)
-    found = await svc.run(lambda b: graph.neighbourhood(b.engine, session.agent, namespace, name, limit=limit))
+    limit = int(filters.number(request.query_params, "limit", low=1, high=MAX_MEMORIES, integer=True) or 300)
+    found = await svc.run(lambda b: b.entity_graph(session.agent, namespace, name, limit=limit))
     return JSONResponse(found, headers=HEADERS)
 
 
@@ -59,7 +59,7 @@ async def graph_json(request: Request, svc: Svc, session: Current) -> Response:
 async def entity(request: Request, svc: Svc, session: Current) -> Response:
     params = request.query_params
     namespace, name = filters.field(params, "namespace"), filters.field(params, "name")
-    limit = int(filters.number(params, "limit", low=1, high=graph.MAX_MEMORIES, integer=True) or 300)
+    limit = int(filters.number(params, "limit", low=1, high=MAX_MEMORIES, integer=True) or 300)
     found = await svc.run(lambda b: b.get_entity(session.agent, namespace, name, history=False, limit=50))
     graph_url = f"{sessions.PATH}/graph.json?" + urllib.parse.urlencode(
         {"namespace": namespace, "entity": str(found.entity.id), "limit": limit}
@@ -73,5 +73,5 @@ async def entity(request: Request, svc: Svc, session: Current) -> Response:
         name=name,
         graph_url=graph_url,
         limit=limit,
-        limits=[100, 300, 1000, graph.MAX_MEMORIES],
+        limits=[100, 300, 1000, MAX_MEMORIES],
     )

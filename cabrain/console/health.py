@@ -20,8 +20,6 @@ from cabrain.errors import CabrainError
 from cabrain.providers.cache import probe_redis
 from cabrain.providers.cold_store import probe
 from cabrain.serve.deps import Svc
-from cabrain.serve.metrics import collect
-from cabrain.sleep.runs import SleepRuns
 
 routes = router()
 LATENCY = "ray_cabrain_http_request_latency_ms"
@@ -113,7 +111,7 @@ async def health(request: Request, svc: Svc, session: Current) -> Response:
         return await asyncio.to_thread(probe, settings)
 
     async def sleep() -> str:
-        runs = await svc.run(lambda b: SleepRuns(b.engine).runs(session.agent, limit=1))
+        runs = await svc.run(lambda b: svc.sleep_runs(b).runs(session.agent, limit=1))
         if not runs:
             return "no run yet over the namespaces this key may read"
         last = runs[0]
@@ -131,7 +129,7 @@ async def health(request: Request, svc: Svc, session: Current) -> Response:
     metrics = None
     if session.principal.is_admin:
         try:
-            metrics = summarize(await collect())
+            metrics = summarize(await svc.ops.metrics(session.agent))
         except Exception as exc:  # noqa: BLE001 - the page still shows the parts
             metrics = {"error": f"{type(exc).__name__}: {exc}"}
     return page(request, "health.html", title="Health", parts=parts, metrics=metrics)

@@ -14,7 +14,6 @@ from cabrain.console import session as sessions
 from cabrain.console.render import page
 from cabrain.console.routing import Current, change_form, current, router, see_other, text
 from cabrain.errors import InputError
-from cabrain.search import lookup
 from cabrain.serve.deps import Svc
 
 routes = router()
@@ -121,7 +120,7 @@ async def memories(request: Request, svc: Svc, session: Current) -> Response:
 async def memory(request: Request, memory_id: str, svc: Svc, session: Current) -> Response:
     found = await svc.run(lambda b: b.get(session.agent, memory_id))
     judgments = await svc.run(lambda b: b.judgments(session.agent, memory_id))
-    used = await svc.run(lambda b: lookup.access_history(b.engine, session.agent, found.memory.id))
+    used = await svc.run(lambda b: b.access_history(session.agent, found.memory.id))
     return page(
         request,
         "memory.html",

@@ -4,17 +4,13 @@ namespaces it may read; an admin every one."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import Request
 from fastapi.responses import Response
 
-from cabrain.brain import Brain
 from cabrain.console import charts, filters
 from cabrain.console.render import page
 from cabrain.console.routing import Current, router
 from cabrain.serve.deps import Svc
-from cabrain.workflows.facade import Workflows
 
 routes = router()
 
@@ -23,22 +19,7 @@ routes = router()
 async def workflows(request: Request, svc: Svc, session: Current) -> Response:
     days = int(filters.number(request.query_params, "days", low=1, high=3650, integer=True) or 30)
 
-    async def gather(b: Brain) -> dict[str, Any]:
-        flows = Workflows(b.engine)
-        readable = await flows.readable(session.agent)
-        queue = (
-            {"all namespaces": await flows.queue_counts(None)}
-            if readable is None
-            else {name: await flows.queue_counts(name) for name in readable}
-        )
-        return {
-            "models": await flows.list_models(),
-            "clusters": await flows.clusters(session.agent, limit=200),
-            "queue": {name: counts for name, counts in queue.items() if any(counts.values())},
-            "report": await flows.report(session.agent, days=days),
-        }
-
-    found = await svc.run(gather)
+    found = await svc.run(lambda b: svc.workflows(b).overview(session.agent, days=days))
     report = found["report"]
     cost = report["cost_usd"]
     return page(

@@ -167,9 +167,7 @@ class BrainBackend:
         return await self.brain.get_entity(self.agent, namespace, name_or_id, history=history, limit=limit)
 
     async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]:
-        from cabrain.workflows.facade import Workflows  # in process only: HttpBackend never loads it
-
-        return (await Workflows(self.brain.engine).dispatch(self.agent, task)).to_json()
+        return (await self.brain.workflows.dispatch(self.agent, task)).to_json()
 
 
 class HttpBackend:

@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cabrain.connectors.config import env_name
 from cabrain.engine import Engine
 from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound
+from cabrain.gate import Read, operation, system
 from cabrain.notify.senders import KINDS as NOTIFIER_KINDS
 from cabrain.policy import Op
 from cabrain.store import access
@@ -50,6 +51,7 @@ class Notify:
         self.engine = engine
 
     # --- notifiers --------------------------------------------------------------------------------
+    @operation(Op.ADMIN, caller="admin", admin=True)
     async def add_notifier(
         self, admin: str, name: str, kind: str, config: Mapping[str, Any], secret_env: str | None
     ) -> dict[str, Any]:
@@ -69,7 +71,6 @@ class Notify:
         if kind == "webhook" and not str(config.get("url", "")).startswith(("http://", "https://")):
             raise InputError("a webhook notifier's config names its url (http:// or https://)")
         async with self.engine.pool.acquire() as conn:
-            await access.require_admin(conn, admin)
             made = await conn.fetchval(
                 sql.INSERT_NOTIFIER, name, kind, json.dumps(dict(config)), secret_env, admin, self.engine.clock()
             )
@@ -77,17 +78,18 @@ class Notify:
                 raise ConflictError(f"a notifier named {name!r} exists", hint="remove it first, or pick another name")
             return sql.decoded(await conn.fetchrow(sql.NOTIFIER, name))
 
+    @operation(Op.READ)
     async def notifiers(self, agent: str) -> list[dict[str, Any]]:
-        await self.engine.governor.check(agent, Op.READ)
         async with self.engine.pool.acquire() as conn:
             return [sql.decoded(r) for r in await conn.fetch(sql.NOTIFIERS)]
 
+    @operation(Op.ADMIN, caller="admin", admin=True)
     async def remove_notifier(self, admin: str, name: str) -> bool:
         async with self.engine.pool.acquire() as conn:
-            await access.require_admin(conn, admin)
             return await conn.fetchval(sql.REMOVE_NOTIFIER, name, self.engine.clock()) is not None
 
     # --- subscriptions ----------------------------------------------------------------------------
+    @operation(Op.SUBSCRIBE, namespace="namespace", reads=Read.NAMESPACE)
     async def subscribe(
         self,
         agent: str,
@@ -103,7 +105,6 @@ class Notify:
         quiet_end: str | None = None,
         timezone: str = "UTC",
     ) -> dict[str, Any]:
-        await self.engine.governor.check(agent, Op.SUBSCRIBE, namespace)
         if not kinds or any(k not in SUBSCRIBABLE for k in kinds):
             raise InputError(f"kinds must be some of {', '.join(SUBSCRIBABLE)}, got {kinds!r}")
         if not isinstance(subscriber, str) or not subscriber.strip() or len(subscriber) > 200:
@@ -154,53 +155,54 @@ class Notify:
             )
             return sql.decoded(await conn.fetchrow(sql.SUB, sub_id))
 
+    @operation(Op.READ, reads=Read.OWN)
     async def subscriptions(self, agent: str, *, everyone: bool = False) -> list[dict[str, Any]]:
-        await self.engine.governor.check(agent, Op.READ)
         async with self.engine.pool.acquire() as conn:
-            if everyone:
-                await access.require_admin(conn, agent)
+            if everyone and not await access.is_admin(conn, agent):
+                raise AccessDenied(f"agent {agent!r} sees its own subscriptions only", hint="use an admin key")
             return [sql.decoded(r) for r in await conn.fetch(sql.SUBS, None if everyone else agent, everyone)]
 
+    @operation(Op.SUBSCRIBE, reads=Read.OWN)
     async def unsubscribe(self, agent: str, sub_id: uuid.UUID) -> bool:
         async with self.engine.pool.acquire() as conn:
             row = await conn.fetchrow(sql.SUB, sub_id)
-            if row is None:
+            if row is None or not (row["agent_id"] == agent or await access.is_admin(conn, agent)):
                 raise NotFound(f"no subscription {sub_id}")
-            if row["agent_id"] != agent:
-                await access.require_admin(conn, agent)
             return await conn.fetchval(sql.DISABLE_SUB, sub_id, self.engine.clock(), f"removed by {agent}") is not None
 
     # --- the outbox and the stream ----------------------------------------------------------------
+    @operation(Op.READ, reads=Read.OWN)
     async def outbox(self, agent: str, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """Pushes and the gate's decisions: an admin sees all, an agent those of its subscriptions."""
-        await self.engine.governor.check(agent, Op.READ)
-        profile = await self.engine.governor.profile(agent)
-        mine = None if profile and profile["is_admin"] else agent
         async with self.engine.pool.acquire() as conn:
+            mine = None if await access.is_admin(conn, agent) else agent
             rows = [sql.decoded(r) for r in await conn.fetch(sql.OUTBOX, status, mine, limit)]
         for row in rows:  # the worded push is the subscriber's; the listing shows where and how it went
             row["target"] = {k: v for k, v in row["target"].items() if not k.startswith("_")}
         return rows
 
-    async def can_release(self, agent: str, outbox_id: uuid.UUID) -> None:
+    @operation(Op.SUBSCRIBE, reads=Read.OWN)
+    async def release(self, agent: str, outbox_id: uuid.UUID) -> bool:
+        """Send a suppressed or failed push after all (the gate's judgment undone): one of the agent's
+        own subscriptions' pushes (an admin's: any)."""
         async with self.engine.pool.acquire() as conn:
             row = await conn.fetchrow(sql.PUSH_OWNER, outbox_id)
-            if row is None:
+            if row is None or not (row["agent_id"] == agent or await access.is_admin(conn, agent)):
                 raise NotFound(f"no push {outbox_id}")
-            if row["agent_id"] != agent:
-                await access.require_admin(conn, agent)
+            return await conn.fetchval(sql.RELEASE, outbox_id, self.engine.clock(), agent) is not None
 
+    @system("where a stream starts: a sequence number, no content")
     async def latest(self) -> int:
         """The newest event's ``seq`` (0: none yet): where a stream of what is new from now starts."""
         async with self.engine.pool.acquire() as conn:
             return int(await conn.fetchval(sql.LATEST))
 
+    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
     async def events(
         self, agent: str, *, after: int = 0, namespace: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
         """Events after ``seq`` ``after`` in namespaces ``agent`` reads, each with only the memories
         behind it ``agent`` may read (the reason only when it may read them all)."""
-        await self.engine.governor.check(agent, Op.READ, namespace)
         if not 1 <= limit <= 500:
             raise InputError(f"limit must be between 1 and 500, got {limit}")
         out: list[dict[str, Any]] = []

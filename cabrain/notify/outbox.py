@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import uuid
 from collections.abc import Mapping
 from datetime import datetime, time, timedelta
 from typing import Any
@@ -286,11 +285,6 @@ class Outbox:
             self._senders[name] = sender(notifier["kind"], notifier["config"], secret, clock=self.engine.clock)
             self._defaults[name] = {"url": notifier["config"]["url"]} if notifier["kind"] == "webhook" else {}
         return self._senders[name], self._defaults[name]
-
-    async def release(self, outbox_id: uuid.UUID, by: str) -> bool:
-        """Send a suppressed or failed push after all (the gate's judgment undone)."""
-        async with self.engine.pool.acquire() as conn:
-            return await conn.fetchval(sql.RELEASE, outbox_id, self.now, by) is not None
 
     async def aclose(self) -> None:
         for s in self._senders.values():

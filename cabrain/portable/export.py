@@ -1,7 +1,8 @@
 """A portable export of namespaces: JSON Lines, one record per line, each with its ``type``.
 
     {"type": "cabrain-export", "format": 1, "exported_at": ..., "namespaces": [...], ...}
-    {"type": "agent", ...}        every agent the records name (no keys: those never leave)
+    {"type": "agent", ...}        every agent the records name, with its role and caps (no keys:
+                                  those never leave)
     {"type": "namespace", ...}
     {"type": "grant", ...}        who may read and write each namespace, as granted and accepted
     {"type": "entity", ...}
@@ -12,7 +13,13 @@
     {"type": "mention", ...}      a memory names an entity
     {"type": "link", ...}         a memory was distilled from or merged with others
     {"type": "judgment", ...}     every automatic judgment, so an imported brain can still undo them
+    {"type": "action", ...}       every action a role held on the namespaces, decided or not
     {"type": "end", "counts": {...}}   the counts of each type: an export cut short is detected
+
+An export made for an agent (its namespaces' owner, or an admin: :class:`cabrain.portable.facade.Portable`)
+holds only what that agent may read: another agent's ``private`` memories are left out, and so is
+everything that would tell of them (their mentions, links and judgments, an entity only they
+mention, a summary made from them). The operator's export on the database holds everything.
 
 Everything hot is read in one repeatable-read transaction, so the export is one consistent moment
 of the hot tier; archived memories are read from the cold tier after it. Rows are turned into JSON
@@ -31,6 +38,7 @@ import asyncpg
 
 from cabrain import __version__
 from cabrain.engine import Engine
+from cabrain.store.access import private_id_to_others, private_to_others
 
 __all__ = ["FORMAT", "ExportReport", "export"]
 
@@ -38,12 +46,15 @@ FORMAT = 1
 
 AGENTS = """
 SELECT jsonb_build_object('type', 'agent', 'id', a.id, 'display_name', a.display_name, 'is_admin', a.is_admin,
-                          'created_at', a.created_at, 'disabled_at', a.disabled_at)::text
+                          'created_at', a.created_at, 'disabled_at', a.disabled_at, 'role', a.role,
+                          'caps', (SELECT coalesce(jsonb_object_agg(c.op, c.per_day), '{}') FROM agent_caps c
+                                   WHERE c.agent_id = a.id))::text
 FROM agents a
 WHERE a.id IN (SELECT owner_agent_id FROM namespaces WHERE name = ANY($1)
                UNION SELECT agent_id FROM namespace_grants WHERE namespace = ANY($1)
                UNION SELECT granted_by FROM namespace_grants WHERE namespace = ANY($1)
-               UNION SELECT DISTINCT owner_agent_id FROM memory_ids WHERE namespace = ANY($1))
+               UNION SELECT DISTINCT owner_agent_id FROM memory_ids WHERE namespace = ANY($1)
+               UNION SELECT agent_id FROM pending_actions WHERE namespace = ANY($1))
 ORDER BY a.id
 """
 NAMESPACES = """
@@ -55,9 +66,17 @@ GRANTS = """
 SELECT (jsonb_build_object('type', 'grant') || to_jsonb(g))::text
 FROM namespace_grants g WHERE namespace = ANY($1) ORDER BY namespace, agent_id
 """
-ENTITIES = """
-SELECT (jsonb_build_object('type', 'entity') || to_jsonb(e))::text
-FROM entities e WHERE namespace = ANY($1) ORDER BY namespace, id
+# $2: the agent the export is for (NULL: the operator's, everything)
+ENTITIES = f"""
+SELECT (jsonb_build_object('type', 'entity') || to_jsonb(e)
+        || CASE WHEN EXISTS (SELECT 1 FROM unnest(e.summary_sources) s(id) WHERE {private_id_to_others("s.id", "$2")})
+                THEN jsonb_build_object('summary', NULL, 'summary_sources', '{{}}'::uuid[], 'summarized_at', NULL)
+                ELSE '{{}}'::jsonb END)::text
+FROM entities e WHERE namespace = ANY($1)
+  AND ($2::text IS NULL OR NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id)
+       OR EXISTS (SELECT 1 FROM memory_entities me
+                  WHERE me.entity_id = e.id AND NOT {private_id_to_others("me.memory_id", "$2")}))
+ORDER BY namespace, id
 """
 # Every column a memory row has, but its vector (optional), its content hash (recomputed) and its tier
 # (said apart): named one by one, because json_build_object over named columns costs a third of
@@ -76,7 +95,7 @@ SELECT json_build_object('type', 'memory', {_PAIRS}, 'tier', 'hot',
 FROM memories m
 LEFT JOIN (SELECT id, forgotten_at, forgotten_by, forget_reason FROM memory_ids
            WHERE namespace = $1 AND forgotten_at IS NOT NULL) f ON f.id = m.id
-WHERE m.namespace = $1
+WHERE m.namespace = $1 AND NOT {private_to_others("m", "$2")}
 ORDER BY m.valid_at, m.id
 """
 MEMORIES_WITH_VECTORS = f"""
@@ -86,26 +105,36 @@ SELECT json_build_object('type', 'memory', {_PAIRS}, 'tier', 'hot',
 FROM memories m
 LEFT JOIN (SELECT id, forgotten_at, forgotten_by, forget_reason FROM memory_ids
            WHERE namespace = $1 AND forgotten_at IS NOT NULL) f ON f.id = m.id
-WHERE m.namespace = $1
+WHERE m.namespace = $1 AND NOT {private_to_others("m", "$2")}
 ORDER BY m.valid_at, m.id
 """
-COLD_IDS = """
-SELECT id::text, forgotten_at, forgotten_by, forget_reason, purged_at FROM memory_ids
-WHERE namespace = $1 AND tier = 'cold'
+COLD_IDS = f"""
+SELECT id::text, forgotten_at, forgotten_by, forget_reason, purged_at FROM memory_ids i
+WHERE namespace = $1 AND tier = 'cold' AND NOT {private_id_to_others("i.id", "$2")}
 """
-MENTIONS = """
+MENTIONS = f"""
 SELECT jsonb_build_object('type', 'mention', 'memory_id', me.memory_id, 'entity_id', me.entity_id)::text
 FROM memory_entities me JOIN entities e ON e.id = me.entity_id
-WHERE e.namespace = ANY($1) ORDER BY me.memory_id, me.entity_id
+WHERE e.namespace = ANY($1) AND NOT {private_id_to_others("me.memory_id", "$2")}
+ORDER BY me.memory_id, me.entity_id
 """
-LINKS = """
+LINKS = f"""
 SELECT (jsonb_build_object('type', 'link') || to_jsonb(s))::text
 FROM memory_sources s JOIN memory_ids i ON i.id = s.memory_id
-WHERE i.namespace = ANY($1) ORDER BY s.memory_id, s.source_id, s.relation
+WHERE i.namespace = ANY($1) AND NOT {private_id_to_others("s.memory_id", "$2")}
+  AND NOT {private_id_to_others("s.source_id", "$2")}
+ORDER BY s.memory_id, s.source_id, s.relation
 """
-JUDGMENTS = """
+JUDGMENTS = f"""
 SELECT (jsonb_build_object('type', 'judgment') || to_jsonb(j))::text
-FROM judgments j WHERE namespace = ANY($1) ORDER BY created_at, id
+FROM judgments j WHERE namespace = ANY($1)
+  AND NOT EXISTS (SELECT 1 FROM unnest(j.memory_ids) x(id) WHERE {private_id_to_others("x.id", "$2")})
+ORDER BY created_at, id
+"""
+
+ACTIONS = """
+SELECT (jsonb_build_object('type', 'action') || to_jsonb(p))::text
+FROM pending_actions p WHERE namespace = ANY($1) ORDER BY requested_at, id
 """
 
 
@@ -149,12 +178,14 @@ async def export(
     namespaces: Sequence[str],
     out: IO[str],
     *,
+    agent: str | None = None,
     with_embeddings: bool = False,
     archived: bool = True,
     progress: Callable[[str], None] = lambda line: None,
     every_s: float = 5.0,
 ) -> ExportReport:
-    """Write ``namespaces`` to ``out`` (a text file). Who may export what is the caller's to check."""
+    """Write ``namespaces`` to ``out`` (a text file), as ``agent`` may read them (None: everything,
+    the operator's). Who may export which namespace is the caller's to check."""
     started = time.perf_counter()
     names = sorted(set(namespaces))
     sink = _Out(out, progress, every_s)
@@ -175,14 +206,15 @@ async def export(
         await _stream(conn, sink, "agent", AGENTS, names)
         await _stream(conn, sink, "namespace", NAMESPACES, names)
         await _stream(conn, sink, "grant", GRANTS, names)
-        await _stream(conn, sink, "entity", ENTITIES, names)
+        await _stream(conn, sink, "entity", ENTITIES, names, agent)
         for name in names:
-            await _stream(conn, sink, "memory", MEMORIES_WITH_VECTORS if with_embeddings else MEMORIES, name)
+            await _stream(conn, sink, "memory", MEMORIES_WITH_VECTORS if with_embeddings else MEMORIES, name, agent)
             if archived:
-                cold_ids[name] = await conn.fetch(COLD_IDS, name)
-        await _stream(conn, sink, "mention", MENTIONS, names)
-        await _stream(conn, sink, "link", LINKS, names)
-        await _stream(conn, sink, "judgment", JUDGMENTS, names)
+                cold_ids[name] = await conn.fetch(COLD_IDS, name, agent)
+        await _stream(conn, sink, "mention", MENTIONS, names, agent)
+        await _stream(conn, sink, "link", LINKS, names, agent)
+        await _stream(conn, sink, "judgment", JUDGMENTS, names, agent)
+        await _stream(conn, sink, "action", ACTIONS, names)
     for name, rows in cold_ids.items():
         if rows:
             await _archived(engine, name, rows, sink, with_embeddings)

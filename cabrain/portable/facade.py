@@ -1,12 +1,14 @@
 """The ``Portable`` facade: export, and import (CaBrain's own exports and other tools' memories).
 
-Who may do what, enforced here for every surface (``agent`` None is the operator on the command
-line, who may do anything the database lets it):
+Who may do what, declared on each method for the gate (:mod:`cabrain.gate`; ``agent`` None is the
+operator on the command line, who may do anything the database lets it):
 
-- **export** a namespace: its owner, or an admin;
-- **import a CaBrain export**: an admin (it creates agents, namespaces and grants as they were);
-- **import another tool's file** into a namespace: any agent that may write it; the memories are
-  that agent's.
+- **export** a namespace: its owner, or an admin; what it holds is what that agent may read
+  (another agent's private memories are left out);
+- **import a CaBrain export**: an admin, under the API's namespace and consent rules
+  (:mod:`cabrain.portable.checks`), checked whole before anything is written;
+- **import another tool's file** into a namespace: any agent whose role may retain and that may
+  write it; the memories are that agent's, and its caps apply.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import IO
 from cabrain import importers
 from cabrain.engine import Engine
 from cabrain.errors import InputError
+from cabrain.gate import Read, operation
 from cabrain.policy import Op
 from cabrain.portable.export import ExportReport, export
 from cabrain.portable.imports import ImportReport, import_parsed
@@ -37,6 +40,7 @@ class Portable:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
+    @operation(Op.EXPORT, operator=True, reads=Read.MEMORIES)
     async def export(
         self,
         agent: str | None,
@@ -46,8 +50,6 @@ class Portable:
         with_embeddings: bool = False,
         progress: Callable[[str], None] = lambda line: None,
     ) -> ExportReport:
-        if agent is not None:
-            await self.engine.governor.check(agent, Op.EXPORT)
         async with self.engine.pool.acquire() as conn:
             if not namespaces:
                 if agent is not None:
@@ -59,8 +61,11 @@ class Portable:
                         raise InputError(f"namespace {name!r} does not exist")
                 else:
                     (await access.caller(conn, agent, name)).require_owner()
-        return await export(self.engine, namespaces, out, with_embeddings=with_embeddings, progress=progress)
+        return await export(
+            self.engine, namespaces, out, agent=agent, with_embeddings=with_embeddings, progress=progress
+        )
 
+    @operation(Op.ADMIN, operator=True, admin=True)
     async def restore(
         self,
         agent: str | None,
@@ -69,11 +74,9 @@ class Portable:
         where: str = "the export",
         progress: Callable[[str], None] = lambda line: None,
     ) -> RestoreReport:
-        if agent is not None:
-            async with self.engine.pool.acquire() as conn:
-                await access.require_admin(conn, agent)
-        return await restore(self.engine, lines, where=where, progress=progress)
+        return await restore(self.engine, lines, agent=agent, where=where, progress=progress)
 
+    @operation(Op.RETAIN, namespace="namespace", operator=True)
     async def import_file(
         self,
         agent: str | None,

@@ -8,10 +8,14 @@ under its namespaces' writer locks: the rows, their keyword postings (with the t
 their conversation), their passages, their speakers. What points at other memories - supersession,
 links, judgments - is written once every memory is in.
 
-Idempotent: a memory, entity, link or judgment whose id is already stored is skipped, so importing
-an export twice adds nothing, and an import cut short is finished by importing again. Agents are
-created without keys and never as admins (the operator makes keys for those who need them);
-memories the export read from the cold tier come back hot, and the next sleep demotes them again.
+The whole file is checked before anything is written (:mod:`cabrain.portable.checks`), and an import
+made for an agent obeys the API's namespace and consent rules (described there).
+
+Idempotent: a memory, entity, link, judgment or held action whose id is already stored is skipped,
+so importing an export twice adds nothing, and an import cut short is finished by importing again.
+Agents are created without keys and never as admins (the operator makes keys for those who need
+them), with the role and caps they had; an agent that exists is left as it is. Memories the export
+read from the cold tier come back hot, and the next sleep demotes them again.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -28,7 +33,8 @@ from typing import Any
 
 from cabrain.engine import Engine
 from cabrain.errors import InputError
-from cabrain.portable.export import FORMAT
+from cabrain.portable.checks import Plan, check, records
+from cabrain.portable.checks import when as _time
 from cabrain.redact import redact, redact_deep
 from cabrain.search.chunking import chunk
 from cabrain.search.keyword import IndexedDoc
@@ -39,7 +45,16 @@ from cabrain.write.threads import ThreadContext
 __all__ = ["RestoreReport", "restore"]
 
 AGENT = """
-INSERT INTO agents (id, display_name, is_admin, created_at, disabled_at) VALUES ($1, $2, false, $3, $4)
+INSERT INTO agents (id, display_name, is_admin, created_at, disabled_at, role) VALUES ($1, $2, false, $3, $4, $5)
+ON CONFLICT (id) DO NOTHING RETURNING id
+"""
+CAP = "INSERT INTO agent_caps (agent_id, op, per_day, set_by) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"
+ACTION = """
+INSERT INTO pending_actions (id, agent_id, op, namespace, args, policy, status, requested_at, expires_at,
+                             decided_by, decided_at, result, error)
+SELECT id, agent_id, op, namespace, coalesce(args, '{}'), policy, status, requested_at, expires_at,
+       decided_by, decided_at, result, error
+FROM jsonb_populate_record(NULL::pending_actions, $1::jsonb)
 ON CONFLICT (id) DO NOTHING RETURNING id
 """
 NAMESPACE = """
@@ -115,27 +130,31 @@ def scrub(value: dict[str, Any], redacting: bool) -> dict[str, Any]:
     return cleaned
 
 
-def records(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
-    """The export's records, each checked to be a JSON object with a type."""
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where} line {number} is not JSON: {exc.msg}") from None
-        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-            raise InputError(f"{where} line {number} is not a CaBrain export record")
-        yield record
+def _rereadable(lines: Iterable[str]) -> Callable[[], Iterable[str]]:
+    """The lines, to be read twice (checked whole, then written): a list as it is, a file from its
+    start each time, anything else spooled to a private temporary file first."""
+    if isinstance(lines, list | tuple):
+        return lambda: lines
+    seek = getattr(lines, "seek", None)
+    if callable(seek) and getattr(lines, "seekable", lambda: False)():
+        start = lines.tell()  # type: ignore[attr-defined]
 
+        def again() -> Iterable[str]:
+            seek(start)
+            return lines
 
-def _time(value: Any) -> datetime | None:
-    return datetime.fromisoformat(value) if isinstance(value, str) else value
+        return again
+    spool = tempfile.TemporaryFile("w+", encoding="utf-8")
+    for line in lines:
+        spool.write(line if line.endswith("\n") else line + "\n")
+    return _rereadable(spool)
 
 
 class _Restore:
-    def __init__(self, engine: Engine, report: RestoreReport, progress: Callable[[str], None], batch: int) -> None:
-        self.engine, self.report, self.progress, self.batch = engine, report, progress, batch
+    def __init__(
+        self, engine: Engine, report: RestoreReport, progress: Callable[[str], None], batch: int, plan: Plan
+    ) -> None:
+        self.engine, self.report, self.progress, self.batch, self.plan = engine, report, progress, batch, plan
         self.entity_ids: dict[uuid.UUID, uuid.UUID] = {}  # the export's entity id -> the one stored here
         self.superseded: list[tuple[uuid.UUID, uuid.UUID]] = []
         self.forgotten: list[tuple[uuid.UUID, datetime, str | None, str | None]] = []
@@ -150,18 +169,23 @@ class _Restore:
         kind = record["type"]
         async with self.engine.pool.acquire() as conn:
             if kind == "agent":
-                made = await conn.fetchval(
-                    AGENT,
-                    record["id"],
-                    record.get("display_name"),
-                    _time(record["created_at"]),
-                    _time(record.get("disabled_at")),
-                )
+                async with conn.transaction():
+                    made = await conn.fetchval(
+                        AGENT,
+                        record["id"],
+                        record.get("display_name"),
+                        _time(record["created_at"]),
+                        _time(record.get("disabled_at")),
+                        record.get("role") or "member",
+                    )
+                    if made is not None:  # its caps come with it; an agent that was here keeps its own
+                        for op, per_day in sorted((record.get("caps") or {}).items()):
+                            await conn.execute(CAP, made, op, per_day, "import")
             elif kind == "namespace":
                 made = await conn.fetchval(
                     NAMESPACE,
                     record["name"],
-                    record.get("owner_agent_id"),
+                    self.plan.namespace_owner(record.get("owner_agent_id")),
                     _time(record["created_at"]),
                     json.dumps(record.get("metadata") or {}),
                 )
@@ -174,7 +198,7 @@ class _Restore:
                     record["can_write"],
                     record.get("granted_by"),
                     _time(record["granted_at"]),
-                    _time(record.get("accepted_at")),
+                    self.plan.accepted_at(record["agent_id"], _time(record.get("accepted_at"))),
                 )
             elif kind == "entity":
                 body = scrub({k: v for k, v in record.items() if k != "type"}, self.engine.settings.redact_secrets)
@@ -336,7 +360,9 @@ class _Restore:
             self.progress(f"imported {self.written} memories")
 
     # --- what points at memories --------------------------------------------------------------------------
-    async def finish(self, links: list[dict[str, Any]], judgments: list[dict[str, Any]]) -> None:
+    async def finish(
+        self, links: list[dict[str, Any]], judgments: list[dict[str, Any]], held: list[dict[str, Any]]
+    ) -> None:
         async with self.engine.pool.acquire() as conn, conn.transaction():
             if self.superseded:
                 await conn.execute(SUPERSEDED, [a for a, _ in self.superseded], [b for _, b in self.superseded])
@@ -368,30 +394,36 @@ class _Restore:
                     reverted.append((uuid.UUID(judgment["id"]), uuid.UUID(judgment["reverted_by"])))
             for judgment_id, by in reverted:
                 await conn.execute(REVERTED, judgment_id, by)
+            for action in held:
+                body = scrub({k: v for k, v in action.items() if k != "type"}, self.engine.settings.redact_secrets)
+                made = await conn.fetchval(ACTION, json.dumps(body, ensure_ascii=False))
+                self.report.count("action", made is not None)
 
 
 async def restore(
     engine: Engine,
     lines: Iterable[str],
     *,
+    agent: str | None = None,
     where: str = "the export",
     progress: Callable[[str], None] = lambda line: None,
     batch: int | None = None,
 ) -> RestoreReport:
-    """Import a CaBrain export read from ``lines``. Who may do this (an admin: it creates agents and
-    namespaces) is the caller's to check."""
+    """Import a CaBrain export read from ``lines``, checked whole first, for ``agent`` (an admin over
+    the API: the API's namespace and consent rules apply) or the operator (None: everything as it
+    was). Whether ``agent`` may import at all is the gate's."""
     started = time.perf_counter()
-    stream = records(lines, where)
-    header = next(stream, None)
-    if header is None or header.get("type") != "cabrain-export":
-        raise InputError(f"{where} is not a CaBrain export (its first line is no cabrain-export header)")
-    if header.get("format") != FORMAT:
-        raise InputError(f"{where} is export format {header.get('format')!r}; this CaBrain reads format {FORMAT}")
+    reread = _rereadable(lines)
+    async with engine.pool.acquire() as conn:
+        plan = await check(conn, reread(), agent=agent, where=where)
+    stream = records(reread(), where)
+    header = next(stream)
     report = RestoreReport(list(header.get("namespaces") or []))
-    work = _Restore(engine, report, progress, batch or max(engine.settings.embed_batch_size, 64))
+    work = _Restore(engine, report, progress, batch or max(engine.settings.embed_batch_size, 64), plan)
     work.vectors_fit = bool(header.get("with_embeddings")) and header.get("embedding_dim") == engine.embedder.dim
     links: list[dict[str, Any]] = []
     judgments: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
     ended = None
     record = next(stream, None)
@@ -409,20 +441,17 @@ async def restore(
             links.append(record)
         elif kind == "judgment":
             judgments.append(record)
+        elif kind == "action":
+            held.append(record)
         elif kind == "end":
             ended = record
             counts.pop("end")
         else:
             raise InputError(f"{where} has a record of unknown type {kind!r}")
         record = following
-    if ended is None:
-        raise InputError(
-            f"{where} ends before its end record: the export was cut short (nothing after it was lost here)"
-        )
-    expected = {k: v for k, v in (ended.get("counts") or {}).items() if k != "cabrain-export"}
-    if expected != counts:
-        raise InputError(f"{where} holds {counts} but says it holds {expected}: it was altered or cut")
-    await work.finish(links, judgments)
+    if ended is None or counts != plan.counts:
+        raise InputError(f"{where} changed while it was imported", hint="import it again: what is here is skipped")
+    await work.finish(links, judgments, held)
     report.seconds = time.perf_counter() - started
     progress(f"imported {work.written} memories ({sum(report.skipped.values())} records already here)")
     return report

@@ -1,5 +1,6 @@
 """What a route takes besides its body: the replica it runs in, and the agent its API key names
-(``Authorization: Bearer cbk_...``; :data:`Admin` only an admin's)."""
+(``Authorization: Bearer cbk_...``). Whether that agent may do what the route asks is the gate's
+(:mod:`cabrain.gate`), in the facade method the route calls: no route checks it itself."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from cabrain.errors import AccessDenied
 from cabrain.identity import Principal
 from cabrain.serve.replica import Replica
 
@@ -28,11 +28,4 @@ async def caller(svc: Svc, creds: Credentials) -> Principal:
     return await svc.authenticate(creds.credentials if creds else None)
 
 
-async def admin(principal: Annotated[Principal, Depends(caller)]) -> Principal:
-    if not principal.is_admin:
-        raise AccessDenied(f"agent {principal.agent_id!r} is not an admin", hint="use an admin key")
-    return principal
-
-
 Caller = Annotated[Principal, Depends(caller)]
-Admin = Annotated[Principal, Depends(admin)]

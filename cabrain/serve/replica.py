@@ -7,7 +7,6 @@ keys it checked lately, and the worker of the capture inbox. Routes reach it thr
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -20,18 +19,22 @@ from cabrain.brain import Brain
 from cabrain.channels.facade import Channels
 from cabrain.channels.live import LiveAgent
 from cabrain.connectors.facade import Connectors
-from cabrain.errors import ConfigError, ConflictError, DatabaseUnreachable, ServiceError
+from cabrain.errors import DatabaseUnreachable, ServiceError
 from cabrain.fixes import Fix
 from cabrain.identity import Principal
 from cabrain.notify.facade import Notify
 from cabrain.notify.outbox import Outbox
 from cabrain.notify.patterns import find_patterns
+from cabrain.portable.facade import Portable
 from cabrain.providers.embedders import load_embedder
 from cabrain.serve.metrics import IngressMetrics
 from cabrain.serve.models import LocalQueries, RemoteEmbedder, RemoteReranker, call_with_retry
 from cabrain.serve.responses import ReadyOut
+from cabrain.serve.service_ops import ServiceOps
 from cabrain.settings import load_settings
+from cabrain.sleep.runs import SleepRuns
 from cabrain.store.reconnect import CONNECTION_LOST
+from cabrain.workflows.facade import Workflows
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -63,7 +66,7 @@ class Replica:
         # the credentials connectors name by variable, read here at the entry point (never stored)
         self.environ = dict(os.environ)
         self._syncs: dict[uuid.UUID, asyncio.Task[Any]] = {}
-        self._backups: dict[str, dict[str, Any]] = {}
+        self.ops = ServiceOps(self.settings, self.get_brain)
         self._scheduler = asyncio.create_task(self._sync_due())
         self._outbox: Outbox | None = None
         self._live_tasks: set[asyncio.Task[Any]] = set()
@@ -140,20 +143,19 @@ class Replica:
     def connectors(self, brain: Brain) -> Connectors:
         return Connectors(brain.engine, environ=self.environ, local_roots=self.settings.connector_roots)
 
-    def start_sync(self, brain: Brain, agent: str, name: str) -> uuid.UUID:
-        """Start a sync of ``name`` as ``agent``; its run (``connector_runs``) tells how it goes."""
-        run_id = uuid.uuid4()
+    def spawn_sync(self, sync: Awaitable[Any], run_id: uuid.UUID) -> None:
+        """Run a sync the gate let through in the background of this replica; its run
+        (``connector_runs``) tells how it goes."""
 
-        async def sync() -> None:
+        async def run() -> None:
             try:
-                await self.connectors(brain).sync(agent, name, run_id=run_id)
+                await sync
             except Exception as exc:  # noqa: BLE001 - recorded in the run and on the connector
-                log.warning("connector sync failed", extra={"connector": name, "error": str(exc)})
+                log.warning("connector sync failed", extra={"run": str(run_id), "error": str(exc)})
             finally:
                 self._syncs.pop(run_id, None)
 
-        self._syncs[run_id] = asyncio.create_task(sync())
-        return run_id
+        self._syncs[run_id] = asyncio.create_task(run())
 
     async def _sync_due(self, poll_s: float = 30.0) -> None:
         """Sync the connectors whose schedule is due (each replica looks; a connector's lock lets
@@ -175,6 +177,15 @@ class Replica:
                     log.info("scheduled connector sync", extra={"connector": connector.name, "error": str(exc)})
 
     # --- channels, pushes and the live agent (issue 22) ----------------------------------------------
+    def portable(self, brain: Brain) -> Portable:
+        return Portable(brain.engine)
+
+    def workflows(self, brain: Brain) -> Workflows:
+        return Workflows(brain.engine)
+
+    def sleep_runs(self, brain: Brain) -> SleepRuns:
+        return SleepRuns(brain.engine)
+
     def channels(self, brain: Brain) -> Channels:
         return Channels(brain, self.environ)
 
@@ -223,59 +234,6 @@ class Replica:
                     await LiveAgent(self.channels(self.brain)).watch()
             except Exception as exc:  # noqa: BLE001 - the loop must outlive a bad moment
                 log.warning("pushes", extra={"error": str(exc)})
-
-    # --- backups: written in the background, into a new folder under CABRAIN_BACKUP_DIR -----------
-    async def start_backup(self, agent: str) -> str:
-        """Start a backup (:mod:`cabrain.store.backup`); its name is its folder's."""
-        from cabrain.store.backup import backup  # lazy: the dump tools and the cold tier's machinery
-
-        if self.settings.database_url is None:
-            raise ConfigError("the service has no CABRAIN_DATABASE_URL to back up")
-        if any(b["status"] == "running" for b in self._backups.values()):
-            raise ConflictError("a backup is running already", hint="wait for it (GET /v1/backups)")
-        brain = await self.get_brain()
-        root = self.settings.resolved_backup_dir
-        stamp = brain.engine.clock().strftime("%Y%m%dT%H%M%SZ")
-        name, n = stamp, 2
-        while (root / name).exists() or name in self._backups:
-            name, n = f"{stamp}-{n}", n + 1
-        state: dict[str, Any] = {"name": name, "status": "running", "started_by": agent}
-        self._backups[name] = state
-        dsn = self.settings.database_url.get_secret_value()
-
-        async def run() -> None:
-            try:
-                await backup(self.settings, root / name, dsn=dsn, clock=brain.engine.clock)
-                state["status"] = "done"
-            except Exception as exc:  # noqa: BLE001 - the backup's answer is its state
-                state.update(status="failed", error=str(exc))
-                log.warning("backup failed", extra={"backup": name, "error": str(exc)})
-
-        state["task"] = asyncio.create_task(run())
-        return name
-
-    def backups(self) -> list[dict[str, Any]]:
-        """The backups under CABRAIN_BACKUP_DIR (a manifest: done), and this replica's running or
-        failed ones, newest first."""
-        root = self.settings.resolved_backup_dir
-        found: dict[str, dict[str, Any]] = {}
-        if root.is_dir():
-            for folder in root.iterdir():
-                manifest = folder / "manifest.json"
-                if manifest.is_file():
-                    data = json.loads(manifest.read_text())
-                    found[folder.name] = {
-                        "name": folder.name,
-                        "status": "done",
-                        "created_at": data.get("created_at"),
-                        "schema": data.get("schema"),
-                        "hot_memories": data.get("hot", {}).get("tables", {}).get("memories"),
-                        "bytes": sum(f.get("bytes", 0) for f in data.get("files", {}).values()),
-                    }
-        for name, state in self._backups.items():
-            if name not in found:
-                found[name] = {k: v for k, v in state.items() if k != "task"}
-        return sorted(found.values(), key=lambda b: b["name"], reverse=True)
 
     async def get_brain(self, wait_s: float = 30.0) -> Brain:
         if self.brain is not None:

@@ -19,6 +19,8 @@ import asyncpg
 
 from cabrain.engine import Engine
 from cabrain.errors import ConfigError, InputError, NotFound
+from cabrain.gate import Read, operation
+from cabrain.policy import Op
 from cabrain.settings import load_settings, settings_for_replicas
 from cabrain.store import access
 from cabrain.store import judgments as judgment_sql
@@ -55,6 +57,7 @@ class SleepRuns:
         ]  # checks it is active
         return await access.is_admin(conn, agent), readable
 
+    @operation(Op.READ, reads=Read.NAMESPACE)
     async def runs(self, agent: str, *, limit: int = 50) -> list[dict[str, Any]]:
         """The newest runs that touched a namespace ``agent`` may read, with their counts there."""
         if not 1 <= limit <= 500:
@@ -69,6 +72,7 @@ class SleepRuns:
             out.append(_run(row, admin, visible) | {"counts": _totals(mine), "failed_steps": _failed(mine)})
         return out
 
+    @operation(Op.READ, reads=Read.MEMORIES)
     async def run(self, agent: str, run_id: uuid.UUID, *, judgment_limit: int = 500) -> dict[str, Any]:
         """One run: its steps in the namespaces ``agent`` may read and the judgments it may see."""
         async with self.engine.pool.acquire() as conn:
@@ -90,6 +94,7 @@ class SleepRuns:
             "skipped": report.get("skipped", {}) if admin else {},
         }
 
+    @operation(Op.ADMIN, admin=True)
     async def start(
         self, agent: str, namespaces: Sequence[str] | None = None, steps: Sequence[str] | None = None
     ) -> uuid.UUID:
@@ -100,7 +105,6 @@ class SleepRuns:
         chosen = list(steps or STEPS)
         check_steps(chosen)
         async with self.engine.pool.acquire() as conn:
-            await access.require_admin(conn, agent)
             known = {
                 r["name"]
                 for r in await conn.fetch(

@@ -23,6 +23,8 @@ statement has to know at which position a shared fragment's parameters sit.
 
 The checks (:func:`caller`, then :class:`Access`'s ``require_*``) are what every path calls:
 recall, archive recall, retain, forget, revert, unarchive, grants, entities, workflows, capture.
+What kind of operation an agent may ask for at all, and whether it must be an admin, is the gate's
+(:mod:`cabrain.gate`), decided before the operation runs; these answer *where* and *which rows*.
 """
 
 from __future__ import annotations
@@ -65,6 +67,24 @@ def readable_id(column: str) -> str:
       AND (coalesce(rm.visibility, ri.visibility) = 'global'
            OR coalesce(rm.owner_agent_id, ri.owner_agent_id) = :agent
            OR (coalesce(rm.visibility, ri.visibility) = 'team' AND (SELECT team_ok FROM access))))"""
+
+
+def private_to_others(alias: str, agent: str) -> str:
+    """The predicate "the row ``alias`` (a memory or its identity: ``visibility`` and
+    ``owner_agent_id``) is another agent's private memory", for ``agent`` (a parameter; NULL: the
+    operator, to whom nothing is). For one who may read its namespace whole (its owner, an admin), a
+    memory is readable exactly when this is false: what an export for an agent leaves out."""
+    return f"({agent}::text IS NOT NULL AND {alias}.visibility = 'private' AND {alias}.owner_agent_id <> {agent}::text)"
+
+
+def private_id_to_others(column: str, agent: str) -> str:
+    """:func:`private_to_others` for the memory whose id is ``column``, hot or demoted (a hot
+    memory's owner and visibility are on its row, a demoted one's on its identity)."""
+    return f"""EXISTS (
+    SELECT 1 FROM memory_ids pi LEFT JOIN memories pm ON pm.id = pi.id AND pm.valid_at = pi.valid_at
+    WHERE pi.id = {column} AND {agent}::text IS NOT NULL
+      AND coalesce(pm.visibility, pi.visibility) = 'private'
+      AND coalesce(pm.owner_agent_id, pi.owner_agent_id) <> {agent}::text)"""
 
 
 # Recall's filters over hot memories aliased ``m`` (NULL = no filter); needs ACCESS_CTE.
@@ -212,13 +232,6 @@ async def require_active(conn: asyncpg.Connection, agent: str) -> None:
 async def is_admin(conn: asyncpg.Connection, agent: str) -> bool:
     """``agent`` is an active admin."""
     return bool(await conn.fetchval(IS_ADMIN, agent))
-
-
-async def require_admin(conn: asyncpg.Connection, agent: str) -> None:
-    """:class:`AccessDenied` unless ``agent`` is an active admin (the model registry, agents)."""
-    await require_active(conn, agent)
-    if not await is_admin(conn, agent):
-        raise AccessDenied(f"agent {agent!r} is not an admin", hint="use an admin key")
 
 
 async def may_read_all(conn: asyncpg.Connection, agent: str, namespace: str, ids: list[uuid.UUID]) -> bool:

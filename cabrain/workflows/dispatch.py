@@ -30,7 +30,6 @@ from typing import Any
 
 from cabrain.engine import Engine
 from cabrain.errors import InputError
-from cabrain.policy import Op
 from cabrain.providers.llm_calls import CallPolicy, ModelCallError
 from cabrain.settings import Settings
 from cabrain.store import access
@@ -195,7 +194,6 @@ class Dispatcher:
     async def dispatch(self, agent: str, request: TaskRequest) -> DispatchResult:
         s = self.settings
         request.check(s.workflow_max_task_chars)
-        await self.engine.governor.check(agent, Op.WORKFLOW, request.namespace)
         async with self.engine.pool.acquire() as conn:
             await access.require_writer(conn, agent, request.namespace)
             frontier = await registry.frontier(conn, request.frontier_agent)  # fail before any call

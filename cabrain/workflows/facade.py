@@ -8,8 +8,9 @@ it needs and runs a pipeline (:mod:`.dispatch`, :mod:`.queue`, :mod:`.learn`, :m
     result = await flows.dispatch("claude", {"namespace": "ops", "description": "...", "task_type": "json"})
     item = await flows.enqueue("claude", TaskRequest("ops", "..."), priority=7)
 
-Methods that take no agent are the operator's (the command line, run against the hot tier
-directly); ``by`` on registry changes names the agent making them, which must be an admin.
+Every method is an operation the gate lets through first (:mod:`cabrain.gate`). ``by`` names the
+agent asking where a method also serves the operator's command line (None: the operator, on the
+database); registry changes are an admin's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from cabrain.clock import Clock, utc_now
 from cabrain.engine import Engine
 from cabrain.errors import InputError
+from cabrain.gate import Read, field, operation, system
 from cabrain.policy import Op
 from cabrain.providers.embedders import Embedder
 from cabrain.settings import Settings
@@ -62,49 +64,53 @@ class Workflows:
         await self.close()
 
     # --- the model registry ---------------------------------------------------------------------
-    async def list_models(self, *, layer: str | None = None, active_only: bool = False) -> list[ModelAgent]:
+    @operation(Op.READ, caller="by", operator=True)
+    async def list_models(
+        self, *, layer: str | None = None, active_only: bool = False, by: str | None = None
+    ) -> list[ModelAgent]:
         """The registered models (any agent may read them)."""
         if layer is not None and layer not in registry.LAYERS:
             raise InputError(f"layer must be one of {', '.join(registry.LAYERS)}, got {layer!r}")
         async with self.engine.pool.acquire() as conn:
             return await registry.listed(conn, layer=layer, active_only=active_only)
 
-    async def get_model(self, name: str) -> ModelAgent:
+    @operation(Op.READ, caller="by", operator=True)
+    async def get_model(self, name: str, *, by: str | None = None) -> ModelAgent:
         async with self.engine.pool.acquire() as conn:
             return await registry.get(conn, name)
 
+    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
     async def add_model(self, fields: Mapping[str, Any], *, by: str | None = None) -> ModelAgent:
         """Register a model (``name``, ``layer``, ``provider``, ``model``, ``endpoint``, and optionally
         ``api_key_env``, ``capabilities``, ``cost_in_per_1k``, ``cost_out_per_1k``, ``active``)."""
         async with self.engine.pool.acquire() as conn:
-            if by is not None:
-                await access.require_admin(conn, by)
             return await registry.add(conn, **fields)
 
+    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
     async def update_model(self, name: str, fields: Mapping[str, Any], *, by: str | None = None) -> ModelAgent:
         """Change a model's editable fields, or deactivate it (``active``: False); entries are
         never deleted."""
         async with self.engine.pool.acquire() as conn:
-            if by is not None:
-                await access.require_admin(conn, by)
             return await registry.update(conn, name, **fields)
 
     # --- tasks ----------------------------------------------------------------------------------
+    @operation(Op.WORKFLOW, namespace=field("task", "namespace"))
     async def dispatch(self, agent: str, task: TaskRequest | Mapping[str, Any]) -> DispatchResult:
         """Route and run a task now (a trusted local chain, else the frontier model); ``agent`` needs
         write access to the task's namespace."""
         return await Dispatcher(self.engine).dispatch(agent, _task(task))
 
+    @operation(Op.WORKFLOW, namespace=field("task", "namespace"))
     async def enqueue(self, agent: str, task: TaskRequest | Mapping[str, Any], *, priority: int = 5) -> dict[str, Any]:
         """Queue a task for a worker (higher ``priority`` runs sooner, -1000 to 1000); ``agent``
         needs write access to the task's namespace."""
         request = _task(task)
-        await self.engine.governor.check(agent, Op.WORKFLOW, request.namespace)
         async with self.engine.pool.acquire() as conn:
             return await queue.enqueue(
                 conn, agent, request, priority=priority, max_chars=self.settings.workflow_max_task_chars
             )
 
+    @operation(Op.READ, reads=Read.NAMESPACE)
     async def queued(self, agent: str, queue_id: uuid.UUID | str) -> dict[str, Any]:
         """A queued task with its status and result, for its submitter or an agent that may read
         its namespace (for any other, :class:`NotFound`)."""
@@ -112,17 +118,20 @@ class Workflows:
         async with self.engine.pool.acquire() as conn:
             return await queue.get(conn, agent, key)
 
+    @system("the operator's command line and the workers: counts, no content")
     async def queue_counts(self, namespace: str | None = None) -> dict[str, int]:
         """How many queued tasks are pending, picked, done and failed (of ``namespace``, or all)."""
         async with self.engine.pool.acquire() as conn:
             return await queue.counts(conn, namespace)
 
+    @system("a worker claims a task; it runs as its submitter, through dispatch's gate")
     async def claim(self, worker: str) -> dict[str, Any] | None:
         """Claim the most urgent pending task for ``worker`` (None: none is pending)."""
         s = self.settings
         async with self.engine.pool.acquire() as conn:
             return await queue.claim(conn, worker, lease_s=s.workflow_lease_s, max_tries=s.workflow_max_tries)
 
+    @system("a worker's loop; each task runs as its submitter, through dispatch's gate")
     async def work(
         self,
         worker: str,
@@ -135,25 +144,44 @@ class Workflows:
         pending); returns how many it ran."""
         if not worker:
             raise InputError("a worker needs a name")
-        return await queue.work(Dispatcher(self.engine), worker, stop=stop, drain=drain, progress=progress)
+        return await queue.work(self, worker, stop=stop, drain=drain, progress=progress)
 
+    @operation(Op.READ, reads=Read.OWN)
     async def readable(self, agent: str) -> list[str] | None:
         """The namespaces whose workflows ``agent`` may see (None: every one, for an admin)."""
         async with self.engine.pool.acquire() as conn:
-            if await access.is_admin(conn, agent):
-                return None
-            return [r["name"] for r in await namespace_sql.of_agent(conn, agent)]
+            return await _readable(conn, agent)
 
+    @operation(Op.READ, reads=Read.NAMESPACE)
     async def clusters(self, agent: str, *, limit: int = 100) -> list[dict[str, Any]]:
         """The task clusters of the namespaces ``agent`` may see, with their best chains and confidence."""
         if not 1 <= limit <= 1000:
             raise InputError(f"limit must be between 1 and 1000, got {limit}")
-        wanted = await self.readable(agent)
         async with self.engine.pool.acquire() as conn:
+            wanted = await _readable(conn, agent)
             return await clusters.overview(conn, wanted, limit)
+
+    @operation(Op.READ, reads=Read.NAMESPACE)
+    async def overview(self, agent: str, *, days: int = 30) -> dict[str, Any]:
+        """What the console's workflows page shows ``agent``: the models, the clusters and queue of
+        the namespaces it may read, and the report over the last ``days``."""
+        async with self.engine.pool.acquire() as conn:
+            readable = await _readable(conn, agent)
+            counted = (
+                {"all namespaces": await queue.counts(conn, None)}
+                if readable is None
+                else {name: await queue.counts(conn, name) for name in readable}
+            )
+        return {
+            "models": await self.list_models(by=agent),
+            "clusters": await self.clusters(agent, limit=200),
+            "queue": {name: counts for name, counts in counted.items() if any(counts.values())},
+            "report": await self.report(agent, days=days),
+        }
 
     # --- learning and the report ----------------------------------------------------------------
     @staticmethod
+    @system("the operator's learning job (cabrain workflows learn, a Ray job)")
     async def learn(
         settings: Settings,
         dsn: str,
@@ -171,6 +199,7 @@ class Workflows:
             settings, dsn, namespaces=namespaces, limit=limit, use_ray=use_ray, progress=progress
         )
 
+    @operation(Op.READ, operator=True, reads=Read.NAMESPACE)
     async def report(
         self, agent: str | None = None, *, namespaces: Sequence[str] | None = None, days: int | None = None
     ) -> dict[str, Any]:
@@ -190,6 +219,13 @@ class Workflows:
     def render_report(data: dict[str, Any]) -> str:
         """A :meth:`report` as lines of text."""
         return report.render(data)
+
+
+async def _readable(conn: Any, agent: str) -> list[str] | None:
+    """The namespaces whose workflows ``agent`` may see (None: every one, for an admin)."""
+    if await access.is_admin(conn, agent):
+        return None
+    return [r["name"] for r in await namespace_sql.of_agent(conn, agent)]
 
 
 def _task(task: TaskRequest | Mapping[str, Any]) -> TaskRequest:

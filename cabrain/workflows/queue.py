@@ -19,13 +19,27 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
 from cabrain.errors import CabrainError, InputError, NotFound
 from cabrain.store import access
-from cabrain.workflows.dispatch import Dispatcher, TaskRequest
+from cabrain.workflows.dispatch import DispatchResult, TaskRequest
+
+
+class Dispatches(Protocol):
+    """What runs a queued task: the :class:`cabrain.workflows.facade.Workflows` facade, whose gated
+    ``dispatch`` checks the submitter's role and caps again when its task runs."""
+
+    @property
+    def engine(self) -> Any: ...
+
+    @property
+    def settings(self) -> Any: ...
+
+    async def dispatch(self, agent: str, task: TaskRequest) -> DispatchResult: ...
+
 
 log = logging.getLogger("cabrain.workflows")
 
@@ -128,7 +142,7 @@ async def claim(conn: asyncpg.Connection, worker: str, *, lease_s: float, max_tr
     return None if row is None else _view(row)
 
 
-async def run_one(dispatcher: Dispatcher, worker: str, item: dict[str, Any]) -> dict[str, Any]:
+async def run_one(dispatcher: Dispatches, worker: str, item: dict[str, Any]) -> dict[str, Any]:
     """Run a claimed task and keep its result (or its error)."""
     task_id, status, result, error = None, "done", None, None
     try:
@@ -154,7 +168,7 @@ async def run_one(dispatcher: Dispatcher, worker: str, item: dict[str, Any]) -> 
 
 
 async def work(
-    dispatcher: Dispatcher,
+    dispatcher: Dispatches,
     worker: str,
     *,
     stop: asyncio.Event | None = None,

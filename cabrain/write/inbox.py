@@ -94,7 +94,8 @@ async def drain(engine: Engine, *, batch: int = 16) -> int:
     for row in rows:
         try:
             items = [item_from_json(d, row["namespace"]) for d in json.loads(row["items"])]
-            results = await retain(engine, row["agent_id"], items, decide_writes=row["decide"]) if items else []
+            with engine.governor.acting_for(row["agent_id"], row["namespace"]):  # its embed cap: checked at capture
+                results = await retain(engine, row["agent_id"], items, decide_writes=row["decide"]) if items else []
         except Exception as exc:  # noqa: BLE001 - kept on the row; retried until MAX_ATTEMPTS
             log.warning("capture inbox row failed", extra={"id": row["id"], "error": type(exc).__name__})
             async with pool.acquire() as conn:

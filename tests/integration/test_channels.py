@@ -24,11 +24,11 @@ HOOK_SECRET = "whsec_" + base64.b64encode(b"a webhook signing key of 32 byte").d
 ENV = {"TALK_SECRET": TALK_SECRET, "HOOK_SECRET": HOOK_SECRET}
 
 
-def talk_request(text: str, message_id: int, *, secret: str = TALK_SECRET) -> RawRequest:
+def talk_request(text: str, message_id: int, *, secret: str = TALK_SECRET, actor: str = "huda") -> RawRequest:
     """A Talk webhook bot's request, signed as Talk signs it: HMAC-SHA256(secret, random + body)."""
     note = {
         "type": "Create",
-        "actor": {"type": "Person", "id": "users/huda", "name": "Huda"},
+        "actor": {"type": "Person", "id": f"users/{actor}", "name": actor.title()},
         "object": {
             "type": "Note",
             "id": str(message_id),

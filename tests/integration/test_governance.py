@@ -51,7 +51,7 @@ async def test_a_forget_is_held_until_a_person_approves_it_and_then_runs_as_the_
     [pending] = await brain.pending_actions("alice")
     assert (str(pending["id"]), pending["op"], pending["namespace"]) == (action_id, "forget", "proj")
 
-    with pytest.raises(AccessDenied, match="its own held action"):
+    with pytest.raises(PolicyDenied, match="role live: decide"):  # a live agent decides nothing
         await brain.decide_action("scout", action_id, approve=True)
     with pytest.raises(AccessDenied, match="may not decide"):
         await brain.decide_action("bob", action_id, approve=True)  # not the namespace's owner, not an admin
@@ -88,14 +88,14 @@ async def test_usage_is_counted_per_agent_namespace_and_kind_and_a_cap_answers_4
     for _ in range(3):
         await brain.recall("scout", RecallQuery("feed page", "proj"))
     today = utc_today(brain.engine.clock)
-    rows = await brain.usage("scout", since=today, until=today)
+    rows = (await brain.usage("scout", since=today, until=today))["rows"]
     counted = {(r["namespace"], r["op"]): (r["calls"], r["units"]) for r in rows}
     assert counted[("proj", "recall")] == (3, 0)
     assert counted[("proj", "embed")][0] >= 1  # the query embedding, metered to scout (cache hits aside)
     assert {r["agent_id"] for r in rows} == {"scout"}
     with pytest.raises(AccessDenied, match="its own usage"):
         await brain.usage("scout", since=today, until=today, agent="alice")
-    everyone = await brain.usage("root", since=today - timedelta(days=1), until=today)
+    everyone = (await brain.usage("root", since=today - timedelta(days=1), until=today))["rows"]
     assert {"alice", "scout"} <= {r["agent_id"] for r in everyone}
 
     await brain.set_cap("root", "scout", "recall", 4)

@@ -17,16 +17,16 @@ import pytest
 from cabrain.channels.facade import Channels
 from cabrain.channels.live import LiveAgent
 from cabrain.connectors.facade import Connectors
-from cabrain.errors import ConfirmationRequired
+from cabrain.errors import AccessDenied, ConfirmationRequired, InputError
 from cabrain.notify.facade import Notify
 from cabrain.notify.outbox import Outbox
 from cabrain.types import MemoryInput, RecallQuery, Visibility
 from tests.conftest import REPO, free_port, wait_for_port
-from tests.integration.test_channels import HOOK_SECRET, hook_request
+from tests.integration.test_channels import HOOK_SECRET, TALK_SECRET, hook_request, talk_request
 from tests.standins import Running, standing
 from tests.unit.test_gitlab_source import TOKEN, issue, project
 
-ENV = {"HOOK_SECRET": HOOK_SECRET, "GITLAB_TOKEN": TOKEN}
+ENV = {"HOOK_SECRET": HOOK_SECRET, "TALK_SECRET": TALK_SECRET, "GITLAB_TOKEN": TOKEN}
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +70,11 @@ async def live(open_brain, chat_url: str, stands: tuple[Running, Running]) -> An
     hub = Channels(brain, ENV)
     base = {"kind": "webhook", "namespace": "proj", "agent": "alice", "secret_env": "HOOK_SECRET", "notifier": "hooks",
             "live_agent": "scout", "tracker": "app-issues"}  # fmt: skip
-    await hub.add("root", {**base, "name": "room", "options": {"approvers": ["huda"]}})
+    await hub.add("root", {**base, "name": "room"})
     await hub.add("root", {**base, "name": "triage", "options": {"file_issues": "model"}})
+    # approvals come from a platform that vouches for who wrote (Talk signs the sender's id)
+    talk = {**base, "kind": "talk", "secret_env": "TALK_SECRET", "options": {"approvers": ["users/huda"]}}
+    await hub.add("root", {**talk, "name": "desk"})
     outbox = Outbox(brain.engine, ENV)
     yield brain, hub, LiveAgent(hub), outbox
     await outbox.aclose()
@@ -82,6 +85,14 @@ async def say(hub: Channels, agent: LiveAgent, channel: str, text: str, n: int, 
     message = {"id": f"{channel}-{n}", "speaker": speaker.title(), "speaker_id": speaker, "text": text, "thread": "t1"}
     delivery = await hub.receive(channel, hook_request([message], f"msg_{channel}_{n}"))
     found = await hub.get(channel)
+    for stored, ids in delivery.stored:
+        await agent.handle(found, stored, ids)
+
+
+async def say_on_talk(hub: Channels, agent: LiveAgent, text: str, n: int, speaker: str = "huda") -> None:
+    """A person writes ``text`` in the Talk room of channel ``desk``; the live agent answers it."""
+    delivery = await hub.receive("desk", talk_request(text, n, actor=speaker))
+    found = await hub.get("desk")
     for stored, ids in delivery.stored:
         await agent.handle(found, stored, ids)
 
@@ -138,17 +149,44 @@ async def test_an_approver_decides_a_held_action_from_the_chat(live, stands):
         await brain.accept_grant("scout", "proj")
     [memory] = (await brain.recall("alice", RecallQuery("SSO redirect", "proj"))).hits
     action = accepting.value.fix.params["action"]
-    await say(hub, agent, "room", f"approve {action[:8]}", 1, speaker="mallory")  # not an approver: just a message
+    await say_on_talk(hub, agent, f"approve {action[:8]}", 1, speaker="mallory")  # not an approver: just a message
     assert [a["id"] for a in await brain.pending_actions("alice")] == [uuid.UUID(action)]
-    await say(hub, agent, "room", f"approve {action[:8]}", 2)
+    await say_on_talk(hub, agent, f"approve {action[:8]}", 2)
     with pytest.raises(ConfirmationRequired) as forgetting:
         await brain.forget("scout", memory.memory.id)
-    await say(hub, agent, "room", f"deny {forgetting.value.fix.params['action']}", 3)
+    await say_on_talk(hub, agent, f"deny {forgetting.value.fix.params['action']}", 3)
     decided = {str(a["id"]): a for a in await brain.pending_actions("alice", status=None)}
-    assert decided[action]["status"] == "done" and decided[action]["decided_by"] == "channel:room:huda"
+    assert decided[action]["status"] == "done" and decided[action]["decided_by"] == "channel:desk:users/huda"
     assert decided[forgetting.value.fix.params["action"]]["status"] == "denied"
     texts = await replies(outbox, hook)
     assert any(t.endswith("done.") for t in texts) and any(t.endswith("denied.") for t in texts)
+
+
+async def test_a_chat_approver_decides_nothing_outside_the_namespace_its_channel_serves(live, stands):
+    """Finding 1 of issue 31: an approver of a channel serving proj approved a live agent's forget in
+    a namespace the channel has nothing to do with; a webhook channel's sender named itself."""
+    brain, hub, agent, _outbox = live
+    await brain.create_namespace("alice", "payroll")
+    [salary] = await brain.retain(
+        "alice", MemoryInput("Payroll runs on the 25th.", "payroll", visibility=Visibility.TEAM)
+    )
+    await brain.share("alice", "payroll", "scout")
+    with pytest.raises(ConfirmationRequired) as held:
+        await brain.forget("scout", salary.memory_id)
+    action = held.value.fix.params["action"]
+    await say_on_talk(hub, agent, f"approve {action}", 7)  # huda approves proj's actions, not payroll's
+    [pending] = await brain.pending_actions("alice")
+    assert (str(pending["id"]), pending["status"], pending["namespace"]) == (action, "pending", "payroll")
+    assert (await brain.get("alice", salary.memory_id)).memory.invalid_at is None
+    with pytest.raises(AccessDenied, match="serves namespace 'proj'"):
+        await hub.decide_from_chat("desk", "users/huda", uuid.UUID(action), approve=True)
+    # a webhook's sender names itself: its channel has no approvers, and cannot decide anything
+    with pytest.raises(InputError, match="cannot have approvers"):
+        await hub.add("root", {"name": "forged", "kind": "webhook", "namespace": "payroll", "agent": "alice",
+                               "secret_env": "HOOK_SECRET", "options": {"approvers": ["huda"]}})  # fmt: skip
+    with pytest.raises(AccessDenied, match="name their own sender"):
+        await hub.decide_from_chat("room", "huda", uuid.UUID(action), approve=True)
+    assert (await brain.get("alice", salary.memory_id)).memory.invalid_at is None
 
 
 async def test_a_tracker_that_is_down_is_said_in_the_thread(live, stands):

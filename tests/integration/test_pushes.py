@@ -167,7 +167,7 @@ async def test_the_gate_suppresses_below_threshold_over_the_rate_and_a_finding_t
     assert latest["reason"] == "duplicate finding"
     # every suppression can be undone: released, it goes out once
     held = next(r for r in rows if r["reason"] and r["reason"].startswith("below threshold"))
-    assert await outbox.release(held["id"], "alice")
+    assert await hub.release("alice", held["id"])
     await _work(outbox)
     assert len(hook.seen()) == 2
 

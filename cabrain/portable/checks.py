@@ -1,0 +1,240 @@
+"""A CaBrain export checked whole before anything of it is written (:mod:`cabrain.portable.restore`).
+
+Every record is read once first: it is JSON, of a known type, with its fields of the types the
+tables take (ids, times within what PostgreSQL and Python hold, finite numbers, strings without
+NUL or lone surrogates, no deeper than the edge allows), its memories in the namespaces its header
+names, and its counts those its end record says. A file that fails any of it is refused with
+nothing written.
+
+An import made for an agent (an admin over the API) obeys the namespace and consent rules of the
+API besides (:class:`Plan`):
+
+- it creates no namespace for anyone but the importing agent: a namespace it creates is the
+  importer's, as ``POST /v1/namespaces`` makes it, and a personal name (``@other/...``) of another
+  agent is refused;
+- it writes into no existing namespace another agent owns (it would put words in that agent's
+  namespace, under names the agent's capture trusts);
+- a grant comes back as an offer: only its grantee accepts it (unless the grantee is the importer);
+- an agent it creates keeps its role and caps from the export (never admin); an agent that exists
+  here is left as it is, so an import never widens anyone's power.
+
+The operator's import on the database (``cabrain import cabrain FILE``) restores everything as it
+was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from cabrain import edge, namespaces
+from cabrain.errors import AccessDenied, InputError
+from cabrain.policy import Role
+from cabrain.portable.export import FORMAT
+from cabrain.types import MemoryType, Network, Visibility
+
+__all__ = ["Plan", "check", "records", "when"]
+
+TYPES = ("agent", "namespace", "grant", "entity", "memory", "mention", "link", "judgment", "action", "end")
+ACTION_STATUSES = ("pending", "approved", "denied", "expired", "done", "failed")
+OWNERS = "SELECT name, owner_agent_id FROM namespaces WHERE name = ANY($1::text[])"
+
+
+@dataclass
+class Plan:
+    """What a checked export will write, and how an agent's import changes it."""
+
+    header: dict[str, Any]
+    counts: dict[str, int]
+    agent: str | None  # the importing agent (None: the operator)
+    namespaces: list[str] = field(default_factory=list)
+    existing: set[str] = field(default_factory=set)  # namespaces here already
+
+    def namespace_owner(self, recorded: str | None) -> str | None:
+        return recorded if self.agent is None else self.agent
+
+    def accepted_at(self, grantee: str, recorded: datetime | None) -> datetime | None:
+        return recorded if self.agent is None or grantee == self.agent else None
+
+
+def records(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
+    """The export's records, each checked to be a JSON object with a type and to pass the edge."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where} line {number} is not JSON: {exc.msg}") from None
+        except RecursionError:
+            raise InputError(f"{where} line {number} is nested too deeply") from None
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            raise InputError(f"{where} line {number} is not a CaBrain export record")
+        try:
+            edge.check_value(record)
+        except InputError as exc:
+            raise InputError(f"{where} line {number}: {exc.message}") from None
+        yield record
+
+
+def when(value: Any) -> datetime | None:
+    """A time of the export (ISO 8601 text), within what PostgreSQL and Python hold."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a time")
+    found = datetime.fromisoformat(value)
+    if found.tzinfo is None:
+        found = found.replace(tzinfo=UTC)
+    edge.check_datetime(found)
+    return found
+
+
+def _uuid(value: Any) -> None:
+    uuid.UUID(str(value))
+
+
+def _text(value: Any, *, empty: bool = False) -> None:
+    if not isinstance(value, str) or (not empty and not value):
+        raise ValueError(f"{value!r} is not text")
+
+
+def _maybe(check: Any, value: Any) -> None:
+    if value is not None:
+        check(value)
+
+
+def _number(value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+
+
+def _fields(kind: str, r: dict[str, Any]) -> None:
+    """The record's fields have the types their tables take (ValueError, KeyError otherwise)."""
+    if kind == "agent":
+        _text(r["id"])
+        when(r["created_at"])
+        when(r.get("disabled_at"))
+        Role(r.get("role") or "member")
+        caps = r.get("caps") or {}
+        if not isinstance(caps, dict) or not all(isinstance(v, int) and 0 <= v < 2**62 for v in caps.values()):
+            raise ValueError("caps are a count per kind")
+    elif kind == "namespace":
+        if not namespaces.is_valid(r["name"]):
+            raise ValueError(f"{r['name']!r} is not a namespace name")
+        _text(r["owner_agent_id"])
+        when(r["created_at"])
+        if not isinstance(r.get("metadata") or {}, dict):
+            raise ValueError("a namespace's metadata is an object")
+    elif kind == "grant":
+        _text(r["agent_id"])
+        _text(r["namespace"])
+        _maybe(_text, r.get("granted_by"))
+        if not isinstance(r["can_read"], bool) or not isinstance(r["can_write"], bool):
+            raise ValueError("can_read and can_write are true or false")
+        when(r["granted_at"])
+        when(r.get("accepted_at"))
+    elif kind == "entity":
+        _uuid(r["id"])
+        _text(r["namespace"])
+        _text(r["key"])
+    elif kind == "memory":
+        _uuid(r["id"])
+        _text(r["namespace"])
+        _text(r["content"])
+        _maybe(_text, r.get("owner_agent_id"))
+        Visibility(r["visibility"]), Network(r["network"]), MemoryType(r["memory_type"])
+        _number(r["importance"])
+        if when(r["valid_at"]) is None:
+            raise ValueError("a memory has a valid_at")
+        for name in ("created_at", "invalid_at", "last_accessed_at", "consolidated_at", "decayed_at", "forgotten_at"):
+            when(r.get(name))
+        _maybe(_uuid, r.get("superseded_by"))
+        if not isinstance(r.get("metadata") or {}, dict):
+            raise ValueError("a memory's metadata is an object")
+        _maybe(_text, r.get("embedding"))
+    elif kind == "mention":
+        _uuid(r["memory_id"])
+        _uuid(r["entity_id"])
+    elif kind == "link":
+        _uuid(r["memory_id"])
+        _uuid(r["source_id"])
+        _text(r["relation"])
+    elif kind == "judgment":
+        _uuid(r["id"])
+        _text(r["namespace"])
+        for memory in r["memory_ids"]:
+            _uuid(memory)
+    elif kind == "action":
+        _uuid(r["id"])
+        _text(r["agent_id"])
+        _text(r["op"])
+        _maybe(_text, r.get("namespace"))
+        if r["status"] not in ACTION_STATUSES or not isinstance(r.get("args") or {}, dict):
+            raise ValueError("not a held action")
+        when(r["requested_at"])
+        when(r["expires_at"])
+        when(r.get("decided_at"))
+
+
+async def check(conn: asyncpg.Connection, lines: Iterable[str], *, agent: str | None, where: str) -> Plan:
+    """Read the whole export and check it (module docstring); :class:`InputError` or
+    :class:`AccessDenied` before anything is written."""
+    stream = records(lines, where)
+    header = next(stream, None)
+    if header is None or header.get("type") != "cabrain-export":
+        raise InputError(f"{where} is not a CaBrain export (its first line is no cabrain-export header)")
+    if header.get("format") != FORMAT:
+        raise InputError(f"{where} is export format {header.get('format')!r}; this CaBrain reads format {FORMAT}")
+    named = header.get("namespaces") or []
+    if not isinstance(named, list) or not all(namespaces.is_valid(n) for n in named):
+        raise InputError(f"{where}'s header names no valid namespaces")
+    counts: dict[str, int] = {}
+    ended: dict[str, Any] | None = None
+    for number, record in enumerate(stream, 2):
+        kind = record["type"]
+        if ended is not None:
+            raise InputError(f"{where} has records after its end record")
+        if kind not in TYPES:
+            raise InputError(f"{where} has a record of unknown type {kind!r}")
+        if kind == "end":
+            ended = record
+            continue
+        counts[kind] = counts.get(kind, 0) + 1
+        try:
+            _fields(kind, record)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{where} record {number} ({kind}) is not valid: {exc}") from None
+        if kind in ("memory", "namespace", "entity", "judgment") and (
+            record.get("namespace", record.get("name")) not in named
+        ):
+            raise InputError(f"{where} record {number} ({kind}) is of a namespace its header does not name")
+    if ended is None:
+        raise InputError(f"{where} ends before its end record: the export was cut short (nothing of it was written)")
+    expected = {k: v for k, v in (ended.get("counts") or {}).items() if k != "cabrain-export"}
+    if expected != counts:
+        raise InputError(f"{where} holds {counts} but says it holds {expected}: it was altered or cut")
+    plan = Plan(header, counts, agent, list(named))
+    owners = {r["name"]: r["owner_agent_id"] for r in await conn.fetch(OWNERS, list(named))}
+    plan.existing = set(owners)
+    if agent is not None:
+        for name in named:
+            personal = namespaces.personal_owner(name)
+            if personal is not None and personal != agent:
+                raise AccessDenied(
+                    f"{where} holds {name!r}, agent {personal!r}'s personal namespace: only that agent creates it",
+                    hint="leave it out of the export, or import it as the operator on the server (cabrain import)",
+                )
+            if name in owners and owners[name] != agent:
+                raise AccessDenied(
+                    f"{where} would write into namespace {name!r}, which agent {owners[name]!r} owns here",
+                    hint="import into namespaces you own (or that do not exist yet), or as the operator on the server",
+                )
+    return plan
