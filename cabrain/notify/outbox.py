@@ -183,7 +183,13 @@ class Outbox:
             if ends is not None:
                 at, reason = ends, f"quiet hours until {ends.isoformat()}"
         title, text, links = word(event, memories, sub["agent_id"], self.engine.settings.public_url)
-        target = {**sub["target"], "_title": title, "_text": text, "_links": links}
+        target = {
+            **sub["target"],
+            "_title": title,
+            "_text": text,
+            "_links": links,
+            "_memory_ids": [str(m["id"]) for m in memories],  # what it may read, never the rest
+        }
         await conn.execute(
             sql.INSERT_OUTBOX,
             event["id"],
@@ -217,6 +223,8 @@ class Outbox:
             title = target.pop("_title", None) or f"{TITLES.get(event['kind'], event['kind'])}"
             text = target.pop("_text", None) or str(event.get("body") or title)
             links = target.pop("_links", None) or list(event["data"].get("links", []))
+            readable = target.pop("_memory_ids", None)  # a subscriber's push: the memories its agent reads
+            memory_ids = readable if readable is not None else [str(i) for i in event["memory_ids"]]
             notice = Notice(
                 key=str(row["id"]),
                 title=title,
@@ -226,7 +234,7 @@ class Outbox:
                     "event": str(event["id"]),
                     "kind": event["kind"],
                     "namespace": event["namespace"],
-                    "memory_ids": [str(i) for i in event["memory_ids"]],
+                    "memory_ids": memory_ids,
                     "importance": event["importance"],
                     "created_at": event["created_at"].isoformat(),
                 },

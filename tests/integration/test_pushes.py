@@ -185,6 +185,30 @@ async def test_a_push_never_shows_what_its_subscriber_may_not_read(pushes, hook)
     assert event["kind"] == "contradiction" and [m["current"] for m in event["memories"]] == [False]
 
 
+async def test_a_push_names_no_memory_its_subscriber_may_not_read(pushes, hook):
+    """Finding 19 of issue 31: a webhook push listed, in data.memory_ids, the id of a private memory
+    its subscriber may not read (the text was left out)."""
+    brain, hub, outbox = pushes
+    await brain.share("alice", "proj", "bob")
+    await hub.subscribe(
+        "bob", subscriber="bob", kinds=["contradiction"], namespace="proj", notifier="hooks", min_importance=0
+    )
+    [team] = await brain.retain(
+        "alice", MemoryInput("The release train leaves on Thursdays.", "proj", visibility=Visibility.TEAM)
+    )
+    [mine] = await brain.retain(
+        "alice", MemoryInput("I think the release train is doomed.", "proj", visibility=Visibility.PRIVATE)
+    )
+    async with brain.engine.pool.acquire() as conn:  # one finding about both, as a merge across them makes
+        await notify_sql.insert_event(
+            conn, "contradiction", "proj", "both", now=brain.engine.clock(), memory_ids=[team.memory_id, mine.memory_id]
+        )
+    await _work(outbox)
+    [delivery] = hook.seen()
+    assert delivery["body"]["data"]["memory_ids"] == [str(team.memory_id)]
+    assert str(mine.memory_id) not in str(delivery["body"]) and "doomed" not in str(delivery["body"])
+
+
 async def test_a_contradiction_found_in_sleep_reaches_its_subscriber_once(pushes, slack, db_dsn, settings_for):
     brain, hub, outbox = pushes
     await hub.add_notifier("root", "slack", "slack", {"base_url": f"{slack.url}/api/"}, "SLACK_BOT_TOKEN")
