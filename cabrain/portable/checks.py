@@ -12,6 +12,8 @@ API besides (:class:`Plan`):
 - it creates no namespace for anyone but the importing agent: a namespace it creates is the
   importer's, as ``POST /v1/namespaces`` makes it, and a personal name (``@other/...``) of another
   agent is refused;
+- it writes no memory as another agent: another agent's memory is written as the importer's, with
+  who wrote it kept in ``metadata.imported_owner``;
 - it writes into no existing namespace another agent owns (it would put words in that agent's
   namespace, under names the agent's capture trusts);
 - a grant comes back as an offer: only its grantee accepts it (unless the grantee is the importer);
@@ -62,6 +64,15 @@ class Plan:
 
     def accepted_at(self, grantee: str, recorded: datetime | None) -> datetime | None:
         return recorded if self.agent is None or grantee == self.agent else None
+
+    def memory(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A memory record as this import writes it: over the API nobody writes as another agent, so
+        another agent's memory becomes the importer's, its author kept in ``metadata.imported_owner``."""
+        owner = record.get("owner_agent_id")
+        if self.agent is None or owner == self.agent:
+            return record
+        metadata = {**(record.get("metadata") or {}), "imported_owner": owner}
+        return {**record, "owner_agent_id": self.agent, "metadata": metadata}
 
 
 def records(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:

@@ -235,7 +235,7 @@ class _Restore:
         return following
 
     async def _hand_over(self, batch: list[dict[str, Any]], writing: asyncio.Task[None] | None) -> asyncio.Task[None]:
-        fresh = [self._scrubbed(r) for r in await self._unknown(batch)]
+        fresh = [self._scrubbed(self.plan.memory(r)) for r in await self._unknown(batch)]
         embedded = await self._embed(fresh)
         if writing is not None:
             await writing  # one batch written at a time, in order: threads see their earlier turns

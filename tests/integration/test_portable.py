@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import uuid
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,92 @@ async def test_who_may_export_and_import(brain, tmp_path: Path) -> None:
         await hub.restore("root", lines[:-1])
     with pytest.raises(InputError, match="not a CaBrain export"):
         await hub.restore("root", ['{"type": "memory"}'])
+
+
+async def test_roles_caps_and_held_actions_travel_and_an_import_never_widens_power(
+    brain, settings_for, pg_server, template_db, embedder
+) -> None:
+    """Finding 20 of issue 31: export then import turned a live agent into a member, with its accepted
+    read+write grant: the role, caps and held actions did not travel."""
+    from cabrain.brain import Brain
+    from cabrain.errors import ConfirmationRequired, PolicyDenied, QuotaExceeded
+
+    await _fill(brain)
+    await brain.create_agent("scout")
+    await brain.share("alice", "proj", "scout", can_write=True)
+    await brain.accept_grant("scout", "proj")
+    await brain.set_role("scout", "live")
+    await brain.set_cap("root", "scout", "recall", 2)
+    [memory] = (await brain.recall("alice", RecallQuery("staging database port", "proj", k=1))).hits
+    with pytest.raises(ConfirmationRequired) as held:
+        await brain.forget("scout", memory.memory.id)
+    exported = io.StringIO()
+    await Portable(brain.engine).export("alice", ["proj"], exported)
+    [scout] = [r for r in _records(exported.getvalue())["agent"] if r["id"] == "scout"]
+    assert (scout["role"], scout["caps"]) == ("live", {"recall": 2})
+
+    for importer in (None, "root"):  # the operator on the database; an admin, as over the API
+        name = await _create_database(pg_server, template_db)
+        dsn = pg_server.dsn(name)
+        other = await Brain.open(settings_for(dsn), dsn=dsn, embedder=embedder)
+        try:
+            if importer is not None:
+                await other.create_agent("root", is_admin=True)
+            await Portable(other.engine).restore(importer, io.StringIO(exported.getvalue()))
+            with pytest.raises(PolicyDenied, match="role live: retain"):
+                await other.retain("scout", MemoryInput("I am a member now.", "proj"))
+            [pending] = await other.pending_actions("alice" if importer is None else "root")
+            assert str(pending["id"]) == held.value.fix.params["action"] and pending["status"] == "pending"
+            await other.recall("scout", RecallQuery("staging", "proj"))
+            await other.recall("scout", RecallQuery("staging", "proj"))
+            with pytest.raises(QuotaExceeded):
+                await other.recall("scout", RecallQuery("staging", "proj"))
+        finally:
+            await other.close()
+            await _drop_database(pg_server, name)
+
+
+def _lines(records: list[dict]) -> list[str]:
+    return [json.dumps(r, ensure_ascii=False) for r in records]
+
+
+async def test_an_agents_import_is_checked_whole_and_creates_nothing_for_others(brain) -> None:
+    """Finding 12 of issue 31, in process: an admin's import of a CaBrain export obeys the API's
+    namespace and consent rules, and a file that fails a check writes nothing."""
+    await _fill(brain)
+    exported = io.StringIO()
+    await Portable(brain.engine).export("alice", ["proj"], exported)
+    records = [json.loads(line) for line in exported.getvalue().splitlines()]
+    hub = Portable(brain.engine)
+    with pytest.raises(AccessDenied, match="which agent 'alice' owns here"):  # root may not write into alice's
+        await hub.restore("root", _lines(records))
+
+    def renamed(to: str) -> list[dict]:
+        """The export as if of namespace ``to``, with ids of its own (what is stored here is skipped)."""
+        text = json.dumps(records, ensure_ascii=False).replace('"proj"', json.dumps(to))
+        fresh: dict[str, str] = {}
+        text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                      lambda m: fresh.setdefault(m.group(0), str(uuid.uuid4())), text)  # fmt: skip
+        return json.loads(text)
+
+    with pytest.raises(AccessDenied, match="personal namespace"):
+        await hub.restore("root", _lines(renamed("@alice/proj")))
+    moved = renamed("elsewhere")
+    broken = [dict(r) for r in moved]
+    last = max(i for i, r in enumerate(broken) if r["type"] == "memory")
+    broken[last]["valid_at"] = "0001-01-01T00:00:00+05:00"  # before what PostgreSQL and Python hold, in UTC
+    with pytest.raises(InputError, match="outside the times"):
+        await hub.restore("root", _lines(broken))
+    async with brain.engine.pool.acquire() as conn:
+        assert not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = 'elsewhere')")
+    report = await hub.restore("root", _lines(moved))  # a namespace new here: root's, as the API makes it
+    assert report.added["memory"] == sum(1 for r in moved if r["type"] == "memory")
+    async with brain.engine.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT owner_agent_id FROM namespaces WHERE name = 'elsewhere'") == "root"
+        grants = await conn.fetch("SELECT agent_id, accepted_at FROM namespace_grants WHERE namespace = 'elsewhere'")
+        assert [(g["agent_id"], g["accepted_at"]) for g in grants] == [("bob", None)]  # an offer again
+        owners = await conn.fetch("SELECT DISTINCT owner_agent_id FROM memories WHERE namespace = 'elsewhere'")
+        assert [o["owner_agent_id"] for o in owners] == ["root"]
 
 
 MEM0 = {
