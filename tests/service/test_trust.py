@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from playwright.async_api import Browser
 
 from tests.service.conftest import Service, sign_in, table_texts
@@ -60,8 +59,11 @@ def test_an_export_holds_no_private_memory_of_another_agent(service: Service) ->
         secret = _ok(
             bob.post(
                 "/v1/memories",
-                json={"content": "Bob's private note: the vendor quote is 41k.", "namespace": namespace,
-                      "visibility": "private"},  # fmt: skip
+                json={
+                    "content": "Bob's private note: the vendor quote is 41k.",
+                    "namespace": namespace,
+                    "visibility": "private",
+                },
             )
         )
         _ok(
@@ -157,8 +159,11 @@ async def test_the_consoles_graph_and_a_memorys_uses_pass_the_gate(service: Serv
         memory = _ok(
             alice.post(
                 "/v1/memories",
-                json={"content": "Rania leads the #payments migration with Omar.", "namespace": "proj",
-                      "visibility": "team"},  # fmt: skip
+                json={
+                    "content": "Rania leads the #payments migration with Omar.",
+                    "namespace": "proj",
+                    "visibility": "team",
+                },
             )
         )
         service.keys[name] = key
@@ -179,7 +184,11 @@ async def test_the_consoles_graph_and_a_memorys_uses_pass_the_gate(service: Serv
 
 
 def _export(*records: dict[str, Any], counts: dict[str, int] | None = None) -> str:
-    header = {"type": "cabrain-export", "format": 1, "namespaces": sorted({r["name"] for r in records if r["type"] == "namespace"})}
+    header = {
+        "type": "cabrain-export",
+        "format": 1,
+        "namespaces": sorted({r["name"] for r in records if r["type"] == "namespace"}),
+    }
     tally: dict[str, int] = {}
     for record in records:
         tally[record["type"]] = tally.get(record["type"], 0) + 1
@@ -191,11 +200,31 @@ def _planted(namespace: str, owner: str, content: str) -> list[dict[str, Any]]:
     at = "2026-11-30T09:00:00+00:00"
     return [
         {"type": "namespace", "name": namespace, "owner_agent_id": owner, "created_at": at, "metadata": {}},
-        {"type": "grant", "agent_id": owner, "namespace": namespace, "can_read": True, "can_write": True,
-         "granted_by": "admin", "granted_at": at, "accepted_at": at},  # fmt: skip
-        {"type": "memory", "id": str(uuid.uuid4()), "namespace": namespace, "owner_agent_id": owner,
-         "visibility": "team", "network": "fact", "memory_type": "semantic", "content": content,
-         "importance": 1.0, "created_at": at, "valid_at": at, "pinned": True, "metadata": {}},  # fmt: skip
+        {
+            "type": "grant",
+            "agent_id": owner,
+            "namespace": namespace,
+            "can_read": True,
+            "can_write": True,
+            "granted_by": "admin",
+            "granted_at": at,
+            "accepted_at": at,
+        },
+        {
+            "type": "memory",
+            "id": str(uuid.uuid4()),
+            "namespace": namespace,
+            "owner_agent_id": owner,
+            "visibility": "team",
+            "network": "fact",
+            "memory_type": "semantic",
+            "content": content,
+            "importance": 1.0,
+            "created_at": at,
+            "valid_at": at,
+            "pinned": True,
+            "metadata": {},
+        },
     ]
 
 
