@@ -20,11 +20,12 @@ from cabrain.brain import Brain
 from cabrain.console.session import COOKIE
 from cabrain.eval import percentiles
 from cabrain.identity import Principal
+from cabrain.serve.facades import Facades
 
 T = TypeVar("T")
 
 
-class LocalReplica:
+class LocalReplica(Facades):
     """What the console's routes ask of their replica, answered by a Brain in this process."""
 
     def __init__(self, brain: Brain) -> None:

@@ -22,19 +22,16 @@ from cabrain.connectors.facade import Connectors
 from cabrain.errors import DatabaseUnreachable, ServiceError
 from cabrain.fixes import Fix
 from cabrain.identity import Principal
-from cabrain.notify.facade import Notify
 from cabrain.notify.outbox import Outbox
 from cabrain.notify.patterns import find_patterns
-from cabrain.portable.facade import Portable
 from cabrain.providers.embedders import load_embedder
+from cabrain.serve.facades import Facades
 from cabrain.serve.metrics import IngressMetrics
 from cabrain.serve.models import LocalQueries, RemoteEmbedder, RemoteReranker, call_with_retry
 from cabrain.serve.responses import ReadyOut
 from cabrain.serve.service_ops import ServiceOps
 from cabrain.settings import load_settings
-from cabrain.sleep.runs import SleepRuns
 from cabrain.store.reconnect import CONNECTION_LOST
-from cabrain.workflows.facade import Workflows
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,7 +41,7 @@ INBOX_QUIET_S = 0.3  # the capture inbox is worked once requests pause this long
 INBOX_MAX_DELAY_S = 5.0  # ...or once its oldest work has waited this long
 
 
-class Replica:
+class Replica(Facades):
     """One replica of the HTTP API: its Brain, opened once the models answer."""
 
     def __init__(
@@ -177,20 +174,8 @@ class Replica:
                     log.info("scheduled connector sync", extra={"connector": connector.name, "error": str(exc)})
 
     # --- channels, pushes and the live agent (issue 22) ----------------------------------------------
-    def portable(self, brain: Brain) -> Portable:
-        return Portable(brain.engine)
-
-    def workflows(self, brain: Brain) -> Workflows:
-        return Workflows(brain.engine)
-
-    def sleep_runs(self, brain: Brain) -> SleepRuns:
-        return SleepRuns(brain.engine)
-
     def channels(self, brain: Brain) -> Channels:
         return Channels(brain, self.environ)
-
-    def notify(self, brain: Brain) -> Notify:
-        return Notify(brain.engine)
 
     def outbox(self, brain: Brain) -> Outbox:
         if self._outbox is None or self._outbox.engine is not brain.engine:
