@@ -120,13 +120,17 @@ def test_one_agent_holds_at_most_its_streams_and_others_still_answer(service: Se
     raw_headers = {"Authorization": f"Bearer {service.keys['carol']}"}
     with contextlib.ExitStack() as held, service.client("carol") as carol, service.client("bob") as bob:
         raw = held.enter_context(httpx.Client(base_url=service.url, headers=raw_headers, timeout=120))
+        readers = []  # kept: dropping a reader would close its stream
         for _ in range(cap):
             stream = held.enter_context(raw.stream("GET", "/v1/events", params={"seconds": 600}))
             assert stream.status_code == 200
-            assert next(stream.iter_lines()).startswith("retry:")  # the stream is open
+            readers.append(stream.iter_lines())
+            assert next(readers[-1]).startswith("retry:")  # the stream is open
 
-        refused = carol.get("/v1/events", params={"seconds": 600})
-        assert refused.status_code == 429, refused.text
+        with raw.stream("GET", "/v1/events", params={"seconds": 600}) as refused:  # a 200 here would not end
+            assert refused.status_code == 429
+            refused.read()
+        service.openapi.check(refused)
         error = refused.json()["error"]
         assert error["type"] == "too_many_requests" and f"{cap} event streams" in error["message"]
         assert "CABRAIN_MAX_STREAMS_PER_AGENT" in error["hint"]
