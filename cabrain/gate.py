@@ -22,10 +22,10 @@ an admin's; the role allows it (or holds it, or refuses it); the namespace is a 
 keep; the caps allow it; then the task acts for the agent (its model calls are metered to it). The
 operation runs in one of the agent's slots (:mod:`cabrain.limits`: at most
 ``CABRAIN_MAX_CONCURRENT_PER_AGENT`` at once, a bounded number waiting, 429 beyond) and is counted
-once it ran, unless its input was refused (:class:`InputError`): a bad request is never counted. Nothing in a facade, a route,
-an MCP tool or a console page checks any of this itself: ``tests/unit/test_gate.py`` enumerates
-every public facade method, route, MCP tool and console action and fails when one is undeclared or
-reaches the store around the gate.
+once it ran, unless its input was refused (:class:`InputError`): a bad request is never counted.
+Nothing in a facade, a route, an MCP tool or a console page checks any of this itself:
+``tests/unit/test_gate.py`` enumerates every public facade method, route, MCP tool and console
+action and fails when one is undeclared or reaches the store around the gate.
 
 Operations no agent calls (the server's own loops, a channel authenticated by its platform's
 signature, a key being authenticated) are declared with :func:`system`, which says why.
