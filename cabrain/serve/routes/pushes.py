@@ -109,10 +109,17 @@ async def events(
     namespace: str | None = None,
     after: Annotated[int, Query(ge=0, description="Start after this event's seq (or send Last-Event-ID).")] = 0,
     seconds: Annotated[
-        float, Query(gt=0, description="Close the stream after this long (at most CABRAIN_EVENTS_MAX_SECONDS).")
-    ] = 300,
+        float | None,
+        Query(
+            gt=0,
+            description="Close the stream after this long: at most CABRAIN_EVENTS_MAX_SECONDS (600), by default "
+            "300 or that if less.",
+        ),
+    ] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
+    if seconds is None:
+        seconds = min(300.0, svc.settings.events_max_seconds)
     if seconds > svc.settings.events_max_seconds:
         raise InputError(
             f"seconds is at most {svc.settings.events_max_seconds:g}, got {seconds:g}",
