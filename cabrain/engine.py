@@ -24,6 +24,7 @@ import numpy as np
 from cabrain.clock import Clock, utc_now
 from cabrain.errors import CabrainError, ConfigError, EmbedderError
 from cabrain.governance import Governor, MeteredChat
+from cabrain.limits import AgentSlots
 from cabrain.providers.cache import RedisCache
 from cabrain.providers.embedders import Embedder, load_embedder
 from cabrain.providers.llm import ChatModel, load_chat_model
@@ -73,6 +74,15 @@ class Engine:
         # roles, caps and usage (cabrain.governance): every operation is checked and counted there
         self.governor = Governor(
             pool, clock, flush_s=settings.usage_flush_s, profile_ttl_s=settings.api_key_cache_ttl_s
+        )
+        # what one agent may run at once here (cabrain.limits): the gate holds a slot per operation
+        self.running = AgentSlots(
+            settings.max_concurrent_per_agent,
+            settings.max_queued_per_agent,
+            refusal=lambda agent, limit: (
+                f"agent {agent!r} has {limit} operations running and more waiting, the most one agent may"
+            ),
+            setting="CABRAIN_MAX_CONCURRENT_PER_AGENT or CABRAIN_MAX_QUEUED_PER_AGENT",
         )
         # write decisions and entity extraction, when configured; each call metered to the agent acted for
         self.chat = MeteredChat(chat, self.governor) if chat is not None else None

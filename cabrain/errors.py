@@ -252,6 +252,7 @@ class ServiceBusy(ServiceError):
 
     status = 429
     kind = "too_many_requests"
+    retry_after_s: int = 2  # the API answers it with Retry-After
 
 
 class EmbedderError(CabrainError):

@@ -18,11 +18,14 @@ A facade method says what it is with :func:`operation`::
 - what it is **metered** as (its kind by default), which caps are checked against.
 
 :func:`enforce` decides, in this order: the agent exists and is active; an admin-only operation is
-an admin's; the role allows it (or holds it, or refuses it); the caps allow it; then it is counted
-and the task acts for the agent (its model calls are metered to it). Nothing in a facade, a route,
-an MCP tool or a console page checks any of this itself: ``tests/unit/test_gate.py`` enumerates
-every public facade method, route, MCP tool and console action and fails when one is undeclared or
-reaches the store around the gate.
+an admin's; the role allows it (or holds it, or refuses it); the namespace is a name CaBrain can
+keep; the caps allow it; then the task acts for the agent (its model calls are metered to it). The
+operation runs in one of the agent's slots (:mod:`cabrain.limits`: at most
+``CABRAIN_MAX_CONCURRENT_PER_AGENT`` at once, a bounded number waiting, 429 beyond) and is counted
+once it ran, unless its input was refused (:class:`InputError`): a bad request is never counted.
+Nothing in a facade, a route, an MCP tool or a console page checks any of this itself:
+``tests/unit/test_gate.py`` enumerates every public facade method, route, MCP tool and console
+action and fails when one is undeclared or reaches the store around the gate.
 
 Operations no agent calls (the server's own loops, a channel authenticated by its platform's
 signature, a key being authenticated) are declared with :func:`system`, which says why.
@@ -40,6 +43,7 @@ from enum import StrEnum
 from typing import Any, TypeVar, cast
 
 from cabrain import actions
+from cabrain.edge import check_value
 from cabrain.errors import AccessDenied, InputError
 from cabrain.policy import ACTING, APPROVED, Op, Role, Verdict, decide, refuse
 
@@ -150,14 +154,25 @@ def _gated(fn: F, spec: Operation) -> F:
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         arguments = bound.arguments
-        agent = await enforce(await engine_of(self), spec, arguments, method=method)
+        engine = await engine_of(self)
+        agent = await enforce(engine, spec, arguments, method=method)
         if agent is None:
             return await fn(self, *args, **kwargs)
-        token = _INSIDE.set(agent)
-        try:
+        if _INSIDE.get() == agent:  # inside another of the agent's operations: its slot and its count
             return await fn(self, *args, **kwargs)
-        finally:
-            _INSIDE.reset(token)
+        async with engine.running.hold(agent):
+            token = _INSIDE.set(agent)
+            try:
+                found = await fn(self, *args, **kwargs)
+            except InputError:  # its input refused: not counted
+                raise
+            except BaseException:
+                _count(engine, spec, agent, arguments)
+                raise
+            finally:
+                _INSIDE.reset(token)
+            _count(engine, spec, agent, arguments)
+            return found
 
     cast(Any, gated).__operation__ = spec
     REGISTRY[spec.name] = spec
@@ -199,13 +214,23 @@ async def enforce(engine: Any, spec: Operation, args: Mapping[str, Any], *, meth
                 held_args = {k: _plain(v) for k, v in args.items() if k not in ("self", spec.caller)}
                 raise await actions.hold(engine, agent, role, spec.kind, namespace, method, held_args)
             raise refuse(agent, role, spec.kind)
+    if namespace is not None:  # what it is counted under and its model calls are metered to: a name a row holds
+        try:
+            check_value(namespace)
+        except InputError as exc:
+            raise InputError(f"the namespace name is not one CaBrain keeps: {exc.message}") from None
     nested = _INSIDE.get() == agent
-    if spec.meter is not None and not nested:
-        if profile["caps"]:
-            await governor.within_caps(agent, spec.meter, profile["caps"])
-        governor.count(agent, namespace or "", spec.meter)
+    if spec.meter is not None and not nested and profile["caps"]:
+        await governor.within_caps(agent, spec.meter, profile["caps"])
     ACTING.set((agent, namespace or ""))
     return agent
+
+
+def _count(engine: Any, spec: Operation, agent: str, args: Mapping[str, Any]) -> None:
+    """Count an operation once it ran (or failed for another reason than its input): a request
+    refused as bad input is not counted (finding 7 of issue 31)."""
+    if spec.meter is not None:
+        engine.governor.count(agent, spec.namespace_of(args) or "", spec.meter)
 
 
 def _what(spec: Operation) -> str:

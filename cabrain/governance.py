@@ -153,21 +153,43 @@ class Governor:
                 log.warning("usage flush failed", extra={"error": str(exc)})
 
     async def flush(self) -> int:
-        """Write what was counted since the last flush; how many rows."""
+        """Write what was counted since the last flush; how many rows.
+
+        A row no column can hold (a NUL or a lone surrogate in a name, which the gate refuses
+        before counting, so only a bug could make one) is dropped with a warning, never written
+        nor kept: one bad row cannot fail every later flush. When the database cannot be reached
+        the counts are kept for the next flush (and the error raised)."""
         async with self._lock:
             if not self._calls:
                 return 0
             calls, units, cost = self._calls, self._units, self._cost
             self._calls, self._units, self._cost = Counter(), Counter(), {}
-            rows = [(*key, calls[key], units[key], cost.get(key, 0.0)) for key in calls]
+            rows, dropped = [], set()
+            for key in calls:
+                if _storable(key):
+                    rows.append((*key, calls[key], units[key], cost.get(key, 0.0)))
+                else:
+                    dropped.add(key)
+                    log.warning("usage row dropped: a name no column holds", extra={"row": ascii(key)[:300]})
+            written: set[Key] = set()
             try:
-                async with self._pool.acquire() as conn:
-                    await sql.add(conn, rows)
+                if rows:
+                    async with self._pool.acquire() as conn:
+                        try:
+                            await sql.add(conn, rows)
+                            written.update(row[:4] for row in rows)
+                        except asyncpg.DataError:  # a row the database refuses: the others written one by one
+                            for row in rows:
+                                try:
+                                    await sql.add(conn, [row])
+                                except asyncpg.DataError as exc:
+                                    log.warning("usage row dropped", extra={"row": ascii(row)[:300], "error": str(exc)})
+                                written.add(row[:4])
             except BaseException:
-                self._calls.update(calls)  # counted again on the next flush, not lost
-                self._units.update(units)
-                for key, value in cost.items():
-                    self._cost[key] = self._cost.get(key, 0.0) + value
+                for key in calls.keys() - written - dropped:  # counted again on the next flush, not lost
+                    self._calls[key] += calls[key]
+                    self._units[key] += units[key]
+                    self._cost[key] = self._cost.get(key, 0.0) + cost.get(key, 0.0)
                 raise
             return len(rows)
 
@@ -178,6 +200,18 @@ class Governor:
             await self.flush()
         except Exception as exc:  # noqa: BLE001 - closing: say so, do not fail the close
             log.warning("usage flush at close failed", extra={"error": str(exc)})
+
+
+def _storable(key: Key) -> bool:
+    """Whether a text column can hold every name of ``key`` (no NUL, valid UTF-8)."""
+    for name in key[1:]:
+        if "\x00" in name:
+            return False
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True
 
 
 class MeteredChat:

@@ -19,18 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cabrain import actions
-from cabrain.channels.inbound import ChannelSecrets, ChatMessage, RawRequest, adapter
+from cabrain.channels.inbound import ChannelSecrets, ChatMessage, RawRequest, adapter, require_signed_headers
 from cabrain.connectors.config import env_name
 from cabrain.connectors.facade import Connectors
 from cabrain.connectors.trackers import FiledIssue, Link, Tracker, tracker
-from cabrain.errors import ConfigError, ConflictError, InputError, NotFound
+from cabrain.errors import ConfigError, ConflictError, InputError, MethodNotAllowed, NotFound, Unauthenticated
 from cabrain.gate import Read, field, operation, system
 from cabrain.policy import Op
 from cabrain.redact import PRIVATE, REDACTED, redact
@@ -40,6 +41,9 @@ from cabrain.store import connectors as connector_sql
 from cabrain.store import usage as usage_sql
 from cabrain.types import MemoryInput, Visibility
 
+log = logging.getLogger(__name__)
+
+BodyReader = Callable[[int], Awaitable[bytes]]  # the request's body, read up to the limit given (else 413)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 TRACKER_KINDS = ("gitlab", "vikunja")
 
@@ -154,6 +158,12 @@ class Channels:
         async with self.engine.pool.acquire() as conn:
             return await sql.issues(conn, channel, limit)
 
+    async def _known(self, name: str) -> dict[str, Any]:
+        """The channel ``name`` names (:class:`NotFound` for a name no channel can have)."""
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            raise NotFound("no channel of that name")
+        return await self.get(name)
+
     @system("a channel's own record, for its platform's requests and its live agent")
     async def get(self, name: str) -> dict[str, Any]:
         async with self.engine.pool.acquire() as conn:
@@ -172,15 +182,34 @@ class Channels:
 
     # --- receiving --------------------------------------------------------------------------------
     @system("a platform's request, authenticated by the platform's signature before anything is read")
-    async def receive(self, name: str, request: RawRequest) -> Delivery:
-        """Verify a platform's request and retain its new messages (:class:`Delivery`)."""
-        channel = await self.get(name)
-        secrets = ChannelSecrets(
-            self._secret(channel["secret_env"], "signing secret"),
-            self._secret(channel["verify_token_env"], "verify token") if request.method == "GET" else None,
-            max_skew_s=self.engine.settings.channel_max_skew_s,
-        )
-        received = adapter(channel["kind"]).receive(request, secrets, self.engine.clock())
+    async def receive(self, name: str, request: RawRequest, read_body: BodyReader | None = None) -> Delivery:
+        """Verify a platform's request and retain its new messages (:class:`Delivery`).
+
+        ``read_body`` reads the request's body (at most the limit it is given, else
+        :class:`PayloadTooLarge`); it is called only once the channel exists and the request
+        carries its platform's signature headers (without it, ``request.body`` is the body). An
+        unknown channel, a missing or bad signature, a method the platform does not send and a
+        channel whose secret is not set all answer the same :class:`Unauthenticated` (why is
+        logged): the answer does not tell which channel names exist."""
+        try:
+            channel = await self._known(name)
+            kind = adapter(channel["kind"])
+            require_signed_headers(kind, request, channel["kind"])
+            secrets = ChannelSecrets(
+                self._secret(channel["secret_env"], "signing secret"),
+                self._secret(channel["verify_token_env"], "verify token") if request.method == "GET" else None,
+                max_skew_s=self.engine.settings.channel_max_skew_s,
+            )
+            if read_body is not None:
+                request = replace(request, body=await read_body(self.engine.settings.channel_max_body_bytes))
+            received = kind.receive(request, secrets, self.engine.clock())
+        except (NotFound, Unauthenticated, ConfigError, MethodNotAllowed) as exc:
+            level = logging.WARNING if isinstance(exc, ConfigError) else logging.INFO
+            log.log(level, "channel request refused", extra={"channel": ascii(name)[:80], "why": exc.message})
+            raise Unauthenticated(
+                "channel request refused: no channel of that name takes requests signed this way",
+                hint="only the platform, signing with the channel's secret, can post here",
+            ) from None
         stored: list[tuple[ChatMessage, list[uuid.UUID]]] = []
         duplicates = 0
         async with self.engine.pool.acquire() as conn:

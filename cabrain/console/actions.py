@@ -9,7 +9,7 @@ agent's subscriptions (an admin: all); a suppressed or failed push can be sent a
 from __future__ import annotations
 
 from fastapi import Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
 from cabrain.console import filters
 from cabrain.console import session as sessions
@@ -17,7 +17,7 @@ from cabrain.console.render import HEADERS, page
 from cabrain.console.routing import Current, change_form, router, see_other, text
 from cabrain.errors import InputError
 from cabrain.membership import as_uuid
-from cabrain.notify.stream import last_seen, sse
+from cabrain.notify.stream import HeldStream, last_seen, sse
 from cabrain.serve.deps import Svc
 
 routes = router()
@@ -69,5 +69,7 @@ async def events(request: Request, svc: Svc, session: Current) -> Response:
     after = last_seen(0, request.headers.get("last-event-id"))
     if after == 0:  # a page opened now shows what is new from now on
         after = await brain.riding_out(hub.latest)
+    give_back = svc.streams.take(session.agent)  # the same per-agent cap as /v1/events
     stream = sse(hub, session.agent, after=after, namespace=None, seconds=300, poll_s=svc.settings.notify_poll_s)
-    return StreamingResponse(stream, media_type="text/event-stream", headers={**HEADERS, "Cache-Control": "no-store"})
+    headers = {**HEADERS, "Cache-Control": "no-store"}
+    return HeldStream(give_back, stream, media_type="text/event-stream", headers=headers)

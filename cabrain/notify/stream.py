@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from cabrain.notify.facade import Notify
 
@@ -45,9 +48,24 @@ async def sse(
             yield b": keep-alive\n\n"
 
 
+class HeldStream(StreamingResponse):
+    """A stream that holds one of its agent's stream slots (:mod:`cabrain.limits`) until it ends,
+    however it ends (its time is up, the client went away, sending failed)."""
+
+    def __init__(self, give_back: Callable[[], None], content: AsyncIterator[bytes], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._give_back = give_back
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._give_back()
+
+
 def last_seen(after: int, last_event_id: str | None) -> int:
     """Where a (re)connecting client resumes: after ``Last-Event-ID`` when it sends one."""
     return max(after, int(last_event_id)) if last_event_id and last_event_id.isdigit() else after
 
 
-__all__ = ["frame", "last_seen", "sse"]
+__all__ = ["HeldStream", "frame", "last_seen", "sse"]

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from cabrain import __version__, console
 from cabrain.serve.errors import ERROR_RESPONSES, add_handlers
-from cabrain.serve.guard import Guard
+from cabrain.serve.guard import Guard, limit_by_path
 from cabrain.serve.mcp_endpoint import mcp_route
 from cabrain.serve.replica import Replica
 from cabrain.serve.routes import (
@@ -78,7 +78,13 @@ def create_api(svc: Replica) -> FastAPI:
         responses=ERROR_RESPONSES,
     )
     app.state.replica = svc
-    app.add_middleware(Guard, max_bytes=svc.settings.api_max_body_bytes, metrics=svc.metrics)
+    settings = svc.settings
+    app.add_middleware(
+        Guard,
+        max_bytes=settings.api_max_body_bytes,
+        metrics=svc.metrics,
+        limit_of=limit_by_path(settings.api_max_body_bytes, settings.channel_max_body_bytes),
+    )
     app.router.routes.append(mcp)
     add_handlers(app)
     for area in ROUTERS:

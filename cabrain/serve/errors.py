@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from cabrain.errors import KINDS, CabrainError, InputError, InvalidRequest, MethodNotAllowed, NotFound
+from cabrain.errors import KINDS, CabrainError, InputError, InvalidRequest, MethodNotAllowed, NotFound, ServiceBusy
 from cabrain.serve.responses import ErrorOut
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,8 @@ def error_response(exc: CabrainError, **headers: str) -> JSONResponse:
     """``exc`` as the API answers it: its class's status and type."""
     if exc.status == 401:
         headers.setdefault("WWW-Authenticate", "Bearer")
+    if isinstance(exc, ServiceBusy):
+        headers.setdefault("Retry-After", str(exc.retry_after_s))
     return JSONResponse(error_json(exc), status_code=exc.status, headers=headers or None)
 
 

@@ -22,6 +22,7 @@ from cabrain.connectors.facade import Connectors
 from cabrain.errors import DatabaseUnreachable, ServiceError
 from cabrain.fixes import Fix
 from cabrain.identity import Principal
+from cabrain.limits import AgentSlots
 from cabrain.notify.outbox import Outbox
 from cabrain.notify.patterns import find_patterns
 from cabrain.providers.embedders import load_embedder
@@ -57,6 +58,15 @@ class Replica(Facades):
         self.models: dict[str, Any] = {}
         self.start_error: str | None = None
         self._keys: dict[bytes, tuple[Principal, float]] = {}
+        # open event streams per agent here (cabrain.limits): each holds a request slot of this replica
+        self.streams = AgentSlots(
+            self.settings.max_streams_per_agent,
+            0,
+            refusal=lambda agent, limit: (
+                f"agent {agent!r} has {limit} event streams open on this replica, the most one agent may"
+            ),
+            setting="CABRAIN_MAX_STREAMS_PER_AGENT",
+        )
         self.inbox_ready = asyncio.Event()
         self._started = asyncio.create_task(self._start())
         self._inbox_worker = asyncio.create_task(self._work_inbox())

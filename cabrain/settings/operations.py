@@ -300,6 +300,42 @@ class OperationsSettings(BaseModel):
         default=7 * 86400.0, gt=0, description="A pending action no person decided on expires after this long."
     )
 
+    # --- limits per agent (issue 31) ----------------------------------------------------------------
+    max_streams_per_agent: int = Field(
+        default=4,
+        ge=1,
+        le=1000,
+        description="Event streams (GET /v1/events, the console's live findings) one agent may hold open on one "
+        "ingress replica; another gets 429.",
+    )
+    events_max_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        le=3600,
+        description="The longest an event stream may be asked to stay open (GET /v1/events?seconds=); clients "
+        "reconnect with Last-Event-ID.",
+    )
+    max_concurrent_per_agent: int = Field(
+        default=4,
+        ge=1,
+        le=10_000,
+        description="Operations one agent may run at once in one process (each holds a database connection at "
+        "most); keep it below CABRAIN_DB_POOL_MAX so others always get one.",
+    )
+    max_queued_per_agent: int = Field(
+        default=128,
+        ge=0,
+        le=100_000,
+        description="Operations of one agent that may wait for one of its running slots in one process; "
+        "another gets 429.",
+    )
+    channel_max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Largest request a chat platform may post to /v1/channels/NAME/events (larger: 413, read no "
+        "further).",
+    )
+
     @field_validator("workflow_prices")
     @classmethod
     def _check_prices(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:

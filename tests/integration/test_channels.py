@@ -16,7 +16,7 @@ import pytest
 
 from cabrain.channels.facade import Channels
 from cabrain.channels.inbound import RawRequest
-from cabrain.errors import AccessDenied, ConfigError, InputError, Unauthenticated
+from cabrain.errors import AccessDenied, InputError, Unauthenticated
 from cabrain.types import RecallQuery
 
 TALK_SECRET = "talk-bot-secret-0123456789abcdef0123456789abcdef"
@@ -83,6 +83,39 @@ async def test_a_talk_message_is_retained_once_with_its_speaker_and_room(channel
     assert hit.memory.metadata["speaker"] == "Huda" and hit.memory.metadata["thread"] == "r00mt0ken"
 
 
+async def test_talks_unsigned_backend_header_is_never_kept_as_the_reply_target(channels: Channels, db_dsn) -> None:
+    """The header names where a reply goes, but Talk's signature does not cover it (issue 31,
+    finding 14): anyone replaying a signed request could point replies at their own server."""
+    import asyncpg
+
+    signed = talk_request("The release train leaves at noon.", 4413)
+    planted = RawRequest(
+        signed.method, {**signed.headers, "x-nextcloud-talk-backend": "http://127.0.0.1:9/steal"}, {}, signed.body
+    )
+    done = await channels.receive("talk", planted)
+    [(message, _ids)] = done.stored
+    assert message.reply_to == {"room": "r00mt0ken", "reply_to": 4413}
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        tables = [r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+        for table in tables:
+            rows = await conn.fetch(f'SELECT t::text AS row FROM "{table}" t')
+            assert not any("127.0.0.1:9" in r["row"] for r in rows), table
+    finally:
+        await conn.close()
+
+
+async def test_an_unknown_channel_and_a_bad_signature_are_refused_alike(channels: Channels) -> None:
+    with pytest.raises(Unauthenticated) as unknown:
+        await channels.receive("nope", talk_request("hello", 5))
+    with pytest.raises(Unauthenticated) as forged:
+        await channels.receive("talk", talk_request("hello", 5, secret="x"))
+    with pytest.raises(Unauthenticated) as unsigned:
+        bare = talk_request("hello", 5)
+        await channels.receive("talk", RawRequest("POST", {"content-type": "application/json"}, {}, bare.body))
+    assert str(unknown.value) == str(forged.value) == str(unsigned.value)
+
+
 async def test_a_forged_talk_request_is_refused_and_stores_nothing(channels: Channels, brain) -> None:
     with pytest.raises(Unauthenticated):
         await channels.receive(
@@ -130,6 +163,6 @@ async def test_only_an_admin_adds_a_channel_and_its_live_agent_must_be_of_role_l
         await channels.add("root", {**spec, "agent": "helper"})
     with pytest.raises(InputError, match="CaBrain setting"):
         await channels.add("root", {**spec, "agent": "alice", "secret_env": "CABRAIN_DATABASE_URL"})
-    unset = Channels(brain, {})
-    with pytest.raises(ConfigError, match="TALK_SECRET"):
+    unset = Channels(brain, {})  # a channel whose secret is not set refuses as an unknown one does (logged)
+    with pytest.raises(Unauthenticated, match="no channel of that name"):
         await unset.receive("talk", talk_request("hello", 1))

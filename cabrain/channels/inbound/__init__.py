@@ -1,7 +1,9 @@
 """Inbound chat channels: verify a platform's signed webhook request, then read the messages in it.
 
-Each adapter's :meth:`~Adapter.receive` checks the request the way its platform signs it before it
-reads a byte of the body: a missing or wrong signature, or a stale timestamp, is
+Before a byte of the body is read, the request must use a method its platform sends and carry the
+headers its signature travels in (each adapter's ``signed_by``, :func:`require_signed_headers`); the
+body is read up to ``CABRAIN_CHANNEL_MAX_BODY_BYTES``. Each adapter's :meth:`~Adapter.receive` then
+checks the request the way its platform signs it before it parses the body: a missing or wrong signature, or a stale timestamp, is
 :class:`~cabrain.errors.Unauthenticated`; a channel without its secret configured is
 :class:`~cabrain.errors.ConfigError`; a verified body of the wrong shape is
 :class:`~cabrain.errors.InputError`. Events that are not something a person wrote (bot messages,
@@ -15,7 +17,14 @@ edits, delivery statuses, reactions, joins) are received with no messages.
 
 from __future__ import annotations
 
-from cabrain.channels.inbound.base import Adapter, ChannelSecrets, ChatMessage, RawRequest, Received
+from cabrain.channels.inbound.base import (
+    Adapter,
+    ChannelSecrets,
+    ChatMessage,
+    RawRequest,
+    Received,
+    require_signed_headers,
+)
 from cabrain.channels.inbound.slack import SlackAdapter
 from cabrain.channels.inbound.talk import TalkAdapter
 from cabrain.channels.inbound.webhook import WebhookAdapter
@@ -34,6 +43,7 @@ __all__ = [
     "WebhookAdapter",
     "WhatsAppAdapter",
     "adapter",
+    "require_signed_headers",
 ]
 
 ADAPTERS: dict[str, Adapter] = {a.kind: a for a in (SlackAdapter(), WhatsAppAdapter(), TalkAdapter(), WebhookAdapter())}

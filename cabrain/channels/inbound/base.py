@@ -30,6 +30,7 @@ __all__ = [
     "json_body",
     "require_header",
     "require_method",
+    "require_signed_headers",
     "signing_secret",
 ]
 
@@ -86,7 +87,23 @@ class Adapter(Protocol):
 
     kind: str
 
+    @property
+    def signed_by(self) -> Mapping[str, tuple[str, ...]]:
+        """By method: the headers a signed request carries."""
+        ...
+
     def receive(self, request: RawRequest, secrets: ChannelSecrets, now: datetime) -> Received: ...
+
+
+def require_signed_headers(adapter: Adapter, request: RawRequest, platform: str) -> None:
+    """The checks made before a byte of the body is read: a method the platform sends, and the
+    headers its signature travels in (the signature itself is checked by :meth:`Adapter.receive`)."""
+    headers = adapter.signed_by.get(request.method.upper())
+    if headers is None:
+        require_method(request, platform, *adapter.signed_by)
+        return
+    for name in headers:
+        require_header(request, name, platform)
 
 
 def signing_secret(secrets: ChannelSecrets, platform: str, *, hint: str) -> str:

@@ -60,6 +60,7 @@ class SlackAdapter:
     """A Slack app's Events API request URL."""
 
     kind = KIND
+    signed_by = {"POST": ("x-slack-signature", "x-slack-request-timestamp")}
 
     def receive(self, request: RawRequest, secrets: ChannelSecrets, now: datetime) -> Received:
         self._verify(request, signing_secret(secrets, _PLATFORM, hint=_SECRET_HINT), now, secrets.max_skew_s)

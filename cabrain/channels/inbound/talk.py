@@ -2,7 +2,8 @@
 
 Talk signs the ``x-nextcloud-talk-random`` header followed by the raw body with the bot's shared
 secret (HMAC-SHA256, hex) into ``x-nextcloud-talk-signature``; ``x-nextcloud-talk-backend`` names the
-Nextcloud server that sent it, where a reply goes. The signature covers no time, so a replayed
+Nextcloud server that sent it, but no signature covers it, so it is never kept: a reply goes to the
+url configured on the channel's notifier. The signature covers no time, so a replayed
 request passes it: the message's id (room token and message id) is what drops it.
 
 The body is an Activity Streams 2.0 activity. A ``Create`` of a ``Note`` by anyone but a bot is a
@@ -49,6 +50,7 @@ class TalkAdapter:
     """A Nextcloud Talk webhook bot's URL."""
 
     kind = KIND
+    signed_by = {"POST": ("x-nextcloud-talk-signature", "x-nextcloud-talk-random")}
 
     def receive(self, request: RawRequest, secrets: ChannelSecrets, now: datetime) -> Received:
         _verify(request, signing_secret(secrets, _PLATFORM, hint=_SECRET_HINT))
@@ -82,11 +84,8 @@ class TalkAdapter:
                     sent_at=now.astimezone(UTC),
                     channel=room,
                     thread=room,
-                    reply_to={
-                        "room": room,
-                        "reply_to": int(message_id),
-                        "backend": request.headers.get("x-nextcloud-talk-backend"),
-                    },
+                    # x-nextcloud-talk-backend is not signed: a reply goes to the notifier's configured url
+                    reply_to={"room": room, "reply_to": int(message_id)},
                 )
             ]
         )

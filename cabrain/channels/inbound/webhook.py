@@ -52,6 +52,7 @@ class WebhookAdapter:
     """An endpoint any sender can post chat messages to, signed per Standard Webhooks."""
 
     kind = KIND
+    signed_by = {"POST": ("webhook-id", "webhook-timestamp", "webhook-signature")}
 
     def receive(self, request: RawRequest, secrets: ChannelSecrets, now: datetime) -> Received:
         key = _key(signing_secret(secrets, _PLATFORM, hint=_SECRET_HINT))

@@ -46,6 +46,7 @@ class WhatsAppAdapter:
     """A Meta app's WhatsApp Business Account webhook callback URL."""
 
     kind = KIND
+    signed_by = {"POST": ("x-hub-signature-256",), "GET": ()}  # GET: hub.verify_token, in the query
 
     def receive(self, request: RawRequest, secrets: ChannelSecrets, now: datetime) -> Received:
         require_method(request, _PLATFORM, "GET", "POST")

@@ -1,8 +1,10 @@
 """Chat channels (``/v1/channels``) and issues (``/v1/issues``).
 
 ``/v1/channels/NAME/events`` is where a platform delivers: it carries no API key, and is
-authenticated instead by the platform's own signature, checked before anything is read (a missing
-or bad one is a 401 and stores nothing). Adding, listing and removing channels is an admin's. New
+authenticated instead by the platform's own signature: a request to an unknown channel, or without
+its platform's signature headers, is refused before a byte of its body is read; the body is read up
+to ``CABRAIN_CHANNEL_MAX_BODY_BYTES`` (413 beyond) and its signature checked before it is parsed.
+Every refusal is the same 401 (which channel names exist is not told) and stores nothing. Adding, listing and removing channels is an admin's. New
 messages of a channel with a live agent are handed to it in the replica's background, so the
 platform gets its answer at once (Slack wants one within 3 s).
 """
@@ -17,6 +19,7 @@ from pydantic import Field
 
 from cabrain.channels.inbound import RawRequest
 from cabrain.serve.deps import Caller, Svc
+from cabrain.serve.guard import bounded_body
 from cabrain.serve.routing import router
 from cabrain.serve.schemas import Body
 
@@ -66,14 +69,20 @@ async def remove_channel(name: str, svc: Svc, p: Caller) -> dict[str, Any]:
 
 async def _deliver(name: str, request: Request, svc: Svc) -> Response:
     raw = RawRequest(
-        request.method,
-        {k.lower(): v for k, v in request.headers.items()},
-        dict(request.query_params),
-        await request.body(),
+        request.method, {k.lower(): v for k, v in request.headers.items()}, dict(request.query_params), b""
     )
+    read: list[bytes] = []
+
+    async def body(limit: int) -> bytes:
+        """The body, read once the channel exists and the request carries its signature headers: at
+        most ``limit`` bytes (the ingress's guard refused a longer declared length already)."""
+        if not read:
+            read.append(await bounded_body(request, limit))
+        return read[0]
+
     brain = await svc.get_brain()
     channels = svc.channels(brain)
-    delivery = await brain.riding_out(lambda: channels.receive(name, raw))
+    delivery = await brain.riding_out(lambda: channels.receive(name, raw, body))
     if delivery.stored:
         svc.hand_to_live_agent(brain, name, delivery.stored)
     return Response(delivery.body, status_code=delivery.status, media_type=delivery.content_type)

@@ -11,7 +11,8 @@ from fastapi import Header, Query
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
-from cabrain.notify.stream import last_seen, sse
+from cabrain.errors import InputError
+from cabrain.notify.stream import HeldStream, last_seen, sse
 from cabrain.serve.deps import Caller, Svc
 from cabrain.serve.routing import router
 from cabrain.serve.schemas import Body
@@ -107,13 +108,32 @@ async def events(
     p: Caller,
     namespace: str | None = None,
     after: Annotated[int, Query(ge=0, description="Start after this event's seq (or send Last-Event-ID).")] = 0,
-    seconds: Annotated[float, Query(gt=0, le=3600, description="Close the stream after this long.")] = 300,
+    seconds: Annotated[
+        float | None,
+        Query(
+            gt=0,
+            description="Close the stream after this long: at most CABRAIN_EVENTS_MAX_SECONDS (600), by default "
+            "300 or that if less.",
+        ),
+    ] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
+    if seconds is None:
+        seconds = min(300.0, svc.settings.events_max_seconds)
+    if seconds > svc.settings.events_max_seconds:
+        raise InputError(
+            f"seconds is at most {svc.settings.events_max_seconds:g}, got {seconds:g}",
+            hint="reconnect with Last-Event-ID when the stream closes",
+        )
     brain = await svc.get_brain()
     hub = svc.notify(brain)
     after = last_seen(after, last_event_id)
-    first = await brain.riding_out(lambda: hub.events(p.agent_id, after=after, namespace=namespace))
+    give_back = svc.streams.take(p.agent_id)  # 429 past CABRAIN_MAX_STREAMS_PER_AGENT
+    try:
+        first = await brain.riding_out(lambda: hub.events(p.agent_id, after=after, namespace=namespace))
+    except BaseException:
+        give_back()
+        raise
     stream = sse(
         hub,
         p.agent_id,
@@ -124,4 +144,4 @@ async def events(
         first=first,
     )
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+    return HeldStream(give_back, stream, media_type="text/event-stream", headers=headers)
