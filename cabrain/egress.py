@@ -299,11 +299,12 @@ class Egress:
     def check_secret(self, name: Any, what: str) -> str:
         """``name`` if a credential may be read from it: a variable the operator lists in
         ``CABRAIN_SECRET_ENV_ALLOW``, or a file of that name in ``CABRAIN_SECRETS_DIR``. Raises
-        :class:`InputError` for a malformed name and :class:`AccessDenied` (403) for a refused one."""
+        :class:`InputError` for a malformed or ``CABRAIN_*`` name and :class:`AccessDenied` (403) for
+        one the operator does not allow."""
         if not isinstance(name, str) or not _ENV.match(name):
             raise InputError(f"{what} must name an environment variable (A-Z, 0-9, _), got {name!r}")
         if name.upper().startswith("CABRAIN_"):
-            raise AccessDenied(
+            raise InputError(
                 f"{what} may not name a CaBrain setting ({name}): CaBrain's own settings never leave the server",
                 hint="put the credential in a variable of its own and list it in " + SECRET_SETTING,
             )
