@@ -25,7 +25,8 @@ IPv6 (mapped, 6to4, NAT64) is judged as the IPv4 address it carries.
   connection (rebinding) cannot reach a refused address. A listed host name is allowed whatever it
   resolves to. Each HTTP stack the senders and sources use is given this check where it connects:
   httpx (a network backend), requests (the connection's socket), aiohttp (its resolver), httplib2.
-  Redirects are either not followed (httpx) or each hop connects through the same check.
+  Redirects are either not followed (httpx) or each hop connects through the same check
+  (requests, aiohttp, httplib2).
   Proxies from the environment are not used: a proxy would connect on the server's behalf.
 
 **Secrets.** A credential is named, never stored: by an environment variable the operator lists
@@ -494,6 +495,4 @@ def _httplib2(egress: Egress, httplib2: Any, timeout: float | None) -> Any:
             kwargs["connection_type"] = tls if urlsplit(uri).scheme == "https" else plain
             return super().request(uri, *args, **kwargs)
 
-    http = Http(timeout=timeout, proxy_info=None)
-    http.follow_redirects = False
-    return http
+    return Http(timeout=timeout, proxy_info=None)  # a redirect is followed through request(): checked too
