@@ -46,17 +46,16 @@ import socket
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+from cabrain import egress_http
 from cabrain.errors import AccessDenied, ConfigError, InputError
 
 if TYPE_CHECKING:
     import aiohttp
     import httpx
     import requests
-
-    from cabrain.settings import Settings
 
 __all__ = ["ALLOW_SETTING", "SECRET_SETTING", "Egress", "EgressDenied", "allowed_entry", "secret_name"]
 
@@ -71,6 +70,18 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _HOST = re.compile(r"^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+class Configured(Protocol):
+    """What :meth:`Egress.of` reads of :class:`cabrain.settings.Settings` (which imports this module
+    to check its values: the settings are described here rather than imported)."""
+
+    @property
+    def egress_allow(self) -> list[str]: ...
+    @property
+    def secret_env_allow(self) -> list[str]: ...
+    @property
+    def secrets_dir(self) -> Path | None: ...
 
 
 class EgressDenied(AccessDenied):
@@ -157,7 +168,7 @@ class Egress:
         self.environ: Mapping[str, str] = dict(environ) if environ is not None else {}
 
     @classmethod
-    def of(cls, settings: Settings, environ: Mapping[str, str] | None = None) -> Egress:
+    def of(cls, settings: Configured, environ: Mapping[str, str] | None = None) -> Egress:
         return cls(
             settings.egress_allow,
             secret_names=settings.secret_env_allow,
@@ -246,7 +257,7 @@ class Egress:
 
         kwargs.pop("follow_redirects", None)
         transport = httpx.AsyncHTTPTransport(trust_env=False, verify=kwargs.pop("verify", True))
-        transport._pool._network_backend = _AsyncBackend(self, transport._pool._network_backend)  # type: ignore[assignment]
+        transport._pool._network_backend = egress_http.AsyncBackend(self, transport._pool._network_backend)  # type: ignore[assignment]
         return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, **kwargs)
 
     def client(self, **kwargs: Any) -> httpx.Client:
@@ -261,7 +272,7 @@ class Egress:
         import httpx
 
         transport = httpx.HTTPTransport(trust_env=False, **kwargs)
-        transport._pool._network_backend = _SyncBackend(self, transport._pool._network_backend)  # type: ignore[assignment]
+        transport._pool._network_backend = egress_http.SyncBackend(self, transport._pool._network_backend)  # type: ignore[assignment]
         return transport
 
     def session(self) -> requests.Session:
@@ -271,7 +282,7 @@ class Egress:
 
         session = requests.Session()
         session.trust_env = False
-        adapter = _adapter(self)
+        adapter = egress_http.adapter(self)
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         return session
@@ -294,7 +305,7 @@ class Egress:
         """An ``httplib2.Http`` whose connections are made to checked addresses."""
         import httplib2
 
-        return _httplib2(self, httplib2, timeout)
+        return egress_http.httplib2_http(self, httplib2, timeout)
 
     # --- secrets -----------------------------------------------------------------------------------
     def check_secret(self, name: Any, what: str) -> str:
@@ -361,138 +372,3 @@ class Egress:
         if len(data) > MAX_SECRET_BYTES:
             raise ConfigError(f"the secret file {name} is larger than {MAX_SECRET_BYTES} bytes")
         return data.decode("utf-8", "replace").rstrip("\r\n") or None
-
-
-# --- the HTTP stacks' connection points -----------------------------------------------------------
-class _AsyncBackend:
-    """httpcore's network backend, connecting to the checked addresses of a host; TLS is started
-    by httpcore with the URL's host name, so certificates are checked against the name."""
-
-    def __init__(self, egress: Egress, inner: Any) -> None:
-        self.egress, self.inner = egress, inner
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> Any:
-        import httpcore
-
-        try:
-            addresses = await asyncio.wait_for(self.egress.resolve(host, port), timeout)
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"resolving {host} took too long") from exc
-        except socket.gaierror as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
-        error: Exception | None = None
-        for address in addresses:
-            try:
-                return await self.inner.connect_tcp(address, port, timeout=timeout, **kwargs)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                error = exc
-        assert error is not None
-        raise error
-
-    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
-        raise EgressDenied("the egress policy allows no unix socket")
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
-
-
-class _SyncBackend:
-    def __init__(self, egress: Egress, inner: Any) -> None:
-        self.egress, self.inner = egress, inner
-
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> Any:
-        import httpcore
-
-        try:
-            addresses = self.egress.addresses(host, port)
-        except socket.gaierror as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
-        error: Exception | None = None
-        for address in addresses:
-            try:
-                return self.inner.connect_tcp(address, port, timeout=timeout, **kwargs)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                error = exc
-        assert error is not None
-        raise error
-
-    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
-        raise EgressDenied("the egress policy allows no unix socket")
-
-    def sleep(self, seconds: float) -> None:
-        self.inner.sleep(seconds)
-
-
-def _connect(egress: Egress, host: str, port: int, timeout: Any, source: Any, options: Any) -> socket.socket:
-    """A socket connected to one of ``host``'s checked addresses (the first that answers)."""
-    from urllib3.util import connection
-
-    error: OSError | None = None
-    for address in egress.addresses(host, port):
-        try:
-            return connection.create_connection((address, port), timeout, source_address=source, socket_options=options)
-        except OSError as exc:
-            error = exc
-    assert error is not None
-    raise error
-
-
-def _adapter(egress: Egress) -> Any:
-    """A requests adapter whose urllib3 connections connect through :func:`_connect`."""
-    from requests.adapters import HTTPAdapter
-    from urllib3.connection import HTTPConnection, HTTPSConnection
-    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-    from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
-
-    def new_conn(self: Any) -> socket.socket:
-        try:
-            return _connect(egress, self._dns_host, self.port, self.timeout, self.source_address, self.socket_options)
-        except socket.gaierror as exc:
-            raise NameResolutionError(self.host, self, exc) from exc
-        except TimeoutError as exc:
-            raise ConnectTimeoutError(self, f"connection to {self.host} timed out") from exc
-        except OSError as exc:
-            raise NewConnectionError(self, f"failed to establish a new connection: {exc}") from exc
-
-    plain = type("GuardedHTTPConnection", (HTTPConnection,), {"_new_conn": new_conn})
-    tls = type("GuardedHTTPSConnection", (HTTPSConnection,), {"_new_conn": new_conn})
-    pools = {
-        "http": type("GuardedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": plain}),
-        "https": type("GuardedHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": tls}),
-    }
-
-    class Adapter(HTTPAdapter):
-        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = pools
-
-        def proxy_manager_for(self, *args: Any, **kwargs: Any) -> Any:
-            raise EgressDenied("the egress policy connects directly, never through a proxy")
-
-    return Adapter()
-
-
-def _httplib2(egress: Egress, httplib2: Any, timeout: float | None) -> Any:
-    """httplib2's connections, made to checked addresses (its own ``connect`` resolves the name
-    twice and connects to the name); TLS is wrapped with the URL's host name."""
-    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-
-    def raw(self: Any) -> socket.socket:
-        wait = self.timeout if isinstance(self.timeout, int | float) else None
-        return _connect(egress, self.host, self.port, wait, None, nodelay)
-
-    def plain_connect(self: Any) -> None:
-        self.sock = raw(self)
-
-    def tls_connect(self: Any) -> None:
-        self.sock = self._context.wrap_socket(raw(self), server_hostname=self.host)
-
-    plain = type("GuardedHTTPConnection", (httplib2.HTTPConnectionWithTimeout,), {"connect": plain_connect})
-    tls = type("GuardedHTTPSConnection", (httplib2.HTTPSConnectionWithTimeout,), {"connect": tls_connect})
-
-    class Http(httplib2.Http):
-        def request(self, uri: str, *args: Any, **kwargs: Any) -> Any:
-            kwargs["connection_type"] = tls if urlsplit(uri).scheme == "https" else plain
-            return super().request(uri, *args, **kwargs)
-
-    return Http(timeout=timeout, proxy_info=None)  # a redirect is followed through request(): checked too
