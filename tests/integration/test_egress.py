@@ -14,7 +14,7 @@ import pytest
 from cabrain.connectors.facade import Connectors
 from cabrain.connectors.retry import Retry
 from cabrain.egress import EgressDenied
-from cabrain.errors import AccessDenied, ConfigError, InputError
+from cabrain.errors import AccessDenied, ConfigError, InputError, SourceAuthError
 from cabrain.notify.facade import Notify
 from cabrain.notify.outbox import Outbox
 from cabrain.types import MemoryInput, Visibility
@@ -140,3 +140,41 @@ async def test_a_model_key_comes_only_from_a_variable_the_operator_lists(open_br
                 await flows.dispatch("alice", task)
             assert len(model.seen) == before  # no request at all
         assert not any(secret in json.dumps(request) for request in model.seen for secret in secrets)
+
+
+async def test_a_stored_credential_name_outside_the_policy_is_refused_when_used(open_brain, monkeypatch) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-never-sent-0002")
+    environ = {"GITLAB_TOKEN": "glpat-egress-0002", "AWS_SECRET_ACCESS_KEY": "aws-secret-never-sent-0002"}
+    brain = await open_brain(egress_allow=["127.0.0.1"], notify_retry_backoff_s=0.0)
+    await _agents(brain)
+    notify, hub = Notify(brain.engine), Connectors(brain.engine, environ=environ, retry=Retry(sleep=lambda s: None))
+    with recording("127.0.0.1") as server:
+        with pytest.raises(AccessDenied, match="CABRAIN_SECRET_ENV_ALLOW"):
+            await hub.add(
+                "root",
+                "app",
+                "gitlab",
+                "proj",
+                {"url": server.url, "project": "a/b", "token_env": "AWS_SECRET_ACCESS_KEY"},
+            )
+        await hub.add(
+            "root", "app", "gitlab", "proj", {"url": server.url, "project": "a/b", "token_env": "GITLAB_TOKEN"}
+        )
+        await notify.add_notifier("root", "hooks", "webhook", {"url": f"{server.url}/hook"}, "HOOK_SECRET")
+        await notify.subscribe("alice", subscriber="alice", kinds=["contradiction"], namespace="proj", notifier="hooks")
+        async with brain.engine.pool.acquire() as conn:  # rows from before the policy, or written by hand
+            await conn.execute(
+                "UPDATE connectors SET config = jsonb_set(config, '{token_env}', '\"AWS_SECRET_ACCESS_KEY\"')"
+            )
+            await conn.execute("UPDATE notifiers SET secret_env = 'AWS_SECRET_ACCESS_KEY'")
+        with pytest.raises(SourceAuthError, match="AWS_SECRET_ACCESS_KEY"):
+            await hub.sync("root", "app")
+        outbox = Outbox(brain.engine, environ)
+        try:
+            await _contradiction(brain)
+            await _work(outbox)
+        finally:
+            await outbox.aclose()
+        [push] = await notify.outbox("root")
+        assert push["status"] == "failed" and "AWS_SECRET_ACCESS_KEY" in push["last_error"]
+        assert server.seen == []  # neither the sync nor the push sent anything

@@ -7,7 +7,12 @@ generators print), or base64 DER; its public key is the ``applicationServerKey``
 subscribed with. Config::
 
     {"vapid_subject": "mailto:ops@example.com", "ttl": 86400, "urgency": "normal",
-     "timeout_s": 10, "allow_http": false}
+     "timeout_s": 10, "allow_http": false, "push_services": ["fcm.googleapis.com"]}
+
+``push_services`` (optional) lists the push services' hosts a subscriber that is not an admin may
+subscribe an endpoint on (a leading dot: any host under it; by default FCM, Mozilla's, Apple's and
+Windows'), checked by :mod:`cabrain.notify.facade`; every endpoint also passes the egress policy
+(:mod:`cabrain.egress`) when it is subscribed and when a push is sent.
 
 A target is the subscription's JSON as the browser gives it (``PushSubscription.toJSON()``):
 ``{"endpoint": "https://...", "keys": {"p256dh": "...", "auth": "..."}}``. Only https endpoints are
