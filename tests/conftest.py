@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from cabrain.egress import Egress
 from cabrain.settings import Settings, default_schema_dir, load_settings
 from cabrain.store import migrations
 from cabrain.store.db import connect
@@ -161,12 +162,43 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_scratch_dir("cabrain-home-")
 
 
+# The egress policy the tests run with (cabrain/egress.py): the stand-ins of hosted APIs listen on
+# loopback, and the credentials the tests name are these variables. A test of the policy itself
+# gives its own.
+TEST_EGRESS_ALLOW = ["127.0.0.1", "::1"]
+TEST_SECRET_NAMES = [
+    "GITLAB_TOKEN",
+    "VIKUNJA_TOKEN",
+    "DRIVE_TOKEN",
+    "GDRIVE_TOKEN",
+    "DAV_PASSWORD",
+    "WRONG_PASSWORD",
+    "OLD_TOKEN",
+    "HOOK_SECRET",
+    "TALK_SECRET",
+    "SLACK_BOT_TOKEN",
+    "TEST_ANTHROPIC_KEY",
+    "GATE_WA_APP_SECRET",
+    "GATE_WA_VERIFY",
+    "GATE_WA_TOKEN",
+    "GATE_SLACK_SIGNING",
+    "GATE_SLACK_TOKEN",
+    "GATE_GITLAB_TOKEN",
+]
+TEST_EGRESS = {"egress_allow": TEST_EGRESS_ALLOW, "secret_env_allow": TEST_SECRET_NAMES}
+
+
+def loopback_egress(environ: dict[str, str] | None = None) -> Egress:
+    """The tests' egress policy for parts built without settings (senders, sources, trackers)."""
+    return Egress(TEST_EGRESS_ALLOW, secret_names=TEST_SECRET_NAMES, environ=environ)
+
+
 @pytest.fixture
 def settings_for(home: Path):
     """Build Settings for a database (and optionally more overrides), with a private home."""
 
     def build(dsn: str | None = None, **overrides: object) -> Settings:
-        return load_settings(home=home, database_url=dsn, **overrides)
+        return load_settings(home=home, database_url=dsn, **{**TEST_EGRESS, **overrides})
 
     return build
 
@@ -200,6 +232,8 @@ def redis_url(scratch: Path) -> Iterator[str]:
 def cli_env(**settings: str) -> dict[str, str]:
     """Environment for a ``cabrain`` subprocess: no inherited CABRAIN_*, these settings instead."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CABRAIN_")}
+    env["CABRAIN_EGRESS_ALLOW"] = ",".join(TEST_EGRESS_ALLOW)
+    env["CABRAIN_SECRET_ENV_ALLOW"] = ",".join(TEST_SECRET_NAMES)
     env.update({f"CABRAIN_{k.upper()}": v for k, v in settings.items()})
     return env
 

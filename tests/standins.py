@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from cabrain.connectors.base import Source, SourceSpec
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.sources import build, configure
-from tests.conftest import start_fake
+from tests.conftest import loopback_egress, start_fake
 
 
 @dataclass
@@ -57,7 +57,12 @@ class RunningStand(Running):
     def source(self, sleeps: list[float], *, token: str | None = None, url: str | None = None, **config: Any) -> Source:
         """A source on the stand-in, its retries' waits recorded in ``sleeps`` instead of slept."""
         settings = {self.url_key: url or self.url, **self.defaults} | config
-        spec = SourceSpec(self.kind, configure(self.kind, settings), secret=self.token if token is None else token)
+        spec = SourceSpec(
+            self.kind,
+            configure(self.kind, settings),
+            secret=self.token if token is None else token,
+            egress=loopback_egress(),
+        )
         built = build(spec, Retry(sleep=sleeps.append))
         self.sources.append(built)
         return built

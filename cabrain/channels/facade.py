@@ -28,9 +28,9 @@ from typing import Any
 
 from cabrain import actions
 from cabrain.channels.inbound import ChannelSecrets, ChatMessage, RawRequest, adapter, require_signed_headers
-from cabrain.connectors.config import env_name
 from cabrain.connectors.facade import Connectors
 from cabrain.connectors.trackers import FiledIssue, Link, Tracker, tracker
+from cabrain.egress import Egress
 from cabrain.errors import ConfigError, ConflictError, InputError, MethodNotAllowed, NotFound, Unauthenticated
 from cabrain.gate import Read, field, operation, system
 from cabrain.policy import Op
@@ -64,6 +64,7 @@ class Channels:
         self.brain = brain  # a cabrain.brain.Brain: messages are retained through it, as the channel's agent
         self.engine = brain.engine
         self.environ = environ
+        self.egress = Egress.of(self.engine.settings, environ)  # the one way a secret is read
 
     # --- the channels themselves ------------------------------------------------------------------
     @operation(Op.ADMIN, caller="admin", namespace=field("spec", "namespace"), admin=True)
@@ -76,9 +77,10 @@ class Channels:
             Visibility(spec.get("visibility", "team"))
         except ValueError:
             raise InputError("visibility must be private, team or global") from None
-        env_name(str(kind), "secret_env", spec.get("secret_env"))
+        egress = Egress.of(self.engine.settings)
+        egress.check_secret(spec.get("secret_env"), f"a {kind} channel's secret_env")
         if spec.get("verify_token_env") is not None:
-            env_name(str(kind), "verify_token_env", spec["verify_token_env"])
+            egress.check_secret(spec["verify_token_env"], f"a {kind} channel's verify_token_env")
         if kind == "whatsapp" and not spec.get("verify_token_env"):
             raise InputError("a whatsapp channel needs verify_token_env: the variable holding its verify token")
         options = spec.get("options") or {}
@@ -175,10 +177,7 @@ class Channels:
     def _secret(self, variable: str | None, what: str) -> str | None:
         if variable is None:
             return None
-        value = self.environ.get(variable)
-        if not value:
-            raise ConfigError(f"the channel's {what} is read from {variable}, which is not set where CaBrain runs")
-        return value
+        return self.egress.secret(variable, f"the channel's {what}")
 
     # --- receiving --------------------------------------------------------------------------------
     @system("a platform's request, authenticated by the platform's signature before anything is read")
@@ -267,7 +266,7 @@ class Channels:
         hub = Connectors(self.engine, environ=self.environ)  # the connector's credential and retry layer
         token = hub.credential(connector)
         info = {"name": connector.name, "kind": connector.kind, "namespace": connector.namespace}
-        return tracker(connector.kind, connector.config, token, hub.retry), info
+        return tracker(connector.kind, connector.config, token, hub.retry, egress=hub.egress), info
 
     @operation(Op.FILE_ISSUE, reads=Read.NAMESPACE)
     async def file_issue(

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from cabrain.egress import Egress
+
 __all__ = ["Document", "ItemRef", "Part", "Source", "SourceSpec"]
 
 
@@ -102,10 +104,12 @@ class Source(Protocol):
 class SourceSpec:
     """What a connector kind needs to be built: its settings (``config``, a JSON object stored with
     the connector, never a secret) and its credential, read from the environment variable the config
-    names (``token_env``) by the entry point that runs the sync."""
+    names (``token_env``) by the entry point that runs the sync, through ``egress`` (the policy its
+    requests connect through, :mod:`cabrain.egress`; the default reaches public addresses only)."""
 
     kind: str
     config: Mapping[str, Any]
     secret: str | None = None
     max_file_bytes: int = 20_000_000  # a larger file is skipped (CABRAIN_CONNECTOR_MAX_FILE_BYTES)
     part_chars: int = 2000  # split's max_chars (CABRAIN_CONNECTOR_PART_CHARS)
+    egress: Egress = field(default_factory=Egress, compare=False)

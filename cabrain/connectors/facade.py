@@ -12,7 +12,9 @@ Who may do what, declared on each method and enforced by the gate (:mod:`cabrain
 surface, with the grants checked in SQL (:mod:`cabrain.store.access`):
 
 - **add**: an admin (a connector reads the host's files and environment and reaches the network
-  from the server) that may write the namespace; the connector then writes as that admin;
+  from the server) that may write the namespace; the connector then writes as that admin. Its
+  URLs pass the egress policy and its credential's name is one the operator allows
+  (:mod:`cabrain.egress`), when it is added and on every request;
 - **list / get / runs**: admins see every connector; another agent sees those writing to a
   namespace it may write;
 - **sync**: an agent that may write the connector's namespace; the writes are the connector's
@@ -37,8 +39,17 @@ from cabrain.connectors import sources
 from cabrain.connectors.base import ItemRef, Source, SourceSpec
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.sync import Counts, Sync
+from cabrain.egress import Egress
 from cabrain.engine import Engine
-from cabrain.errors import AccessDenied, CabrainError, ConflictError, InputError, NotFound, SourceAuthError
+from cabrain.errors import (
+    AccessDenied,
+    CabrainError,
+    ConfigError,
+    ConflictError,
+    InputError,
+    NotFound,
+    SourceAuthError,
+)
 from cabrain.gate import Read, operation, system
 from cabrain.policy import Op
 from cabrain.redact import redact
@@ -51,6 +62,7 @@ __all__ = ["Connectors", "SyncReport"]
 
 log = logging.getLogger("cabrain.connectors")
 
+URL_KEYS = ("url", "api_url")  # the config keys that name a server a connector connects to
 NAME_HINT = "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 63"
 
 # Runs the changed items of one sync in shards elsewhere (Ray tasks) and returns their counts.
@@ -83,6 +95,7 @@ class Connectors:
     ) -> None:
         self.engine = engine
         self.environ = dict(environ) if environ is not None else {}
+        self.egress = Egress.of(engine.settings, self.environ)
         self.local_roots = None if local_roots is None else [Path(r).expanduser().resolve() for r in local_roots]
         s = engine.settings
         self.retry = retry or Retry(
@@ -115,6 +128,11 @@ class Connectors:
         if every_s is not None and every_s < 60:
             raise InputError(f"a schedule must be every 60 s or more, got {every_s}")
         checked = sources.configure(kind, config)
+        for key, value in checked.items():  # where it sends, and the credential it sends: the operator's to allow
+            if key.endswith("_env") and value is not None:
+                self.egress.check_secret(value, f"a {kind} connector's {key}")
+            elif key in URL_KEYS and value is not None:
+                self.egress.check_url(value, f"a {kind} connector's {key}")
         if sources.is_local(kind):
             self._check_local(kind, checked)
         now = self.engine.clock()
@@ -216,17 +234,15 @@ class Connectors:
 
     @system("a connector's credential, read for a sync or a tracker already let through")
     def credential(self, connector: sql.Connector) -> str | None:
-        """The connector's credential, read from the environment variable its config names."""
+        """The connector's credential, read from the variable (or secrets file) its config names, if
+        the egress policy allows that name (:meth:`cabrain.egress.Egress.secret`)."""
         env = connector.config.get("token_env")
         if not env:
             return None
-        secret = self.environ.get(env)
-        if not secret:
-            raise SourceAuthError(
-                f"connector {connector.name!r} reads its credential from ${env}, which is not set where this runs",
-                hint=f"export {env}=... in the environment of the process (or Ray workers) that uses it",
-            )
-        return secret
+        try:
+            return self.egress.secret(env, f"connector {connector.name!r}'s credential")
+        except ConfigError as exc:
+            raise SourceAuthError(exc.message, hint=exc.hint) from None
 
     @system("a connector's source, for a sync already let through")
     def source(self, connector: sql.Connector) -> Source:
@@ -239,6 +255,7 @@ class Connectors:
             secret,
             max_file_bytes=s.connector_max_file_bytes,
             part_chars=s.connector_part_chars,
+            egress=self.egress,
         )
         return sources.build(spec, self.retry)
 

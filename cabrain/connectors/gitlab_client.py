@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cabrain.connectors.retry import Retry, retry_after
+from cabrain.egress import Egress
 from cabrain.errors import SourceAuthError, SourceError
 
 if TYPE_CHECKING:
@@ -37,7 +38,15 @@ class GitLabClient:
     """One GitLab project (``config``: a gitlab connector's checked config) through python-gitlab,
     each request retried by ``retry``; ``scope`` is the token scope the caller's requests need."""
 
-    def __init__(self, config: Mapping[str, Any], token: str | None, retry: Retry, *, scope: str = "read_api") -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        token: str | None,
+        retry: Retry,
+        *,
+        scope: str = "read_api",
+        egress: Egress | None = None,
+    ) -> None:
         import gitlab
         import requests
 
@@ -51,7 +60,7 @@ class GitLabClient:
         self._parse_error = gitlab.exceptions.GitlabParsingError
         self._ssl_error = requests.exceptions.SSLError
         self._headers: Mapping[str, str] = {}
-        session = requests.Session()
+        session = (egress or Egress()).session()  # every connection, each redirect's, to a checked address
         session.hooks["response"].append(self._answered)  # a failure's Retry-After: python-gitlab drops headers
         self.gl: gitlab.Gitlab = gitlab.Gitlab(
             self.url,

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cabrain.connectors.gitlab_client import ONCE, PER_PAGE, GitLabClient
 from cabrain.connectors.retry import Retry, retry_after
 from cabrain.connectors.sources import configure
+from cabrain.egress import Egress
 from cabrain.errors import InputError, SourceAuthError, SourceError
 
 if TYPE_CHECKING:
@@ -136,8 +137,10 @@ class GitLabTracker:
 
     kind = "gitlab"
 
-    def __init__(self, config: Mapping[str, Any], token: str | None, retry: Retry) -> None:
-        self._api = GitLabClient(config, token, retry, scope="api")
+    def __init__(
+        self, config: Mapping[str, Any], token: str | None, retry: Retry, *, egress: Egress | None = None
+    ) -> None:
+        self._api = GitLabClient(config, token, retry, scope="api", egress=egress)
         self._project: Project = self._api.gl.projects.get(self._api.ident, lazy=True)  # no request
         self._missing = f"no project {self._api.ident!r} at {self._api.url}"
 
@@ -239,15 +242,20 @@ class VikunjaTracker:
     kind = "vikunja"
 
     def __init__(
-        self, config: Mapping[str, Any], token: str, retry: Retry, *, project: int, timeout_s: float = 30.0
+        self,
+        config: Mapping[str, Any],
+        token: str,
+        retry: Retry,
+        *,
+        project: int,
+        timeout_s: float = 30.0,
+        egress: Egress | None = None,
     ) -> None:
-        import httpx
-
         self.url: str = config["url"]
         self.token_env: str = config["token_env"]
         self.project = project
         self.retry = retry
-        self.client = httpx.Client(
+        self.client = (egress or Egress()).client(
             base_url=f"{self.url}/api/v1",
             headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
             timeout=timeout_s,
@@ -367,11 +375,11 @@ def _json(what: str, response: httpx.Response, kind: type = dict) -> Any:
 
 
 # --- choosing -------------------------------------------------------------------------------------------
-def _gitlab(config: Mapping[str, Any], token: str | None, retry: Retry) -> Tracker:
-    return GitLabTracker(configure("gitlab", config), token, retry)
+def _gitlab(config: Mapping[str, Any], token: str | None, retry: Retry, egress: Egress) -> Tracker:
+    return GitLabTracker(configure("gitlab", config), token, retry, egress=egress)
 
 
-def _vikunja(config: Mapping[str, Any], token: str | None, retry: Retry) -> Tracker:
+def _vikunja(config: Mapping[str, Any], token: str | None, retry: Retry, egress: Egress) -> Tracker:
     checked = configure("vikunja", {k: v for k, v in config.items() if k != "project"})
     project = config.get("project")
     if project is None:
@@ -392,23 +400,26 @@ def _vikunja(config: Mapping[str, Any], token: str | None, retry: Retry) -> Trac
             f"vikunja tracker: no API token in ${checked['token_env']}",
             hint=VIKUNJA_TOKEN_HINT.format(env=checked["token_env"], project=project),
         )
-    return VikunjaTracker(checked, token, retry, project=project)
+    return VikunjaTracker(checked, token, retry, project=project, egress=egress)
 
 
-TRACKERS: dict[str, Callable[[Mapping[str, Any], str | None, Retry], Tracker]] = {
+TRACKERS: dict[str, Callable[[Mapping[str, Any], str | None, Retry, Egress], Tracker]] = {
     "gitlab": _gitlab,
     "vikunja": _vikunja,
 }
 
 
-def tracker(kind: str, config: Mapping[str, Any], token: str | None, retry: Retry) -> Tracker:
+def tracker(
+    kind: str, config: Mapping[str, Any], token: str | None, retry: Retry, *, egress: Egress | None = None
+) -> Tracker:
     """The tracker for a connector of ``kind`` with ``config`` (checked as that kind checks it), the
-    token read from the variable its ``token_env`` names; InputError for a kind without one."""
+    token read from the variable its ``token_env`` names, its requests through ``egress`` (None:
+    public addresses only); InputError for a kind without one."""
     if kind not in TRACKERS:
         raise InputError(f"no issue tracker for connector kind {kind!r}; the trackers are: {', '.join(TRACKERS)}")
     if not isinstance(config, Mapping):
         raise InputError(f"a {kind} tracker's config must be a JSON object")
-    return TRACKERS[kind](config, token, retry)
+    return TRACKERS[kind](config, token, retry, egress or Egress())
 
 
 # --- filing, shared -------------------------------------------------------------------------------------

@@ -2,11 +2,16 @@
 
 - A **notifier** says how to reach a platform (a Slack app, a WhatsApp Business number, a Talk
   bot, VAPID keys for web push, a webhook endpoint): its options, and the environment variable its
-  credential is read from where CaBrain runs (never stored; never one of CaBrain's own settings).
-  Only an admin adds or removes one: it spends the operator's credential.
+  credential is read from where CaBrain runs (never stored; one the operator allows in
+  ``CABRAIN_SECRET_ENV_ALLOW``, never one of CaBrain's own settings). Only an admin adds or removes
+  one: it spends the operator's credential. Its URLs pass the egress policy (:mod:`cabrain.egress`).
 - A **subscription** asks for pushes of some kinds of event (``contradiction``, ``stale``,
   ``pattern``) about one namespace or all the agent reads, through a notifier to a target (a Slack
-  channel, a phone number, a push subscription), or to the event stream only. Its agent's view
+  channel, a phone number, a push subscription), or to the event stream only. Where the server
+  sends is an admin's choice: a subscription's target names no URL of its own unless an admin
+  subscribes it (a webhook posts to its notifier's url, a Talk message goes to its notifier's
+  Nextcloud, a browser's push endpoint must be on one of the push services the notifier names in
+  ``push_services``), and every URL passes the egress policy. Its agent's view
   bounds what a push shows. The gate's settings are the subscription's: ``min_importance``,
   ``max_per_hour``, quiet hours in its time zone.
 - The **event stream** (``/v1/events``) lists the events of namespaces an agent may read, each with
@@ -21,9 +26,10 @@ import uuid
 from collections.abc import Mapping
 from datetime import time
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cabrain.connectors.config import env_name
+from cabrain.egress import Egress
 from cabrain.engine import Engine
 from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound
 from cabrain.gate import Read, operation, system
@@ -35,6 +41,10 @@ from cabrain.store import notify as sql
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 EVENT_KINDS = ("contradiction", "stale", "pattern", "issue_filed", "issue_linked", "action_pending")
 SUBSCRIBABLE = ("contradiction", "stale", "pattern", "action_pending")
+URL_OPTIONS = {"webhook": ("url",), "talk": ("url",), "slack": ("base_url",), "whatsapp": ("base_url",)}
+# the push services browsers subscribe with (Chrome/Edge's FCM, Firefox's autopush, Safari's, Windows'):
+# a non-admin's push endpoint is on one of them, or on those its notifier's push_services name
+PUSH_SERVICES = ("fcm.googleapis.com", "updates.push.services.mozilla.com", "web.push.apple.com", ".notify.windows.com")
 
 
 def _time(value: str | None, what: str) -> time | None:
@@ -67,9 +77,21 @@ class Notify:
             )
         if secret_env is None:
             raise InputError(f"a {kind} notifier needs secret_env: the variable its credential is read from")
-        env_name(kind, "secret_env", secret_env)
+        egress = Egress.of(self.engine.settings)
+        egress.check_secret(secret_env, f"a {kind} notifier's secret_env")
         if kind == "webhook" and not str(config.get("url", "")).startswith(("http://", "https://")):
             raise InputError("a webhook notifier's config names its url (http:// or https://)")
+        for option in URL_OPTIONS.get(kind, ()):
+            if config.get(option) is not None:
+                egress.check_url(config[option], f"a {kind} notifier's {option}")
+        services = config.get("push_services")
+        if services is not None and (
+            kind != "webpush" or not isinstance(services, list) or not all(_push_host(s) for s in services)
+        ):
+            raise InputError(
+                "push_services is a webpush notifier's list of push service hosts",
+                hint='e.g. ["fcm.googleapis.com", ".notify.windows.com"] (a leading dot: any host under it)',
+            )
         async with self.engine.pool.acquire() as conn:
             made = await conn.fetchval(
                 sql.INSERT_NOTIFIER, name, kind, json.dumps(dict(config)), secret_env, admin, self.engine.clock()
@@ -120,6 +142,8 @@ class Notify:
             ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError):
             raise InputError(f"unknown time zone {timezone!r}", hint="an IANA name such as Asia/Riyadh") from None
+        if target is not None and not isinstance(target, Mapping):
+            raise InputError("a subscription's target is a JSON object")
         chosen = dict(target or {})
         async with self.engine.pool.acquire() as conn:
             if namespace is not None:
@@ -136,6 +160,9 @@ class Notify:
                     chosen["url"] = found["config"]["url"]
                 elif not chosen:
                     raise InputError(f"a {found['kind']} subscription needs a target (where to send)")
+                self._check_target(found, chosen, admin=await access.is_admin(conn, agent))
+            elif chosen:
+                raise InputError("a target needs a notifier (the stream needs neither)")
             sub_id = uuid.uuid4()
             await conn.execute(
                 sql.INSERT_SUB,
@@ -154,6 +181,31 @@ class Notify:
                 self.engine.clock(),
             )
             return sql.decoded(await conn.fetchrow(sql.SUB, sub_id))
+
+    def _check_target(self, notifier: Mapping[str, Any], target: Mapping[str, Any], *, admin: bool) -> None:
+        """Where a subscription's pushes go is the admin's choice: a non-admin's target names no
+        server of its own (a Talk ``backend``), and a browser's push endpoint is on a push service
+        the notifier allows; every URL passes the egress policy (checked again when sending)."""
+        kind, egress = notifier["kind"], Egress.of(self.engine.settings)
+        if kind == "talk" and target.get("backend") is not None:
+            if not admin and target["backend"] != notifier["config"].get("url"):
+                raise AccessDenied(
+                    "a Talk subscription posts to its notifier's Nextcloud only",
+                    hint="leave out backend, or ask an admin for a notifier on that Nextcloud",
+                )
+            egress.check_url(target["backend"], "a Talk target's backend")
+        if kind == "webpush":
+            endpoint = target.get("endpoint")
+            if not isinstance(endpoint, str):
+                raise InputError("a push subscription's target is the browser's subscription: endpoint and keys")
+            egress.check_url(endpoint, "a push endpoint")
+            host = (urlsplit(endpoint).hostname or "").lower()
+            services = notifier["config"].get("push_services") or PUSH_SERVICES
+            if not admin and not (urlsplit(endpoint).scheme == "https" and any(_on_service(host, s) for s in services)):
+                raise AccessDenied(
+                    f"push endpoint host {host!r} is not a push service notifier {notifier['name']!r} sends to",
+                    hint=f"its push services: {', '.join(services)} (an admin sets the notifier's push_services)",
+                )
 
     @operation(Op.READ, reads=Read.OWN)
     async def subscriptions(self, agent: str, *, everyone: bool = False) -> list[dict[str, Any]]:
@@ -232,6 +284,15 @@ class Notify:
                     }
                 )
         return out
+
+
+def _push_host(entry: Any) -> bool:
+    return isinstance(entry, str) and re.fullmatch(r"\.?[a-z0-9]([a-z0-9.-]{0,252})", entry) is not None
+
+
+def _on_service(host: str, service: str) -> bool:
+    """``host`` is the push service ``service`` (a leading dot: any host under that domain)."""
+    return host.endswith(service) if service.startswith(".") else host == service
 
 
 __all__ = ["EVENT_KINDS", "SUBSCRIBABLE", "Notify"]

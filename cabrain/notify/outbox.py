@@ -37,6 +37,7 @@ from zoneinfo import ZoneInfo
 
 import asyncpg
 
+from cabrain.egress import Egress
 from cabrain.engine import Engine
 from cabrain.errors import ConfigError, InputError
 from cabrain.notify.senders import DeliveryError, Notice, Sender, sender
@@ -111,6 +112,7 @@ class Outbox:
 
     def __init__(self, engine: Engine, environ: Mapping[str, str]) -> None:
         self.engine, self.environ = engine, environ
+        self.egress = Egress.of(engine.settings, environ)  # where pushes may go, which secrets they may use
         self._senders: dict[str, Sender] = {}
         self._defaults: dict[str, dict[str, Any]] = {}
 
@@ -282,15 +284,10 @@ class Outbox:
             if row is None:
                 raise ConfigError(f"notifier {name!r} does not exist (removed?)")
             notifier = sql.decoded(row)
-            secret = None
-            if notifier["secret_env"]:
-                secret = self.environ.get(notifier["secret_env"])
-                if not secret:
-                    raise ConfigError(
-                        f"notifier {name!r} reads its secret from {notifier['secret_env']}, which is not set "
-                        "where CaBrain runs"
-                    )
-            self._senders[name] = sender(notifier["kind"], notifier["config"], secret, clock=self.engine.clock)
+            secret = self.egress.secret(notifier["secret_env"], f"notifier {name!r}'s secret")
+            self._senders[name] = sender(
+                notifier["kind"], notifier["config"], secret, clock=self.engine.clock, egress=self.egress
+            )
             self._defaults[name] = {"url": notifier["config"]["url"]} if notifier["kind"] == "webhook" else {}
         return self._senders[name], self._defaults[name]
 

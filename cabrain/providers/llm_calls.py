@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import httpx
 
+from cabrain.egress import Egress, EgressDenied
 from cabrain.errors import ConfigError, ModelCallError
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -59,6 +59,9 @@ class CallPolicy:
     timeout_s: float = 60.0
     retries: int = 2
     backoff_s: float = 0.5
+    # where a model may be reached and which variables its key may come from (default: public
+    # addresses, no key at all): the deployment's is Egress.of(settings, environ)
+    egress: Egress = field(default_factory=Egress, compare=False)
 
 
 class _HTTPModel:
@@ -80,8 +83,10 @@ class _HTTPModel:
             attempt += 1
             retryable, problem = False, ""
             try:
-                async with httpx.AsyncClient(timeout=policy.timeout_s) as client:
+                async with policy.egress.async_client(timeout=policy.timeout_s) as client:
                     response = await client.post(url, json=body, headers=self._headers)
+            except EgressDenied as exc:
+                raise ModelCallError(f"{self.model} at {url}: {exc.message}", attempts=attempt, hint=exc.hint) from exc
             except httpx.TimeoutException:
                 retryable, problem = True, f"no answer within {policy.timeout_s:g} s"
             except httpx.HTTPError as exc:
@@ -175,17 +180,10 @@ AVAILABLE_WIRES: dict[Wire, type[OpenAIModel] | type[AnthropicModel]] = {
 }
 
 
-def api_key_from(env_name: str | None) -> str | None:
-    """The key in the environment variable ``env_name`` (keys are never stored in the database)."""
-    if not env_name:
-        return None
-    key = os.environ.get(env_name)
-    if not key:
-        raise ConfigError(
-            f"the environment variable {env_name} (this agent's API key) is not set",
-            hint=f"export {env_name}=... where the dispatcher and workers run",
-        )
-    return key
+def api_key_from(env_name: str | None, egress: Egress) -> str | None:
+    """The key in the variable (or secrets file) ``env_name``, if the egress policy allows that
+    name (keys are never stored in the database); :class:`ConfigError` otherwise."""
+    return egress.secret(env_name, "this agent's API key (api_key_env)")
 
 
 def build_model(wire: str, endpoint: str, model: str, *, api_key_env: str | None, policy: CallPolicy) -> TaskModel:
@@ -193,4 +191,4 @@ def build_model(wire: str, endpoint: str, model: str, *, api_key_env: str | None
         kind = Wire(wire)
     except ValueError:
         raise ConfigError(f"unknown provider {wire!r}", hint=f"one of: {', '.join(w.value for w in Wire)}") from None
-    return AVAILABLE_WIRES[kind](endpoint, model, api_key=api_key_from(api_key_env), policy=policy)
+    return AVAILABLE_WIRES[kind](endpoint, model, api_key=api_key_from(api_key_env, policy.egress), policy=policy)

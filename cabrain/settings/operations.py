@@ -4,8 +4,10 @@ workflow learning. Part of :class:`cabrain.settings.Settings`."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import NoDecode
 
 
 class OperationsSettings(BaseModel):
@@ -233,6 +235,48 @@ class OperationsSettings(BaseModel):
         description="Where backups started through the API (POST /v1/backups) are written, one folder each. "
         "Unset: home/backups.",
     )
+
+    # --- egress: where the server may send requests, and which secrets it may send -----------------
+    egress_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Hosts and networks outbound requests (notifiers, subscription targets, connectors, trackers, "
+        "workflow models) may reach besides public addresses, comma-separated: host names and CIDRs, e.g. "
+        "gitlab.internal,10.20.0.0/16,127.0.0.1. Unset: loopback, private, link-local (metadata), shared and "
+        "unspecified addresses are refused.",
+    )
+    secret_env_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Environment variables a notifier, channel, connector, tracker or workflow model may name as "
+        "its credential, comma-separated, e.g. GITLAB_TOKEN,SLACK_BOT_TOKEN. Unset: none (CABRAIN_* never).",
+    )
+    secrets_dir: Path | None = Field(
+        default=None,
+        description="A folder of credential files, each named as the credential (read without following links), "
+        "that notifiers, channels, connectors and models may name besides CABRAIN_SECRET_ENV_ALLOW's variables.",
+    )
+
+    @field_validator("egress_allow", "secret_env_allow", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _check_egress(cls, value: list[str]) -> list[str]:
+        from cabrain.egress import allowed_entry
+
+        for entry in value:
+            allowed_entry(entry)
+        return value
+
+    @field_validator("secret_env_allow")
+    @classmethod
+    def _check_secret_names(cls, value: list[str]) -> list[str]:
+        from cabrain.egress import secret_name
+
+        return [secret_name(entry) for entry in value]
 
     # --- connectors ----------------------------------------------------------------------------------
     connector_roots: list[str] = Field(

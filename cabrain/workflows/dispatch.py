@@ -24,10 +24,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from cabrain.egress import Egress
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.providers.llm_calls import CallPolicy, ModelCallError
@@ -170,10 +172,13 @@ class DispatchResult:
 
 
 def caller_for(engine: Engine) -> Caller:
+    """The model caller of this process: its models reached and their keys read through the egress
+    policy (only the variables CABRAIN_SECRET_ENV_ALLOW lists are read from this environment)."""
     s = engine.settings
+    egress = Egress.of(s, os.environ)
     return Caller(
         engine.pool,
-        policy=CallPolicy(s.workflow_timeout_s, s.workflow_retries, s.workflow_retry_backoff_s),
+        policy=CallPolicy(s.workflow_timeout_s, s.workflow_retries, s.workflow_retry_backoff_s, egress),
         prices=s.workflow_prices,
         max_tokens=s.workflow_max_tokens,
         meter=engine.governor.model_call,

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cabrain.clock import Clock, utc_now
+from cabrain.egress import Egress
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.gate import Read, field, operation, system
@@ -82,7 +83,9 @@ class Workflows:
     @operation(Op.ADMIN, caller="by", operator=True, admin=True)
     async def add_model(self, fields: Mapping[str, Any], *, by: str | None = None) -> ModelAgent:
         """Register a model (``name``, ``layer``, ``provider``, ``model``, ``endpoint``, and optionally
-        ``api_key_env``, ``capabilities``, ``cost_in_per_1k``, ``cost_out_per_1k``, ``active``)."""
+        ``api_key_env``, ``capabilities``, ``cost_in_per_1k``, ``cost_out_per_1k``, ``active``). Its
+        endpoint passes the egress policy and its ``api_key_env`` is a name the operator allows."""
+        self._egress_checked(fields)
         async with self.engine.pool.acquire() as conn:
             return await registry.add(conn, **fields)
 
@@ -90,8 +93,18 @@ class Workflows:
     async def update_model(self, name: str, fields: Mapping[str, Any], *, by: str | None = None) -> ModelAgent:
         """Change a model's editable fields, or deactivate it (``active``: False); entries are
         never deleted."""
+        self._egress_checked(fields)
         async with self.engine.pool.acquire() as conn:
             return await registry.update(conn, name, **fields)
+
+    def _egress_checked(self, fields: Mapping[str, Any]) -> None:
+        if not isinstance(fields, Mapping):
+            raise InputError("a model's fields are a JSON object")
+        egress = Egress.of(self.settings)
+        if isinstance(fields.get("endpoint"), str) and fields["endpoint"].startswith(("http://", "https://")):
+            egress.check_url(fields["endpoint"], "a model's endpoint")
+        if fields.get("api_key_env") is not None:
+            egress.check_secret(fields["api_key_env"], "a model's api_key_env")
 
     # --- tasks ----------------------------------------------------------------------------------
     @operation(Op.WORKFLOW, namespace=field("task", "namespace"))

@@ -243,7 +243,9 @@ async def test_a_failed_sync_records_its_error_redacted(hub: Connectors) -> None
     waits: list[float] = []
     hub = Connectors(hub.engine, environ={}, local_roots=None, retry=Retry(sleep=waits.append))
     secret = "glpat-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm"
-    await hub.add("root", "leaky", "gitlab", "docs", {"url": f"http://deploy:{secret}@127.0.0.1:9", "project": "a/b"})
+    with pytest.raises(InputError, match="user name or password"):  # a credential goes in its variable
+        await hub.add("root", "x", "gitlab", "docs", {"url": f"http://deploy:{secret}@127.0.0.1:9", "project": "a/b"})
+    await hub.add("root", "leaky", "gitlab", "docs", {"url": f"http://127.0.0.1:9/?t={secret}", "project": "a/b"})
     with pytest.raises(SourceError):
         await hub.sync("root", "leaky")
     connector = await hub.get("root", "leaky")

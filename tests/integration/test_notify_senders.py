@@ -21,7 +21,7 @@ from cabrain.channels.inbound.webhook import sign as sign_webhook
 from cabrain.errors import ConfigError, InputError
 from cabrain.notify.senders import DeliveryError, Notice, Sender, sender
 from cabrain.notify.senders.webpush import MAX_PAYLOAD, payload
-from tests.conftest import free_port
+from tests.conftest import free_port, loopback_egress
 from tests.standins import Running, standing
 
 TOKEN = "xoxb-stand-token-0123456789"
@@ -42,7 +42,7 @@ async def make() -> AsyncIterator[Any]:
     made: list[Sender] = []
 
     def build(kind: str, config: dict[str, Any], secret: str | None, **options: Any) -> Sender:
-        made.append(sender(kind, config, secret, **options))
+        made.append(sender(kind, config, secret, **{"egress": loopback_egress(), **options}))
         return made[-1]
 
     yield build

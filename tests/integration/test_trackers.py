@@ -14,6 +14,7 @@ import pytest
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.trackers import FiledIssue, FilingUnconfirmed, Link, Tracker, tracker
 from cabrain.errors import InputError, SourceAuthError, SourceError
+from tests.conftest import loopback_egress
 from tests.standins import RunningStand, running
 from tests.unit import test_gitlab_source as gl
 from tests.unit import test_vikunja_source as vk
@@ -46,7 +47,7 @@ def gitlab(
 
         def make(token: str = gl.TOKEN, **config: Any) -> Tracker:
             settings = {"url": stand.url, "project": "team/app", "token_env": "GITLAB_TOKEN"} | config
-            made = tracker("gitlab", settings, token, Retry(sleep=sleeps.append))
+            made = tracker("gitlab", settings, token, Retry(sleep=sleeps.append), egress=loopback_egress())
             opened.append(made)
             return made
 
@@ -58,7 +59,7 @@ def vikunja(tmp_path: Path, sleeps: list[float], opened: list[Tracker]) -> Itera
     """The Vikunja stand-in holding its source tests' instance, and a tracker filing into Ops (1)."""
     with running(Stand, "vikunja_server", tmp_path, vk.instance(), **_kind("vikunja")) as stand:
         config = {"url": stand.url, "token_env": "VIKUNJA_TOKEN", "projects": [1]}
-        made = tracker("vikunja", config, vk.TOKEN, Retry(sleep=sleeps.append))
+        made = tracker("vikunja", config, vk.TOKEN, Retry(sleep=sleeps.append), egress=loopback_egress())
         opened.append(made)
         yield stand, made
 

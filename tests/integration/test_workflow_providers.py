@@ -9,7 +9,7 @@ import pytest
 from cabrain.errors import ConfigError, InputError
 from cabrain.providers.llm_calls import AnthropicModel, CallPolicy, ModelCallError, OpenAIModel
 from cabrain.workflows import registry
-from tests.conftest import free_port
+from tests.conftest import free_port, loopback_egress
 from tests.integration.test_workflows import (  # noqa: F401 - models: a fixture
     dispatch,
     flows,
@@ -20,7 +20,7 @@ from tests.integration.test_workflows import (  # noqa: F401 - models: a fixture
     tighten,
 )
 
-FAST = CallPolicy(timeout_s=0.5, retries=2, backoff_s=0.01)
+FAST = CallPolicy(timeout_s=0.5, retries=2, backoff_s=0.01, egress=loopback_egress())
 
 
 async def test_both_wire_formats_report_tokens(models):  # noqa: F811
@@ -44,7 +44,9 @@ async def test_retries_timeouts_and_failures(models):  # noqa: F811
         await OpenAIModel(f"{models}/v1", "down-1", policy=FAST).complete("s", "u", max_tokens=5)
     assert info.value.attempts == 3
     with pytest.raises(ModelCallError, match=re.escape("no answer within 0.5 s")):
-        await OpenAIModel(f"{models}/v1", "slow-1", policy=CallPolicy(0.5, 0, 0.01)).complete("s", "u", max_tokens=5)
+        await OpenAIModel(f"{models}/v1", "slow-1", policy=CallPolicy(0.5, 0, 0.01, loopback_egress())).complete(
+            "s", "u", max_tokens=5
+        )
     with pytest.raises(ModelCallError, match="cannot reach"):
         await OpenAIModel(f"http://127.0.0.1:{free_port()}/v1", "any", policy=FAST).complete("s", "u", max_tokens=5)
 
@@ -111,16 +113,16 @@ async def test_registry_checks_what_it_is_given(open_brain, models, monkeypatch)
             "provider": "anthropic",
             "model": "frontier-s",
             "endpoint": models,
-            "api_key_env": "CABRAIN_TEST_ANTHROPIC_KEY",
+            "api_key_env": "TEST_ANTHROPIC_KEY",
         }
     )
     sonnet = await wf.get_model("sonnet")
     off = await wf.update_model("qwen", {"active": False})
     assert not off.active and "qwen" not in [a.name for a in await _active(brain)]
-    monkeypatch.delenv("CABRAIN_TEST_ANTHROPIC_KEY", raising=False)
-    with pytest.raises(ConfigError, match="CABRAIN_TEST_ANTHROPIC_KEY"):
+    monkeypatch.delenv("TEST_ANTHROPIC_KEY", raising=False)
+    with pytest.raises(ConfigError, match="TEST_ANTHROPIC_KEY"):
         sonnet.build(FAST)
-    monkeypatch.setenv("CABRAIN_TEST_ANTHROPIC_KEY", "test-key")
+    monkeypatch.setenv("TEST_ANTHROPIC_KEY", "test-key")
     result = await dispatch(brain, "Say done.", "text", frontier_agent="sonnet")
     assert result.output == "Done." and result.agents == ["sonnet"]
 

@@ -24,7 +24,7 @@ from cabrain import identity
 from cabrain.settings import Settings, load_settings
 from cabrain.store.db import connect
 from cabrain.store.embedded import EmbeddedPostgres
-from tests.conftest import _create_database, free_port, make_scratch_dir, serve_fake
+from tests.conftest import TEST_SECRET_NAMES, _create_database, free_port, make_scratch_dir, serve_fake
 from tests.service.openapi_check import OpenApiCheck
 
 DROPPING_NAMESPACE = "failpoint-drop"
@@ -134,6 +134,10 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
         connector_roots=[str(Path(home) / "shared")],  # the one folder local connectors may read over the API
         notify_poll_s=0.5,
         live_watch_s=1.0,
+        # the stand-ins listen on 127.0.0.1, the one address outside the public internet the service
+        # may reach (tests/service/test_egress.py shows what it refuses); the credentials it may read
+        egress_allow=["127.0.0.1"],
+        secret_env_allow=TEST_SECRET_NAMES,
     )
     keys, ids = await _make_agents(service_db)
     # One namespace of the service's own drops the database connection right after each retain

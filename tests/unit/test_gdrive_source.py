@@ -19,7 +19,7 @@ from cabrain.connectors.base import ItemRef, SourceSpec
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.sources import build, configure
 from cabrain.errors import InputError, SourceAuthError, SourceError
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, loopback_egress
 from tests.standins import RunningStand, running
 
 TOKEN = "tok"
@@ -271,7 +271,11 @@ def test_files_with_nothing_to_read_are_documents_without_parts(stand: Stand, sl
 def test_a_file_over_the_size_limit_is_skipped_without_a_download(stand: Stand, sleeps: list[float]) -> None:
     stand.write([entry("t1", "big.txt", text="x" * 5000)])
     spec = SourceSpec(
-        "gdrive", configure("gdrive", {"token_env": "T", "api_url": stand.url}), TOKEN, max_file_bytes=1000
+        "gdrive",
+        configure("gdrive", {"token_env": "T", "api_url": stand.url}),
+        TOKEN,
+        max_file_bytes=1000,
+        egress=loopback_egress(),
     )
     source = build(spec, Retry(sleep=sleeps.append))
     stand.sources.append(source)

@@ -46,6 +46,7 @@ from cabrain.connectors.config import checked, http_url
 from cabrain.connectors.convert import Converted, to_text
 from cabrain.connectors.retry import Retry, retry_after
 from cabrain.connectors.split import split
+from cabrain.egress import Egress
 from cabrain.errors import InputError, SourceAuthError, SourceError
 
 __all__ = ["KIND", "LOCAL", "DriveSource", "build", "configure"]
@@ -110,7 +111,9 @@ def build(spec: SourceSpec, retry: Retry) -> DriveSource:
             f"{KIND} connector: no access token in ${config['token_env']}",
             hint=TOKEN_HINT.format(env=config["token_env"]),
         )
-    return DriveSource(config, spec.secret, retry, max_bytes=spec.max_file_bytes, part_chars=spec.part_chars)
+    return DriveSource(
+        config, spec.secret, retry, max_bytes=spec.max_file_bytes, part_chars=spec.part_chars, egress=spec.egress
+    )
 
 
 class _Unreadable(SourceError):
@@ -131,9 +134,9 @@ class DriveSource:
         max_bytes: int = 20_000_000,
         part_chars: int = 2000,
         timeout_s: float = 60.0,
+        egress: Egress | None = None,
     ) -> None:
         import google_auth_httplib2
-        import httplib2
         from google.oauth2.credentials import Credentials
         from googleapiclient.discovery import build as discover
 
@@ -145,7 +148,7 @@ class DriveSource:
         self.part_chars = part_chars
         # No refresh on a 401: the token is all we have, so a refused one is reported, not refreshed.
         http = google_auth_httplib2.AuthorizedHttp(
-            Credentials(token=token), http=httplib2.Http(timeout=timeout_s), refresh_status_codes=()
+            Credentials(token=token), http=(egress or Egress()).httplib2(timeout_s), refresh_status_codes=()
         )
         options = {"api_endpoint": _endpoint(config["api_url"])} if config.get("api_url") else None
         self.service = discover(

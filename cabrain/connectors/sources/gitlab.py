@@ -32,6 +32,7 @@ from cabrain.connectors.config import checked
 from cabrain.connectors.gitlab_client import ONCE, PER_PAGE, GitLabClient, UnreadableAnswer
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.split import split
+from cabrain.egress import Egress
 from cabrain.errors import InputError, SourceError
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ configure = checked(
 
 def build(spec: SourceSpec, retry: Retry) -> GitLabSource:
     """The source for ``spec`` (its config checked again; the token is ``spec.secret``)."""
-    return GitLabSource(configure(spec.config), spec.secret, retry, part_chars=spec.part_chars)
+    return GitLabSource(configure(spec.config), spec.secret, retry, part_chars=spec.part_chars, egress=spec.egress)
 
 
 class GitLabSource:
@@ -84,8 +85,16 @@ class GitLabSource:
 
     kind: ClassVar[str] = KIND
 
-    def __init__(self, config: Mapping[str, Any], token: str | None, retry: Retry, *, part_chars: int = 2000) -> None:
-        self._api = GitLabClient(config, token, retry, scope="read_api")
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        token: str | None,
+        retry: Retry,
+        *,
+        part_chars: int = 2000,
+        egress: Egress | None = None,
+    ) -> None:
+        self._api = GitLabClient(config, token, retry, scope="read_api", egress=egress)
         self._include: list[str] = list(config["include"])
         self._part_chars = part_chars
 

@@ -53,6 +53,7 @@ from cabrain.connectors.config import checked
 from cabrain.connectors.convert import Converted, to_text
 from cabrain.connectors.retry import Retry, retry_after
 from cabrain.connectors.split import split
+from cabrain.egress import Egress
 from cabrain.errors import InputError, SourceAuthError, SourceError
 
 __all__ = ["KIND", "LOCAL", "VikunjaSource", "build", "configure"]
@@ -95,7 +96,7 @@ def build(spec: SourceSpec, retry: Retry) -> VikunjaSource:
             f"{KIND} connector: no API token in ${config['token_env']}",
             hint=TOKEN_HINT.format(env=config["token_env"]),
         )
-    return VikunjaSource(config, spec.secret, retry, part_chars=spec.part_chars)
+    return VikunjaSource(config, spec.secret, retry, part_chars=spec.part_chars, egress=spec.egress)
 
 
 class VikunjaSource:
@@ -104,16 +105,21 @@ class VikunjaSource:
     kind: ClassVar[str] = KIND
 
     def __init__(
-        self, config: Mapping[str, Any], token: str, retry: Retry, *, part_chars: int = 2000, timeout_s: float = 30.0
+        self,
+        config: Mapping[str, Any],
+        token: str,
+        retry: Retry,
+        *,
+        part_chars: int = 2000,
+        timeout_s: float = 30.0,
+        egress: Egress | None = None,
     ) -> None:
-        import httpx
-
         self.url: str = config["url"]
         self.token_env: str = config["token_env"]
         self.wanted: set[int] | None = set(config["projects"]) if config.get("projects") else None
         self.retry = retry
         self.part_chars = part_chars
-        self.client = httpx.Client(
+        self.client = (egress or Egress()).client(
             base_url=f"{self.url}/api/v1",
             headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
             timeout=timeout_s,

@@ -23,6 +23,7 @@ from cabrain.connectors.config import checked, globs, matches
 from cabrain.connectors.files import file_document
 from cabrain.connectors.retry import Retry, retry_after
 from cabrain.connectors.sources.folder import DOCUMENTS
+from cabrain.egress import Egress
 from cabrain.errors import SourceAuthError, SourceError
 
 __all__ = ["KIND", "LOCAL", "WebDavSource", "build", "configure"]
@@ -53,7 +54,14 @@ class WebDavSource:
     kind: ClassVar[str] = KIND
 
     def __init__(
-        self, config: Mapping[str, Any], secret: str | None, retry: Retry, *, max_file_bytes: int, part_chars: int
+        self,
+        config: Mapping[str, Any],
+        secret: str | None,
+        retry: Retry,
+        *,
+        max_file_bytes: int,
+        part_chars: int,
+        egress: Egress | None = None,
     ) -> None:
         from webdav4.client import Client  # lazy: only a WebDAV connector loads it
 
@@ -70,7 +78,13 @@ class WebDavSource:
         elif secret:
             headers["Authorization"] = f"Bearer {secret}"
         self.client = Client(
-            self.url, auth=auth, retry=False, headers=headers, verify=config["ssl_verify"], timeout=config["timeout_s"]
+            self.url,
+            auth=auth,
+            retry=False,
+            headers=headers,
+            timeout=config["timeout_s"],
+            transport=(egress or Egress()).transport(verify=config["ssl_verify"]),  # each connection checked
+            trust_env=False,
         )
         self.token_env = config.get("token_env")
 
@@ -175,4 +189,11 @@ class WebDavSource:
 
 
 def build(spec: SourceSpec, retry: Retry) -> WebDavSource:
-    return WebDavSource(spec.config, spec.secret, retry, max_file_bytes=spec.max_file_bytes, part_chars=spec.part_chars)
+    return WebDavSource(
+        spec.config,
+        spec.secret,
+        retry,
+        max_file_bytes=spec.max_file_bytes,
+        part_chars=spec.part_chars,
+        egress=spec.egress,
+    )

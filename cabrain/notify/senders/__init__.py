@@ -17,8 +17,10 @@ The kinds, each a module loaded when used (its client library is imported only t
 
 A kind's module declares ``KIND`` and ``build(config, secret, *, clock) -> Sender``. ``config`` holds
 base URLs and options, never a credential; ``secret`` is the token, bot secret, VAPID key or signing
-secret that the caller read from the environment. No error message carries the secret. HTTP timeouts
-come from ``config["timeout_s"]`` (10 s by default).
+secret that the caller read through the egress policy (:meth:`cabrain.egress.Egress.secret`). No
+error message carries the secret. HTTP timeouts come from ``config["timeout_s"]`` (10 s by default).
+Every request connects through ``egress`` (:mod:`cabrain.egress`): to an address the policy allows,
+checked after the name is resolved, following no redirect outside it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from cabrain.clock import Clock, utc_now
+from cabrain.egress import Egress
 from cabrain.errors import CabrainError, ConfigError, InputError
 
 __all__ = ["KINDS", "DeliveryError", "Notice", "Sender", "sender"]
@@ -94,8 +97,11 @@ class Sender(Protocol):
     async def aclose(self) -> None: ...
 
 
-def sender(kind: str, config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> Sender:
-    """The sender of ``kind`` (:data:`KINDS`) on ``config``, authenticating with ``secret``."""
+def sender(
+    kind: str, config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now, egress: Egress | None = None
+) -> Sender:
+    """The sender of ``kind`` (:data:`KINDS`) on ``config``, authenticating with ``secret``, sending
+    where ``egress`` allows (None: public addresses only)."""
     if kind not in KINDS:
         raise InputError(f"unknown notification kind {kind!r}; the kinds are: {', '.join(sorted(KINDS))}")
     if not isinstance(config, Mapping):
@@ -110,7 +116,7 @@ def sender(kind: str, config: Mapping[str, Any], secret: str | None, *, clock: C
             f"{kind} notifications need the {package} package, which is not installed",
             hint=f"pip install {package}",
         ) from exc
-    built: Sender = module.build(config, secret, clock=clock)
+    built: Sender = module.build(config, secret, clock=clock, egress=egress or Egress())
     return built
 
 

@@ -9,21 +9,24 @@ from typing import Any
 import httpx
 
 from cabrain.connectors.retry import retry_after
+from cabrain.egress import Egress, EgressDenied
 from cabrain.notify.senders import DeliveryError, shown, timeout_s, transient
 
 __all__ = ["client", "post", "refused"]
 
 
-def client(config: Mapping[str, Any], **kwargs: Any) -> httpx.AsyncClient:
-    """An httpx client with the destination's timeout; redirects are not followed (a notice is
-    POSTed once, where it was configured to go)."""
-    return httpx.AsyncClient(timeout=timeout_s(config), follow_redirects=False, **kwargs)
+def client(config: Mapping[str, Any], egress: Egress, **kwargs: Any) -> httpx.AsyncClient:
+    """An httpx client with the destination's timeout that connects only where ``egress`` allows;
+    redirects are not followed (a notice is POSTed once, where it was configured to go)."""
+    return egress.async_client(timeout=timeout_s(config), **kwargs)
 
 
 async def post(http: httpx.AsyncClient, url: str, *, what: str, **kwargs: Any) -> httpx.Response:
     """``POST url``; a refused or reset connection and a timeout are worth another try."""
     try:
         return await http.post(url, **kwargs)
+    except EgressDenied as exc:
+        raise DeliveryError(f"{what}: {exc.message}", retry=False, hint=exc.hint) from exc
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
         raise DeliveryError(f"{what}: {shown(url)} is not an http(s) URL", retry=False) from exc
     except httpx.TimeoutException as exc:

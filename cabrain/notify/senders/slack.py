@@ -26,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from cabrain.clock import Clock, utc_now
 from cabrain.connectors.retry import retry_after
+from cabrain.egress import Egress, EgressDenied
 from cabrain.notify.senders import DeliveryError, Notice, clip, need_secret, required, timeout_s, transient
 
 __all__ = ["KIND", "SlackSender", "build"]
@@ -49,7 +50,8 @@ HINTS = {
 class SlackSender:
     kind = KIND
 
-    def __init__(self, config: Mapping[str, Any], secret: str | None) -> None:
+    def __init__(self, config: Mapping[str, Any], secret: str | None, egress: Egress) -> None:
+        self.egress = egress
         self.client = AsyncWebClient(
             token=need_secret(KIND, secret, "a Slack bot token"),
             base_url=str(config.get("base_url", "https://slack.com/api/")),
@@ -61,6 +63,8 @@ class SlackSender:
         channel = required(target, "channel", KIND)
         thread_ts = target.get("thread_ts")
         what = f"Slack chat.postMessage to {channel}"
+        if self.client.session is None:  # made in the running loop: every address it connects to is checked
+            self.client.session = aiohttp.ClientSession(connector=self.egress.aiohttp_connector(), trust_env=False)
         try:
             response = await self.client.chat_postMessage(
                 channel=channel,
@@ -70,6 +74,8 @@ class SlackSender:
             )
         except SlackApiError as exc:
             raise _refused(exc, what, channel) from exc
+        except EgressDenied as exc:
+            raise DeliveryError(f"{what}: {exc.message}", retry=False, hint=exc.hint) from exc
         except TimeoutError as exc:
             raise DeliveryError(f"{what}: Slack did not answer in time", retry=True) from exc
         except aiohttp.ClientError as exc:
@@ -115,5 +121,5 @@ def _refused(exc: SlackApiError, what: str, channel: str) -> DeliveryError:
     )
 
 
-def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> SlackSender:
-    return SlackSender(config, secret)
+def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now, egress: Egress) -> SlackSender:
+    return SlackSender(config, secret, egress)

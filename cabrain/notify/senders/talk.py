@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote
 
 from cabrain.clock import Clock, utc_now
+from cabrain.egress import Egress
 from cabrain.notify.senders import DeliveryError, Notice, clip, need_secret, required, whole
 from cabrain.notify.senders.http import client, post, refused
 
@@ -51,11 +52,11 @@ def sign_message(secret: str, message: str) -> dict[str, str]:
 class TalkSender:
     kind = KIND
 
-    def __init__(self, config: Mapping[str, Any], secret: str | None) -> None:
+    def __init__(self, config: Mapping[str, Any], secret: str | None, egress: Egress) -> None:
         self.secret = need_secret(KIND, secret, "the Talk bot's shared secret")
         self.url = str(config.get("url") or "").rstrip("/")
         self.max_length = whole(config, "max_length", MAX_LENGTH, least=1)
-        self.http = client(config)
+        self.http = client(config, egress)
 
     async def send(self, target: Mapping[str, Any], notice: Notice) -> str | None:
         room = required(target, "room", KIND)
@@ -107,5 +108,5 @@ class TalkSender:
         await self.http.aclose()
 
 
-def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> TalkSender:
-    return TalkSender(config, secret)
+def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now, egress: Egress) -> TalkSender:
+    return TalkSender(config, secret, egress)

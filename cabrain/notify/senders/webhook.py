@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from cabrain.channels.inbound.webhook import sign  # one signing, both ways
 from cabrain.clock import Clock, utc_now
+from cabrain.egress import Egress
 from cabrain.notify.senders import DeliveryError, Notice, need_secret, required, shown
 from cabrain.notify.senders.http import client, post, refused
 
@@ -38,11 +39,13 @@ KIND = "webhook"
 class WebhookSender:
     kind = KIND
 
-    def __init__(self, config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self, config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now, egress: Egress
+    ) -> None:
         self.secret = need_secret(KIND, secret, "a webhook signing secret")
         sign(self.secret, "check", 0, b"")  # a malformed whsec_ secret fails here, not on every delivery
         self.clock = clock
-        self.http = client(config)
+        self.http = client(config, egress)
 
     async def send(self, target: Mapping[str, Any], notice: Notice) -> str | None:
         url = required(target, "url", KIND)
@@ -94,5 +97,5 @@ class WebhookSender:
         await self.http.aclose()
 
 
-def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> WebhookSender:
-    return WebhookSender(config, secret, clock=clock)
+def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now, egress: Egress) -> WebhookSender:
+    return WebhookSender(config, secret, clock=clock, egress=egress)

@@ -7,7 +7,12 @@ generators print), or base64 DER; its public key is the ``applicationServerKey``
 subscribed with. Config::
 
     {"vapid_subject": "mailto:ops@example.com", "ttl": 86400, "urgency": "normal",
-     "timeout_s": 10, "allow_http": false}
+     "timeout_s": 10, "allow_http": false, "push_services": ["fcm.googleapis.com"]}
+
+``push_services`` (optional) lists the push services' hosts a subscriber that is not an admin may
+subscribe an endpoint on (a leading dot: any host under it; by default FCM, Mozilla's, Apple's and
+Windows'), checked by :mod:`cabrain.notify.facade`; every endpoint also passes the egress policy
+(:mod:`cabrain.egress`) when it is subscribed and when a push is sent.
 
 A target is the subscription's JSON as the browser gives it (``PushSubscription.toJSON()``):
 ``{"endpoint": "https://...", "keys": {"p256dh": "...", "auth": "..."}}``. Only https endpoints are
@@ -39,6 +44,7 @@ from pywebpush import WebPushException, webpush
 
 from cabrain.clock import Clock, utc_now
 from cabrain.connectors.retry import retry_after
+from cabrain.egress import Egress, EgressDenied
 from cabrain.errors import ConfigError
 from cabrain.notify.senders import (
     DeliveryError,
@@ -113,7 +119,9 @@ def payload(notice: Notice, limit: int = MAX_PAYLOAD) -> str:
 class WebPushSender:
     kind = KIND
 
-    def __init__(self, config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self, config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now, egress: Egress
+    ) -> None:
         subject = str(config.get("vapid_subject") or "")
         if not subject.startswith(("mailto:", "https://")):
             raise ConfigError(
@@ -128,6 +136,7 @@ class WebPushSender:
             raise ConfigError(f"urgency must be one of {', '.join(URGENCIES)}, not {self.urgency!r}")
         self.timeout = timeout_s(config)
         self.allow_http = bool(config.get("allow_http", False))
+        self.egress = egress
         self.clock = clock
 
     async def send(self, target: Mapping[str, Any], notice: Notice) -> str | None:
@@ -153,6 +162,11 @@ class WebPushSender:
         headers: dict[str, str | int | float] = {"Urgency": self.urgency} if self.urgency else {}
         subscription = {"endpoint": endpoint, "keys": {"p256dh": str(keys["p256dh"]), "auth": str(keys["auth"])}}
         try:
+            self.egress.check_url(endpoint, "a push endpoint")
+        except EgressDenied as exc:
+            raise DeliveryError(f"{where}: {exc.message}", retry=False, hint=exc.hint) from exc
+        session = self.egress.session()  # every connection, a redirect's too, to a checked address
+        try:
             response = await asyncio.to_thread(
                 webpush,
                 subscription,
@@ -162,7 +176,10 @@ class WebPushSender:
                 ttl=self.ttl,
                 timeout=self.timeout,
                 headers=headers,
+                requests_session=session,
             )
+        except EgressDenied as exc:
+            raise DeliveryError(f"{where}: {exc.message}", retry=False, hint=exc.hint) from exc
         except WebPushException as exc:
             raise _refused(exc, where) from exc
         except requests.Timeout as exc:
@@ -174,6 +191,8 @@ class WebPushSender:
         except (VapidException, ValueError) as exc:
             # a malformed subscription key or VAPID claim: the same request would fail again
             raise DeliveryError(f"{where}: the subscription or the VAPID claims are invalid", retry=False) from exc
+        finally:
+            session.close()
         location = getattr(response, "headers", {}).get("Location")
         return str(location) if location else None
 
@@ -205,5 +224,5 @@ def _refused(exc: WebPushException, where: str) -> DeliveryError:
     return DeliveryError(message, retry=False, hint=hints.get(status), status_code=status)
 
 
-def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> WebPushSender:
-    return WebPushSender(config, secret, clock=clock)
+def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now, egress: Egress) -> WebPushSender:
+    return WebPushSender(config, secret, clock=clock, egress=egress)

@@ -27,6 +27,7 @@ from urllib.parse import quote
 import httpx
 
 from cabrain.clock import Clock, utc_now
+from cabrain.egress import Egress
 from cabrain.notify.senders import DeliveryError, Notice, clip, need_secret, required
 from cabrain.notify.senders.http import client, post, refused
 
@@ -53,12 +54,12 @@ HINTS = {
 class WhatsAppSender:
     kind = KIND
 
-    def __init__(self, config: Mapping[str, Any], secret: str | None) -> None:
+    def __init__(self, config: Mapping[str, Any], secret: str | None, egress: Egress) -> None:
         self.token = need_secret(KIND, secret, "a WhatsApp Cloud API access token")
         self.base_url = str(config.get("base_url", "https://graph.facebook.com")).rstrip("/")
         self.api_version = str(config.get("api_version", "v21.0"))
         self.phone_number_id = config.get("phone_number_id")
-        self.http = client(config)
+        self.http = client(config, egress)
 
     async def send(self, target: Mapping[str, Any], notice: Notice) -> str | None:
         to = required(target, "to", KIND)
@@ -115,5 +116,5 @@ def _refused(response: httpx.Response, what: str) -> DeliveryError:
     return refused(response, what, detail=detail, hint=hint, retry=True if code in RETRY_CODES else None)
 
 
-def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now) -> WhatsAppSender:
-    return WhatsAppSender(config, secret)
+def build(config: Mapping[str, Any], secret: str | None, *, clock: Clock = utc_now, egress: Egress) -> WhatsAppSender:
+    return WhatsAppSender(config, secret, egress)
