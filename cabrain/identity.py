@@ -129,7 +129,7 @@ async def create_agent(
     exist_ok: bool = True,
 ) -> str:
     """Register an agent (idempotent unless ``exist_ok`` is False)."""
-    if not isinstance(agent_id, str) or not AGENT_RE.match(agent_id):
+    if not isinstance(agent_id, str) or not AGENT_RE.fullmatch(agent_id):
         raise InputError(
             f"agent id {agent_id!r} is not valid",
             hint="1-128 characters: letters, digits and . _ @ - (starting with a letter or digit)",

@@ -18,6 +18,7 @@ where CaBrain runs). A channel with a live agent hands each new message to it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import uuid
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cabrain import actions
+from cabrain import actions, edge
 from cabrain.channels.inbound import ChannelSecrets, ChatMessage, RawRequest, adapter
 from cabrain.connectors.config import env_name
 from cabrain.connectors.facade import Connectors
@@ -65,7 +66,7 @@ class Channels:
     @operation(Op.ADMIN, caller="admin", namespace=field("spec", "namespace"), admin=True)
     async def add(self, admin: str, spec: Mapping[str, Any]) -> dict[str, Any]:
         name, kind = spec.get("name"), spec.get("kind")
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise InputError(f"channel name {name!r} is not valid", hint="lower-case letters, digits, . _ - (≤ 63)")
         adapter(str(kind))  # an unknown kind says which there are
         try:
@@ -181,6 +182,8 @@ class Channels:
             max_skew_s=self.engine.settings.channel_max_skew_s,
         )
         received = adapter(channel["kind"]).receive(request, secrets, self.engine.clock())
+        for message in received.messages:  # signed is not well-formed: the edge guard's rules hold here too
+            edge.check_value(dataclasses.asdict(message), where="the channel's message")
         stored: list[tuple[ChatMessage, list[uuid.UUID]]] = []
         duplicates = 0
         async with self.engine.pool.acquire() as conn:

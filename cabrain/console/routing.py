@@ -23,7 +23,7 @@ from cabrain.console.render import page
 from cabrain.console.session import Session
 from cabrain.errors import CabrainError, Unauthenticated
 from cabrain.serve.deps import Svc
-from cabrain.serve.errors import error_response
+from cabrain.serve.errors import bad_value, error_response
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,9 @@ class ConsoleRoute(APIRoute):
             except CabrainError as exc:
                 return error_page(request, exc)
             except Exception as exc:
+                refused = bad_value(exc)
+                if refused is not None:
+                    return error_page(request, refused)
                 log.exception("console: unhandled error", extra={"path": request.url.path})
                 return error_page(request, CabrainError(f"unexpected error: {type(exc).__name__}"))
 

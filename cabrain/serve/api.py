@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from cabrain import __version__, console
+from cabrain.serve.edge_guard import EdgeGuard
 from cabrain.serve.errors import ERROR_RESPONSES, add_handlers
 from cabrain.serve.guard import Guard
 from cabrain.serve.mcp_endpoint import mcp_route
@@ -78,6 +79,7 @@ def create_api(svc: Replica) -> FastAPI:
         responses=ERROR_RESPONSES,
     )
     app.state.replica = svc
+    app.add_middleware(EdgeGuard)  # inside Guard: the body is bounded before it is read here
     app.add_middleware(Guard, max_bytes=svc.settings.api_max_body_bytes, metrics=svc.metrics)
     app.router.routes.append(mcp)
     add_handlers(app)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -42,6 +43,25 @@ def error_response(exc: CabrainError, **headers: str) -> JSONResponse:
     if exc.status == 401:
         headers.setdefault("WWW-Authenticate", "Bearer")
     return JSONResponse(error_json(exc), status_code=exc.status, headers=headers or None)
+
+
+def bad_value(exc: BaseException) -> InputError | None:
+    """The edge guard's last line: an error that only a bad value causes (the database refusing a
+    value - a NUL, an out-of-range number or date, bad UTF-8 -, Python's date arithmetic overflowing,
+    JSON nested past the interpreter's depth), found anywhere in ``exc``'s chain, as the 400 it
+    should have been. Anything else: ``None`` (a 500)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, asyncpg.DataError):
+            return InputError(f"a value was refused by the database: {current}".split("\n")[0][:300])
+        if isinstance(current, OverflowError | UnicodeEncodeError | RecursionError):
+            return InputError(
+                f"a value is out of range: {type(current).__name__}", hint="see /docs for each field's range"
+            )
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def add_handlers(app: FastAPI) -> None:
@@ -78,5 +98,9 @@ def add_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        refused = bad_value(exc)
+        if refused is not None:
+            log.warning("a bad value reached the database", extra={"path": request.url.path, "error": str(exc)[:300]})
+            return error_response(refused)
         log.exception("unhandled error", extra={"path": request.url.path})
         return error_response(CabrainError(f"unexpected error: {type(exc).__name__}", hint="see the server logs"))
