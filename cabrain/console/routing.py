@@ -2,8 +2,8 @@
 
 Each route's failures become an error page with the API's status (a namespace or memory the key
 may not read is the API's 404, a change it may not make the API's 403), except a missing or
-refused key on a page, which leads to the sign-in page and back. The session is read from its
-cookie on every request and authenticated as the API authenticates a key.
+refused key on a page, which leads to the sign-in page and back. The session id is read from its
+cookie on every request and looked up in PostgreSQL (:mod:`cabrain.console.session`).
 """
 
 from __future__ import annotations
@@ -74,11 +74,11 @@ def router() -> APIRouter:
 
 async def current(request: Request, svc: Svc) -> Session:
     """The signed-in session (:class:`Unauthenticated` without a cookie, or with a refused key)."""
-    key = sessions.session_key(request)
-    if not key:
+    session_id = sessions.session_id(request)
+    if not session_id:
         raise sessions.signed_out()
-    principal = await svc.authenticate(key)
-    found = Session(principal, sessions.csrf_token(key))
+    principal = await svc.run(lambda b: b.console_session(session_id))
+    found = Session(principal, sessions.csrf_token(session_id))
     request.state.console_session = found
     return found
 
