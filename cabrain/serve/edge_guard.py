@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cabrain import edge
 from cabrain.errors import InputError
+from cabrain.serve.docs import API_CSP
 from cabrain.serve.errors import error_response
 
 _SURROGATE = re.compile(r"%ED%[AB][0-9A-F]", re.IGNORECASE)
@@ -59,9 +60,9 @@ class EdgeGuard:
                     body, receive = await _read(receive)
                     _check_form(body)
         except InputError as exc:
-            await error_response(exc)(scope, receive, send)
+            await error_response(exc)(scope, receive, _with_csp(send))
             return
-        await self.app(scope, receive, send)
+        await self.app(scope, receive, _with_csp(send))
 
     @staticmethod
     def _check_head(scope: Scope) -> None:
@@ -77,6 +78,23 @@ class EdgeGuard:
         for name, value in scope.get("headers") or []:
             if name in CHECKED_HEADERS:
                 edge.check_param("", value.decode("latin-1"), f"header {name.decode('latin-1')}")
+
+
+def _with_csp(send: Send) -> Send:
+    """``send``, adding the API's Content Security Policy to an answer that has none of its own."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers") or [])
+            names = {name.lower() for name, _ in headers}
+            if b"content-security-policy" not in names:
+                headers.append((b"content-security-policy", API_CSP.encode()))
+                if b"x-content-type-options" not in names:
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
 
 
 def _check_pairs(pairs: list[tuple[str, str]], where: str, raw: str) -> None:

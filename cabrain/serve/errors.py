@@ -58,7 +58,7 @@ def bad_value(exc: BaseException) -> InputError | None:
             return InputError(f"a value was refused by the database: {current}".split("\n")[0][:300])
         if isinstance(current, OverflowError | UnicodeEncodeError | RecursionError):
             return InputError(
-                f"a value is out of range: {type(current).__name__}", hint="see /docs for each field's range"
+                f"a value is out of range: {type(current).__name__}", hint="see /openapi.json for each field's range"
             )
         current = current.__cause__ or current.__context__
     return None
@@ -84,11 +84,11 @@ def add_handlers(app: FastAPI) -> None:
         for e in errors[:10]:
             where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
             parts.append(f"{where}: {e.get('msg')}")
-        return error_response(InvalidRequest("; ".join(parts), hint="see /docs for the expected body"))
+        return error_response(InvalidRequest("; ".join(parts), hint="see /openapi.json for the expected body"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        hint = "see /docs for the API's routes"
+        hint = "see /openapi.json for the API's routes"
         if exc.status_code == NotFound.status:
             return error_response(NotFound(str(exc.detail), hint=hint))
         if exc.status_code == MethodNotAllowed.status:

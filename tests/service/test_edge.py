@@ -246,3 +246,20 @@ async def test_a_signed_channel_body_with_bad_values_is_a_4xx_and_stores_nothing
         _refused(answer, f"signed slack message {n}")
     stored = await table_texts(service.dsn)
     assert not [table for table, text in stored.items() if mark in text]
+
+
+def test_docs_are_off_by_default_and_every_answer_carries_a_csp(service: Service, edge_agents: dict[str, Any]) -> None:
+    """Finding 17: /docs loaded Swagger UI from a CDN, with no CSP, on the console's origin."""
+    with httpx.Client(base_url=service.url, timeout=60) as anon:
+        for path in ("/docs", "/redoc"):
+            off = anon.get(path)
+            assert off.status_code == 404 and off.json()["error"]["type"] == "not_found"
+            assert "cdn" not in off.text
+        for answer in (anon.get("/docs"), anon.get("/openapi.json"), anon.get("/v1/health"), anon.get("/v1/whoami")):
+            csp = answer.headers.get("content-security-policy", "")
+            assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp, (answer.url, csp)
+        assert anon.get("/openapi.json").json()["paths"]  # the API is still described
+        login = anon.get("/console/login")
+        assert "script-src 'self'" in login.headers["content-security-policy"]
+    refused = _send(_client(service, edge_agents["member"]), "POST", "/v1/recall", {"body": {"query": "\x00"}})
+    assert "default-src 'none'" in refused.headers["content-security-policy"]
