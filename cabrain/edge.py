@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
+
 from cabrain.errors import InputError
 
 MAX_DEPTH = 64
@@ -206,6 +208,25 @@ def check_path(path: str) -> None:
         raise InputError("the path holds a line break or another control character")
 
 
+def bad_value(exc: BaseException) -> InputError | None:
+    """The edge guard's last line: an error that only a bad value causes (the database refusing a
+    value - a NUL, an out-of-range number or date, bad UTF-8 -, Python's date arithmetic overflowing,
+    JSON nested past the interpreter's depth), found anywhere in ``exc``'s chain, as the 400 it
+    should have been. Anything else: ``None`` (a 500)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, asyncpg.DataError):
+            return InputError(f"a value was refused by the database: {current}".split("\n")[0][:300])
+        if isinstance(current, OverflowError | UnicodeEncodeError | RecursionError):
+            return InputError(
+                f"a value is out of range: {type(current).__name__}", hint="see /openapi.json for each field's range"
+            )
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def load_json(body: bytes | str, where: str = "the request body") -> Any:
     """``body`` parsed as JSON and checked (:func:`check_value`, names included)."""
     try:
@@ -224,6 +245,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NAME_CHARS",
     "NAME_FIELDS",
+    "bad_value",
     "check_arguments",
     "check_datetime",
     "check_int",

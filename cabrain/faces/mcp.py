@@ -157,6 +157,11 @@ def build_server(
         except CabrainError as exc:
             hint = exc.hint_for("mcp")
             raise ToolError(exc.message + (f" (fix: {hint})" if hint else "")) from exc
+        except Exception as exc:
+            refused = edge.bad_value(exc)  # the edge guard's last line: a value only a bad value causes
+            if refused is None:
+                raise
+            raise ToolError(refused.message) from exc
 
     @server.tool(annotations=ToolAnnotations(title="Remember something", destructive_hint=False))
     async def memory_retain(

@@ -13,14 +13,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from cabrain.edge import bad_value
 from cabrain.errors import KINDS, CabrainError, InputError, InvalidRequest, MethodNotAllowed, NotFound
 from cabrain.serve.responses import ErrorOut
+
+__all__ = ["ERROR_RESPONSES", "add_handlers", "bad_value", "error_json", "error_response"]
 
 log = logging.getLogger(__name__)
 
@@ -43,25 +45,6 @@ def error_response(exc: CabrainError, **headers: str) -> JSONResponse:
     if exc.status == 401:
         headers.setdefault("WWW-Authenticate", "Bearer")
     return JSONResponse(error_json(exc), status_code=exc.status, headers=headers or None)
-
-
-def bad_value(exc: BaseException) -> InputError | None:
-    """The edge guard's last line: an error that only a bad value causes (the database refusing a
-    value - a NUL, an out-of-range number or date, bad UTF-8 -, Python's date arithmetic overflowing,
-    JSON nested past the interpreter's depth), found anywhere in ``exc``'s chain, as the 400 it
-    should have been. Anything else: ``None`` (a 500)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, asyncpg.DataError):
-            return InputError(f"a value was refused by the database: {current}".split("\n")[0][:300])
-        if isinstance(current, OverflowError | UnicodeEncodeError | RecursionError):
-            return InputError(
-                f"a value is out of range: {type(current).__name__}", hint="see /openapi.json for each field's range"
-            )
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def add_handlers(app: FastAPI) -> None:
