@@ -13,7 +13,7 @@ import re
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -61,7 +61,11 @@ SELECT id, agent_id, key_prefix, label, created_at, last_used_at, revoked_at
 FROM agent_keys WHERE agent_id = $1 ORDER BY created_at
 """
 AGENT_ROW = "SELECT id, disabled_at FROM agents WHERE id = $1"
-DISABLE_AGENT = "UPDATE agents SET disabled_at = now() WHERE id = $1 AND disabled_at IS NULL RETURNING id"
+DISABLE_AGENT = """
+WITH disabled AS (UPDATE agents SET disabled_at = now() WHERE id = $1 AND disabled_at IS NULL RETURNING id),
+     ended AS (DELETE FROM console_sessions WHERE agent_id IN (SELECT id FROM disabled))
+SELECT id FROM disabled
+"""
 ACTIVE_ADMIN_KEYS = """
 SELECT count(*) FROM agent_keys k JOIN agents a ON a.id = k.agent_id
 WHERE a.is_admin AND a.disabled_at IS NULL AND k.revoked_at IS NULL
@@ -129,7 +133,7 @@ async def create_agent(
     exist_ok: bool = True,
 ) -> str:
     """Register an agent (idempotent unless ``exist_ok`` is False)."""
-    if not isinstance(agent_id, str) or not AGENT_RE.match(agent_id):
+    if not isinstance(agent_id, str) or not AGENT_RE.fullmatch(agent_id):
         raise InputError(
             f"agent id {agent_id!r} is not valid",
             hint="1-128 characters: letters, digits and . _ @ - (starting with a letter or digit)",
@@ -183,8 +187,65 @@ async def authenticate(conn: asyncpg.Connection, key: str | None) -> Principal:
 
 
 async def revoke_key(conn: asyncpg.Connection, key_id: uuid.UUID, *, agent_id: str | None = None) -> bool:
-    """Revoke a key (of ``agent_id`` when given); False when there was no such active key."""
-    return await conn.fetchval(REVOKE_KEY, key_id, agent_id) is not None
+    """Revoke a key (of ``agent_id`` when given), and end its console sessions; False when there was
+    no such active key."""
+    async with conn.transaction():
+        revoked = await conn.fetchval(REVOKE_KEY, key_id, agent_id) is not None
+        if revoked:
+            await conn.execute("DELETE FROM console_sessions WHERE key_id = $1", key_id)
+    return revoked
+
+
+# --- console sessions: the cookie holds a random id, the server its digest (finding 10) --------------
+OPEN_SESSION = """
+INSERT INTO console_sessions (id_hash, key_id, agent_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)
+"""
+SESSION = """
+SELECT k.id AS key_id, a.id AS agent_id, a.is_admin
+FROM console_sessions s JOIN agent_keys k ON k.id = s.key_id JOIN agents a ON a.id = s.agent_id
+WHERE s.id_hash = $1 AND s.expires_at > $2 AND k.revoked_at IS NULL AND a.disabled_at IS NULL
+"""
+
+
+def session_hash(session_id: str) -> bytes:
+    return hashlib.sha256(b"cabrain-console-session:" + session_id.encode("utf-8", "replace")).digest()
+
+
+async def open_session(
+    conn: asyncpg.Connection, principal: Principal, now: datetime, ttl_s: int, *, replaces: str | None = None
+) -> str:
+    """A new console session of ``principal``'s key (its id, for the cookie; only its digest is
+    kept), ending ``replaces`` (the one the browser held) and the expired ones."""
+    session_id = secrets.token_urlsafe(32)
+    async with conn.transaction():
+        if replaces:
+            await conn.execute("DELETE FROM console_sessions WHERE id_hash = $1", session_hash(replaces))
+        await conn.execute("DELETE FROM console_sessions WHERE expires_at <= $1", now)
+        await conn.execute(
+            OPEN_SESSION,
+            session_hash(session_id),
+            principal.key_id,
+            principal.agent_id,
+            now,
+            now + timedelta(seconds=ttl_s),
+        )
+    return session_id
+
+
+async def session(conn: asyncpg.Connection, session_id: str | None, now: datetime) -> Principal:
+    """The agent of a live console session; :class:`Unauthenticated` for none, an unknown, ended or
+    expired one, or one whose key was revoked or agent disabled."""
+    row = await conn.fetchrow(SESSION, session_hash(session_id), now) if session_id else None
+    if row is None:
+        raise Unauthenticated("the console session has ended (or never began)", hint="sign in again")
+    return Principal(row["agent_id"], row["is_admin"], row["key_id"])
+
+
+async def close_session(conn: asyncpg.Connection, session_id: str) -> bool:
+    return (
+        await conn.fetchval("DELETE FROM console_sessions WHERE id_hash = $1 RETURNING 1", session_hash(session_id))
+        is not None
+    )
 
 
 async def list_agents(conn: asyncpg.Connection) -> list[AgentInfo]:

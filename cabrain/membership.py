@@ -136,6 +136,26 @@ class Membership:
         async with self.engine.pool.acquire() as conn:
             return await identity.authenticate(conn, key)
 
+    @system("signs in to the console with an API key: the caller is not known before it answers")
+    async def open_console_session(
+        self, key: str | None, *, replaces: str | None = None
+    ) -> tuple[str, identity.Principal]:
+        """A console session for ``key`` (its id, for the cookie, and its agent), ending ``replaces``."""
+        async with self.engine.pool.acquire() as conn:
+            principal = await identity.authenticate(conn, key)
+            ttl = self.engine.settings.console_session_ttl_s
+            return await identity.open_session(conn, principal, self.engine.clock(), ttl, replaces=replaces), principal
+
+    @system("authenticates a console session: the caller is not known before it answers")
+    async def console_session(self, session_id: str | None) -> identity.Principal:
+        async with self.engine.pool.acquire() as conn:
+            return await identity.session(conn, session_id, self.engine.clock())
+
+    @system("ends a console session: holding its id is what signing out needs")
+    async def close_console_session(self, session_id: str) -> bool:
+        async with self.engine.pool.acquire() as conn:
+            return await identity.close_session(conn, session_id)
+
     @operation(Op.ADMIN, caller="by", operator=True, admin=True)
     async def create_key(self, agent_id: str, *, label: str | None = None, by: str | None = None) -> identity.NewKey:
         async with self.engine.pool.acquire() as conn:

@@ -22,7 +22,7 @@ HINT = (
 
 
 def is_valid(name: object) -> bool:
-    return isinstance(name, str) and len(name) <= MAX_CHARS and NAME_RE.match(name) is not None
+    return isinstance(name, str) and len(name) <= MAX_CHARS and NAME_RE.fullmatch(name) is not None
 
 
 def personal_owner(name: str) -> str | None:

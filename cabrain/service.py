@@ -284,7 +284,7 @@ def usage(settings: Settings, admin: identity.AdminBootstrap) -> str:
     url = api_url(settings)
     key_file = admin.path
     lines = [
-        f"CaBrain is up at {url}  (API docs: {url}/docs)",
+        f"CaBrain is up at {url}  (API described at {url}/openapi.json)",
         f"console: {url}/console  (sign in with an API key)",
         admin_line(admin),
         "",

@@ -18,6 +18,7 @@ where CaBrain runs). A channel with a live agent hands each new message to it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -26,7 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cabrain import actions
+from cabrain import actions, edge
 from cabrain.channels.inbound import ChannelSecrets, ChatMessage, RawRequest, adapter, require_signed_headers
 from cabrain.connectors.facade import Connectors
 from cabrain.connectors.trackers import FiledIssue, Link, Tracker, tracker
@@ -70,7 +71,7 @@ class Channels:
     @operation(Op.ADMIN, caller="admin", namespace=field("spec", "namespace"), admin=True)
     async def add(self, admin: str, spec: Mapping[str, Any]) -> dict[str, Any]:
         name, kind = spec.get("name"), spec.get("kind")
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise InputError(f"channel name {name!r} is not valid", hint="lower-case letters, digits, . _ - (≤ 63)")
         adapter(str(kind))  # an unknown kind says which there are
         try:
@@ -202,6 +203,8 @@ class Channels:
             if read_body is not None:
                 request = replace(request, body=await read_body(self.engine.settings.channel_max_body_bytes))
             received = kind.receive(request, secrets, self.engine.clock())
+            for message in received.messages:  # signed is not well-formed: the edge guard's rules hold here too
+                edge.check_value(dataclasses.asdict(message), where="the channel's message")
         except (NotFound, Unauthenticated, ConfigError, MethodNotAllowed) as exc:
             level = logging.WARNING if isinstance(exc, ConfigError) else logging.INFO
             log.log(level, "channel request refused", extra={"channel": ascii(name)[:80], "why": exc.message})

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from cabrain.errors import ConfigError, UsageError
+from cabrain import edge
+from cabrain.errors import ConfigError, InputError, UsageError
 from cabrain.settings import Settings
 
 if TYPE_CHECKING:
@@ -97,6 +98,10 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
     """
     args, extra = parser.parse_known_args(argv)
     dest = getattr(args, PASS_THROUGH, None)
+    try:  # the edge guard: every argument as a request's values are checked
+        edge.check_arguments({k: v for k, v in vars(args).items() if k not in (dest, PASS_THROUGH)})
+    except InputError as exc:
+        parser.error(exc.message)
     if dest is None:
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")

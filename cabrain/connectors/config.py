@@ -29,7 +29,7 @@ TypeSpec = type | tuple[type, ...]
 
 
 def env_name(kind: str, key: str, value: Any) -> str:
-    if not isinstance(value, str) or not _ENV.match(value):
+    if not isinstance(value, str) or not _ENV.fullmatch(value):
         raise InputError(f"{kind} connector: {key} must name an environment variable (A-Z, 0-9, _), got {value!r}")
     if value.upper().startswith("CABRAIN_"):
         raise InputError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
+from cabrain import edge
 from cabrain.errors import InputError
 from cabrain.store.browse import BrowseFilters
 from cabrain.types import MemoryType, Network, RecallMode
@@ -34,11 +35,11 @@ def day(params: Any, name: str, *, end: bool = False) -> datetime | None:
     try:
         if len(value) == 10:
             parsed = datetime.combine(datetime.fromisoformat(value).date(), time(), tzinfo=UTC)
-            return parsed + timedelta(days=1) if end else parsed
+            return edge.check_datetime(parsed + timedelta(days=1) if end else parsed)
         parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise InputError(f"{name}: {value!r} is not a date (YYYY-MM-DD)") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
+        raise InputError(f"{name}: {value!r} is not a date (YYYY-MM-DD) CaBrain keeps") from None
+    return edge.check_datetime(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
 
 
 def number(params: Any, name: str, *, low: float, high: float, integer: bool = False) -> float | None:

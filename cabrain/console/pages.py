@@ -68,16 +68,21 @@ async def login(request: Request, svc: Svc) -> Response:
     target = sessions.safe_next(text(form, "next"))
     if not key:
         raise InputError("enter an API key (cbk_...)")
-    await svc.authenticate(key)  # a refused key is the API's 401, shown on the error page
+    held = sessions.session_id(request)  # a sign-in rotates the session: the one held before ends
+    # a refused key is the API's 401, shown on the error page
+    session_id, _ = await svc.run(lambda b: b.open_console_session(key, replaces=held))
     response = see_other(target)
-    sessions.set_cookie(response, request, sessions.COOKIE, key)
+    sessions.set_cookie(response, request, sessions.COOKIE, session_id)
     sessions.clear_cookie(response, request, sessions.LOGIN_COOKIE)
     return response
 
 
 @routes.post("/logout")
-async def logout(request: Request, session: Current) -> Response:
+async def logout(request: Request, svc: Svc, session: Current) -> Response:
     await change_form(request, session)
+    session_id = sessions.session_id(request)
+    if session_id:
+        await svc.run(lambda b: b.close_console_session(session_id))
     response = see_other(f"{sessions.PATH}/login")
     sessions.clear_cookie(response, request, sessions.COOKIE)
     return response

@@ -2,8 +2,8 @@
 
 Each route's failures become an error page with the API's status (a namespace or memory the key
 may not read is the API's 404, a change it may not make the API's 403), except a missing or
-refused key on a page, which leads to the sign-in page and back. The session is read from its
-cookie on every request and authenticated as the API authenticates a key.
+refused key on a page, which leads to the sign-in page and back. The session id is read from its
+cookie on every request and looked up in PostgreSQL (:mod:`cabrain.console.session`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from cabrain.console.render import page
 from cabrain.console.session import Session
 from cabrain.errors import CabrainError, Unauthenticated
 from cabrain.serve.deps import Svc
-from cabrain.serve.errors import error_response
+from cabrain.serve.errors import bad_value, error_response
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,9 @@ class ConsoleRoute(APIRoute):
             except CabrainError as exc:
                 return error_page(request, exc)
             except Exception as exc:
+                refused = bad_value(exc)
+                if refused is not None:
+                    return error_page(request, refused)
                 log.exception("console: unhandled error", extra={"path": request.url.path})
                 return error_page(request, CabrainError(f"unexpected error: {type(exc).__name__}"))
 
@@ -71,11 +74,11 @@ def router() -> APIRouter:
 
 async def current(request: Request, svc: Svc) -> Session:
     """The signed-in session (:class:`Unauthenticated` without a cookie, or with a refused key)."""
-    key = sessions.session_key(request)
-    if not key:
+    session_id = sessions.session_id(request)
+    if not session_id:
         raise sessions.signed_out()
-    principal = await svc.authenticate(key)
-    found = Session(principal, sessions.csrf_token(key))
+    principal = await svc.run(lambda b: b.console_session(session_id))
+    found = Session(principal, sessions.csrf_token(session_id))
     request.state.console_session = found
     return found
 

@@ -1,13 +1,17 @@
 """Signing in to the console, and proving that a change came from its own pages.
 
-- The session is the API key itself, in a cookie the page's scripts cannot read (``HttpOnly``),
-  that the browser sends only on the console's own requests (``SameSite=Strict``, ``Path=/console``,
-  ``Secure`` over HTTPS) and that ends with the browser. Every request authenticates it as the API
-  does (:meth:`cabrain.serve.replica.Replica.authenticate`): a revoked key or a disabled agent is
-  signed out as soon as the API refuses the key (``CABRAIN_API_KEY_CACHE_TTL_S``), on every replica,
-  with nothing kept on the server.
-- Every change (a POST) carries a CSRF token in its form: an HMAC of the key, which a page of
-  another site can neither read nor compute. Sign-in, before there is a key, uses a random nonce in
+- The key is posted once, from the sign-in form, and never leaves the server again: the cookie holds
+  a random session id (``secrets.token_urlsafe``), of which PostgreSQL keeps only the digest
+  (``console_sessions``), with the key it was opened with and an expiry
+  (``CABRAIN_CONSOLE_SESSION_TTL_S``). Browsers do not separate cookies by port, so another local web
+  app may see the cookie: it gets an id that works on this console only, until it ends - never the
+  key, which works everywhere. The cookie is ``HttpOnly``, sent only on the console's own requests
+  (``SameSite=Strict``, ``Path=/console``, ``Secure`` over HTTPS) and ends with the browser.
+- Every request looks the session up (:meth:`cabrain.membership.Membership.console_session`): it
+  ends at once, on every replica, when its key is revoked or its agent disabled, at sign-out (its
+  row is deleted) and at a new sign-in in the same browser (a new id replaces it).
+- Every change (a POST) carries a CSRF token in its form: an HMAC keyed by the session id, which a
+  page of another site can neither read nor compute. Sign-in, before there is a key, uses a random nonce in
   a cookie and the form (double submit). A POST whose ``Origin`` is another site's is refused too.
 - The key never travels in a URL: it is posted once, from the sign-in form.
 """
@@ -34,7 +38,7 @@ CSRF_FIELD = "csrf"
 
 @dataclass(frozen=True)
 class Session:
-    """A signed-in person: the agent their key names, and the token their forms carry."""
+    """A signed-in person: the agent their session's key names, and the token their forms carry."""
 
     principal: Principal
     csrf: str
@@ -44,9 +48,9 @@ class Session:
         return self.principal.agent_id
 
 
-def csrf_token(key: str) -> str:
-    """The CSRF token of a session: an HMAC of its key (no server state, the same on every replica)."""
-    return hmac.new(key.encode(), b"cabrain-console-csrf", hashlib.sha256).hexdigest()
+def csrf_token(session_id: str) -> str:
+    """The CSRF token of a session: an HMAC keyed by its id (the same on every replica)."""
+    return hmac.new(session_id.encode(), b"cabrain-console-csrf", hashlib.sha256).hexdigest()
 
 
 def secure(request: Request) -> bool:
@@ -63,7 +67,8 @@ def clear_cookie(response: Response, request: Request, name: str) -> None:
     response.delete_cookie(name, path=PATH, httponly=True, samesite="strict", secure=secure(request))
 
 
-def session_key(request: Request) -> str | None:
+def session_id(request: Request) -> str | None:
+    """The session id the browser sent (never a key: a cookie holding one is no session)."""
     return request.cookies.get(COOKIE) or None
 
 
@@ -118,7 +123,7 @@ __all__ = [
     "csrf_token",
     "login_nonce",
     "safe_next",
-    "session_key",
+    "session_id",
     "set_cookie",
     "signed_out",
 ]

@@ -26,7 +26,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from cabrain import __version__, namespaces
+from cabrain import __version__, edge, namespaces
 from cabrain.errors import CabrainError, ConfigError
 from cabrain.faces.backend import BrainBackend, HttpBackend, MemoryBackend
 from cabrain.types import (
@@ -129,6 +129,18 @@ def _namespace(row: dict[str, Any], agent: str) -> dict[str, Any]:
     }
 
 
+class GuardedServer(MCPServer):
+    """The MCP server whose every tool call's arguments pass the edge guard (:mod:`cabrain.edge`)
+    first: a bad value is a tool error before the tool runs."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            edge.check_value(arguments, where="arguments", names=True)
+        except CabrainError as exc:
+            raise ToolError(exc.message) from exc
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(
     backend_for: BackendFor,
     *,
@@ -136,7 +148,7 @@ def build_server(
     lifespan: Callable[[MCPServer[Any]], AbstractAsyncContextManager[Any]] | None = None,
 ) -> MCPServer:
     """The MCP server; ``backend_for(ctx)`` gives the calling agent's backend."""
-    server = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan, log_level="WARNING")
+    server = GuardedServer(name, instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan, log_level="WARNING")
 
     async def run(ctx: Context, op: Callable[[MemoryBackend], Awaitable[Any]]) -> Any:
         try:
@@ -145,6 +157,11 @@ def build_server(
         except CabrainError as exc:
             hint = exc.hint_for("mcp")
             raise ToolError(exc.message + (f" (fix: {hint})" if hint else "")) from exc
+        except Exception as exc:
+            refused = edge.bad_value(exc)  # the edge guard's last line: a value only a bad value causes
+            if refused is None:
+                raise
+            raise ToolError(refused.message) from exc
 
     @server.tool(annotations=ToolAnnotations(title="Remember something", destructive_hint=False))
     async def memory_retain(

@@ -65,7 +65,7 @@ class Notify:
     async def add_notifier(
         self, admin: str, name: str, kind: str, config: Mapping[str, Any], secret_env: str | None
     ) -> dict[str, Any]:
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise InputError(f"notifier name {name!r} is not valid", hint="lower-case letters, digits, . _ - (≤ 63)")
         if kind not in NOTIFIER_KINDS:
             raise InputError(f"unknown notifier kind {kind!r}", hint=f"one of {', '.join(sorted(NOTIFIER_KINDS))}")

@@ -14,11 +14,12 @@ operator on the command line, who may do anything the database lets it):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO
 
-from cabrain import importers
+from cabrain import edge, importers
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.gate import Read, operation
@@ -109,6 +110,11 @@ class Portable:
         except ValueError:
             raise InputError(f"visibility must be private, team or global, got {visibility!r}") from None
         parsed = await asyncio.to_thread(importers.parse, fmt, path)
+        for number, record in enumerate(parsed.records, 1):  # the edge guard, on every record before any is written
+            try:
+                edge.check_value(dataclasses.asdict(record), where="the record")
+            except InputError as exc:
+                raise InputError(f"{fmt} record {number} ({record.ref or record.key}): {exc.message}") from None
         return await import_parsed(
             self.engine, agent or as_agent, namespace, fmt, parsed, visibility=seen, decide=decide, progress=progress
         )

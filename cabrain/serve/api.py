@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from cabrain import __version__, console
+from cabrain.serve.docs import add_docs
+from cabrain.serve.edge_guard import EdgeGuard
 from cabrain.serve.errors import ERROR_RESPONSES, add_handlers
 from cabrain.serve.guard import Guard, limit_by_path
 from cabrain.serve.mcp_endpoint import mcp_route
@@ -76,9 +78,12 @@ def create_api(svc: Replica) -> FastAPI:
             "needs `Authorization: Bearer <API key>`; the key decides which agent the call acts as."
         ),
         responses=ERROR_RESPONSES,
+        docs_url=None,  # off unless CABRAIN_API_DOCS (cabrain.serve.docs)
+        redoc_url=None,
     )
     app.state.replica = svc
     settings = svc.settings
+    app.add_middleware(EdgeGuard)  # inside Guard: the body is bounded before it is read here
     app.add_middleware(
         Guard,
         max_bytes=settings.api_max_body_bytes,
@@ -90,4 +95,5 @@ def create_api(svc: Replica) -> FastAPI:
     for area in ROUTERS:
         app.include_router(area.routes)
     console.mount(app)
+    add_docs(app, svc.settings.api_docs)
     return app

@@ -18,8 +18,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from cabrain.edge import bad_value
 from cabrain.errors import KINDS, CabrainError, InputError, InvalidRequest, MethodNotAllowed, NotFound, ServiceBusy
 from cabrain.serve.responses import ErrorOut
+
+__all__ = ["ERROR_RESPONSES", "add_handlers", "bad_value", "error_json", "error_response"]
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +69,11 @@ def add_handlers(app: FastAPI) -> None:
         for e in errors[:10]:
             where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
             parts.append(f"{where}: {e.get('msg')}")
-        return error_response(InvalidRequest("; ".join(parts), hint="see /docs for the expected body"))
+        return error_response(InvalidRequest("; ".join(parts), hint="see /openapi.json for the expected body"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        hint = "see /docs for the API's routes"
+        hint = "see /openapi.json for the API's routes"
         if exc.status_code == NotFound.status:
             return error_response(NotFound(str(exc.detail), hint=hint))
         if exc.status_code == MethodNotAllowed.status:
@@ -80,5 +83,9 @@ def add_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        refused = bad_value(exc)
+        if refused is not None:
+            log.warning("a bad value reached the database", extra={"path": request.url.path, "error": str(exc)[:300]})
+            return error_response(refused)
         log.exception("unhandled error", extra={"path": request.url.path})
         return error_response(CabrainError(f"unexpected error: {type(exc).__name__}", hint="see the server logs"))

@@ -112,6 +112,16 @@ class OperationsSettings(BaseModel):
         ge=0,
         description="How long an ingress replica trusts a checked API key (a revoked key stops within this).",
     )
+    console_session_ttl_s: int = Field(
+        default=12 * 3600,
+        ge=60,
+        le=30 * 24 * 3600,
+        description="How long a console sign-in lasts (its session ends sooner when the key is revoked or the agent disabled).",
+    )
+    api_docs: bool = Field(
+        default=False,
+        description="Serve the API's interactive docs (/docs, /redoc) from the package, under a CSP; off: only /openapi.json.",
+    )
     metrics_key: SecretStr | None = Field(
         default=None,
         description="A bearer token that may read GET /metrics and nothing else (for Prometheus); unset: admin keys only.",

@@ -315,7 +315,7 @@ GRANT INSERT, UPDATE ON memory_sources, cold_batches, sleep_runs, sleep_steps, s
     TO {SLEEP_ROLE};
 GRANT EXECUTE ON FUNCTION cabrain_ensure_memories_partition(date) TO {SLEEP_ROLE};
 GRANT EXECUTE ON FUNCTION cabrain_maintain(text, text) TO {SLEEP_ROLE};
-REVOKE ALL ON agent_keys, capture_inbox FROM {SLEEP_ROLE};
+REVOKE ALL ON agent_keys, console_sessions, capture_inbox FROM {SLEEP_ROLE};
 """
 
 

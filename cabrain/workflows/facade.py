@@ -35,6 +35,8 @@ from cabrain.workflows import learn as learning
 from cabrain.workflows.dispatch import Dispatcher, DispatchResult, TaskRequest
 from cabrain.workflows.registry import ModelAgent
 
+MAX_REPORT_DAYS = 36_500  # a report reaches back a hundred years at most (date arithmetic stays in range)
+
 
 class Workflows:
     """Every method is one operation of workflow learning."""
@@ -219,8 +221,8 @@ class Workflows:
         """Local share, frontier cost saved, accuracy over time, per agent and model, over
         ``namespaces`` (all when none) and the last ``days``. For an ``agent`` that is not an
         admin, only the namespaces it owns or holds a grant on."""
-        if days is not None and days < 1:
-            raise InputError(f"days must be at least 1, got {days}")
+        if days is not None and not 1 <= days <= MAX_REPORT_DAYS:
+            raise InputError(f"days must be between 1 and {MAX_REPORT_DAYS}, got {days}")
         wanted = list(namespaces) if namespaces else None
         async with self.engine.pool.acquire() as conn:
             if agent is not None and not await access.is_admin(conn, agent):

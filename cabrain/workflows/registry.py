@@ -118,7 +118,7 @@ class ModelAgent:
 def check_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """Validate registry fields (any subset); raises :class:`InputError`."""
     out = dict(fields)
-    if "name" in out and not NAME.match(str(out["name"] or "")):
+    if "name" in out and not NAME.fullmatch(str(out["name"] or "")):
         raise InputError(f"agent name {out['name']!r}: 1-64 letters, digits, '.', '_', ':' or '-'")
     if "layer" in out and out["layer"] not in LAYERS:
         raise InputError(f"layer must be one of {', '.join(LAYERS)}, got {out['layer']!r}")
@@ -128,7 +128,7 @@ def check_fields(fields: dict[str, Any]) -> dict[str, Any]:
         raise InputError("model is empty")
     if "endpoint" in out and not str(out["endpoint"] or "").startswith(("http://", "https://")):
         raise InputError(f"endpoint must be an http(s) URL, got {out['endpoint']!r}")
-    if out.get("api_key_env") is not None and not ENV_NAME.match(str(out["api_key_env"])):
+    if out.get("api_key_env") is not None and not ENV_NAME.fullmatch(str(out["api_key_env"])):
         raise InputError(
             f"api_key_env must name an environment variable, got {out['api_key_env']!r}",
             hint="the key itself is never stored: export it and give its variable's name",

@@ -280,6 +280,7 @@ async def test_sleep_connects_as_its_own_role_which_cannot_touch_keys_or_grants(
         assert await conn.fetchval("SELECT count(*) FROM memories") == 0  # it reads memories
         for statement in (
             "SELECT count(*) FROM agent_keys",
+            "SELECT count(*) FROM console_sessions",
             "DELETE FROM namespace_grants",
             "UPDATE agents SET is_admin = true",
             "SELECT count(*) FROM capture_inbox",

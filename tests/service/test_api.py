@@ -274,7 +274,7 @@ async def test_100_concurrent_recalls_all_succeed(service: Service) -> None:
 def test_openapi_documents_every_route_with_examples(service: Service) -> None:
     with service.client(None) as anon:
         spec = anon.get("/openapi.json").json()
-        assert anon.get("/docs").status_code == 200
+        assert anon.get("/docs").status_code == 404  # Swagger UI is off unless CABRAIN_API_DOCS (finding 17)
     paths = spec["paths"]
     for path in (
         "/v1/memories",

@@ -63,7 +63,7 @@ async def shot(page: Page, name: str, *, full_page: bool = True) -> None:
 async def test_sign_in_browse_open_recall_and_revert(browser: Browser, service: Service, seeded: dict) -> None:
     page = await sign_in(browser, service, "alice")
     assert page.url.startswith(f"{service.url}/console/memories")
-    # the key is in an HttpOnly, SameSite=Strict cookie for /console, never in a URL or the page
+    # the session id (never the key) is in an HttpOnly, SameSite=Strict cookie for /console, never in a URL or the page
     [cookie] = [c for c in await page.context.cookies() if c["name"] == "cabrain_console"]
     assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/console")
     assert service.keys["alice"] not in page.url and service.keys["alice"] not in await page.content()

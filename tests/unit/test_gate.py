@@ -50,6 +50,9 @@ SYSTEM_CALLS_FROM_FACES = {
     "get": "the channel a platform's request names, after receive (routes/channels.py)",
     "scrape": "Prometheus with CABRAIN_METRICS_KEY (routes/health.py)",
     "latest": "where the console's live stream starts: a sequence number (console/actions.py)",
+    "open_console_session": "a key becomes a console session at sign-in (console/pages.py)",
+    "console_session": "a console session's id becomes an agent (console/routing.py)",
+    "close_console_session": "signing out ends the session its id names (console/pages.py)",
 }
 # Routes that call no operation, and why.
 NO_OPERATION = {

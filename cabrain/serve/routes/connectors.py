@@ -29,7 +29,9 @@ class ConnectorIn(Body):
         examples=[{"url": "https://gitlab.example.com", "project": "team/app", "token_env": "GITLAB_TOKEN"}],
     )
     visibility: str = Field(default="team", description="private | team | global: the memories' visibility.")
-    every_s: int | None = Field(default=None, ge=60, description="Sync on a schedule, every this many seconds.")
+    every_s: int | None = Field(
+        default=None, ge=60, le=2**31 - 1, description="Sync on a schedule, every this many seconds."
+    )
 
 
 @routes.post("/v1/connectors", status_code=201, summary="Add a connector (admin)")

@@ -106,6 +106,6 @@ async def workflow_report(
     svc: Svc,
     p: Caller,
     namespace: Annotated[list[str] | None, Query()] = None,
-    days: Annotated[int | None, Query(ge=1)] = None,
+    days: Annotated[int | None, Query(ge=1, le=36_500)] = None,
 ) -> dict[str, Any]:
     return await svc.run(lambda b: svc.workflows(b).report(p.agent_id, namespaces=namespace, days=days))
