@@ -251,6 +251,22 @@ class OperationsSettings(BaseModel):
     connector_max_file_bytes: int = Field(
         default=20_000_000, ge=1, description="Largest file a connector converts to text; larger ones are skipped."
     )
+    archive_max_members: int = Field(
+        default=200_000, ge=1, description="Most members one ZIP (an export, an office file) may hold; more: refused."
+    )
+    archive_max_member_bytes: int = Field(
+        default=256 << 20,
+        ge=1,
+        description="Most bytes one ZIP member may unpack to, counted while it unpacks; more: refused (413).",
+    )
+    archive_max_total_bytes: int = Field(
+        default=2 << 30, ge=1, description="Most bytes one ZIP (or gzip) may unpack to in all; more: refused (413)."
+    )
+    archive_max_ratio: int = Field(
+        default=200,
+        ge=1,
+        description="Most times a member over 1 MiB may unpack to its stored size (zip bombs); more: refused (413).",
+    )
     connector_part_chars: int = Field(
         default=2000,
         ge=200,
