@@ -133,6 +133,11 @@ class OperationsSettings(BaseModel):
     ray_object_store_bytes: int = Field(
         default=256 * 1024 * 1024, ge=78 * 1024 * 1024, description="Object store size of a local Ray."
     )
+    ray_metrics_export: bool = Field(
+        default=False,
+        description="Let the local Ray open its Prometheus metrics port (on loopback, without a key: any local user "
+        "may read it), which GET /metrics gathers from. Unset: the port is not opened and GET /metrics is empty.",
+    )
     serve_proxy_location: str = Field(
         default="EveryNode",
         pattern="^(EveryNode|HeadOnly)$",
