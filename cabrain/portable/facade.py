@@ -14,6 +14,7 @@ operator on the command line, who may do anything the database lets it):
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO
@@ -22,6 +23,7 @@ from cabrain import importers
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.gate import Read, operation
+from cabrain.localfiles import ArchiveLimits
 from cabrain.policy import Op
 from cabrain.portable.export import ExportReport, export
 from cabrain.portable.imports import ImportReport, import_parsed
@@ -108,7 +110,8 @@ class Portable:
             seen = Visibility(visibility)
         except ValueError:
             raise InputError(f"visibility must be private, team or global, got {visibility!r}") from None
-        parsed = await asyncio.to_thread(importers.parse, fmt, path)
+        limits = ArchiveLimits.from_settings(self.engine.settings)
+        parsed = await asyncio.to_thread(functools.partial(importers.parse, fmt, path, limits=limits))
         return await import_parsed(
             self.engine, agent or as_agent, namespace, fmt, parsed, visibility=seen, decide=decide, progress=progress
         )
