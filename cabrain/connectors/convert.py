@@ -29,7 +29,6 @@ from html.parser import HTMLParser
 from typing import Any
 
 from cabrain.errors import InputError
-from cabrain.localfiles import ArchiveLimits, check_declared
 
 __all__ = ["Converted", "decode", "to_text"]
 
@@ -106,14 +105,7 @@ _BOMS = (  # UTF-32 LE first: its mark begins with UTF-16 LE's
 )
 
 
-def to_text(
-    data: bytes,
-    name: str,
-    mime: str | None = None,
-    *,
-    max_bytes: int = 20_000_000,
-    archive: ArchiveLimits | None = None,
-) -> Converted | None:
+def to_text(data: bytes, name: str, mime: str | None = None, *, max_bytes: int = 20_000_000) -> Converted | None:
     """``data``, the content of the file called ``name`` (a path or a file name; its extension
     decides the format, else ``mime``), as text, or None when it is not a format read here or is
     binary. The text has ``\\n`` line ends, no trailing spaces and no run of more than two blank
@@ -133,7 +125,7 @@ def to_text(
             return None
         text = _html_text(decoded) if fmt == "html" else decoded
     else:
-        text = _read_document(fmt, data, name, max_bytes, archive or ArchiveLimits())
+        text = _read_document(fmt, data, name, max_bytes)
     return Converted(text=_tidy(text), format=fmt, markdown=fmt in _MARKDOWN_FORMATS)
 
 
@@ -223,10 +215,9 @@ def _sniff(data: bytes) -> str | None:
     return None
 
 
-def _read_document(fmt: str, data: bytes, name: str, max_bytes: int, limits: ArchiveLimits) -> str:
+def _read_document(fmt: str, data: bytes, name: str, max_bytes: int) -> str:
     """The text of an office document or PDF; any failure of its library is the file's fault."""
     if fmt != "pdf":  # every other format is a zip: refuse one that unpacks to far more than the limit
-        check_declared(data, limits, name=name)  # member count, sizes, ratios (CABRAIN_ARCHIVE_*)
         with contextlib.suppress(zipfile.BadZipFile, OSError, ValueError):  # not a zip: the reader says so
             with zipfile.ZipFile(io.BytesIO(data)) as archive:
                 unpacked = sum(info.file_size for info in archive.infolist())

@@ -7,10 +7,8 @@ import logging
 import os
 import pwd
 import shutil
-import stat
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ from urllib.parse import quote
 import psutil
 
 from cabrain.errors import EmbeddedPostgresError
+from cabrain.store.embedded import sockets
 from cabrain.store.embedded.host import (
     check_traversable,
     chown_to,
@@ -35,15 +34,8 @@ log = logging.getLogger("cabrain.store.embedded")
 SUPERUSER = "cabrain"
 DATABASE = "cabrain"
 PORT = 5432
-_SOCKET_NAME = f".s.PGSQL.{PORT}"
-_MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
+SOCKET_NAME = f".s.PGSQL.{PORT}"
 _LOCALE_ENV = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
-_SOCKET_RECORD = "socket_dir"  # root/socket_dir: the private folder chosen when root/run is too long
-
-
-def _fits(folder: Path) -> bool:
-    """Whether the socket's path in ``folder`` fits a unix socket address."""
-    return len(str(folder / _SOCKET_NAME)) <= _MAX_SOCKET_PATH
 
 
 @dataclass(frozen=True)
@@ -112,81 +104,17 @@ class EmbeddedPostgres:
 
     @property
     def socket_dir(self) -> Path:
-        """The folder of the server's unix socket: ``root/run``, or where that path is too long for
-        a socket, the private folder recorded in ``root/socket_dir`` (made by :func:`tempfile.mkdtemp`
-        when the server last started). Never a predictable shared path another local user could
-        make first: a folder is used only when it is not a link, is owned by us (or the server's
-        account) and is 0700."""
-        own = self.root / "run"
-        if _fits(own):
-            return own
-        recorded = self._recorded_socket_dir()
-        return recorded if recorded is not None else own
+        """The folder of the server's unix socket (:mod:`cabrain.store.embedded.sockets`): never a
+        predictable shared path another local user could make first."""
+        return sockets.socket_dir(self.root, SOCKET_NAME, self._owners())
 
-    def _recorded_socket_dir(self) -> Path | None:
-        try:
-            fd = os.open(self.root / _SOCKET_RECORD, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            return None
-        try:
-            text = os.read(fd, 4096).decode("utf-8", "replace").strip()
-        finally:
-            os.close(fd)
-        path = Path(text) if text else None
-        if path is None or not path.is_absolute() or not _fits(path) or self._private_problem(path) is not None:
-            return None
-        return path
-
-    def _private_problem(self, path: Path) -> str | None:
-        """Why ``path`` may not hold the server's socket (None: it may): it must be a real folder,
-        not a link, owned by this process's user or the server's account, mode 0700."""
-        try:
-            st = os.lstat(path)
-        except OSError as exc:
-            return exc.strerror or str(exc)
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-            return "not a folder (a link?)"
+    def _owners(self) -> set[int]:
+        """Who may own the socket folder: this process's user, and the server's account as root."""
         owners = {os.geteuid()} if hasattr(os, "geteuid") else set()
         if self._as_root:
             with contextlib.suppress(KeyError):
                 owners.add(pwd.getpwnam(self.os_user).pw_uid)
-        if st.st_uid not in owners:
-            return f"owned by uid {st.st_uid}"
-        if stat.S_IMODE(st.st_mode) != 0o700:
-            return f"mode {stat.S_IMODE(st.st_mode):o}, not 700"
-        return None
-
-    def _make_socket_dir(self) -> Path:
-        """The socket folder for a server about to start (under the lock): ``root/run`` made 0700,
-        or the recorded private folder while it still checks out, else a fresh ``mkdtemp``."""
-        own = self.root / "run"
-        if _fits(own):
-            own.mkdir(mode=0o700, exist_ok=True)
-            if os.lstat(own).st_uid == os.geteuid() and not own.is_symlink():
-                os.chmod(own, 0o700)
-            problem = self._private_problem(own)
-            if problem is not None:
-                raise EmbeddedPostgresError(
-                    f"the socket folder {own} is not private: {problem}",
-                    hint="remove it; CaBrain makes it again, 0700",
-                )
-            return own
-        recorded = self._recorded_socket_dir()
-        if recorded is not None:
-            return recorded
-        base = tempfile.gettempdir()
-        if not _fits(Path(base) / "cabrain-pg-xxxxxxxx"):
-            base = "/tmp"
-        made = Path(tempfile.mkdtemp(prefix="cabrain-pg-", dir=base))  # 0700, ours, a name no one knew
-        self._chown_for_server(made)
-        record = self.root / _SOCKET_RECORD
-        scratch = record.with_name(f"{_SOCKET_RECORD}.{os.getpid()}")
-        scratch.unlink(missing_ok=True)
-        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(str(made))
-        os.replace(scratch, record)
-        return made
+        return owners
 
     def dsn(self, database: str = DATABASE) -> str:
         """libpq/asyncpg URL for the server's unix socket."""
@@ -386,10 +314,10 @@ class EmbeddedPostgres:
         if pidfile.exists():
             log.warning("embedded_pg.stale_pidfile", extra={"pid": self._postmaster_pid()})
             pidfile.unlink()
-        socket_lock = self.socket_dir / f"{_SOCKET_NAME}.lock"
+        socket_lock = self.socket_dir / f"{SOCKET_NAME}.lock"
         if socket_lock.exists():
             socket_lock.unlink()
-        (self.socket_dir / _SOCKET_NAME).unlink(missing_ok=True)
+        (self.socket_dir / SOCKET_NAME).unlink(missing_ok=True)
         # Backends of a killed postmaster exit by themselves once they notice; wait for them so
         # the new postmaster does not find their shared memory still attached.
         deadline = time.monotonic() + 10
@@ -408,7 +336,7 @@ class EmbeddedPostgres:
         if self._running_pid() is not None:
             return
         self._clear_stale_state()
-        sock = self._make_socket_dir()
+        sock = sockets.make_socket_dir(self.root, SOCKET_NAME, self._owners(), self._chown_for_server)
         self._chown_for_server(sock, self.log_dir)
         buffers, cache = memory_settings(self.shared_buffers)
         options = (
