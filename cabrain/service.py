@@ -335,8 +335,17 @@ def wait_ready(settings: Settings, *, progress: bool = True) -> dict[str, Any]:
         time.sleep(0.5)
     raise ServiceError(
         f"the API at {url} was not ready after {settings.serve_ready_timeout_s:.0f} s: {reason}",
-        hint="see the Serve logs under /tmp/ray/session_latest/logs/serve, or raise CABRAIN_SERVE_READY_TIMEOUT_S",
+        hint=f"see the Serve logs under {_serve_logs()}, or raise CABRAIN_SERVE_READY_TIMEOUT_S",
     )
+
+
+def _serve_logs() -> str:
+    """Where this Ray's Serve logs are (a local Ray's session is under CABRAIN_HOME/ray)."""
+    worker: Any = sys.modules.get("ray._private.worker")
+    node = getattr(worker, "_global_node", None)
+    if node is None:
+        return "the head node's Ray session folder, logs/serve"
+    return str(Path(node.get_session_dir_path()) / "logs" / "serve")
 
 
 def admin_line(admin: identity.AdminBootstrap) -> str:
