@@ -16,7 +16,12 @@ from tests.service.conftest import Service, table_texts
 def _wait_run(client, name: str, run_id: str, timeout: float = 180) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        run = client.get(f"/v1/connectors/{name}/runs/{run_id}").json()
+        answer = client.get(f"/v1/connectors/{name}/runs/{run_id}")
+        if answer.status_code == 404:  # the 202 may come before the sync has recorded its run
+            time.sleep(0.3)
+            continue
+        assert answer.status_code == 200, answer.text
+        run = answer.json()
         if run["status"] != "running":
             return run
         time.sleep(0.3)
