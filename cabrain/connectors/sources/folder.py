@@ -21,6 +21,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, ClassVar
 
 from cabrain.connectors.base import Document, ItemRef, SourceSpec
@@ -103,6 +104,7 @@ class FolderSource:
     # --- listing -------------------------------------------------------------------------------------
     def scan(self) -> Iterator[ItemRef]:
         folder = self._folder()
+        real = Path(os.path.realpath(self.root))  # items' addresses as before: the folder's real path
         paths = self._git_files(folder) if self.gitignore else None
         if paths is None:
             paths = self._walk(folder)
@@ -112,7 +114,7 @@ class FolderSource:
             stat = stat_below(folder, rel)
             if stat is None:
                 continue  # a link, not a plain file, or removed while listing: never read
-            yield ItemRef(rel, f"{stat.st_size}:{stat.st_mtime_ns}", str(self.root / rel))
+            yield ItemRef(rel, f"{stat.st_size}:{stat.st_mtime_ns}", str(real / rel))
 
     def _git_files(self, folder: int) -> list[str] | None:
         """git's own listing in a work tree (None: not one, or no git here)."""
