@@ -20,6 +20,7 @@ import secrets
 import signal
 import stat
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -55,6 +56,10 @@ RAY_COMMON_ENV = {
     "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "cabrain.serve.proxy:middlewares",
 }
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+# The autoscaler's and the dashboard head's own Prometheus servers (fixed ports 44217 and 44227,
+# no key) are not opened by a local Ray: given a port that cannot be bound, each skips its server
+# (it logs the failed start in its own log file and runs on).
+RAY_NO_METRICS_SERVERS = {"AUTOSCALER_METRIC_PORT": "-1", "DASHBOARD_METRIC_PORT": "-1"}
 
 
 def ray_token_path(settings: Settings) -> Path:
@@ -75,6 +80,67 @@ def ensure_ray_token(path: Path) -> Path:
     return path
 
 
+# Ray's longest unix socket path under its temp folder: <temp>/session_<date>_<time>_<us>_<pid>/sockets/plasma_store
+# must fit a socket address (107 bytes on Linux); a pid has at most 7 digits.
+_RAY_SOCKET_TAIL = len("/session_2026-12-03_03-49-41_565221_1234567/sockets/plasma_store")
+_MAX_SOCKET_PATH = 107
+
+
+def _private_problem(path: Path) -> str | None:
+    """Why ``path`` is not a private folder (None: it is one): a real folder, not a link, owned by
+    this user, mode 0700."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        return "not a folder (a link?)"
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"owned by uid {st.st_uid}"
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        return f"mode {stat.S_IMODE(st.st_mode):o}, not 700"
+    return None
+
+
+def _private_folder(path: Path) -> Path:
+    """``path`` as a folder of ours, mode 0700 (made when missing), or a clear error."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.is_symlink() and path.is_dir() and os.lstat(path).st_uid == os.geteuid():
+        path.chmod(0o700)
+    problem = _private_problem(path)
+    if problem is not None:
+        raise ConfigError(f"{path} is not a private folder: {problem}", hint="remove it; CaBrain makes it again, 0700")
+    return path
+
+
+def ray_temp_dir(settings: Settings) -> Path:
+    """The temp folder of the local Ray (its sessions, logs and sockets, which Ray makes open to
+    everyone): inside ``home/ray`` (0700), so no other local user can reach them; where that path
+    is too long for Ray's unix sockets, inside a private folder made by :func:`tempfile.mkdtemp`
+    (0700, recorded in ``home/ray/temp_dir`` and used again while it is still ours and 0700).
+    Never the shared ``/tmp/ray``."""
+    top = _private_folder(settings.home / "ray")
+    own = top / "t"
+    if len(str(own)) + _RAY_SOCKET_TAIL <= _MAX_SOCKET_PATH:
+        return own
+    record = top / "temp_dir"
+    try:
+        fd = os.open(record, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd) as f:
+            recorded = Path(f.read().strip())
+        if recorded.is_absolute() and _private_problem(recorded) is None:
+            if len(str(recorded / "t")) + _RAY_SOCKET_TAIL <= _MAX_SOCKET_PATH:
+                return recorded / "t"
+    except (OSError, ValueError):
+        pass
+    base = tempfile.gettempdir()
+    if len(base) > 40:
+        base = "/tmp"
+    made = Path(tempfile.mkdtemp(prefix="cabrain-ray-", dir=base))  # 0700, ours, a name no one knew
+    write_private(record, str(made))
+    return made / "t"
+
+
 def ray_environment(settings: Settings, *, local: bool) -> dict[str, str]:
     """The environment a Ray of CaBrain's runs with (``local``: one this machine starts, on loopback;
     otherwise a cluster's, whose token comes from CABRAIN_RAY_AUTH_TOKEN_FILE or Ray's own lookup:
@@ -83,6 +149,9 @@ def ray_environment(settings: Settings, *, local: bool) -> dict[str, str]:
     if local:
         env.update(RAY_LOOPBACK_ENV)
         env["RAY_AUTH_TOKEN_PATH"] = str(ensure_ray_token(ray_token_path(settings)))
+        # Ray's Prometheus port answers anyone on the host, without a key: off unless asked for
+        env["RAY_enable_metrics_collection"] = "1" if settings.ray_metrics_export else "0"
+        env.update(RAY_NO_METRICS_SERVERS)
     elif settings.ray_auth_token_file is not None:
         if not settings.ray_auth_token_file.is_file():
             raise ConfigError(
@@ -189,6 +258,7 @@ def init_ray(settings: Settings) -> bool:
         num_cpus=settings.ray_num_cpus,
         object_store_memory=settings.ray_object_store_bytes,
         _node_ip_address="127.0.0.1",
+        _temp_dir=str(ray_temp_dir(settings)),  # never the shared /tmp/ray another user can write
         **quiet,
     )
     node_ip = ray.util.get_node_ip_address()
@@ -265,8 +335,17 @@ def wait_ready(settings: Settings, *, progress: bool = True) -> dict[str, Any]:
         time.sleep(0.5)
     raise ServiceError(
         f"the API at {url} was not ready after {settings.serve_ready_timeout_s:.0f} s: {reason}",
-        hint="see the Serve logs under /tmp/ray/session_latest/logs/serve, or raise CABRAIN_SERVE_READY_TIMEOUT_S",
+        hint=f"see the Serve logs under {_serve_logs()}, or raise CABRAIN_SERVE_READY_TIMEOUT_S",
     )
+
+
+def _serve_logs() -> str:
+    """Where this Ray's Serve logs are (a local Ray's session is under CABRAIN_HOME/ray)."""
+    worker: Any = sys.modules.get("ray._private.worker")
+    node = getattr(worker, "_global_node", None)
+    if node is None:
+        return "the head node's Ray session folder, logs/serve"
+    return str(Path(node.get_session_dir_path()) / "logs" / "serve")
 
 
 def admin_line(admin: identity.AdminBootstrap) -> str:

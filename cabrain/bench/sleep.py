@@ -36,7 +36,7 @@ from cabrain.eval import percentiles
 from cabrain.providers.embedders import load_embedder
 from cabrain.scratch import with_database
 from cabrain.search.keyword import IndexedDoc
-from cabrain.service import apply_ray_environment, ray_environment
+from cabrain.service import apply_ray_environment, ray_environment, ray_temp_dir
 from cabrain.settings import Settings
 from cabrain.sleep.cycle import STEPS, run_cycle
 from cabrain.store import memories as sql
@@ -103,10 +103,13 @@ def _cluster(settings: Settings, nodes: int, cpus: int):
     from ray.cluster_utils import Cluster
 
     store = 100 * 1024 * 1024
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus, "object_store_memory": store})
+    temp = str(ray_temp_dir(settings))  # private to us, never the shared /tmp/ray
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": cpus, "object_store_memory": store, "temp_dir": temp}
+    )
     try:
         for _ in range(nodes - 1):
-            cluster.add_node(num_cpus=cpus, object_store_memory=store)
+            cluster.add_node(num_cpus=cpus, object_store_memory=store, temp_dir=temp)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
         yield cluster

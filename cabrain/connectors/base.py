@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from cabrain.egress import Egress
+from cabrain.localfiles import ArchiveLimits
 
 __all__ = ["Document", "ItemRef", "Part", "Source", "SourceSpec"]
 
@@ -113,3 +114,7 @@ class SourceSpec:
     max_file_bytes: int = 20_000_000  # a larger file is skipped (CABRAIN_CONNECTOR_MAX_FILE_BYTES)
     part_chars: int = 2000  # split's max_chars (CABRAIN_CONNECTOR_PART_CHARS)
     egress: Egress = field(default_factory=Egress, compare=False)
+    # A local source's path must lie under one of these, and is read from there without following
+    # links (CABRAIN_CONNECTOR_ROOTS); None: a path the operator's command line added, read as given.
+    roots: tuple[str, ...] | None = None
+    archive: ArchiveLimits = field(default_factory=ArchiveLimits)  # CABRAIN_ARCHIVE_*

@@ -26,6 +26,7 @@ surface, with the grants checked in SQL (:mod:`cabrain.store.access`):
 from __future__ import annotations
 
 import logging
+import os
 import re
 import socket
 import uuid
@@ -51,6 +52,7 @@ from cabrain.errors import (
     SourceAuthError,
 )
 from cabrain.gate import Read, operation, system
+from cabrain.localfiles import ArchiveLimits, LinkRefused, open_confined
 from cabrain.policy import Op
 from cabrain.redact import redact
 from cabrain.settings import Settings
@@ -63,6 +65,12 @@ __all__ = ["Connectors", "SyncReport"]
 log = logging.getLogger("cabrain.connectors")
 
 URL_KEYS = ("url", "api_url")  # the config keys that name a server a connector connects to
+
+# Set in a local connector's config when the operator's command line added it (any path, read as
+# given); a connector added through the API is read under CABRAIN_CONNECTOR_ROOTS. No kind's
+# configure() takes this key, so no request can set it.
+ANY_PATH = "any_path"
+
 NAME_HINT = "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 63"
 
 # Runs the changed items of one sync in shards elsewhere (Ray tasks) and returns their counts.
@@ -135,6 +143,8 @@ class Connectors:
                 self.egress.check_url(value, f"a {kind} connector's {key}")
         if sources.is_local(kind):
             self._check_local(kind, checked)
+            if self.local_roots is None:  # the operator's command line: read the path as given
+                checked[ANY_PATH] = True
         now = self.engine.clock()
         async with self.engine.pool.acquire() as conn, conn.transaction():
             await access.require_writer(conn, agent, namespace)
@@ -169,6 +179,12 @@ class Connectors:
         if not any(path == root or root in path.parents for root in self.local_roots):
             roots = ", ".join(str(r) for r in self.local_roots)
             raise AccessDenied(f"{path} is outside the folders connectors may read ({roots})")
+        try:  # reached from its root without a link, as every sync will read it
+            os.close(open_confined(str(config["path"]), self.local_roots))
+        except LinkRefused as exc:
+            raise AccessDenied(str(exc), hint="name the folder itself, not a link to it") from None
+        except OSError:
+            pass  # not there yet: each sync looks again
 
     @operation(Op.READ, reads=Read.OWN)
     async def listing(self, agent: str) -> list[sql.Connector]:
@@ -251,13 +267,25 @@ class Connectors:
         s = self.settings
         spec = SourceSpec(
             connector.kind,
-            connector.config,
+            {k: v for k, v in connector.config.items() if k != ANY_PATH},
             secret,
             max_file_bytes=s.connector_max_file_bytes,
             part_chars=s.connector_part_chars,
             egress=self.egress,
+            roots=self.read_roots(connector),
+            archive=ArchiveLimits.from_settings(s),
         )
         return sources.build(spec, self.retry)
+
+    @system("the folders a local connector's sync may read, for a sync already let through")
+    def read_roots(self, connector: sql.Connector) -> tuple[str, ...] | None:
+        """Where a local connector's files are read from, checked per file at read time: the path an
+        operator's command line added as given (None), any other under ``CABRAIN_CONNECTOR_ROOTS``
+        as they are now (a folder swapped for a link, or a root removed since, is refused)."""
+        if connector.config.get(ANY_PATH) is True:
+            return None
+        roots = self.local_roots if self.local_roots is not None else self.settings.connector_roots
+        return tuple(str(r) for r in roots)
 
     @operation(Op.SYNC)
     async def sync(

@@ -12,6 +12,7 @@ from cabrain.connectors.base import Document, ItemRef
 from cabrain.connectors.convert import to_text
 from cabrain.connectors.split import split
 from cabrain.errors import InputError
+from cabrain.localfiles import ArchiveLimits, ArchiveTooLarge, check_declared
 
 __all__ = ["file_document"]
 
@@ -26,10 +27,16 @@ def file_document(
     max_bytes: int,
     part_chars: int,
     skipped: dict[str, int],
+    archive: ArchiveLimits | None = None,
 ) -> Document:
     """``data`` (the file ``name``) as the document of ``ref``, titled by its key."""
     try:
+        if data.startswith(b"PK\x03\x04"):  # an office file is a ZIP: its members within the limits first
+            check_declared(data, archive or ArchiveLimits(), name=name)
         converted = to_text(data, name, mime, max_bytes=max_bytes)
+    except ArchiveTooLarge:
+        skipped["too large"] = skipped.get("too large", 0) + 1
+        return Document(ref, ref.key, (), valid_at=when)
     except InputError:
         skipped["unreadable"] = skipped.get("unreadable", 0) + 1
         return Document(ref, ref.key, (), valid_at=when)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cabrain.errors import InputError
 from cabrain.importers.records import ImportRecord, Parsed
+from cabrain.localfiles import ArchiveLimits
 
 __all__ = ["FORMATS", "ImportRecord", "Parsed", "parse"]
 
@@ -30,13 +31,19 @@ FORMATS: dict[str, str] = {
 """Each format's name to the module that parses it."""
 
 
-def parse(fmt: str, path: Path) -> Parsed:
-    """Read ``path`` as format ``fmt``: the records it holds and what was left out."""
+def parse(fmt: str, path: Path, *, limits: ArchiveLimits | None = None) -> Parsed:
+    """Read ``path`` as format ``fmt``: the records it holds and what was left out. A format that
+    reads archives (``ARCHIVES = True``: a zip, a gzip) reads them within ``limits``
+    (``CABRAIN_ARCHIVE_*``; unset: the defaults)."""
     module = FORMATS.get(fmt)
     if module is None:
         raise InputError(f"unknown import format {fmt!r}", hint=f"use one of: {', '.join(sorted(FORMATS))}")
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder", hint="check the path")
-    parsed: Parsed = importlib.import_module(module).parse(path)
+    reader = importlib.import_module(module)
+    if getattr(reader, "ARCHIVES", False):
+        with_limits: Parsed = reader.parse(path, limits=limits or ArchiveLimits())
+        return with_limits
+    parsed: Parsed = reader.parse(path)
     return parsed

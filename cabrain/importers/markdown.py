@@ -46,6 +46,7 @@ from cabrain.connectors.base import Part
 from cabrain.connectors.split import split
 from cabrain.errors import InputError
 from cabrain.importers.records import ImportRecord, Parsed, digest, read_bytes, utc
+from cabrain.localfiles import open_confined, read_below, walk
 
 __all__ = ["FORMAT", "parse"]
 
@@ -72,20 +73,27 @@ def parse(path: Path) -> Parsed:
     """The sections of the memory file at ``path``, or of every memory file in the folder."""
     parsed = Parsed()
     if path.is_dir():
-        files = list(_memory_files(path))
-        if not files:
-            raise InputError(
-                f"{path}: no memory files in this folder",
-                hint="it reads CLAUDE.md, AGENTS.md, MEMORY.md, SOUL.md, TOOLS.md, .cursorrules and the like; "
-                "give one of them, or the folder that holds them",
-            )
-        for file in files:
-            rel = PurePosixPath(file.relative_to(path).as_posix())
-            text = _text(file, lone=False)
-            if text is None:
-                parsed.skip("not UTF-8 text")
-            else:
-                _file(rel, text, file, parsed)
+        try:
+            folder = open_confined(path, None, folder=True)  # the operator's folder, as given
+        except OSError as exc:
+            raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+        try:
+            files = list(_memory_files(path, folder))
+            if not files:
+                raise InputError(
+                    f"{path}: no memory files in this folder",
+                    hint="it reads CLAUDE.md, AGENTS.md, MEMORY.md, SOUL.md, TOOLS.md, .cursorrules and the like; "
+                    "give one of them, or the folder that holds them",
+                )
+            for rel in files:
+                file = path / rel
+                text = _folder_text(folder, rel, file)
+                if text is None:
+                    parsed.skip("not UTF-8 text")
+                else:
+                    _file(rel, text, file, parsed)
+        finally:
+            os.close(folder)
     else:
         text = _text(path, lone=True)
         assert text is not None  # a lone file raises instead
@@ -93,14 +101,27 @@ def parse(path: Path) -> Parsed:
     return parsed
 
 
-def _memory_files(root: Path) -> Iterator[Path]:
-    """The memory files under ``root``, in path order."""
-    for folder, dirs, names in os.walk(root):
+def _memory_files(root: Path, folder: int) -> Iterator[PurePosixPath]:
+    """The memory files under ``root`` (open as ``folder``), relative, in path order; a link, to a
+    file or a folder, is neither listed nor followed."""
+    for here, dirs, names in walk(folder):
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_FOLDERS)
-        here = Path(folder)
         for name in sorted(names):
-            if _is_memory_file(PurePosixPath((here / name).relative_to(root).as_posix()), root):
-                yield here / name
+            rel = PurePosixPath(here, name) if here else PurePosixPath(name)
+            if _is_memory_file(rel, root):
+                yield rel
+
+
+def _folder_text(folder: int, rel: PurePosixPath, shown: Path) -> str | None:
+    """A memory file in the folder, read without following links (None: not UTF-8 text)."""
+    try:
+        raw = read_below(folder, str(rel), shown=str(shown))
+    except OSError as exc:
+        raise InputError(f"{shown}: cannot be read ({exc.strerror or exc})") from exc
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
 
 
 def _is_memory_file(rel: PurePosixPath, root: Path) -> bool:

@@ -25,7 +25,6 @@ caller chose rather than a list of memories; OpenMemory memories in state ``dele
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import zipfile
@@ -35,6 +34,7 @@ from typing import Any
 
 from cabrain.errors import InputError
 from cabrain.importers.records import ImportRecord, Parsed, digest, load_json, read_bytes, strings, utc
+from cabrain.localfiles import Archive, ArchiveLimits, gunzip
 
 __all__ = ["FORMAT", "parse"]
 
@@ -44,9 +44,13 @@ _KEPT = ("user_id", "agent_id", "app_id", "app", "actor_id", "role", "expiration
 _PROCEDURAL = "procedural_memory"  # mem0's MemoryType.PROCEDURAL, kept in the memory's metadata
 
 
-def parse(path: Path) -> Parsed:
-    """The memories of a mem0 or OpenMemory export at ``path``."""
-    data = _load(path)
+ARCHIVES = True  # a zip or gzip export: read within the archive limits
+
+
+def parse(path: Path, limits: ArchiveLimits | None = None) -> Parsed:
+    """The memories of a mem0 or OpenMemory export at ``path`` (a zip or gzip read within
+    ``limits``: the member count, each member's and the total unpacked size, the ratio)."""
+    data = _load(path, limits or ArchiveLimits())
     parsed = Parsed()
     context: dict[str, Any] = {}
     if isinstance(data, list):
@@ -85,28 +89,29 @@ def _found(data: Any) -> str:
 # --- the file ----------------------------------------------------------------------------------------
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path, limits: ArchiveLimits) -> Any:
     """The export as JSON: a zip (OpenMemory's backup), gzip'd JSON lines, JSON, or JSON lines."""
     raw = read_bytes(path)
     if raw.startswith(b"PK\x03\x04"):
-        return _from_zip(path, raw)
+        return _from_zip(path, raw, limits)
     if raw.startswith(b"\x1f\x8b"):
         try:
-            raw = gzip.decompress(raw)
+            raw = gunzip(raw, limits, name=str(path))
         except (OSError, EOFError) as exc:
             raise InputError(f"{path}: a damaged gzip file ({exc})") from exc
     lines = _json_lines(raw)
     return lines if lines is not None else load_json(path, raw)
 
 
-def _from_zip(path: Path, raw: bytes) -> Any:
+def _from_zip(path: Path, raw: bytes, limits: ArchiveLimits) -> Any:
     try:
-        with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        with Archive(io.BytesIO(raw), limits, name=str(path)) as zf:
             names = {name.rsplit("/", 1)[-1]: name for name in zf.namelist() if not name.endswith("/")}
             if "memories.json" in names:
                 return load_json(path, zf.read(names["memories.json"]))
             if "memories.jsonl.gz" in names:
-                lines = _json_lines(gzip.decompress(zf.read(names["memories.jsonl.gz"])))
+                member = names["memories.jsonl.gz"]
+                lines = _json_lines(gunzip(zf.read(member), limits, name=f"{path}: {member}"))
                 if lines is not None:
                     return lines
     except (zipfile.BadZipFile, OSError, EOFError) as exc:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO
@@ -23,6 +24,7 @@ from cabrain import edge, importers
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.gate import Read, operation
+from cabrain.localfiles import ArchiveLimits
 from cabrain.policy import Op
 from cabrain.portable.export import ExportReport, export
 from cabrain.portable.imports import ImportReport, import_parsed
@@ -109,7 +111,8 @@ class Portable:
             seen = Visibility(visibility)
         except ValueError:
             raise InputError(f"visibility must be private, team or global, got {visibility!r}") from None
-        parsed = await asyncio.to_thread(importers.parse, fmt, path)
+        limits = ArchiveLimits.from_settings(self.engine.settings)
+        parsed = await asyncio.to_thread(functools.partial(importers.parse, fmt, path, limits=limits))
         for number, record in enumerate(parsed.records, 1):  # the edge guard, on every record before any is written
             try:
                 edge.check_value(dataclasses.asdict(record), where="the record")

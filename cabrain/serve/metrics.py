@@ -4,7 +4,8 @@ Each replica records into ``ray.serve.metrics`` (Serve adds ``deployment``, ``re
 ``application`` labels); each Ray node's metrics agent exports them, prefixed ``ray_``, on its
 metrics port, next to Serve's own (``ray_serve_*``: per-replica queue length, request counts).
 Prometheus can scrape those ports directly (Ray writes a service-discovery file); ``GET /metrics``
-on the API gathers the CaBrain and Serve families from every alive node into one page.
+on the API gathers the CaBrain and Serve families from every alive node into one page. A local Ray
+opens no such port (it has no key) unless ``CABRAIN_RAY_METRICS_EXPORT`` is on: the page is empty.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ async def collect(timeout_s: float = 2.0) -> str:
     targets = [
         f"http://{n['NodeManagerAddress']}:{n['MetricsExportPort']}/metrics"
         for n in await asyncio.to_thread(ray.nodes)
-        if n.get("Alive") and n.get("MetricsExportPort")
+        if n.get("Alive") and (n.get("MetricsExportPort") or 0) > 0  # -1: the node exports none
     ]
     async with httpx.AsyncClient(timeout=timeout_s) as client:
         pages = await asyncio.gather(*(client.get(url) for url in targets), return_exceptions=True)

@@ -145,6 +145,11 @@ class OperationsSettings(BaseModel):
     ray_object_store_bytes: int = Field(
         default=256 * 1024 * 1024, ge=78 * 1024 * 1024, description="Object store size of a local Ray."
     )
+    ray_metrics_export: bool = Field(
+        default=False,
+        description="Let the local Ray open its Prometheus metrics port (on loopback, without a key: any local user "
+        "may read it), which GET /metrics gathers from. Unset: the port is not opened and GET /metrics is empty.",
+    )
     serve_proxy_location: str = Field(
         default="EveryNode",
         pattern="^(EveryNode|HeadOnly)$",
@@ -304,6 +309,22 @@ class OperationsSettings(BaseModel):
     connector_retry_max_s: float = Field(default=30.0, ge=0, description="Longest wait between two tries.")
     connector_max_file_bytes: int = Field(
         default=20_000_000, ge=1, description="Largest file a connector converts to text; larger ones are skipped."
+    )
+    archive_max_members: int = Field(
+        default=200_000, ge=1, description="Most members one ZIP (an export, an office file) may hold; more: refused."
+    )
+    archive_max_member_bytes: int = Field(
+        default=256 << 20,
+        ge=1,
+        description="Most bytes one ZIP member may unpack to, counted while it unpacks; more: refused (413).",
+    )
+    archive_max_total_bytes: int = Field(
+        default=2 << 30, ge=1, description="Most bytes one ZIP (or gzip) may unpack to in all; more: refused (413)."
+    )
+    archive_max_ratio: int = Field(
+        default=200,
+        ge=1,
+        description="Most times a member over 1 MiB may unpack to its stored size (zip bombs); more: refused (413).",
     )
     connector_part_chars: int = Field(
         default=2000,

@@ -233,3 +233,68 @@ async def test_as_root_binaries_the_server_account_cannot_reach_are_copied_under
         assert await query(server, "SELECT 1") == 1
         exe = psutil.Process(server.status().pid).exe()
     assert exe.startswith(str(root / "install"))
+
+
+def _private(server: EmbeddedPostgres, folder: Path) -> None:
+    """``folder`` is a real folder, 0700, owned by us or the server's account: no other local user
+    may plant or remove anything beside the server's socket."""
+    import pwd
+    import stat
+
+    st = os.lstat(folder)
+    owners = {os.geteuid()} | ({pwd.getpwnam(server.os_user).pw_uid} if os.geteuid() == 0 else set())
+    assert stat.S_ISDIR(st.st_mode) and not stat.S_ISLNK(st.st_mode)
+    assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid in owners
+
+
+async def test_a_long_home_never_puts_the_socket_in_a_folder_another_user_made(tmp_path):
+    """Issue 31, finding 4: under a long home the socket once went to a predictable
+    /tmp/cabrain-pg-<digest>, made with exist_ok: another local user who made it first (or made it
+    a link to a folder of theirs) got a superuser connection over trust."""
+    import hashlib
+
+    base = make_scratch_dir("cabrain-pg-")
+    root = base / ("a-long-home-" + "x" * 90) / "pg"
+    assert len(str(root / "run" / ".s.PGSQL.5432")) > 108  # too long for a unix socket
+    predictable = Path("/tmp") / f"cabrain-pg-{hashlib.sha256(str(root).encode()).hexdigest()[:12]}"
+    attacker = base / "attacker"
+    attacker.mkdir()
+    os.chmod(attacker, 0o777)
+    server = EmbeddedPostgres(root, reaper_interval_s=0.3)
+    try:
+        for planted in ("folder", "link"):
+            if planted == "folder":  # the old path made first, open to everyone
+                predictable.mkdir()
+                os.chmod(predictable, 0o777)
+            else:  # the old path a link to the attacker's folder
+                os.symlink(attacker, predictable)
+            with server:
+                sock = server.socket_dir
+                assert await query(server, "SHOW unix_socket_directories") == str(sock)
+                assert sock != predictable and sock.resolve() != attacker.resolve()
+                _private(server, sock)
+                assert sock.name.startswith("cabrain-pg-") and (sock / ".s.PGSQL.5432").exists()
+                assert await query(server, "SELECT 40 + 2") == 42
+            assert list(attacker.iterdir()) == []
+            if planted == "folder":
+                assert list(predictable.iterdir()) == []
+                predictable.rmdir()
+            else:
+                predictable.unlink()
+        # a recorded folder that no longer checks out (opened to everyone) is replaced by a fresh one
+        old = server.socket_dir
+        os.chmod(old, 0o777)
+        with server:
+            assert server.socket_dir != old
+            _private(server, server.socket_dir)
+            assert await query(server, "SELECT 1") == 1
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if server.status().running:
+            server.stop(force=True)
+        if server.socket_dir.name.startswith("cabrain-pg-"):
+            shutil.rmtree(server.socket_dir, ignore_errors=True)
+        if predictable.is_symlink():
+            predictable.unlink()
+        shutil.rmtree(predictable, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)

@@ -131,6 +131,7 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
         serve_ready_timeout_s=240,
         db_connect_timeout_s=20,
         metrics_key=METRICS_KEY,
+        ray_metrics_export=True,  # GET /metrics gathers from Ray's metrics port, opened on request only
         connector_roots=[str(Path(home) / "shared")],  # the one folder local connectors may read over the API
         notify_poll_s=0.5,
         live_watch_s=1.0,

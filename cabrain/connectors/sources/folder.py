@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,6 +29,17 @@ from cabrain.connectors.config import checked, globs, matches
 from cabrain.connectors.files import file_document
 from cabrain.connectors.retry import Retry
 from cabrain.errors import SourceError
+from cabrain.localfiles import (
+    ArchiveLimits,
+    LinkRefused,
+    open_below,
+    open_confined,
+    path_of,
+    read_below,
+    read_fd,
+    stat_below,
+    walk,
+)
 
 __all__ = ["DOCUMENTS", "KIND", "LOCAL", "FolderSource", "build", "configure"]
 
@@ -51,55 +62,86 @@ configure = checked(
 
 
 class FolderSource:
+    """The folder's files, every one opened without following links (:mod:`cabrain.localfiles`):
+    under ``roots`` (``CABRAIN_CONNECTOR_ROOTS``) the folder itself is reached from its root without
+    a link at every sync; a link inside it, to a file or a folder, is never read."""
+
     kind: ClassVar[str] = KIND
 
-    def __init__(self, config: Mapping[str, Any], *, max_file_bytes: int, part_chars: int) -> None:
-        self.root = Path(str(config["path"])).expanduser()
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        max_file_bytes: int,
+        part_chars: int,
+        roots: Sequence[str] | None = None,
+    ) -> None:
+        self.root = path_of(str(config["path"]))
         self.include = list(config["include"])
         self.exclude = list(config["exclude"])
         self.gitignore = bool(config["gitignore"])
         self.max_file_bytes = max_file_bytes
         self.part_chars = part_chars
+        self.roots = None if roots is None else tuple(roots)
         self.skipped: dict[str, int] = {}
+        self.archive = ArchiveLimits()
+        self._fd: int | None = None
+
+    def _folder(self) -> int:
+        """The folder, opened once per sync from its root without following links."""
+        if self._fd is None:
+            try:
+                self._fd = open_confined(self.root, self.roots, folder=True)
+            except LinkRefused as exc:
+                raise SourceError(f"folder: {exc}", status_code=403) from None
+            except OSError:
+                raise SourceError(f"{self.root} is not a folder (or cannot be read)", status_code=404) from None
+        return self._fd
+
+    def _skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
     # --- listing -------------------------------------------------------------------------------------
     def scan(self) -> Iterator[ItemRef]:
-        root = self.root
-        if not root.is_dir():
-            raise SourceError(f"{root} is not a folder (or cannot be read)", status_code=404)
-        paths = self._git_files() if self.gitignore else None
+        folder = self._folder()
+        real = Path(os.path.realpath(self.root))  # items' addresses as before: the folder's real path
+        paths = self._git_files(folder) if self.gitignore else None
         if paths is None:
-            paths = self._walk()
+            paths = self._walk(folder)
         for rel in sorted(paths):
             if not matches(rel, self.include) or matches(rel, self.exclude):
                 continue
-            path = root / rel
-            try:
-                stat = path.stat()
-            except OSError:
-                continue  # removed while listing: the next listing forgets it
-            if not path.is_file():
-                continue
-            yield ItemRef(rel, f"{stat.st_size}:{stat.st_mtime_ns}", str(path.resolve()))
+            stat = stat_below(folder, rel)
+            if stat is None:
+                continue  # a link, not a plain file, or removed while listing: never read
+            yield ItemRef(rel, f"{stat.st_size}:{stat.st_mtime_ns}", str(real / rel))
 
-    def _git_files(self) -> list[str] | None:
+    def _git_files(self, folder: int) -> list[str] | None:
         """git's own listing in a work tree (None: not one, or no git here)."""
         git = shutil.which("git")
-        if git is None or not (self.root / ".git").exists():
+        if git is None:
             return None
         try:
+            os.stat(".git", dir_fd=folder, follow_symlinks=False)
+        except OSError:
+            return None
+        # the folder opened without links (on Linux), not whatever its path names by now
+        where = f"/proc/self/fd/{folder}" if os.path.isdir("/proc/self/fd") else str(self.root)
+        try:
             out = subprocess.run(
-                [git, "-C", str(self.root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                [git, "-C", where, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                 capture_output=True,
                 check=True,
                 timeout=300,
+                pass_fds=(folder,),
             ).stdout
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
             return None
         return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
 
-    def _walk(self) -> list[str]:
-        """Every file under the folder, less what its ``.gitignore`` files exclude (when asked)."""
+    def _walk(self, folder: int) -> list[str]:
+        """Every plain file under the folder, less what its ``.gitignore`` files exclude (when
+        asked); links are neither listed nor followed."""
         import pathspec  # lazy: only a folder outside git with gitignore on reads it
 
         found: list[str] = []
@@ -121,17 +163,15 @@ class FolderSource:
                     decision = result.include
             return bool(decision)
 
-        for current, dirs, files in os.walk(self.root):
-            rel_dir = Path(current).relative_to(self.root).as_posix()
-            rel_dir = "" if rel_dir == "." else rel_dir
-            marker = Path(current) / ".gitignore"
-            if self.gitignore and marker.is_file():
+        for rel_dir, dirs, files in walk(folder):
+            prefix = f"{rel_dir}/" if rel_dir else ""
+            if self.gitignore and ".gitignore" in files:
                 try:
-                    lines = marker.read_text(encoding="utf-8", errors="replace").splitlines()
+                    data = read_below(folder, prefix + ".gitignore", max_bytes=self.max_file_bytes)
+                    lines = data.decode("utf-8", errors="replace").splitlines()
                     specs[rel_dir] = pathspec.GitIgnoreSpec.from_lines(lines)
                 except OSError:
                     pass
-            prefix = f"{rel_dir}/" if rel_dir else ""
             dirs[:] = sorted(d for d in dirs if d != ".git" and not ignored(prefix + d, True))
             found += [prefix + f for f in files if not ignored(prefix + f, False)]
         return found
@@ -140,15 +180,27 @@ class FolderSource:
     def fetch(self, ref: ItemRef) -> Document:
         path = self.root / ref.key
         try:
-            stat = path.stat()
-            if stat.st_size > self.max_file_bytes:
-                self.skipped["too large"] = self.skipped.get("too large", 0) + 1
-                return Document(ref, ref.key, ())
-            data = path.read_bytes()
+            fd = open_below(self._folder(), ref.key, shown=str(path))
+        except LinkRefused:
+            self._skip("links")  # a link (or no longer a plain file): never followed
+            return Document(ref, ref.key, ())
         except FileNotFoundError:
             raise SourceError(f"{path} was removed", status_code=404) from None
         except OSError as exc:
             raise SourceError(f"cannot read {path}: {exc.strerror or exc}", status_code=403) from None
+        try:
+            stat = os.fstat(fd)
+            if stat.st_size > self.max_file_bytes:
+                self._skip("too large")
+                return Document(ref, ref.key, ())
+            data = read_fd(fd, self.max_file_bytes)
+        except OSError as exc:
+            raise SourceError(f"cannot read {path}: {exc.strerror or exc}", status_code=403) from None
+        finally:
+            os.close(fd)
+        if len(data) > self.max_file_bytes:
+            self._skip("too large")
+            return Document(ref, ref.key, ())
         when = datetime.fromtimestamp(stat.st_mtime, UTC)
         return file_document(
             ref,
@@ -158,11 +210,16 @@ class FolderSource:
             max_bytes=self.max_file_bytes,
             part_chars=self.part_chars,
             skipped=self.skipped,
+            archive=self.archive,
         )
 
     def close(self) -> None:
-        pass
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def build(spec: SourceSpec, retry: Retry) -> FolderSource:
-    return FolderSource(spec.config, max_file_bytes=spec.max_file_bytes, part_chars=spec.part_chars)
+    source = FolderSource(spec.config, max_file_bytes=spec.max_file_bytes, part_chars=spec.part_chars, roots=spec.roots)
+    source.archive = spec.archive
+    return source

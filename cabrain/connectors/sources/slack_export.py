@@ -20,7 +20,7 @@ import json
 import os
 import re
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,6 +31,17 @@ from cabrain.connectors.base import Document, ItemRef, Part, SourceSpec
 from cabrain.connectors.config import checked
 from cabrain.connectors.retry import Retry
 from cabrain.errors import InputError, SourceError
+from cabrain.localfiles import (
+    Archive,
+    ArchiveLimits,
+    ArchiveTooLarge,
+    is_folder,
+    open_confined,
+    open_file,
+    path_of,
+    read_below,
+    walk,
+)
 
 __all__ = ["KIND", "LOCAL", "SlackExportSource", "build", "configure"]
 
@@ -103,16 +114,26 @@ class _Conversation:
 
 
 class _Export:
-    """The export's files by their path under its root, from a ZIP or a folder."""
+    """The export's files by their path under its root, from a ZIP or a folder: the path reached
+    without a link (under ``roots`` when given), a folder's files read without following links, a
+    ZIP's members within the archive limits."""
 
-    def __init__(self, path: Path) -> None:
-        self.archive: zipfile.ZipFile | None = None
-        if path.is_dir():
-            names = [p.relative_to(path).as_posix() for p in path.rglob("*.json") if p.is_file()]
+    def __init__(self, path: Path, roots: Sequence[str] | None, limits: ArchiveLimits) -> None:
+        self.archive: Archive | None = None
+        self.folder: int | None = None
+        fd = open_confined(path, roots)
+        if is_folder(fd):
+            self.folder = fd
+            names = [f"{d}/{f}" if d else f for d, _, files in walk(fd) for f in files if f.endswith(".json")]
         else:
-            self.archive = zipfile.ZipFile(path)
+            try:
+                self.archive = Archive(open_file(fd), limits, name=str(path))
+            except BaseException:
+                os.close(fd)
+                raise
             names = [n for n in self.archive.namelist() if n.endswith(".json")]
         self.path = path
+        self.limits = limits
         lists = [n for n in names if n.rsplit("/", 1)[-1] in ("channels.json", "users.json")]
         root = min((n.rsplit("/", 1)[0] + "/" if "/" in n else "" for n in lists), key=len, default="")
         self.root = root
@@ -125,7 +146,15 @@ class _Export:
             return None
         full = self.root + name
         try:
-            data = self.archive.read(full) if self.archive is not None else (self.path / full).read_bytes()
+            if self.archive is not None:
+                data = self.archive.read(full)
+            else:
+                assert self.folder is not None
+                data = read_below(
+                    self.folder, full, max_bytes=self.limits.max_member_bytes, shown=str(self.path / full)
+                )
+                if len(data) > self.limits.max_member_bytes:
+                    raise ArchiveTooLarge(f"{self.path / full} is over {self.limits.max_member_bytes:,} bytes")
             return json.loads(data.decode("utf-8-sig"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise SourceError(f"slack-export: {self.path}: {full} is not valid JSON ({exc})", status_code=422) from exc
@@ -133,6 +162,9 @@ class _Export:
     def close(self) -> None:
         if self.archive is not None:
             self.archive.close()
+        if self.folder is not None:
+            os.close(self.folder)
+            self.folder = None
 
 
 class SlackExportSource:
@@ -140,8 +172,17 @@ class SlackExportSource:
 
     kind: ClassVar[str] = KIND
 
-    def __init__(self, config: Mapping[str, Any], retry: Retry) -> None:
-        self.path = Path(os.path.expanduser(config["path"]))
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        retry: Retry,
+        *,
+        roots: Sequence[str] | None = None,
+        limits: ArchiveLimits | None = None,
+    ) -> None:
+        self.path = path_of(config["path"])
+        self.roots = roots
+        self.limits = limits or ArchiveLimits()
         self.zone = ZoneInfo(config["timezone"])
         self.retry = retry
         self.skipped: dict[str, int] = {}
@@ -180,7 +221,7 @@ class SlackExportSource:
         return self._messages
 
     def _read(self) -> list[Message]:
-        if not self.path.exists():
+        if not os.path.lexists(self.path):
             raise SourceError(
                 f"slack-export: {self.path} does not exist",
                 hint="point the connector's path at the workspace export's ZIP, or the folder it unpacks to",
@@ -188,7 +229,7 @@ class SlackExportSource:
             )
         self.skipped = {}
         try:
-            export = _Export(self.path)
+            export = _Export(self.path, self.roots, self.limits)
         except zipfile.BadZipFile as exc:
             raise SourceError(f"slack-export: {self.path} is not a ZIP or a folder ({exc})", status_code=422) from exc
         except PermissionError as exc:
@@ -340,7 +381,7 @@ class SlackExportSource:
 
 def build(spec: SourceSpec, retry: Retry) -> SlackExportSource:
     """The source for ``spec`` (its config checked again; an export needs no credential)."""
-    return SlackExportSource(configure(spec.config), retry)
+    return SlackExportSource(configure(spec.config), retry, roots=spec.roots, limits=spec.archive)
 
 
 def _user_name(user: Mapping[str, Any]) -> str:

@@ -25,7 +25,7 @@ import hashlib
 import os
 import re
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +36,19 @@ from cabrain.connectors.base import Document, ItemRef, Part, SourceSpec
 from cabrain.connectors.config import checked
 from cabrain.connectors.retry import Retry
 from cabrain.errors import InputError, SourceError
+from cabrain.localfiles import (
+    Archive,
+    ArchiveLimits,
+    ArchiveTooLarge,
+    LinkRefused,
+    is_folder,
+    open_below,
+    open_confined,
+    open_file,
+    path_of,
+    read_fd,
+    walk,
+)
 
 __all__ = ["KIND", "LOCAL", "WhatsAppSource", "build", "configure"]
 
@@ -135,8 +148,17 @@ class WhatsAppSource:
 
     kind: ClassVar[str] = KIND
 
-    def __init__(self, config: Mapping[str, Any], retry: Retry) -> None:
-        self.path = Path(os.path.expanduser(config["path"]))
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        retry: Retry,
+        *,
+        roots: Sequence[str] | None = None,
+        limits: ArchiveLimits | None = None,
+    ) -> None:
+        self.path = path_of(config["path"])
+        self.roots = roots
+        self.limits = limits or ArchiveLimits()
         self.zone = ZoneInfo(config["timezone"])
         self.date_order: str = config["date_order"]
         self.chat: str | None = config.get("chat")
@@ -179,7 +201,7 @@ class WhatsAppSource:
         return self._messages
 
     def _read(self) -> list[Message]:
-        if not self.path.exists():
+        if not os.path.lexists(self.path):
             raise SourceError(
                 f"whatsapp: {self.path} does not exist",
                 hint="point the connector's path at an exported chat (.txt or .zip) or a folder of them",
@@ -215,23 +237,31 @@ class WhatsAppSource:
         return messages
 
     def _exports(self) -> list[tuple[str, str, str]]:
-        """Each export as (where, chat name, text): the file itself, or every export in the folder."""
-        if self.path.is_file():
-            found = self._export(self.path)
+        """Each export as (where, chat name, text): the file itself, or every export in the folder;
+        the path reached without a link (under the roots when given), nothing in it followed."""
+        fd = open_confined(self.path, self.roots)
+        if not is_folder(fd):
+            found = self._export(self.path, fd)
             if found is None:
                 raise SourceError(f"whatsapp: {self.path} is a zip without a chat export (_chat.txt)", status_code=422)
             return [found]
         out: list[tuple[str, str, str]] = []
-        for child in sorted(self.path.iterdir()):
-            if child.is_file() and child.suffix.lower() in (".txt", ".zip"):
+        try:
+            names = sorted(name for _, _, files in _top(walk(fd)) for name in files)
+            for name in names:
+                child = self.path / name
+                if child.suffix.lower() not in (".txt", ".zip"):
+                    continue
                 try:
-                    found = self._export(child)
-                except zipfile.BadZipFile:
+                    found = self._export(child, open_below(fd, name, shown=str(child)))
+                except (zipfile.BadZipFile, LinkRefused):
                     found = None
                 if found is not None and _headers(found[2]):
                     out.append(found)
                 else:
                     self.skipped["files"] = self.skipped.get("files", 0) + 1
+        finally:
+            os.close(fd)
         if not out:
             raise SourceError(
                 f"whatsapp: {self.path} holds no WhatsApp chat export (.txt or .zip)",
@@ -240,11 +270,23 @@ class WhatsAppSource:
             )
         return out
 
-    def _export(self, path: Path) -> tuple[str, str, str] | None:
-        """A .txt's text, or the chat export inside a .zip (None: the zip holds none)."""
+    def _export(self, path: Path, fd: int) -> tuple[str, str, str] | None:
+        """A .txt's text, or the chat export inside a .zip (None: the zip holds none), from ``fd``
+        (which it closes)."""
         if path.suffix.lower() != ".zip":
-            return str(path), _chat_name(path.stem), _decode(path.read_bytes())
-        with zipfile.ZipFile(path) as archive:
+            try:
+                data = read_fd(fd, self.limits.max_member_bytes)
+            finally:
+                os.close(fd)
+            if len(data) > self.limits.max_member_bytes:
+                raise ArchiveTooLarge(f"whatsapp: {path} is over {self.limits.max_member_bytes:,} bytes")
+            return str(path), _chat_name(path.stem), _decode(data)
+        try:
+            archive = Archive(open_file(fd), self.limits, name=str(path))
+        except BaseException:
+            os.close(fd)
+            raise
+        with archive:
             members = [n for n in archive.namelist() if _EXPORT_MEMBER.match(n.rsplit("/", 1)[-1])]
             if not members:
                 return None
@@ -303,7 +345,14 @@ class WhatsAppSource:
 
 def build(spec: SourceSpec, retry: Retry) -> WhatsAppSource:
     """The source for ``spec`` (its config checked again; an export needs no credential)."""
-    return WhatsAppSource(configure(spec.config), retry)
+    return WhatsAppSource(configure(spec.config), retry, roots=spec.roots, limits=spec.archive)
+
+
+def _top(listing: Iterator[tuple[str, list[str], list[str]]]) -> Iterator[tuple[str, list[str], list[str]]]:
+    """The top folder of a :func:`~cabrain.localfiles.walk` only."""
+    for folder, dirs, files in listing:
+        dirs[:] = []
+        yield folder, dirs, files
 
 
 def _decode(data: bytes) -> str:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -17,6 +17,7 @@ from urllib.parse import quote
 import psutil
 
 from cabrain.errors import EmbeddedPostgresError
+from cabrain.store.embedded import sockets
 from cabrain.store.embedded.host import (
     check_traversable,
     chown_to,
@@ -33,8 +34,7 @@ log = logging.getLogger("cabrain.store.embedded")
 SUPERUSER = "cabrain"
 DATABASE = "cabrain"
 PORT = 5432
-_SOCKET_NAME = f".s.PGSQL.{PORT}"
-_MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
+SOCKET_NAME = f".s.PGSQL.{PORT}"
 _LOCALE_ENV = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
 
 
@@ -104,11 +104,17 @@ class EmbeddedPostgres:
 
     @property
     def socket_dir(self) -> Path:
-        own = self.root / "run"
-        if len(str(own / _SOCKET_NAME)) <= _MAX_SOCKET_PATH:
-            return own
-        digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
-        return Path("/tmp") / f"cabrain-pg-{digest}"
+        """The folder of the server's unix socket (:mod:`cabrain.store.embedded.sockets`): never a
+        predictable shared path another local user could make first."""
+        return sockets.socket_dir(self.root, SOCKET_NAME, self._owners())
+
+    def _owners(self) -> set[int]:
+        """Who may own the socket folder: this process's user, and the server's account as root."""
+        owners = {os.geteuid()} if hasattr(os, "geteuid") else set()
+        if self._as_root:
+            with contextlib.suppress(KeyError):
+                owners.add(pwd.getpwnam(self.os_user).pw_uid)
+        return owners
 
     def dsn(self, database: str = DATABASE) -> str:
         """libpq/asyncpg URL for the server's unix socket."""
@@ -308,10 +314,10 @@ class EmbeddedPostgres:
         if pidfile.exists():
             log.warning("embedded_pg.stale_pidfile", extra={"pid": self._postmaster_pid()})
             pidfile.unlink()
-        socket_lock = self.socket_dir / f"{_SOCKET_NAME}.lock"
+        socket_lock = self.socket_dir / f"{SOCKET_NAME}.lock"
         if socket_lock.exists():
             socket_lock.unlink()
-        (self.socket_dir / _SOCKET_NAME).unlink(missing_ok=True)
+        (self.socket_dir / SOCKET_NAME).unlink(missing_ok=True)
         # Backends of a killed postmaster exit by themselves once they notice; wait for them so
         # the new postmaster does not find their shared memory still attached.
         deadline = time.monotonic() + 10
@@ -330,8 +336,7 @@ class EmbeddedPostgres:
         if self._running_pid() is not None:
             return
         self._clear_stale_state()
-        sock = self.socket_dir
-        sock.mkdir(mode=0o700, parents=True, exist_ok=True)
+        sock = sockets.make_socket_dir(self.root, SOCKET_NAME, self._owners(), self._chown_for_server)
         self._chown_for_server(sock, self.log_dir)
         buffers, cache = memory_settings(self.shared_buffers)
         options = (
