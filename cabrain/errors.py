@@ -20,6 +20,7 @@ answers and the client raises the class back (:func:`error_class`), so the two c
     ├── InputError                  400 bad_request: malformed (empty, oversized, out of range, bad UTF-8)
     │   ├── InvalidRequest          422 invalid: well-formed JSON of the wrong shape
     │   ├── PayloadTooLarge         413 payload_too_large: a request body over the limit
+    │   ├── ArchiveTooLarge         413 archive_too_large: an archive over its member, size or ratio limits
     │   └── MethodNotAllowed        405 method_not_allowed: a route called with a method it lacks
     ├── AlreadyExists               409 already_exists: a namespace or agent with that name exists
     ├── ConflictError               409 conflict: the request conflicts with the current state
@@ -164,6 +165,13 @@ class PayloadTooLarge(InputError):
 
     status = 413
     kind = "payload_too_large"
+
+
+class ArchiveTooLarge(InputError):
+    """An archive over the limits it is read with (a zip bomb, or just too much)."""
+
+    status = 413
+    kind = "archive_too_large"
 
 
 class MethodNotAllowed(InputError):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from cabrain.errors import InputError
+from cabrain.errors import ArchiveTooLarge
 
 __all__ = [
     "Archive",
@@ -243,13 +243,6 @@ def path_of(path: str | Path) -> Path:
 
 
 # --- archives ------------------------------------------------------------------------------------------
-
-
-class ArchiveTooLarge(InputError):
-    """An archive over the limits it is read with (a zip bomb, or just too much)."""
-
-    status = 413
-    kind = "archive_too_large"
 
 
 @dataclass(frozen=True)

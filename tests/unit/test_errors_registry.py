@@ -25,6 +25,7 @@ from cabrain.serve.routing import router
 # Every kind the API, its proxy or the client may name, and the class behind it.
 EXPECTED = {
     "bad_request": (400, errors.InputError),
+    "archive_too_large": (413, errors.ArchiveTooLarge),
     "unauthenticated": (401, errors.Unauthenticated),
     "forbidden": (403, errors.AccessDenied),
     "policy_denied": (403, errors.PolicyDenied),
