@@ -99,9 +99,7 @@ def test_a_request_refused_for_its_input_is_not_counted_and_usage_still_answers(
         for client in (bob, admin):  # usage answers for everyone, and holds no row of the refused ones
             usage = client.get("/v1/usage")
             assert usage.status_code == 200, usage.text
-            assert not any(
-                row["namespace"].startswith("pr") and row["namespace"] != "proj" for row in usage.json()["rows"]
-            )
+            assert not any("\x00" in (row["namespace"] or "") for row in usage.json()["rows"])
 
         assert bob.post("/v1/namespaces", json={"name": "bob-limits"}).status_code in (200, 201)
         for _ in range(3):
