@@ -25,6 +25,7 @@ surface, with the grants checked in SQL (:mod:`cabrain.store.access`):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -244,8 +245,9 @@ class Connectors:
         async with self.engine.pool.acquire() as conn:
             connector = await self._visible(conn, agent, name)
             await access.require_writer(conn, agent, connector.namespace)
-        run_id = uuid.uuid4()
-        spawn(self.sync(agent, name, run_id=run_id), run_id)
+        run_id, started = uuid.uuid4(), asyncio.Event()
+        spawn(self.sync(agent, name, run_id=run_id, started=started), run_id)
+        await started.wait()  # the run is recorded (or the sync refused) before its id is given out
         return run_id
 
     @system("a connector's credential, read for a sync or a tracker already let through")
@@ -296,23 +298,40 @@ class Connectors:
         say: Callable[[str], None] = lambda line: None,
         fan_out: FanOut | None = None,
         run_id: uuid.UUID | None = None,
+        started: asyncio.Event | None = None,
     ) -> SyncReport:
         """Sync one connector now: resume what an interrupted sync staged, list the source, fetch and
         index what changed (in Ray tasks when ``fan_out`` is given and there is enough of it), forget
         what is gone. A refused credential stops the connector (status ``stopped``) until a sync
         succeeds; any other failure marks it ``failed``. Either way the run records what it did."""
+        try:
+            return await self._sync_now(agent, name, say, fan_out, run_id or uuid.uuid4(), started)
+        finally:
+            if started is not None:  # set once the run is recorded; here too when it never was
+                started.set()
+
+    async def _sync_now(
+        self,
+        agent: str,
+        name: str,
+        say: Callable[[str], None],
+        fan_out: FanOut | None,
+        run_id: uuid.UUID,
+        started: asyncio.Event | None,
+    ) -> SyncReport:
         clock = self.engine.clock
-        run_id = run_id or uuid.uuid4()
         async with self.engine.pool.acquire() as conn:
             connector = await self._visible(conn, agent, name)
             await access.require_writer(conn, agent, connector.namespace)
         counts = Counts()
-        started = clock()
+        started_at = clock()
         async with self.engine.pool.acquire() as lock_conn:
             if not await lock_conn.fetchval(sql.LOCK, sql.LOCK_CLASS, str(connector.id)):
                 raise ConflictError(f"connector {name!r} is being synced already", hint="wait for that sync to end")
             try:
-                stale = await sql.start_run(lock_conn, run_id, connector.id, started, socket.gethostname())
+                stale = await sql.start_run(lock_conn, run_id, connector.id, started_at, socket.gethostname())
+                if started is not None:
+                    started.set()
                 if stale:
                     say(f"{name}: {len(stale)} earlier run(s) were interrupted; resuming")
                 status, error = "done", None
@@ -336,7 +355,7 @@ class Connectors:
                     log.info("connector sync", extra={"connector": name, "status": status, **counts.to_json()})
             finally:
                 await lock_conn.fetchval(sql.UNLOCK, sql.LOCK_CLASS, str(connector.id))
-        seconds = (clock() - started).total_seconds()
+        seconds = (clock() - started_at).total_seconds()
         return SyncReport(run_id, name, status, counts.to_json(), seconds, error)
 
     async def _failed(self, conn: Any, connector: sql.Connector, message: str) -> None:
