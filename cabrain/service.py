@@ -39,6 +39,7 @@ from cabrain.settings import Settings, settings_for_replicas
 from cabrain.store import migrations
 from cabrain.store.db import check_server, connect, server_facts
 from cabrain.store.embedded import EmbeddedPostgres
+from cabrain.store.embedded.sockets import private_problem
 
 log = logging.getLogger(__name__)
 
@@ -87,19 +88,8 @@ _MAX_SOCKET_PATH = 107
 
 
 def _private_problem(path: Path) -> str | None:
-    """Why ``path`` is not a private folder (None: it is one): a real folder, not a link, owned by
-    this user, mode 0700."""
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        return "not a folder (a link?)"
-    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-        return f"owned by uid {st.st_uid}"
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        return f"mode {stat.S_IMODE(st.st_mode):o}, not 700"
-    return None
+    """Why ``path`` is not a private folder of this user (None: it is one): the socket folder's rule."""
+    return private_problem(path, {os.geteuid()})
 
 
 def _private_folder(path: Path) -> Path:
