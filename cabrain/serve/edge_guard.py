@@ -21,6 +21,7 @@ from cabrain import edge
 from cabrain.errors import InputError
 from cabrain.serve.docs import API_CSP
 from cabrain.serve.errors import error_response
+from cabrain.serve.guard import read_body
 
 _SURROGATE = re.compile(r"%ED%[AB][0-9A-F]", re.IGNORECASE)
 CHECKED_HEADERS = (b"last-event-id", b"idempotency-key", b"x-cabrain-namespace")
@@ -53,11 +54,11 @@ class EdgeGuard:
             path = scope.get("path", "")
             if scope.get("method") in ("POST", "PUT", "PATCH", "DELETE") and not _own_body(path):
                 if kind == b"application/json" or kind.endswith(b"+json"):
-                    body, receive = await _read(receive)
+                    body, receive = await read_body(receive)
                     if body.strip():
                         edge.load_json(body)
                 elif kind == b"application/x-www-form-urlencoded":
-                    body, receive = await _read(receive)
+                    body, receive = await read_body(receive)
                     _check_form(body)
         except InputError as exc:
             await error_response(exc)(scope, receive, _with_csp(send))
@@ -110,29 +111,3 @@ def _check_form(body: bytes) -> None:
     except UnicodeDecodeError:
         raise InputError("the form is not UTF-8") from None
     _check_pairs(urllib.parse.parse_qsl(text, keep_blank_values=True), "form field", text)
-
-
-async def _read(receive: Receive) -> tuple[bytes, Receive]:
-    """The whole body, and a ``receive`` that hands it on as one message (then what follows)."""
-    body = bytearray()
-    disconnected = False
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            disconnected = True
-            break
-        body += message.get("body", b"")
-        if not message.get("more_body", False):
-            break
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": bytes(body), "more_body": False}
-        if disconnected:
-            return {"type": "http.disconnect"}
-        return await receive()
-
-    return bytes(body), replay

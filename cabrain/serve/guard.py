@@ -45,6 +45,34 @@ async def bounded_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
+async def read_body(receive: Receive, max_bytes: int | None = None) -> tuple[bytes, Receive]:
+    """The whole request body read now (:class:`BodyTooLarge` past ``max_bytes``), and a ``receive``
+    that hands it on as one message, then whatever the client sends next (its disconnect)."""
+    body, disconnected = bytearray(), False
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            disconnected = True
+            break
+        body += message.get("body", b"")
+        if max_bytes is not None and len(body) > max_bytes:
+            raise BodyTooLarge
+        if not message.get("more_body", False):
+            break
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+        if disconnected:
+            return {"type": "http.disconnect"}
+        return await receive()
+
+    return bytes(body), replay
+
+
 def limit_by_path(api_max: int, channel_max: int) -> Callable[[str], tuple[int, str]]:
     """The body limit of a path, and the setting that raises it."""
 
@@ -70,33 +98,6 @@ class Guard:
         self.app, self.max_bytes, self.metrics = app, max_bytes, metrics
         self.limit_of = limit_of or (lambda _path: (max_bytes, "CABRAIN_API_MAX_BODY_BYTES"))
 
-    async def _buffered(self, receive: Receive, max_bytes: int) -> Receive:
-        """The whole request body read now (:class:`BodyTooLarge` past the limit), handed on as one
-        message; then whatever the client sends next (its disconnect)."""
-        body, disconnected = bytearray(), False
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                disconnected = True
-                break
-            body += message.get("body", b"")
-            if len(body) > max_bytes:
-                raise BodyTooLarge
-            if not message.get("more_body", False):
-                break
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            if disconnected:
-                return {"type": "http.disconnect"}
-            return await receive()
-
-        return replay
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -119,7 +120,7 @@ class Guard:
             if length is None and b"chunked" in headers.get(b"transfer-encoding", b"").lower():
                 # A body of unknown length is read (up to the limit) before the app sees it: a too large
                 # one is a 413, not a parse error halfway through.
-                receive = await self._buffered(receive, max_bytes)
+                _, receive = await read_body(receive, max_bytes)
             seen = 0
 
             async def limited_receive() -> Message:

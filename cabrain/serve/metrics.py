@@ -24,9 +24,39 @@ log = logging.getLogger(__name__)
 LATENCY_MS: list[float] = [1, 2, 5, 10, 20, 35, 50, 75, 100, 150, 250, 500, 1000, 2500, 5000, 10000]
 BATCH_SIZES: list[float] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 EXPORTED_PREFIXES = ("ray_cabrain_", "ray_serve_")
+# Ray keeps a gauge's value for two export intervals after it was last set, then drops the series: a
+# replica that is idle (its cache ratio and queue depth unchanged) would vanish from /metrics. Each
+# replica sets its gauges again once per export interval (RAY_metrics_report_interval_ms, at least
+# 1 s, as Ray clamps it), whether or not they moved.
 
 
-class IngressMetrics:
+class _FreshGauges:
+    """Sets a replica's gauges again every export interval, from the first call inside its event loop."""
+
+    _refresher: asyncio.Task[None] | None = None
+
+    def gauge_values(self) -> list[tuple[Gauge, float]]:
+        raise NotImplementedError
+
+    def publish(self) -> None:
+        for gauge, value in self.gauge_values():
+            gauge.set(value)
+
+    def keep_fresh(self) -> None:
+        if self._refresher is None or self._refresher.done():
+            self._refresher = asyncio.get_running_loop().create_task(self._refresh())
+
+    async def _refresh(self) -> None:
+        every_s = _export_interval_s()
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                self.publish()
+            except Exception:  # a metrics hiccup never stops the replica's work
+                log.warning("gauges not refreshed", exc_info=True)
+
+
+class IngressMetrics(_FreshGauges):
     def __init__(self) -> None:
         self.latency = Histogram(
             "cabrain_http_request_latency_ms",
@@ -55,7 +85,14 @@ class IngressMetrics:
     def in_flight_now(self) -> int:
         return self._in_flight
 
+    def gauge_values(self) -> list[tuple[Gauge, float]]:
+        values: list[tuple[Gauge, float]] = [(self.in_flight, self._in_flight)]
+        if self._lookups:
+            values.append((self.cache_ratio, self._hits / self._lookups))
+        return values
+
     def started(self) -> None:
+        self.keep_fresh()
         self.last_request_at = time.monotonic()
         self._in_flight += 1
         self.in_flight.set(self._in_flight)
@@ -72,7 +109,7 @@ class IngressMetrics:
         self.cache_ratio.set(self._hits / self._lookups)
 
 
-class EmbedderMetrics:
+class EmbedderMetrics(_FreshGauges):
     def __init__(self) -> None:
         self.batch_texts = Histogram(
             "cabrain_embedding_batch_size",
@@ -96,6 +133,19 @@ class EmbedderMetrics:
             "cabrain_embedding_queue_depth",
             description="Embedding requests waiting or running.",
         )
+        self.waiting = 0
+
+    def gauge_values(self) -> list[tuple[Gauge, float]]:
+        return [(self.queue, self.waiting)]
+
+    def queue_depth(self, waiting: int) -> None:
+        self.keep_fresh()
+        self.waiting = waiting
+        self.queue.set(waiting)
+
+
+def _export_interval_s() -> float:
+    return max(int(ray._config.metrics_report_interval_ms()), 1000) / 1000
 
 
 async def collect(timeout_s: float = 2.0) -> str:

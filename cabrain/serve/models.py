@@ -126,12 +126,12 @@ class EmbedderReplica:
         if not texts:
             return np.zeros((0, self._embedder.dim), dtype=np.float32)
         self._waiting += 1
-        self._metrics.queue.set(self._waiting)
+        self._metrics.queue_depth(self._waiting)
         try:
             return await (self._queries if kind == "query" else self._documents)(texts)
         finally:
             self._waiting -= 1
-            self._metrics.queue.set(self._waiting)
+            self._metrics.queue_depth(self._waiting)
 
     @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.001)
     async def _queries(self, requests: list[list[str]]) -> list[np.ndarray]:

@@ -330,6 +330,18 @@ def test_metrics_cover_routes_cache_batches_and_queues(service: Service) -> None
     missing = [w for w in wanted if w not in text]
     assert not missing, f"missing from /metrics: {missing}"
     assert text.count("# TYPE ray_cabrain_http_request_latency_ms histogram") == 1
+    # Ray drops a gauge two export intervals (2 s here) after it was last set; the replicas set theirs
+    # again each interval, so an idle replica's cache ratio and queue depth come back without new work
+    time.sleep(5)
+    gauges = ["ray_cabrain_cache_hit_ratio", "ray_cabrain_embedding_queue_depth"]
+    deadline = time.monotonic() + 240
+    with service.client(None) as anon:
+        while time.monotonic() < deadline:
+            text = anon.get("/metrics", headers={"Authorization": f"Bearer {METRICS_KEY}"}).text
+            if all(g in text for g in gauges):
+                break
+            time.sleep(1)
+    assert all(g in text for g in gauges), [g for g in gauges if g not in text]
 
 
 def test_cli_remote_mode_and_python_client(service: Service) -> None:
