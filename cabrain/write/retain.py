@@ -26,8 +26,10 @@ from cabrain.store import namespaces as namespace_sql
 from cabrain.types import MemoryInput, RetainResult
 from cabrain.write import entities as entity_extraction
 from cabrain.write import threads
+from cabrain.write.item import Item
 from cabrain.write.llm import llm_decide, llm_entities
-from cabrain.write.writer import Item, Writer, deterministic, neighbours_of
+from cabrain.write.neighbours import deterministic, neighbours_of, origin
+from cabrain.write.writer import Writer
 
 
 async def _consult_chat_model(engine: Engine, agent: str, items: list[Item], decide_writes: bool) -> None:
@@ -47,7 +49,7 @@ async def _consult_chat_model(engine: Engine, agent: str, items: list[Item], dec
                 async with engine.pool.acquire() as conn:
                     neighbours = await neighbours_of(conn, engine, agent, item)
                 fallback = deterministic(settings, item, neighbours)
-                item.planned = await llm_decide(chat, item.content, neighbours, fallback)
+                item.planned = await llm_decide(chat, item.content, neighbours, fallback, origin(settings, item))
                 item.planned_against = tuple(n.id for n in neighbours)
             if use_extractor:
                 item.entities = await llm_entities(chat, item.content, entity_extraction.extract(item.content))

@@ -7,6 +7,7 @@ caller's transaction under the namespaces' writer locks.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,12 +18,15 @@ import numpy as np
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.search import vector
-from cabrain.search.keyword import IndexedDoc, SearchFilters
+from cabrain.search.keyword import IndexedDoc
 from cabrain.store import judgments
 from cabrain.store import memories as sql
-from cabrain.types import Decision, MemoryInput, RetainResult
+from cabrain.types import Decision, RetainResult
 from cabrain.write import entities as entity_extraction
-from cabrain.write.decision import Neighbour, WriteDecision, decide
+from cabrain.write.decision import Neighbour, WriteDecision
+from cabrain.write.item import Item
+from cabrain.write.neighbours import deterministic, neighbours_of
+from cabrain.write.neighbours import origin as origin_of_item
 from cabrain.write.salience import importance as score_importance
 from cabrain.write.threads import ThreadContext
 
@@ -51,54 +55,6 @@ SELECT m.invalid_at IS NULL FROM memory_ids i JOIN memories m ON m.id = i.id AND
 WHERE i.id = $1 FOR UPDATE OF m
 """
 REINFORCE_STEP = 0.05
-
-
-@dataclass
-class Item:
-    input: MemoryInput
-    content: str
-    valid_at: datetime
-    content_hash: bytes
-    embedding: list[float] | None = None
-    chunks: list[str] = field(default_factory=list)  # passages of a long memory
-    chunk_embeddings: list[list[float]] = field(default_factory=list)
-    planned: WriteDecision | None = None  # the chat model's decision, made before the transaction
-    planned_against: tuple[uuid.UUID, ...] = ()  # ... against these neighbours
-    entities: list[str] | None = None  # the chat model's entities
-
-
-async def neighbours_of(
-    conn: asyncpg.Connection,
-    engine: Engine,
-    agent: str,
-    item: Item,
-    limit: int | None = None,
-    size: int | None = None,
-    total: int | None = None,
-) -> list[Neighbour]:
-    assert item.embedding is not None, "embedded before its neighbours are searched"
-    rows = await vector.search(
-        conn,
-        item.embedding,
-        SearchFilters(item.input.namespace, agent),
-        limit or engine.settings.neighbours,
-        exact_max=engine.settings.vector_exact_max,
-        ef_search=engine.settings.retain_ef_search,
-        size=size,
-        total=total,
-        skip_cost=engine.settings.vector_skip_cost,
-    )
-    return [Neighbour(r["id"], r["content"], 1.0 - float(r["distance"]), r["visibility"]) for r in rows]
-
-
-def deterministic(settings, item: Item, neighbours: list[Neighbour]) -> WriteDecision:
-    return decide(
-        item.content,
-        neighbours,
-        duplicate_similarity=settings.duplicate_similarity,
-        revision_similarity=settings.revision_similarity,
-        visibility=item.input.visibility.value,
-    )
 
 
 @dataclass
@@ -287,7 +243,7 @@ class Writer:
             vector = np.asarray(item.embedding, dtype=np.float32)
             written.append(
                 (
-                    Neighbour(memory_id, item.content, 0.0, inp.visibility.value),
+                    Neighbour(memory_id, item.content, 0.0, inp.visibility.value, origin_of_item(self.settings, item)),
                     ns,
                     vector / (np.linalg.norm(vector) or 1.0),
                 )
@@ -344,7 +300,7 @@ class Writer:
         vector = vector / (np.linalg.norm(vector) or 1.0)
         seen = {n.id for n in alive}  # (a search on this transaction's connection sees its writes)
         own = [
-            Neighbour(n.id, n.content, float(np.dot(vector, v)), n.visibility)
+            dataclasses.replace(n, similarity=float(np.dot(vector, v)))
             for n, ns, v in written
             if ns == item.input.namespace and n.id not in gone and n.id not in seen
         ]

@@ -6,7 +6,8 @@ import uuid
 from dataclasses import dataclass
 
 from cabrain.types import Decision
-from cabrain.write.decision.comparison import compare
+from cabrain.write.decision.comparison import Comparison, compare
+from cabrain.write.decision.origin import PLAIN, Origin, compatible
 
 WIDTH = {"private": 0, "team": 1, "global": 2}
 RETRACTION_MARGIN = 0.1  # a retraction restates less of what it withdraws: it may be this much less similar
@@ -18,6 +19,7 @@ class Neighbour:
     content: str
     similarity: float
     visibility: str = "private"
+    origin: Origin = PLAIN  # a turn's speaker, a record's identity (cabrain.write.decision.origin)
 
 
 @dataclass(frozen=True)
@@ -35,9 +37,54 @@ def judge(
     *,
     duplicate_similarity: float,
     revision_similarity: float,
+    new_origin: Origin = PLAIN,
+    old_origin: Origin = PLAIN,
 ) -> tuple[Decision, str]:
     """The decision for one pair (no visibility rules): what :func:`decide` applies per neighbour."""
+    decision, reason, _ = _pair(new, old, similarity, duplicate_similarity, revision_similarity, new_origin, old_origin)
+    return decision, reason
+
+
+def _pair(
+    new: str,
+    old: str,
+    similarity: float,
+    duplicate_similarity: float,
+    revision_similarity: float,
+    new_origin: Origin,
+    old_origin: Origin,
+) -> tuple[Decision, str, bool]:
+    """:func:`judge`, and whether where the two come from is what kept them apart."""
     c = compare(new, old)
+    decision, reason = _judge(c, similarity, duplicate_similarity, revision_similarity)
+    refused = origin_refusal(decision, c, new_origin, old_origin)
+    return (Decision.ADD, refused, True) if refused else (decision, reason, False)
+
+
+def origin_refusal(decision: Decision, c: Comparison, new: Origin, old: Origin) -> str | None:
+    """Why where the two statements come from forbids ``decision`` between them (see
+    :mod:`cabrain.write.decision.origin`), or None."""
+    if decision is Decision.ADD or (new.plain and old.plain):
+        return None
+    why = compatible(new, old)
+    if why:
+        return why
+    if new.speaker is not None:  # two turns of one speaker
+        if decision is Decision.NOOP:
+            return "a turn is its own utterance: said again, it is another moment of the conversation"
+        if decision is Decision.UPDATE and not c.revision_cue:
+            return "a speaker's turn is revised only by that speaker's explicit revision"
+    if new.record is not None or old.record is not None:
+        if decision in (Decision.UPDATE, Decision.INVALIDATE):
+            return "records of a source are distinct: only a later version of the same record revises one"
+        if decision is Decision.NOOP and (c.changed or c.negation_differs):
+            return "records of a source are distinct: one absorbs another only when both say the same"
+    return None
+
+
+def _judge(
+    c: Comparison, similarity: float, duplicate_similarity: float, revision_similarity: float
+) -> tuple[Decision, str]:
     if c.retraction and similarity >= revision_similarity - RETRACTION_MARGIN:
         return (
             Decision.INVALIDATE,
@@ -73,37 +120,53 @@ def decide(
     duplicate_similarity: float,
     revision_similarity: float,
     visibility: str = "private",
+    origin: Origin = PLAIN,
 ) -> WriteDecision:
-    """The deterministic decision (see :mod:`cabrain.write.decision`). ``neighbours``: most similar first."""
+    """The deterministic decision (see :mod:`cabrain.write.decision`). ``neighbours``: most similar
+    first. ``origin``: where ``text`` comes from (a turn's speaker, a record's identity)."""
     width = WIDTH[visibility]
+    if origin.record is not None:  # a later version of the same record revises it, whatever it says
+        for n in neighbours:
+            if n.origin.record == origin.record and WIDTH[n.visibility] <= width:
+                c = compare(text, n.content)
+                if not c.changed and not c.negation_differs:
+                    return WriteDecision(Decision.NOOP, n.id, "the same record, saying the same", n.similarity)
+                return WriteDecision(Decision.UPDATE, n.id, "a later version of the same record", n.similarity)
     floor = revision_similarity - RETRACTION_MARGIN
+    kept_apart: str | None = None  # the first judgment where the two came from forbade
     for n in neighbours:
         if n.similarity < floor:
             break
-        decision, reason = judge(
-            text,
-            n.content,
-            n.similarity,
-            duplicate_similarity=duplicate_similarity,
-            revision_similarity=revision_similarity,
+        decision, reason, apart = _pair(
+            text, n.content, n.similarity, duplicate_similarity, revision_similarity, origin, n.origin
         )
+        if apart and kept_apart is None:
+            kept_apart = f"kept apart from a similar memory: {reason}"
         if decision in (Decision.UPDATE, Decision.INVALIDATE) and WIDTH[n.visibility] <= width:
             return WriteDecision(decision, n.id, reason, n.similarity)
         if decision is Decision.NOOP and WIDTH[n.visibility] >= width:
             return WriteDecision(decision, n.id, reason, n.similarity)
-    return WriteDecision(Decision.ADD, None, "new information")
+    return WriteDecision(Decision.ADD, None, kept_apart or "new information")
 
 
-def check_decision(text: str, choice: WriteDecision, neighbours: list[Neighbour]) -> WriteDecision:
-    """Hold a decision made elsewhere (the chat model's) to the subject check: it may only
-    supersede (UPDATE) a neighbour about the same subject, and only retract (INVALIDATE) one it
-    restates. NOOP is the model's call: absorbing a write loses nothing that is not already stored."""
-    if choice.decision not in (Decision.UPDATE, Decision.INVALIDATE) or choice.target is None:
+def check_decision(
+    text: str, choice: WriteDecision, neighbours: list[Neighbour], origin: Origin = PLAIN
+) -> WriteDecision:
+    """Hold a decision made elsewhere (the chat model's) to the subject check and to where the two
+    come from: it may only supersede (UPDATE) a neighbour about the same subject, and only retract
+    (INVALIDATE) one it restates; neither, nor absorbing (NOOP), across turns of different speakers
+    or records of a source (:mod:`cabrain.write.decision.origin`)."""
+    if choice.decision is Decision.ADD or choice.target is None:
         return choice
     target = next((n for n in neighbours if n.id == choice.target), None)
     if target is None:
         return WriteDecision(Decision.ADD, None, "new information (the decision named no neighbour)")
     c = compare(text, target.content)
+    refused = origin_refusal(choice.decision, c, origin, target.origin)
+    if refused:
+        return WriteDecision(Decision.ADD, None, f"{choice.decision.value} refused: {refused}")
+    if choice.decision is Decision.NOOP:  # the model's call: absorbing loses nothing already stored
+        return choice
     if choice.decision is Decision.INVALIDATE and (c.same_subject or c.restates):
         return choice
     if choice.decision is Decision.UPDATE and c.same_subject:
