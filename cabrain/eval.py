@@ -32,7 +32,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,7 +44,7 @@ from cabrain.providers.embedders import load_embedder
 from cabrain.providers.rerankers import load_reranker
 from cabrain.scratch import scratch_brain
 from cabrain.settings import Settings
-from cabrain.types import MemoryInput, RecallMode, RecallQuery, Visibility
+from cabrain.types import Decision, MemoryInput, RecallMode, RecallQuery, Visibility
 
 MODES = ("vector", "bm25", "hybrid", "hybrid+rerank")
 AGENT = "eval"
@@ -181,6 +181,8 @@ class SetResult:
     memories: int
     queries: int
     load_s: float
+    decide: bool = False  # loaded through the write decisions
+    decisions: Counter[str] = field(default_factory=Counter)  # ADD/UPDATE/INVALIDATE/NOOP, and "taken out"
     modes: dict[str, ModeResult] = field(default_factory=dict)
 
 
@@ -212,8 +214,25 @@ def _metadata(row: dict[str, Any]) -> dict[str, Any]:
     return metadata
 
 
-async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Sequence[int], *, quiet: bool) -> SetResult:
-    """Load one set into ``brain`` (fresh namespaces) and run every query in every mode."""
+def corpus_input(row: dict[str, Any], prefix: str) -> MemoryInput:
+    """A corpus row as the memory it is retained as (in the namespace ``prefix + row's``)."""
+    return MemoryInput(
+        content=row["text"],
+        namespace=prefix + row["namespace"],
+        visibility=Visibility.PRIVATE,
+        source_kind="eval",
+        source_ref=row["id"],
+        valid_at=_valid_at(row.get("time")),
+        importance=0.5,
+        metadata=_metadata(row),
+    )
+
+
+async def evaluate_set(
+    brain, eval_set: EvalSet, modes: Sequence[str], ks: Sequence[int], *, quiet: bool, decide: bool = False
+) -> SetResult:
+    """Load one set into ``brain`` (fresh namespaces) and run every query in every mode. ``decide``:
+    through the write decisions, as every chat source loads turns (else each row is added as it is)."""
     prefix = f"eval-{uuid.uuid4().hex[:8]}-"
     namespaces = {row["namespace"] for row in eval_set.corpus} | {q.namespace for q in eval_set.queries}
     for ns in sorted(namespaces):
@@ -221,28 +240,21 @@ async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Seque
     started = time.perf_counter()
     batch_size = brain.settings.max_batch
     id_of: dict[uuid.UUID, str] = {}
+    result_counts: Counter[str] = Counter()
     for start in range(0, len(eval_set.corpus), batch_size):
         rows = eval_set.corpus[start : start + batch_size]
-        items = [
-            MemoryInput(
-                content=row["text"],
-                namespace=prefix + row["namespace"],
-                visibility=Visibility.PRIVATE,
-                source_kind="eval",
-                source_ref=row["id"],
-                valid_at=_valid_at(row.get("time")),
-                importance=0.5,
-                metadata=_metadata(row),
-            )
-            for row in rows
-        ]
-        results = await brain.retain(AGENT, items, decide=False)
+        results = await brain.retain(AGENT, [corpus_input(row, prefix) for row in rows], decide=decide)
         for row, result in zip(rows, results, strict=True):
-            id_of[result.memory_id] = row["id"]
+            if result.decision in (Decision.ADD, Decision.UPDATE):  # NOOP names what absorbed it
+                id_of[result.memory_id] = row["id"]
+            result_counts[result.decision.value] += 1
+            result_counts["taken out"] += len(result.superseded) + (result.decision is Decision.NOOP)
         _progress(
             f"  {eval_set.name}: loaded {min(start + batch_size, len(eval_set.corpus))}/{len(eval_set.corpus)}", quiet
         )
-    result = SetResult(eval_set.name, len(eval_set.corpus), len(eval_set.queries), time.perf_counter() - started)
+    result = SetResult(
+        eval_set.name, len(eval_set.corpus), len(eval_set.queries), time.perf_counter() - started, decide, result_counts
+    )
     k_max = max(ks)
     for mode in modes:
         recall_mode = RecallMode.HYBRID if mode.startswith("hybrid") else RecallMode(mode)
@@ -290,7 +302,13 @@ async def evaluate_set(brain, eval_set: EvalSet, modes: Sequence[str], ks: Seque
 
 
 async def run_eval(
-    settings: Settings, path: Path, *, modes: Sequence[str], ks: Sequence[int], quiet: bool = False
+    settings: Settings,
+    path: Path,
+    *,
+    modes: Sequence[str],
+    ks: Sequence[int],
+    quiet: bool = False,
+    decide: bool = False,
 ) -> list[SetResult]:
     """Evaluate every set under ``path`` in a scratch database that is dropped afterwards."""
     unknown = [m for m in modes if m not in MODES]
@@ -312,7 +330,7 @@ async def run_eval(
         await brain.create_agent(AGENT, display_name="cabrain eval")
         for eval_set in sets:
             _progress(f"{eval_set.name}: {len(eval_set.corpus)} memories, {len(eval_set.queries)} queries", quiet)
-            results.append(await evaluate_set(brain, eval_set, modes, ks, quiet=quiet))
+            results.append(await evaluate_set(brain, eval_set, modes, ks, quiet=quiet, decide=decide))
     return results
 
 
@@ -321,7 +339,8 @@ def render(results: Sequence[SetResult], ks: Sequence[int]) -> str:
     names = [f"hit@{k}" for k in ks] + [f"all@{k}" for k in ks] + ["MRR", "nDCG@10", "p50 ms", "p95 ms", "p99 ms"]
     header = f"{'set':<14} {'mode':<14} " + " ".join(f"{m:>8}" for m in names)
     lines = [header, "-" * len(header)]
-    categories = []
+    categories: list[str] = []
+    summary: list[str] = []
     for r in results:
         for mode, m in r.modes.items():
             o = m.overall
@@ -329,6 +348,13 @@ def render(results: Sequence[SetResult], ks: Sequence[int]) -> str:
             cells = [f"{v:8.3f}" for v in [*values, o["mrr"], o["ndcg@10"]]]
             cells += [f"{m.latency_ms.get(p, 0):8.1f}" for p in ("p50", "p95", "p99")]
             lines.append(f"{r.name:<14} {mode:<14} " + " ".join(cells))
+        if r.decide:
+            d = r.decisions
+            summary.append(
+                f"{r.name}: loaded through the write decisions: {r.memories} rows, {d['taken out']} taken out of "
+                f"recall ({d['taken out'] / max(r.memories, 1):.2%}; {d['UPDATE']} UPDATE, {d['INVALIDATE']} "
+                f"INVALIDATE, {d['NOOP']} NOOP)"
+            )
             for category, c in m.by_category.items():
                 cells = [f"{c.get(f'recall_any@{k}', 0.0):8.3f}" for k in ks] + [f"{c['mrr']:8.3f}"]
                 categories.append(f"{r.name:<14} {mode:<14} {category[:14]:<14} " + " ".join(cells))
@@ -337,6 +363,8 @@ def render(results: Sequence[SetResult], ks: Sequence[int]) -> str:
             f"{m:>8}" for m in [*(f"hit@{k}" for k in ks), "MRR"]
         )
         lines += ["", cat_header, "-" * len(cat_header), *categories]
+    if summary:
+        lines += ["", *summary]
     return "\n".join(lines)
 
 
@@ -358,6 +386,8 @@ def to_json(results: Sequence[SetResult], settings: Settings) -> dict[str, Any]:
                 "memories": r.memories,
                 "queries": r.queries,
                 "load_s": r.load_s,
+                "decide": r.decide,
+                "decisions": dict(r.decisions),
                 "modes": {mode: m.__dict__ for mode, m in r.modes.items()},
             }
             for r in results

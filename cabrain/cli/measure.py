@@ -34,22 +34,36 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         )
     ks = int_list(args.k, "--k")
     modes = [m for group in (args.mode or ["vector,bm25,hybrid"]) for m in group.split(",") if m]
-    results = asyncio.run(evaluation.run_eval(settings, Path(args.dataset), modes=modes, ks=ks, quiet=args.quiet))
+    results = asyncio.run(
+        evaluation.run_eval(settings, Path(args.dataset), modes=modes, ks=ks, quiet=args.quiet, decide=args.decide)
+    )
     print(evaluation.render(results, ks))
     write_results(args.json, json.dumps(evaluation.to_json(results, settings), ensure_ascii=False, indent=2) + "\n")
     return EXIT_OK
 
 
 def _eval_decisions(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain import eval_decisions
+    from cabrain import eval_conversations, eval_decisions
 
     if args.pairs is None:
         raise UsageError(
             "cabrain eval decisions needs a set: a .jsonl file of labelled pairs or a folder of them",
             hint="cabrain eval decisions eval/decisions",
         )
-    if args.mode or args.k != "1,5,10,20":
-        raise UsageError("--mode and --k measure recall; `cabrain eval decisions` takes --decider")
+    if args.mode or args.k != "1,5,10,20" or args.decide:
+        raise UsageError("--mode, --k and --decide measure recall; `cabrain eval decisions` takes --decider")
+    if eval_conversations.is_conversation_set(Path(args.pairs)):
+        if args.decider not in (None, "deterministic"):
+            raise UsageError("on conversations `cabrain eval decisions` measures the deterministic rules")
+        conversations = asyncio.run(
+            eval_conversations.run_conversation_eval(settings, Path(args.pairs), quiet=args.quiet)
+        )
+        print(eval_conversations.render(conversations))
+        write_results(
+            args.json,
+            json.dumps(eval_conversations.to_json(conversations, settings), ensure_ascii=False, indent=2) + "\n",
+        )
+        return EXIT_OK
     results = asyncio.run(
         eval_decisions.run_decision_eval(
             settings, Path(args.pairs), decider=args.decider or "deterministic", quiet=args.quiet
@@ -68,17 +82,27 @@ def add_eval(sub: Subparsers) -> None:
         "such folders) into a scratch database and report hit@k (recall_any@k), recall_all@k, MRR, "
         "nDCG@10 and latency percentiles for every mode side by side. `cabrain eval decisions SET` "
         "instead plays labelled statement pairs (a .jsonl file or a folder of them) through retain "
-        "and sleep and reports precision and recall per decision and the false-supersede rate. "
-        "See docs/EVAL.md.",
+        "and sleep and reports precision and recall per decision and the false-supersede rate; given a "
+        "conversation set (the format above) it loads it with decisions on and reports every turn they "
+        "took out of recall, by same or other speaker. See docs/EVAL.md.",
         parents=[json_file("also write the full results as JSON"), quiet_flag()],
     )
     ev.add_argument("dataset", help="a set folder, or a folder of set folders; or the word `decisions`")
-    ev.add_argument("pairs", nargs="?", help="with `decisions`: a .jsonl file of labelled pairs, or a folder of them")
+    ev.add_argument(
+        "pairs",
+        nargs="?",
+        help="with `decisions`: a .jsonl file of labelled pairs, or a folder of them; or a conversation set",
+    )
     ev.add_argument(
         "--decider",
         choices=["deterministic", "llm"],
         default=None,
         help="with `decisions`: the write decider measured (default deterministic; llm needs CABRAIN_LLM_URL)",
+    )
+    ev.add_argument(
+        "--decide",
+        action="store_true",
+        help="load the corpus through the write decisions, as chat sources do (default: every row added)",
     )
     ev.add_argument("--k", default="1,5,10,20", help="cut-offs, comma-separated (default 1,5,10,20)")
     ev.add_argument(

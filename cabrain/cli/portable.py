@@ -115,6 +115,16 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
         )
         for why, n in sorted(report["skipped"].items()):
             print(f"  skipped {n}: {why}")
+        if report.get("superseded") or report.get("duplicates") or report.get("retracted"):
+            print(
+                f"  decisions: {report['superseded']} superseded a stored memory, {report['duplicates']} merged into "
+                f"one, {report['retracted']} retracted one"
+            )
+            for why, n in sorted(report["reasons"].items(), key=lambda kv: -kv[1]):
+                print(f"    {n} {why}")
+            if report["taken_out"]:
+                print(f"  taken out of recall: {', '.join(report['taken_out'])}")
+                print(f"  {report['revert']}")
     return EXIT_OK
 
 

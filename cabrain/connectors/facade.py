@@ -399,6 +399,8 @@ class Connectors:
             f"({counts.added} added, {counts.revised} revised, {counts.duplicates} duplicates), "
             f"{counts.deleted} deleted, {counts.forgotten} forgotten"
         )
+        if counts.decisions_line():
+            say(f"{connector.name}: {counts.decisions_line()}")
 
     @system("one shard of a sync already let through (a Ray task)")
     async def apply_shard(self, connector: sql.Connector, refs: list[ItemRef]) -> Counts:

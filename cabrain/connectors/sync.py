@@ -41,6 +41,7 @@ from cabrain.store import requests
 from cabrain.types import Decision, MemoryInput, MemoryType, Network, Visibility
 from cabrain.write import changes
 from cabrain.write import retain as retain_pipeline
+from cabrain.write.tally import Decided
 from cabrain.write.threads import MAX_FIELD_CHARS
 
 __all__ = ["Counts", "Plan", "Sync", "part_hash"]
@@ -55,8 +56,9 @@ WHERE namespace = $1 AND source_kind = $2 AND source_ref = ANY($3::text[]) AND o
 
 
 @dataclass
-class Counts:
-    """What a sync did, item by item and part by part."""
+class Counts(Decided):
+    """What a sync did, item by item and part by part; what the write decisions did to its new parts
+    (added, duplicates, retracted, superseded, with their reasons: :class:`cabrain.write.tally.Decided`)."""
 
     listed: int = 0
     unchanged: int = 0
@@ -65,18 +67,14 @@ class Counts:
     empty: int = 0  # no text to keep (a binary, an empty file)
     indexed: int = 0
     deleted: int = 0
-    added: int = 0  # parts written as new memories
-    duplicates: int = 0  # parts the write judged duplicates of existing memories (NOOP)
-    retracted: int = 0  # parts that invalidated an existing memory and stored nothing (INVALIDATE)
     revised: int = 0  # parts whose memory was superseded by the new text
     kept: int = 0  # parts unchanged within a changed item
     forgotten: int = 0  # memories forgotten: their part or item is gone from the source
 
     def add(self, other: Counts) -> None:
-        for key, value in other.__dict__.items():
-            setattr(self, key, getattr(self, key) + value)
+        self.merge(other)
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -322,12 +320,7 @@ class Sync:
             for (_, slot), result in zip(group, results, strict=True):
                 own = result.decision in (Decision.ADD, Decision.UPDATE)
                 slot.update(memory_id=str(result.memory_id) if result.memory_id else None, own=own)
-                if result.decision == Decision.NOOP:
-                    counts.duplicates += 1
-                elif result.decision == Decision.INVALIDATE:
-                    counts.retracted += 1
-                else:
-                    counts.added += 1
+                counts.decided(result)
 
     async def _forget(self, memory_ids: Iterable[uuid.UUID], why: str, counts: Counts) -> None:
         connector = self.connector

@@ -23,8 +23,9 @@ from typing import Any
 from cabrain.engine import Engine
 from cabrain.importers.records import ImportRecord, Parsed
 from cabrain.store import access, requests
-from cabrain.types import Decision, MemoryInput, MemoryType, Network, Visibility
+from cabrain.types import MemoryInput, MemoryType, Network, Visibility
 from cabrain.write import retain as retain_pipeline
+from cabrain.write.tally import REVERT_HINT, Decided
 
 __all__ = ["ImportReport", "import_parsed"]
 
@@ -34,19 +35,19 @@ SELECT source_ref FROM memories WHERE namespace = $1 AND source_kind = $2 AND so
 
 
 @dataclass
-class ImportReport:
+class ImportReport(Decided):
+    """What an import read, skipped and wrote; what the write decisions did to its records (added,
+    duplicates, retracted, superseded, with their reasons: :class:`cabrain.write.tally.Decided`)."""
+
     format: str
     namespace: str
     read: int = 0
-    added: int = 0
-    duplicates: int = 0  # judged the same as a stored memory (NOOP: reinforced instead)
-    retracted: int = 0  # retracted a stored memory (INVALIDATE)
     already: int = 0  # imported before
     skipped: dict[str, int] = field(default_factory=dict)  # what the source held that is no memory, by reason
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "revert": REVERT_HINT}
 
 
 def _input(record: ImportRecord, fmt: str, namespace: str, visibility: Visibility, max_metadata: int) -> MemoryInput:
@@ -116,12 +117,7 @@ async def import_parsed(
         key = "import-" + requests.digest(fmt, namespace, [r.key for r in todo]).hex()[:48]
         results = await retain_pipeline.retain(engine, agent, inputs, decide_writes=decide, idempotency_key=key)
         for result in results:
-            if result.decision == Decision.NOOP:
-                report.duplicates += 1
-            elif result.decision == Decision.INVALIDATE:
-                report.retracted += 1
-            else:
-                report.added += 1
+            report.decided(result)
         if time.monotonic() - said >= 5.0:
             said = time.monotonic()
             progress(f"imported {start + len(group)}/{len(parsed.records)} records")
@@ -130,4 +126,6 @@ async def import_parsed(
         f"{fmt}: {report.read} records read, {report.added} added, {report.duplicates} duplicates, "
         f"{report.already} imported before" + (f", skipped {report.skipped}" if report.skipped else "")
     )
+    if report.decisions_line():
+        progress(report.decisions_line())
     return report

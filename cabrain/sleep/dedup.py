@@ -12,7 +12,16 @@ import asyncpg
 import numpy as np
 
 from cabrain.sleep.context import StepContext, StepResult
-from cabrain.sleep.rows import ADD_SOURCES, CURRENT, SET_WATERMARK, WATERMARK, readership_groups, unit_rows, vec
+from cabrain.sleep.rows import (
+    ADD_SOURCES,
+    CURRENT,
+    SET_WATERMARK,
+    WATERMARK,
+    origin,
+    readership_groups,
+    unit_rows,
+    vec,
+)
 from cabrain.store import judgments
 from cabrain.write.decision import duplicates
 
@@ -49,6 +58,7 @@ async def _merge_duplicates(
     if len(rows) < 2:
         return
     unit = unit_rows(np.array([vec(r["embedding"]) for r in rows]))
+    origins = [origin(r, ctx.settings.record_source_kinds) for r in rows]  # two turns are never one
     new = [i for i, r in enumerate(rows) if since is None or r["created_at"] >= since]
     parent = list(range(len(rows)))
 
@@ -66,7 +76,9 @@ async def _merge_duplicates(
             for hit in np.flatnonzero(sims[bi] >= threshold):
                 j = int(hit)
                 if j != i and not (rows[i]["pinned"] or rows[j]["pinned"]):  # a pinned memory stands alone
-                    if not duplicates(rows[i]["content"], rows[j]["content"], float(sims[bi, j]), threshold):
+                    if not duplicates(
+                        rows[i]["content"], rows[j]["content"], float(sims[bi, j]), threshold, origins[i], origins[j]
+                    ):
                         continue  # close but not the same (another subject, a new value): kept apart
                     a, b = find(i), find(j)
                     if a != b:

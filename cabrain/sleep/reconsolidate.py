@@ -10,9 +10,10 @@ import numpy as np
 
 from cabrain.providers.llm import LLMError
 from cabrain.sleep.context import StepContext, StepResult
-from cabrain.sleep.rows import CURRENT, WIDTH, unit_rows, vec
+from cabrain.sleep.rows import CURRENT, WIDTH, origin, unit_rows, vec
 from cabrain.store import judgments
-from cabrain.write.decision import RETRACTION_MARGIN, compare, contradiction
+from cabrain.types import Decision
+from cabrain.write.decision import RETRACTION_MARGIN, compare, contradiction, origin_refusal
 
 CONTRADICTION_PROMPT = (
     "Two statements from an agent's memory. Do they contradict each other (cannot both be true now)? "
@@ -37,6 +38,7 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
         return result
     unit = unit_rows(np.array([vec(r["embedding"]) for r in rows]))
     sims = unit @ unit.T
+    origins = [origin(r, s.record_source_kinds) for r in rows]
     order = sorted(range(len(rows)), key=lambda i: (rows[i]["valid_at"], rows[i]["created_at"], str(rows[i]["id"])))
     rank = {i: n for n, i in enumerate(order)}
     gone: set[int] = set()
@@ -52,18 +54,24 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
             ):
                 continue
             a, b = rows[newer], rows[older]
+            pair = (origins[newer], origins[older])
             if WIDTH[a["visibility"]] < WIDTH[b["visibility"]]:
                 continue  # never hide a wider-visible fact behind a narrower one
             if b["visibility"] == "private" and a["owner_agent_id"] != b["owner_agent_id"]:
                 continue
             if b["pinned"]:
                 continue  # pinned (a memory-tool file, an important memory): only its writer replaces it
+            apart = origin_refusal(Decision.UPDATE, compare(a["content"], b["content"]), *pair, a["content"])
+            if apart and not (origins[newer].plain and origins[older].plain):
+                continue  # turns of different speakers, records of a source: distinct (write.decision.origin)
             why = contradiction(
                 a["content"],
                 b["content"],
                 float(sims[newer, older]),
                 revision_similarity=s.revision_similarity,
                 duplicate_similarity=s.duplicate_similarity,
+                newer_origin=origins[newer],
+                older_origin=origins[older],
             )
             if why is None and chat is not None and compare(a["content"], b["content"]).same_subject:
                 try:

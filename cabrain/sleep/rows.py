@@ -9,11 +9,13 @@ memory is only superseded by one at least as widely visible (``WIDTH``).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
 import numpy as np
+
+from cabrain.write.decision.origin import Origin, origin_of
 
 WIDTH = {"private": 0, "team": 1, "global": 2}
 
@@ -25,7 +27,7 @@ RETURNING source_id
 """
 CURRENT = """
 SELECT m.id, m.namespace, m.owner_agent_id, m.visibility, m.network, m.memory_type, m.content, m.embedding,
-       m.importance, m.access_count, m.valid_at, m.created_at, m.pinned
+       m.importance, m.access_count, m.valid_at, m.created_at, m.pinned, m.source_kind, m.source_ref, m.metadata
 FROM memories m
 WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.embedding IS NOT NULL
   AND ($2::text[] IS NULL OR m.network = ANY($2::text[]))
@@ -67,3 +69,8 @@ __all__ = [
     "unit_rows",
     "vec",
 ]
+
+
+def origin(row: Mapping[str, Any], record_kinds: Iterable[str]) -> Origin:
+    """A ``CURRENT`` row's origin: a turn's speaker, a record's identity (write.decision.origin)."""
+    return origin_of(row["source_kind"], row["source_ref"], row["metadata"], record_kinds)

@@ -59,26 +59,37 @@ def test_a_turn_and_a_statement_no_one_spoke_are_not_judged_against_each_other()
 
 def test_a_speaker_revises_their_own_turn_only_explicitly() -> None:
     omar = turn("Omar")
-    explicit = decide(
-        "The API now runs on port 9000",
-        [near("The API runs on port 8000", 0.95, turn("omar"))],
-        **THRESHOLDS,
-        origin=omar,
+    old = "Omar: The API runs on port 8000"
+    for correction in (
+        "Omar: Actually, the API runs on port 9000",
+        "Omar: Correction: the API runs on port 9000",
+        "Omar: The API no longer runs on port 8000, it runs on port 9000",
+    ):
+        explicit = decide(correction, [near(old, 0.95, turn("omar"))], **THRESHOLDS, origin=omar)
+        assert explicit.decision is Decision.UPDATE, (correction, explicit)  # speakers compared case-folded
+    for everyday in ("Omar: The API now runs on port 9000", "Omar: The API runs on port 9000"):
+        implicit = decide(everyday, [near(old, 0.95, omar)], **THRESHOLDS, origin=omar)
+        assert implicit.decision is Decision.ADD, everyday  # "now" and a new number are talk, not a correction
+    again = decide(
+        "Omar: We deploy on Fridays", [near("Omar: We deploy on Fridays.", 0.99, omar)], **THRESHOLDS, origin=omar
     )
-    assert explicit.decision is Decision.UPDATE  # speakers compared case-folded
-    implicit = decide(
-        "The API runs on port 9000", [near("The API runs on port 8000", 0.95, omar)], **THRESHOLDS, origin=omar
-    )
-    assert implicit.decision is Decision.ADD  # a new number alone is another moment, not a revision
-    again = decide("We deploy on Fridays", [near("We deploy on Fridays.", 0.99, omar)], **THRESHOLDS, origin=omar)
     assert again.decision is Decision.ADD  # said again: another utterance, not merged
     retracted = decide(
-        "Ignore that, the launch is not on Monday",
-        [near("The launch is on Monday", 0.9, omar)],
+        "Omar: Scratch that, the launch is not on Monday",
+        [near("Omar: The launch is on Monday", 0.9, omar)],
         **THRESHOLDS,
         origin=omar,
     )
-    assert retracted.decision is Decision.INVALIDATE
+    assert retracted.decision in (Decision.INVALIDATE, Decision.UPDATE)
+    assert retracted.target is not None
+    # the "Name:" both turns open with is not their shared subject
+    chat = decide(
+        "Caroline: Hey Mel, what's up? Been a busy week since we talked.",
+        [near("Caroline: Hey Mel! Long time no talk. Lots has been going on since then!", 0.9, turn("Caroline"))],
+        **THRESHOLDS,
+        origin=turn("Caroline"),
+    )
+    assert chat.decision is Decision.ADD
 
 
 def test_records_of_a_source_are_never_superseded_by_each_other() -> None:
@@ -179,3 +190,33 @@ def test_no_text_lets_one_speaker_take_another_speakers_turn(old, new, similarit
         assert choice.decision is Decision.ADD
     else:
         assert choice.decision is not Decision.NOOP
+
+
+def test_sleep_never_merges_two_turns_nor_supersedes_across_speakers() -> None:
+    from cabrain.write.decision import contradiction, duplicates
+
+    same = ("Caroline: Thanks so much!", "Caroline: Thanks so much!")
+    assert duplicates(*same, 0.99, 0.9)  # two statements no one spoke: one absorbs the other
+    assert not duplicates(*same, 0.99, 0.9, turn("Caroline"), turn("Caroline"))
+    assert not duplicates("Thanks so much!", "Thanks so much!", 0.99, 0.9, turn("Caroline"), turn("Melanie"))
+    assert duplicates(
+        "We deploy on Fridays.", "We deploy on Fridays", 0.99, 0.9, record("folder", "a"), record("folder", "b")
+    )
+    kwargs = {"revision_similarity": 0.85, "duplicate_similarity": 0.95}
+    assert contradiction("The API now runs on port 9000", "The API runs on port 8000", 0.95, **kwargs)
+    assert not contradiction(
+        "The API now runs on port 9000",
+        "The API runs on port 8000",
+        0.95,
+        **kwargs,
+        newer_origin=turn("Melanie"),
+        older_origin=turn("Caroline"),
+    )
+    assert not contradiction(
+        "The API now runs on port 9000",
+        "The API runs on port 8000",
+        0.95,
+        **kwargs,
+        newer_origin=record("import:letta", "blocks/persona"),
+        older_origin=record("import:letta", "blocks/human"),
+    )

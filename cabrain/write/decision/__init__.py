@@ -49,6 +49,7 @@ from cabrain.write.decision.rules import (
     decide,
     duplicates,
     judge,
+    origin_refusal,
 )
 
 __all__ = [
@@ -62,4 +63,5 @@ __all__ = [
     "decide",
     "duplicates",
     "judge",
+    "origin_refusal",
 ]

@@ -151,3 +151,58 @@ RETRACTION_PREFIXES = (
 )
 DETERMINERS = _words("the a an this that these those his her their our my your its each every any some no")
 PRONOUNS = _words("i we they you he she it هو هي هم نحن")
+# What a speaker says when revising what they said earlier in a conversation: a turn revises an
+# earlier turn of the same speaker only with one of these (write.decision.origin). Narrower than
+# REVISION_CUES: "now", "went", "up" are everyday talk, not corrections.
+TURN_REVISIONS = tuple(
+    normalize(p)
+    for p in (
+        "actually",
+        "correction",
+        "to correct",
+        "i meant",
+        "i mean",
+        "scratch that",
+        "i was wrong",
+        "my mistake",
+        "my bad",
+        "not anymore",
+        "no longer",
+        "instead of",
+        "changed to",
+        "changed my",
+        "moved to",
+        "has moved",
+        "have moved",
+        "rescheduled",
+        "postponed",
+        "cancelled",
+        "canceled",
+        "called off",
+        "turns out",
+        "ignore what i said",
+        "update:",
+        "تصحيح",
+        "قصدي",
+        "أقصد",
+        "اقصد",
+        "بدلا من",
+        "بدلاً من",
+        "لم يعد",
+        "لم أعد",
+        "لم اعد",
+        "ما عاد",
+        "ما عدت",
+        "تأجل",
+        "تأجيل",
+        "تم إلغاء",
+        "ألغي",
+        "الغي",
+        "انتقلت إلى",
+        "انتقلنا إلى",
+        "غلطت",
+        "كنت غلطان",
+        "كنت مخطئ",
+        "في الحقيقة",
+    )
+)

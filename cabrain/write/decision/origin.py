@@ -24,11 +24,18 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cabrain.search.tokenizer import normalize
+from cabrain.write.decision.lexicon import TURN_REVISIONS
+
+_PREFIX = re.compile(r"^\s*([^:\n]{1,80}):\s+")
+_REVISION = re.compile(
+    r"(?<!\w)(?:" + "|".join(re.escape(p) for p in sorted(TURN_REVISIONS, key=len, reverse=True)) + r")(?!\w)"
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,19 @@ def origin_of(
         anchor = meta.get("anchor")
         record = (str(source_kind), source_ref or "", anchor if isinstance(anchor, str) else "")
     return Origin(spoken, record)
+
+
+def without_speaker(text: str, speaker: str) -> str:
+    """A turn's words without the ``Name:`` it may open with (chat exports and transcripts write it)."""
+    match = _PREFIX.match(text)
+    if match and normalize(match.group(1)).strip() == speaker:
+        return text[match.end() :]
+    return text
+
+
+def explicit_revision(text: str) -> bool:
+    """The turn says it revises something said before ("actually", "I meant", "no longer", "تصحيح")."""
+    return _REVISION.search(normalize(text)) is not None
 
 
 def compatible(new: Origin, old: Origin) -> str | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from cabrain.types import Decision
 from cabrain.write.decision.comparison import Comparison, compare
-from cabrain.write.decision.origin import PLAIN, Origin, compatible
+from cabrain.write.decision.origin import PLAIN, Origin, compatible, explicit_revision, without_speaker
 
 WIDTH = {"private": 0, "team": 1, "global": 2}
 RETRACTION_MARGIN = 0.1  # a retraction restates less of what it withdraws: it may be this much less similar
@@ -55,15 +55,18 @@ def _pair(
     old_origin: Origin,
 ) -> tuple[Decision, str, bool]:
     """:func:`judge`, and whether where the two come from is what kept them apart."""
+    if new_origin.speaker is not None and new_origin.speaker == old_origin.speaker:
+        # two turns of one speaker: what they said, not the "Name:" both open with
+        new, old = without_speaker(new, new_origin.speaker), without_speaker(old, old_origin.speaker)
     c = compare(new, old)
     decision, reason = _judge(c, similarity, duplicate_similarity, revision_similarity)
-    refused = origin_refusal(decision, c, new_origin, old_origin)
+    refused = origin_refusal(decision, c, new_origin, old_origin, new)
     return (Decision.ADD, refused, True) if refused else (decision, reason, False)
 
 
-def origin_refusal(decision: Decision, c: Comparison, new: Origin, old: Origin) -> str | None:
+def origin_refusal(decision: Decision, c: Comparison, new: Origin, old: Origin, new_text: str) -> str | None:
     """Why where the two statements come from forbids ``decision`` between them (see
-    :mod:`cabrain.write.decision.origin`), or None."""
+    :mod:`cabrain.write.decision.origin`), or None. ``new_text``: the newer statement."""
     if decision is Decision.ADD or (new.plain and old.plain):
         return None
     why = compatible(new, old)
@@ -72,8 +75,10 @@ def origin_refusal(decision: Decision, c: Comparison, new: Origin, old: Origin) 
     if new.speaker is not None:  # two turns of one speaker
         if decision is Decision.NOOP:
             return "a turn is its own utterance: said again, it is another moment of the conversation"
-        if decision is Decision.UPDATE and not c.revision_cue:
-            return "a speaker's turn is revised only by that speaker's explicit revision"
+        if not explicit_revision(new_text):
+            return "a speaker's turn is revised or retracted only by that speaker's explicit correction"
+        if decision is Decision.UPDATE and not (c.shared_predicate and (c.replaced or c.negation_differs)):
+            return "a speaker's correction revises a turn only where it gives the same thing a new value"
     if new.record is not None or old.record is not None:
         if decision in (Decision.UPDATE, Decision.INVALIDATE):
             return "records of a source are distinct: only a later version of the same record revises one"
@@ -162,7 +167,7 @@ def check_decision(
     if target is None:
         return WriteDecision(Decision.ADD, None, "new information (the decision named no neighbour)")
     c = compare(text, target.content)
-    refused = origin_refusal(choice.decision, c, origin, target.origin)
+    refused = origin_refusal(choice.decision, c, origin, target.origin, text)
     if refused:
         return WriteDecision(Decision.ADD, None, f"{choice.decision.value} refused: {refused}")
     if choice.decision is Decision.NOOP:  # the model's call: absorbing loses nothing already stored
@@ -175,24 +180,42 @@ def check_decision(
     return WriteDecision(Decision.ADD, None, f"{choice.decision.value} refused: about another subject ({why})")
 
 
-def duplicates(a: str, b: str, similarity: float, threshold: float) -> bool:
+def duplicates(
+    a: str, b: str, similarity: float, threshold: float, origin_a: Origin = PLAIN, origin_b: Origin = PLAIN
+) -> bool:
     """Sleep's dedup: ``a`` and ``b`` say the same thing, read either way round (a merge keeps one
-    of them, so neither may carry a subject, a value, a negation or a cue the other lacks)."""
+    of them, so neither may carry a subject, a value, a negation or a cue the other lacks), and
+    where they come from lets one absorb the other (never two turns; records only saying the same)."""
     if similarity < threshold:
         return False
-    for new, old in ((a, b), (b, a)):
+    for (new, new_origin), (old, old_origin) in (((a, origin_a), (b, origin_b)), ((b, origin_b), (a, origin_a))):
         c = compare(new, old)
         if not c.same_subject or c.signals:
+            return False
+        if origin_refusal(Decision.NOOP, c, new_origin, old_origin, new):
             return False
     return True
 
 
 def contradiction(
-    newer: str, older: str, similarity: float, *, revision_similarity: float, duplicate_similarity: float
+    newer: str,
+    older: str,
+    similarity: float,
+    *,
+    revision_similarity: float,
+    duplicate_similarity: float,
+    newer_origin: Origin = PLAIN,
+    older_origin: Origin = PLAIN,
 ) -> str | None:
     """Sleep's reconsolidation: why ``newer`` supersedes ``older`` (the same subject, a new value
-    or a retraction), or None."""
+    or a retraction, between statements whose origins allow it), or None."""
     decision, reason = judge(
-        newer, older, similarity, duplicate_similarity=duplicate_similarity, revision_similarity=revision_similarity
+        newer,
+        older,
+        similarity,
+        duplicate_similarity=duplicate_similarity,
+        revision_similarity=revision_similarity,
+        new_origin=newer_origin,
+        old_origin=older_origin,
     )
     return reason if decision in (Decision.UPDATE, Decision.INVALIDATE) else None
