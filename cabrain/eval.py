@@ -348,6 +348,9 @@ def render(results: Sequence[SetResult], ks: Sequence[int]) -> str:
             cells = [f"{v:8.3f}" for v in [*values, o["mrr"], o["ndcg@10"]]]
             cells += [f"{m.latency_ms.get(p, 0):8.1f}" for p in ("p50", "p95", "p99")]
             lines.append(f"{r.name:<14} {mode:<14} " + " ".join(cells))
+            for category, c in m.by_category.items():
+                cells = [f"{c.get(f'recall_any@{k}', 0.0):8.3f}" for k in ks] + [f"{c['mrr']:8.3f}"]
+                categories.append(f"{r.name:<14} {mode:<14} {category[:14]:<14} " + " ".join(cells))
         if r.decide:
             d = r.decisions
             summary.append(
@@ -355,9 +358,6 @@ def render(results: Sequence[SetResult], ks: Sequence[int]) -> str:
                 f"recall ({d['taken out'] / max(r.memories, 1):.2%}; {d['UPDATE']} UPDATE, {d['INVALIDATE']} "
                 f"INVALIDATE, {d['NOOP']} NOOP)"
             )
-            for category, c in m.by_category.items():
-                cells = [f"{c.get(f'recall_any@{k}', 0.0):8.3f}" for k in ks] + [f"{c['mrr']:8.3f}"]
-                categories.append(f"{r.name:<14} {mode:<14} {category[:14]:<14} " + " ".join(cells))
     if categories:
         cat_header = f"{'set':<14} {'mode':<14} {'category':<14} " + " ".join(
             f"{m:>8}" for m in [*(f"hit@{k}" for k in ks), "MRR"]

@@ -142,3 +142,58 @@ def test_eval_measures_hybrid_rerank_through_the_configured_reranker(tmp_path, p
     reranked = data["sets"][0]["modes"]["hybrid+rerank"]
     assert reranked["overall"]["recall_any@1"] == 1.0
     assert reranked["latency_ms"]["p50"] > 0
+
+
+CHAT = [
+    # Melanie's turn reads like a revision of Caroline's (same words, a new number, "now"): another speaker
+    {
+        "id": "t1",
+        "namespace": "c",
+        "text": "Caroline: The pottery class meets on Monday at 5 pm.",
+        "speaker": "Caroline",
+    },
+    {
+        "id": "t2",
+        "namespace": "c",
+        "text": "Melanie: The pottery class now meets on Monday at 6 pm.",
+        "speaker": "Melanie",
+    },
+    {"id": "t3", "namespace": "c", "text": "Caroline: Thanks so much!", "speaker": "Caroline"},
+    {"id": "t4", "namespace": "c", "text": "Melanie: Thanks so much!", "speaker": "Melanie"},
+    {"id": "t5", "namespace": "c", "text": "Caroline: Thanks so much!", "speaker": "Caroline"},
+    # Caroline corrects herself, explicitly
+    {
+        "id": "t6",
+        "namespace": "c",
+        "text": "Caroline: Actually, the pottery class meets on Monday at 7 pm.",
+        "speaker": "Caroline",
+    },
+]
+CHAT_QUERIES = [{"id": "q1", "namespace": "c", "query": "when does the pottery class meet", "gold": ["t2"]}]
+
+
+def test_decisions_on_a_conversation_take_out_only_a_speakers_own_explicit_revision(tmp_path, pg_server, home):
+    folder = tmp_path / "chat"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(r) for r in CHAT) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(r) for r in CHAT_QUERIES) + "\n")
+    env = cli_env(database_url=pg_server.dsn(), home=str(home))
+    out = tmp_path / "decisions.json"
+    result = run_cli("eval", "decisions", str(folder), "--json", str(out), env=env)
+    assert result.returncode == 0, result.stderr
+    [chat] = json.loads(out.read_text())["sets"]
+    assert chat["turns"] == 6
+    assert chat["counts"] == {"superseded/same": 1}, chat  # t6 revises t1; nothing else is taken out
+    assert chat["by_other_speaker"] == 0
+    [example] = chat["examples"]["superseded/same"]
+    assert (example["taken_out"], example["by"]) == ("t1", "t6")
+    assert "taken out" in result.stdout and "superseded/same" in result.stdout
+
+    recall = tmp_path / "recall.json"
+    loaded = run_cli("eval", str(folder), "--decide", "--mode", "hybrid", "--k", "2", "--json", str(recall), env=env)
+    assert loaded.returncode == 0, loaded.stderr
+    [decided] = json.loads(recall.read_text())["sets"]
+    assert decided["decide"] is True and decided["decisions"]["taken out"] == 1
+    assert decided["decisions"]["ADD"] == 5 and decided["decisions"]["UPDATE"] == 1
+    assert "loaded through the write decisions" in loaded.stdout
+    assert decided["modes"]["hybrid"]["overall"]["recall_any@2"] == 1.0  # Melanie's turn is still there
