@@ -118,5 +118,5 @@ def test_the_command_reports_and_refuses_bad_input(tmp_path, pg_server, home):
     missing = run_cli("eval", "decisions", env=env)
     assert missing.returncode == 2 and "needs a set" in missing.stderr
     wrong = run_cli("eval", "decisions", str(pairs), "--mode", "bm25", env=env)
-    assert wrong.returncode == 2 and "--mode and --k measure recall" in wrong.stderr
+    assert wrong.returncode == 2 and "--mode, --k and --decide measure recall" in wrong.stderr
     assert not Path(tmp_path / "nothing").exists()
