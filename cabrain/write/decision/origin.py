@@ -52,7 +52,9 @@ PLAIN = Origin()
 
 
 def is_record_kind(source_kind: str | None, patterns: Iterable[str]) -> bool:
-    return bool(source_kind) and any(fnmatch.fnmatchcase(source_kind, p) for p in patterns)  # type: ignore[arg-type]
+    if not source_kind:
+        return False
+    return any(fnmatch.fnmatchcase(source_kind, p) for p in patterns)
 
 
 def origin_of(
