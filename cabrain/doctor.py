@@ -131,7 +131,7 @@ async def _database_checks(settings: Settings, dsn: str, target: str, model_dim:
             except EmbeddingDimensionMismatch as exc:
                 checks.append(_failed("embedding dimension", exc))
         if state.applied:
-            checks += await _hot_tier_facts(conn)
+            checks += await _hot_tier_facts(conn, settings.sleep_stuck_after_s)
     finally:
         await conn.close()
     return checks
@@ -166,7 +166,7 @@ def _schema_check(state: migrations.SchemaState) -> Check:
     )
 
 
-async def _hot_tier_facts(conn: asyncpg.Connection) -> list[Check]:
+async def _hot_tier_facts(conn: asyncpg.Connection, stuck_after_s: float) -> list[Check]:
     facts = await conn.fetchrow(PARTITION_FACTS)
     partition = Check(
         "partitions",
@@ -183,17 +183,17 @@ async def _hot_tier_facts(conn: asyncpg.Connection) -> list[Check]:
             "cabrain_sleep does not exist; sleep jobs will use the main role",
             "have a superuser run CREATE ROLE cabrain_sleep LOGIN, then cabrain migrate",
         )
-    return [partition, role, await _sleep_check(conn)]
+    return [partition, role, await _sleep_check(conn, stuck_after_s)]
 
 
 LAST_SLEEP = """
-SELECT status, started_at, finished_at, now() - coalesce(finished_at, started_at) AS age,
+SELECT id, status, note, started_at, finished_at, now() - coalesce(finished_at, started_at) AS age,
        (SELECT count(*) FROM cold_batches WHERE state <> 'done' AND created_at < now() - interval '1 hour') AS open_batches
 FROM sleep_runs ORDER BY started_at DESC LIMIT 1
 """
 
 
-async def _sleep_check(conn: asyncpg.Connection) -> Check:
+async def _sleep_check(conn: asyncpg.Connection, stuck_after_s: float) -> Check:
     if not await conn.fetchval("SELECT to_regclass('sleep_runs') IS NOT NULL"):
         return Check("sleep cycle", Status.SKIP, "schema without the sleep tables")
     last = await conn.fetchrow(LAST_SLEEP)
@@ -201,6 +201,15 @@ async def _sleep_check(conn: asyncpg.Connection) -> Check:
         return Check("sleep cycle", Status.OK, "no run yet", "schedule it: README, 'Every night'")
     hours = last["age"].total_seconds() / 3600
     detail = f"last run {last['status']}, {hours:.1f} h ago"
+    if last["status"] == "running" and last["age"].total_seconds() > stuck_after_s:
+        return Check(
+            "sleep cycle",
+            Status.FAIL,
+            f"run {last['id']} has been running for {hours:.1f} h (CABRAIN_SLEEP_STUCK_AFTER_S is "
+            f"{stuck_after_s:g} s)" + (f": {last['note']}" if last["note"] else ""),
+            f"see its steps (GET /v1/sleep/runs/{last['id']}, the console's Sleep page); cancel it there or with "
+            f"POST /v1/sleep/runs/{last['id']}/cancel (a run whose driver is gone ends at once)",
+        )
     if last["open_batches"]:
         return Check(
             "sleep cycle",

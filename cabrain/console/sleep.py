@@ -39,3 +39,11 @@ async def start(request: Request, svc: Svc, session: Current) -> Response:
     steps = [s.strip() for s in text(form, "steps").split(",") if s.strip()]
     run_id: uuid.UUID = await svc.run(lambda b: svc.sleep_runs(b).start(session.agent, names or None, steps or None))
     return see_other(f"{sessions.PATH}/sleep/{urllib.parse.quote(str(run_id))}")
+
+
+@routes.post("/sleep/{run_id}/cancel")
+async def cancel(request: Request, run_id: str, svc: Svc, session: Current) -> Response:
+    await change_form(request, session)
+    ident = as_uuid(run_id, "sleep run id")
+    await svc.run(lambda b: svc.sleep_runs(b).cancel(session.agent, ident))
+    return see_other(f"{sessions.PATH}/sleep/{urllib.parse.quote(str(ident))}")

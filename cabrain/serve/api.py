@@ -37,6 +37,7 @@ from cabrain.serve.routes import (
     portable,
     pushes,
     recall,
+    sleep,
     workflows,
 )
 
@@ -51,6 +52,7 @@ ROUTERS = (
     entities,
     namespaces,
     workflows,
+    sleep,
     connectors,
     portable,
     backups,

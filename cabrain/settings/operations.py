@@ -95,6 +95,24 @@ class OperationsSettings(BaseModel):
     sleep_max_changes: int = Field(
         default=200, ge=0, description="Changes listed per step in the run report (counts are always complete)."
     )
+    sleep_step_cpus: float | None = Field(
+        default=None,
+        ge=0,
+        le=256,
+        description="CPUs each sleep step asks Ray for. Unset: one, or the most a node has free when less (the "
+        "Serve replicas hold the rest); none free: steps run one at a time beside the replicas (cabrain/sleep/room.py).",
+    )
+    sleep_wait_note_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="After this many seconds a step has not started, its run says why it waits (sleep_runs.note).",
+    )
+    sleep_stuck_after_s: float = Field(
+        default=6 * 3600,
+        gt=0,
+        description="cabrain doctor reports a run still running after this many seconds as stuck.",
+    )
     sleep_at: str = Field(
         default="03:00",
         pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",

@@ -30,6 +30,7 @@ from cabrain.clock import Clock, utc_now
 from cabrain.errors import ConfigError
 from cabrain.settings import Settings, load_settings, settings_for_replicas
 from cabrain.sleep.context import StepContext, jsonb
+from cabrain.sleep.room import Room, nodes_cpus, step_room, waiting_note
 from cabrain.store.migrations import SLEEP_ROLE
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,15 @@ UPDATE sleep_steps SET status = $5, counts = $6::jsonb, changes = $7::jsonb, err
 WHERE run_id = $1 AND step = $2 AND namespace = $3 AND month = $4
 """
 TRY_LOCK = "SELECT pg_try_advisory_lock($1, hashtext($2))"
+CANCEL_REQUESTED = "SELECT cancel_requested_at IS NOT NULL FROM sleep_runs WHERE id = $1"
+STEP_STARTED = """
+SELECT EXISTS (SELECT 1 FROM sleep_steps WHERE run_id = $1 AND step = $2 AND namespace = $3 AND month = $4)
+"""
+SET_NOTE = "UPDATE sleep_runs SET note = $2 WHERE id = $1 AND note IS DISTINCT FROM $2"
+
+
+class StepWithdrawn(Exception):
+    """A step that had not started when its run was cancelled."""
 
 
 @dataclass
@@ -67,6 +77,8 @@ class CycleReport:
     steps: dict[str, dict[str, int]]  # step -> summed counts
     tasks: list[dict[str, Any]] = field(default_factory=list)  # one per step task
     sleep_role: str = ""
+    room: str = ""  # what each step asked Ray for, and why (cabrain.sleep.room)
+    withdrawn: list[dict[str, str]] = field(default_factory=list)  # steps a cancel kept from running
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +90,8 @@ class CycleReport:
             "steps": self.steps,
             "tasks": self.tasks,
             "sleep_role": self.sleep_role,
+            "room": self.room,
+            "withdrawn": self.withdrawn,
         }
 
 
@@ -212,14 +226,18 @@ async def run_cycle(
         await lock_conn.execute(START_RUN, run_id, socket.gethostname(), list(steps), mine)
         say(f"sleep run {run_id}: {len(mine)} namespace(s), steps {', '.join(steps)} (as {role})")
         months = {name: [r["month"] for r in await lock_conn.fetch(MONTHS, name)] for name in mine}
-        runner = _Runner(settings, worker_dsn, run_id, use_ray, say, clock)
+        runner = _Runner(settings, worker_dsn, run_id, use_ray, say, clock, _Control(lock_conn, run_id))
+        if use_ray:
+            say(f"  steps: {runner.room.why}")
         per_namespace = [s for s in steps if s != "maintain"]
         outcomes = await asyncio.gather(*(runner.namespace(n, per_namespace, months[n]) for n in mine))
         failed = [n for n, ok in zip(mine, outcomes, strict=True) if not ok]
         if "maintain" in steps:
             await runner.task("maintain", "", "")
         status = (
-            "done"
+            "cancelled"
+            if runner.control.cancelled
+            else "done"
             if not failed and not runner.failures
             else ("failed" if len(failed) == len(mine) and mine else "partial")
         )
@@ -228,7 +246,19 @@ async def run_cycle(
             bucket = totals.setdefault(task["step"], {})
             for key, n in task.get("counts", {}).items():
                 bucket[key] = bucket.get(key, 0) + n
-        report = CycleReport(run_id, status, time.perf_counter() - started, mine, skipped, totals, runner.tasks, role)
+        report = CycleReport(
+            run_id,
+            status,
+            time.perf_counter() - started,
+            mine,
+            skipped,
+            totals,
+            runner.tasks,
+            role,
+            runner.room.why if use_ray else "",
+            runner.withdrawn,
+        )
+        await runner.control.note(None)
         await lock_conn.execute(END_RUN, run_id, status, jsonb(report.to_json()))
         say(f"sleep run {run_id}: {status} in {report.seconds:.1f} s")
         return report
@@ -241,42 +271,113 @@ async def run_cycle(
         await lock_conn.close()  # releases the namespace locks
 
 
+class _Control:
+    """The run's own row, read and written beside its steps: a cancel asked for, why it waits."""
+
+    def __init__(self, conn: asyncpg.Connection, run_id: uuid.UUID) -> None:
+        self.conn, self.run_id = conn, run_id
+        self.cancelled = False
+        self._lock = asyncio.Lock()  # one connection, many steps
+
+    async def cancel_requested(self) -> bool:
+        if not self.cancelled:
+            async with self._lock:
+                self.cancelled = bool(await self.conn.fetchval(CANCEL_REQUESTED, self.run_id))
+        return self.cancelled
+
+    async def started(self, step: str, namespace: str, month: str) -> bool:
+        async with self._lock:
+            return bool(await self.conn.fetchval(STEP_STARTED, self.run_id, step, namespace, month))
+
+    async def note(self, text: str | None) -> None:
+        async with self._lock:
+            await self.conn.execute(SET_NOTE, self.run_id, text)
+
+
 class _Runner:
     def __init__(
-        self, settings: Settings, dsn: str, run_id: uuid.UUID, use_ray: bool, say: Callable[[str], None], clock: Clock
+        self,
+        settings: Settings,
+        dsn: str,
+        run_id: uuid.UUID,
+        use_ray: bool,
+        say: Callable[[str], None],
+        clock: Clock,
+        control: _Control,
     ) -> None:
         self.settings, self.dsn, self.run_id, self.say, self.clock = settings, dsn, run_id, say, clock
+        self.control = control
         self.tasks: list[dict[str, Any]] = []
         self.failures: list[dict[str, Any]] = []
+        self.withdrawn: list[dict[str, str]] = []
         self._remote = None
+        self.room = Room(1.0, None, "")
         if use_ray:
             self._remote = _remote_step()
             self._settings_dict = settings_for_replicas(settings)
+            self.room = step_room(settings.sleep_step_cpus, nodes_cpus())
+        self._slots = asyncio.Semaphore(self.room.at_once) if self.room.at_once else None
 
     async def task(self, step: str, namespace: str, month: str) -> bool:
+        if self._slots is None:
+            return await self._task(step, namespace, month)
+        async with self._slots:
+            return await self._task(step, namespace, month)
+
+    async def _task(self, step: str, namespace: str, month: str) -> bool:
+        where = {"step": step, "namespace": namespace, "month": month}
         try:
+            if await self.control.cancel_requested():
+                raise StepWithdrawn
             if self._remote is not None:
-                ref = self._remote.remote(
+                ref = self._remote.options(**self.room.options()).remote(
                     self._settings_dict, self.dsn, str(self.run_id), step, namespace, month, self.clock
                 )
-                done = await ref
+                done = await self._wait(ref, step, namespace, month)
             else:
                 done = await execute_step(
                     self.settings, self.dsn, self.run_id, step, namespace, month, clock=self.clock
                 )
+        except StepWithdrawn:
+            self.withdrawn.append(where)
+            self.say(f"  {namespace or '*'} {step}{' ' + month if month else ''}: withdrawn (the run was cancelled)")
+            return False
         except Exception as exc:  # noqa: BLE001 - recorded; the namespace's later steps are skipped
             cause = getattr(exc, "cause", None) or exc
-            self.failures.append({"step": step, "namespace": namespace, "month": month, "error": str(cause)})
-            self.tasks.append({"step": step, "namespace": namespace, "month": month, "error": str(cause)[:500]})
+            self.failures.append({**where, "error": str(cause)})
+            self.tasks.append({**where, "error": str(cause)[:500]})
             self.say(f"  {namespace or '*'} {step}{' ' + month if month else ''}: FAILED: {cause}")
-            log.error(
-                "sleep step failed", extra={"step": step, "namespace": namespace, "month": month, "error": str(cause)}
-            )
+            log.error("sleep step failed", extra={**where, "error": str(cause)})
             return False
         self.tasks.append(done)
         counts = ", ".join(f"{k} {v}" for k, v in sorted(done["counts"].items()) if v) or "nothing to do"
         self.say(f"  {namespace or '*'} {step}{' ' + month if month else ''}: {counts} ({done['seconds']:.2f} s)")
         return True
+
+    async def _wait(self, ref: Any, step: str, namespace: str, month: str) -> dict[str, Any]:
+        """The step's answer. While it has not started, the run says why it waits; if the run is
+        cancelled meanwhile, the step is withdrawn (a step already running finishes: it is one unit)."""
+        import ray  # heavy: only on Ray
+
+        answer = asyncio.wrap_future(ref.future())
+        waiting = False
+        while True:
+            finished, _ = await asyncio.wait({answer}, timeout=self.settings.sleep_wait_note_s)
+            if finished:
+                if waiting:
+                    await self.control.note(None)
+                return answer.result()
+            if await self.control.started(step, namespace, month):
+                if waiting:
+                    waiting = False
+                    await self.control.note(None)
+                continue
+            if await self.control.cancel_requested():
+                answer.add_done_callback(lambda f: f.cancelled() or f.exception())  # its TaskCancelledError
+                ray.cancel(ref)
+                raise StepWithdrawn
+            waiting = True
+            await self.control.note(waiting_note(step, namespace, month, self.room, nodes_cpus()))
 
     async def namespace(self, namespace: str, steps: Sequence[str], months: list[str]) -> bool:
         for step in steps:

@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 
 from cabrain.engine import Engine
-from cabrain.errors import ConfigError, InputError, NotFound
+from cabrain.errors import ConfigError, ConflictError, InputError, NotFound
 from cabrain.gate import Read, operation
 from cabrain.policy import Op
 from cabrain.settings import load_settings, settings_for_replicas
@@ -30,11 +30,31 @@ from cabrain.write.changes import may_see_judgment
 log = logging.getLogger(__name__)
 
 RUNS = """
-SELECT id, started_at, finished_at, status, host, steps, namespaces FROM sleep_runs
+SELECT id, started_at, finished_at, status, host, steps, namespaces, note, cancel_requested_at FROM sleep_runs
 WHERE $1::boolean OR namespaces && $2::text[]
 ORDER BY started_at DESC LIMIT $3
 """
-RUN = "SELECT id, started_at, finished_at, status, host, steps, namespaces, report FROM sleep_runs WHERE id = $1"
+RUN = """
+SELECT id, started_at, finished_at, status, host, steps, namespaces, note, cancel_requested_at, report FROM sleep_runs
+WHERE id = $1
+"""
+# A run's driver holds an advisory lock per namespace (cabrain.sleep.cycle.LOCK_CLASS) while it runs:
+# none held means the driver is gone (its process died) and nobody will end the run but a cancel.
+DRIVER_ALIVE = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks l, unnest($2::text[]) AS n(name)
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+      AND l.classid = $1::bigint::oid AND l.objid = (hashtext(n.name)::bigint & 4294967295)::oid
+)
+"""
+ORPHANED = """
+UPDATE sleep_runs SET status = 'cancelled', finished_at = now(), note = $2
+WHERE id = $1 AND status = 'running' RETURNING status
+"""
+CANCEL = """
+UPDATE sleep_runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE id = $1 AND status = 'running' RETURNING cancel_requested_at
+"""
 STEPS = """
 SELECT run_id, step, namespace, month, status, counts, node_id, started_at, finished_at, error FROM sleep_steps
 WHERE run_id = ANY($1::uuid[]) AND ($2::boolean OR namespace = ANY($3::text[]))
@@ -92,7 +112,29 @@ class SleepRuns:
             "steps": [_step(s) for s in steps],
             "judgments": judged,
             "skipped": report.get("skipped", {}) if admin else {},
+            "room": report.get("room", "") if admin else "",
+            "withdrawn": report.get("withdrawn", []) if admin else [],
         }
+
+    @operation(Op.ADMIN, admin=True)
+    async def cancel(self, agent: str, run_id: uuid.UUID) -> dict[str, Any]:
+        """Ask a running cycle to stop (an admin's): it starts no further step, withdraws those still
+        waiting for room, lets the running ones finish and ends 'cancelled'. A run whose driver is
+        gone (it holds no namespace lock) ends at once. An ended run: 409."""
+        from cabrain.sleep.cycle import LOCK_CLASS
+
+        async with self.engine.pool.acquire() as conn:
+            row = await conn.fetchrow(RUN, run_id)
+            if row is None:
+                raise NotFound(f"sleep run {run_id} does not exist")
+            asked = await conn.fetchval(CANCEL, run_id)
+            if asked is None:
+                raise ConflictError(f"sleep run {run_id} has ended ({row['status']}); there is nothing to cancel")
+            status = "running"
+            if row["namespaces"] and not await conn.fetchval(DRIVER_ALIVE, LOCK_CLASS, list(row["namespaces"])):
+                status = await conn.fetchval(ORPHANED, run_id, "its driver was gone: ended by a cancel") or status
+        log.info("sleep cycle cancel asked", extra={"agent": agent, "run_id": str(run_id), "status": status})
+        return {"id": str(run_id), "status": status, "cancel_requested_at": asked}
 
     @operation(Op.ADMIN, admin=True)
     async def start(
@@ -185,6 +227,8 @@ def _run(row: asyncpg.Record, admin: bool, visible: list[str]) -> dict[str, Any]
         "host": row["host"] if admin else None,
         "steps_planned": list(row["steps"]),
         "namespaces": [n for n in row["namespaces"] if admin or n in visible],
+        "note": row["note"],  # why it waits, while it does (cabrain.sleep.room)
+        "cancel_requested_at": row["cancel_requested_at"],
     }
 
 

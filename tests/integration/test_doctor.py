@@ -235,3 +235,29 @@ async def test_doctor_reports_the_last_sleep_run_and_unfinished_demotions(db_dsn
         assert "1 demotion batch(es) unfinished" in check.detail and "--steps demote" in check.hint
     finally:
         await conn.close()
+
+
+async def test_doctor_reports_a_run_stuck_longer_than_the_setting(db_dsn, settings_for):
+    import uuid
+
+    import asyncpg
+
+    settings = settings_for(db_dsn, sleep_stuck_after_s=3600)
+    run_id = uuid.uuid4()
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO sleep_runs (id, status, steps, namespaces, started_at, note) VALUES "
+            "($1, 'running', '{dedup}', '{n}', now() - interval '2 hours', 'waiting for room on the cluster: dedup n')",
+            run_id,
+        )
+        check = by_name(await run_doctor(settings))["sleep cycle"]
+        assert check.status is Status.FAIL and f"run {run_id} has been running for 2.0 h" in check.detail
+        assert check.detail.endswith("waiting for room on the cluster: dedup n")
+        assert f"/v1/sleep/runs/{run_id}/cancel" in check.hint
+        await conn.execute("UPDATE sleep_runs SET started_at = now() - interval '10 minutes' WHERE id = $1", run_id)
+        assert (
+            by_name(await run_doctor(settings_for(db_dsn, sleep_stuck_after_s=3600)))["sleep cycle"].status is Status.OK
+        )
+    finally:
+        await conn.close()

@@ -83,6 +83,19 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
             assert written.json()["decision"] == "ADD"
             hits = api.post("/v1/recall", json={"query": "which vector store?", "namespace": "notes"}).json()["hits"]
             assert hits[0]["memory"]["content"] == "We chose pgvector."
+            # a sleep cycle started over the API runs beside the replicas, which hold most of the 2 CPUs
+            started = api.post("/v1/sleep/runs", json={"namespaces": ["notes"]})
+            assert started.status_code == 202, started.text
+            run_id = started.json()["run_id"]
+            deadline = time.monotonic() + 240
+            run = api.get(f"/v1/sleep/runs/{run_id}").json()
+            while run["status"] == "running" and time.monotonic() < deadline:
+                time.sleep(1)
+                run = api.get(f"/v1/sleep/runs/{run_id}").json()
+            assert run["status"] == "done", run
+            assert "CPU per step" in run["room"] or "no CPU free" in run["room"], run["room"]
+            assert {s["step"] for s in run["steps"]} >= {"consolidate", "dedup", "decay", "maintain"}
+            assert api.post(f"/v1/sleep/runs/{run_id}/cancel").status_code == 409  # it has ended
         started = _descendants(proc.pid)
         assert any("raylet" in " ".join(p.cmdline()) for p in started)
         assert server.status().running
