@@ -71,12 +71,15 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
         assert f"admin key: {key_file} (created now" in text
         assert f"http://127.0.0.1:{port}" in text
         assert f"console: http://127.0.0.1:{port}/console" in text
-        console = httpx.get(f"http://127.0.0.1:{port}/console/login")  # served by cabrain up, nothing else
+        wait = httpx.Timeout(120)  # a busy machine answers slowly, never wrongly
+        console = httpx.get(f"http://127.0.0.1:{port}/console/login", timeout=wait)  # served by cabrain up
         assert console.status_code == 200 and "API key" in console.text
-        assert httpx.get(f"http://127.0.0.1:{port}/console/static/console.css").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/console/static/console.css", timeout=wait).status_code == 200
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
         key = key_file.read_text().strip()
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}) as api:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}, timeout=wait
+        ) as api:
             assert api.get("/v1/whoami").json()["is_admin"] is True
             assert api.post("/v1/namespaces", json={"name": "notes"}).status_code == 201
             written = api.post("/v1/memories", json={"content": "We chose pgvector.", "namespace": "notes"})
@@ -155,8 +158,8 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
         text = _wait_for_line(out2, "Ctrl-C stops everything", again, timeout=240)
         assert f"admin key: {key_file}\n" in text  # ops holds an active admin key; nothing was made
         assert key_file.read_text().strip() == key
-        assert httpx.get(f"{url}/v1/whoami", headers={"Authorization": f"Bearer {key}"}).status_code == 401
-        ops = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ops_key}"}, timeout=30)
+        assert httpx.get(f"{url}/v1/whoami", headers={"Authorization": f"Bearer {key}"}, timeout=120).status_code == 401
+        ops = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ops_key}"}, timeout=120)
         agents = {a["id"]: a for a in ops.get("/v1/agents").json()["agents"]}
         assert agents["admin"]["disabled_at"] is not None and agents["ops"]["is_admin"] is True
 

@@ -6,6 +6,7 @@ class's status and kind, and the Python client raises that class again."""
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -157,6 +158,36 @@ def test_workflows_answer_as_documented(service: Service, llm_server: str) -> No
             _ok(alice.get("/v1/workflows/report"))
         finally:
             admin.patch(f"/v1/workflows/agents/{model['name']}", json={"active": False})
+
+
+async def test_sleep_runs_answer_as_documented(service: Service) -> None:
+    """A cycle started over the API runs to its end on the service's Ray; a run whose driver is gone
+    (it holds no namespace lock) is ended by a cancel."""
+    with service.client("admin") as admin, service.client("alice") as alice:
+        admin.post("/v1/namespaces", json={"name": "openapi/sleepy"})
+        run_id = _ok(admin.post("/v1/sleep/runs", json={"namespaces": ["openapi/sleepy"], "steps": ["dedup"]}), 202)[
+            "run_id"
+        ]
+        deadline = datetime.now(UTC) + timedelta(seconds=240)
+        run = _ok(admin.get(f"/v1/sleep/runs/{run_id}"))
+        while run["status"] == "running" and datetime.now(UTC) < deadline:
+            await asyncio.sleep(1)
+            run = _ok(admin.get(f"/v1/sleep/runs/{run_id}"))
+        assert run["status"] == "done", run
+        assert any(r["id"] == run_id for r in _ok(admin.get("/v1/sleep/runs"))["runs"])
+        assert alice.post(f"/v1/sleep/runs/{run_id}/cancel").status_code == 403  # an admin's
+        orphan = uuid.uuid4()
+        conn = await asyncpg.connect(service.dsn)
+        try:
+            await conn.execute(
+                "INSERT INTO sleep_runs (id, status, steps, namespaces) VALUES ($1, 'running', '{dedup}', '{openapi/sleepy}')",
+                orphan,
+            )
+        finally:
+            await conn.close()
+        ended = _ok(admin.post(f"/v1/sleep/runs/{orphan}/cancel"), 202)
+        assert ended["status"] == "cancelled"
+        assert _ok(admin.get(f"/v1/sleep/runs/{orphan}"))["note"] == "its driver was gone: ended by a cancel"
 
 
 def test_every_json_route_had_a_success_validated(service: Service) -> None:
