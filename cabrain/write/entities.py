@@ -30,6 +30,20 @@ _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"'(\[]\s*)$")
 _WORD = re.compile(r"[^\W_]+")
 
 MAX_ENTITIES = 20
+# Words that open a chat line without naming anything: "Hey Mel", "Thanks Nate", "Wow Jon" name Mel,
+# Nate and Jon; "OK" and "Bye" name nobody. Stripped from the front of a capitalised name.
+INTERJECTIONS = frozenset(
+    normalize(w)
+    for w in (
+        "hey hi hello hiya howdy yo bye goodbye wow whoa woah thanks thank thx yeah yes yep yup yah nope no "
+        "oh ohh ah ahh aw aww ok okay hmm hm um uh er ooh oops wow yay hooray hurray cheers congrats "
+        "congratulations sure great awesome cool nice dear sorry please well omg lol haha hahaha welcome "
+        "morning evening night afternoon good gosh geez alright "
+        "مرحبا مرحباً اهلا أهلا هلا شكرا شكراً واو تمام حسنا حسناً طيب صباح مساء يا"
+    ).split()
+)
+# A unit or a count word before "of": "GB of RAM" is a quantity, not a name.
+UNIT_WORDS = frozenset(normalize(w) for w in "gb mb tb kb kg km ms lbs percent hours minutes days weeks".split())
 
 
 def extract(text: str, known_keys: set[str] | None = None) -> list[str]:
@@ -54,9 +68,13 @@ def extract(text: str, known_keys: set[str] | None = None) -> list[str]:
                 continue
             if words[0].lower() in STOP_WORDS:
                 words = words[1:]
+        while words and normalize(words[0]) in INTERJECTIONS:
+            words = words[1:]
+        if words and normalize(words[0]) in UNIT_WORDS:
+            continue  # "GB of RAM", "KB of data": a quantity
         name = " ".join(words)
         if name and name.lower() not in STOP_WORDS and len(name) > 1:
-            add(m.start(), m.end(), name)
+            add(m.start() + m.group(0).index(words[0]), m.end(), name)
     if known_keys:
         spans = list(_WORD.finditer(text))
         for size in (3, 2, 1):

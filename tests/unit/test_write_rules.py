@@ -181,3 +181,10 @@ def test_the_chat_model_may_not_supersede_another_subject():
     assert noop.decision is Decision.NOOP  # absorbing loses nothing: the model's call
     ghost = check_decision("x", WriteDecision(Decision.UPDATE, uuid.uuid4(), "model"), [same])
     assert ghost.decision is Decision.ADD
+
+
+def test_greetings_and_quantities_are_not_entities():
+    assert extract("Hey Mel! Thanks Nate, and Wow Jon") == ["Mel", "Nate", "Jon"]
+    assert extract("Bye Caroline. OK then.") == ["Caroline"]
+    assert extract("I bought 16 GB of RAM for the Dell laptop") == ["Dell"]
+    assert extract("مرحبا Omar Khalid, welcome to Team Alpha") == ["Omar Khalid", "Team Alpha"]
