@@ -3,8 +3,10 @@
 Finds, in English and Arabic text alike: URLs, file paths and file names, code identifiers
 (snake_case, camelCase, PascalCase with two capitals, dotted.names, calls()), #hashtags,
 @mentions, capitalised names (one or more capitalised words not opening a sentence, or two or
-more anywhere), and any 1-3 word phrase already known as an entity in the namespace - which is
-how names in scripts without capitals (Arabic) and names opening a sentence are found.
+more anywhere; a greeting before a name is not part of it), Arabic names by what introduces them
+(a title: الدكتور أحمد الغامدي; a kinship chain: محمد بن سلمان; an organisation or a place:
+جامعة القاهرة, شركة أرامكو, مدينة جدة), and any 1-3 word phrase already known as an entity in the
+namespace - which is how names without a cue and names opening a sentence are found.
 """
 
 from __future__ import annotations
@@ -42,6 +44,36 @@ INTERJECTIONS = frozenset(
         "مرحبا مرحباً اهلا أهلا هلا شكرا شكراً واو تمام حسنا حسناً طيب صباح مساء يا"
     ).split()
 )
+# Arabic has no capitals: a name is found by what introduces it. Person titles, then organisation
+# words that are part of the name (جامعة القاهرة), then those that are not (شركة أرامكو: أرامكو), then places.
+AR_PERSON_TITLES = (
+    "السيد السيدة الدكتور الدكتورة المهندس المهندسة الأستاذ الأستاذة الاستاذ الاستاذة الشيخ الشيخة "
+    "الأمير الأميرة الامير الاميرة الملك الملكة الرئيس الكابتن الزميل الزميلة"
+)
+AR_ORG_NAMED = "جامعة وزارة مستشفى بنك مصرف هيئة مدرسة معهد نادي مطار"
+AR_ORG_CUES = "شركة مؤسسة مجموعة"
+AR_PLACE_CUES = "مدينة محافظة منطقة قرية دولة حي"
+_AR_LETTERS = "\u0621-\u063a\u0641-\u064a"
+_AR_WORD = f"(?:عبد\\s?)?[{_AR_LETTERS}]{{2,}}"
+_AR_PREFIX = "(?:و|ف|ب|ل|ك|لل|بال|وال|فال)?"
+
+
+def _cue(words: str, *, keep: bool) -> re.Pattern[str]:
+    cue = "|".join(sorted(words.split(), key=len, reverse=True))
+    head = f"({cue})\\s+" if keep else f"(?:{cue})\\s+"
+    return re.compile(f"(?<![{_AR_LETTERS}]){_AR_PREFIX}{head}({_AR_WORD}(?:\\s+{_AR_WORD}){{0,2}})")
+
+
+_AR_CUES = (  # organisations first: مستشفى الملك فيصل is a hospital, not King Faisal
+    (_cue(AR_ORG_NAMED, keep=True), True, 2),
+    (_cue(AR_PERSON_TITLES, keep=False), False, 2),
+    (_cue(AR_ORG_CUES, keep=False), False, 2),
+    (_cue(AR_PLACE_CUES, keep=False), False, 1),
+)
+_AR_KIN = re.compile(f"(?<![{_AR_LETTERS}])({_AR_WORD}\\s+(?:بن|ابن|بنت)\\s+{_AR_WORD})")
+_AR_NOT_NAME = frozenset(
+    normalize(w) for w in "في من الى إلى على عن مع و أو او ثم قال قالت كان كانت هو هي الذي التي".split()
+)
 # A unit or a count word before "of": "GB of RAM" is a quantity, not a name.
 UNIT_WORDS = frozenset(normalize(w) for w in "gb mb tb kb kg km ms lbs percent hours minutes days weeks".split())
 
@@ -75,6 +107,16 @@ def extract(text: str, known_keys: set[str] | None = None) -> list[str]:
         name = " ".join(words)
         if name and name.lower() not in STOP_WORDS and len(name) > 1:
             add(m.start() + m.group(0).index(words[0]), m.end(), name)
+    for m in _AR_KIN.finditer(text):
+        add(m.start(1), m.end(1), m.group(1))
+    for pattern, keeps_cue, most in _AR_CUES:
+        for m in pattern.finditer(text):
+            words = _arabic_name(m.group(m.lastindex or 1).split(), most)
+            if words and words[-1] == "عبد":
+                words = words[:-1]
+            if words:
+                name = " ".join([m.group(1), *words] if keeps_cue else words)
+                add(m.start(1) if keeps_cue else m.start(m.lastindex or 1), m.end(), name)
     if known_keys:
         spans = list(_WORD.finditer(text))
         for size in (3, 2, 1):
@@ -91,6 +133,31 @@ def extract(text: str, known_keys: set[str] | None = None) -> list[str]:
             seen.add(key)
             names.append(name)
     return names[:MAX_ENTITIES]
+
+
+def _arabic_name(words: list[str], most: int) -> list[str]:
+    """The words after a cue that are the name: up to ``most``, stopping at a particle, a verb or a
+    word that only links (``عبد`` joins the word after it)."""
+    joined: list[str] = []
+    for w in words:  # عبد الله is one word of a name
+        if joined and joined[-1] == "عبد":
+            joined[-1] = f"عبد {w}"
+        else:
+            joined.append(w)
+    out: list[str] = []
+    for w in joined:
+        key = normalize(w)
+        if key in STOP_WORDS or key in _AR_NOT_NAME or (_arabic_verb(key) and out):
+            break
+        out.append(w)
+        if len(out) == most:
+            break
+    return out
+
+
+def _arabic_verb(word: str) -> bool:
+    """An imperfect verb after a name (تعمل, يقود), which ends it; never the name's first word."""
+    return len(word) >= 4 and word[0] in "يت" and not word.startswith("ال")
 
 
 def entity_key(name: str) -> str:

@@ -188,3 +188,13 @@ def test_greetings_and_quantities_are_not_entities():
     assert extract("Bye Caroline. OK then.") == ["Caroline"]
     assert extract("I bought 16 GB of RAM for the Dell laptop") == ["Dell"]
     assert extract("مرحبا Omar Khalid, welcome to Team Alpha") == ["Omar Khalid", "Team Alpha"]
+
+
+def test_arabic_names_are_found_by_what_introduces_them():
+    assert extract("قال الدكتور أحمد الغامدي إن المشروع تأخر") == ["أحمد الغامدي"]
+    assert extract("التقى محمد بن سلمان بالوفد") == ["محمد بن سلمان"]
+    assert extract("زرت المهندس عبد الله العتيبي أمس") == ["عبد الله العتيبي"]
+    assert extract("الدكتورة فاطمة تعمل في مستشفى الملك فيصل") == ["فاطمة", "مستشفى الملك فيصل"]
+    assert extract("انضمت إلى شركة أرامكو في مدينة جدة") == ["أرامكو", "جدة"]
+    assert extract("يدرس في جامعة القاهرة منذ عامين") == ["جامعة القاهرة"]
+    assert extract("ذهبنا إلى السوق ثم عدنا") == []  # no cue, no name
