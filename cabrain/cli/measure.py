@@ -28,9 +28,12 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.dataset == "decisions":
         return _eval_decisions(settings, args)
-    if args.pairs is not None or args.decider is not None:
+    if args.dataset == "facts":
+        return _eval_facts(settings, args)
+    if args.pairs is not None or args.decider is not None or args.corpus is not None:
         raise UsageError(
-            f"unexpected {args.pairs or '--decider'}: a second set and --decider belong to `cabrain eval decisions SET`"
+            f"unexpected {args.pairs or '--decider or --corpus'}: a second set belongs to `cabrain eval decisions SET`"
+            " or `cabrain eval facts SET`"
         )
     ks = int_list(args.k, "--k")
     modes = [m for group in (args.mode or ["vector,bm25,hybrid"]) for m in group.split(",") if m]
@@ -39,6 +42,30 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     )
     print(evaluation.render(results, ks))
     write_results(args.json, json.dumps(evaluation.to_json(results, settings), ensure_ascii=False, indent=2) + "\n")
+    return EXIT_OK
+
+
+def _eval_facts(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain import eval_facts
+
+    if args.pairs is None:
+        raise UsageError(
+            "cabrain eval facts needs a facts set: a folder with facts.jsonl (and summaries.jsonl)",
+            hint="cabrain eval facts ../shared/eval/dev/locomo-dev-facts",
+        )
+    if args.mode or args.k != "1,5,10,20" or args.decide or args.decider:
+        raise UsageError("`cabrain eval facts` takes --corpus and --threshold only")
+    result = asyncio.run(
+        eval_facts.evaluate(
+            settings,
+            Path(args.pairs),
+            Path(args.corpus) if args.corpus else None,
+            threshold=args.threshold,
+            quiet=args.quiet,
+        )
+    )
+    print(eval_facts.render(result))
+    write_results(args.json, eval_facts.to_json(result))
     return EXIT_OK
 
 
@@ -87,7 +114,7 @@ def add_eval(sub: Subparsers) -> None:
         "took out of recall, by same or other speaker. See docs/EVAL.md.",
         parents=[json_file("also write the full results as JSON"), quiet_flag()],
     )
-    ev.add_argument("dataset", help="a set folder, or a folder of set folders; or the word `decisions`")
+    ev.add_argument("dataset", help="a set folder, or a folder of set folders; or the word `decisions` or `facts`")
     ev.add_argument(
         "pairs",
         nargs="?",
@@ -98,6 +125,13 @@ def add_eval(sub: Subparsers) -> None:
         choices=["deterministic", "llm"],
         default=None,
         help="with `decisions`: the write decider measured (default deterministic; llm needs CABRAIN_LLM_URL)",
+    )
+    ev.add_argument("--corpus", default=None, help="with `facts`: the conversations the facts came from")
+    ev.add_argument(
+        "--threshold",
+        type=float,
+        default=0.6,
+        help="with `facts`: the judge's cosine at or above which two facts match (default 0.6)",
     )
     ev.add_argument(
         "--decide",
