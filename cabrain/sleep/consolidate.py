@@ -20,14 +20,17 @@ from cabrain.providers.llm import ChatModel, LLMError
 from cabrain.search.keyword import IndexedDoc, PostgresBM25
 from cabrain.sleep.context import StepContext, StepResult
 from cabrain.sleep.rows import ADD_SOURCES, readership_groups, unit_rows, vec
+from cabrain.sleep.sittings import turn_fact
 from cabrain.store import memories as sql
 
 MAX_FACT_CHARS = 400
+TURNS_PER_TRANSACTION = 200
 # A fact to write: its text, its source memories, and its vector (None: still to embed).
 Fact = tuple[str, list[uuid.UUID], np.ndarray | None]
 
 EPISODES = """
-SELECT m.id, m.owner_agent_id, m.visibility, m.content, m.embedding, m.importance, m.valid_at, m.created_at
+SELECT m.id, m.owner_agent_id, m.visibility, m.content, m.embedding, m.importance, m.valid_at, m.created_at,
+       m.metadata ->> 'speaker' AS speaker
 FROM memories m
 WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.memory_type = 'episodic'
   AND m.consolidated_at IS NULL AND m.embedding IS NOT NULL
@@ -129,6 +132,10 @@ async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> Step
         )
     result.add("episodes_read", len(episodes))
     touched_entities: set[uuid.UUID] = set()
+    turns = [r for r in episodes if r["speaker"] and r["speaker"].strip()]
+    if turns:  # a conversation's turns: the sitting distiller (cabrain.sleep.sittings)
+        touched_entities |= await _distill_turns(ctx, namespace, turns, result)
+        episodes = [r for r in episodes if not (r["speaker"] and r["speaker"].strip())]
     for (owner, visibility), rows in sorted(
         readership_groups(episodes).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
     ):
@@ -154,6 +161,41 @@ async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> Step
     if touched_entities:
         await _summarise_entities(ctx, sorted(touched_entities), result)
     return result
+
+
+async def _distill_turns(
+    ctx: StepContext, namespace: str, turns: list[asyncpg.Record], result: StepResult
+) -> set[uuid.UUID]:
+    """Each turn's own claims as facts in third person, its times resolved, each linked to its turn;
+    every turn read is marked consolidated. The entities of shared facts, to summarise."""
+    pool = await ctx.pool()
+    touched: set[uuid.UUID] = set()
+    for (owner, visibility), rows in sorted(
+        readership_groups(turns).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
+    ):
+        rows = sorted(rows, key=lambda r: (r["valid_at"], r["created_at"], str(r["id"])))
+        for start in range(0, len(rows), TURNS_PER_TRANSACTION):
+            chunk = rows[start : start + TURNS_PER_TRANSACTION]
+            facts: list[Fact] = []
+            for r in chunk:
+                text = turn_fact(r["content"], r["speaker"].strip(), r["valid_at"], ctx.settings.sleep_turn_min_words)
+                if text:
+                    facts.append((_statement(text), [r["id"]], None))
+            async with pool.acquire() as conn, conn.transaction():
+                written = await _write_facts(ctx, conn, namespace, owner, visibility, chunk, facts, "sitting", result)
+                links = await conn.fetch(ENTITY_LINKS, [r["id"] for r in chunk])
+                by_source = defaultdict(set)
+                for link in links:
+                    by_source[link["memory_id"]].add(link["entity_id"])
+                for fact_id, sources in written:
+                    entities = sorted({e for src in sources for e in by_source.get(src, ())})
+                    if entities:
+                        await conn.execute(LINK, fact_id, entities)
+                        if visibility != "private":
+                            touched.update(entities)
+                await conn.execute(MARK_CONSOLIDATED, [r["id"] for r in chunk])
+            result.add("turns_distilled", len(chunk))
+    return touched
 
 
 async def _distill(
