@@ -49,7 +49,7 @@ class OperationsSettings(BaseModel):
     sleep_min_cluster: int = Field(default=3, ge=2, description="Episodes a cluster needs before it is distilled.")
     sleep_facts_per_cluster: int = Field(default=3, ge=1, le=20, description="Most facts distilled from one cluster.")
     sleep_turn_min_words: int = Field(
-        default=8,
+        default=10,
         ge=1,
         le=200,
         description="Content words a conversation turn's own claims need to become a fact (cabrain/sleep/sittings.py).",
