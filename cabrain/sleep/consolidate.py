@@ -1,5 +1,6 @@
-"""*consolidate*: recent episodes, clustered, are distilled into facts (with their sources), and the
-summaries of the entities those facts touch are refreshed.
+"""*consolidate*: recent episodes are distilled into facts (with their sources) - a conversation's
+turns one by one (:mod:`cabrain.sleep.sittings`), other episodes by clusters - and the summaries of
+the entities those facts touch are refreshed.
 
 It only adds rows (and marks episodes consolidated); a re-run after a crash finds the facts it
 committed (by their text's hash) and reinforces them instead of writing them again.
@@ -120,8 +121,9 @@ def _statement(text: str) -> str:
 
 # --- consolidate -----------------------------------------------------------------------------------
 async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> StepResult:
-    """Cluster recent episodes (stored within ``sleep_consolidate_window_days`` of the step's clock)
-    and distill each cluster into facts (with their sources), then refresh the summaries of the
+    """Distill recent episodes (stored within ``sleep_consolidate_window_days`` of the step's clock)
+    into facts with their sources: a conversation's turns each by the sitting distiller
+    (:mod:`cabrain.sleep.sittings`), other episodes by clusters; then refresh the summaries of the
     entities those facts touch."""
     result = ctx.result()
     s = ctx.settings
@@ -143,19 +145,7 @@ async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> Step
         for members in star_clusters(vectors, s.sleep_cluster_similarity, s.sleep_min_cluster):
             cluster = [rows[i] for i in members]
             method, facts = await _distill(ctx, cluster, vectors[members], result)
-            async with pool.acquire() as conn, conn.transaction():
-                written = await _write_facts(ctx, conn, namespace, owner, visibility, cluster, facts, method, result)
-                links = await conn.fetch(ENTITY_LINKS, [r["id"] for r in cluster])
-                by_source = defaultdict(set)
-                for link in links:
-                    by_source[link["memory_id"]].add(link["entity_id"])
-                for fact_id, sources in written:
-                    entities = sorted({e for src in sources for e in by_source.get(src, ())})
-                    if entities:
-                        await conn.execute(LINK, fact_id, entities)
-                        if visibility != "private":
-                            touched_entities.update(entities)
-                await conn.execute(MARK_CONSOLIDATED, [r["id"] for r in cluster])
+            touched_entities |= await _settle(ctx, namespace, owner, visibility, cluster, facts, method, result)
             result.add("clusters")
             result.add("episodes_consolidated", len(cluster))
     if touched_entities:
@@ -163,12 +153,40 @@ async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> Step
     return result
 
 
+async def _settle(
+    ctx: StepContext,
+    namespace: str,
+    owner: str | None,
+    visibility: str,
+    episodes: list[asyncpg.Record],
+    facts: list[Fact],
+    method: str,
+    result: StepResult,
+) -> set[uuid.UUID]:
+    """In one transaction: write ``facts``, link each to the entities its sources mention, mark the
+    episodes consolidated. The entities of shared facts (their summaries to refresh)."""
+    touched: set[uuid.UUID] = set()
+    pool = await ctx.pool()
+    async with pool.acquire() as conn, conn.transaction():
+        written = await _write_facts(ctx, conn, namespace, owner, visibility, episodes, facts, method, result)
+        by_source = defaultdict(set)
+        for link in await conn.fetch(ENTITY_LINKS, [r["id"] for r in episodes]):
+            by_source[link["memory_id"]].add(link["entity_id"])
+        for fact_id, sources in written:
+            entities = sorted({e for src in sources for e in by_source.get(src, ())})
+            if entities:
+                await conn.execute(LINK, fact_id, entities)
+                if visibility != "private":
+                    touched.update(entities)
+        await conn.execute(MARK_CONSOLIDATED, [r["id"] for r in episodes])
+    return touched
+
+
 async def _distill_turns(
     ctx: StepContext, namespace: str, turns: list[asyncpg.Record], result: StepResult
 ) -> set[uuid.UUID]:
     """Each turn's own claims as facts in third person, its times resolved, each linked to its turn;
     every turn read is marked consolidated. The entities of shared facts, to summarise."""
-    pool = await ctx.pool()
     touched: set[uuid.UUID] = set()
     for (owner, visibility), rows in sorted(
         readership_groups(turns).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
@@ -181,19 +199,7 @@ async def _distill_turns(
                 text = turn_fact(r["content"], r["speaker"].strip(), r["valid_at"], ctx.settings.sleep_turn_min_words)
                 if text:
                     facts.append((_statement(text), [r["id"]], None))
-            async with pool.acquire() as conn, conn.transaction():
-                written = await _write_facts(ctx, conn, namespace, owner, visibility, chunk, facts, "sitting", result)
-                links = await conn.fetch(ENTITY_LINKS, [r["id"] for r in chunk])
-                by_source = defaultdict(set)
-                for link in links:
-                    by_source[link["memory_id"]].add(link["entity_id"])
-                for fact_id, sources in written:
-                    entities = sorted({e for src in sources for e in by_source.get(src, ())})
-                    if entities:
-                        await conn.execute(LINK, fact_id, entities)
-                        if visibility != "private":
-                            touched.update(entities)
-                await conn.execute(MARK_CONSOLIDATED, [r["id"] for r in chunk])
+            touched |= await _settle(ctx, namespace, owner, visibility, chunk, facts, "sitting", result)
             result.add("turns_distilled", len(chunk))
     return touched
 
