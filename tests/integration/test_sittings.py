@@ -1,0 +1,67 @@
+"""Sleep distills a conversation's turns into facts a person would write (cabrain.sleep.sittings),
+each linked to its turn, on real PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import asyncpg
+
+from cabrain.sleep.cycle import run_cycle
+from cabrain.types import MemoryInput, Visibility
+
+SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+TURNS = [
+    ("Caroline", "Caroline: Hey Mel! Good to see you! How have you been?"),
+    (
+        "Melanie",
+        "Melanie: Hey Caroline! I'm swamped with the kids & work, and I ran a charity race for mental health yesterday.",
+    ),
+    ("Caroline", "Caroline: Wow, that's amazing! You are so strong."),
+    (
+        "Caroline",
+        "Caroline: I went to a LGBTQ support group last week and the transgender stories there inspired me so much.",
+    ),
+]
+FACTS = """
+SELECT m.content, src.content AS turn FROM memories m
+JOIN memory_sources s ON s.memory_id = m.id AND s.relation = 'distilled_from'
+JOIN memory_ids i ON i.id = s.source_id JOIN memories src ON src.id = i.id AND src.valid_at = i.valid_at
+WHERE m.namespace = $1 AND m.network = 'fact' AND m.source_kind = 'sleep' ORDER BY m.content
+"""
+
+
+async def test_a_sittings_turns_become_third_person_facts_linked_to_them(brain, db_dsn, settings_for) -> None:
+    await brain.create_namespace("alice", "chat")
+    await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                text, "chat", visibility=Visibility.TEAM, valid_at=SAID, metadata={"speaker": who, "thread": "s1"}
+            )
+            for who, text in TURNS
+        ],
+    )
+    report = await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    assert report.status == "done"
+    assert report.steps["consolidate"]["turns_distilled"] == 4
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        facts = [(r["content"], r["turn"]) for r in await conn.fetch(FACTS, "chat")]
+        pending = await conn.fetchval(
+            "SELECT count(*) FROM memories WHERE namespace = 'chat' AND network <> 'fact' AND consolidated_at IS NULL"
+        )
+    finally:
+        await conn.close()
+    assert facts == [
+        (
+            "Caroline went to a LGBTQ support group the week before 8 May 2023 and the transgender stories there "
+            "inspired Caroline so much.",
+            TURNS[3][1],
+        ),
+        (
+            "Melanie is swamped with the kids & work, and Melanie ran a charity race for mental health on 7 May 2023.",
+            TURNS[1][1],
+        ),
+    ]  # the greeting and the praise of the listener are no facts
+    assert pending == 0  # every turn read is consolidated
