@@ -296,6 +296,36 @@ async def test_an_admin_runs_a_sleep_cycle_and_reads_its_report(browser: Browser
     await page.context.close()
 
 
+async def test_a_run_that_waits_says_why_and_an_admin_cancels_it(browser: Browser, service: Service) -> None:
+    """A run whose driver is gone (it holds no namespace lock): its page says why it waited, and the
+    admin's cancel ends it; a reader sees no cancel button."""
+    import uuid
+
+    import asyncpg
+
+    with service.client("alice") as alice:
+        alice.post("/v1/namespaces", json={"name": "console/stuck"})
+    run_id = uuid.uuid4()
+    conn = await asyncpg.connect(service.dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO sleep_runs (id, status, steps, namespaces, note) VALUES ($1, 'running', '{dedup}', "
+            "'{console/stuck}', 'waiting for room on the cluster: dedup console/stuck asks for 1 CPU')",
+            run_id,
+        )
+    finally:
+        await conn.close()
+    page = await sign_in(browser, service, "alice", f"/console/sleep/{run_id}")
+    await expect(page.locator("#run-note")).to_contain_text("waiting for room on the cluster")
+    assert await page.locator("#cancel-run").count() == 0  # cancelling is an admin's
+    await page.context.close()
+    page = await sign_in(browser, service, "admin", f"/console/sleep/{run_id}")
+    await page.locator("#cancel-run").get_by_role("button", name="Cancel this run").click()
+    await expect(page.locator("#run-status")).to_have_text("cancelled")
+    await expect(page.locator("#run-note")).to_contain_text("its driver was gone")
+    await page.context.close()
+
+
 async def test_health_shows_each_part_and_admins_the_metrics(browser: Browser, service: Service) -> None:
     with service.client("alice") as alice:  # a recall or two, so the latency table has a row
         for _ in range(2):
