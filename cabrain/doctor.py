@@ -21,6 +21,7 @@ from cabrain.providers.embedders import load_embedder
 from cabrain.providers.rerankers import load_reranker
 from cabrain.settings import Settings, describe_unknown
 from cabrain.store import migrations
+from cabrain.store import sleep as sleep_sql
 from cabrain.store.db import check_server, connect, describe_target, hot_tier, server_facts
 
 
@@ -186,17 +187,10 @@ async def _hot_tier_facts(conn: asyncpg.Connection, stuck_after_s: float) -> lis
     return [partition, role, await _sleep_check(conn, stuck_after_s)]
 
 
-LAST_SLEEP = """
-SELECT id, status, note, started_at, finished_at, now() - coalesce(finished_at, started_at) AS age,
-       (SELECT count(*) FROM cold_batches WHERE state <> 'done' AND created_at < now() - interval '1 hour') AS open_batches
-FROM sleep_runs ORDER BY started_at DESC LIMIT 1
-"""
-
-
 async def _sleep_check(conn: asyncpg.Connection, stuck_after_s: float) -> Check:
     if not await conn.fetchval("SELECT to_regclass('sleep_runs') IS NOT NULL"):
         return Check("sleep cycle", Status.SKIP, "schema without the sleep tables")
-    last = await conn.fetchrow(LAST_SLEEP)
+    last = await conn.fetchrow(sleep_sql.LAST_SLEEP)
     if last is None:
         return Check("sleep cycle", Status.OK, "no run yet", "schedule it: README, 'Every night'")
     hours = last["age"].total_seconds() / 3600

@@ -66,7 +66,7 @@ class EvalSet:
     queries: list[Query]
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
     rows, number = [], 0
     try:
         with path.open(encoding="utf-8") as fh:
@@ -94,7 +94,7 @@ def load_set(folder: Path) -> EvalSet:
     for path in (corpus_path, queries_path):
         if not path.is_file():
             raise InputError(f"{path} is missing", hint="a set folder holds corpus.jsonl and queries.jsonl")
-    corpus = _read_jsonl(corpus_path)
+    corpus = read_jsonl(corpus_path)
     ids = set()
     for number, row in enumerate(corpus, start=1):
         for key in ("id", "namespace", "text"):
@@ -104,7 +104,7 @@ def load_set(folder: Path) -> EvalSet:
             raise InputError(f"{corpus_path}:{number}: duplicate id {row['id']!r}")
         ids.add(row["id"])
     queries = []
-    for number, row in enumerate(_read_jsonl(queries_path), start=1):
+    for number, row in enumerate(read_jsonl(queries_path), start=1):
         for key in ("id", "namespace", "query"):
             if not isinstance(row.get(key), str) or not row[key]:
                 raise InputError(f"{queries_path}:{number}: {key!r} must be a non-empty string")

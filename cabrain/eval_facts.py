@@ -38,35 +38,17 @@ from typing import Any
 import numpy as np
 
 from cabrain.errors import InputError
-from cabrain.eval import AGENT, EvalSet, _read_jsonl, corpus_input, load_set, metrics
+from cabrain.eval import AGENT, EvalSet, corpus_input, load_set, metrics, read_jsonl
 from cabrain.providers.embedders import load_embedder
 from cabrain.scratch import scratch_brain
 from cabrain.settings import EmbeddingProvider, Settings
 from cabrain.sleep.cycle import run_cycle
+from cabrain.store import sleep as sleep_sql
 from cabrain.types import RecallMode, RecallQuery
 
 JUDGE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 THRESHOLD = 0.6
 KS = (1, 5, 10)
-PRODUCED_FACTS = """
-SELECT m.id, m.namespace, m.content, array_agg(src.source_ref) FILTER (WHERE src.source_ref IS NOT NULL) AS turns
-FROM memories m
-LEFT JOIN memory_sources s ON s.memory_id = m.id AND s.relation = 'distilled_from'
-LEFT JOIN memory_ids si ON si.id = s.source_id
-LEFT JOIN memories src ON src.id = si.id AND src.valid_at = si.valid_at
-WHERE m.namespace = ANY($1::text[]) AND m.network = 'fact' AND m.source_kind = 'sleep' AND m.invalid_at IS NULL
-GROUP BY m.id, m.namespace, m.content
-"""
-PRODUCED_SUMMARIES = """
-SELECT e.namespace, e.name, e.summary, array_agg(DISTINCT src.source_ref) AS turns
-FROM entities e
-JOIN memory_ids fi ON fi.id = ANY(e.summary_sources)
-JOIN memory_sources s ON s.memory_id = fi.id AND s.relation = 'distilled_from'
-JOIN memory_ids si ON si.id = s.source_id
-JOIN memories src ON src.id = si.id AND src.valid_at = si.valid_at
-WHERE e.namespace = ANY($1::text[]) AND e.summary IS NOT NULL
-GROUP BY e.namespace, e.name, e.summary
-"""
 
 
 @dataclass
@@ -122,12 +104,12 @@ def load_annotations(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str,
     path = folder / "facts.jsonl"
     if not path.is_file():
         raise InputError(f"{path} is missing", hint="a facts set holds facts.jsonl (and summaries.jsonl)")
-    facts = _read_jsonl(path)
+    facts = read_jsonl(path)
     for number, row in enumerate(facts, start=1):
         if not isinstance(row.get("text"), str) or not isinstance(row.get("evidence"), list):
             raise InputError(f"{path}:{number}: needs 'text' and 'evidence' (a list of corpus ids)")
     summaries_path = folder / "summaries.jsonl"
-    summaries = _read_jsonl(summaries_path) if summaries_path.is_file() else []
+    summaries = read_jsonl(summaries_path) if summaries_path.is_file() else []
     return facts, summaries
 
 
@@ -233,8 +215,8 @@ async def evaluate(
         namespaces = sorted({prefix + r["namespace"] for r in eval_set.corpus})
         await run_cycle(settings, dsn, namespaces=namespaces, steps=["consolidate"], use_ray=False)
         async with brain.engine.pool.acquire() as conn:
-            facts = await conn.fetch(PRODUCED_FACTS, namespaces)
-            summaries = await conn.fetch(PRODUCED_SUMMARIES, namespaces)
+            facts = await conn.fetch(sleep_sql.DISTILLED_FACTS, namespaces)
+            summaries = await conn.fetch(sleep_sql.SUMMARY_SOURCES, namespaces)
         for f in facts:
             turns_of[f["id"]] = list(f["turns"] or [])
         result.recall["facts+turns"] = await _recall(brain, eval_set, prefix, turns_of)

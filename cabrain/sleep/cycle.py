@@ -31,6 +31,7 @@ from cabrain.errors import ConfigError
 from cabrain.settings import Settings, load_settings, settings_for_replicas
 from cabrain.sleep.context import StepContext, jsonb
 from cabrain.sleep.room import Room, nodes_cpus, step_room, waiting_note
+from cabrain.store import sleep as sleep_sql
 from cabrain.store.migrations import SLEEP_ROLE
 
 log = logging.getLogger(__name__)
@@ -56,11 +57,6 @@ UPDATE sleep_steps SET status = $5, counts = $6::jsonb, changes = $7::jsonb, err
 WHERE run_id = $1 AND step = $2 AND namespace = $3 AND month = $4
 """
 TRY_LOCK = "SELECT pg_try_advisory_lock($1, hashtext($2))"
-CANCEL_REQUESTED = "SELECT cancel_requested_at IS NOT NULL FROM sleep_runs WHERE id = $1"
-STEP_STARTED = """
-SELECT EXISTS (SELECT 1 FROM sleep_steps WHERE run_id = $1 AND step = $2 AND namespace = $3 AND month = $4)
-"""
-SET_NOTE = "UPDATE sleep_runs SET note = $2 WHERE id = $1 AND note IS DISTINCT FROM $2"
 
 
 class StepWithdrawn(Exception):
@@ -282,16 +278,16 @@ class _Control:
     async def cancel_requested(self) -> bool:
         if not self.cancelled:
             async with self._lock:
-                self.cancelled = bool(await self.conn.fetchval(CANCEL_REQUESTED, self.run_id))
+                self.cancelled = bool(await self.conn.fetchval(sleep_sql.CANCEL_REQUESTED, self.run_id))
         return self.cancelled
 
     async def started(self, step: str, namespace: str, month: str) -> bool:
         async with self._lock:
-            return bool(await self.conn.fetchval(STEP_STARTED, self.run_id, step, namespace, month))
+            return bool(await self.conn.fetchval(sleep_sql.STEP_STARTED, self.run_id, step, namespace, month))
 
     async def note(self, text: str | None) -> None:
         async with self._lock:
-            await self.conn.execute(SET_NOTE, self.run_id, text)
+            await self.conn.execute(sleep_sql.SET_NOTE, self.run_id, text)
 
 
 class _Runner:

@@ -25,6 +25,7 @@ from cabrain.settings import load_settings, settings_for_replicas
 from cabrain.store import access
 from cabrain.store import judgments as judgment_sql
 from cabrain.store import namespaces as namespace_sql
+from cabrain.store import sleep as sleep_sql
 from cabrain.write.changes import may_see_judgment
 
 log = logging.getLogger(__name__)
@@ -37,23 +38,6 @@ ORDER BY started_at DESC LIMIT $3
 RUN = """
 SELECT id, started_at, finished_at, status, host, steps, namespaces, note, cancel_requested_at, report FROM sleep_runs
 WHERE id = $1
-"""
-# A run's driver holds an advisory lock per namespace (cabrain.sleep.cycle.LOCK_CLASS) while it runs:
-# none held means the driver is gone (its process died) and nobody will end the run but a cancel.
-DRIVER_ALIVE = """
-SELECT EXISTS (
-    SELECT 1 FROM pg_locks l, unnest($2::text[]) AS n(name)
-    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-      AND l.classid = $1::bigint::oid AND l.objid = (hashtext(n.name)::bigint & 4294967295)::oid
-)
-"""
-ORPHANED = """
-UPDATE sleep_runs SET status = 'cancelled', finished_at = now(), note = $2
-WHERE id = $1 AND status = 'running' RETURNING status
-"""
-CANCEL = """
-UPDATE sleep_runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
-WHERE id = $1 AND status = 'running' RETURNING cancel_requested_at
 """
 STEPS = """
 SELECT run_id, step, namespace, month, status, counts, node_id, started_at, finished_at, error FROM sleep_steps
@@ -127,12 +111,16 @@ class SleepRuns:
             row = await conn.fetchrow(RUN, run_id)
             if row is None:
                 raise NotFound(f"sleep run {run_id} does not exist")
-            asked = await conn.fetchval(CANCEL, run_id)
+            asked = await conn.fetchval(sleep_sql.CANCEL, run_id)
             if asked is None:
                 raise ConflictError(f"sleep run {run_id} has ended ({row['status']}); there is nothing to cancel")
             status = "running"
-            if row["namespaces"] and not await conn.fetchval(DRIVER_ALIVE, LOCK_CLASS, list(row["namespaces"])):
-                status = await conn.fetchval(ORPHANED, run_id, "its driver was gone: ended by a cancel") or status
+            if row["namespaces"] and not await conn.fetchval(
+                sleep_sql.DRIVER_ALIVE, LOCK_CLASS, list(row["namespaces"])
+            ):
+                status = (
+                    await conn.fetchval(sleep_sql.ORPHANED, run_id, "its driver was gone: ended by a cancel") or status
+                )
         log.info("sleep cycle cancel asked", extra={"agent": agent, "run_id": str(run_id), "status": status})
         return {"id": str(run_id), "status": status, "cancel_requested_at": asked}
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from cabrain.search.tokenizer import STOP_WORDS
+from cabrain.search.tokenizer import STOP_WORDS, normalize
 from cabrain.write.decision.lexicon import IRREGULAR
+from cabrain.write.decision.origin import without_speaker
 from cabrain.write.entities import INTERJECTIONS
 
 MIN_CONTENT_WORDS = 3  # words that are neither stop words nor interjections
 _SENTENCES = re.compile(r"(?<=[.!?؟])\s+|\n+")
-_PREFIX = re.compile(r"^\s*([^:\n]{1,80}):\s+")
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself|we|we're|we've|our|us)\b", re.IGNORECASE)
 _LISTENER = re.compile(r"\b(?:you|your|you're|you've|yours|u)\b", re.IGNORECASE)
 _AR_FIRST_PERSON = re.compile(r"(?:^|\s)(?:أنا|انا|لدي|لديّ|عندي|نحن|لدينا|عندنا)(?:\s|$)")
@@ -152,9 +152,7 @@ def _content_words(sentence: str) -> int:
 
 def turn_facts(text: str, speaker: str, when: datetime) -> list[str]:
     """The facts one turn states, in third person with its times resolved (see the module docstring)."""
-    prefix = _PREFIX.match(text)
-    if prefix and prefix.group(1).strip().casefold() == speaker.casefold():
-        text = text[prefix.end() :]
+    text = without_speaker(text, normalize(speaker).strip())
     facts: list[str] = []
     for raw in _SENTENCES.split(text):
         sentence = raw.strip().strip("\"'")

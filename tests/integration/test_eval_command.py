@@ -197,3 +197,17 @@ def test_decisions_on_a_conversation_take_out_only_a_speakers_own_explicit_revis
     assert decided["decisions"]["ADD"] == 5 and decided["decisions"]["UPDATE"] == 1
     assert "loaded through the write decisions" in loaded.stdout
     assert decided["modes"]["hybrid"]["overall"]["recall_any@2"] == 1.0  # Melanie's turn is still there
+
+
+def test_eval_facts_refuses_bad_arguments_before_touching_a_database(tmp_path, home) -> None:
+    env = cli_env(home=str(home))
+    missing = run_cli("eval", "facts", env=env)
+    assert missing.returncode == 2 and "needs a facts set" in missing.stderr
+    mixed = run_cli("eval", "facts", str(tmp_path), "--mode", "bm25", env=env)
+    assert mixed.returncode == 2 and "takes --corpus and --threshold only" in mixed.stderr
+    unnamed = tmp_path / "annotations"
+    unnamed.mkdir()
+    which = run_cli("eval", "facts", str(unnamed), env=env)
+    assert which.returncode != 0 and "--corpus" in which.stderr  # whose conversations: said, nothing run
+    stray = run_cli("eval", str(tmp_path), "--corpus", str(unnamed), env=env)
+    assert stray.returncode == 2 and "cabrain eval facts SET" in stray.stderr

@@ -55,3 +55,13 @@ def test_a_turn_is_one_fact_when_it_claims_enough() -> None:
     assert turn_fact(said, "Caroline", SAID, 3) == "Caroline went to a LGBTQ support group on 7 May 2023."
     assert turn_fact("Melanie: Thanks! I'm good.", "Melanie", SAID, 3) is None
     assert turn_fact(said, "Caroline", SAID, 50) is None  # too little for that bar
+
+
+def test_times_across_a_month_end_and_a_year_boundary() -> None:
+    new_year = datetime(2024, 1, 1, 9, 0)
+    assert resolve_times("yesterday", new_year) == "on 31 December 2023"
+    assert resolve_times("last month", new_year) == "in December 2023"
+    assert resolve_times("last year", new_year) == "in 2023"
+    month_end = datetime(2024, 1, 31, 22, 0)
+    assert resolve_times("tomorrow", month_end) == "on 1 February 2024"
+    assert resolve_times("next month", month_end) == "in February 2024"

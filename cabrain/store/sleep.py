@@ -1,0 +1,62 @@
+"""Statements over the sleep runs (``sleep_runs``, ``sleep_steps``: schema 0005, 0017) and over what
+sleep distilled (facts and their sources, entity summaries): a run's control while it runs (a
+cancel asked for, why it waits), an admin's cancel, the doctor's look at the last run, and the
+readouts ``cabrain eval facts`` scores."""
+
+from __future__ import annotations
+
+# --- a run while it runs (cabrain.sleep.cycle) ---------------------------------------------------------
+CANCEL_REQUESTED = "SELECT cancel_requested_at IS NOT NULL FROM sleep_runs WHERE id = $1"
+STEP_STARTED = """
+SELECT EXISTS (SELECT 1 FROM sleep_steps WHERE run_id = $1 AND step = $2 AND namespace = $3 AND month = $4)
+"""
+SET_NOTE = "UPDATE sleep_runs SET note = $2 WHERE id = $1 AND note IS DISTINCT FROM $2"
+
+# --- cancelling (cabrain.sleep.runs) -----------------------------------------------------------------
+# A run's driver holds an advisory lock per namespace (cabrain.sleep.cycle.LOCK_CLASS) while it runs:
+# none held means the driver is gone (its process died) and nobody will end the run but a cancel.
+DRIVER_ALIVE = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks l, unnest($2::text[]) AS n(name)
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+      AND l.classid = $1::bigint::oid AND l.objid = (hashtext(n.name)::bigint & 4294967295)::oid
+)
+"""
+ORPHANED = """
+UPDATE sleep_runs SET status = 'cancelled', finished_at = now(), note = $2
+WHERE id = $1 AND status = 'running' RETURNING status
+"""
+CANCEL = """
+UPDATE sleep_runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE id = $1 AND status = 'running' RETURNING cancel_requested_at
+"""
+
+# --- the doctor ----------------------------------------------------------------------------------------
+LAST_SLEEP = """
+SELECT id, status, note, started_at, finished_at, now() - coalesce(finished_at, started_at) AS age,
+       (SELECT count(*) FROM cold_batches WHERE state <> 'done' AND created_at < now() - interval '1 hour') AS open_batches
+FROM sleep_runs ORDER BY started_at DESC LIMIT 1
+"""
+
+# --- what sleep distilled, as cabrain eval facts reads it ----------------------------------------------
+# the facts sleep wrote in these namespaces, each with the source_ref of the turns it was distilled from
+DISTILLED_FACTS = """
+SELECT m.id, m.namespace, m.content, array_agg(src.source_ref) FILTER (WHERE src.source_ref IS NOT NULL) AS turns
+FROM memories m
+LEFT JOIN memory_sources s ON s.memory_id = m.id AND s.relation = 'distilled_from'
+LEFT JOIN memory_ids si ON si.id = s.source_id
+LEFT JOIN memories src ON src.id = si.id AND src.valid_at = si.valid_at
+WHERE m.namespace = ANY($1::text[]) AND m.network = 'fact' AND m.source_kind = 'sleep' AND m.invalid_at IS NULL
+GROUP BY m.id, m.namespace, m.content
+"""
+# each entity summary with the source_refs of the turns behind the facts it was made from
+SUMMARY_SOURCES = """
+SELECT e.namespace, e.name, e.summary, array_agg(DISTINCT src.source_ref) AS turns
+FROM entities e
+JOIN memory_ids fi ON fi.id = ANY(e.summary_sources)
+JOIN memory_sources s ON s.memory_id = fi.id AND s.relation = 'distilled_from'
+JOIN memory_ids si ON si.id = s.source_id
+JOIN memories src ON src.id = si.id AND src.valid_at = si.valid_at
+WHERE e.namespace = ANY($1::text[]) AND e.summary IS NOT NULL
+GROUP BY e.namespace, e.name, e.summary
+"""
