@@ -215,9 +215,16 @@ def _run(row: asyncpg.Record, admin: bool, visible: list[str]) -> dict[str, Any]
         "host": row["host"] if admin else None,
         "steps_planned": list(row["steps"]),
         "namespaces": [n for n in row["namespaces"] if admin or n in visible],
-        "note": row["note"],  # why it waits, while it does (cabrain.sleep.room)
+        "note": _note(row, admin, visible),  # why it waits, while it does (cabrain.sleep.room)
         "cancel_requested_at": row["cancel_requested_at"],
     }
+
+
+def _note(row: asyncpg.Record, admin: bool, visible: list[str]) -> str | None:
+    """Why the run waits: it names a step's namespace, so whole only to who may read every one."""
+    if row["note"] is None or admin or set(row["namespaces"]) <= set(visible):
+        return row["note"]
+    return "waiting for room on the cluster"
 
 
 def _counts(row: asyncpg.Record) -> dict[str, int]:

@@ -51,3 +51,33 @@ async def test_a_cycle_runs_beside_replicas_and_a_stuck_one_is_cancelled(brain, 
     assert stopped["note"].startswith("waiting for room on the cluster:") and "asks for 8 CPU" in stopped["note"]
     assert stopped["status"] == "cancelled" and stopped["withdrawn"] >= 1, stopped
     assert stopped["seen"] == {"status": "cancelled", "note": None, "withdrawn": stopped["withdrawn"]}
+
+
+async def test_a_waiting_note_names_another_namespace_only_to_who_may_read_it(brain, db_dsn) -> None:
+    import uuid
+
+    import asyncpg
+
+    from cabrain.sleep.runs import SleepRuns
+
+    await brain.create_agent("root", is_admin=True)
+    await brain.create_agent("bob")
+    await brain.create_namespace("alice", "proj")
+    await brain.create_namespace("bob", "bob-secret-plans")
+    run_id = uuid.uuid4()
+    note = "waiting for room on the cluster: dedup bob-secret-plans asks for 1 CPU"
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO sleep_runs (id, status, steps, namespaces, note) VALUES ($1, 'running', '{dedup}', $2, $3)",
+            run_id,
+            ["proj", "bob-secret-plans"],
+            note,
+        )
+    finally:
+        await conn.close()
+    runs = SleepRuns(brain.engine)
+    seen = await runs.run("alice", run_id)
+    assert seen["namespaces"] == ["proj"] and seen["note"] == "waiting for room on the cluster"
+    assert "bob-secret-plans" not in str(await runs.runs("alice"))
+    assert (await runs.run("root", run_id))["note"] == note
