@@ -159,10 +159,11 @@ async def _recall(brain, eval_set: EvalSet, prefix: str, turns_of: dict[uuid.UUI
             AGENT, RecallQuery(q.query, prefix + q.namespace, k=max(KS), mode=RecallMode.HYBRID, expand=False)
         )
         ids: list[str] = []
-        for hit in answer.hits:
-            for turn in turns_of.get(hit.memory.id, []):
-                if turn not in ids:
-                    ids.append(turn)
+        for hit in answer.hits:  # a hit stands for its turns and those of what it covers
+            for memory_id in (hit.memory.id, *hit.covers):
+                for turn in turns_of.get(memory_id, []):
+                    if turn not in ids:
+                        ids.append(turn)
         ranked.append(ids)
         gold.append(q.gold)
         cats.append(q.category or "-")

@@ -132,6 +132,9 @@ class Hit:
     memory: Memory
     score: float
     breakdown: ScoreBreakdown
+    # lower-ranked candidates this hit stands for: a distilled fact's source turns, or the facts
+    # sleep distilled from this turn (one answer, one place in the results)
+    covers: tuple[uuid.UUID, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -348,7 +351,15 @@ def memory_from_dict(d: Mapping[str, Any]) -> Memory:
 
 def recall_from_dict(d: Mapping[str, Any], *, cached: bool = False) -> RecallResult:
     return RecallResult(
-        hits=[Hit(memory_from_dict(h["memory"]), h["score"], ScoreBreakdown(**h["breakdown"])) for h in d["hits"]],
+        hits=[
+            Hit(
+                memory_from_dict(h["memory"]),
+                h["score"],
+                ScoreBreakdown(**h["breakdown"]),
+                tuple(uuid.UUID(i) for i in h.get("covers", ())),  # absent from earlier versions' answers
+            )
+            for h in d["hits"]
+        ],
         related=[memory_from_dict(m) for m in d["related"]],
         timings_ms=d["timings_ms"],
         cached=cached,

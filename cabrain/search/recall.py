@@ -210,8 +210,12 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         rerank_scores = {c.row["id"]: s for c, s in zip(pool, scores, strict=True)}
         fused = sorted(pool, key=lambda c: -rerank_scores[c.row["id"]])
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
-    top = fused[: query.k]
-    hits = [_hit(c, rerank_scores.get(c.row["id"])) for c in top]
+    if settings.recall_fold_distilled and any(c.row["network"] == "fact" for c in fused):
+        async with engine.pool.acquire() as conn:
+            pairs = await conn.fetch(sql.DISTILLED_PAIRS, [c.row["id"] for c in fused])
+        hits = [_hit(c, rerank_scores.get(c.row["id"]), covers) for c, covers in fold(fused, pairs, query.k)]
+    else:
+        hits = [_hit(c, rerank_scores.get(c.row["id"])) for c in fused[: query.k]]
     related: list = []
     entities: list[EntitySummary] = []
     if query.expand and hits and (settings.related_limit or settings.recall_entity_summaries):
@@ -257,7 +261,37 @@ def record(engine: Engine, agent: str, query: RecallQuery, ids: list[uuid.UUID],
     )
 
 
-def _hit(c: Candidate, rerank: float | None) -> Hit:
+def fold(
+    ranked: list[Candidate], pairs: list, k: int
+) -> list[tuple[Candidate, tuple[uuid.UUID, ...]]]:
+    """The top ``k`` answers, a distilled fact and a turn it came from being one answer.
+
+    Walking down the ranking, a candidate that is the source of, or was distilled from, a candidate
+    already kept is folded into that one (listed in its ``covers``) instead of taking a place of its
+    own. Only direct links fold: two facts distilled from one turn are two claims, both kept.
+    """
+    linked: dict[uuid.UUID, set[uuid.UUID]] = {}
+    for p in pairs:
+        linked.setdefault(p["memory_id"], set()).add(p["source_id"])
+        linked.setdefault(p["source_id"], set()).add(p["memory_id"])
+    kept: list[tuple[Candidate, list[uuid.UUID]]] = []
+    owner: dict[uuid.UUID, int] = {}  # kept id -> its place in kept
+    for c in ranked:
+        mid = c.row["id"]
+        into = next((owner[o] for o in linked.get(mid, ()) if o in owner), None)
+        if into is not None:
+            kept[into][1].append(mid)
+            continue
+        if len(kept) == k:
+            if not linked:
+                break
+            continue  # a later candidate may still fold into one already kept
+        owner[mid] = len(kept)
+        kept.append((c, []))
+    return [(c, tuple(covers)) for c, covers in kept]
+
+
+def _hit(c: Candidate, rerank: float | None, covers: tuple[uuid.UUID, ...] = ()) -> Hit:
     memory = sql.to_memory(c.row)
     score = rerank if rerank is not None else c.fused
     return Hit(
@@ -274,6 +308,7 @@ def _hit(c: Candidate, rerank: float | None) -> Hit:
             thread=c.thread_boost or None,
             speaker=c.speaker_boost or None,
         ),
+        covers=covers,
     )
 
 

@@ -277,6 +277,10 @@ class CoreSettings(BaseModel):
         le=10,
         description="How fast BM25's say in fusion falls when the query's words are unknown to the namespace.",
     )
+    recall_fold_distilled: bool = Field(
+        default=True,
+        description="A distilled fact and a turn it came from count as one answer in recall (the lower one folds in).",
+    )
     related_limit: int = Field(default=5, ge=0, le=100, description="Related memories from one entity hop.")
     recall_entity_summaries: int = Field(
         default=5,

@@ -239,6 +239,13 @@ FROM memory_ids i
 WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at
 """
 
+# Among a recall's candidates, each distilled fact with a turn it was distilled from: the two are
+# one answer (cabrain.search.recall folds the lower-ranked into the other).
+DISTILLED_PAIRS = """
+SELECT memory_id, source_id FROM memory_sources
+WHERE relation = 'distilled_from' AND memory_id = ANY($1::uuid[]) AND source_id = ANY($1::uuid[])
+"""
+
 INSERT_EVENTS = """
 INSERT INTO memory_events (namespace, op, memory_id, agent_id, latency_ms, metadata)
 SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::int[], $6::jsonb[])

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from cabrain.sleep.cycle import run_cycle
-from cabrain.types import MemoryInput, Visibility
+from cabrain.types import MemoryInput, RecallQuery, Visibility
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 TURNS = [
@@ -65,3 +65,32 @@ async def test_a_sittings_turns_become_third_person_facts_linked_to_them(brain, 
         ),
     ]  # the greeting and the praise of the listener are no facts
     assert pending == 0  # every turn read is consolidated
+
+
+async def test_recall_counts_a_fact_and_its_turn_as_one_answer(brain, db_dsn, settings_for) -> None:
+    await brain.create_namespace("alice", "chat")
+    stored = await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                text, "chat", visibility=Visibility.TEAM, valid_at=SAID, metadata={"speaker": who, "thread": "s1"}
+            )
+            for who, text in TURNS
+        ],
+    )
+    turn_ids = [r.memory_id for r in stored]
+    before = await brain.recall("alice", RecallQuery("charity race for mental health", "chat", k=4, expand=False))
+    assert len(before.hits) == 4 and all(not h.covers for h in before.hits)
+    await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    after = await brain.recall("alice", RecallQuery("charity race for mental health", "chat", k=4, expand=False))
+    ids = [h.memory.id for h in after.hits]
+    first = after.hits[0]
+    # the fact and the turn it came from hold one place: whichever ranks first covers the other
+    race_turn = turn_ids[1]
+    if first.memory.network.value == "fact":
+        assert first.covers == (race_turn,) and race_turn not in ids
+    else:
+        assert first.memory.id == race_turn and len(first.covers) == 1 and first.covers[0] not in ids
+    # 4 turns and 2 facts are 4 answers: each fact holds one place with its turn
+    assert len(after.hits) == 4 and sum(1 for h in after.hits if h.covers) == 2
+    assert len(set(ids) | {c for h in after.hits for c in h.covers}) == 6

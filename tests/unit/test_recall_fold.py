@@ -1,0 +1,46 @@
+"""Recall's fold (cabrain.search.recall.fold): a distilled fact and a turn it came from are one answer."""
+
+from __future__ import annotations
+
+import uuid
+
+from cabrain.search.fusion import Candidate
+from cabrain.search.recall import fold
+
+
+def _candidates(n: int) -> list[Candidate]:
+    return [Candidate(row={"id": uuid.UUID(int=i + 1)}) for i in range(n)]
+
+
+def _ids(kept) -> list[tuple[int, tuple[int, ...]]]:
+    return [(c.row["id"].int, tuple(x.int for x in covers)) for c, covers in kept]
+
+
+def _pair(fact: int, turn: int) -> dict[str, uuid.UUID]:
+    return {"memory_id": uuid.UUID(int=fact), "source_id": uuid.UUID(int=turn)}
+
+
+def test_without_links_the_top_k_are_kept_in_order() -> None:
+    assert _ids(fold(_candidates(5), [], 3)) == [(1, ()), (2, ()), (3, ())]
+
+
+def test_a_lower_turn_folds_into_its_fact_and_frees_a_place() -> None:
+    # 1 is a fact distilled from turn 3: the answer is 1 (covering 3), 2, 4
+    assert _ids(fold(_candidates(5), [_pair(1, 3)], 3)) == [(1, (3,)), (2, ()), (4, ())]
+
+
+def test_a_lower_fact_folds_into_its_turn() -> None:
+    assert _ids(fold(_candidates(4), [_pair(2, 1)], 2)) == [(1, (2,)), (3, ())]
+
+
+def test_two_facts_of_one_turn_are_two_claims() -> None:
+    # facts 1 and 2 both from turn 3: 3 folds into 1 (the first), 2 keeps its own place
+    assert _ids(fold(_candidates(4), [_pair(1, 3), _pair(2, 3)], 3)) == [(1, (3,)), (2, ()), (4, ())]
+
+
+def test_candidates_below_k_still_fold_into_a_kept_answer() -> None:
+    assert _ids(fold(_candidates(6), [_pair(1, 6)], 2)) == [(1, (6,)), (2, ())]
+
+
+def test_fewer_candidates_than_k() -> None:
+    assert _ids(fold(_candidates(2), [_pair(1, 2)], 5)) == [(1, (2,))]
