@@ -31,6 +31,7 @@ from cabrain.providers.rerankers import Reranker
 from cabrain.search import archive, graph, lookup
 from cabrain.search import recall as recall_pipeline
 from cabrain.settings import Settings
+from cabrain.sleep import revert as sleep_revert
 from cabrain.store import access, generations, reconnect
 from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
@@ -409,6 +410,16 @@ class Brain(Membership):
             memory_id=as_uuid(memory_id) if memory_id is not None else None,
             reason=reason,
         )
+
+    @operation(Op.CORRECT, reads=Read.MEMORIES, held=True)
+    async def revert_run(
+        self, agent: str, run_id: uuid.UUID | str, *, reason: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Undo everything sleep run ``run_id`` did - the facts it distilled, the summaries it wrote,
+        its merges and supersessions, the importance it decayed, what it archived - in each namespace
+        ``agent`` may write, as one revert judgment per namespace (revertible in turn). See
+        :mod:`cabrain.sleep.revert`."""
+        return await sleep_revert.revert_run(self.engine, agent, as_uuid(run_id, "run id"), reason)
 
     @operation(Op.READ, reads=Read.MEMORIES)
     async def touch(self, agent: str, memory_ids: Sequence[uuid.UUID | str]) -> int:

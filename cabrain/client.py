@@ -257,6 +257,10 @@ class Client:
         """Undo a judgment (by id), or the latest one that changed a memory; returns the revert."""
         return self.request(*_Requests.revert(memory_id, judgment_id), json={"reason": reason})
 
+    def revert_run(self, run_id: uuid.UUID | str, *, reason: str | None = None) -> list[dict[str, Any]]:
+        """Undo a whole sleep run: its revert judgments, one per namespace you may write."""
+        return self.request("POST", f"/v1/sleep/runs/{run_id}/revert", json={"reason": reason})["reverts"]
+
     def touch(self, memory_ids: Sequence[uuid.UUID | str]) -> int:
         return self.request("POST", "/v1/memories/accessed", json={"ids": [str(i) for i in memory_ids]})["counted"]
 
@@ -452,6 +456,9 @@ class AsyncClient:
         reason: str | None = None,
     ) -> dict[str, Any]:
         return await self.request(*_Requests.revert(memory_id, judgment_id), json={"reason": reason})
+
+    async def revert_run(self, run_id: uuid.UUID | str, *, reason: str | None = None) -> list[dict[str, Any]]:
+        return (await self.request("POST", f"/v1/sleep/runs/{run_id}/revert", json={"reason": reason}))["reverts"]
 
     async def touch(self, memory_ids: Sequence[uuid.UUID | str]) -> int:
         return (await self.request("POST", "/v1/memories/accessed", json={"ids": [str(i) for i in memory_ids]}))[

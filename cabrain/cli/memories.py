@@ -241,6 +241,8 @@ def cmd_judgments(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_revert(settings: Settings, args: argparse.Namespace) -> int:
+    if args.run:
+        return _revert_run(settings, args)
     with remote(settings) as client:
         if args.judgment:
             undo = client.revert(judgment_id=args.id, reason=args.reason)
@@ -253,6 +255,24 @@ def cmd_revert(settings: Settings, args: argparse.Namespace) -> int:
         f"reverted judgment {undo['reverts']} ({undo['inputs'].get('kind')}, {undo['inputs'].get('origin')}): "
         f"{len(undo['changes'])} memories back as they were; this revert is {undo['id']} (revert it to redo)"
     )
+    return EXIT_OK
+
+
+def _revert_run(settings: Settings, args: argparse.Namespace) -> int:
+    with remote(settings) as client:
+        undone = client.revert_run(args.id, reason=args.reason)
+    if args.json:
+        print(json.dumps(undone, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    for undo in undone:
+        kinds = ", ".join(undo["inputs"].get("kinds", []))
+        back = len(undo["inputs"].get("unarchived", []))
+        print(
+            f"{undo['namespace']}: reverted {len(undo['inputs'].get('reverted', []))} judgments of run "
+            f"{undo['inputs']['run']} ({kinds}); {len(undo['changes'])} memory changes undone, "
+            f"{len(undo['entities'])} summaries put back, {back} memories back from the archive; "
+            f"this revert is {undo['id']} (cabrain revert --judgment {undo['id']} redoes the run)"
+        )
     return EXIT_OK
 
 
@@ -278,13 +298,17 @@ def add_judgments(sub: Subparsers) -> None:
 def add_revert(sub: Subparsers) -> None:
     revert = sub.add_parser(
         "revert",
-        help="undo a supersession, invalidation or merge",
+        help="undo a supersession, invalidation or merge, or a whole sleep run",
         description="Undo the latest judgment that changed MEMORY_ID (or, with --judgment, the "
-        "judgment ID): the memories it changed get back exactly their state before it. The revert "
+        "judgment ID): the memories it changed get back exactly their state before it. With --run, "
+        "undo everything the sleep run ID did (facts, summaries, merges, decay, archiving), one "
+        "revert per namespace you may write. The revert "
         "is recorded and can be reverted in turn. Needs write access to the namespace." + REMOTE_NOTE,
         parents=[json_flag("print the revert as JSON")],
     )
-    revert.add_argument("id", help="a memory id (or a judgment id with --judgment)")
-    revert.add_argument("--judgment", action="store_true", help="ID is a judgment id")
+    revert.add_argument("id", help="a memory id (or a judgment id with --judgment, a sleep run id with --run)")
+    kind = revert.add_mutually_exclusive_group()
+    kind.add_argument("--judgment", action="store_true", help="ID is a judgment id")
+    kind.add_argument("--run", action="store_true", help="ID is a sleep run id: undo the whole run")
     revert.add_argument("--reason", default=None, help="why it is undone")
     revert.set_defaults(func=cmd_revert)

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
+from cabrain.brain import as_uuid
 from cabrain.console import filters
 from cabrain.console import session as sessions
 from cabrain.console.render import page
@@ -155,6 +156,9 @@ async def revert(request: Request, judgment_id: str, svc: Svc, session: Current)
         raise InputError("tick the confirmation to revert this judgment", hint="a revert can itself be reverted")
     reason = text(form, "reason") or None
     await svc.run(lambda b: b.revert(session.agent, judgment_id=judgment_id, reason=reason))
+    run = text(form, "run")
+    if run:  # reverted from a sleep run's page: back to it
+        return see_other(f"{sessions.PATH}/sleep/{urllib.parse.quote(str(as_uuid(run, 'sleep run id')))}?done=reverted")
     back = text(form, "memory")
     if back:
         return see_other(f"{sessions.PATH}/memories/{urllib.parse.quote(back)}?done=reverted")

@@ -1,5 +1,7 @@
-"""The sleep pages: the runs an agent may see, each run's steps (what ran where, what it counted)
-and its judgments, each linked to its memories and revertible; an admin starts a cycle here."""
+"""The sleep pages: the runs an agent may see, each run's steps (what ran where, what it counted),
+what it did (the facts and summaries it wrote, what it merged, superseded, decayed and archived,
+with the texts) and its judgments, each linked to its memories and revertible, the whole run too;
+an admin starts a cycle here."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from cabrain.brain import as_uuid
 from cabrain.console import session as sessions
 from cabrain.console.render import page
 from cabrain.console.routing import Current, change_form, router, see_other, text
+from cabrain.errors import InputError
 from cabrain.serve.deps import Svc
 from cabrain.sleep.cycle import STEPS
 
@@ -29,7 +32,10 @@ async def runs(request: Request, svc: Svc, session: Current) -> Response:
 async def run(request: Request, run_id: str, svc: Svc, session: Current) -> Response:
     ident = as_uuid(run_id, "sleep run id")
     found = await svc.run(lambda b: svc.sleep_runs(b).run(session.agent, ident))
-    return page(request, "sleep_run.html", title="Sleep run", run=found, running=found["status"] == "running")
+    done = request.query_params.get("done") == "reverted"
+    return page(
+        request, "sleep_run.html", title="Sleep run", run=found, running=found["status"] == "running", done=done
+    )
 
 
 @routes.post("/sleep/start")
@@ -47,3 +53,14 @@ async def cancel(request: Request, run_id: str, svc: Svc, session: Current) -> R
     ident = as_uuid(run_id, "sleep run id")
     await svc.run(lambda b: svc.sleep_runs(b).cancel(session.agent, ident))
     return see_other(f"{sessions.PATH}/sleep/{urllib.parse.quote(str(ident))}")
+
+
+@routes.post("/sleep/{run_id}/revert")
+async def revert(request: Request, run_id: str, svc: Svc, session: Current) -> Response:
+    form = await change_form(request, session)
+    ident = as_uuid(run_id, "sleep run id")
+    if text(form, "confirm") != "yes":
+        raise InputError("tick the confirmation to revert this run", hint="the revert can itself be reverted")
+    reason = text(form, "reason") or None
+    await svc.run(lambda b: b.revert_run(session.agent, ident, reason=reason))
+    return see_other(f"{sessions.PATH}/sleep/{urllib.parse.quote(str(ident))}?done=reverted")

@@ -65,6 +65,8 @@ class MemoryBackend(Protocol):
         reason: str | None = None,
     ) -> dict[str, Any]: ...
 
+    async def revert_run(self, run_id: uuid.UUID | str, *, reason: str | None = None) -> list[dict[str, Any]]: ...
+
     async def touch(self, memory_ids: list[uuid.UUID]) -> int: ...
 
     async def unarchive(self, memory_id: uuid.UUID | str) -> Memory: ...
@@ -143,6 +145,9 @@ class BrainBackend:
         reason: str | None = None,
     ) -> dict[str, Any]:
         return await self.brain.revert(self.agent, memory_id=memory_id, judgment_id=judgment_id, reason=reason)
+
+    async def revert_run(self, run_id: uuid.UUID | str, *, reason: str | None = None) -> list[dict[str, Any]]:
+        return await self.brain.revert_run(self.agent, run_id, reason=reason)
 
     async def touch(self, memory_ids: list[uuid.UUID]) -> int:
         return await self.brain.touch(self.agent, memory_ids)
@@ -230,6 +235,9 @@ class HttpBackend:
         reason: str | None = None,
     ) -> dict[str, Any]:
         return await self.client.revert(memory_id=memory_id, judgment_id=judgment_id, reason=reason)
+
+    async def revert_run(self, run_id: uuid.UUID | str, *, reason: str | None = None) -> list[dict[str, Any]]:
+        return await self.client.revert_run(run_id, reason=reason)
 
     async def touch(self, memory_ids: list[uuid.UUID]) -> int:
         return await self.client.touch(memory_ids)

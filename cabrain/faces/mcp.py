@@ -410,10 +410,18 @@ def build_server(
         memory_id: Annotated[str | None, Field(description="Undo the latest judgment that changed this memory")] = None,
         judgment_id: Annotated[str | None, Field(description="Or undo this judgment (from memory_judgments)")] = None,
         reason: Annotated[str | None, Field(max_length=2000, description="Why it is undone")] = None,
+        run_id: Annotated[
+            str | None, Field(description="Or undo everything this sleep run did (its facts, summaries, merges, decay)")
+        ] = None,
     ) -> dict[str, Any]:
         """Undo a supersession, invalidation or merge: the memories it changed get back exactly their
-        state before it (a superseded memory is current again). The revert is recorded and can itself
-        be reverted. Give memory_id or judgment_id. Needs write access to the namespace."""
+        state before it (a superseded memory is current again); or, with run_id, a whole sleep run,
+        one revert per namespace you may write. The revert is recorded and can itself be reverted.
+        Give one of memory_id, judgment_id or run_id. Needs write access to the namespace."""
+        if run_id is not None:
+            if memory_id is not None or judgment_id is not None:
+                raise ToolError("give one of memory_id, judgment_id or run_id")
+            return {"reverts": await run(ctx, lambda b: b.revert_run(run_id, reason=reason))}
         return await run(ctx, lambda b: b.revert(memory_id=memory_id, judgment_id=judgment_id, reason=reason))
 
     @server.tool(

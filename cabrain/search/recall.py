@@ -261,9 +261,7 @@ def record(engine: Engine, agent: str, query: RecallQuery, ids: list[uuid.UUID],
     )
 
 
-def fold(
-    ranked: list[Candidate], pairs: list, k: int
-) -> list[tuple[Candidate, tuple[uuid.UUID, ...]]]:
+def fold(ranked: list[Candidate], pairs: list, k: int) -> list[tuple[Candidate, tuple[uuid.UUID, ...]]]:
     """The top ``k`` answers, a distilled fact and a turn it came from being one answer.
 
     Walking down the ranking, a candidate that is the source of, or was distilled from, a candidate

@@ -103,10 +103,14 @@ class JudgmentOut(TypedDict):
 
     id: str
     namespace: str
-    kind: Annotated[str, Field(description="supersede | invalidate | merge | revert")]
-    origin: Annotated[str, Field(description="write | correction | dedup | reconsolidate | revert")]
+    kind: Annotated[
+        str, Field(description="supersede | invalidate | merge | revert | distill | summarize | decay | archive")
+    ]
+    origin: Annotated[
+        str, Field(description="write | correction | dedup | reconsolidate | revert | consolidate | decay | demote")
+    ]
     agent: str | None
-    run_id: Annotated[str | None, Field(description="The sleep run, for dedup and reconsolidate")]
+    run_id: Annotated[str | None, Field(description="The sleep run that made it (every change a run makes)")]
     reason: str
     inputs: dict[str, Any]
     changes: Annotated[list[dict[str, Any]], Field(description="Per memory: its state before and after")]
@@ -115,6 +119,9 @@ class JudgmentOut(TypedDict):
     created_at: str
     reverts: str | None
     reverted_by: str | None
+    entities: Annotated[
+        list[dict[str, Any]], Field(description="Entity summaries it changed: {entity_id, name, before, after}")
+    ]
 
 
 @with_config(CLOSED)

@@ -48,6 +48,9 @@ class OperationsSettings(BaseModel):
     )
     sleep_min_cluster: int = Field(default=3, ge=2, description="Episodes a cluster needs before it is distilled.")
     sleep_facts_per_cluster: int = Field(default=3, ge=1, le=20, description="Most facts distilled from one cluster.")
+    sleep_summary_facts: int = Field(
+        default=5, ge=1, le=50, description="Facts an entity's summary is written from (each cited as [n])."
+    )
     sleep_turn_min_words: int = Field(
         default=10,
         ge=1,

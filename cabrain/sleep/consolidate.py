@@ -13,6 +13,7 @@ import json
 import re
 import uuid
 from collections import defaultdict
+from datetime import datetime
 
 import asyncpg
 import numpy as np
@@ -22,6 +23,7 @@ from cabrain.search.keyword import IndexedDoc, PostgresBM25
 from cabrain.sleep.context import StepContext, StepResult
 from cabrain.sleep.rows import ADD_SOURCES, readership_groups, unit_rows, vec
 from cabrain.sleep.sittings import turn_fact
+from cabrain.store import judgments
 from cabrain.store import memories as sql
 
 MAX_FACT_CHARS = 400
@@ -149,7 +151,7 @@ async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> Step
             result.add("clusters")
             result.add("episodes_consolidated", len(cluster))
     if touched_entities:
-        await _summarise_entities(ctx, sorted(touched_entities), result)
+        await _summarise_entities(ctx, namespace, sorted(touched_entities), result)
     return result
 
 
@@ -169,10 +171,11 @@ async def _settle(
     pool = await ctx.pool()
     async with pool.acquire() as conn, conn.transaction():
         written = await _write_facts(ctx, conn, namespace, owner, visibility, episodes, facts, method, result)
+        await _journal_facts(ctx, conn, namespace, written, facts, method)
         by_source = defaultdict(set)
         for link in await conn.fetch(ENTITY_LINKS, [r["id"] for r in episodes]):
             by_source[link["memory_id"]].add(link["entity_id"])
-        for fact_id, sources in written:
+        for fact_id, sources, _ in written:
             entities = sorted({e for src in sources for e in by_source.get(src, ())})
             if entities:
                 await conn.execute(LINK, fact_id, entities)
@@ -180,6 +183,37 @@ async def _settle(
                     touched.update(entities)
         await conn.execute(MARK_CONSOLIDATED, [r["id"] for r in episodes])
     return touched
+
+
+async def _journal_facts(
+    ctx: StepContext,
+    conn: asyncpg.Connection,
+    namespace: str,
+    written: list[tuple[uuid.UUID, list[uuid.UUID], datetime | None]],
+    facts: list[Fact],
+    method: str,
+) -> None:
+    """The facts this transaction wrote, as one ``distill`` judgment of the run: each current after
+    it and not before, so reverting it (or the run) takes them out of recall; never deleted."""
+    created = [(i, fact_id, sources, at) for i, (fact_id, sources, at) in enumerate(written) if at is not None]
+    if not created:
+        return
+    now = ctx.clock().isoformat()
+    judgment = judgments.Judgment(
+        namespace,
+        "distill",
+        "consolidate",
+        f"distilled {len(created)} fact{'s' if len(created) != 1 else ''} ({method})",
+        run_id=ctx.run_id,
+        inputs={
+            "method": method,
+            "facts": {str(f): {"text": facts[i][0], "sources": [str(x) for x in src]} for i, f, src, _ in created},
+        },
+        # before the run the fact did not hold: reverting it invalidates the fact (never deletes it)
+        changes=[judgments.Change(f, at, {"invalid_at": now}, {"invalid_at": None}) for _, f, _, at in created],
+        related={x for _, _, src, _ in created for x in src},  # the turns they come from: shown, read-checked
+    )
+    await judgments.record(conn, judgment)
 
 
 async def _distill_turns(
@@ -262,7 +296,9 @@ async def _write_facts(
     facts: list[Fact],
     method: str,
     result: StepResult,
-) -> list[tuple[uuid.UUID, list[uuid.UUID]]]:
+) -> list[tuple[uuid.UUID, list[uuid.UUID], datetime | None]]:
+    """Write (or, written already, reinforce) each fact: (its id, its sources, its valid_at when it
+    is new, None when it was reinforced)."""
     owner = owner or cluster[0]["owner_agent_id"]
     to_embed = [i for i, (_, _, v) in enumerate(facts) if v is None]
     vectors = {i: v for i, (_, _, v) in enumerate(facts) if v is not None}
@@ -312,12 +348,16 @@ async def _write_facts(
         else:
             result.add("facts_reinforced")
         await conn.execute(ADD_SOURCES, fact_id, list(sources), "distilled_from", ctx.run_id)
-        written.append((fact_id, list(sources)))
+        written.append((fact_id, list(sources), max(r["valid_at"] for r in evidence) if existing is None else None))
     return written
 
 
-async def _summarise_entities(ctx: StepContext, entity_ids: list[uuid.UUID], result: StepResult) -> None:
-    """An entity's summary: its most important current shared facts (their text, their sources)."""
+async def _summarise_entities(
+    ctx: StepContext, namespace: str, entity_ids: list[uuid.UUID], result: StepResult
+) -> None:
+    """An entity's summary: sentences about it from its most important current shared facts, each
+    citing the fact it comes from (``[n]``: the n-th of ``summary_sources``); or, with a chat model,
+    what it writes from them. Recorded as one ``summarize`` judgment of the run (before and after)."""
     pool = await ctx.pool()
     async with pool.acquire() as conn:
         rows = await conn.fetch(ENTITY_FACTS, entity_ids)
@@ -325,23 +365,44 @@ async def _summarise_entities(ctx: StepContext, entity_ids: list[uuid.UUID], res
     for r in rows:
         by_entity[r["entity_id"]].append(r)
     chat = ctx.chat()
-    async with pool.acquire() as conn:
+    limit = ctx.settings.sleep_summary_facts
+    judgment = judgments.Judgment(namespace, "summarize", "consolidate", "", run_id=ctx.run_id)
+    async with pool.acquire() as conn, conn.transaction():
+        before = {r["id"]: judgments.entity_state(r) for r in await conn.fetch(judgments.ENTITY_STATE, list(by_entity))}
         for entity_id, facts in sorted(by_entity.items()):
-            top = facts[:3]
-            summary = " ".join(f["content"] for f in top)
+            top = facts[:limit]
+            summary = " ".join(f"{_sentence(f['content'])} [{n}]" for n, f in enumerate(top, start=1))
             if chat is not None:
                 try:
                     answer = await chat.complete(
-                        'Summarise what is known about the named entity from these facts only. JSON {"summary": "..."}',
-                        f"Entity: {top[0]['name']}\n" + "\n".join(f"- {f['content']}" for f in facts[:10]),
+                        "Summarise what is known about the named entity from these numbered facts only, citing "
+                        'each fact you use as [n]. JSON {"summary": "..."}',
+                        f"Entity: {top[0]['name']}\n"
+                        + "\n".join(f"[{n}] {f['content']}" for n, f in enumerate(top, 1)),
                     )
                     summary = str(json.loads(answer)["summary"]).strip() or summary
                 except (LLMError, ValueError, KeyError, TypeError):
                     result.add("llm_fallbacks")
             vector = unit_rows(np.array([vec(f["embedding"]) for f in top])).mean(axis=0)
             await conn.execute(SET_SUMMARY, entity_id, summary[:2000], [f["id"] for f in top], vector)
+            after = judgments.entity_state((await conn.fetch(judgments.ENTITY_STATE, [entity_id]))[0])
+            judgment.entities.append(
+                {"entity_id": str(entity_id), "name": top[0]["name"], "before": before[entity_id], "after": after}
+            )
+            judgment.related.update(f["id"] for f in top)
             result.add("entity_summaries")
             result.change(entity=top[0]["name"], action="summary", sources=len(top))
+        if judgment.entities:
+            judgment.reason = (
+                f"summarised {len(judgment.entities)} entit{'ies' if len(judgment.entities) != 1 else 'y'}"
+            )
+            await judgments.record(conn, judgment)
+
+
+def _sentence(text: str) -> str:
+    """A fact as a sentence of a summary: ends with its stop."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?", "؟")) else text + "."
 
 
 __all__ = ["central_statements", "consolidate", "star_clusters"]

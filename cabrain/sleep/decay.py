@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from cabrain.sleep.context import StepContext, StepResult
 from cabrain.sleep.demote import MONTH_BOUNDS
+from cabrain.store import judgments
 
 DECAY = """
 WITH aged AS (
@@ -35,7 +36,7 @@ next AS (
 UPDATE memories m SET importance = n.after, decayed_at = $9
 FROM next n
 WHERE m.id = n.id AND m.valid_at = n.valid_at AND (n.before - n.after >= $7 OR n.after <= n.floor)
-RETURNING m.id, n.before, n.after
+RETURNING m.id, m.valid_at, n.before, n.after
 """
 
 
@@ -57,6 +58,27 @@ async def decay(ctx: StepContext, namespace: str, month: str) -> StepResult:
             s.sleep_decay_pinned_floor,
             ctx.clock(),
         )
+        if rows:  # the run's journal: each memory's importance before and after, so a revert restores it
+            await judgments.record(
+                conn,
+                judgments.Judgment(
+                    namespace,
+                    "decay",
+                    "decay",
+                    f"decayed {len(rows)} memor{'ies' if len(rows) != 1 else 'y'} ({month})",
+                    run_id=ctx.run_id,
+                    inputs={"month": month},
+                    changes=[
+                        judgments.Change(
+                            r["id"],
+                            r["valid_at"],
+                            {"importance": float(r["before"])},
+                            {"importance": float(r["after"])},
+                        )
+                        for r in rows
+                    ],
+                ),
+            )
     result.add("decayed", len(rows))
     result.add("importance_lost_x1000", int(sum(r["before"] - r["after"] for r in rows) * 1000))
     for r in sorted(rows, key=lambda r: r["after"] - r["before"])[:20]:

@@ -33,6 +33,7 @@ import asyncpg
 from cabrain import failpoints
 from cabrain.errors import ColdStoreError
 from cabrain.sleep.context import StepContext, StepResult
+from cabrain.store import judgments
 from cabrain.store import namespaces as namespace_sql
 from cabrain.store.cold import equal, month_of, to_arrow
 
@@ -40,6 +41,8 @@ MONTH_BOUNDS = """
 SELECT (to_date($1, 'YYYY-MM')::timestamp AT TIME ZONE 'UTC') AS lo,
        ((to_date($1, 'YYYY-MM') + interval '1 month')::timestamp AT TIME ZONE 'UTC') AS hi
 """
+
+ARCHIVE_TEXT_CHARS = 160  # of each archived memory's text, in the run's journal
 
 OPEN_BATCHES = """
 SELECT id, memory_ids, state FROM cold_batches
@@ -213,6 +216,27 @@ async def _finish(
         deleted = int((await conn.execute(DELETE_ROWS, namespace, lo, hi, kept)).split()[-1])
         await conn.execute(LOWER_COUNTS, namespace, deleted, chunks)
         await conn.execute(FINISH_BATCH, batch, snapshot)
+        await judgments.record(  # the run's journal: what it archived, so a revert brings it back
+            conn,
+            judgments.Judgment(
+                namespace,
+                "archive",
+                "demote",
+                f"archived {len(rows)} memor{'ies' if len(rows) != 1 else 'y'} to the cold tier",
+                run_id=ctx.run_id,
+                inputs={
+                    "batch": str(batch),
+                    "memories": {
+                        str(r["id"]): {
+                            "text": r["content"][:ARCHIVE_TEXT_CHARS],
+                            "why": "invalidated" if r["invalid_at"] else "old episode",
+                        }
+                        for r in rows
+                    },
+                },
+                related={r["id"] for r in rows},
+            ),
+        )
     failpoints.hit("demote.after_hot_delete")
     result.add("demoted", deleted)
     result.add("batches")

@@ -44,6 +44,7 @@ SELECT run_id, step, namespace, month, status, counts, node_id, started_at, fini
 WHERE run_id = ANY($1::uuid[]) AND ($2::boolean OR namespace = ANY($3::text[]))
 ORDER BY started_at, step, namespace, month
 """
+RUN_TEXTS = 2000  # memories whose text a run's page shows at most
 JUDGMENTS = "SELECT * FROM judgments WHERE run_id = $1 ORDER BY created_at, id LIMIT $2"
 
 _running: set[Any] = set()  # the cycles this process started (their Ray references)
@@ -90,11 +91,29 @@ class SleepRuns:
                 for j in await conn.fetch(JUDGMENTS, run_id, judgment_limit)
                 if await may_see_judgment(conn, agent, j)
             ]
+            reverts = [
+                judgment_sql.describe(j)
+                for j in await conn.fetch(sleep_sql.RUN_REVERTS, str(run_id))
+                if await may_see_judgment(conn, agent, j)
+            ]
+            # the texts of the hot memories those judgments name (every one readable by the caller)
+            named = sorted({uuid.UUID(m) for j in judged for m in j["memory_ids"]})[:RUN_TEXTS]
+            texts = {
+                str(r["id"]): {
+                    "content": r["content"],
+                    "network": r["network"],
+                    "source_ref": r["source_ref"],
+                    "current": r["current"],
+                }
+                for r in await conn.fetch(sleep_sql.RUN_MEMORY_TEXTS, named)
+            }
         report = json.loads(row["report"]) if isinstance(row["report"], str) else dict(row["report"] or {})
         return _run(row, admin, visible) | {
             "counts": _totals(steps),
             "steps": [_step(s) for s in steps],
             "judgments": judged,
+            "memories": texts,
+            "reverts": reverts,  # the run's reverts (one per namespace), each revertible in turn
             "skipped": report.get("skipped", {}) if admin else {},
             "room": report.get("room", "") if admin else "",
             "withdrawn": report.get("withdrawn", []) if admin else [],

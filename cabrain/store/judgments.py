@@ -37,8 +37,21 @@ UPDATE memories m SET invalid_at = $3::timestamptz, superseded_by = $4::uuid, me
 WHERE m.id = $1 AND m.valid_at = $2
 """
 INSERT = """
-INSERT INTO judgments (id, namespace, kind, origin, agent_id, run_id, reason, inputs, changes, links, memory_ids, reverts)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::uuid[], $12)
+INSERT INTO judgments (id, namespace, kind, origin, agent_id, run_id, reason, inputs, changes, links, memory_ids, reverts,
+                       entities)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::uuid[], $12, $13::jsonb)
+"""
+ENTITY_STATE = """
+SELECT id, name, summary, summary_sources, summarized_at FROM entities WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
+"""
+SET_ENTITY_STATE = """
+UPDATE entities SET summary = $2, summary_sources = $3::uuid[], summarized_at = $4::timestamptz, updated_at = now()
+WHERE id = $1
+"""
+# a run's judgments in one namespace not reverted yet, the latest first (a run is undone backwards)
+OF_RUN = """
+SELECT * FROM judgments WHERE run_id = $1 AND namespace = $2 AND reverted_by IS NULL
+ORDER BY created_at DESC, id DESC
 """
 GET = "SELECT * FROM judgments WHERE id = $1"
 OF_MEMORY = """
@@ -78,6 +91,25 @@ async def _set(conn: asyncpg.Connection, memory_id: uuid.UUID, valid_at: datetim
     )
 
 
+def entity_state(row: asyncpg.Record) -> dict[str, Any]:
+    """An entity's summary as a judgment records it."""
+    return {
+        "summary": row["summary"],
+        "summary_sources": [str(x) for x in row["summary_sources"] or ()],
+        "summarized_at": row["summarized_at"].isoformat() if row["summarized_at"] else None,
+    }
+
+
+async def _set_entity(conn: asyncpg.Connection, entity_id: uuid.UUID, state: dict[str, Any]) -> None:
+    await conn.execute(
+        SET_ENTITY_STATE,
+        entity_id,
+        state["summary"],
+        [uuid.UUID(x) for x in state["summary_sources"]],
+        datetime.fromisoformat(state["summarized_at"]) if state["summarized_at"] else None,
+    )
+
+
 @dataclass
 class Change:
     """One memory's state before a judgment and what the judgment makes of it."""
@@ -109,6 +141,8 @@ class Judgment:
     links: list[dict[str, Any]] = field(default_factory=list)  # {memory_id, source_id, relation, run_id, op}
     reverts: uuid.UUID | None = None
     related: set[uuid.UUID] = field(default_factory=set)  # memories it is about but did not change (the new version)
+    # entity summaries it changed: {entity_id, name, before, after} (states as entity_state gives them)
+    entities: list[dict[str, Any]] = field(default_factory=list)
     id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
@@ -127,6 +161,7 @@ async def record(conn: asyncpg.Connection, judgment: Judgment) -> uuid.UUID:
         json.dumps(judgment.links, default=str),
         sorted({c.memory_id for c in judgment.changes} | judgment.related),
         judgment.reverts,
+        json.dumps(judgment.entities, ensure_ascii=False, default=str),
     )
     return judgment.id
 
@@ -195,19 +230,13 @@ async def get(conn: asyncpg.Connection, judgment_id: uuid.UUID) -> asyncpg.Recor
 
 async def revert(conn: asyncpg.Connection, row: asyncpg.Record, *, agent: str, reason: str | None) -> Judgment:
     """Undo judgment ``row``: every memory it changed goes back to its ``before`` state, the links it
-    added are removed (those it removed come back); recorded as a judgment of kind ``revert``.
+    added are removed (those it removed come back), the entity summaries it wrote are put back;
+    recorded as a judgment of kind ``revert``.
 
     Refused (:class:`ConflictError`) when it was reverted already, or when a memory it changed has
-    changed its validity since (superseded again, forgotten, archived): that later change is undone
-    first. A merge survivor's importance and use are restored only if nothing moved them since."""
-    if row["reverted_by"] is not None:
-        raise ConflictError(
-            f"judgment {row['id']} was already reverted (by {row['reverted_by']})",
-            hint="revert that revert to bring this judgment back",
-        )
-    changes = [_as_change(c) for c in json.loads(row["changes"])]
-    current = {r["id"]: r for r in await conn.fetch(CURRENT_STATE, [c.memory_id for c in changes])}
-    forgotten = {r["id"] for r in await conn.fetch(FORGOTTEN, [c.memory_id for c in changes])}
+    changed its validity since (superseded again, forgotten, archived), or an entity summary it
+    wrote was rewritten since: that later change is undone first. A memory's importance and use
+    are restored only if nothing moved them since."""
     undo = Judgment(
         row["namespace"],
         "revert",
@@ -216,32 +245,72 @@ async def revert(conn: asyncpg.Connection, row: asyncpg.Record, *, agent: str, r
         agent_id=agent,
         reverts=row["id"],
         inputs={"reverted": str(row["id"]), "kind": row["kind"], "origin": row["origin"], "reason": row["reason"]},
-        related=set(row["memory_ids"]),
     )
-    for c in changes:
-        now = current.get(c.memory_id)
-        if now is None:
+    await undo_into(conn, row, undo)
+    await record(conn, undo)
+    await mark_reverted(conn, row["id"], undo.id)
+    return undo
+
+
+async def mark_reverted(conn: asyncpg.Connection, judgment_id: uuid.UUID, by: uuid.UUID) -> None:
+    if await conn.fetchval(MARK_REVERTED, judgment_id, by) is None:
+        raise ConflictError(f"judgment {judgment_id} was reverted meanwhile")
+
+
+async def undo_into(conn: asyncpg.Connection, row: asyncpg.Record, undo: Judgment) -> None:
+    """Apply the undoing of judgment ``row`` and add what it changed to ``undo`` (which may gather
+    several: a sleep run's). Changes are undone last first, so a judgment that changed one memory
+    twice (a run's revert) comes back through each state in turn."""
+    if row["reverted_by"] is not None:
+        raise ConflictError(
+            f"judgment {row['id']} was already reverted (by {row['reverted_by']})",
+            hint="revert that revert to bring this judgment back",
+        )
+    undo.related |= set(row["memory_ids"])
+    changes = [_as_change(c) for c in json.loads(row["changes"])]
+    forgotten = {r["id"] for r in await conn.fetch(FORGOTTEN, [c.memory_id for c in changes])}
+    for c in reversed(changes):
+        rows = await conn.fetch(CURRENT_STATE, [c.memory_id])
+        if not rows:
             raise ConflictError(
                 f"memory {c.memory_id} is no longer in the hot tier (archived by sleep); this judgment cannot be "
                 "reverted",
+                hint="bring it back first (unarchive, or revert the sleep run that archived it)",
             )
+        now = rows[0]
         state = _state(now)
-        validity = ("invalid_at", "superseded_by")
+        validity = [k for k in ("invalid_at", "superseded_by") if k in c.after]
         if any(state[k] != c.after[k] for k in validity):
             raise ConflictError(
                 f"memory {c.memory_id} changed since this judgment (now {'invalid' if state['invalid_at'] else 'current'}"
                 f"{', superseded by ' + state['superseded_by'] if state['superseded_by'] else ''})",
                 hint="revert the later judgment that changed it first (list them with the memory's judgments)",
             )
-        target = dict(c.before)
-        if target["invalid_at"] is None and c.memory_id in forgotten:
+        target = {**state, **c.before}
+        if target["invalid_at"] is None and state["invalid_at"] is not None and c.memory_id in forgotten:
             raise ConflictError(
                 f"memory {c.memory_id} was forgotten since this judgment; a forgotten memory is not made current again",
             )
-        if any(state[k] != c.after[k] for k in ("importance", "access_count")):
+        if any(state[k] != c.after[k] for k in ("importance", "access_count") if k in c.after):
             target["importance"], target["access_count"] = state["importance"], state["access_count"]  # moved since
         await _set(conn, c.memory_id, now["valid_at"], target)
         undo.changes.append(Change(c.memory_id, now["valid_at"], state, target))
+    entities = list(json.loads(row["entities"])) if "entities" in row.keys() else []
+    for e in reversed(entities):
+        entity_id = uuid.UUID(e["entity_id"])
+        found = await conn.fetch(ENTITY_STATE, [entity_id])
+        if not found:
+            continue  # the entity is gone (merged away, or not restored with this namespace): nothing to put back
+        state = entity_state(found[0])
+        if state != e["after"]:
+            raise ConflictError(
+                f"the summary of entity {e.get('name') or entity_id} was rewritten since this judgment",
+                hint="revert the later sleep run that rewrote it first",
+            )
+        await _set_entity(conn, entity_id, e["before"])
+        undo.entities.append(
+            {"entity_id": str(entity_id), "name": e.get("name"), "before": state, "after": e["before"]}
+        )
     for link in json.loads(row["links"]):
         args = (uuid.UUID(link["memory_id"]), uuid.UUID(link["source_id"]), link["relation"])
         if link["op"] == "add":
@@ -249,10 +318,6 @@ async def revert(conn: asyncpg.Connection, row: asyncpg.Record, *, agent: str, r
         else:
             await conn.execute(ADD_LINK, *args, uuid.UUID(link["run_id"]) if link.get("run_id") else None)
         undo.links.append({**link, "op": "remove" if link["op"] == "add" else "add"})
-    await record(conn, undo)
-    if await conn.fetchval(MARK_REVERTED, row["id"], undo.id) is None:
-        raise ConflictError(f"judgment {row['id']} was reverted meanwhile")
-    return undo
 
 
 def _as_change(c: dict[str, Any]) -> Change:
@@ -276,7 +341,26 @@ def describe(row: asyncpg.Record) -> dict[str, Any]:
         "created_at": row["created_at"].isoformat(),
         "reverts": str(row["reverts"]) if row["reverts"] else None,
         "reverted_by": str(row["reverted_by"]) if row["reverted_by"] else None,
+        "entities": json.loads(row["entities"]) if "entities" in row.keys() else [],
     }
 
 
-__all__ = ["Change", "Judgment", "change", "describe", "get", "of_memory", "record", "revert", "supersede"]
+async def of_run(conn: asyncpg.Connection, run_id: uuid.UUID, namespace: str) -> list[asyncpg.Record]:
+    return await conn.fetch(OF_RUN, run_id, namespace)
+
+
+__all__ = [
+    "Change",
+    "Judgment",
+    "change",
+    "describe",
+    "entity_state",
+    "get",
+    "mark_reverted",
+    "of_memory",
+    "of_run",
+    "record",
+    "revert",
+    "supersede",
+    "undo_into",
+]

@@ -60,3 +60,23 @@ JOIN memories src ON src.id = si.id AND src.valid_at = si.valid_at
 WHERE e.namespace = ANY($1::text[]) AND e.summary IS NOT NULL
 GROUP BY e.namespace, e.name, e.summary
 """
+
+# --- reverting a run (cabrain.sleep.revert) ------------------------------------------------------------
+RUN_NAMESPACES = "SELECT namespaces, status FROM sleep_runs WHERE id = $1"
+# the namespaces where a run has judgments not reverted yet
+RUN_JOURNALED = """
+SELECT DISTINCT namespace FROM judgments WHERE run_id = $1 AND reverted_by IS NULL ORDER BY namespace
+"""
+STILL_ARCHIVED = """
+SELECT id FROM memory_ids WHERE id = ANY($1::uuid[]) AND tier = 'cold' AND forgotten_at IS NULL
+"""
+# what a run's page shows of the memories its judgments name: hot ones the caller may read
+RUN_MEMORY_TEXTS = """
+SELECT m.id, m.content, m.network, m.source_ref, m.invalid_at IS NULL AS current
+FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE i.id = ANY($1::uuid[])
+"""
+# the reverts of a run (and whether each was reverted in turn)
+RUN_REVERTS = """
+SELECT * FROM judgments WHERE kind = 'revert' AND inputs ->> 'run' = $1 ORDER BY created_at, id
+"""

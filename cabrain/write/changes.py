@@ -36,8 +36,8 @@ RESTORE_ROW = """
 WITH restored AS (
     INSERT INTO memories (id, namespace, owner_agent_id, visibility, network, memory_type, content, source_kind,
                           source_ref, embedding, importance, access_count, last_accessed_at, created_at, valid_at,
-                          metadata, content_hash, pinned)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16::jsonb, $17, $18)
+                          metadata, content_hash, pinned, invalid_at, superseded_by, consolidated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16::jsonb, $17, $18, $19, $20, $21)
     RETURNING namespace
 )
 UPDATE namespaces SET memory_count = memory_count + 1 WHERE name = (SELECT namespace FROM restored)
@@ -159,17 +159,47 @@ async def unarchive(engine: Engine, agent: str, memory_id: uuid.UUID) -> Memory:
             "only current memories come back (see its history with get)"
         )
     memory = memory_of(row)
-    settings = engine.settings
-    passages = chunk(memory.content, target_chars=settings.chunk_chars, min_chars=settings.chunk_min_chars)
-    vectors = await engine.embed_documents([memory.content, *passages])
+    ready = await prepare_restore(engine, [memory])
     async with engine.pool.acquire() as conn, conn.transaction():
         await namespace_sql.lock(conn, namespace)
         if not await sql.cold_readable(conn, namespace, agent, memory_id):
             raise InputError(f"memory {memory_id} is no longer archived")
+        await restore_rows(engine, conn, ready, agent=agent, op="unarchive")
+        restored = await sql.readable_memory(conn, agent, memory.id)
+    assert restored is not None
+    return restored
+
+
+Restorable = tuple[Memory, list[str], list[list[float]]]  # the memory, its passages, their vectors (its own first)
+
+
+async def prepare_restore(engine: Engine, memories: Sequence[Memory]) -> list[Restorable]:
+    """What bringing archived memories back needs before the transaction: their passages and vectors."""
+    settings = engine.settings
+    out: list[Restorable] = []
+    for memory in memories:
+        passages = chunk(memory.content, target_chars=settings.chunk_chars, min_chars=settings.chunk_min_chars)
+        out.append((memory, passages, await engine.embed_documents([memory.content, *passages])))
+    return out
+
+
+async def restore_rows(
+    engine: Engine,
+    conn: asyncpg.Connection,
+    ready: Sequence[Restorable],
+    *,
+    agent: str,
+    op: str,
+    consolidated_at: Any = None,
+    metadata: dict[str, Any] | None = None,
+) -> None:
+    """Archived memories back in the hot tier with their own ids, as they were (current or not):
+    rows, postings, passages and one ``op`` event each. In the caller's transaction."""
+    for memory, passages, vectors in ready:
         await conn.execute(
             RESTORE_ROW,
             memory.id,
-            namespace,
+            memory.namespace,
             memory.owner_agent_id,
             memory.visibility.value,
             memory.network.value,
@@ -186,22 +216,30 @@ async def unarchive(engine: Engine, agent: str, memory_id: uuid.UUID) -> Memory:
             json.dumps(memory.metadata, ensure_ascii=False),
             hashlib.sha256(memory.content.encode("utf-8")).digest(),
             memory.source_kind == "memory_file",
+            memory.invalid_at,
+            memory.superseded_by,
+            consolidated_at,
         )
-        await engine.keyword.index(conn, [IndexedDoc(memory.id, namespace, memory.valid_at, memory.content)])
+        await engine.keyword.index(conn, [IndexedDoc(memory.id, memory.namespace, memory.valid_at, memory.content)])
         await sql.insert_chunks(
             conn,
             [
-                (memory.id, n, namespace, memory.valid_at, text, vec)
+                (memory.id, n, memory.namespace, memory.valid_at, text, vec)
                 for n, (text, vec) in enumerate(zip(passages, vectors[1:], strict=True))
             ],
         )
         await sql.insert_events(
             conn,
-            [{"namespace": namespace, "op": "unarchive", "memory_id": memory.id, "agent_id": agent, "metadata": {}}],
+            [
+                {
+                    "namespace": memory.namespace,
+                    "op": op,
+                    "memory_id": memory.id,
+                    "agent_id": agent,
+                    "metadata": metadata or {},
+                }
+            ],
         )
-        restored = await sql.readable_memory(conn, agent, memory.id)
-    assert restored is not None
-    return restored
 
 
 async def may_see_judgment(conn: asyncpg.Connection, agent: str, row: asyncpg.Record) -> bool:

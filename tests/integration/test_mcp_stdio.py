@@ -84,3 +84,42 @@ async def test_a_task_handed_to_a_model_over_stdio(db_dsn: str, home, llm_server
         assert done["cost_usd"] > 0 and "no local chain learned" in done["reason"]
         assert "may not write" in await call_error(bob, "workflow_dispatch", description=task, namespace="proj")
         await call_error(alice, "workflow_dispatch", description=task, namespace="proj", task_type="yaml")
+
+
+async def test_a_sleep_run_is_reverted_and_redone_over_stdio(brain, db_dsn: str, home, settings_for) -> None:
+    """memory_revert with run_id undoes a whole sleep run (its merge here); its revert redoes it."""
+    from cabrain.sleep.cycle import run_cycle
+    from cabrain.types import MemoryInput, Network, Visibility
+    from tests.mcp_helpers import call, call_error
+
+    wordings = (
+        "The staging database runs PostgreSQL 16 on host db-stg-1.",
+        "The staging database runs PostgreSQL 16 on the host db-stg-1.",
+    )
+    stored = [
+        (
+            await brain.retain(
+                "alice", [MemoryInput(t, "proj", network=Network.FACT, visibility=Visibility.TEAM)], decide=False
+            )
+        )[0]
+        for t in wordings
+    ]
+    report = await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["proj"], steps=["dedup"], use_ray=False)
+    assert report.steps["dedup"]["merged"] == 1
+    keys = {a: (await brain.create_key(a)).key for a in ("alice", "bob")}
+    env = cli_env(database_url=db_dsn, home=str(home))
+    async with (
+        stdio_session({**env, "CABRAIN_API_KEY": keys["alice"]}) as alice,
+        stdio_session({**env, "CABRAIN_API_KEY": keys["bob"]}) as bob,
+    ):
+        assert "does not exist or is not visible" in await call_error(bob, "memory_revert", run_id=str(report.run_id))
+        assert "give one of" in await call_error(alice, "memory_revert", run_id=str(report.run_id), memory_id="x")
+        [undo] = (await call(alice, "memory_revert", run_id=str(report.run_id), reason="two hosts"))["reverts"]
+        assert undo["inputs"]["run"] == str(report.run_id) and undo["inputs"]["kinds"] == ["merge"]
+        both = [(await call(alice, "memory_get", memory_id=str(s.memory_id)))["memory"] for s in stored]
+        assert all(m["invalid_at"] is None for m in both)  # the merge is undone
+        assert "nothing to revert" in await call_error(alice, "memory_revert", run_id=str(report.run_id))
+        redo = await call(alice, "memory_revert", judgment_id=undo["id"])
+        assert redo["reverts"] == undo["id"]
+        later = (await call(alice, "memory_get", memory_id=str(stored[1].memory_id)))["memory"]
+        assert later["superseded_by"] == str(stored[0].memory_id)  # merged again

@@ -6,6 +6,7 @@ screenshotted; ``CABRAIN_TEST_SHOTS=docs/console`` saves them where the README s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -248,6 +249,7 @@ WORDINGS = (  # two wordings of one fact: sleep's dedup merges them
     "The staging database runs PostgreSQL 16 on host db-stg-1.",
     "Staging's database is PostgreSQL 16 on the host db-stg-1.",
 )
+THIRD = "The staging database runs PostgreSQL 16 on the host db-stg-1."
 
 
 async def test_an_admin_runs_a_sleep_cycle_and_reads_its_report(browser: Browser, service: Service) -> None:
@@ -286,6 +288,42 @@ async def test_an_admin_runs_a_sleep_cycle_and_reads_its_report(browser: Browser
     with service.client("alice") as alice:
         recalled = alice.post("/v1/recall", json={"query": "staging database host", "namespace": SLEEPY})
     assert sorted(h["memory"]["content"] for h in recalled.json()["hits"]) == sorted(WORDINGS)  # both current again
+    await page.context.close()
+
+    # a third wording comes, a second run merges it; alice reads what the run did and reverts the whole
+    # run, then the revert (dedup compares what is new since its last run: the reverted pair stays apart)
+    with service.client("alice") as alice:
+        item = {"content": THIRD, "namespace": SLEEPY, "visibility": "team", "network": "fact"}
+        assert alice.post("/v1/memories/batch", json={"items": [item], "decide": False}).status_code == 200
+    with service.client("admin") as admin:
+        started = admin.post("/v1/sleep/runs", json={"namespaces": [SLEEPY], "steps": ["dedup"]})
+        assert started.status_code == 202, started.text
+        second = started.json()["run_id"]
+        for _ in range(600):
+            if admin.get(f"/v1/sleep/runs/{second}").json()["status"] != "running":
+                break
+            await asyncio.sleep(0.2)
+    page = await sign_in(browser, service, "alice", f"/console/sleep/{second}")
+    await expect(page.locator("#did-merged")).to_contain_text("db-stg-1")
+    await expect(page.locator("#did-facts")).to_contain_text("None.")
+    await page.get_by_text("Revert this run…").click()
+    await page.locator("#revert-run").get_by_label("Undo everything").check()
+    await page.get_by_role("button", name="Revert the run").click()
+    await expect(page.locator("#done")).to_contain_text("reverted")
+    await expect(page.locator("#did-merged")).to_contain_text("(reverted)")
+    assert await page.locator("#revert-run").count() == 0  # nothing left to revert
+    with service.client("alice") as alice:
+        recalled = alice.post("/v1/recall", json={"query": "staging database host", "namespace": SLEEPY})
+    assert len(recalled.json()["hits"]) == 3
+    undo = page.locator("#run-reverts .judgment")
+    await undo.get_by_text("Revert…").click()
+    await undo.get_by_label("Undo this").check()
+    await undo.get_by_role("button", name="Revert").click()
+    await expect(page.locator("#done")).to_contain_text("reverted")
+    await expect(page).to_have_url(re.compile(rf"/console/sleep/{second}\?done=reverted$"))
+    with service.client("alice") as alice:
+        recalled = alice.post("/v1/recall", json={"query": "staging database host", "namespace": SLEEPY})
+    assert THIRD not in {h["memory"]["content"] for h in recalled.json()["hits"]}  # the run's merge is back
     await page.context.close()
 
     # carol reads neither the namespace nor the run, even by its URL

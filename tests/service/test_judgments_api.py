@@ -59,3 +59,33 @@ def test_judgments_and_reverts_over_http_and_the_cli(service: Service) -> None:
         untouched = _retain(alice, "The staging VPN gateway is vpn-stg.example.org.")
     nothing = run_cli("revert", untouched["memory_id"], env=env)
     assert nothing.returncode == 1 and "no judgment to revert" in nothing.stderr
+
+
+def test_a_whole_sleep_run_is_reverted_from_the_cli(service: Service) -> None:
+    import time
+
+    ns = "judged/run"
+    with service.client("alice") as alice, service.client("admin") as admin:
+        assert alice.post("/v1/namespaces", json={"name": ns}).status_code == 201
+        for text in (
+            "The staging database runs PostgreSQL 16 on host db-stg-1.",
+            "The staging database runs PostgreSQL 16 on the host db-stg-1.",
+        ):
+            item = {"content": text, "namespace": ns, "visibility": "team", "network": "fact"}
+            assert alice.post("/v1/memories/batch", json={"items": [item], "decide": False}).status_code == 200
+        started = admin.post("/v1/sleep/runs", json={"namespaces": [ns], "steps": ["dedup"]})
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        for _ in range(1200):
+            if admin.get(f"/v1/sleep/runs/{run_id}").json()["status"] != "running":
+                break
+            time.sleep(0.2)
+    env = {**cli_env(api_url=service.url), "CABRAIN_API_KEY": service.keys["alice"]}
+    undone = run_cli("revert", run_id, "--run", "--reason", "two hosts", env=env)
+    assert undone.returncode == 0, undone.stderr
+    assert f"{ns}: reverted 1 judgments of run {run_id} (merge)" in undone.stdout
+    assert "cabrain revert --judgment" in undone.stdout
+    again = run_cli("revert", run_id, "--run", env=env)
+    assert again.returncode == 1 and "nothing to revert" in again.stderr
+    both = run_cli("revert", run_id, "--run", "--judgment", env=env)
+    assert both.returncode == 2 and "not allowed with" in both.stderr

@@ -164,7 +164,13 @@ async def test_sleep_runs_answer_as_documented(service: Service) -> None:
     """A cycle started over the API runs to its end on the service's Ray; a run whose driver is gone
     (it holds no namespace lock) is ended by a cancel."""
     with service.client("admin") as admin, service.client("alice") as alice:
-        admin.post("/v1/namespaces", json={"name": "openapi/sleepy"})
+        alice.post("/v1/namespaces", json={"name": "openapi/sleepy"})
+        for text in (  # two wordings of one fact: the run merges them, and its revert undoes that
+            "The staging database runs PostgreSQL 16 on host db-stg-1.",
+            "The staging database runs PostgreSQL 16 on the host db-stg-1.",
+        ):
+            item = {"content": text, "namespace": "openapi/sleepy", "visibility": "team", "network": "fact"}
+            _ok(alice.post("/v1/memories/batch", json={"items": [item], "decide": False}))
         run_id = _ok(admin.post("/v1/sleep/runs", json={"namespaces": ["openapi/sleepy"], "steps": ["dedup"]}), 202)[
             "run_id"
         ]
@@ -176,6 +182,11 @@ async def test_sleep_runs_answer_as_documented(service: Service) -> None:
         assert run["status"] == "done", run
         assert any(r["id"] == run_id for r in _ok(admin.get("/v1/sleep/runs"))["runs"])
         assert alice.post(f"/v1/sleep/runs/{run_id}/cancel").status_code == 403  # an admin's
+        assert {j["kind"] for j in run["judgments"]} == {"merge"} and run["memories"]
+        [undo] = _ok(alice.post(f"/v1/sleep/runs/{run_id}/revert", json={"reason": "two hosts"}))["reverts"]
+        assert undo["inputs"]["run"] == run_id and undo["reason"] == "two hosts"
+        assert alice.post(f"/v1/sleep/runs/{run_id}/revert").status_code == 409  # nothing left to revert
+        assert _ok(admin.get(f"/v1/sleep/runs/{run_id}"))["reverts"][0]["id"] == undo["id"]
         orphan = uuid.uuid4()
         conn = await asyncpg.connect(service.dsn)
         try:

@@ -123,6 +123,7 @@ def test_declarations_are_whole() -> None:
         "forget",
         "reconsolidate",
         "revert",
+        "revert_run",
         "unarchive",
         "share",
         "accept_grant",

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import Query
 from pydantic import Field
 
+from cabrain.serve import schemas
 from cabrain.serve.deps import Caller, Svc
 from cabrain.serve.routing import router
 from cabrain.serve.schemas import Body
@@ -48,3 +49,12 @@ async def sleep_run(run_id: uuid.UUID, svc: Svc, p: Caller) -> dict[str, Any]:
 @routes.post("/v1/sleep/runs/{run_id}/cancel", status_code=202, summary="Cancel a running sleep cycle (admin)")
 async def cancel_sleep(run_id: uuid.UUID, svc: Svc, p: Caller) -> dict[str, Any]:
     return await svc.run(lambda b: svc.sleep_runs(b).cancel(p.agent_id, run_id))
+
+
+@routes.post(
+    "/v1/sleep/runs/{run_id}/revert",
+    summary="Undo everything a sleep run did, one revert judgment per namespace you may write",
+)
+async def revert_sleep(run_id: uuid.UUID, svc: Svc, p: Caller, body: schemas.RevertIn | None = None) -> dict[str, Any]:
+    reason = body.reason if body else None
+    return {"reverts": await svc.run(lambda b: b.revert_run(p.agent_id, run_id, reason=reason))}
