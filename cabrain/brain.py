@@ -314,7 +314,8 @@ class Brain(Membership):
     ) -> EntityWithMemories:
         """One entity of ``namespace`` (by name, in any case, or by id) with its summary when the caller
         may read every memory it was made from, and the hot memories that mention it the caller may
-        read, newest first (``history``: superseded and forgotten ones too), at most ``limit``.
+        read, newest first (``history``: superseded and forgotten ones too), at most ``limit``; how
+        many current ones mention it, and the entities it shares readable facts with (at most ``limit``).
         Unknown, unreadable and never-mentioned-to-the-caller entities are all :class:`NotFound`."""
         if not 1 <= limit <= 200:
             raise InputError(f"limit must be between 1 and 200, got {limit}")
@@ -330,7 +331,9 @@ class Brain(Membership):
                 conn, namespace, agent, entity_id=entity_id, key=entity_key(name_or_id), name=name_or_id
             )
             rows = await entity_sql.memories(conn, namespace, agent, entity.id, history=history, limit=limit)
-        return EntityWithMemories(entity, [sql.to_memory(r) for r in rows])
+            mentions = await entity_sql.mentions(conn, namespace, agent, entity.id)
+            related = await entity_sql.related(conn, namespace, agent, entity.id, limit=limit)
+        return EntityWithMemories(entity, [sql.to_memory(r) for r in rows], mentions, related)
 
     @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
     async def entity_graph(self, agent: str, namespace: str, name_or_id: str, *, limit: int = 300) -> dict[str, Any]:

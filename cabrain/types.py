@@ -268,11 +268,25 @@ class MemoryPage:
 
 @with_config(JSON_FORM)
 @dataclass(frozen=True)
+class RelatedEntity:
+    """An entity another one shares facts with: an edge of the entity graph, weighed by the facts."""
+
+    id: uuid.UUID
+    name: str
+    kind: str | None
+    shared_facts: int
+
+
+@with_config(JSON_FORM)
+@dataclass(frozen=True)
 class EntityWithMemories:
-    """``get_entity``: the entity and the memories that mention it the caller may read, newest first."""
+    """``get_entity``: the entity and the memories that mention it the caller may read, newest first;
+    how many current ones do (``mentions``), and the entities it shares facts with (``related``)."""
 
     entity: Entity
     memories: list[Memory]
+    mentions: int = 0
+    related: list[RelatedEntity] = field(default_factory=list)
 
 
 # --- JSON forms -------------------------------------------------------------------------------------
@@ -398,7 +412,12 @@ def entity_page_from_dict(d: Mapping[str, Any]) -> EntityPage:
 
 
 def entity_memories_from_dict(d: Mapping[str, Any]) -> EntityWithMemories:
-    return EntityWithMemories(entity_from_dict(d["entity"]), [memory_from_dict(m) for m in d["memories"]])
+    return EntityWithMemories(
+        entity_from_dict(d["entity"]),
+        [memory_from_dict(m) for m in d["memories"]],
+        d.get("mentions", 0),  # absent from earlier versions' answers
+        [RelatedEntity(uuid.UUID(r["id"]), r["name"], r["kind"], r["shared_facts"]) for r in d.get("related", [])],
+    )
 
 
 def retain_from_dict(d: Mapping[str, Any]) -> RetainResult:

@@ -9,7 +9,8 @@ real embeddings, with a similarity structure that exercises every step:
 - 70% of the memories are episodes in groups of 3-6 paraphrases (cosine about 0.94 within a group,
   0.75-0.8 between groups): consolidation distills them;
 - 5% are near-duplicate pairs (cosine about 0.985): dedup merges them;
-- 20% are isolated episodes;
+- 20% are conversation turns ("Name: ..." with ``metadata.speaker`` and a sitting as
+  ``metadata.thread``), which the sitting distiller makes facts of, one each;
 - 5% are facts, half of them in pairs that contradict each other (the same statement with another
   number): reconsolidation supersedes the older.
 
@@ -37,6 +38,7 @@ DUPLICATE = 0.015  # near-duplicates: about 0.985
 # How often each kind is drawn (groups, duplicate pairs, isolated, facts), so that the shares of
 # *rows* are 70 / 5 / 20 / 5 % (groups hold 4.5 rows on average, pairs 2, facts 1.5).
 DRAWS = [0.70 / 4.5, 0.05 / 2, 0.20 / 1, 0.05 / 1.5]
+SPEAKERS = ("Caroline", "Melanie", "Jon", "Gina", "سارة", "أحمد")
 
 
 def _noisy(center: np.ndarray, spread: float, rng: np.random.Generator, count: int = 1) -> np.ndarray:
@@ -77,8 +79,9 @@ def workload(n: int, namespaces: list[str], mean: np.ndarray, seed: int):
                 _noisy(center, DUPLICATE, np_rng, size),
                 ("experience", "episodic"),
             )
-        elif roll == 2:
-            size, texts, vectors, kind = 1, [text], center[None, :], ("experience", "episodic")
+        elif roll == 2:  # a conversation turn
+            speaker = rng.choice(SPEAKERS)
+            size, texts, vectors, kind = 1, [f"{speaker}: {text}"], center[None, :], ("experience", "episodic")
         else:  # a fact, and in half the cases a newer one that contradicts it
             subject = " ".join(text.split()[:6])
             size = min(2 if rng.random() < 0.5 else 1, n - made)
@@ -100,7 +103,7 @@ def workload(n: int, namespaces: list[str], mean: np.ndarray, seed: int):
                 "embedding": vectors[i],
                 "importance": round(rng.random(), 3),
                 "valid_at": valid_at,
-                "metadata": {},
+                "metadata": {"speaker": speaker, "thread": f"{namespace}@{when:%Y-%m-%d}"} if roll == 2 else {},
                 "content_hash": hashlib.sha256(content.encode()).digest(),
             }
         made += size

@@ -56,15 +56,16 @@ class Candidate:
 
 
 def conversation_fields(row: Any) -> tuple[str | None, str | None]:
-    """A candidate row's ``metadata.thread`` and ``metadata.speaker`` (strings or None)."""
+    """A candidate row's ``metadata.thread`` and speaker (``metadata.speaker`` of a turn, ``said_by``
+    of a fact sleep distilled from one speaker's turns), strings or None."""
     metadata = row["metadata"]
     if isinstance(metadata, str):
-        if '"thread"' not in metadata and '"speaker"' not in metadata:
+        if '"thread"' not in metadata and '"speaker"' not in metadata and '"said_by"' not in metadata:
             return None, None
         metadata = json.loads(metadata)
     if not isinstance(metadata, dict):
         return None, None
-    thread, speaker = metadata.get("thread"), metadata.get("speaker")
+    thread, speaker = metadata.get("thread"), metadata.get("speaker") or metadata.get("said_by")
     return (thread if isinstance(thread, str) else None), (speaker if isinstance(speaker, str) else None)
 
 

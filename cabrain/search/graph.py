@@ -21,7 +21,8 @@ async def neighbourhood(
     engine: Engine, agent: str, namespace: str, name_or_id: str, *, limit: int = 300
 ) -> dict[str, Any]:
     """``{"center", "nodes", "edges"}``: nodes are entities (``kind`` "entity") and memories (``kind``
-    "memory"), each edge a memory mentioning an entity."""
+    "memory"); an edge is a memory mentioning an entity (``kind`` "mentions") or the entity sharing
+    facts with another (``kind`` "shares facts", ``weight`` how many)."""
     if not 1 <= limit <= MAX_MEMORIES:
         raise InputError(f"limit must be between 1 and {MAX_MEMORIES}, got {limit}")
     try:
@@ -34,13 +35,18 @@ async def neighbourhood(
             conn, namespace, agent, entity_id=entity_id, key=entity_key(name_or_id), name=name_or_id
         )
         rows = await entity_sql.neighbourhood(conn, namespace, agent, center.id, limit=limit)
+        related = await entity_sql.related(conn, namespace, agent, center.id, limit=limit)
     nodes: dict[str, dict[str, Any]] = {
         f"e:{center.id}": {"id": f"e:{center.id}", "kind": "entity", "label": center.name, "ref": str(center.id)}
     }
-    edges = []
+    edges: list[dict[str, Any]] = []
     for r in rows:
         memory, entity = f"m:{r['memory_id']}", f"e:{r['entity_id']}"
         nodes.setdefault(memory, {"id": memory, "kind": "memory", "label": r["content"], "ref": str(r["memory_id"])})
         nodes.setdefault(entity, {"id": entity, "kind": "entity", "label": r["name"], "ref": str(r["entity_id"])})
-        edges.append({"source": memory, "target": entity})
+        edges.append({"source": memory, "target": entity, "kind": "mentions"})
+    for r in related:  # entity to entity: the facts they share
+        entity = f"e:{r.id}"
+        nodes.setdefault(entity, {"id": entity, "kind": "entity", "label": r.name, "ref": str(r.id)})
+        edges.append({"source": f"e:{center.id}", "target": entity, "kind": "shares facts", "weight": r.shared_facts})
     return {"center": f"e:{center.id}", "nodes": list(nodes.values()), "edges": edges}

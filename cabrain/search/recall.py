@@ -210,10 +210,11 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         rerank_scores = {c.row["id"]: s for c, s in zip(pool, scores, strict=True)}
         fused = sorted(pool, key=lambda c: -rerank_scores[c.row["id"]])
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
-    if settings.recall_fold_distilled and any(c.row["network"] == "fact" for c in fused):
+    if settings.recall_fold_distilled != "off" and any(c.row["network"] == "fact" for c in fused):
         async with engine.pool.acquire() as conn:
             pairs = await conn.fetch(sql.DISTILLED_PAIRS, [c.row["id"] for c in fused])
-        hits = [_hit(c, rerank_scores.get(c.row["id"]), covers) for c, covers in fold(fused, pairs, query.k)]
+        folded = fold(fused, pairs, query.k, pool=settings.recall_fold_distilled)
+        hits = [_hit(c, rerank_scores.get(c.row["id"]), covers) for c, covers in folded]
     else:
         hits = [_hit(c, rerank_scores.get(c.row["id"])) for c in fused[: query.k]]
     related: list = []
@@ -261,32 +262,35 @@ def record(engine: Engine, agent: str, query: RecallQuery, ids: list[uuid.UUID],
     )
 
 
-def fold(ranked: list[Candidate], pairs: list, k: int) -> list[tuple[Candidate, tuple[uuid.UUID, ...]]]:
-    """The top ``k`` answers, a distilled fact and a turn it came from being one answer.
+def fold(
+    ranked: list[Candidate], pairs: list, k: int, *, pool: str = "best"
+) -> list[tuple[Candidate, tuple[uuid.UUID, ...]]]:
+    """The top ``k`` answers, a distilled fact and the turn it came from being one answer.
 
-    Walking down the ranking, a candidate that is the source of, or was distilled from, a candidate
-    already kept is folded into that one (listed in its ``covers``) instead of taking a place of its
-    own. Only direct links fold: two facts distilled from one turn are two claims, both kept.
+    Each fact among the candidates joins the group of its best-ranked source among them (a fact
+    with none stays alone; two facts of one turn join it together). A group is shown as its best-
+    ranked member, the others listed in its ``covers``, and ranks by its members' fused scores:
+    ``best`` the highest (a fact only stands in for its turn), ``sum`` all of them (a turn that
+    sleep found a claim in, and whose claim matches too, counts twice).
     """
-    linked: dict[uuid.UUID, set[uuid.UUID]] = {}
+    place = {c.row["id"]: i for i, c in enumerate(ranked)}
+    sources: dict[uuid.UUID, list[uuid.UUID]] = {}
     for p in pairs:
-        linked.setdefault(p["memory_id"], set()).add(p["source_id"])
-        linked.setdefault(p["source_id"], set()).add(p["memory_id"])
-    kept: list[tuple[Candidate, list[uuid.UUID]]] = []
-    owner: dict[uuid.UUID, int] = {}  # kept id -> its place in kept
+        sources.setdefault(p["memory_id"], []).append(p["source_id"])
+    anchor: dict[uuid.UUID, uuid.UUID] = {}
     for c in ranked:
         mid = c.row["id"]
-        into = next((owner[o] for o in linked.get(mid, ()) if o in owner), None)
-        if into is not None:
-            kept[into][1].append(mid)
-            continue
-        if len(kept) == k:
-            if not linked:
-                break
-            continue  # a later candidate may still fold into one already kept
-        owner[mid] = len(kept)
-        kept.append((c, []))
-    return [(c, tuple(covers)) for c, covers in kept]
+        found = [s for s in sources.get(mid, ()) if s in place and s not in sources]
+        anchor[mid] = min(found, key=place.__getitem__) if found else mid
+    groups: dict[uuid.UUID, list[Candidate]] = {}
+    for c in ranked:  # in rank order: each group's first member is its best
+        groups.setdefault(anchor[c.row["id"]], []).append(c)
+
+    def score(members: list[Candidate]) -> float:  # best: the ranking's own order (reranked too)
+        return -sum(m.fused for m in members) if pool == "sum" else 0.0
+
+    ordered = sorted(groups.values(), key=lambda m: (score(m), place[m[0].row["id"]]))
+    return [(m[0], tuple(x.row["id"] for x in m[1:])) for m in ordered[:k]]
 
 
 def _hit(c: Candidate, rerank: float | None, covers: tuple[uuid.UUID, ...] = ()) -> Hit:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
@@ -277,9 +277,10 @@ class CoreSettings(BaseModel):
         le=10,
         description="How fast BM25's say in fusion falls when the query's words are unknown to the namespace.",
     )
-    recall_fold_distilled: bool = Field(
-        default=True,
-        description="A distilled fact and a turn it came from count as one answer in recall (the lower one folds in).",
+    recall_fold_distilled: Literal["off", "best", "sum"] = Field(
+        default="best",
+        description="A distilled fact and the turn it came from are one answer in recall, ranked by the best "
+        "of their scores (best) or their sum (sum); off: each on its own.",
     )
     related_limit: int = Field(default=5, ge=0, le=100, description="Related memories from one entity hop.")
     recall_entity_summaries: int = Field(

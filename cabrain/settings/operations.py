@@ -4,7 +4,7 @@ workflow learning. Part of :class:`cabrain.settings.Settings`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
@@ -48,6 +48,14 @@ class OperationsSettings(BaseModel):
     )
     sleep_min_cluster: int = Field(default=3, ge=2, description="Episodes a cluster needs before it is distilled.")
     sleep_facts_per_cluster: int = Field(default=3, ge=1, le=20, description="Most facts distilled from one cluster.")
+    sleep_distiller: Literal["auto", "deterministic", "chat"] = Field(
+        default="auto",
+        description="How sleep makes facts of conversation turns: the chat model (chat; auto when CABRAIN_LLM_URL "
+        "is set) or without a model (deterministic; auto otherwise). cabrain/sleep/distillers.py.",
+    )
+    sleep_chat_turns: int = Field(
+        default=8, ge=1, le=100, description="Turns of one sitting per request to the chat distiller."
+    )
     sleep_summary_facts: int = Field(
         default=5, ge=1, le=50, description="Facts an entity's summary is written from (each cited as [n])."
     )

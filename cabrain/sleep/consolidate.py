@@ -21,10 +21,12 @@ import numpy as np
 from cabrain.providers.llm import ChatModel, LLMError
 from cabrain.search.keyword import IndexedDoc, PostgresBM25
 from cabrain.sleep.context import StepContext, StepResult
+from cabrain.sleep.distillers import Turn, turn_distiller
 from cabrain.sleep.rows import ADD_SOURCES, readership_groups, unit_rows, vec
-from cabrain.sleep.sittings import turn_fact
 from cabrain.store import judgments
 from cabrain.store import memories as sql
+from cabrain.write import entities as entity_extraction
+from cabrain.write.writer import KNOWN_ENTITY_KEYS, UPSERT_AND_LINK
 
 MAX_FACT_CHARS = 400
 TURNS_PER_TRANSACTION = 200
@@ -33,7 +35,7 @@ Fact = tuple[str, list[uuid.UUID], np.ndarray | None]
 
 EPISODES = """
 SELECT m.id, m.owner_agent_id, m.visibility, m.content, m.embedding, m.importance, m.valid_at, m.created_at,
-       m.metadata ->> 'speaker' AS speaker
+       m.metadata ->> 'speaker' AS speaker, m.metadata ->> 'thread' AS thread
 FROM memories m
 WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.memory_type = 'episodic'
   AND m.consolidated_at IS NULL AND m.embedding IS NOT NULL
@@ -50,6 +52,7 @@ MARK_CONSOLIDATED = """
 UPDATE memories m SET consolidated_at = now()
 FROM memory_ids i WHERE i.id = ANY($1::uuid[]) AND m.id = i.id AND m.valid_at = i.valid_at
 """
+ENTITY_IDS = "SELECT id FROM entities WHERE namespace = $1 AND key = ANY($2::text[])"
 ENTITY_LINKS = """
 SELECT me.memory_id, me.entity_id FROM memory_entities me WHERE me.memory_id = ANY($1::uuid[])
 """
@@ -175,14 +178,44 @@ async def _settle(
         by_source = defaultdict(set)
         for link in await conn.fetch(ENTITY_LINKS, [r["id"] for r in episodes]):
             by_source[link["memory_id"]].add(link["entity_id"])
+        texts = {fact_id: facts[i][0] for i, (fact_id, _, _) in enumerate(written)}
         for fact_id, sources, _ in written:
-            entities = sorted({e for src in sources for e in by_source.get(src, ())})
+            named = await _name_entities(conn, namespace, fact_id, texts[fact_id])  # "I" became a name
+            entities = sorted({e for src in sources for e in by_source.get(src, ())} | named)
             if entities:
                 await conn.execute(LINK, fact_id, entities)
                 if visibility != "private":
                     touched.update(entities)
         await conn.execute(MARK_CONSOLIDATED, [r["id"] for r in episodes])
     return touched
+
+
+def _said(evidence: list[asyncpg.Record]) -> dict[str, str]:
+    """Where a fact of one sitting was said, and by whom: its turns' ``thread`` and speaker (as
+    ``said_by``: a fact is no utterance, so write decisions treat it as a claim), so that recall's
+    sitting cohesion and speaker nudge reach it as they reach its turns."""
+    threads = {r["thread"] for r in evidence}
+    speakers = {(r["speaker"] or "").strip() for r in evidence}
+    out = {}
+    if len(threads) == 1 and None not in threads:
+        out["thread"] = str(next(iter(threads)))
+    if len(speakers) == 1 and "" not in speakers:
+        out["said_by"] = next(iter(speakers))
+    return out
+
+
+async def _name_entities(conn: asyncpg.Connection, namespace: str, fact_id: uuid.UUID, text: str) -> set[uuid.UUID]:
+    """The entities a fact's own text names (the speaker it resolved "I" to, a name at a sentence's
+    start), made if new and linked: the ids."""
+    phrases = entity_extraction.phrases(text)
+    known = {r["key"] for r in await conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases))} if phrases else set()
+    names = entity_extraction.extract(text, known)
+    if not names:
+        return set()
+    keys = [entity_extraction.entity_key(n) for n in names]
+    await conn.execute(UPSERT_AND_LINK, namespace, names, keys, [fact_id] * len(keys), keys)
+    rows = await conn.fetch(ENTITY_IDS, namespace, keys)
+    return {r["id"] for r in rows}
 
 
 async def _journal_facts(
@@ -222,18 +255,19 @@ async def _distill_turns(
     """Each turn's own claims as facts in third person, its times resolved, each linked to its turn;
     every turn read is marked consolidated. The entities of shared facts, to summarise."""
     touched: set[uuid.UUID] = set()
+    distiller = turn_distiller(ctx.settings, ctx.chat())
     for (owner, visibility), rows in sorted(
         readership_groups(turns).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
     ):
         rows = sorted(rows, key=lambda r: (r["valid_at"], r["created_at"], str(r["id"])))
         for start in range(0, len(rows), TURNS_PER_TRANSACTION):
             chunk = rows[start : start + TURNS_PER_TRANSACTION]
-            facts: list[Fact] = []
-            for r in chunk:
-                text = turn_fact(r["content"], r["speaker"].strip(), r["valid_at"], ctx.settings.sleep_turn_min_words)
-                if text:
-                    facts.append((_statement(text), [r["id"]], None))
-            touched |= await _settle(ctx, namespace, owner, visibility, chunk, facts, "sitting", result)
+            said = [Turn(r["content"], r["speaker"].strip(), r["valid_at"], r["thread"]) for r in chunk]
+            facts: list[Fact] = [
+                (_statement(text), [chunk[i]["id"] for i in cited], None)
+                for text, cited in await distiller.distill(said, result)
+            ]
+            touched |= await _settle(ctx, namespace, owner, visibility, chunk, facts, distiller.name, result)
             result.add("turns_distilled", len(chunk))
     return touched
 
@@ -334,6 +368,7 @@ async def _write_facts(
                             "distilled_from": [str(x) for x in sources],
                             "method": method,
                             "sleep_run": str(ctx.run_id),
+                            **_said(evidence),
                         },
                         "content_hash": digest,
                     }

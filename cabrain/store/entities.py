@@ -23,7 +23,7 @@ from cabrain.fixes import Fix
 from cabrain.store.access import ACCESS_CTE, READABLE, readable_id
 from cabrain.store.memories import COLUMNS
 from cabrain.store.statement import Statement
-from cabrain.types import Entity, EntitySummary
+from cabrain.types import Entity, EntitySummary, RelatedEntity
 
 # Fragments over entities aliased ``e`` (they need ACCESS_CTE).
 SUMMARY_READABLE = f"""
@@ -97,6 +97,33 @@ JOIN entities e ON e.id = me.entity_id AND e.namespace = :namespace
 ORDER BY mem.valid_at DESC, mem.id, e.key
 """
 )
+# How many current hot memories the caller may read mention :entity.
+MENTIONS = Statement(
+    f"""
+WITH {ACCESS_CTE}
+SELECT count(*) FROM memory_entities me
+JOIN memory_ids i ON i.id = me.memory_id AND i.namespace = :namespace
+JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE me.entity_id = :entity AND m.tier = 'hot' AND m.invalid_at IS NULL AND {READABLE}
+"""
+)
+# The entities :entity shares facts with (current hot facts the caller may read that mention both):
+# the graph's entity-to-entity edges, the most shared first.
+RELATED = Statement(
+    f"""
+WITH {ACCESS_CTE}
+SELECT e.id, e.name, e.kind, count(DISTINCT m.id) AS shared
+FROM memory_entities a
+JOIN memory_entities b ON b.memory_id = a.memory_id AND b.entity_id <> a.entity_id
+JOIN memory_ids i ON i.id = a.memory_id AND i.namespace = :namespace
+JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+JOIN entities e ON e.id = b.entity_id AND e.namespace = :namespace
+WHERE a.entity_id = :entity AND m.network = 'fact' AND m.tier = 'hot' AND m.invalid_at IS NULL AND {READABLE}
+GROUP BY e.id, e.name, e.kind
+ORDER BY shared DESC, e.name
+LIMIT :limit
+"""
+)
 # The summaries of the entities recall's :hits (best first) mention: the most mentioned first.
 RECALL_SUMMARIES = Statement(
     f"""
@@ -159,6 +186,17 @@ async def memories(
 ) -> list[asyncpg.Record]:
     args = MEMORIES.args(namespace=namespace, agent=agent, entity=entity_id, history=history, limit=limit)
     return list(await conn.fetch(MEMORIES.sql, *args))
+
+
+async def mentions(conn: asyncpg.Connection, namespace: str, agent: str, entity_id: uuid.UUID) -> int:
+    return int(await conn.fetchval(MENTIONS.sql, *MENTIONS.args(namespace=namespace, agent=agent, entity=entity_id)))
+
+
+async def related(
+    conn: asyncpg.Connection, namespace: str, agent: str, entity_id: uuid.UUID, *, limit: int
+) -> list[RelatedEntity]:
+    args = RELATED.args(namespace=namespace, agent=agent, entity=entity_id, limit=limit)
+    return [RelatedEntity(r["id"], r["name"], r["kind"], r["shared"]) for r in await conn.fetch(RELATED.sql, *args)]
 
 
 async def neighbourhood(

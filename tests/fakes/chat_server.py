@@ -7,6 +7,10 @@ NEW memory's text, so tests know what "the model" will say:
 - contains "revise"   -> UPDATE 1          - contains "garbage" -> not JSON at all
 - contains "out of range" -> UPDATE 99     - otherwise -> ADD
 Entity requests return every word that starts with "Proj" or "مشروع".
+A conversation's turns ("You turn a conversation's turns"): for each numbered "[Speaker, date] text"
+turn, one fact "<Speaker> says: <text>" with I / my / me replaced by the speaker, citing it; a turn
+with "garbage" makes the whole answer not JSON, "firstperson" keeps the "I", "badturn" cites turn 99,
+"hello" yields no fact.
 Sleep requests: distilling returns one fact, "Distilled: <first episode>", citing every episode
 (not JSON if an episode contains "garbage", citing episode 99 if one contains "badsource"); an
 entity summary is "Scripted summary of <entity>."; two statements that both mention "office"
@@ -17,12 +21,30 @@ Every request is appended, as JSON, to the file named by --log.
 
 import argparse
 import json
+import re
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.fakes import send_json
 
 
+def turn_facts(user: str) -> str:
+    turns = re.findall(r"^(\d+)\. \[([^,\]]+), [^\]]+\] (.*)$", user, re.M)
+    if any("garbage" in text for _, _, text in turns):
+        return "Here are the facts, more or less."
+    facts = []
+    for number, speaker, text in turns:
+        if "hello" in text.lower():
+            continue
+        said = (
+            text if "firstperson" in text else re.sub(r"\b(?:I|me)\b", speaker, re.sub(r"\bmy\b", f"{speaker}'s", text))
+        )
+        facts.append({"text": f"{speaker} says: {said}", "turn": 99 if "badturn" in text else int(number)})
+    return json.dumps({"facts": facts})
+
+
 def answer(system: str, user: str) -> str:
+    if system.startswith("You turn a conversation's turns"):
+        return turn_facts(user)
     if system.startswith("You distill"):
         episodes = [line.split(". ", 1)[1] for line in user.splitlines() if ". " in line]
         if any("garbage" in e for e in episodes):

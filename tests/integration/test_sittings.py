@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import asyncpg
+import pytest
 
+from cabrain.errors import NotFound
 from cabrain.sleep.cycle import run_cycle
 from cabrain.types import MemoryInput, RecallQuery, Visibility
 
@@ -94,3 +96,44 @@ async def test_recall_counts_a_fact_and_its_turn_as_one_answer(brain, db_dsn, se
     # 4 turns and 2 facts are 4 answers: each fact holds one place with its turn
     assert len(after.hits) == 4 and sum(1 for h in after.hits if h.covers) == 2
     assert len(set(ids) | {c for h in after.hits for c in h.covers}) == 6
+
+
+async def test_entities_count_their_mentions_and_link_through_shared_facts(brain, db_dsn, settings_for) -> None:
+    await brain.create_namespace("alice", "chat")
+    turns = [
+        (
+            "Caroline",
+            "Caroline: Melanie and I went hiking in Yosemite yesterday with the whole support group, and we camped "
+            "beside the river under the stars until morning.",
+        ),
+        (
+            "Melanie",
+            "Melanie: I painted a sunset over Yosemite last week, and Caroline loved the warm orange colours of the "
+            "finished canvas hanging in my kitchen.",
+        ),
+        (
+            "Melanie",
+            "Melanie: My kids and I visited the science museum in Boston, they loved the dinosaur skeletons and the "
+            "huge planetarium show about distant galaxies.",
+        ),
+    ]
+    await brain.retain(
+        "alice",
+        [
+            MemoryInput(t, "chat", visibility=Visibility.TEAM, valid_at=SAID, metadata={"speaker": w, "thread": "s"})
+            for w, t in turns
+        ],
+    )
+    await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    yosemite = await brain.get_entity("alice", "chat", "Yosemite")
+    assert yosemite.mentions == 4  # two turns and the two facts distilled from them
+    shared = {r.name: r.shared_facts for r in yosemite.related}
+    assert shared.get("Caroline") == 2 and shared.get("Melanie") == 2 and "Boston" not in shared
+    boston = await brain.get_entity("alice", "chat", "Boston")
+    assert {r.name for r in boston.related} == {"Melanie"} or "Yosemite" not in {r.name for r in boston.related}
+    graph = await brain.entity_graph("alice", "chat", "Yosemite")
+    weights = {e["target"]: e["weight"] for e in graph["edges"] if e["kind"] == "shares facts"}
+    assert sorted(weights.values(), reverse=True)[:2] == [2, 2]
+    # another agent without access sees neither the entity nor its edges
+    with pytest.raises(NotFound):
+        await brain.get_entity("bob", "chat", "Yosemite")

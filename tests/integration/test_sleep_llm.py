@@ -118,3 +118,98 @@ async def test_an_unreachable_chat_model_falls_back_to_extraction(brain, db_dsn,
     assert counts["clusters"] == 2 and counts["llm_fallbacks"] >= 2 and counts["facts_created"] >= 2
     [task] = report.tasks
     assert task["counts"] == counts
+
+
+TURNS = [  # one sitting: the scripted model makes a fact of each, but for the greeting
+    ("Caroline", "Hello Mel, good to see you!"),
+    ("Melanie", "I ran a charity race for mental health and my legs still hurt."),
+    ("Caroline", "I went to a support group firstperson and it helped."),
+    ("Melanie", "My kids painted the fence badturn on Saturday."),
+]
+
+
+async def test_a_sittings_turns_through_the_chat_distiller(open_brain, chat_server, db_dsn, settings_for) -> None:  # noqa: F811
+    url, log = chat_server
+    brain = await open_brain()
+    await brain.create_agent("alice")
+    await brain.create_namespace("alice", "chat")
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    stored = await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                f"{w}: {t}",
+                "chat",
+                visibility=Visibility.TEAM,
+                valid_at=said + timedelta(minutes=i),
+                metadata={"speaker": w, "thread": "s1"},
+            )
+            for i, (w, t) in enumerate(TURNS)
+        ],
+    )
+    settings = settings_for(db_dsn, llm_url=url, llm_model="scripted", sleep_distiller="chat", sleep_chat_turns=3)
+    report = await run_cycle(settings, db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    assert report.status == "done", report.tasks
+    counts = report.steps["consolidate"]
+    # checked before writing: the fact keeping "I" and the one citing no turn of its request are dropped
+    assert counts["chat_facts_dropped"] == 2 and counts["turns_distilled"] == 4
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        facts = await conn.fetch(
+            "SELECT m.content, m.metadata, array(SELECT s.source_id FROM memory_sources s WHERE s.memory_id = m.id) AS src "
+            "FROM memories m WHERE m.namespace = 'chat' AND m.source_kind = 'sleep'"
+        )
+    finally:
+        await conn.close()
+    [fact] = facts
+    assert fact["content"].startswith("Melanie says: Melanie ran a charity race for mental health and Melanie's legs")
+    assert fact["src"] == [stored[1].memory_id] and json.loads(fact["metadata"])["method"] == "chat"
+    requests = [json.loads(line) for line in log.read_text().splitlines()]
+    turn_requests = [r for r in requests if r["messages"][0]["content"].startswith("You turn a conversation's turns")]
+    assert len(turn_requests) == 2  # 3 turns, then 1: one sitting, at most CABRAIN_SLEEP_CHAT_TURNS a request
+    assert "1. [Caroline, 8 May 2023] Hello Mel" in turn_requests[0]["messages"][1]["content"]
+
+
+async def test_an_unusable_chat_answer_falls_back_to_the_deterministic_distiller(
+    open_brain,
+    chat_server,  # noqa: F811
+    db_dsn,
+    settings_for,
+) -> None:
+    url, _ = chat_server
+    brain = await open_brain()
+    await brain.create_agent("alice")
+    await brain.create_namespace("alice", "chat")
+    text = "Melanie: I ran a charity race for mental health yesterday and my whole family cheered garbage for me."
+    await brain.retain(
+        "alice",
+        [MemoryInput(text, "chat", visibility=Visibility.TEAM, metadata={"speaker": "Melanie", "thread": "s1"})],
+    )
+    settings = settings_for(db_dsn, llm_url=url, llm_model="scripted", sleep_distiller="chat")
+    report = await run_cycle(settings, db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    counts = report.steps["consolidate"]
+    assert counts["llm_fallbacks"] == 1 and counts["facts_created"] == 1
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        content = await conn.fetchval("SELECT content FROM memories WHERE namespace = 'chat' AND source_kind = 'sleep'")
+    finally:
+        await conn.close()
+    assert content.startswith("Melanie ran a charity race")  # the deterministic distiller's fact
+
+
+async def test_the_chat_distiller_without_a_model_is_refused(brain, db_dsn, settings_for) -> None:
+    await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                "Caroline: I adopted a puppy named Max last week and he loves the beach.",
+                "proj",
+                metadata={"speaker": "Caroline"},
+            )
+        ],
+    )
+    report = await run_cycle(
+        settings_for(db_dsn, sleep_distiller="chat"), db_dsn, namespaces=["proj"], steps=["consolidate"], use_ray=False
+    )
+    assert report.status == "failed"
+    assert "CABRAIN_SLEEP_DISTILLER=chat needs a chat model" in json.dumps(report.tasks)

@@ -33,13 +33,25 @@ def test_a_lower_fact_folds_into_its_turn() -> None:
     assert _ids(fold(_candidates(4), [_pair(2, 1)], 2)) == [(1, (2,)), (3, ())]
 
 
-def test_two_facts_of_one_turn_are_two_claims() -> None:
-    # facts 1 and 2 both from turn 3: 3 folds into 1 (the first), 2 keeps its own place
-    assert _ids(fold(_candidates(4), [_pair(1, 3), _pair(2, 3)], 3)) == [(1, (3,)), (2, ()), (4, ())]
+def test_two_facts_of_one_turn_are_one_answer_with_it() -> None:
+    assert _ids(fold(_candidates(4), [_pair(1, 3), _pair(2, 3)], 3)) == [(1, (2, 3)), (4, ())]
 
 
 def test_candidates_below_k_still_fold_into_a_kept_answer() -> None:
     assert _ids(fold(_candidates(6), [_pair(1, 6)], 2)) == [(1, (6,)), (2, ())]
+
+
+def test_a_fact_whose_turn_is_no_candidate_stands_alone() -> None:
+    assert _ids(fold(_candidates(3), [_pair(1, 99)], 3)) == [(1, ()), (2, ()), (3, ())]
+
+
+def test_sum_ranks_a_turn_and_its_fact_together_above_a_single_better_one() -> None:
+    ranked = _candidates(4)
+    for c, score in zip(ranked, (0.5, 0.4, 0.3, 0.2), strict=True):
+        c.fused = score
+    # 2 (0.4) and its fact 3 (0.3) sum to 0.7 > 0.5: first, shown as the better of the two
+    assert _ids(fold(ranked, [_pair(3, 2)], 3, pool="sum")) == [(2, (3,)), (1, ()), (4, ())]
+    assert _ids(fold(ranked, [_pair(3, 2)], 3, pool="best")) == [(1, ()), (2, (3,)), (4, ())]
 
 
 def test_fewer_candidates_than_k() -> None:
