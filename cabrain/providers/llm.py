@@ -23,9 +23,18 @@ class ChatModel(Protocol):
 
 
 class OpenAIChat:
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        max_tokens: int | None = None,
+    ) -> None:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._model = model
+        self._max_tokens = max_tokens
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout_s
         self.name = f"openai-chat:{model}@{base_url}"
@@ -37,6 +46,8 @@ class OpenAIChat:
             "response_format": {"type": "json_object"},
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         }
+        if self._max_tokens is not None:
+            body["max_tokens"] = self._max_tokens
         try:
             async with httpx.AsyncClient(timeout=self._timeout) as client:
                 response = await client.post(self._url, json=body, headers=self._headers)
@@ -55,4 +66,10 @@ def load_chat_model(settings) -> ChatModel | None:
     if not settings.llm_url:
         return None
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    return OpenAIChat(settings.llm_url, settings.llm_model, api_key=key, timeout_s=settings.llm_timeout_s)
+    return OpenAIChat(
+        settings.llm_url,
+        settings.llm_model,
+        api_key=key,
+        timeout_s=settings.llm_timeout_s,
+        max_tokens=settings.llm_max_tokens,
+    )

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,23 +71,33 @@ def conversation_fields(row: Any) -> tuple[str | None, str | None]:
 
 
 def conversation(
-    candidates: list[Candidate], query: str, *, cohesion: float, top: int, speaker_weight: float, unit: float
+    candidates: list[Candidate],
+    query: str,
+    *,
+    cohesion: float,
+    top: int,
+    speaker_weight: float,
+    unit: float,
+    same: Mapping[uuid.UUID, uuid.UUID] | None = None,
 ) -> None:
-    """Add the thread cohesion and speaker terms (see the module docstring) to ``candidates``' scores."""
+    """Add the thread cohesion and speaker terms (see the module docstring) to ``candidates``' scores.
+    ``same`` maps a candidate to the one it is the same answer as (a distilled fact to its turn): a
+    sitting's score counts such a pair once."""
     if not candidates or (cohesion <= 0 and speaker_weight <= 0):
         return
     fields = [conversation_fields(c.row) for c in candidates]
     if all(thread is None and speaker is None for thread, speaker in fields):
         return  # nothing conversational: the cohesion term would scale every score alike
     if cohesion > 0:
-        sittings: dict[Any, list[float]] = defaultdict(list)
         keys = [
             ("thread", thread) if thread is not None else ("memory", c.row["id"])
             for c, (thread, _) in zip(candidates, fields, strict=True)
         ]
+        answers: dict[Any, dict[uuid.UUID, float]] = defaultdict(dict)
         for c, key in zip(candidates, keys, strict=True):
-            sittings[key].append(c.fused)
-        score = {key: sum(sorted(values, reverse=True)[:top]) for key, values in sittings.items()}
+            answer = (same or {}).get(c.row["id"], c.row["id"])
+            answers[key][answer] = max(answers[key].get(answer, 0.0), c.fused)
+        score = {key: sum(sorted(values.values(), reverse=True)[:top]) for key, values in answers.items()}
         best = max(score.values())
         if best > 0:
             for c, key in zip(candidates, keys, strict=True):
@@ -116,8 +127,9 @@ def fuse(
     thread_cohesion: float = 0.0,
     cohesion_top: int = 3,
     speaker_weight: float = 0.0,
+    same: Mapping[uuid.UUID, uuid.UUID] | None = None,
 ) -> list[Candidate]:
-    """Fuse the two ranked lists (each best first); best first."""
+    """Fuse the two ranked lists (each best first); best first. ``same``: see :func:`conversation`."""
     candidates: dict[uuid.UUID, Candidate] = {}
     bm25_weight = max(0.0, min(1.0, bm25_coverage)) ** coverage_power
     sims = [1.0 - float(row["distance"]) for row in vector_rows]
@@ -145,6 +157,7 @@ def fuse(
         top=cohesion_top,
         speaker_weight=speaker_weight,
         unit=unit,
+        same=same,
     )
     for c in candidates.values():
         c.fused += salience_weight * float(c.row["importance"]) * unit

@@ -188,6 +188,12 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         vec = await embed(names)
         bm25, vec_rows = await asyncio.gather(keyword(query_terms), dense(vec, namespace_sizes))
     coverage = 1.0 if query.mode is RecallMode.BM25 else bm25.coverage
+    # a distilled fact and the turn it came from are one answer (CABRAIN_RECALL_FOLD_DISTILLED): known
+    # before fusion, so a sitting's cohesion counts them once, and folded after it
+    pairs: list = []
+    if settings.recall_fold_distilled != "off" and any(r["network"] == "fact" for r in (*vec_rows, *bm25.rows)):
+        async with engine.pool.acquire() as conn:
+            pairs = await conn.fetch(sql.DISTILLED_PAIRS, list({r["id"] for r in (*vec_rows, *bm25.rows)}))
     fused = fuse(
         vec_rows,
         bm25.rows,
@@ -201,6 +207,7 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         thread_cohesion=settings.thread_cohesion,
         cohesion_top=settings.thread_cohesion_top,
         speaker_weight=settings.speaker_weight,
+        same={p["memory_id"]: p["source_id"] for p in pairs},
     )
     rerank_scores: dict = {}
     if query.rerank and engine.reranker is not None and fused:
@@ -210,9 +217,7 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         rerank_scores = {c.row["id"]: s for c, s in zip(pool, scores, strict=True)}
         fused = sorted(pool, key=lambda c: -rerank_scores[c.row["id"]])
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
-    if settings.recall_fold_distilled != "off" and any(c.row["network"] == "fact" for c in fused):
-        async with engine.pool.acquire() as conn:
-            pairs = await conn.fetch(sql.DISTILLED_PAIRS, [c.row["id"] for c in fused])
+    if pairs:
         folded = fold(fused, pairs, query.k, pool=settings.recall_fold_distilled)
         hits = [_hit(c, rerank_scores.get(c.row["id"]), covers) for c, covers in folded]
     else:

@@ -222,6 +222,9 @@ class CoreSettings(BaseModel):
     llm_model: str = Field(default="qwen2.5:7b-instruct", min_length=1, description="Chat model name on that server.")
     llm_api_key: SecretStr | None = Field(default=None, description="Bearer token for llm_url.")
     llm_timeout_s: float = Field(default=30.0, gt=0, description="Chat request timeout.")
+    llm_max_tokens: int | None = Field(
+        default=None, ge=1, le=100_000, description="Most tokens a chat answer may have (unset: the server's limit)."
+    )
     write_decider: str = Field(
         default="auto",
         pattern="^(auto|deterministic|llm)$",

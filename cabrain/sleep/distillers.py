@@ -25,9 +25,9 @@ from typing import Protocol
 
 from cabrain.errors import ConfigError, LLMError
 from cabrain.providers.llm import ChatModel
+from cabrain.search.tokenizer import normalize
 from cabrain.settings import Settings
 from cabrain.sleep.context import StepResult
-from cabrain.search.tokenizer import normalize
 from cabrain.sleep.sittings import turn_fact
 from cabrain.write.decision.origin import without_speaker
 

