@@ -424,7 +424,8 @@ async def _summarise_entities(
             judgment.entities.append(
                 {"entity_id": str(entity_id), "name": top[0]["name"], "before": before[entity_id], "after": after}
             )
-            judgment.related.update(f["id"] for f in top)
+            judgment.related.update(f["id"] for f in top)  # both summaries' sources: read-checked when shown
+            judgment.related.update(uuid.UUID(x) for x in before[entity_id]["summary_sources"])
             result.add("entity_summaries")
             result.change(entity=top[0]["name"], action="summary", sources=len(top))
         if judgment.entities:
