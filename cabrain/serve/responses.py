@@ -104,7 +104,8 @@ class JudgmentOut(TypedDict):
     id: str
     namespace: str
     kind: Annotated[
-        str, Field(description="supersede | invalidate | merge | revert | distill | summarize | decay | archive")
+        str,
+        Field(description="supersede | invalidate | merge | revert | distill | summarize | decay | archive | alias"),
     ]
     origin: Annotated[
         str, Field(description="write | correction | dedup | reconsolidate | revert | consolidate | decay | demote")
@@ -120,7 +121,11 @@ class JudgmentOut(TypedDict):
     reverts: str | None
     reverted_by: str | None
     entities: Annotated[
-        list[dict[str, Any]], Field(description="Entity summaries it changed: {entity_id, name, before, after}")
+        list[dict[str, Any]],
+        Field(
+            description="Entity summaries it changed ({entity_id, name, before, after}) and names it merged "
+            "({entity_id, name, alias_of, long_name, moved, added})"
+        ),
     ]
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from cabrain.providers.llm import ChatModel, LLMError
 from cabrain.search.keyword import IndexedDoc, PostgresBM25
+from cabrain.sleep.aliases import merge_aliases
 from cabrain.sleep.context import StepContext, StepResult
 from cabrain.sleep.distillers import Turn, turn_distiller
 from cabrain.sleep.rows import ADD_SOURCES, readership_groups, unit_rows, vec
@@ -153,6 +154,7 @@ async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> Step
             touched_entities |= await _settle(ctx, namespace, owner, visibility, cluster, facts, method, result)
             result.add("clusters")
             result.add("episodes_consolidated", len(cluster))
+    touched_entities |= await merge_aliases(ctx, namespace, result)
     if touched_entities:
         await _summarise_entities(ctx, namespace, sorted(touched_entities), result)
     return result

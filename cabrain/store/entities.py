@@ -212,3 +212,76 @@ async def recall_summaries(
     args = RECALL_SUMMARIES.args(namespace=namespace, agent=agent, hits=hit_ids, limit=limit)
     rows = await conn.fetch(RECALL_SUMMARIES.sql, *args)
     return [EntitySummary(r["name"], r["summary"], r["summarized_at"], list(r["memory_ids"])) for r in rows]
+
+
+# --- aliases (cabrain.sleep.aliases) and undoing them (cabrain.store.judgments) -------------------------
+# the short entity's mentions the long one lacks move to it (those it has already are only unlinked)
+MOVE_MENTIONS = """
+WITH gone AS (DELETE FROM memory_entities WHERE entity_id = $1 RETURNING memory_id),
+added AS (
+    INSERT INTO memory_entities (memory_id, entity_id) SELECT memory_id, $2 FROM gone
+    ON CONFLICT DO NOTHING RETURNING memory_id
+)
+SELECT (SELECT array_agg(memory_id) FROM gone) AS moved, (SELECT array_agg(memory_id) FROM added) AS added
+"""
+MARK_ALIAS = """
+UPDATE entities SET metadata = metadata || jsonb_build_object('alias_of', $2::text), updated_at = now() WHERE id = $1
+"""
+ADD_ALIAS = """
+UPDATE entities
+SET metadata = jsonb_set(metadata, '{aliases}', coalesce(metadata -> 'aliases', '[]'::jsonb) || to_jsonb($2::text)),
+    updated_at = now()
+WHERE id = $1 AND NOT coalesce(metadata -> 'aliases', '[]'::jsonb) ? $2
+"""
+
+
+async def unmerge_alias(conn: asyncpg.Connection, entry: dict) -> dict:
+    """Put an alias merge (:mod:`cabrain.sleep.aliases`) back: the short entity's mentions return,
+    the marks go, and the pair is not merged again. The undo's own entry (reverting it merges them
+    again)."""
+    short, long = uuid.UUID(entry["entity_id"]), uuid.UUID(entry["alias_of"])
+    await conn.execute(
+        "DELETE FROM memory_entities WHERE entity_id = $1 AND memory_id = ANY($2::uuid[])",
+        long,
+        [uuid.UUID(m) for m in entry["added"]],
+    )
+    await conn.execute(
+        "INSERT INTO memory_entities (memory_id, entity_id) SELECT m, $1 FROM unnest($2::uuid[]) AS m "
+        "ON CONFLICT DO NOTHING",
+        short,
+        [uuid.UUID(m) for m in entry["moved"]],
+    )
+    await conn.execute(
+        "UPDATE entities SET metadata = (metadata - 'alias_of') || jsonb_build_object('not_alias_of', "
+        "coalesce(metadata -> 'not_alias_of', '[]'::jsonb) || to_jsonb($2::text)), updated_at = now() WHERE id = $1",
+        short,
+        entry["long_key"],  # refused by a person: not merged again
+    )
+    await conn.execute(
+        "UPDATE entities SET metadata = jsonb_set(metadata, '{aliases}', "
+        "coalesce((SELECT jsonb_agg(a) FROM jsonb_array_elements(metadata -> 'aliases') a WHERE a <> to_jsonb($2::text)),"
+        " '[]'::jsonb)), updated_at = now() WHERE id = $1",
+        long,
+        entry["name"],
+    )
+    return {**entry, "unmerged": True}
+
+
+async def merge_alias_again(conn: asyncpg.Connection, entry: dict) -> dict:
+    """Merge again what :func:`unmerge_alias` put back (a revert of the revert)."""
+    short, long = uuid.UUID(entry["entity_id"]), uuid.UUID(entry["alias_of"])
+    moved = await conn.fetchrow(MOVE_MENTIONS, short, long)
+    await conn.execute(
+        "UPDATE entities SET metadata = jsonb_set(metadata, '{not_alias_of}', coalesce((SELECT jsonb_agg(x) FROM "
+        "jsonb_array_elements(metadata -> 'not_alias_of') x WHERE x <> to_jsonb($2::text)), '[]'::jsonb)) "
+        "|| jsonb_build_object('alias_of', $3::text), updated_at = now() WHERE id = $1",
+        short,
+        entry["long_key"],
+        str(long),
+    )
+    await conn.execute(ADD_ALIAS, long, entry["name"])
+    return {
+        **{k: v for k, v in entry.items() if k != "unmerged"},
+        "moved": [str(m) for m in moved["moved"] or ()],
+        "added": [str(m) for m in moved["added"] or ()],
+    }

@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from cabrain.errors import ConflictError
+from cabrain.store import entities as entity_sql
 
 # The state a judgment changes, per memory.
 STATE = ("invalid_at", "superseded_by", "metadata", "importance", "access_count", "pinned")
@@ -297,6 +298,10 @@ async def undo_into(conn: asyncpg.Connection, row: asyncpg.Record, undo: Judgmen
         undo.changes.append(Change(c.memory_id, now["valid_at"], state, target))
     entities = list(json.loads(row["entities"])) if "entities" in row.keys() else []
     for e in reversed(entities):
+        if "alias_of" in e:  # an alias merge (cabrain.sleep.aliases), or the undoing of one
+            undone = await (entity_sql.merge_alias_again if e.get("unmerged") else entity_sql.unmerge_alias)(conn, e)
+            undo.entities.append(undone)
+            continue
         entity_id = uuid.UUID(e["entity_id"])
         found = await conn.fetch(ENTITY_STATE, [entity_id])
         if not found:

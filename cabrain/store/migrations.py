@@ -309,7 +309,7 @@ GRANT USAGE ON SCHEMA public TO {SLEEP_ROLE};
 GRANT SELECT ON ALL TABLES IN SCHEMA public TO {SLEEP_ROLE};
 GRANT INSERT, UPDATE ON memories, memory_ids, entities, memory_entities, memory_events,
     memory_terms, bm25_terms, bm25_namespaces, memory_chunks TO {SLEEP_ROLE};
-GRANT DELETE ON memories, memory_terms, memory_chunks TO {SLEEP_ROLE};
+GRANT DELETE ON memories, memory_terms, memory_chunks, memory_entities TO {SLEEP_ROLE};  -- memory_entities: alias merges
 GRANT UPDATE (memory_count, chunk_count) ON namespaces TO {SLEEP_ROLE};
 GRANT INSERT, UPDATE ON memory_sources, cold_batches, sleep_runs, sleep_steps, sleep_watermarks, judgments
     TO {SLEEP_ROLE};

@@ -137,3 +137,50 @@ async def test_entities_count_their_mentions_and_link_through_shared_facts(brain
     # another agent without access sees neither the entity nor its edges
     with pytest.raises(NotFound):
         await brain.get_entity("bob", "chat", "Yosemite")
+
+
+async def test_a_nickname_merges_into_the_name_it_stands_for_and_the_merge_reverts(brain, db_dsn, settings_for) -> None:
+    chat = [
+        ("Caroline", "Caroline: Hey Mel! Good to see you! How have you been?"),
+        ("Melanie", "Melanie: Hey Caroline! I'm swamped with the kids and work, and I need a holiday soon."),
+    ]
+    ambiguous = [  # "Mel" begins Melanie and Melissa here: it stays apart
+        ("Caroline", "Caroline: Hey Mel! Good to see you!"),
+        ("Melanie", "Melanie: Hey Caroline! My cousin Melissa says hi."),
+    ]
+    for namespace, turns in (("chat", chat), ("chat2", ambiguous)):
+        await brain.create_namespace("alice", namespace)
+        await brain.retain(
+            "alice",
+            [
+                MemoryInput(
+                    t, namespace, visibility=Visibility.TEAM, valid_at=SAID, metadata={"speaker": w, "thread": "s1"}
+                )
+                for w, t in turns
+            ],
+        )
+    report = await run_cycle(
+        settings_for(db_dsn), db_dsn, namespaces=["chat", "chat2"], steps=["consolidate"], use_ray=False
+    )
+    assert report.status == "done", report.tasks
+    assert report.steps["consolidate"]["aliases_merged"] == 1  # Mel -> Melanie, in "chat" only
+    assert len((await brain.get_entity("alice", "chat2", "Mel")).memories) == 1
+    melanie = await brain.get_entity("alice", "chat", "Melanie")  # the speaker, now an entity
+    assert [m.content for m in melanie.memories] == [chat[0][1]]  # Caroline's "Hey Mel!"
+    with pytest.raises(NotFound):
+        await brain.get_entity("alice", "chat", "Mel")  # no mention of its own left
+    [judgment] = [
+        j for m in melanie.memories for j in await brain.judgments("alice", m.id) if j["kind"] == "alias"
+    ] or [None]
+    assert judgment is not None and judgment["inputs"] == {"short": "Mel", "long": "Melanie"}
+
+    undo = await brain.revert("alice", judgment_id=judgment["id"])
+    with pytest.raises(NotFound):
+        await brain.get_entity("alice", "chat", "Melanie")  # nothing mentions her by name any more
+    assert len((await brain.get_entity("alice", "chat", "Mel")).memories) == 1
+    again = await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    assert again.steps["consolidate"].get("aliases_merged", 0) == 0  # a reverted pair stays apart
+    await brain.revert("alice", judgment_id=undo["id"])  # reverting the revert merges them again
+    assert len((await brain.get_entity("alice", "chat", "Melanie")).memories) == 1
+    with pytest.raises(NotFound):
+        await brain.get_entity("alice", "chat", "Mel")
