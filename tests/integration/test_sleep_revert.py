@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from cabrain.errors import ConflictError, NotFound
+from cabrain.errors import ConflictError, InputError, NotFound
 from cabrain.sleep.cycle import run_cycle
 from cabrain.sleep.runs import SleepRuns
 from cabrain.types import MemoryInput, MemoryType, Network, RecallQuery, Visibility
@@ -141,3 +141,21 @@ async def test_a_whole_run_is_listed_reverted_and_brought_back(brain, db_dsn, se
             was["superseded_by"],
         ), memory_id
         assert redone[memory_id]["importance"] == pytest.approx(was["importance"])
+
+
+async def test_a_running_or_unknown_run_is_not_reverted(brain, db_dsn) -> None:
+    running = uuid.uuid4()
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO sleep_runs (id, status, steps, namespaces) VALUES ($1, 'running', '{dedup}', '{proj}')",
+            running,
+        )
+    finally:
+        await conn.close()
+    with pytest.raises(ConflictError, match="still running"):
+        await brain.revert_run("alice", running)
+    with pytest.raises(NotFound):
+        await brain.revert_run("alice", uuid.uuid4())
+    with pytest.raises(InputError):
+        await brain.revert_run("alice", "not-a-run-id")
