@@ -9,8 +9,8 @@ real embeddings, with a similarity structure that exercises every step:
 - 70% of the memories are episodes in groups of 3-6 paraphrases (cosine about 0.94 within a group,
   0.75-0.8 between groups): consolidation distills them;
 - 5% are near-duplicate pairs (cosine about 0.985): dedup merges them;
-- 20% are conversation turns ("Name: ..." with ``metadata.speaker`` and a sitting as
-  ``metadata.thread``), which the sitting distiller makes facts of, one each;
+- 20% are conversation turns ("Name: I ..." or "Name: أنا ..." with ``metadata.speaker`` and a
+  sitting as ``metadata.thread``), which the sitting distiller makes a fact of, one each;
 - 5% are facts, half of them in pairs that contradict each other (the same statement with another
   number): reconsolidation supersedes the older.
 
@@ -79,9 +79,10 @@ def workload(n: int, namespaces: list[str], mean: np.ndarray, seed: int):
                 _noisy(center, DUPLICATE, np_rng, size),
                 ("experience", "episodic"),
             )
-        elif roll == 2:  # a conversation turn
+        elif roll == 2:  # a conversation turn: the speaker's own claim ("I ...", "أنا ...")
             speaker = rng.choice(SPEAKERS)
-            size, texts, vectors, kind = 1, [f"{speaker}: {text}"], center[None, :], ("experience", "episodic")
+            said = f"{'أنا' if text.split()[0] in AR_WORDS else 'I'} {text}"
+            size, texts, vectors, kind = 1, [f"{speaker}: {said}"], center[None, :], ("experience", "episodic")
         else:  # a fact, and in half the cases a newer one that contradicts it
             subject = " ".join(text.split()[:6])
             size = min(2 if rng.random() < 0.5 else 1, n - made)
