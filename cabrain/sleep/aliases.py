@@ -28,23 +28,25 @@ from cabrain.store import judgments
 from cabrain.store.entities import ADD_ALIAS, MARK_ALIAS, MOVE_MENTIONS
 from cabrain.write.entities import entity_key
 
-# One-word names (at least 3 letters, not merged yet), each with the speakers of the sittings that
-# mention it: a nickname's candidates for the name it stands for.
+# Who speaks in which sitting of the namespace (read once per step, only the speakers' turns).
+SPEAKERS = """
+SELECT metadata ->> 'thread' AS thread, array_agg(DISTINCT metadata ->> 'speaker') AS speakers
+FROM memories
+WHERE namespace = $1 AND tier = 'hot' AND metadata ? 'speaker' AND metadata ? 'thread'
+GROUP BY 1
+"""
+# One-word entities not merged yet whose key is one of $2 (beginnings of speakers' names), with the
+# sittings that mention them.
 SHORTS = """
-WITH shorts AS (
-    SELECT id, name, key, metadata FROM entities
-    WHERE namespace = $1 AND key !~ '\\s' AND length(key) >= 3 AND metadata ->> 'alias_of' IS NULL
-)
-SELECT s.id, s.name, s.key, coalesce(s.metadata -> 'not_alias_of', '[]'::jsonb)::text AS refused,
-       array_agg(DISTINCT t.metadata ->> 'speaker') AS speakers
-FROM shorts s
-JOIN memory_entities me ON me.entity_id = s.id
+SELECT e.id, e.name, e.key, coalesce(e.metadata -> 'not_alias_of', '[]'::jsonb)::text AS refused,
+       array_agg(DISTINCT m.metadata ->> 'thread') FILTER (WHERE m.metadata ? 'thread') AS threads
+FROM entities e
+JOIN memory_entities me ON me.entity_id = e.id
 JOIN memory_ids i ON i.id = me.memory_id AND i.tier = 'hot'
 JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-JOIN memories t ON t.namespace = $1 AND t.metadata ->> 'thread' = m.metadata ->> 'thread'
-WHERE m.metadata ? 'thread' AND t.metadata ? 'speaker'
-GROUP BY s.id, s.name, s.key, s.metadata
-ORDER BY s.key
+WHERE e.namespace = $1 AND e.key = ANY($2::text[]) AND e.metadata ->> 'alias_of' IS NULL
+GROUP BY e.id, e.name, e.key, e.metadata
+ORDER BY e.key
 """
 # every entity key of the namespace that begins with $2 (is the nickname ambiguous?)
 BEGINNING = "SELECT key FROM entities WHERE namespace = $1 AND left(key, length($2)) = $2 AND key <> $2"
@@ -95,24 +97,29 @@ async def merge_aliases(ctx: StepContext, namespace: str, result: StepResult) ->
 async def _pairs(conn: asyncpg.Connection, namespace: str) -> list[dict]:
     """(short, long) pairs to merge: a nickname that begins exactly one name - the one speaking in a
     sitting that mentions it - and no other entity's name, and was never refused for it."""
+    speaking: dict[str, set[str]] = {}  # speaker's key -> the sittings they speak in
+    names: dict[str, str] = {}
+    for row in await conn.fetch(SPEAKERS, namespace):
+        for speaker in row["speakers"]:
+            key = entity_key(speaker or "")
+            if key and " " not in key:
+                speaking.setdefault(key, set()).add(row["thread"])
+                names.setdefault(key, speaker.strip())
+    beginnings = {key[:n] for key in speaking for n in range(3, len(key))}
+    if not beginnings:
+        return []
     out = []
-    for row in await conn.fetch(SHORTS, namespace):
-        longs = {
-            entity_key(sp): sp.strip()
-            for sp in row["speakers"]
-            if sp
-            and entity_key(sp).startswith(row["key"])
-            and entity_key(sp) != row["key"]
-            and " " not in entity_key(sp)
-        }
+    for row in await conn.fetch(SHORTS, namespace, sorted(beginnings)):
+        threads = set(row["threads"] or ())
+        longs = {k for k in speaking if k.startswith(row["key"]) and k != row["key"] and speaking[k] & threads}
         if len(longs) != 1:
             continue
-        [(long_key, long_name)] = longs.items()
+        [long_key] = longs
         others = {r["key"] for r in await conn.fetch(BEGINNING, namespace, row["key"])} - {long_key}
         if others or long_key in json.loads(row["refused"]):
             continue  # ambiguous ("Mel": Melanie and Melissa), or a person said no
-        long_id = await conn.fetchval(UPSERT, namespace, long_name, long_key)
-        out.append({"short_id": row["id"], "short_name": row["name"], "long_id": long_id, "long_name": long_name})
+        long_id = await conn.fetchval(UPSERT, namespace, names[long_key], long_key)
+        out.append({"short_id": row["id"], "short_name": row["name"], "long_id": long_id, "long_name": names[long_key]})
     return out
 
 
