@@ -35,16 +35,17 @@ FROM memories
 WHERE namespace = $1 AND tier = 'hot' AND metadata ? 'speaker' AND metadata ? 'thread'
 GROUP BY 1
 """
-# One-word entities not merged yet whose key is one of $2 (beginnings of speakers' names), with the
-# sittings that mention them.
+# One-word entities whose key is one of $2 (beginnings of speakers' names) and that are mentioned,
+# with the sittings that mention them (a nickname merged before: its new mentions, to move).
 SHORTS = """
 SELECT e.id, e.name, e.key, coalesce(e.metadata -> 'not_alias_of', '[]'::jsonb)::text AS refused,
+       e.metadata ->> 'alias_of' AS alias_of, (SELECT l.name FROM entities l WHERE l.id::text = e.metadata ->> 'alias_of') AS long_name,
        array_agg(DISTINCT m.metadata ->> 'thread') FILTER (WHERE m.metadata ? 'thread') AS threads
 FROM entities e
 JOIN memory_entities me ON me.entity_id = e.id
 JOIN memory_ids i ON i.id = me.memory_id AND i.tier = 'hot'
 JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-WHERE e.namespace = $1 AND e.key = ANY($2::text[]) AND e.metadata ->> 'alias_of' IS NULL
+WHERE e.namespace = $1 AND e.key = ANY($2::text[])
 GROUP BY e.id, e.name, e.key, e.metadata
 ORDER BY e.key
 """
@@ -110,6 +111,17 @@ async def _pairs(conn: asyncpg.Connection, namespace: str) -> list[dict]:
         return []
     out = []
     for row in await conn.fetch(SHORTS, namespace, sorted(beginnings)):
+        if row["alias_of"] is not None:  # merged before: what mentions it since moves too
+            if row["long_name"] is not None:
+                out.append(
+                    {
+                        "short_id": row["id"],
+                        "short_name": row["name"],
+                        "long_id": uuid.UUID(row["alias_of"]),
+                        "long_name": row["long_name"],
+                    }
+                )
+            continue
         threads = set(row["threads"] or ())
         longs = {k for k in speaking if k.startswith(row["key"]) and k != row["key"] and speaking[k] & threads}
         if len(longs) != 1:

@@ -174,13 +174,31 @@ async def test_a_nickname_merges_into_the_name_it_stands_for_and_the_merge_rever
     ] or [None]
     assert judgment is not None and judgment["inputs"] == {"short": "Mel", "long": "Melanie"}
 
-    undo = await brain.revert("alice", judgment_id=judgment["id"])
+    # a later mention of the nickname moves too, at the next consolidation
+    later = "Caroline: Mel, your painting of the lake at sunrise was the best thing in the whole gallery show."
+    await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                later,
+                "chat",
+                visibility=Visibility.TEAM,
+                valid_at=SAID,
+                metadata={"speaker": "Caroline", "thread": "s1"},
+            )
+        ],
+    )
+    await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    assert {m.content for m in (await brain.get_entity("alice", "chat", "Melanie")).memories} >= {chat[0][1], later}
     with pytest.raises(NotFound):
-        await brain.get_entity("alice", "chat", "Melanie")  # nothing mentions her by name any more
-    assert len((await brain.get_entity("alice", "chat", "Mel")).memories) == 1
+        await brain.get_entity("alice", "chat", "Mel")
+
+    undo = await brain.revert("alice", judgment_id=judgment["id"])  # the first merge; the later move is its own
+    assert [m.content for m in (await brain.get_entity("alice", "chat", "Melanie")).memories] == [later]
+    assert [m.content for m in (await brain.get_entity("alice", "chat", "Mel")).memories] == [chat[0][1]]
     again = await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
     assert again.steps["consolidate"].get("aliases_merged", 0) == 0  # a reverted pair stays apart
     await brain.revert("alice", judgment_id=undo["id"])  # reverting the revert merges them again
-    assert len((await brain.get_entity("alice", "chat", "Melanie")).memories) == 1
+    assert len((await brain.get_entity("alice", "chat", "Melanie")).memories) == 2
     with pytest.raises(NotFound):
         await brain.get_entity("alice", "chat", "Mel")
