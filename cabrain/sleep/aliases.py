@@ -24,38 +24,10 @@ import uuid
 import asyncpg
 
 from cabrain.sleep.context import StepContext, StepResult
+from cabrain.store import entities as entity_sql
 from cabrain.store import judgments
 from cabrain.store.entities import ADD_ALIAS, MARK_ALIAS, MOVE_MENTIONS
 from cabrain.write.entities import entity_key
-
-# Who speaks in which sitting of the namespace (read once per step, only the speakers' turns).
-SPEAKERS = """
-SELECT metadata ->> 'thread' AS thread, array_agg(DISTINCT metadata ->> 'speaker') AS speakers
-FROM memories
-WHERE namespace = $1 AND tier = 'hot' AND metadata ? 'speaker' AND metadata ? 'thread'
-GROUP BY 1
-"""
-# One-word entities whose key is one of $2 (beginnings of speakers' names) and that are mentioned,
-# with the sittings that mention them (a nickname merged before: its new mentions, to move).
-SHORTS = """
-SELECT e.id, e.name, e.key, coalesce(e.metadata -> 'not_alias_of', '[]'::jsonb)::text AS refused,
-       e.metadata ->> 'alias_of' AS alias_of, (SELECT l.name FROM entities l WHERE l.id::text = e.metadata ->> 'alias_of') AS long_name,
-       array_agg(DISTINCT m.metadata ->> 'thread') FILTER (WHERE m.metadata ? 'thread') AS threads
-FROM entities e
-JOIN memory_entities me ON me.entity_id = e.id
-JOIN memory_ids i ON i.id = me.memory_id AND i.tier = 'hot'
-JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-WHERE e.namespace = $1 AND e.key = ANY($2::text[])
-GROUP BY e.id, e.name, e.key, e.metadata
-ORDER BY e.key
-"""
-# every entity key of the namespace that begins with $2 (is the nickname ambiguous?)
-BEGINNING = "SELECT key FROM entities WHERE namespace = $1 AND left(key, length($2)) = $2 AND key <> $2"
-UPSERT = """
-INSERT INTO entities (namespace, name, key) VALUES ($1, $2, $3)
-ON CONFLICT (namespace, key) DO UPDATE SET updated_at = now()
-RETURNING id
-"""
 
 
 async def merge_aliases(ctx: StepContext, namespace: str, result: StepResult) -> set[uuid.UUID]:
@@ -100,7 +72,7 @@ async def _pairs(conn: asyncpg.Connection, namespace: str) -> list[dict]:
     sitting that mentions it - and no other entity's name, and was never refused for it."""
     speaking: dict[str, set[str]] = {}  # speaker's key -> the sittings they speak in
     names: dict[str, str] = {}
-    for row in await conn.fetch(SPEAKERS, namespace):
+    for row in await conn.fetch(entity_sql.ALIAS_SPEAKERS, namespace):
         for speaker in row["speakers"]:
             key = entity_key(speaker or "")
             if key and " " not in key:
@@ -110,7 +82,7 @@ async def _pairs(conn: asyncpg.Connection, namespace: str) -> list[dict]:
     if not beginnings:
         return []
     out = []
-    for row in await conn.fetch(SHORTS, namespace, sorted(beginnings)):
+    for row in await conn.fetch(entity_sql.ALIAS_SHORTS, namespace, sorted(beginnings)):
         if row["alias_of"] is not None:  # merged before: what mentions it since moves too
             if row["long_name"] is not None:
                 out.append(
@@ -127,10 +99,10 @@ async def _pairs(conn: asyncpg.Connection, namespace: str) -> list[dict]:
         if len(longs) != 1:
             continue
         [long_key] = longs
-        others = {r["key"] for r in await conn.fetch(BEGINNING, namespace, row["key"])} - {long_key}
+        others = {r["key"] for r in await conn.fetch(entity_sql.KEYS_BEGINNING, namespace, row["key"])} - {long_key}
         if others or long_key in json.loads(row["refused"]):
             continue  # ambiguous ("Mel": Melanie and Melissa), or a person said no
-        long_id = await conn.fetchval(UPSERT, namespace, names[long_key], long_key)
+        long_id = await conn.fetchval(entity_sql.UPSERT_ENTITY, namespace, names[long_key], long_key)
         out.append({"short_id": row["id"], "short_name": row["name"], "long_id": long_id, "long_name": names[long_key]})
     return out
 

@@ -24,6 +24,7 @@ from cabrain.sleep.aliases import merge_aliases
 from cabrain.sleep.context import StepContext, StepResult
 from cabrain.sleep.distillers import Turn, turn_distiller
 from cabrain.sleep.rows import ADD_SOURCES, readership_groups, unit_rows, vec
+from cabrain.store import entities as entity_sql
 from cabrain.store import judgments
 from cabrain.store import memories as sql
 from cabrain.write import entities as entity_extraction
@@ -53,7 +54,6 @@ MARK_CONSOLIDATED = """
 UPDATE memories m SET consolidated_at = now()
 FROM memory_ids i WHERE i.id = ANY($1::uuid[]) AND m.id = i.id AND m.valid_at = i.valid_at
 """
-ENTITY_IDS = "SELECT id FROM entities WHERE namespace = $1 AND key = ANY($2::text[])"
 ENTITY_LINKS = """
 SELECT me.memory_id, me.entity_id FROM memory_entities me WHERE me.memory_id = ANY($1::uuid[])
 """
@@ -216,7 +216,7 @@ async def _name_entities(conn: asyncpg.Connection, namespace: str, fact_id: uuid
         return set()
     keys = [entity_extraction.entity_key(n) for n in names]
     await conn.execute(UPSERT_AND_LINK, namespace, names, keys, [fact_id] * len(keys), keys)
-    rows = await conn.fetch(ENTITY_IDS, namespace, keys)
+    rows = await conn.fetch(entity_sql.ENTITY_IDS, namespace, keys)
     return {r["id"] for r in rows}
 
 

@@ -215,6 +215,38 @@ async def recall_summaries(
 
 
 # --- aliases (cabrain.sleep.aliases) and undoing them (cabrain.store.judgments) -------------------------
+# Who speaks in which sitting of the namespace (read once per step, only the speakers' turns).
+ALIAS_SPEAKERS = """
+SELECT metadata ->> 'thread' AS thread, array_agg(DISTINCT metadata ->> 'speaker') AS speakers
+FROM memories
+WHERE namespace = $1 AND tier = 'hot' AND metadata ? 'speaker' AND metadata ? 'thread'
+GROUP BY 1
+"""
+# One-word entities whose key is one of $2 (beginnings of speakers' names) and that are mentioned,
+# with the sittings that mention them (a nickname merged before: its new mentions, to move).
+ALIAS_SHORTS = """
+SELECT e.id, e.name, e.key, coalesce(e.metadata -> 'not_alias_of', '[]'::jsonb)::text AS refused,
+       e.metadata ->> 'alias_of' AS alias_of, (SELECT l.name FROM entities l WHERE l.id::text = e.metadata ->> 'alias_of') AS long_name,
+       array_agg(DISTINCT m.metadata ->> 'thread') FILTER (WHERE m.metadata ? 'thread') AS threads
+FROM entities e
+JOIN memory_entities me ON me.entity_id = e.id
+JOIN memory_ids i ON i.id = me.memory_id AND i.tier = 'hot'
+JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE e.namespace = $1 AND e.key = ANY($2::text[])
+GROUP BY e.id, e.name, e.key, e.metadata
+ORDER BY e.key
+"""
+# every entity key of the namespace that begins with $2 (is the nickname ambiguous?)
+KEYS_BEGINNING = "SELECT key FROM entities WHERE namespace = $1 AND left(key, length($2)) = $2 AND key <> $2"
+UPSERT_ENTITY = """
+INSERT INTO entities (namespace, name, key) VALUES ($1, $2, $3)
+ON CONFLICT (namespace, key) DO UPDATE SET updated_at = now()
+RETURNING id
+"""
+
+
+# the ids of these keys' entities
+ENTITY_IDS = "SELECT id FROM entities WHERE namespace = $1 AND key = ANY($2::text[])"
 # the short entity's mentions the long one lacks move to it (those it has already are only unlinked)
 MOVE_MENTIONS = """
 WITH gone AS (DELETE FROM memory_entities WHERE entity_id = $1 RETURNING memory_id),
