@@ -16,11 +16,14 @@ then:
   ``sentence-transformers/all-MiniLM-L6-v2``, cosine at least ``--threshold``, 0.6 by default: see
   docs/EVAL.md for how it was chosen). **Coverage** is the share of annotated facts some produced
   fact matches; **precision** the share of produced facts that match some annotated fact;
-- **summaries**: the same for what sleep summarised (entity summaries today) against the
-  annotated session summaries, a summary's turns being those of the facts it was made from;
+- **summaries**: the same for the sitting summaries sleep wrote against the annotated session
+  summaries, a summary's turns being those of the facts it summarizes and a session's those of
+  the session; and how often a produced summary is closer to its own session's annotated summary
+  than to every other session's of its conversation (``own_best``: the judge alone, no turns);
 - **recall over facts plus turns**: the set's questions again, hybrid, a fact in the results
   standing for the turns it came from (first place it appears), against recall over turns alone,
-  overall and per category (multi-hop among them).
+  overall and per category (multi-hop among them); then over facts, turns and sitting summaries (a
+  summary standing for the turns of its facts).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from cabrain.scratch import scratch_brain
 from cabrain.settings import EmbeddingProvider, Settings
 from cabrain.sleep.cycle import run_cycle
 from cabrain.store import sleep as sleep_sql
-from cabrain.types import RecallMode, RecallQuery
+from cabrain.types import Network, RecallMode, RecallQuery
 
 JUDGE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 THRESHOLD = 0.6
@@ -85,6 +88,7 @@ class FactsResult:
     seconds: float = 0.0
     facts: Match = field(default_factory=Match)
     summaries: Match = field(default_factory=Match)
+    summaries_own_best: float | None = None
     recall: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # turns / facts+turns -> cat -> m
 
     def to_json(self) -> dict[str, Any]:
@@ -95,7 +99,7 @@ class FactsResult:
             "judge": JUDGE_MODEL,
             "seconds": round(self.seconds, 1),
             "facts": self.facts.to_json(),
-            "summaries": self.summaries.to_json(),
+            "summaries": {**self.summaries.to_json(), "own_best": self.summaries_own_best},
             "recall": self.recall,
         }
 
@@ -151,12 +155,24 @@ def match(
     return out
 
 
-async def _recall(brain, eval_set: EvalSet, prefix: str, turns_of: dict[uuid.UUID, list[str]]) -> dict[str, Any]:
+WITHOUT_SUMMARIES = (Network.EXPERIENCE, Network.FACT, Network.BELIEF)
+
+
+async def _recall(
+    brain,
+    eval_set: EvalSet,
+    prefix: str,
+    turns_of: dict[uuid.UUID, list[str]],
+    networks: tuple[Network, ...] | None = None,
+) -> dict[str, Any]:
     """Hybrid recall of every question; a fact stands for the turns it came from."""
     ranked, gold, cats = [], [], []
     for q in eval_set.queries:
         answer = await brain.recall(
-            AGENT, RecallQuery(q.query, prefix + q.namespace, k=max(KS), mode=RecallMode.HYBRID, expand=False)
+            AGENT,
+            RecallQuery(
+                q.query, prefix + q.namespace, k=max(KS), mode=RecallMode.HYBRID, expand=False, networks=networks
+            ),
         )
         ids: list[str] = []
         for hit in answer.hits:  # a hit stands for its turns and those of what it covers
@@ -217,10 +233,15 @@ async def evaluate(
         await run_cycle(settings, dsn, namespaces=namespaces, steps=["consolidate"], use_ray=False)
         async with brain.engine.pool.acquire() as conn:
             facts = await conn.fetch(sleep_sql.DISTILLED_FACTS, namespaces)
-            summaries = await conn.fetch(sleep_sql.SUMMARY_SOURCES, namespaces)
+            summaries = await conn.fetch(sleep_sql.SITTING_SUMMARY_SOURCES, namespaces)
         for f in facts:
             turns_of[f["id"]] = list(f["turns"] or [])
-        result.recall["facts+turns"] = await _recall(brain, eval_set, prefix, turns_of)
+        result.recall["facts+turns"] = await _recall(brain, eval_set, prefix, turns_of, WITHOUT_SUMMARIES)
+        say("  recall over facts and turns: done")
+        for summary in summaries:
+            turns_of[summary["id"]] = sorted(summary["turns"] or [])
+        if summaries:
+            result.recall["+summaries"] = await _recall(brain, eval_set, prefix, turns_of)
     produced = [(f["content"], set(f["turns"] or [])) for f in facts]
     wanted = [(a["text"], set(a["evidence"])) for a in annotated]
     result.facts = match(produced, wanted, *(await _vectors(judge, produced, wanted)), threshold)
@@ -231,11 +252,33 @@ async def evaluate(
             by_session[(row["namespace"], parts[-2])].add(row["id"])
     summarised = [(s["summary"], set(s["turns"] or [])) for s in summaries]
     wanted_summaries = [(s["text"], by_session.get((s["namespace"], s["session"]), set())) for s in sessions]
-    result.summaries = match(
-        summarised, wanted_summaries, *(await _vectors(judge, summarised, wanted_summaries)), threshold
+    produced_vectors, wanted_vectors = await _vectors(judge, summarised, wanted_summaries)
+    result.summaries = match(summarised, wanted_summaries, produced_vectors, wanted_vectors, threshold)
+    result.summaries_own_best = own_best(
+        [str(s["namespace"]) for s in summaries],
+        [prefix + s["namespace"] for s in sessions],
+        [t for _, t in summarised],
+        [t for _, t in wanted_summaries],
+        produced_vectors @ wanted_vectors.T if len(summarised) and len(sessions) else np.zeros((0, 0)),
     )
     result.seconds = time.perf_counter() - started
     return result
+
+
+def own_best(
+    produced_ns: list[str], wanted_ns: list[str], produced: list[set[str]], wanted: list[set[str]], sims: np.ndarray
+) -> float | None:
+    """Of the produced summaries whose turns lie in one annotated session, the share the judge finds
+    closer to that session's summary than to any other session's of the same conversation: how much
+    of the summaries' match is theirs, and how much is only the conversation's names and topics."""
+    scored = []
+    for i, turns in enumerate(produced):
+        own = [j for j, session in enumerate(wanted) if turns and turns <= session]
+        if len(own) != 1:
+            continue
+        same = [j for j in range(len(wanted)) if wanted_ns[j] == produced_ns[i]]
+        scored.append(all(sims[i, own[0]] >= sims[i, j] for j in same))
+    return round(sum(scored) / len(scored), 3) if scored else None
 
 
 async def _vectors(judge, produced, annotated) -> tuple[np.ndarray, np.ndarray]:
@@ -256,6 +299,11 @@ def render(result: FactsResult) -> str:
     ]
     for label, m in (("facts", result.facts), ("summaries", result.summaries)):
         lines.append(f"{label:<12} {m.produced:>9} {m.annotated:>9} {m.coverage:>9.3f} {m.precision:>9.3f}")
+    if result.summaries_own_best is not None:
+        lines.append(
+            f"summaries closer to their own session's than to any other of its conversation: "
+            f"{result.summaries_own_best:.3f}"
+        )
     lines += ["", f"{'recall (hybrid)':<16} {'category':<12} " + " ".join(f"{'hit@' + str(k):>7}" for k in KS)]
     for over, cats in result.recall.items():
         for cat, scores in cats.items():

@@ -196,7 +196,7 @@ class ArchiveQuery:
 @with_config(JSON_FORM)
 @dataclass(frozen=True)
 class Link:
-    """A provenance edge (``memory_sources``): ``relation`` is distilled_from or merged."""
+    """A provenance edge (``memory_sources``): ``relation`` is distilled_from, merged or summarizes."""
 
     memory_id: uuid.UUID
     relation: str

@@ -59,17 +59,37 @@ class OperationsSettings(BaseModel):
     sleep_summary_facts: int = Field(
         default=5, ge=1, le=50, description="Facts an entity's summary is written from (each cited as [n])."
     )
+    sleep_sitting_summary_facts: int = Field(
+        default=8,
+        ge=1,
+        le=50,
+        description="Facts a conversation sitting's summary is written from: its richest, in the order said.",
+    )
     sleep_turn_min_words: int = Field(
-        default=10,
+        default=12,
         ge=1,
         le=200,
         description="Content words a conversation turn's own claims need to become a fact (cabrain/sleep/sittings.py).",
+    )
+    sleep_claim_min_words: int = Field(
+        default=8,
+        ge=1,
+        le=200,
+        description="The same when one of the turn's statements opens with the speaker as its subject (I ..., My "
+        "...): a claim about the speaker even when short.",
     )
     sleep_consolidate_window_days: float = Field(
         default=30.0, gt=0, description="Episodes stored within this many days are candidates for consolidation."
     )
     sleep_consolidate_batch: int = Field(
         default=5000, ge=10, description="Unconsolidated episodes one consolidate task reads (oldest first)."
+    )
+    sleep_reconsolidate_neighbours: int = Field(
+        default=32,
+        ge=1,
+        le=10_000,
+        description="Older facts reconsolidate weighs against each fact: its nearest ones above the revision "
+        "similarity minus the retraction margin (a contradiction is about the same subject, so it sits among them).",
     )
     sleep_dedup_similarity: float = Field(
         default=0.97, gt=0, le=1, description="Cosine similarity above which two current memories are merged."

@@ -10,6 +10,11 @@
   such JSON makes that request fall back to the deterministic distiller (counted as
   ``llm_fallbacks``), so a broken model never loses a night's facts.
 
+Each also writes a sitting's summary from its facts (:meth:`TurnDistiller.summarise`): the
+deterministic one as :func:`cabrain.sleep.sittings.sitting_summary`, the chat one by asking the
+model, whose answer is checked the same way (third person, at most ``MAX_SUMMARY_CHARS``, naming a
+speaker) and falls back to the deterministic summary.
+
 ``CABRAIN_SLEEP_DISTILLER``: ``auto`` (the chat model when one is configured, else deterministic),
 ``deterministic`` or ``chat`` (refused without ``CABRAIN_LLM_URL``).
 """
@@ -28,10 +33,11 @@ from cabrain.providers.llm import ChatModel
 from cabrain.search.tokenizer import normalize
 from cabrain.settings import Settings
 from cabrain.sleep.context import StepResult
-from cabrain.sleep.sittings import turn_fact
+from cabrain.sleep.sittings import sitting_summary, turn_fact
 from cabrain.write.decision.origin import without_speaker
 
 MAX_FACT_CHARS = 400
+MAX_SUMMARY_CHARS = 2000
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b")
 _MONTHS = "January February March April May June July August September October November December".split()
 
@@ -44,6 +50,17 @@ class Turn:
     thread: str | None = None  # its sitting: a chat request never mixes two
 
 
+@dataclass(frozen=True)
+class Sitting:
+    """What a sitting's summary is written from: who spoke (first to speak first), when, and its
+    current facts in the order they were said."""
+
+    speakers: tuple[str, ...]
+    first: datetime
+    last: datetime
+    facts: tuple[str, ...]
+
+
 class TurnDistiller(Protocol):
     name: str
 
@@ -51,17 +68,26 @@ class TurnDistiller(Protocol):
         """The facts ``turns`` state: each fact's text and the indexes of the turns it comes from."""
         ...
 
+    async def summarise(self, sitting: Sitting, result: StepResult) -> str:
+        """The sitting's summary, from its facts only."""
+        ...
+
 
 class Deterministic:
     name = "sitting"
 
-    def __init__(self, min_words: int) -> None:
-        self.min_words = min_words
+    def __init__(self, min_words: int, summary_facts: int = 8, claim_words: int | None = None) -> None:
+        self.min_words, self.summary_facts, self.claim_words = min_words, summary_facts, claim_words
+
+    async def summarise(self, sitting: Sitting, result: StepResult) -> str:
+        return sitting_summary(
+            list(sitting.speakers), sitting.first, sitting.last, list(sitting.facts), self.summary_facts
+        )
 
     async def distill(self, turns: Sequence[Turn], result: StepResult) -> list[tuple[str, list[int]]]:
         out = []
         for i, t in enumerate(turns):
-            text = turn_fact(t.text, t.speaker, t.when, self.min_words)
+            text = turn_fact(t.text, t.speaker, t.when, self.min_words, self.claim_words)
             if text:
                 out.append((text, [i]))
         return out
@@ -74,6 +100,13 @@ SYSTEM = (
     "name instead of I, me or my; relative times (yesterday, last week, next month) as dates counted "
     "from that turn's date; one claim per fact; only what the turn says. Skip greetings, questions, "
     'thanks and praise of the listener. Answer JSON {"facts": [{"text": "<fact>", "turn": <number>}]}.'
+)
+
+
+SUMMARY_SYSTEM = (
+    "You write the summary a careful note-taker keeps of one conversation, from the numbered facts "
+    "distilled from it. Say who talked and when, then what was said, in the third person, using only "
+    'the facts given, in at most eight sentences. Answer JSON {"summary": "<summary>"}.'
 )
 
 
@@ -101,6 +134,33 @@ class Chat:
                 facts = await self.fallback.distill(batch, result)
             out += [(text, [start + i for i in cited]) for text, cited in facts]
         return out
+
+    async def summarise(self, sitting: Sitting, result: StepResult) -> str:
+        def day(d: datetime) -> str:
+            return f"{d.day} {_MONTHS[d.month - 1]} {d.year}"
+
+        when = (
+            day(sitting.first)
+            if sitting.first.date() == sitting.last.date()
+            else (f"{day(sitting.first)} to {day(sitting.last)}")
+        )
+        listing = f"Speakers: {', '.join(sitting.speakers)}\nDate: {when}\n" + "\n".join(
+            f"{n}. {fact}" for n, fact in enumerate(sitting.facts, start=1)
+        )
+        try:
+            answer = json.loads(await self.chat.complete(SUMMARY_SYSTEM, listing))
+            text = re.sub(r"\s+", " ", str(answer["summary"])).strip()
+            if not text or len(text) > MAX_SUMMARY_CHARS:
+                raise ValueError("the summary is empty or too long")
+            if _FIRST_PERSON.search(text):
+                raise ValueError("the summary is not in the third person")
+            if not any(normalize(name).strip() in normalize(text) for name in sitting.speakers):
+                raise ValueError("the summary names none of the speakers")
+            return text
+        except (LLMError, ValueError, KeyError, TypeError) as exc:
+            result.add("llm_fallbacks")
+            result.change(action="chat summary fell back", error=str(exc)[:200])
+            return await self.fallback.summarise(sitting, result)
 
     async def _ask(self, batch: Sequence[Turn], result: StepResult) -> list[tuple[str, list[int]]]:
         listing = "\n".join(  # each turn without the "Name:" it may open with: the line names its speaker
@@ -132,7 +192,9 @@ class Chat:
 
 def turn_distiller(settings: Settings, chat: ChatModel | None) -> TurnDistiller:
     """The distiller ``CABRAIN_SLEEP_DISTILLER`` asks for (see the module docstring)."""
-    deterministic = Deterministic(settings.sleep_turn_min_words)
+    deterministic = Deterministic(
+        settings.sleep_turn_min_words, settings.sleep_sitting_summary_facts, settings.sleep_claim_min_words
+    )
     if settings.sleep_distiller == "deterministic" or (settings.sleep_distiller == "auto" and chat is None):
         return deterministic
     if chat is None:
@@ -142,4 +204,4 @@ def turn_distiller(settings: Settings, chat: ChatModel | None) -> TurnDistiller:
     return Chat(chat, settings.sleep_chat_turns, deterministic)
 
 
-__all__ = ["Chat", "Deterministic", "Turn", "TurnDistiller", "turn_distiller"]
+__all__ = ["Chat", "Deterministic", "Sitting", "Turn", "TurnDistiller", "turn_distiller"]

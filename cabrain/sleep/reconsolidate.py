@@ -36,22 +36,24 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
     result.add("facts_compared", len(rows))
     if len(rows) < 2:
         return result
-    unit = unit_rows(np.array([vec(r["embedding"]) for r in rows]))
-    sims = unit @ unit.T
     origins = [origin(r, s.record_source_kinds) for r in rows]
     order = sorted(range(len(rows)), key=lambda i: (rows[i]["valid_at"], rows[i]["created_at"], str(rows[i]["id"])))
-    rank = {i: n for n, i in enumerate(order)}
+    rank = np.empty(len(rows), dtype=np.int64)
+    rank[order] = np.arange(len(rows))
+    candidates = nearest_older(
+        unit_rows(np.array([vec(r["embedding"]) for r in rows])),
+        rank,
+        floor=s.revision_similarity - RETRACTION_MARGIN,
+        limit=s.sleep_reconsolidate_neighbours,
+    )
+    result.add("pairs_weighed", sum(len(c) for c in candidates))
     gone: set[int] = set()
     chat = ctx.chat()
     for newer in reversed(order):
         if newer in gone:
             continue
-        for older in order:
-            if (
-                rank[older] >= rank[newer]
-                or older in gone
-                or sims[newer, older] < s.revision_similarity - RETRACTION_MARGIN
-            ):
+        for older, similarity in candidates[newer]:
+            if older in gone:
                 continue
             a, b = rows[newer], rows[older]
             pair = (origins[newer], origins[older])
@@ -67,7 +69,7 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
             why = contradiction(
                 a["content"],
                 b["content"],
-                float(sims[newer, older]),
+                similarity,
                 revision_similarity=s.revision_similarity,
                 duplicate_similarity=s.duplicate_similarity,
                 newer_origin=origins[newer],
@@ -96,7 +98,7 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
                 "reconsolidate",
                 reason["superseded_reason"],
                 run_id=ctx.run_id,
-                inputs={"newer": str(a["id"]), "text": a["content"], "similarity": round(float(sims[newer, older]), 4)},
+                inputs={"newer": str(a["id"]), "text": a["content"], "similarity": round(similarity, 4)},
             )
             async with pool.acquire() as conn, conn.transaction():
                 if await judgments.supersede(
@@ -109,4 +111,31 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
     return result
 
 
-__all__ = ["reconsolidate"]
+# Similarities are computed this many cells at a time: bounded memory at any namespace size.
+BLOCK_CELLS = 4_000_000
+
+
+def nearest_older(unit: np.ndarray, rank: np.ndarray, *, floor: float, limit: int) -> list[list[tuple[int, float]]]:
+    """For each row, its ``limit`` most similar rows of lower ``rank`` (older evidence) at cosine at least
+    ``floor``, oldest first. The cut that keeps reconsolidate near-linear: a contradiction is about the
+    same subject, so the older fact it contradicts is among the newer one's nearest."""
+    n = len(unit)
+    out: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    step = max(1, BLOCK_CELLS // max(n, 1))
+    for start in range(0, n, step):
+        sims = unit[start : start + step] @ unit.T
+        rows = np.arange(start, start + len(sims))
+        sims[rank[None, :] >= rank[rows, None]] = -np.inf  # only older rows, never the row itself
+        sims[sims < floor] = -np.inf
+        if limit < n:
+            top = np.argpartition(-sims, limit - 1, axis=1)[:, :limit]
+        else:
+            top = np.broadcast_to(np.arange(n), sims.shape)
+        for offset, row in enumerate(rows):
+            picked = [(int(j), float(sims[offset, j])) for j in top[offset] if sims[offset, j] != -np.inf]
+            picked.sort(key=lambda pair: rank[pair[0]])
+            out[row] = picked
+    return out
+
+
+__all__ = ["nearest_older", "reconsolidate"]

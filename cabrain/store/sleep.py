@@ -1,5 +1,5 @@
 """Statements over the sleep runs (``sleep_runs``, ``sleep_steps``: schema 0005, 0017) and over what
-sleep distilled (facts and their sources, entity summaries): a run's control while it runs (a
+sleep distilled (facts and their sources, sitting summaries): a run's control while it runs (a
 cancel asked for, why it waits), an admin's cancel, the doctor's look at the last run, and the
 readouts ``cabrain eval facts`` scores."""
 
@@ -38,6 +38,36 @@ SELECT id, status, note, started_at, finished_at, now() - coalesce(finished_at, 
 FROM sleep_runs ORDER BY started_at DESC LIMIT 1
 """
 
+# --- a sitting's summary (cabrain.sleep.turns) --------------------------------------------------------
+# A readership group's rows: a private row is its owner's, a shared or public one anybody's of the group.
+_READERSHIP = "m.visibility = $4 AND ($4 <> 'private' OR m.owner_agent_id IS NOT DISTINCT FROM $3)"
+# the current facts sleep distilled from these sittings, in the order they were said
+SITTING_FACTS = f"""
+SELECT m.id, m.owner_agent_id, m.content, m.importance, m.valid_at, m.created_at,
+       m.metadata ->> 'thread' AS thread, m.metadata ->> 'said_by' AS speaker
+FROM memories m
+WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.network = 'fact'
+  AND m.source_kind = 'sleep' AND m.metadata ->> 'thread' = ANY($2::text[]) AND {_READERSHIP}
+ORDER BY m.valid_at, m.created_at, m.id
+"""
+# who spoke in these sittings, and when
+SITTING_SPEAKERS = f"""
+SELECT m.metadata ->> 'thread' AS thread, btrim(m.metadata ->> 'speaker') AS speaker,
+       min(m.valid_at) AS first, max(m.valid_at) AS last, min(m.created_at) AS since
+FROM memories m
+WHERE m.namespace = $1 AND m.invalid_at IS NULL AND m.memory_type = 'episodic'
+  AND m.metadata ->> 'thread' = ANY($2::text[]) AND btrim(m.metadata ->> 'speaker') <> '' AND {_READERSHIP}
+GROUP BY 1, 2
+ORDER BY 1, min(m.valid_at), min(m.created_at), 2
+"""
+# the current summaries of these sittings
+SITTING_SUMMARIES = f"""
+SELECT m.id, m.content, m.metadata ->> 'sitting' AS sitting
+FROM memories m
+WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.network = 'observation'
+  AND m.source_kind = 'sleep' AND m.metadata ->> 'sitting' = ANY($2::text[]) AND {_READERSHIP}
+"""
+
 # --- what sleep distilled, as cabrain eval facts reads it ----------------------------------------------
 # the facts sleep wrote in these namespaces, each with the source_ref of the turns it was distilled from
 DISTILLED_FACTS = """
@@ -49,16 +79,17 @@ LEFT JOIN memories src ON src.id = si.id AND src.valid_at = si.valid_at
 WHERE m.namespace = ANY($1::text[]) AND m.network = 'fact' AND m.source_kind = 'sleep' AND m.invalid_at IS NULL
 GROUP BY m.id, m.namespace, m.content
 """
-# each entity summary with the source_refs of the turns behind the facts it was made from
-SUMMARY_SOURCES = """
-SELECT e.namespace, e.name, e.summary, array_agg(DISTINCT src.source_ref) AS turns
-FROM entities e
-JOIN memory_ids fi ON fi.id = ANY(e.summary_sources)
-JOIN memory_sources s ON s.memory_id = fi.id AND s.relation = 'distilled_from'
-JOIN memory_ids si ON si.id = s.source_id
+# each sitting summary with the source_refs of the turns behind the facts it summarizes
+SITTING_SUMMARY_SOURCES = """
+SELECT m.id, m.namespace, m.content AS summary, array_agg(DISTINCT src.source_ref) AS turns
+FROM memories m
+JOIN memory_sources s ON s.memory_id = m.id AND s.relation = 'summarizes'
+JOIN memory_sources t ON t.memory_id = s.source_id AND t.relation = 'distilled_from'
+JOIN memory_ids si ON si.id = t.source_id
 JOIN memories src ON src.id = si.id AND src.valid_at = si.valid_at
-WHERE e.namespace = ANY($1::text[]) AND e.summary IS NOT NULL
-GROUP BY e.namespace, e.name, e.summary
+WHERE m.namespace = ANY($1::text[]) AND m.network = 'observation' AND m.source_kind = 'sleep'
+  AND m.invalid_at IS NULL AND m.metadata ? 'sitting'
+GROUP BY m.id, m.namespace, m.content
 """
 
 # --- reverting a run (cabrain.sleep.revert) ------------------------------------------------------------

@@ -74,6 +74,15 @@ _AR_KIN = re.compile(f"(?<![{_AR_LETTERS}])({_AR_WORD}\\s+(?:بن|ابن|بنت)
 _AR_NOT_NAME = frozenset(
     normalize(w) for w in "في من الى إلى على عن مع و أو او ثم قال قالت كان كانت هو هي الذي التي".split()
 )
+# A month or a day of the week alone is a date ("on 7 May 2023", "last Saturday"), not a name.
+CALENDAR_WORDS = frozenset(
+    normalize(w)
+    for w in (
+        "january february march april may june july august september october november december "
+        "jan feb mar apr jun jul aug sep sept oct nov dec "
+        "monday tuesday wednesday thursday friday saturday sunday"
+    ).split()
+)
 # A unit or a count word before "of": "GB of RAM" is a quantity, not a name.
 UNIT_WORDS = frozenset(normalize(w) for w in "gb mb tb kb kg km ms lbs percent hours minutes days weeks".split())
 
@@ -104,6 +113,8 @@ def extract(text: str, known_keys: set[str] | None = None) -> list[str]:
             words = words[1:]
         if words and normalize(words[0]) in UNIT_WORDS:
             continue  # "GB of RAM", "KB of data": a quantity
+        if len(words) == 1 and normalize(words[0]) in CALENDAR_WORDS:
+            continue  # "in May", "on Saturday": a date
         name = " ".join(words)
         if name and name.lower() not in STOP_WORDS and len(name) > 1:
             add(m.start() + m.group(0).index(words[0]), m.end(), name)

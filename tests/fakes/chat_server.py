@@ -11,6 +11,8 @@ A conversation's turns ("You turn a conversation's turns"): for each numbered "[
 turn, one fact "<Speaker> says: <text>" with I / my / me replaced by the speaker, citing it; a turn
 with "garbage" makes the whole answer not JSON, "firstperson" keeps the "I", "badturn" cites turn 99,
 "hello" yields no fact.
+A sitting's summary ("You write the summary"): "Scripted: <speakers> talked. <facts joined>", not
+JSON if a fact contains "garbage".
 Sleep requests: distilling returns one fact, "Distilled: <first episode>", citing every episode
 (not JSON if an episode contains "garbage", citing episode 99 if one contains "badsource"); an
 entity summary is "Scripted summary of <entity>."; two statements that both mention "office"
@@ -45,6 +47,13 @@ def turn_facts(user: str) -> str:
 def answer(system: str, user: str) -> str:
     if system.startswith("You turn a conversation's turns"):
         return turn_facts(user)
+    if system.startswith("You write the summary"):
+        lines = user.splitlines()
+        speakers = lines[0].removeprefix("Speakers: ").replace(", ", " and ")
+        facts = [line.split(". ", 1)[1] for line in lines[2:] if ". " in line]
+        if any("garbage" in f for f in facts):
+            return "A fine summary, more or less."
+        return json.dumps({"summary": f"Scripted: {speakers} talked. {' '.join(facts)}"})
     if system.startswith("You distill"):
         episodes = [line.split(". ", 1)[1] for line in user.splitlines() if ". " in line]
         if any("garbage" in e for e in episodes):

@@ -3,6 +3,7 @@ each linked to its turn, on real PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import asyncpg
@@ -51,7 +52,8 @@ async def test_a_sittings_turns_become_third_person_facts_linked_to_them(brain, 
     try:
         facts = [(r["content"], r["turn"]) for r in await conn.fetch(FACTS, "chat")]
         pending = await conn.fetchval(
-            "SELECT count(*) FROM memories WHERE namespace = 'chat' AND network <> 'fact' AND consolidated_at IS NULL"
+            "SELECT count(*) FROM memories WHERE namespace = 'chat' AND memory_type = 'episodic' "
+            "AND consolidated_at IS NULL"
         )
     finally:
         await conn.close()
@@ -144,7 +146,7 @@ async def test_entities_count_their_mentions_and_link_through_shared_facts(brain
 async def test_a_nickname_merges_into_the_name_it_stands_for_and_the_merge_reverts(brain, db_dsn, settings_for) -> None:
     chat = [
         ("Caroline", "Caroline: Hey Mel! Good to see you! How have you been?"),
-        ("Melanie", "Melanie: Hey Caroline! I'm swamped with the kids and work, and I need a holiday soon."),
+        ("Melanie", "Melanie: Hey Caroline! I'm swamped with the kids and work lately."),  # too thin for a fact
     ]
     ambiguous = [  # "Mel" begins Melanie and Melissa here: it stays apart
         ("Caroline", "Caroline: Hey Mel! Good to see you!"),
@@ -204,3 +206,76 @@ async def test_a_nickname_merges_into_the_name_it_stands_for_and_the_merge_rever
     assert len((await brain.get_entity("alice", "chat", "Melanie")).memories) == 2
     with pytest.raises(NotFound):
         await brain.get_entity("alice", "chat", "Mel")
+
+
+SUMMARY = """
+SELECT m.id, m.content, m.visibility, m.owner_agent_id, m.invalid_at, m.superseded_by, m.metadata,
+       array(SELECT f.content FROM memory_sources s JOIN memories f ON f.id = s.source_id
+             WHERE s.memory_id = m.id AND s.relation = 'summarizes' ORDER BY f.content) AS facts
+FROM memories m WHERE m.namespace = $1 AND m.network = 'observation' ORDER BY m.created_at
+"""
+
+
+async def _summaries(dsn: str, namespace: str) -> list[dict]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return [{**r, "metadata": json.loads(r["metadata"])} for r in await conn.fetch(SUMMARY, namespace)]
+    finally:
+        await conn.close()
+
+
+async def test_a_sitting_gets_a_summary_that_grows_with_it_and_reverts(brain, db_dsn, settings_for) -> None:
+    await brain.create_namespace("alice", "chat")
+
+    def turns(pairs, thread="s1", visibility=Visibility.TEAM):
+        return [
+            MemoryInput(t, "chat", visibility=visibility, valid_at=SAID, metadata={"speaker": w, "thread": thread})
+            for w, t in pairs
+        ]
+
+    await brain.retain("alice", turns(TURNS))
+    first = await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    assert first.steps["consolidate"]["sitting_summaries"] == 1
+    [summary] = await _summaries(db_dsn, "chat")
+    assert summary["content"].startswith("Caroline and Melanie talked on 8 May 2023. ")
+    assert "Melanie ran a charity race for mental health on 7 May 2023" in summary["content"]
+    assert "Caroline went to a LGBTQ support group" in summary["content"]
+    assert summary["metadata"]["sitting"] == "s1" and summary["visibility"] == "team"
+    assert len(summary["facts"]) == 2  # linked to the facts it summarizes, as 'summarizes'
+    hits = await brain.recall("alice", RecallQuery("what did Caroline and Melanie talk about", "chat", k=3))
+    assert summary["id"] in {h.memory.id for h in hits.hits}
+
+    # the sitting goes on: its summary is rewritten with every fact, the old one superseded by it
+    more = [
+        ("Melanie", "Melanie: I signed up for a pottery class last Friday and I made my first clay bowl for my kids."),
+    ]
+    await brain.retain("alice", turns(more))
+    second = await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    assert second.steps["consolidate"]["sitting_summaries_replaced"] == 1
+    old, new = await _summaries(db_dsn, "chat")
+    assert old["id"] == summary["id"] and old["superseded_by"] == new["id"] and new["invalid_at"] is None
+    assert "pottery class" in new["content"] and len(new["facts"]) == 3
+    again = await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    assert not again.steps["consolidate"].get("sitting_summaries")  # no new turn: nothing rewritten
+    assert len(await _summaries(db_dsn, "chat")) == 2
+
+    # reverting the second run takes its summary out and brings the first back
+    await brain.revert_run("alice", second.run_id)
+    old, new = await _summaries(db_dsn, "chat")
+    assert old["superseded_by"] is None and old["invalid_at"] is None and new["invalid_at"] is not None
+
+    # a private sitting's summary is its owner's alone
+    await brain.share("alice", "chat", "bob")
+    private = [
+        ("Caroline", "Caroline: I adopted a grey kitten from the shelter downtown and named her Luna after the moon."),
+        ("Melanie", "Melanie: I finally finished reading the long fantasy novel my sister gave me for my birthday."),
+    ]
+    await brain.retain("alice", turns(private, thread="s2", visibility=Visibility.PRIVATE))
+    await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    [mine] = [s for s in await _summaries(db_dsn, "chat") if s["metadata"]["sitting"] == "s2"]
+    assert mine["visibility"] == "private" and mine["owner_agent_id"] == "alice" and "Luna" in mine["content"]
+    seen = await brain.recall("bob", RecallQuery("Caroline kitten Luna shelter", "chat", k=10))
+    assert mine["id"] not in {h.memory.id for h in seen.hits}
+    assert mine["id"] in {
+        h.memory.id for h in (await brain.recall("alice", RecallQuery("kitten Luna", "chat", k=10))).hits
+    }

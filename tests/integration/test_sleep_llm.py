@@ -174,6 +174,63 @@ async def test_a_sittings_turns_through_the_chat_distiller(open_brain, chat_serv
     assert "1. [Caroline, 8 May 2023] Hello Mel" in turn_requests[0]["messages"][1]["content"]
 
 
+async def test_a_sittings_summary_through_the_chat_model_and_its_fallback(
+    open_brain,
+    chat_server,  # noqa: F811
+    db_dsn,
+    settings_for,
+) -> None:
+    url, log = chat_server
+    brain = await open_brain()
+    await brain.create_agent("alice")
+    await brain.create_namespace("alice", "chat")
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    sittings = {
+        "s1": [
+            ("Melanie", "I ran a charity race for mental health and my legs still hurt."),
+            ("Caroline", "I started a pottery class on Tuesday evenings at the community centre."),
+        ],
+        "s2": [  # "garbage": the facts come from the deterministic distiller, the summary too
+            ("Melanie", "I ran a charity race for mental health and my legs still hurt, garbage weather."),
+            ("Caroline", "I started a pottery class on Tuesday evenings at the community centre nearby."),
+        ],
+    }
+    await brain.retain(
+        "alice",
+        [
+            MemoryInput(
+                f"{w}: {t}",
+                "chat",
+                visibility=Visibility.TEAM,
+                valid_at=said + timedelta(minutes=i),
+                metadata={"speaker": w, "thread": thread},
+            )
+            for thread, turns in sittings.items()
+            for i, (w, t) in enumerate(turns)
+        ],
+    )
+    settings = settings_for(db_dsn, llm_url=url, llm_model="scripted", sleep_distiller="chat", sleep_turn_min_words=3)
+    report = await run_cycle(settings, db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
+    assert report.status == "done", report.tasks
+    assert report.steps["consolidate"]["sitting_summaries"] == 2
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        summaries = {
+            r["sitting"]: r["content"]
+            for r in await conn.fetch(
+                "SELECT metadata ->> 'sitting' AS sitting, content FROM memories "
+                "WHERE namespace = 'chat' AND network = 'observation'"
+            )
+        }
+    finally:
+        await conn.close()
+    assert summaries["s1"].startswith("Scripted: Melanie and Caroline talked. Melanie says: Melanie ran a charity")
+    assert summaries["s2"].startswith("Melanie and Caroline talked on 8 May 2023. Melanie ran a charity race")
+    requests = [json.loads(line) for line in log.read_text().splitlines()]
+    [asked, _] = [r for r in requests if r["messages"][0]["content"].startswith("You write the summary")]
+    assert asked["messages"][1]["content"].startswith("Speakers: Melanie, Caroline\nDate: 8 May 2023\n1. ")
+
+
 async def test_an_unusable_chat_answer_falls_back_to_the_deterministic_distiller(
     open_brain,
     chat_server,  # noqa: F811
@@ -281,10 +338,15 @@ async def test_the_chat_distiller_on_a_real_small_model(brain, llama_server, db_
     try:
         facts = await conn.fetch(
             "SELECT m.content, m.metadata, array(SELECT s.source_id FROM memory_sources s WHERE s.memory_id = m.id) AS src "
-            "FROM memories m WHERE m.namespace = 'proj' AND m.source_kind = 'sleep'"
+            "FROM memories m WHERE m.namespace = 'proj' AND m.source_kind = 'sleep' AND m.network = 'fact'"
+        )
+        summaries = await conn.fetchval(
+            "SELECT array_agg(content) FROM memories WHERE namespace = 'proj' AND network = 'observation'"
         )
     finally:
         await conn.close()
+    for summary in summaries or []:  # the model's, if it passed the checks, else the deterministic one
+        assert "Caroline" in summary or "Melanie" in summary
     turn_ids = {r.memory_id for r in stored}
     for fact in facts:
         assert set(fact["src"]) <= turn_ids and len(fact["src"]) == 1

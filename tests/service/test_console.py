@@ -306,6 +306,7 @@ async def test_an_admin_runs_a_sleep_cycle_and_reads_its_report(browser: Browser
     page = await sign_in(browser, service, "alice", f"/console/sleep/{second}")
     await expect(page.locator("#did-merged")).to_contain_text("db-stg-1")
     await expect(page.locator("#did-facts")).to_contain_text("None.")
+    await expect(page.locator("#did-sittings")).to_contain_text("None.")
     await page.get_by_text("Revert this run…").click()
     await page.locator("#revert-run").get_by_label("Undo everything").check()
     await page.get_by_role("button", name="Revert the run").click()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cabrain.errors import InputError
-from cabrain.eval_facts import corpus_of, match
+from cabrain.eval_facts import corpus_of, match, own_best
 
 
 def unit(*rows: list[float]) -> np.ndarray:
@@ -34,3 +34,17 @@ def test_the_conversations_are_the_sibling_set_unless_named(tmp_path: Path) -> N
     assert corpus_of(facts, tmp_path / "other") == tmp_path / "other"
     with pytest.raises(InputError, match="--corpus"):
         corpus_of(tmp_path, None)
+
+
+def test_own_best_counts_summaries_closer_to_their_own_session_than_to_its_neighbours() -> None:
+    sims = np.array(
+        [
+            [0.8, 0.7, 0.9],  # session a1's summary: closest to a1 among conversation a (b1 is another's)
+            [0.75, 0.7, 0.1],  # a2's: closer to a1 than to its own
+            [0.9, 0.9, 0.9],  # turns in two sessions: not scored
+        ]
+    )
+    produced = [{"a1:1"}, {"a2:4"}, {"a1:1", "a2:4"}]
+    wanted = [{"a1:1", "a1:2"}, {"a2:4"}, {"b1:1"}]
+    assert own_best(["a", "a", "a"], ["a", "a", "b"], produced, wanted, sims) == 0.5
+    assert own_best([], ["a"], [], wanted[:1], np.zeros((0, 1))) is None

@@ -121,6 +121,8 @@ def test_entities_cover_names_code_paths_urls_tags_and_known_arabic_names():
         "Sara Ahmed",
     ]
     assert extract("The meeting is tomorrow.") == []
+    assert extract("Then Caroline met Maria on Saturday, 7 May 2023, in Paris.") == ["Caroline", "Maria", "Paris"]
+    assert extract("The May Day Parade starts at noon.") == ["May Day Parade"]  # a month inside a name stays
     assert extract("قابلت جمال خاشقجي في المدينة المنورة", {"جمال خاشقجي", "المدينه المنوره"}) == [
         "جمال خاشقجي",
         "المدينة المنورة",
