@@ -23,7 +23,8 @@ then:
 - **recall over facts plus turns**: the set's questions again, hybrid, a fact in the results
   standing for the turns it came from (first place it appears), against recall over turns alone,
   overall and per category (multi-hop among them); then over facts, turns and sitting summaries (a
-  summary standing for the turns of its facts).
+  summary standing for the turns of its facts), as ``CABRAIN_RECALL_SITTING_SUMMARIES`` would
+  have it.
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ def match(
     return out
 
 
-WITHOUT_SUMMARIES = (Network.EXPERIENCE, Network.FACT, Network.BELIEF)
+# every network named: sitting summaries compete too (by default recall leaves them out)
+WITH_SUMMARIES = tuple(Network)
 
 
 async def _recall(
@@ -236,12 +238,12 @@ async def evaluate(
             summaries = await conn.fetch(sleep_sql.SITTING_SUMMARY_SOURCES, namespaces)
         for f in facts:
             turns_of[f["id"]] = list(f["turns"] or [])
-        result.recall["facts+turns"] = await _recall(brain, eval_set, prefix, turns_of, WITHOUT_SUMMARIES)
+        result.recall["facts+turns"] = await _recall(brain, eval_set, prefix, turns_of)
         say("  recall over facts and turns: done")
         for summary in summaries:
             turns_of[summary["id"]] = sorted(summary["turns"] or [])
         if summaries:
-            result.recall["+summaries"] = await _recall(brain, eval_set, prefix, turns_of)
+            result.recall["+summaries"] = await _recall(brain, eval_set, prefix, turns_of, WITH_SUMMARIES)
     produced = [(f["content"], set(f["turns"] or [])) for f in facts]
     wanted = [(a["text"], set(a["evidence"])) for a in annotated]
     result.facts = match(produced, wanted, *(await _vectors(judge, produced, wanted)), threshold)

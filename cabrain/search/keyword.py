@@ -54,6 +54,9 @@ class SearchFilters:
     source_kinds: list[str] | None = None
     valid_from: datetime | None = None
     valid_to: datetime | None = None
+    # sleep's summaries of sittings (network observation, metadata.sitting) compete too: without it,
+    # only when the networks asked for include observation (CABRAIN_RECALL_SITTING_SUMMARIES)
+    sitting_summaries: bool = False
 
     def params(self) -> dict[str, Any]:
         """By name, for a :class:`cabrain.store.statement.Statement` that includes the filter."""
@@ -66,6 +69,7 @@ class SearchFilters:
             "source_kinds": self.source_kinds,
             "valid_from": self.valid_from,
             "valid_to": self.valid_to,
+            "sitting_summaries": self.sitting_summaries,
         }
 
 

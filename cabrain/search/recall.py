@@ -90,7 +90,7 @@ def validate(query: RecallQuery | ArchiveQuery, *, max_k: int, max_chars: int) -
         raise InputError("valid_from must be before valid_to")
 
 
-def filters_for(agent: str, query: RecallQuery) -> SearchFilters:
+def filters_for(agent: str, query: RecallQuery, *, sitting_summaries: bool = False) -> SearchFilters:
     return SearchFilters(
         namespace=query.namespace,
         agent=agent,
@@ -100,6 +100,7 @@ def filters_for(agent: str, query: RecallQuery) -> SearchFilters:
         source_kinds=list(query.source_kinds) if query.source_kinds else None,
         valid_from=query.valid_from,
         valid_to=query.valid_to,
+        sitting_summaries=sitting_summaries,
     )
 
 
@@ -108,7 +109,7 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
     settings = engine.settings
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    filters = filters_for(agent, query)
+    filters = filters_for(agent, query, sitting_summaries=settings.recall_sitting_summaries)
     n = max(settings.recall_candidates, query.k)
 
     async def caller() -> None:
@@ -218,7 +219,14 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         fused = sorted(pool, key=lambda c: -rerank_scores[c.row["id"]])
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
     if pairs:
-        folded = fold(fused, pairs, query.k, pool=settings.recall_fold_distilled)
+        folded = fold(
+            fused,
+            pairs,
+            query.k,
+            pool=settings.recall_fold_distilled,
+            weight=settings.recall_fold_weight,
+            reranked=bool(rerank_scores),
+        )
         hits = [_hit(c, rerank_scores.get(c.row["id"]), covers) for c, covers in folded]
     else:
         hits = [_hit(c, rerank_scores.get(c.row["id"])) for c in fused[: query.k]]
@@ -268,7 +276,13 @@ def record(engine: Engine, agent: str, query: RecallQuery, ids: list[uuid.UUID],
 
 
 def fold(
-    ranked: list[Candidate], pairs: list, k: int, *, pool: str = "best"
+    ranked: list[Candidate],
+    pairs: list,
+    k: int,
+    *,
+    pool: str = "best",
+    weight: float = 0.5,
+    reranked: bool = False,
 ) -> list[tuple[Candidate, tuple[uuid.UUID, ...]]]:
     """The top ``k`` answers, a distilled fact and the turn it came from being one answer.
 
@@ -276,7 +290,9 @@ def fold(
     with none stays alone; two facts of one turn join it together). A group is shown as its best-
     ranked member, the others listed in its ``covers``, and ranks by its members' fused scores:
     ``best`` the highest (a fact only stands in for its turn), ``sum`` all of them (a turn that
-    sleep found a claim in, and whose claim matches too, counts twice).
+    sleep found a claim in, and whose claim matches too, counts twice), ``blend`` the highest plus
+    ``weight`` times the others (the second voice saying the same thing counts, less than the
+    first). A reranked list keeps the reranker's order (its scores do not add up).
     """
     place = {c.row["id"]: i for i, c in enumerate(ranked)}
     sources: dict[uuid.UUID, list[uuid.UUID]] = {}
@@ -290,9 +306,10 @@ def fold(
     groups: dict[uuid.UUID, list[Candidate]] = {}
     for c in ranked:  # in rank order: each group's first member is its best
         groups.setdefault(anchor[c.row["id"]], []).append(c)
+    others = 0.0 if reranked or pool == "best" else 1.0 if pool == "sum" else weight
 
-    def score(members: list[Candidate]) -> float:  # best: the ranking's own order (reranked too)
-        return -sum(m.fused for m in members) if pool == "sum" else 0.0
+    def score(members: list[Candidate]) -> float:  # 0 for all: the ranking's own order (reranked too)
+        return -(members[0].fused + others * sum(m.fused for m in members[1:])) if others else 0.0
 
     ordered = sorted(groups.values(), key=lambda m: (score(m), place[m[0].row["id"]]))
     return [(m[0], tuple(x.row["id"] for x in m[1:])) for m in ordered[:k]]

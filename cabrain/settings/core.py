@@ -280,10 +280,22 @@ class CoreSettings(BaseModel):
         le=10,
         description="How fast BM25's say in fusion falls when the query's words are unknown to the namespace.",
     )
-    recall_fold_distilled: Literal["off", "best", "sum"] = Field(
-        default="best",
+    recall_fold_distilled: Literal["off", "best", "sum", "blend"] = Field(
+        default="blend",
         description="A distilled fact and the turn it came from are one answer in recall, ranked by the best "
-        "of their scores (best) or their sum (sum); off: each on its own.",
+        "of their scores (best), their sum (sum), or the best plus CABRAIN_RECALL_FOLD_WEIGHT times the other "
+        "(blend); off: each on its own.",
+    )
+    recall_fold_weight: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="In blend, how much the other members of a folded answer add to its best score.",
+    )
+    recall_sitting_summaries: bool = Field(
+        default=False,
+        description="Sleep's summaries of conversation sittings compete with turns and facts in every recall. "
+        "Off: only a recall asking for the observation network gets them (docs/EVAL.md: they cost hit@10).",
     )
     related_limit: int = Field(default=5, ge=0, le=100, description="Related memories from one entity hop.")
     recall_entity_summaries: int = Field(

@@ -32,7 +32,7 @@ async def distill_turns(
     for (owner, visibility), rows in sorted(
         readership_groups(turns).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
     ):
-        rows = sorted(rows, key=lambda r: (r["valid_at"], r["created_at"], str(r["id"])))
+        rows = sorted(rows, key=lambda r: (r["valid_at"], r["created_at"], r["content"], str(r["id"])))
         for start in range(0, len(rows), TURNS_PER_TRANSACTION):
             chunk = rows[start : start + TURNS_PER_TRANSACTION]
             said = [Turn(r["content"], r["speaker"].strip(), r["valid_at"], r["thread"]) for r in chunk]

@@ -92,6 +92,8 @@ RECALL_FILTER = f"""
 m.namespace = :namespace AND m.tier = 'hot'
 AND (:include_invalid::boolean OR m.invalid_at IS NULL)
 AND (:networks::text[] IS NULL OR m.network = ANY(:networks::text[]))
+AND (:sitting_summaries::boolean OR :networks::text[] IS NOT NULL OR m.network <> 'observation'
+     OR NOT m.metadata ? 'sitting')
 AND (:memory_types::text[] IS NULL OR m.memory_type = ANY(:memory_types::text[]))
 AND (:source_kinds::text[] IS NULL OR m.source_kind = ANY(:source_kinds::text[]))
 AND (:valid_from::timestamptz IS NULL OR m.valid_at >= :valid_from::timestamptz)

@@ -41,14 +41,15 @@ FROM sleep_runs ORDER BY started_at DESC LIMIT 1
 # --- a sitting's summary (cabrain.sleep.turns) --------------------------------------------------------
 # A readership group's rows: a private row is its owner's, a shared or public one anybody's of the group.
 _READERSHIP = "m.visibility = $4 AND ($4 <> 'private' OR m.owner_agent_id IS NOT DISTINCT FROM $3)"
-# the current facts sleep distilled from these sittings, in the order they were said
+# the current facts sleep distilled from these sittings, in the order they were said (turns of one
+# moment by their text: a batch stores its rows at one time, and a summary must not depend on ids)
 SITTING_FACTS = f"""
 SELECT m.id, m.owner_agent_id, m.content, m.importance, m.valid_at, m.created_at,
        m.metadata ->> 'thread' AS thread, m.metadata ->> 'said_by' AS speaker
 FROM memories m
 WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.network = 'fact'
   AND m.source_kind = 'sleep' AND m.metadata ->> 'thread' = ANY($2::text[]) AND {_READERSHIP}
-ORDER BY m.valid_at, m.created_at, m.id
+ORDER BY m.valid_at, m.created_at, m.content, m.id
 """
 # who spoke in these sittings, and when
 SITTING_SPEAKERS = f"""

@@ -11,7 +11,7 @@ import pytest
 
 from cabrain.errors import NotFound
 from cabrain.sleep.cycle import run_cycle
-from cabrain.types import MemoryInput, RecallQuery, Visibility
+from cabrain.types import MemoryInput, Network, RecallQuery, Visibility
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 TURNS = [
@@ -242,8 +242,11 @@ async def test_a_sitting_gets_a_summary_that_grows_with_it_and_reverts(brain, db
     assert "Caroline went to a LGBTQ support group" in summary["content"]
     assert summary["metadata"]["sitting"] == "s1" and summary["visibility"] == "team"
     assert len(summary["facts"]) == 2  # linked to the facts it summarizes, as 'summarizes'
-    hits = await brain.recall("alice", RecallQuery("what did Caroline and Melanie talk about", "chat", k=3))
-    assert summary["id"] in {h.memory.id for h in hits.hits}
+    question = "what did Caroline and Melanie talk about"
+    hits = await brain.recall("alice", RecallQuery(question, "chat", k=10))
+    assert summary["id"] not in {h.memory.id for h in hits.hits}  # by default a summary takes no turn's place
+    asked = await brain.recall("alice", RecallQuery(question, "chat", k=3, networks=(Network.OBSERVATION,)))
+    assert [h.memory.id for h in asked.hits] == [summary["id"]]
 
     # the sitting goes on: its summary is rewritten with every fact, the old one superseded by it
     more = [
@@ -274,8 +277,8 @@ async def test_a_sitting_gets_a_summary_that_grows_with_it_and_reverts(brain, db
     await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
     [mine] = [s for s in await _summaries(db_dsn, "chat") if s["metadata"]["sitting"] == "s2"]
     assert mine["visibility"] == "private" and mine["owner_agent_id"] == "alice" and "Luna" in mine["content"]
-    seen = await brain.recall("bob", RecallQuery("Caroline kitten Luna shelter", "chat", k=10))
+    summaries_only = (Network.OBSERVATION,)
+    seen = await brain.recall("bob", RecallQuery("Caroline kitten Luna shelter", "chat", k=10, networks=summaries_only))
     assert mine["id"] not in {h.memory.id for h in seen.hits}
-    assert mine["id"] in {
-        h.memory.id for h in (await brain.recall("alice", RecallQuery("kitten Luna", "chat", k=10))).hits
-    }
+    hers = await brain.recall("alice", RecallQuery("kitten Luna", "chat", k=10, networks=summaries_only))
+    assert mine["id"] in {h.memory.id for h in hers.hits}

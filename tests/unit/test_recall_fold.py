@@ -52,6 +52,11 @@ def test_sum_ranks_a_turn_and_its_fact_together_above_a_single_better_one() -> N
     # 2 (0.4) and its fact 3 (0.3) sum to 0.7 > 0.5: first, shown as the better of the two
     assert _ids(fold(ranked, [_pair(3, 2)], 3, pool="sum")) == [(2, (3,)), (1, ()), (4, ())]
     assert _ids(fold(ranked, [_pair(3, 2)], 3, pool="best")) == [(1, ()), (2, (3,)), (4, ())]
+    # blend: 0.4 + 0.5 x 0.3 = 0.55 > 0.5; with a weight of 0.25, 0.475 < 0.5
+    assert _ids(fold(ranked, [_pair(3, 2)], 3, pool="blend", weight=0.5)) == [(2, (3,)), (1, ()), (4, ())]
+    assert _ids(fold(ranked, [_pair(3, 2)], 3, pool="blend", weight=0.25)) == [(1, ()), (2, (3,)), (4, ())]
+    # a reranked list keeps the reranker's order whatever the pool
+    assert _ids(fold(ranked, [_pair(3, 2)], 3, pool="sum", reranked=True)) == [(1, ()), (2, (3,)), (4, ())]
 
 
 def test_fewer_candidates_than_k() -> None:
