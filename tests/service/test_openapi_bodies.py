@@ -58,7 +58,7 @@ def test_memories_namespaces_and_grants_answer_as_documented(service: Service) -
                 "/v1/memories/batch",
                 json={
                     "items": [
-                        {"content": "The billing service deploys every Tuesday.", "namespace": NS},
+                        {"content": "The billing service deploys to Kubernetes every Tuesday.", "namespace": NS},
                         {"content": "Grafana watches the billing queue depth.", "namespace": NS, "visibility": "team"},
                     ]
                 },
