@@ -122,7 +122,7 @@ async def summarise_sittings(
             boost=0.0,
         )
         await journal_facts(ctx, conn, namespace, written, summaries, distiller.name, label="sitting summary")
-        now = await conn.fetchval("SELECT now()")
+        now = await conn.fetchval(sleep_sql.NOW)
         for (new_id, _, _), (text, _, _), old in zip(written, summaries, replaces, strict=True):
             if old is None or old["id"] == new_id:
                 continue

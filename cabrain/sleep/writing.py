@@ -20,28 +20,13 @@ from cabrain.sleep.rows import ADD_SOURCES
 from cabrain.store import entities as entity_sql
 from cabrain.store import judgments
 from cabrain.store import memories as sql
+from cabrain.store import sleep as sleep_sql
 from cabrain.write import entities as entity_extraction
 from cabrain.write.writer import KNOWN_ENTITY_KEYS, UPSERT_AND_LINK
 
 MAX_FACT_CHARS = 400
 # A fact to write: its text, its source memories, and its vector (None: still to embed).
 Fact = tuple[str, list[uuid.UUID], np.ndarray | None]
-
-EXISTING_FACT = """
-SELECT id FROM memories WHERE namespace = $1 AND content_hash = $2 AND invalid_at IS NULL AND tier = 'hot'
-  AND network = $5 AND owner_agent_id IS NOT DISTINCT FROM $3 AND visibility = $4
-LIMIT 1
-"""
-MARK_CONSOLIDATED = """
-UPDATE memories m SET consolidated_at = now()
-FROM memory_ids i WHERE i.id = ANY($1::uuid[]) AND m.id = i.id AND m.valid_at = i.valid_at
-"""
-ENTITY_LINKS = """
-SELECT me.memory_id, me.entity_id FROM memory_entities me WHERE me.memory_id = ANY($1::uuid[])
-"""
-LINK = """
-INSERT INTO memory_entities (memory_id, entity_id) SELECT $1, e FROM unnest($2::uuid[]) AS e ON CONFLICT DO NOTHING
-"""
 
 
 def statement(text: str) -> str:
@@ -76,17 +61,17 @@ async def settle(
         written = await write_facts(ctx, conn, namespace, owner, visibility, episodes, facts, method, result)
         await journal_facts(ctx, conn, namespace, written, facts, method)
         by_source = defaultdict(set)
-        for link in await conn.fetch(ENTITY_LINKS, [r["id"] for r in episodes]):
+        for link in await conn.fetch(sleep_sql.ENTITY_LINKS, [r["id"] for r in episodes]):
             by_source[link["memory_id"]].add(link["entity_id"])
         texts = {fact_id: facts[i][0] for i, (fact_id, _, _) in enumerate(written)}
         for fact_id, sources, _ in written:
             named = await name_entities(conn, namespace, fact_id, texts[fact_id])  # "I" became a name
             entities = sorted({e for src in sources for e in by_source.get(src, ())} | named)
             if entities:
-                await conn.execute(LINK, fact_id, entities)
+                await conn.execute(sleep_sql.LINK, fact_id, entities)
                 if visibility != "private":
                     touched.update(entities)
-        await conn.execute(MARK_CONSOLIDATED, [r["id"] for r in episodes])
+        await conn.execute(sleep_sql.MARK_CONSOLIDATED, [r["id"] for r in episodes])
     return touched
 
 
@@ -184,7 +169,7 @@ async def write_facts(
     by_id = {r["id"]: r for r in cluster}
     for i, (text, sources, _) in enumerate(facts):
         digest = hashlib.sha256(text.encode("utf-8")).digest()
-        existing = await conn.fetchval(EXISTING_FACT, namespace, digest, owner, visibility, network)
+        existing = await conn.fetchval(sleep_sql.EXISTING_FACT, namespace, digest, owner, visibility, network)
         fact_id = existing or uuid.uuid4()
         if existing is None:
             evidence = [by_id[s] for s in sources]

@@ -38,6 +38,24 @@ SELECT id, status, note, started_at, finished_at, now() - coalesce(finished_at, 
 FROM sleep_runs ORDER BY started_at DESC LIMIT 1
 """
 
+# --- writing what sleep distils (cabrain.sleep.writing) ----------------------------------------------
+NOW = "SELECT now()"
+EXISTING_FACT = """
+SELECT id FROM memories WHERE namespace = $1 AND content_hash = $2 AND invalid_at IS NULL AND tier = 'hot'
+  AND network = $5 AND owner_agent_id IS NOT DISTINCT FROM $3 AND visibility = $4
+LIMIT 1
+"""
+MARK_CONSOLIDATED = """
+UPDATE memories m SET consolidated_at = now()
+FROM memory_ids i WHERE i.id = ANY($1::uuid[]) AND m.id = i.id AND m.valid_at = i.valid_at
+"""
+ENTITY_LINKS = """
+SELECT me.memory_id, me.entity_id FROM memory_entities me WHERE me.memory_id = ANY($1::uuid[])
+"""
+LINK = """
+INSERT INTO memory_entities (memory_id, entity_id) SELECT $1, e FROM unnest($2::uuid[]) AS e ON CONFLICT DO NOTHING
+"""
+
 # --- a sitting's summary (cabrain.sleep.turns) --------------------------------------------------------
 # A readership group's rows: a private row is its owner's, a shared or public one anybody's of the group.
 _READERSHIP = "m.visibility = $4 AND ($4 <> 'private' OR m.owner_agent_id IS NOT DISTINCT FROM $3)"
