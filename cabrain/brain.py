@@ -36,6 +36,7 @@ from cabrain.store import access, generations, reconnect
 from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
 from cabrain.store.browse import BrowseFilters
+from cabrain.text.entities import entity_key
 from cabrain.types import (
     ArchiveQuery,
     ArchiveResult,
@@ -55,7 +56,6 @@ from cabrain.types import (
 from cabrain.workflows.facade import Workflows
 from cabrain.write import changes, inbox
 from cabrain.write import retain as retain_pipeline
-from cabrain.write.entities import entity_key
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

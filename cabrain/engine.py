@@ -29,11 +29,11 @@ from cabrain.providers.cache import RedisCache
 from cabrain.providers.embedders import Embedder, load_embedder
 from cabrain.providers.llm import ChatModel, load_chat_model
 from cabrain.providers.rerankers import Reranker, load_reranker
-from cabrain.search.keyword import KeywordBackend, PostgresBM25
 from cabrain.settings import Settings
 from cabrain.store import migrations
 from cabrain.store.bookkeeping import Bookkeeper
 from cabrain.store.embedded import EmbeddedPostgres
+from cabrain.store.keyword import KeywordBackend, PostgresBM25
 from cabrain.store.pool import create_pool
 
 if TYPE_CHECKING:  # pyiceberg loads only when the cold tier is first used

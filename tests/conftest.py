@@ -31,6 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 EMBEDDING_MODEL = "intfloat/multilingual-e5-small"
 EMBEDDING_DIM = 384
 TEMPLATE = "cabrain_template"
+# The tests' server keeps no promise across a crash of the machine (a test's data lives one test):
+# no flush to disk at commit or checkpoint. Every statement and plan is the same as with durability.
+NOT_DURABLE = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
 def free_port() -> int:
@@ -91,7 +94,7 @@ def scratch() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def pg_server(scratch: Path) -> Iterator[EmbeddedPostgres]:
-    server = EmbeddedPostgres(scratch / "pg", reaper_interval_s=0.5)
+    server = EmbeddedPostgres(scratch / "pg", reaper_interval_s=0.5, server_options=NOT_DURABLE)
     server.acquire()
     yield server
     server.release()

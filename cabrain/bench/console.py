@@ -14,12 +14,12 @@ from typing import Any, TypeVar
 import httpx
 from fastapi import FastAPI
 
-from cabrain import console
 from cabrain.bench.corpus import AGENT, NAMESPACE, synthetic_queries
 from cabrain.brain import Brain
-from cabrain.console.session import COOKIE
 from cabrain.eval import percentiles
 from cabrain.identity import Principal
+from cabrain.serve import console
+from cabrain.serve.console.session import COOKIE
 from cabrain.serve.facades import Facades
 
 T = TypeVar("T")

@@ -26,8 +26,8 @@ import psutil
 
 from cabrain.bench.corpus import AGENT, NAMESPACE, synthetic_text
 from cabrain.bench.progress import bar, say
-from cabrain.search.tokenizer import term_frequencies
 from cabrain.store.migrations import ensure_partitions
+from cabrain.text.tokenizer import term_frequencies
 
 CHUNK = 50_000  # memories per COPY round
 MEMORY_COLUMNS = (

@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from cabrain import service
+from cabrain import ray_runtime, service
 from cabrain.bench.corpus import NAMESPACE
 from cabrain.bench.progress import say
 from cabrain.errors import ConfigError
 from cabrain.eval import percentiles
-from cabrain.search.tokenizer import tokenize
 from cabrain.settings import Settings
 from cabrain.store.planner import fetch_without
+from cabrain.text.tokenizer import tokenize
 
 # The floor: each index alone, on the same database, with no scoping, filters, fusion or row
 # fetching - what a recall could not go below. HNSW: the namespace's nearest ids through the HNSW
@@ -114,7 +114,7 @@ async def local_service(settings: Settings, dsn: str, app_args: dict[str, Any] |
     if settings.ray_address:
         raise ConfigError("the benchmark runs its own local Ray; unset CABRAIN_RAY_ADDRESS")
     say("  starting a local Ray and the Serve application", quiet)
-    started_ray = service.init_ray(settings)  # on the main thread: Ray installs its signal handlers
+    started_ray = ray_runtime.init_ray(settings)  # on the main thread: Ray installs its signal handlers
     try:
         await asyncio.to_thread(service.deploy, settings, dsn, app_args)
         await asyncio.to_thread(service.wait_ready, settings, progress=not quiet)

@@ -35,8 +35,8 @@ from cabrain.portable.export import export
 from cabrain.portable.restore import restore
 from cabrain.providers.embedders import load_embedder
 from cabrain.scratch import scratch_brain
-from cabrain.search.chunking import chunk
 from cabrain.settings import Settings
+from cabrain.text.chunking import chunk
 
 __all__ = ["render_portable", "run_portable_bench"]
 

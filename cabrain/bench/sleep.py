@@ -34,14 +34,14 @@ from cabrain.brain import Brain
 from cabrain.errors import CabrainError, ConfigError
 from cabrain.eval import percentiles
 from cabrain.providers.embedders import load_embedder
+from cabrain.ray_runtime import apply_ray_environment, ray_environment, ray_temp_dir
 from cabrain.scratch import with_database
-from cabrain.search.keyword import IndexedDoc
-from cabrain.service import apply_ray_environment, ray_environment, ray_temp_dir
 from cabrain.settings import Settings
 from cabrain.sleep.cycle import STEPS, run_cycle
 from cabrain.store import memories as sql
 from cabrain.store import migrations
 from cabrain.store.db import connect, hot_tier, server_facts
+from cabrain.store.keyword import IndexedDoc
 from cabrain.store.migrations import ensure_partitions
 from cabrain.types import ArchiveQuery
 

@@ -14,6 +14,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from cabrain import __version__, logs
@@ -95,8 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    # SIGTERM unwinds like Ctrl-C, so context managers release the embedded server.
-    signal.signal(signal.SIGTERM, _terminate)
+    # SIGTERM unwinds like Ctrl-C, so context managers release the embedded server. (Only the main
+    # thread may set a handler: main() run from another thread, as the tests do, leaves it alone.)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         settings = load_settings()
         logs.configure(settings.log_level)

@@ -30,7 +30,7 @@ def cmd_sleep(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError("--every must be a positive number of seconds")
     out = sys.stderr if args.json else sys.stdout  # --json: stdout holds the JSON report alone
     say = (lambda line: None) if args.quiet else (lambda line: print(line, file=out, flush=True))
-    from cabrain.service import ray_session
+    from cabrain.ray_runtime import ray_session
 
     with ray_session(settings, inline=args.inline, say=say), hot_tier(settings) as dsn:
 

@@ -165,7 +165,7 @@ def cmd_learn(settings: Settings, args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
-    from cabrain.service import ray_session
+    from cabrain.ray_runtime import ray_session
 
     if args.every is not None and args.every <= 0:
         raise UsageError("--every must be a positive number of seconds")

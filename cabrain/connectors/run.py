@@ -40,7 +40,7 @@ def sync_here(
 ) -> list[dict[str, Any]]:
     """Sync ``names`` (and, with ``due``, every connector whose schedule is due) on the hot tier;
     a report per connector, failures included (the others still run)."""
-    from cabrain.service import ray_session  # Ray only where asked
+    from cabrain.ray_runtime import ray_session  # Ray only where asked
     from cabrain.store.db import hot_tier
 
     with ray_session(settings, inline=not use_ray, say=say), hot_tier(settings) as dsn:

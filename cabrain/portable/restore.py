@@ -36,10 +36,10 @@ from cabrain.errors import InputError
 from cabrain.portable.checks import Plan, check, records
 from cabrain.portable.checks import when as _time
 from cabrain.redact import redact, redact_deep
-from cabrain.search.chunking import chunk
-from cabrain.search.keyword import IndexedDoc
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
+from cabrain.store.keyword import IndexedDoc
+from cabrain.text.chunking import chunk
 from cabrain.write.threads import ThreadContext
 
 __all__ = ["RestoreReport", "restore"]

@@ -35,12 +35,12 @@ import numpy as np
 from cabrain.engine import Engine
 from cabrain.errors import ColdStoreError
 from cabrain.search.fusion import fuse
-from cabrain.search.keyword import idf
-from cabrain.search.tokenizer import query_terms, term_frequencies
 from cabrain.store import access
 from cabrain.store.access import ACCESS_CTE, readable_id
+from cabrain.store.keyword import idf
 from cabrain.store.memories import to_memory
 from cabrain.store.statement import Statement
+from cabrain.text.tokenizer import query_terms, term_frequencies
 from cabrain.types import (
     ArchiveHit,
     ArchiveQuery,

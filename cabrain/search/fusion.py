@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cabrain.search.tokenizer import name_tokens, tokenize
+from cabrain.text.tokenizer import name_tokens, tokenize
 
 
 @dataclass

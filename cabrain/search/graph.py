@@ -12,7 +12,7 @@ from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.store import access
 from cabrain.store import entities as entity_sql
-from cabrain.write.entities import entity_key
+from cabrain.text.entities import entity_key
 
 MAX_MEMORIES = 2000
 

@@ -24,15 +24,15 @@ import uuid
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.search import speakers, vector
-from cabrain.search.dates import relative_terms
 from cabrain.search.fusion import Candidate, fuse
-from cabrain.search.keyword import KeywordResult, QueryTerms, SearchFilters
 from cabrain.store import access
 from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
 from cabrain.store.access import ACCESS_CTE, RECALL_FILTER
+from cabrain.store.keyword import KeywordResult, QueryTerms, SearchFilters
 from cabrain.store.memories import COLUMNS
 from cabrain.store.statement import Statement
+from cabrain.text.dates import relative_terms
 from cabrain.types import (
     ArchiveQuery,
     EntitySummary,
@@ -120,7 +120,7 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         if query.mode is RecallMode.VECTOR:
             return None
         # the dates the query's relative time words name ("last month"), in the words memories'
-        # dates are indexed by (cabrain.search.dates)
+        # dates are indexed by (cabrain.text.dates)
         expansion = relative_terms(query.query, engine.clock()) if settings.index_dates else ""
         async with engine.pool.acquire() as conn:
             return await engine.keyword.read_terms(conn, query.query, query.namespace, expansion=expansion)

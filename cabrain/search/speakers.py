@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from cabrain.search.tokenizer import name_tokens, tokenize
 from cabrain.store.access import ACCESS_CTE, READABLE
 from cabrain.store.statement import Statement
+from cabrain.text.tokenizer import name_tokens, tokenize
 
 NAMED = Statement(
     f"""

@@ -29,8 +29,8 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-from cabrain.search.keyword import SearchFilters
 from cabrain.store.access import ACCESS_CTE, RECALL_FILTER
+from cabrain.store.keyword import SearchFilters
 from cabrain.store.memories import COLUMNS, NAMESPACE_SIZE
 from cabrain.store.planner import fetch_without
 from cabrain.store.statement import Statement

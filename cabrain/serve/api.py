@@ -1,5 +1,5 @@
 """The FastAPI app of one ingress replica: CaBrain's versioned API (``/v1``), MCP at ``/mcp`` and the
-console at ``/console`` (:mod:`cabrain.console`).
+console at ``/console`` (:mod:`cabrain.serve.console`).
 
 Every request carries an API key (``Authorization: Bearer cbk_...``) that names the agent it acts
 as; scoping is then enforced in SQL exactly as in process. Each area's routes are a router of
@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from cabrain import __version__, console
+from cabrain import __version__
+from cabrain.serve import console
 from cabrain.serve.docs import add_docs
 from cabrain.serve.edge_guard import EdgeGuard
 from cabrain.serve.errors import ERROR_RESPONSES, add_handlers

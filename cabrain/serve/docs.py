@@ -6,7 +6,7 @@ describes every route), and when an operator turns it on, the page is sent under
 Policy that runs only the pinned Swagger UI files and the page's one inline script (by its digest),
 connects only to this origin, and cannot be framed. Every other answer of the API carries
 :data:`API_CSP` (:mod:`cabrain.serve.edge_guard`); the console's pages their own
-(:mod:`cabrain.console.render`).
+(:mod:`cabrain.serve.console.render`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from cabrain.sleep.context import StepContext, StepResult
 from cabrain.store import entities as entity_sql
 from cabrain.store import judgments
 from cabrain.store.entities import ADD_ALIAS, MARK_ALIAS, MOVE_MENTIONS
-from cabrain.write.entities import entity_key
+from cabrain.text.entities import entity_key
 
 
 async def merge_aliases(ctx: StepContext, namespace: str, result: StepResult) -> set[uuid.UUID]:

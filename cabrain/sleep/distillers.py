@@ -30,10 +30,10 @@ from typing import Protocol
 
 from cabrain.errors import ConfigError, LLMError
 from cabrain.providers.llm import ChatModel
-from cabrain.search.tokenizer import normalize
 from cabrain.settings import Settings
 from cabrain.sleep.context import StepResult
 from cabrain.sleep.sittings import sitting_summary, turn_fact
+from cabrain.text.tokenizer import normalize
 from cabrain.write.decision.origin import without_speaker
 
 MAX_FACT_CHARS = 400

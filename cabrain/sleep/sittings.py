@@ -29,10 +29,10 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from cabrain.search.tokenizer import STOP_WORDS, normalize
+from cabrain.text.entities import INTERJECTIONS
+from cabrain.text.tokenizer import STOP_WORDS, normalize
 from cabrain.write.decision.lexicon import IRREGULAR
 from cabrain.write.decision.origin import without_speaker
-from cabrain.write.entities import INTERJECTIONS
 
 MIN_CONTENT_WORDS = 3  # words that are neither stop words nor interjections
 _SENTENCES = re.compile(r"(?<=[.!?؟])\s+|\n+")

@@ -14,14 +14,14 @@ from datetime import datetime
 import asyncpg
 import numpy as np
 
-from cabrain.search.keyword import IndexedDoc, PostgresBM25
 from cabrain.sleep.context import StepContext, StepResult
 from cabrain.sleep.rows import ADD_SOURCES
 from cabrain.store import entities as entity_sql
 from cabrain.store import judgments
 from cabrain.store import memories as sql
 from cabrain.store import sleep as sleep_sql
-from cabrain.write import entities as entity_extraction
+from cabrain.store.keyword import IndexedDoc, PostgresBM25
+from cabrain.text import entities as entity_extraction
 from cabrain.write.writer import KNOWN_ENTITY_KEYS, UPSERT_AND_LINK
 
 MAX_FACT_CHARS = 400

@@ -29,8 +29,8 @@ import pyarrow as pa
 
 from cabrain.errors import ColdStoreError
 from cabrain.providers.cold_store import open_catalog, private_files
-from cabrain.search.tokenizer import tokenize
 from cabrain.settings import Settings
+from cabrain.text.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
@@ -71,7 +71,7 @@ FIELDS: list[tuple[str, pa.DataType, bool]] = [
     ("metadata", pa.string(), True),  # JSON
     ("demote_batch", pa.string(), True),
     ("demoted_at", pa.timestamp("us", tz="UTC"), True),
-    # The content's keyword tokens (cabrain.search.tokenizer) as " t1  t2  t3 ": each token between
+    # The content's keyword tokens (cabrain.text.tokenizer) as " t1  t2  t3 ": each token between
     # its own spaces, so archive recall counts a term with one vectorised substring count instead of
     # tokenizing every archived text per query. Added to tables made before them by schema evolution.
     ("terms", pa.string(), False),

@@ -18,7 +18,7 @@ async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
     ``hnsw.iterative_scan`` keeps namespace and visibility filters from starving HNSW results.
     Statements are prepared once per connection and their plans cached (planning a query over a
     dozen monthly partitions costs more than running it); each query is written so that one plan
-    fits every parameter value (see :mod:`cabrain.search.vector` and :mod:`cabrain.search.keyword`).
+    fits every parameter value (see :mod:`cabrain.search.vector` and :mod:`cabrain.store.keyword`).
     """
     from cabrain.store.db import connect
 

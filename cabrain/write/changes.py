@@ -21,12 +21,12 @@ from cabrain.errors import ColdStoreError, InputError, NotFound
 from cabrain.fixes import Fix
 from cabrain.redact import redact
 from cabrain.search.archive import memory_of
-from cabrain.search.chunking import chunk
-from cabrain.search.keyword import IndexedDoc
 from cabrain.search.lookup import not_found
 from cabrain.store import access, judgments, requests
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
+from cabrain.store.keyword import IndexedDoc
+from cabrain.text.chunking import chunk
 from cabrain.types import Decision, Memory, MemoryInput, RetainResult
 from cabrain.write import inbox
 from cabrain.write.retain import retain

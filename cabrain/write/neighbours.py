@@ -6,7 +6,7 @@ import asyncpg
 
 from cabrain.engine import Engine
 from cabrain.search import vector
-from cabrain.search.keyword import SearchFilters
+from cabrain.store.keyword import SearchFilters
 from cabrain.write.decision import Neighbour, WriteDecision, decide
 from cabrain.write.decision.origin import Origin, origin_of
 from cabrain.write.item import Item

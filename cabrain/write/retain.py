@@ -20,11 +20,11 @@ from cabrain.clock import Clock, utc_now
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.redact import redact, redact_deep
-from cabrain.search.chunking import chunk
 from cabrain.store import access, requests
 from cabrain.store import namespaces as namespace_sql
+from cabrain.text import entities as entity_extraction
+from cabrain.text.chunking import chunk
 from cabrain.types import MemoryInput, RetainResult
-from cabrain.write import entities as entity_extraction
 from cabrain.write import threads
 from cabrain.write.item import Item
 from cabrain.write.llm import llm_decide, llm_entities

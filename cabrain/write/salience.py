@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from cabrain.search.tokenizer import normalize
+from cabrain.text.tokenizer import normalize
 
 CUES: list[tuple[str, float, re.Pattern[str]]] = [
     (

@@ -18,11 +18,11 @@ import numpy as np
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.search import vector
-from cabrain.search.keyword import IndexedDoc
 from cabrain.store import judgments
 from cabrain.store import memories as sql
+from cabrain.store.keyword import IndexedDoc
+from cabrain.text import entities as entity_extraction
 from cabrain.types import Decision, RetainResult
-from cabrain.write import entities as entity_extraction
 from cabrain.write.decision import Neighbour, WriteDecision
 from cabrain.write.item import Item
 from cabrain.write.neighbours import deterministic, neighbours_of

@@ -8,8 +8,8 @@ import psutil
 
 from cabrain.bench.corpus import AGENT, synthetic_text
 from cabrain.bench.load import Corpus, bulk_load, graph_build_memory, index_definitions
-from cabrain.search.tokenizer import term_frequencies
 from cabrain.store.db import connect
+from cabrain.text.tokenizer import term_frequencies
 from cabrain.types import RecallQuery
 from tests.conftest import cli_env, free_port, run_cli
 

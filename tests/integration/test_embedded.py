@@ -96,6 +96,15 @@ async def test_start_use_stop_and_keep_data_across_restarts(root):
         )
     with EmbeddedPostgres(root, reaper_interval_s=0.3, shared_buffers="64MB") as sized:
         assert await query(sized, "SHOW shared_buffers") == "64MB"
+        assert await query(sized, "SHOW fsync") == "on"  # CaBrain's own servers are durable
+
+
+async def test_the_tests_server_skips_durability_and_nothing_can_ride_on_an_option(pg_server, root):
+    assert await query(pg_server, "SHOW fsync") == "off"
+    assert await query(pg_server, "SHOW synchronous_commit") == "off"
+    for bad in ({"fsync": "off' -c listen_addresses='*"}, {"fsync=off -c port": "1"}, {"": "on"}):
+        with pytest.raises(EmbeddedPostgresError, match="not a PostgreSQL setting"):
+            EmbeddedPostgres(root, server_options=bad)
 
 
 async def test_handles_in_one_process_share_one_lease(root):

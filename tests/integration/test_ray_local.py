@@ -23,11 +23,11 @@ from pathlib import Path
 
 import httpx, psutil
 
-from cabrain import service as svc
+from cabrain import ray_runtime
 from cabrain.settings import load_settings
 
 settings = load_settings(home=Path(sys.argv[1]), ray_num_cpus=1, ray_object_store_bytes=80 * 1024 * 1024)
-assert svc.init_ray(settings)  # the helper `cabrain up` and `cabrain sleep` start their local Ray with
+assert ray_runtime.init_ray(settings)  # the helper `cabrain up` and `cabrain sleep` start their local Ray with
 import ray
 
 node = ray._private.worker.global_worker.node

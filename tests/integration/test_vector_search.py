@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cabrain.search import vector
-from cabrain.search.keyword import SearchFilters
+from cabrain.store.keyword import SearchFilters
 from cabrain.store.planner import fetch_without
 
 INSERT = """

@@ -100,8 +100,8 @@ def test_the_wheel_holds_the_cabrain_package_whole_and_nothing_else(built: tuple
         "cabrain/py.typed",
         "cabrain/schema/0001_core.sql",
         "cabrain/serve/config/cpu.yaml",
-        "cabrain/console/templates/base.html",
-        "cabrain/console/static/console.css",
+        "cabrain/serve/console/templates/base.html",
+        "cabrain/serve/console/static/console.css",
     } <= package
     entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
     assert "cabrain = cabrain.entry:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

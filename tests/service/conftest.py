@@ -115,6 +115,7 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
     import ray
     from ray import serve
 
+    from cabrain import ray_runtime
     from cabrain import service as svc
 
     os.environ["RAY_metrics_report_interval_ms"] = "1000"  # metrics reach /metrics within seconds
@@ -146,7 +147,7 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
     os.environ["CABRAIN_FAILPOINTS"] = f"retain.after_commit@{DROPPING_NAMESPACE}"
     os.environ.update(LIVE_ENV)
     try:
-        svc.init_ray(settings)
+        ray_runtime.init_ray(settings)
     finally:
         os.environ.pop("CABRAIN_FAILPOINTS", None)
         for name in LIVE_ENV:

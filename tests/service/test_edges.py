@@ -31,8 +31,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 from starlette.routing import Mount, Route
 
-from cabrain.console.session import csrf_token
 from cabrain.serve.api import create_api
+from cabrain.serve.console.session import csrf_token
 from cabrain.settings import load_settings
 from tests.mcp_helpers import http_session
 from tests.service.conftest import Service

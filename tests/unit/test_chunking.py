@@ -1,4 +1,4 @@
-from cabrain.search.chunking import chunk, sentences
+from cabrain.text.chunking import chunk, sentences
 
 
 def test_short_texts_are_not_split():

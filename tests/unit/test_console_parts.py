@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import pytest
 from starlette.requests import Request
 
-from cabrain.console import filters, session
-from cabrain.console.health import quantile, summarize
 from cabrain.errors import AccessDenied, InputError
+from cabrain.serve.console import filters, session
+from cabrain.serve.console.health import quantile, summarize
 from cabrain.store.browse import BrowseFilters, cursor_of, parse_cursor
 from cabrain.types import Network
 
@@ -123,7 +123,7 @@ def test_the_metrics_page_is_summed_over_replicas() -> None:
 
 
 def test_line_charts_scale_to_their_top_and_bars_to_the_largest() -> None:
-    from cabrain.console import charts
+    from cabrain.serve.console import charts
 
     assert charts.line([]) is None
     drawn = charts.line([("2026-11-01", 0.5), ("2026-11-02", 1.0), ("2026-11-03", 0.0)], top=1.0, width=224, height=124)

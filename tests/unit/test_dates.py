@@ -2,7 +2,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from cabrain.search.dates import date_terms, relative_terms
+from cabrain.text.dates import date_terms, relative_terms
 
 NOW = datetime(2026, 3, 3, 10, tzinfo=UTC)  # a Tuesday: last month is February, two months ago January
 NEW_YEAR = datetime(2027, 1, 1, 0, 30, tzinfo=UTC)  # a Friday

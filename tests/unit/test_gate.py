@@ -36,7 +36,7 @@ FACADES = (Brain, Workflows, Connectors, Portable, Notify, Channels, SleepRuns, 
 FACES = sorted(
     [
         *(PACKAGE / "serve" / "routes").glob("*.py"),
-        *(PACKAGE / "console").glob("*.py"),
+        *(PACKAGE / "serve" / "console").glob("*.py"),
         PACKAGE / "faces" / "mcp.py",
         PACKAGE / "faces" / "backend.py",
         PACKAGE / "serve" / "mcp_endpoint.py",
@@ -253,7 +253,7 @@ def test_every_route_and_console_action_calls_an_operation() -> None:
     for endpoint in endpoints:
         module = inspect.getmodule(endpoint)
         assert module is not None and module.__file__ is not None
-        if not module.__name__.startswith(("cabrain.serve.routes", "cabrain.console")):
+        if not module.__name__.startswith(("cabrain.serve.routes", "cabrain.serve.console")):
             continue  # FastAPI's own: the OpenAPI document
         if endpoint.__name__ in NO_OPERATION:
             continue

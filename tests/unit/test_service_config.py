@@ -23,11 +23,11 @@ from cabrain.errors import (
     ServiceError,
     Unauthenticated,
 )
+from cabrain.ray_runtime import RAY_COMMON_ENV
 from cabrain.serve import app as serve_app
 from cabrain.serve import proxy as serve_proxy
 from cabrain.serve.args import AppArgs
-from cabrain.service import RAY_COMMON_ENV, settings_for_replicas
-from cabrain.settings import load_settings
+from cabrain.settings import load_settings, settings_for_replicas
 
 REPO = Path(__file__).resolve().parents[2]
 

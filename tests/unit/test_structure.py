@@ -118,3 +118,78 @@ def test_the_package_never_imports_the_repository_shims() -> None:
         if m.split(".")[0] == "cabrain"
     }
     assert {m: t for m, t in offenders.items() if t} == {}
+
+
+# The floors of the code, lowest first. A unit (a package under cabrain/, or a top-level module) may
+# import units on its own floor or below, never above; ARCHITECTURE.md describes each floor. A new
+# package or top-level module must be placed here (the first test fails until it is).
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    (
+        "ground",
+        frozenset(
+            "errors fixes types clock paths logs failpoints limits localfiles edge egress_http egress policy "
+            "redact identity namespaces settings text".split()
+        ),
+    ),
+    ("providers", frozenset({"providers"})),
+    ("store", frozenset({"store", "ray_runtime"})),
+    ("engine", frozenset({"governance", "engine"})),
+    ("search", frozenset({"search"})),
+    ("write", frozenset({"write"})),
+    ("trust", frozenset({"actions", "gate", "membership"})),
+    ("offline", frozenset({"sleep", "workflows"})),
+    ("brain", frozenset({"brain"})),
+    ("faces", frozenset("client faces connectors importers channels notify portable".split())),
+    ("serve", frozenset({"serve"})),
+    (
+        "commands",
+        frozenset(
+            "service doctor scratch eval eval_conversations eval_decisions eval_facts bench cli jobs entry __main__".split()
+        ),
+    ),
+)
+FLOOR = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
+
+
+def _unit(module: str) -> str:
+    """The unit a module belongs to: ``cabrain.search.recall`` -> ``search``, ``cabrain.gate`` -> ``gate``."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "cabrain" and len(parts) > 1 else parts[0]
+
+
+def _unit_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str]]]:
+    graph: dict[str, set[str]] = {}
+    why: dict[tuple[str, str], list[str]] = {}
+    for module, path in MODULES.items():
+        if not module.startswith("cabrain.") or module == "cabrain":
+            continue
+        for target in _imports(module, path):
+            a, b = _unit(module), _unit(target)
+            if a != b and target.startswith("cabrain."):
+                graph.setdefault(a, set()).add(b)
+                why.setdefault((a, b), []).append(f"{module} -> {target}")
+    return graph, why
+
+
+def test_every_unit_has_a_floor() -> None:
+    units = {_unit(m) for m in MODULES if m.startswith("cabrain.")}
+    assert sorted(units - FLOOR.keys()) == []
+    assert sorted(FLOOR.keys() - units) == []
+
+
+def test_no_import_runs_up_a_floor_not_even_inside_a_function() -> None:
+    _, why = _unit_graph()
+    upward = {
+        f"{a} ({LAYERS[FLOOR[a]][0]}) -> {b} ({LAYERS[FLOOR[b]][0]})": edges
+        for (a, b), edges in sorted(why.items())
+        if FLOOR.get(b, -1) > FLOOR.get(a, -1)
+    }
+    assert upward == {}
+
+
+def test_no_loop_between_packages() -> None:
+    graph, why = _unit_graph()
+    loops = _cycles(graph)
+    assert loops == [], {
+        " -> ".join(loop): [e for (a, b), es in why.items() if a in loop and b in loop for e in es] for loop in loops
+    }

@@ -1,4 +1,4 @@
-from cabrain.search.tokenizer import normalize, tokenize
+from cabrain.text.tokenizer import normalize, tokenize
 
 
 def test_arabic_letter_variants_diacritics_and_tatweel_fold_together():

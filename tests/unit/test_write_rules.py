@@ -1,9 +1,9 @@
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from cabrain.text.entities import extract
 from cabrain.types import Decision
 from cabrain.write.decision import Neighbour, WriteDecision, check_decision, compare, decide
-from cabrain.write.entities import extract
 from cabrain.write.salience import content_cue, importance
 
 THRESHOLDS = {"duplicate_similarity": 0.95, "revision_similarity": 0.85}

@@ -9,7 +9,9 @@ import pwd
 import shutil
 import subprocess
 import sys
+import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -36,6 +38,21 @@ DATABASE = "cabrain"
 PORT = 5432
 SOCKET_NAME = f".s.PGSQL.{PORT}"
 _LOCALE_ENV = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+_OPTION_NAME = re.compile(r"[a-z][a-z0-9_.]*")
+_OPTION_VALUE = re.compile(r"[A-Za-z0-9_.:+-]+")
+
+
+def _checked_options(options: Mapping[str, str]) -> dict[str, str]:
+    """Extra server settings (``-c name=value`` at start), each a plain name and a plain value:
+    nothing that could close the option string ``pg_ctl`` passes on. The tests start their server
+    without durability (``fsync``, ``synchronous_commit``, ``full_page_writes`` off); CaBrain's own
+    servers never pass any."""
+    checked = {}
+    for name, value in options.items():
+        if not _OPTION_NAME.fullmatch(name) or not _OPTION_VALUE.fullmatch(str(value)):
+            raise EmbeddedPostgresError(f"not a PostgreSQL setting: {name}={value!r}")
+        checked[name] = str(value)
+    return checked
 
 
 @dataclass(frozen=True)
@@ -69,9 +86,11 @@ class EmbeddedPostgres:
         reaper_interval_s: float = 1.0,
         install_dir: Path | None = None,
         shared_buffers: str = "auto",
+        server_options: Mapping[str, str] | None = None,
     ) -> None:
         self.root = Path(root).expanduser().absolute()
         self.shared_buffers = shared_buffers
+        self.server_options = _checked_options(server_options or {})
         self.install_dir = install_dir
         self.data_dir = self.root / "data"
         self.lease_dir = self.root / "leases"
@@ -342,7 +361,7 @@ class EmbeddedPostgres:
         options = (
             f"-c listen_addresses='' -c unix_socket_directories='{sock}' -c port={PORT}"
             f" -c shared_buffers={buffers} -c effective_cache_size={cache}"
-        )
+        ) + "".join(f" -c {name}={value}" for name, value in self.server_options.items())
         log.info("embedded_pg.start", extra={"data_dir": str(self.data_dir)})
         self._run(
             "pg_ctl",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from cabrain.search.tokenizer import normalize
+from cabrain.text.tokenizer import normalize
 from cabrain.write.decision.lexicon import (
     AR_MARKERS,
     AR_NOT_VERBS,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cabrain.search.dates import MONTHS_AR, MONTHS_EN
-from cabrain.search.tokenizer import normalize
+from cabrain.text.dates import MONTHS_AR, MONTHS_EN
+from cabrain.text.tokenizer import normalize
 
 
 def _words(text: str) -> frozenset[str]:
@@ -34,7 +34,7 @@ NEGATIONS = _words(
     "not no never none nobody nothing cannot cant dont doesnt didnt wont isnt arent wasnt werent "
     "shouldnt hasnt havent hadnt longer لا لم لن ليس ليست يعد تعد نعد ما مش"
 )
-# The month names of cabrain.search.dates (English, Egyptian/Gulf Arabic), and the Arabic ones as
+# The month names of cabrain.text.dates (English, Egyptian/Gulf Arabic), and the Arabic ones as
 # often written without their hamza.
 MONTHS = {*MONTHS_EN, *(names[0] for names in MONTHS_AR), "ابريل", "اغسطس", "اكتوبر"}
 # Nouns that look like an Arabic imperfect verb (ي/ت + root): months, and verbal nouns of form II.

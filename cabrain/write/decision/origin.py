@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cabrain.search.tokenizer import normalize
+from cabrain.text.tokenizer import normalize
 from cabrain.write.decision.lexicon import TURN_REVISIONS
 
 _PREFIX = re.compile(r"^\s*([^:\n]{1,80}):\s+")

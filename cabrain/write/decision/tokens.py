@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cabrain.search.tokenizer import STOP_WORDS, fold_marks, normalize, tokenize
+from cabrain.text.tokenizer import STOP_WORDS, fold_marks, normalize, tokenize
 from cabrain.write.decision.lexicon import (
     DEICTIC,
     DETERMINERS,

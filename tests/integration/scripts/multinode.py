@@ -16,12 +16,12 @@ from pathlib import Path
 
 
 def main(dsn: str, home: str, port: int) -> dict:
-    from cabrain import service
+    from cabrain import ray_runtime, service
     from cabrain.settings import load_settings
 
     # The cluster every node of which runs on this machine: Ray on loopback, with token auth, as
     # CaBrain runs its own local Ray (before Ray is imported: it reads the switch once).
-    service.apply_ray_environment(service.ray_environment(load_settings(home=home), local=True))
+    ray_runtime.apply_ray_environment(ray_runtime.ray_environment(load_settings(home=home), local=True))
     token_file = Path(home) / "ray" / "auth_token"
 
     import httpx

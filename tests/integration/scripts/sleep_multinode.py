@@ -67,11 +67,11 @@ def cycle(dsn: str, home: str, address: str) -> dict:
 
 
 def main(dsn_one: str, dsn_two: str, home: str) -> dict:
-    from cabrain import service
+    from cabrain import ray_runtime
     from cabrain.settings import load_settings
 
     # every node on this machine: Ray on loopback with token auth, as CaBrain's own local Ray
-    service.apply_ray_environment(service.ray_environment(load_settings(home=home), local=True))
+    ray_runtime.apply_ray_environment(ray_runtime.ray_environment(load_settings(home=home), local=True))
     import ray
     from ray.cluster_utils import Cluster
 

@@ -64,10 +64,10 @@ async def cancelled(dsn: str, home: str, address: str) -> dict:
 
 
 def main(dsn: str, home: str) -> dict:
-    from cabrain import service
+    from cabrain import ray_runtime
     from cabrain.settings import load_settings
 
-    service.apply_ray_environment(service.ray_environment(load_settings(home=home), local=True))
+    ray_runtime.apply_ray_environment(ray_runtime.ray_environment(load_settings(home=home), local=True))
     import ray
     from ray.cluster_utils import Cluster
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import Response
 
-from cabrain.console import charts, filters
-from cabrain.console.render import page
-from cabrain.console.routing import Current, router
+from cabrain.serve.console import charts, filters
+from cabrain.serve.console.render import page
+from cabrain.serve.console.routing import Current, router
 from cabrain.serve.deps import Svc
 
 routes = router()

@@ -10,11 +10,11 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from cabrain.brain import as_uuid
-from cabrain.console import filters
-from cabrain.console import session as sessions
-from cabrain.console.render import page
-from cabrain.console.routing import Current, change_form, current, router, see_other, text
 from cabrain.errors import InputError
+from cabrain.serve.console import filters
+from cabrain.serve.console import session as sessions
+from cabrain.serve.console.render import page
+from cabrain.serve.console.routing import Current, change_form, current, router, see_other, text
 from cabrain.serve.deps import Svc
 
 routes = router()

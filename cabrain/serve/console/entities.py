@@ -9,12 +9,12 @@ import urllib.parse
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from cabrain.console import filters
-from cabrain.console import session as sessions
-from cabrain.console.pages import readable_namespaces
-from cabrain.console.render import HEADERS, page
-from cabrain.console.routing import Current, router
 from cabrain.search.graph import MAX_MEMORIES
+from cabrain.serve.console import filters
+from cabrain.serve.console import session as sessions
+from cabrain.serve.console.pages import readable_namespaces
+from cabrain.serve.console.render import HEADERS, page
+from cabrain.serve.console.routing import Current, router
 from cabrain.serve.deps import Svc
 
 routes = router()

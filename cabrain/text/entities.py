@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from cabrain.search.tokenizer import STOP_WORDS, normalize
+from cabrain.text.tokenizer import STOP_WORDS, normalize
 
 _URL = re.compile(r"https?://[^\s<>\"')\]]+")
 _PATH = re.compile(r"(?<![\w/])(?:~|\.{1,2})?(?:/[\w.\-]+){2,}/?|\b[\w\-]+(?:/[\w.\-]+)+\.\w{1,8}\b")

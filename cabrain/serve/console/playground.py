@@ -9,10 +9,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from cabrain.console import filters
-from cabrain.console.pages import readable_namespaces
-from cabrain.console.render import page
-from cabrain.console.routing import Current, router
+from cabrain.serve.console import filters
+from cabrain.serve.console.pages import readable_namespaces
+from cabrain.serve.console.render import page
+from cabrain.serve.console.routing import Current, router
 from cabrain.serve.deps import Svc
 from cabrain.types import ArchiveQuery, MemoryType, Network, RecallMode, RecallQuery
 

@@ -14,11 +14,11 @@ from fastapi import Request
 from fastapi.responses import Response
 from prometheus_client.parser import text_string_to_metric_families
 
-from cabrain.console.render import page
-from cabrain.console.routing import Current, router
 from cabrain.errors import CabrainError
 from cabrain.providers.cache import probe_redis
 from cabrain.providers.cold_store import probe
+from cabrain.serve.console.render import page
+from cabrain.serve.console.routing import Current, router
 from cabrain.serve.deps import Svc
 
 routes = router()

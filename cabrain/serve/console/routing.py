@@ -3,7 +3,7 @@
 Each route's failures become an error page with the API's status (a namespace or memory the key
 may not read is the API's 404, a change it may not make the API's 403), except a missing or
 refused key on a page, which leads to the sign-in page and back. The session id is read from its
-cookie on every request and looked up in PostgreSQL (:mod:`cabrain.console.session`).
+cookie on every request and looked up in PostgreSQL (:mod:`cabrain.serve.console.session`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.routing import APIRoute
 from starlette.datastructures import FormData
 
-from cabrain.console import session as sessions
-from cabrain.console.render import page
-from cabrain.console.session import Session
 from cabrain.errors import CabrainError, Unauthenticated
+from cabrain.serve.console import session as sessions
+from cabrain.serve.console.render import page
+from cabrain.serve.console.session import Session
 from cabrain.serve.deps import Svc
 from cabrain.serve.errors import bad_value, error_response
 

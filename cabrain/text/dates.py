@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
-from cabrain.search.tokenizer import normalize
+from cabrain.text.tokenizer import normalize
 
 MONTHS_EN = (
     "january",

@@ -50,7 +50,7 @@ def _as_json(value: Any) -> str:
 
 
 ENV = Environment(
-    loader=PackageLoader("cabrain.console", "templates"),
+    loader=PackageLoader("cabrain.serve.console", "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
     undefined=StrictUndefined,
     trim_blocks=True,

@@ -25,12 +25,12 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from cabrain.search.dates import date_terms
-from cabrain.search.tokenizer import query_terms, term_frequencies
 from cabrain.store.access import ACCESS_CTE, RECALL_FILTER
 from cabrain.store.memories import COLUMNS
 from cabrain.store.planner import fetch_without
 from cabrain.store.statement import Statement
+from cabrain.text.dates import date_terms
+from cabrain.text.tokenizer import query_terms, term_frequencies
 
 
 @dataclass(frozen=True)

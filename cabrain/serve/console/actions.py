@@ -11,13 +11,13 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import Response
 
-from cabrain.console import filters
-from cabrain.console import session as sessions
-from cabrain.console.render import HEADERS, page
-from cabrain.console.routing import Current, change_form, router, see_other, text
 from cabrain.errors import InputError
 from cabrain.membership import as_uuid
 from cabrain.notify.stream import HeldStream, last_seen, sse
+from cabrain.serve.console import filters
+from cabrain.serve.console import session as sessions
+from cabrain.serve.console.render import HEADERS, page
+from cabrain.serve.console.routing import Current, change_form, router, see_other, text
 from cabrain.serve.deps import Svc
 
 routes = router()

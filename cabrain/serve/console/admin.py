@@ -12,13 +12,13 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from cabrain.brain import Brain
-from cabrain.console import filters
-from cabrain.console import session as sessions
-from cabrain.console.render import page
-from cabrain.console.routing import Current, change_form, router, see_other, text
-from cabrain.console.session import Session
 from cabrain.errors import InputError, NotFound
 from cabrain.identity import NewKey
+from cabrain.serve.console import filters
+from cabrain.serve.console import session as sessions
+from cabrain.serve.console.render import page
+from cabrain.serve.console.routing import Current, change_form, router, see_other, text
+from cabrain.serve.console.session import Session
 from cabrain.serve.deps import Svc
 
 routes = router()

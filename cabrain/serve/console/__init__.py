@@ -3,7 +3,7 @@
 A person signs in with an API key and sees exactly what that agent may read: every page calls the
 same :class:`~cabrain.brain.Brain` methods the API calls, as that agent, so the access rules are the
 API's, enforced on the server. Pages are rendered on the server from templates shipped in the
-package (:mod:`cabrain.console.render`), with one stylesheet and one small script served from the
+package (:mod:`cabrain.serve.console.render`), with one stylesheet and one small script served from the
 package too: nothing is fetched from another origin, and nothing needs building.
 """
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
-from cabrain.console import actions, admin, capture, entities, health, pages, playground, sleep, workflows
-from cabrain.console.session import PATH
+from cabrain.serve.console import actions, admin, capture, entities, health, pages, playground, sleep, workflows
+from cabrain.serve.console.session import PATH
 
 
 def mount(app: FastAPI) -> None:
     """Add the console's pages and its static files to ``app``."""
-    app.mount(f"{PATH}/static", StaticFiles(packages=[("cabrain.console", "static")]), name="console-static")
+    app.mount(f"{PATH}/static", StaticFiles(packages=[("cabrain.serve.console", "static")]), name="console-static")
     app.include_router(pages.routes)
     app.include_router(playground.routes)
     app.include_router(entities.routes)

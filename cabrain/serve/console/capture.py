@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from cabrain.console import filters
-from cabrain.console.pages import readable_namespaces
-from cabrain.console.render import HEADERS, page
-from cabrain.console.routing import Current, router
 from cabrain.faces.capture.events import SOURCE_KIND
 from cabrain.redact import REDACTED
+from cabrain.serve.console import filters
+from cabrain.serve.console.pages import readable_namespaces
+from cabrain.serve.console.render import HEADERS, page
+from cabrain.serve.console.routing import Current, router
 from cabrain.serve.deps import Svc
 from cabrain.store.browse import BrowseFilters
 from cabrain.types import Memory
