@@ -6,10 +6,10 @@ import contextlib
 import logging
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
