@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING, Any, cast
 from cabrain.errors import AccessDenied, CabrainError, ConflictError, InputError, NotFound
 from cabrain.policy import APPROVED, Op, Role, held
 from cabrain.redact import redact_deep
+from cabrain.store import access
+from cabrain.store import actions as actions_sql
+from cabrain.store import channels as channel_sql
 from cabrain.store import notify as notify_sql
 from cabrain.types import to_json
 
@@ -34,33 +37,6 @@ if TYPE_CHECKING:
 
 # Platforms whose signed payloads name the sender as the platform knows it: their users may approve.
 VERIFIED_SENDERS = frozenset({"slack", "whatsapp", "talk"})
-
-INSERT = """
-INSERT INTO pending_actions (id, agent_id, op, namespace, args, policy, requested_at, expires_at)
-VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
-"""
-NAMESPACE_OF_MEMORY = "SELECT namespace FROM memory_ids WHERE id = $1"
-BY_PREFIX = "SELECT id FROM pending_actions WHERE status = 'pending' AND id::text LIKE $1 || '%' LIMIT 2"
-EXPIRE = "UPDATE pending_actions SET status = 'expired' WHERE status = 'pending' AND expires_at <= $1"
-LIST = """
-SELECT a.* FROM pending_actions a
-WHERE ($1::text IS NULL OR a.status = $1)
-  AND ($2::boolean OR a.agent_id = $3
-       OR a.namespace IN (SELECT name FROM namespaces WHERE owner_agent_id = $3))
-ORDER BY a.requested_at DESC LIMIT $4
-"""
-ONE = "SELECT * FROM pending_actions WHERE id = $1"
-CLAIM = """
-UPDATE pending_actions SET status = $2, decided_by = $3, decided_at = $4
-WHERE id = $1 AND status = 'pending' AND expires_at > $4 RETURNING *
-"""
-FINISH = "UPDATE pending_actions SET status = $2, result = $3::jsonb, error = $4 WHERE id = $1"
-PERSON = """
-SELECT a.is_admin, a.role, a.disabled_at IS NULL AS active,
-       EXISTS (SELECT 1 FROM namespaces n WHERE n.name = $2 AND n.owner_agent_id = a.id) AS owner
-FROM agents a WHERE a.id = $1
-"""
-CHANNEL = "SELECT kind, namespace, options FROM channels WHERE name = $1 AND removed_at IS NULL"
 
 
 @dataclass(frozen=True)
@@ -99,12 +75,12 @@ async def hold(
             memory = args.get("memory_id") or args.get("old_id")
             if memory:
                 try:
-                    namespace = await conn.fetchval(NAMESPACE_OF_MEMORY, uuid.UUID(str(memory)))
+                    namespace = await conn.fetchval(access.NAMESPACE_OF, uuid.UUID(str(memory)))
                 except ValueError:
                     pass  # not a memory id: the method will say so when it runs
         error = held(agent, role, op, action_id)
         await conn.execute(
-            INSERT,
+            actions_sql.INSERT,
             action_id,
             agent,
             op.value,
@@ -141,7 +117,7 @@ def _is_uuid(value: Any) -> bool:
 async def pending_by_prefix(engine: Engine, prefix: str) -> list[uuid.UUID]:
     """The pending actions whose id starts with ``prefix`` (at most two: enough to tell it is ambiguous)."""
     async with engine.pool.acquire() as conn:
-        return [r["id"] for r in await conn.fetch(BY_PREFIX, prefix.lower())]
+        return [r["id"] for r in await conn.fetch(actions_sql.BY_PREFIX, prefix.lower())]
 
 
 def _out(row: Any) -> dict[str, Any]:
@@ -157,10 +133,10 @@ async def listing(engine: Engine, person: str, *, status: str | None = "pending"
     if status not in (None, "pending", "approved", "denied", "expired", "done", "failed"):
         raise InputError(f"unknown status {status!r}", hint="pending, done, failed, denied or expired")
     async with engine.pool.acquire() as conn:
-        await conn.execute(EXPIRE, engine.clock())
+        await conn.execute(actions_sql.EXPIRE, engine.clock())
         profile = await engine.governor.profile(person)
         is_admin = bool(profile and profile["is_admin"])
-        return [_out(r) for r in await conn.fetch(LIST, status, is_admin, person, limit)]
+        return [_out(r) for r in await conn.fetch(actions_sql.LIST, status, is_admin, person, limit)]
 
 
 async def _may_decide(engine: Engine, who: Person | ChatApprover, action: dict[str, Any]) -> None:
@@ -171,7 +147,7 @@ async def _may_decide(engine: Engine, who: Person | ChatApprover, action: dict[s
     if person == action["agent_id"]:
         raise AccessDenied("an agent cannot approve or deny its own held action", hint="a person decides it")
     async with engine.pool.acquire() as conn:
-        found = await conn.fetchrow(PERSON, person, action["namespace"])
+        found = await conn.fetchrow(actions_sql.PERSON, person, action["namespace"])
     if found is None or not found["active"]:
         raise AccessDenied(f"agent {person!r} may not decide actions")
     if not found["is_admin"] and not (found["owner"] and found["role"] == Role.MEMBER.value):
@@ -185,7 +161,7 @@ async def _chat_may_decide(engine: Engine, who: ChatApprover, action: dict[str, 
     """The channel exists, vouches for its senders, lists this one as an approver, and serves the
     action's namespace (read from the database, never from the caller)."""
     async with engine.pool.acquire() as conn:
-        channel = await conn.fetchrow(CHANNEL, who.channel)
+        channel = await conn.fetchrow(channel_sql.FOR_APPROVAL, who.channel)
     if channel is None:
         raise AccessDenied(f"channel {who.channel!r} does not exist")
     options = json.loads(channel["options"]) if isinstance(channel["options"], str) else channel["options"]
@@ -209,7 +185,7 @@ async def decide(brain: Any, who: Person | ChatApprover, action_id: uuid.UUID, *
     action; what it became."""
     engine = brain.engine
     async with engine.pool.acquire() as conn:
-        row = await conn.fetchrow(ONE, action_id)
+        row = await conn.fetchrow(actions_sql.ONE, action_id)
     if row is None:
         raise NotFound(f"no pending action {action_id}")
     await _may_decide(engine, who, dict(row))
@@ -217,7 +193,9 @@ async def decide(brain: Any, who: Person | ChatApprover, action_id: uuid.UUID, *
     if approve and not getattr(getattr(method, "__operation__", None), "held", False):
         raise ConflictError(f"action {action_id} names no operation a role holds", hint="deny it")
     async with engine.pool.acquire() as conn:
-        claimed = await conn.fetchrow(CLAIM, action_id, "approved" if approve else "denied", who.name, engine.clock())
+        claimed = await conn.fetchrow(
+            actions_sql.CLAIM, action_id, "approved" if approve else "denied", who.name, engine.clock()
+        )
     if claimed is None:
         raise ConflictError(f"action {action_id} is {row['status']} already, or expired")
     action = _out(claimed)
@@ -233,7 +211,7 @@ async def decide(brain: Any, who: Person | ChatApprover, action_id: uuid.UUID, *
     finally:
         APPROVED.reset(token)
     async with engine.pool.acquire() as conn:
-        await conn.execute(FINISH, action_id, status, json.dumps(out) if out is not None else None, error)
+        await conn.execute(actions_sql.FINISH, action_id, status, json.dumps(out) if out is not None else None, error)
     return {**action, "status": status, "result": out, "error": error}
 
 

@@ -33,6 +33,7 @@ from cabrain.search import recall as recall_pipeline
 from cabrain.settings import Settings
 from cabrain.sleep import revert as sleep_revert
 from cabrain.store import access, generations, reconnect
+from cabrain.store import db as db_sql
 from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
 from cabrain.store.browse import BrowseFilters
@@ -105,7 +106,7 @@ class Brain(Membership):
         """Return once the database answers (readiness); a lost connection leaves the pool."""
         try:
             async with self.engine.pool.acquire() as conn:
-                await conn.fetchval("SELECT 1")
+                await conn.fetchval(db_sql.PING)
         except reconnect.CONNECTION_LOST:
             await self.engine.pool.expire_connections()
             raise

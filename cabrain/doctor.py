@@ -20,6 +20,7 @@ from cabrain.providers.cold_store import probe
 from cabrain.providers.embedders import load_embedder
 from cabrain.providers.rerankers import load_reranker
 from cabrain.settings import Settings, describe_unknown
+from cabrain.store import db as db_sql
 from cabrain.store import migrations
 from cabrain.store import sleep as sleep_sql
 from cabrain.store.db import check_server, connect, describe_target, hot_tier, server_facts
@@ -41,15 +42,6 @@ class Check:
 
     def as_dict(self) -> dict[str, str | None]:
         return {**asdict(self), "status": self.status.value}
-
-
-PARTITION_FACTS = """
-SELECT count(*) FILTER (WHERE c.relname <> 'memories_default') AS monthly,
-       (SELECT count(*) FROM memories_default) AS in_default
-FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = 'public.memories'::regclass
-"""
-SLEEP_ROLE_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cabrain_sleep')"
 
 
 def _failed(name: str, exc: CabrainError) -> Check:
@@ -168,14 +160,14 @@ def _schema_check(state: migrations.SchemaState) -> Check:
 
 
 async def _hot_tier_facts(conn: asyncpg.Connection, stuck_after_s: float) -> list[Check]:
-    facts = await conn.fetchrow(PARTITION_FACTS)
+    facts = await conn.fetchrow(db_sql.PARTITION_FACTS)
     partition = Check(
         "partitions",
         Status.OK if facts["in_default"] == 0 else Status.WARN,
         f"{facts['monthly']} monthly, {facts['in_default']} rows in the default partition",
         None if facts["in_default"] == 0 else "run cabrain migrate to create their months' partitions",
     )
-    if await conn.fetchval(SLEEP_ROLE_EXISTS):
+    if await conn.fetchval(db_sql.SLEEP_ROLE_EXISTS):
         role = Check("sleep role", Status.OK, "cabrain_sleep exists")
     else:
         role = Check(
@@ -188,7 +180,7 @@ async def _hot_tier_facts(conn: asyncpg.Connection, stuck_after_s: float) -> lis
 
 
 async def _sleep_check(conn: asyncpg.Connection, stuck_after_s: float) -> Check:
-    if not await conn.fetchval("SELECT to_regclass('sleep_runs') IS NOT NULL"):
+    if not await conn.fetchval(db_sql.SLEEP_TABLES_EXIST):
         return Check("sleep cycle", Status.SKIP, "schema without the sleep tables")
     last = await conn.fetchrow(sleep_sql.LAST_SLEEP)
     if last is None:

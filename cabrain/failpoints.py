@@ -17,6 +17,8 @@ from collections.abc import Iterable
 
 import asyncpg
 
+from cabrain.store import db as db_sql
+
 EXIT_CODE = 137  # what a SIGKILL looks like
 
 
@@ -42,7 +44,7 @@ async def drop(name: str, conn: asyncpg.Connection, scopes: Iterable[str] = ()) 
     (there or in one of ``scopes``): the caller sees the connection lost, as after a network fault,
     whatever it had committed."""
     if armed(name, scopes):
-        await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        await conn.execute(db_sql.TERMINATE_SELF)
 
 
 __all__ = ["EXIT_CODE", "armed", "drop", "hit"]

@@ -21,55 +21,13 @@ import asyncpg
 from cabrain.errors import AlreadyExists, InputError, NotFound, Unauthenticated
 from cabrain.fixes import Fix
 from cabrain.paths import write_private
+from cabrain.store import identity as sql
+from cabrain.store import namespaces as namespace_sql
 
 KEY_PREFIX = "cbk_"
 SHOWN_CHARS = 12  # "cbk_" + 8: enough to tell keys apart in a listing, useless for guessing
 
 AGENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
-UPSERT_AGENT = """
-INSERT INTO agents (id, display_name, is_admin) VALUES ($1, $2, $3)
-ON CONFLICT (id) DO UPDATE SET display_name = COALESCE(EXCLUDED.display_name, agents.display_name)
-RETURNING id, is_admin
-"""
-AGENT_EXISTS = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1)"
-AUTHENTICATE = """
-SELECT k.id AS key_id, a.id AS agent_id, a.is_admin
-FROM agent_keys k JOIN agents a ON a.id = k.agent_id
-WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND a.disabled_at IS NULL
-"""
-TOUCH_KEY = """
-UPDATE agent_keys SET last_used_at = now()
-WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
-"""
-INSERT_KEY = """
-INSERT INTO agent_keys (agent_id, key_prefix, key_hash, label) VALUES ($1, $2, $3, $4)
-RETURNING id, created_at
-"""
-REVOKE_KEY = """
-UPDATE agent_keys SET revoked_at = now()
-WHERE id = $1 AND revoked_at IS NULL AND ($2::text IS NULL OR agent_id = $2)
-RETURNING agent_id
-"""
-LIST_AGENTS = """
-SELECT a.id, a.display_name, a.is_admin, a.created_at, a.disabled_at,
-       count(k.id) FILTER (WHERE k.revoked_at IS NULL) AS active_keys, a.role
-FROM agents a LEFT JOIN agent_keys k ON k.agent_id = a.id
-GROUP BY a.id ORDER BY a.id
-"""
-LIST_KEYS = """
-SELECT id, agent_id, key_prefix, label, created_at, last_used_at, revoked_at
-FROM agent_keys WHERE agent_id = $1 ORDER BY created_at
-"""
-AGENT_ROW = "SELECT id, disabled_at FROM agents WHERE id = $1"
-DISABLE_AGENT = """
-WITH disabled AS (UPDATE agents SET disabled_at = now() WHERE id = $1 AND disabled_at IS NULL RETURNING id),
-     ended AS (DELETE FROM console_sessions WHERE agent_id IN (SELECT id FROM disabled))
-SELECT id FROM disabled
-"""
-ACTIVE_ADMIN_KEYS = """
-SELECT count(*) FROM agent_keys k JOIN agents a ON a.id = k.agent_id
-WHERE a.is_admin AND a.disabled_at IS NULL AND k.revoked_at IS NULL
-"""
 
 
 @dataclass(frozen=True)
@@ -138,18 +96,18 @@ async def create_agent(
             f"agent id {agent_id!r} is not valid",
             hint="1-128 characters: letters, digits and . _ @ - (starting with a letter or digit)",
         )
-    if not exist_ok and await conn.fetchval(AGENT_EXISTS, agent_id):
+    if not exist_ok and await conn.fetchval(namespace_sql.AGENT_EXISTS, agent_id):
         raise AlreadyExists(
             f"agent {agent_id!r} already exists",
             fix=Fix("create_key", {"agent": agent_id}),
         )
-    await conn.fetchrow(UPSERT_AGENT, agent_id, display_name, is_admin)
+    await conn.fetchrow(sql.UPSERT_AGENT, agent_id, display_name, is_admin)
     return agent_id
 
 
 async def create_key(conn: asyncpg.Connection, agent_id: str, *, label: str | None = None) -> NewKey:
     """Make a key for an existing, active agent; the returned ``key`` is the only copy."""
-    row = await conn.fetchrow(AGENT_ROW, agent_id)
+    row = await conn.fetchrow(sql.AGENT_ROW, agent_id)
     if row is None:
         raise NotFound(
             f"agent {agent_id!r} does not exist",
@@ -160,7 +118,7 @@ async def create_key(conn: asyncpg.Connection, agent_id: str, *, label: str | No
     if label is not None and len(label) > 200:
         raise InputError("a key label is at most 200 characters")
     key = generate_key()
-    made = await conn.fetchrow(INSERT_KEY, agent_id, key[:SHOWN_CHARS], hash_key(key), label)
+    made = await conn.fetchrow(sql.INSERT_KEY, agent_id, key[:SHOWN_CHARS], hash_key(key), label)
     return NewKey(made["id"], agent_id, key, key[:SHOWN_CHARS], made["created_at"])
 
 
@@ -176,13 +134,13 @@ async def authenticate(conn: asyncpg.Connection, key: str | None) -> Principal:
             "the API key is malformed",
             hint="keys start with 'cbk_'; check for a truncated copy",
         )
-    row = await conn.fetchrow(AUTHENTICATE, hash_key(key))
+    row = await conn.fetchrow(sql.AUTHENTICATE, hash_key(key))
     if row is None:
         raise Unauthenticated(
             "the API key is unknown or revoked, or its agent is disabled",
             fix=Fix("new_key"),
         )
-    await conn.execute(TOUCH_KEY, row["key_id"])
+    await conn.execute(sql.TOUCH_KEY, row["key_id"])
     return Principal(row["agent_id"], row["is_admin"], row["key_id"])
 
 
@@ -190,21 +148,10 @@ async def revoke_key(conn: asyncpg.Connection, key_id: uuid.UUID, *, agent_id: s
     """Revoke a key (of ``agent_id`` when given), and end its console sessions; False when there was
     no such active key."""
     async with conn.transaction():
-        revoked = await conn.fetchval(REVOKE_KEY, key_id, agent_id) is not None
+        revoked = await conn.fetchval(sql.REVOKE_KEY, key_id, agent_id) is not None
         if revoked:
-            await conn.execute("DELETE FROM console_sessions WHERE key_id = $1", key_id)
+            await conn.execute(sql.END_KEY_SESSIONS, key_id)
     return revoked
-
-
-# --- console sessions: the cookie holds a random id, the server its digest (finding 10) --------------
-OPEN_SESSION = """
-INSERT INTO console_sessions (id_hash, key_id, agent_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)
-"""
-SESSION = """
-SELECT k.id AS key_id, a.id AS agent_id, a.is_admin
-FROM console_sessions s JOIN agent_keys k ON k.id = s.key_id JOIN agents a ON a.id = s.agent_id
-WHERE s.id_hash = $1 AND s.expires_at > $2 AND k.revoked_at IS NULL AND a.disabled_at IS NULL
-"""
 
 
 def session_hash(session_id: str) -> bytes:
@@ -219,10 +166,10 @@ async def open_session(
     session_id = secrets.token_urlsafe(32)
     async with conn.transaction():
         if replaces:
-            await conn.execute("DELETE FROM console_sessions WHERE id_hash = $1", session_hash(replaces))
-        await conn.execute("DELETE FROM console_sessions WHERE expires_at <= $1", now)
+            await conn.execute(sql.END_SESSION, session_hash(replaces))
+        await conn.execute(sql.END_EXPIRED_SESSIONS, now)
         await conn.execute(
-            OPEN_SESSION,
+            sql.OPEN_SESSION,
             session_hash(session_id),
             principal.key_id,
             principal.agent_id,
@@ -235,25 +182,22 @@ async def open_session(
 async def session(conn: asyncpg.Connection, session_id: str | None, now: datetime) -> Principal:
     """The agent of a live console session; :class:`Unauthenticated` for none, an unknown, ended or
     expired one, or one whose key was revoked or agent disabled."""
-    row = await conn.fetchrow(SESSION, session_hash(session_id), now) if session_id else None
+    row = await conn.fetchrow(sql.SESSION, session_hash(session_id), now) if session_id else None
     if row is None:
         raise Unauthenticated("the console session has ended (or never began)", hint="sign in again")
     return Principal(row["agent_id"], row["is_admin"], row["key_id"])
 
 
 async def close_session(conn: asyncpg.Connection, session_id: str) -> bool:
-    return (
-        await conn.fetchval("DELETE FROM console_sessions WHERE id_hash = $1 RETURNING 1", session_hash(session_id))
-        is not None
-    )
+    return await conn.fetchval(sql.CLOSE_SESSION, session_hash(session_id)) is not None
 
 
 async def list_agents(conn: asyncpg.Connection) -> list[AgentInfo]:
-    return [AgentInfo(**dict(r)) for r in await conn.fetch(LIST_AGENTS)]
+    return [AgentInfo(**dict(r)) for r in await conn.fetch(sql.LIST_AGENTS)]
 
 
 async def list_keys(conn: asyncpg.Connection, agent_id: str) -> list[KeyInfo]:
-    if await conn.fetchrow(AGENT_ROW, agent_id) is None:
+    if await conn.fetchrow(sql.AGENT_ROW, agent_id) is None:
         raise NotFound(f"agent {agent_id!r} does not exist")
     return [
         KeyInfo(
@@ -265,25 +209,22 @@ async def list_keys(conn: asyncpg.Connection, agent_id: str) -> list[KeyInfo]:
             r["last_used_at"],
             r["revoked_at"],
         )
-        for r in await conn.fetch(LIST_KEYS, agent_id)
+        for r in await conn.fetch(sql.LIST_KEYS, agent_id)
     ]
 
 
 async def disable_agent(conn: asyncpg.Connection, agent_id: str) -> bool:
     """Disable an agent (its keys stop working; its memories stay). False if already disabled."""
-    if await conn.fetchrow(AGENT_ROW, agent_id) is None:
+    if await conn.fetchrow(sql.AGENT_ROW, agent_id) is None:
         raise NotFound(f"agent {agent_id!r} does not exist")
-    return await conn.fetchval(DISABLE_AGENT, agent_id) is not None
-
-
-SET_ROLE = "UPDATE agents SET role = $2 WHERE id = $1 RETURNING id"
+    return await conn.fetchval(sql.DISABLE_AGENT, agent_id) is not None
 
 
 async def set_role(conn: asyncpg.Connection, agent_id: str, role: str) -> None:
     """Give an agent a role (:mod:`cabrain.policy`): member, live or reader."""
     if role not in ("member", "live", "reader"):
         raise InputError(f"unknown role {role!r}", hint="member, live or reader")
-    if await conn.fetchval(SET_ROLE, agent_id, role) is None:
+    if await conn.fetchval(sql.SET_ROLE, agent_id, role) is None:
         raise NotFound(f"agent {agent_id!r} does not exist")
 
 
@@ -292,10 +233,6 @@ def admin_key_path(home: Path) -> Path:
 
 
 BOOTSTRAP_SETTING = "admin_bootstrapped_at"
-CLAIM_BOOTSTRAP = """
-INSERT INTO cabrain_settings (key, value) VALUES ($1, now()::text) ON CONFLICT (key) DO NOTHING RETURNING key
-"""
-ANY_ADMIN = "SELECT EXISTS (SELECT 1 FROM agents WHERE is_admin)"
 
 
 @dataclass(frozen=True)
@@ -317,9 +254,9 @@ async def ensure_admin_key(conn: asyncpg.Connection, home: Path, *, agent_id: st
     """
     path = admin_key_path(home)
     async with conn.transaction():
-        claimed = await conn.fetchval(CLAIM_BOOTSTRAP, BOOTSTRAP_SETTING) is not None
-        if claimed and not await conn.fetchval(ANY_ADMIN):
-            if await conn.fetchval(AGENT_EXISTS, agent_id):
+        claimed = await conn.fetchval(sql.CLAIM_BOOTSTRAP, BOOTSTRAP_SETTING) is not None
+        if claimed and not await conn.fetchval(sql.ANY_ADMIN):
+            if await conn.fetchval(namespace_sql.AGENT_EXISTS, agent_id):
                 raise AlreadyExists(
                     f"the first admin cannot be made: an agent named {agent_id!r} exists and is not an admin",
                     hint="make an admin yourself: cabrain agents create NAME --admin",
@@ -328,4 +265,4 @@ async def ensure_admin_key(conn: asyncpg.Connection, home: Path, *, agent_id: st
             new = await create_key(conn, agent_id, label="created by cabrain up")
             write_private(path, new.key + "\n")
             return AdminBootstrap(path, True, True)
-    return AdminBootstrap(path, False, await conn.fetchval(ACTIVE_ADMIN_KEYS) > 0)
+    return AdminBootstrap(path, False, await conn.fetchval(sql.ACTIVE_ADMIN_KEYS) > 0)

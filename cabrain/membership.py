@@ -243,7 +243,7 @@ class Membership:
         if op != "*" and op not in kinds:
             raise InputError(f"unknown kind {op!r} to cap", hint=f"one of *, {', '.join(sorted(kinds))}")
         async with self.engine.pool.acquire() as conn:
-            if not await conn.fetchval(identity.AGENT_EXISTS, agent):
+            if not await conn.fetchval(namespace_sql.AGENT_EXISTS, agent):
                 raise NotFound(f"agent {agent!r} does not exist")
             if per_day is None:
                 await usage_sql.clear_cap(conn, agent, op)

@@ -12,6 +12,7 @@ from cabrain.brain import Brain
 from cabrain.providers.embedders import Embedder
 from cabrain.settings import Settings
 from cabrain.store import migrations
+from cabrain.store import scratch as sql
 from cabrain.store.db import ServerFacts, check_server, connect, hot_tier, server_facts
 
 
@@ -49,7 +50,7 @@ async def scratch_brain(settings: Settings, embedder: Embedder, *, prefix: str) 
         async with _admin(settings, dsn) as admin:
             facts: ServerFacts = await server_facts(admin)
             check_server(facts)
-            await admin.execute(f'CREATE DATABASE "{name}"')
+            await admin.execute(sql.create_database(name))
         try:
             scratch_dsn = with_database(dsn, name)
             brain = await _migrated_brain(settings, embedder, scratch_dsn)
@@ -59,7 +60,7 @@ async def scratch_brain(settings: Settings, embedder: Embedder, *, prefix: str) 
                 await brain.close()
         finally:
             async with _admin(settings, dsn) as admin:
-                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                await admin.execute(sql.drop_database(name))
 
 
 @contextlib.asynccontextmanager
@@ -71,13 +72,11 @@ async def kept_brain(settings: Settings, embedder: Embedder, *, name: str, finge
         async with _admin(settings, dsn) as admin:
             facts: ServerFacts = await server_facts(admin)
             check_server(facts)
-            mark = await admin.fetchval(
-                "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1", name
-            )
+            mark = await admin.fetchval(sql.DATABASE_MARK, name)
             complete = mark == fingerprint
             if not complete:
-                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                await admin.execute(f'CREATE DATABASE "{name}"')
+                await admin.execute(sql.drop_database(name))
+                await admin.execute(sql.create_database(name))
         kept_dsn = with_database(dsn, name)
         brain = await _migrated_brain(settings, embedder, kept_dsn)
         try:
@@ -89,4 +88,4 @@ async def kept_brain(settings: Settings, embedder: Embedder, *, name: str, finge
 async def mark_complete(brain: Brain, name: str, fingerprint: str) -> None:
     """Mark the kept database ``name`` as holding what ``fingerprint`` describes."""
     async with brain.engine.pool.acquire() as conn:
-        await conn.execute(f'COMMENT ON DATABASE "{name}" IS ' + "'" + fingerprint.replace("'", "''") + "'")
+        await conn.execute(sql.mark_database(name, fingerprint))

@@ -39,6 +39,7 @@ from cabrain.redact import PRIVATE, REDACTED, redact
 from cabrain.store import access
 from cabrain.store import channels as sql
 from cabrain.store import connectors as connector_sql
+from cabrain.store import notify as notify_sql
 from cabrain.store import usage as usage_sql
 from cabrain.types import MemoryInput, Visibility
 
@@ -120,10 +121,7 @@ class Channels:
                 )
             if (
                 channel["notifier"] is not None
-                and await conn.fetchrow(
-                    "SELECT 1 FROM notifiers WHERE name = $1 AND removed_at IS NULL", channel["notifier"]
-                )
-                is None
+                and await conn.fetchrow(notify_sql.NOTIFIER_EXISTS, channel["notifier"]) is None
             ):
                 raise NotFound(f"notifier {channel['notifier']!r} does not exist")
             if channel["live_agent"] is not None:

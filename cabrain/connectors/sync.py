@@ -47,14 +47,6 @@ from cabrain.write.threads import MAX_FIELD_CHARS
 __all__ = ["Counts", "Plan", "Sync", "part_hash"]
 
 
-CURRENT = "SELECT id FROM memories WHERE id = ANY($1::uuid[]) AND invalid_at IS NULL AND tier = 'hot'"
-WRITTEN = """
-SELECT id, source_ref, metadata->>'anchor' AS anchor FROM memories
-WHERE namespace = $1 AND source_kind = $2 AND source_ref = ANY($3::text[]) AND owner_agent_id = $4
-  AND metadata->>'connector' = $5 AND invalid_at IS NULL
-"""
-
-
 @dataclass
 class Counts(Decided):
     """What a sync did, item by item and part by part; what the write decisions did to its new parts
@@ -242,7 +234,7 @@ class Sync:
         connector = self.connector
         old_ids = [uuid.UUID(p["memory_id"]) for s, _ in staged for p in s.parts if p.get("own") and p.get("memory_id")]
         async with self.engine.pool.acquire() as conn:
-            current = {r["id"] for r in await conn.fetch(CURRENT, old_ids)} if old_ids else set()
+            current = {r["id"] for r in await conn.fetch(sql.CURRENT, old_ids)} if old_ids else set()
         plans: list[tuple[sql.ItemState, dict[str, Any], list[dict[str, Any]]]] = []
         adds: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = []  # (pending, part, slot)
         revisions: list[tuple[dict[str, Any], dict[str, Any], uuid.UUID, dict[str, Any]]] = []
@@ -299,7 +291,7 @@ class Sync:
         refs = sorted({str(i.source_ref) for i in inputs})
         async with self.engine.pool.acquire() as conn:
             rows = await conn.fetch(
-                WRITTEN, connector.namespace, connector.kind, refs, connector.agent_id, connector.name
+                sql.WRITTEN, connector.namespace, connector.kind, refs, connector.agent_id, connector.name
             )
         found = {(r["source_ref"], r["anchor"]): r["id"] for r in rows}
         todo = []
@@ -346,7 +338,7 @@ class Sync:
                 continue
             own = [uuid.UUID(p["memory_id"]) for p in state.parts if p.get("own") and p.get("memory_id")]
             async with self.engine.pool.acquire() as conn:
-                current = {r["id"] for r in await conn.fetch(CURRENT, own)} if own else set()
+                current = {r["id"] for r in await conn.fetch(sql.CURRENT, own)} if own else set()
             await self._forget([m for m in own if m in current], "deleted at the source", counts)
             async with self.engine.pool.acquire() as conn:
                 await sql.deleted(conn, self.connector.id, key, state.parts, now)

@@ -17,29 +17,6 @@ from cabrain.engine import Engine
 from cabrain.store import notify as sql
 
 STEP = "notify_patterns"
-NAMESPACES = """
-SELECT DISTINCT coalesce(s.namespace, n.name) AS namespace
-FROM subscriptions s JOIN namespaces n ON s.namespace IS NULL OR n.name = s.namespace
-WHERE s.disabled_at IS NULL AND 'pattern' = ANY(s.kinds)
-"""
-WATERMARK = "SELECT upto FROM sleep_watermarks WHERE namespace = $1 AND step = $2"
-SET_WATERMARK = """
-INSERT INTO sleep_watermarks (namespace, step, upto) VALUES ($1, $2, $3)
-ON CONFLICT (namespace, step) DO UPDATE SET upto = greatest(sleep_watermarks.upto, EXCLUDED.upto)
-"""
-SESSION = "coalesce(m.metadata->>'thread', m.source_ref, m.id::text)"
-FRESH = f"""
-SELECT m.id, m.embedding, m.importance, m.created_at, {SESSION} AS session
-FROM memories m
-WHERE m.namespace = $1 AND m.created_at > $2 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.embedding IS NOT NULL
-ORDER BY m.created_at, m.id LIMIT $3
-"""
-NEIGHBOURS = f"""
-SELECT m.id, m.importance, m.created_at, {SESSION} AS session, 1 - (v.embedding <=> $2) AS similarity
-FROM memory_vectors v JOIN memories m ON m.id = v.id AND m.valid_at = v.valid_at
-WHERE v.namespace = $1 AND m.invalid_at IS NULL AND m.id <> $3
-ORDER BY v.embedding <=> $2 LIMIT 20
-"""
 
 
 async def find_patterns(engine: Engine, *, batch: int = 200) -> int:
@@ -47,16 +24,16 @@ async def find_patterns(engine: Engine, *, batch: int = 200) -> int:
     s = engine.settings
     made = 0
     async with engine.pool.acquire() as conn:
-        names = [r["namespace"] for r in await conn.fetch(NAMESPACES)]
+        names = [r["namespace"] for r in await conn.fetch(sql.PATTERN_NAMESPACES)]
         for namespace in names:
-            since = await conn.fetchval(WATERMARK, namespace, STEP)
+            since = await conn.fetchval(sql.WATERMARK, namespace, STEP)
             if since is None:
                 since = engine.clock() - timedelta(days=1)
-            fresh = await conn.fetch(FRESH, namespace, since, batch)
+            fresh = await conn.fetch(sql.FRESH, namespace, since, batch)
             for row in fresh:
                 alike = [
                     n
-                    for n in await conn.fetch(NEIGHBOURS, namespace, row["embedding"], row["id"])
+                    for n in await conn.fetch(sql.NEIGHBOURS, namespace, row["embedding"], row["id"])
                     if n["similarity"] >= s.pattern_similarity
                 ]
                 group = [row, *alike]
@@ -80,7 +57,7 @@ async def find_patterns(engine: Engine, *, batch: int = 200) -> int:
                 )
                 made += 1
             if fresh:
-                await conn.execute(SET_WATERMARK, namespace, STEP, fresh[-1]["created_at"])
+                await conn.execute(sql.SET_WATERMARK, namespace, STEP, fresh[-1]["created_at"])
     return made
 
 

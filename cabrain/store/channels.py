@@ -28,6 +28,8 @@ RETURNING name
 ONE = f"SELECT {COLUMNS} FROM channels WHERE name = $1 AND removed_at IS NULL"
 ALL = f"SELECT {COLUMNS} FROM channels WHERE removed_at IS NULL ORDER BY name"
 REMOVE = "UPDATE channels SET removed_at = $2 WHERE name = $1 AND removed_at IS NULL RETURNING name"
+# what deciding a held action by chat needs of a channel (:mod:`cabrain.actions`)
+FOR_APPROVAL = "SELECT kind, namespace, options FROM channels WHERE name = $1 AND removed_at IS NULL"
 RECEIPT = """
 INSERT INTO channel_receipts (channel, event_id, received_at, memory_ids) VALUES ($1, $2, $3, $4)
 ON CONFLICT (channel, event_id) DO NOTHING RETURNING event_id

@@ -1,4 +1,5 @@
-"""Connectors, the items each has seen, and their sync runs (schema 0014).
+"""Connectors, the items each has seen, and their sync runs (schema 0014); the reads of ``memories``
+a sync makes to find what it wrote.
 
 A sync holds the connector's advisory lock (:data:`LOCK`) for as long as it runs, on a connection of
 its own: two syncs of one connector never interleave, and a run left ``running`` by a process that
@@ -83,6 +84,15 @@ SELECT id, started_at, finished_at, status, host, counts, error FROM connector_r
 WHERE connector_id = $1 ORDER BY started_at DESC, id LIMIT $2
 """
 RUN = "SELECT id, connector_id, started_at, finished_at, status, host, counts, error FROM connector_runs WHERE id = $1"
+
+# the memories a sync wrote (:mod:`cabrain.connectors.sync`): which are still current, and which a
+# connector's write left, found by their provenance (``source_ref``, ``metadata.anchor``)
+CURRENT = "SELECT id FROM memories WHERE id = ANY($1::uuid[]) AND invalid_at IS NULL AND tier = 'hot'"
+WRITTEN = """
+SELECT id, source_ref, metadata->>'anchor' AS anchor FROM memories
+WHERE namespace = $1 AND source_kind = $2 AND source_ref = ANY($3::text[]) AND owner_agent_id = $4
+  AND metadata->>'connector' = $5 AND invalid_at IS NULL
+"""
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,23 @@ SELECT current_setting('server_version_num')::int AS version_num,
        current_user AS user_name
 """
 
+# --- server-level statements ----------------------------------------------------------------------
+# readiness: the server answers
+PING = "SELECT 1"
+# the server ends this connection's own session (a failpoint's network fault: :mod:`cabrain.failpoints`)
+TERMINATE_SELF = "SELECT pg_terminate_backend(pg_backend_pid())"
+
+# --- doctor's checks (:mod:`cabrain.doctor`) -----------------------------------------------------
+# the monthly partitions of ``memories`` and the rows left in its default partition
+PARTITION_FACTS = """
+SELECT count(*) FILTER (WHERE c.relname <> 'memories_default') AS monthly,
+       (SELECT count(*) FROM memories_default) AS in_default
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'public.memories'::regclass
+"""
+SLEEP_ROLE_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cabrain_sleep')"
+SLEEP_TABLES_EXIST = "SELECT to_regclass('sleep_runs') IS NOT NULL"
+
 
 @contextlib.contextmanager
 def hot_tier(settings: Settings) -> Iterator[str]:

@@ -1,4 +1,5 @@
-"""SQL of pushes: notifiers, subscriptions, events and the outbox (:mod:`cabrain.notify`)."""
+"""SQL of pushes: notifiers, subscriptions, events and the outbox (:mod:`cabrain.notify`); and what
+the pattern finder reads (``memories``, ``memory_vectors``, its ``sleep_watermarks`` row)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ WHERE notifiers.removed_at IS NOT NULL
 RETURNING name
 """
 NOTIFIER = "SELECT * FROM notifiers WHERE name = $1 AND removed_at IS NULL"
+NOTIFIER_EXISTS = "SELECT 1 FROM notifiers WHERE name = $1 AND removed_at IS NULL"
 NOTIFIERS = "SELECT * FROM notifiers WHERE removed_at IS NULL ORDER BY name"
 REMOVE_NOTIFIER = "UPDATE notifiers SET removed_at = $2 WHERE name = $1 AND removed_at IS NULL RETURNING name"
 
@@ -141,6 +143,32 @@ JOIN notify_events e ON e.id = o.event_id LEFT JOIN subscriptions s ON s.id = o.
 WHERE ($1::text IS NULL OR o.status = $1)
   AND ($2::text IS NULL OR s.agent_id = $2)
 ORDER BY o.created_at DESC LIMIT $3
+"""
+
+# --- patterns (:mod:`cabrain.notify.patterns`): memories since the last look, and their neighbours -----
+PATTERN_NAMESPACES = """
+SELECT DISTINCT coalesce(s.namespace, n.name) AS namespace
+FROM subscriptions s JOIN namespaces n ON s.namespace IS NULL OR n.name = s.namespace
+WHERE s.disabled_at IS NULL AND 'pattern' = ANY(s.kinds)
+"""
+WATERMARK = "SELECT upto FROM sleep_watermarks WHERE namespace = $1 AND step = $2"
+SET_WATERMARK = """
+INSERT INTO sleep_watermarks (namespace, step, upto) VALUES ($1, $2, $3)
+ON CONFLICT (namespace, step) DO UPDATE SET upto = greatest(sleep_watermarks.upto, EXCLUDED.upto)
+"""
+# a memory's session: its chat thread, else its source, else itself
+SESSION_OF = "coalesce(m.metadata->>'thread', m.source_ref, m.id::text)"
+FRESH = f"""
+SELECT m.id, m.embedding, m.importance, m.created_at, {SESSION_OF} AS session
+FROM memories m
+WHERE m.namespace = $1 AND m.created_at > $2 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.embedding IS NOT NULL
+ORDER BY m.created_at, m.id LIMIT $3
+"""
+NEIGHBOURS = f"""
+SELECT m.id, m.importance, m.created_at, {SESSION_OF} AS session, 1 - (v.embedding <=> $2) AS similarity
+FROM memory_vectors v JOIN memories m ON m.id = v.id AND m.valid_at = v.valid_at
+WHERE v.namespace = $1 AND m.invalid_at IS NULL AND m.id <> $3
+ORDER BY v.embedding <=> $2 LIMIT 20
 """
 
 

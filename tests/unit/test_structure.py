@@ -127,12 +127,13 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "ground",
         frozenset(
-            "errors fixes types clock paths logs failpoints limits localfiles edge egress_http egress policy "
-            "redact identity namespaces settings text".split()
+            "errors fixes types clock paths logs limits localfiles edge egress_http egress policy "
+            "redact namespaces settings text".split()
         ),
     ),
     ("providers", frozenset({"providers"})),
-    ("store", frozenset({"store", "ray_runtime"})),
+    # identity and failpoints speak to the database through store/ (store/identity.py, store/db.py)
+    ("store", frozenset({"store", "ray_runtime", "identity", "failpoints"})),
     ("engine", frozenset({"governance", "engine"})),
     ("search", frozenset({"search"})),
     ("write", frozenset({"write"})),
