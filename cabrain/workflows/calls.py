@@ -11,19 +11,8 @@ from typing import Any, Protocol
 import asyncpg
 
 from cabrain.providers.llm_calls import CallPolicy, Completion, ModelCallError, TaskModel
+from cabrain.store import workflow_models as sql
 from cabrain.workflows.registry import ModelAgent
-
-RECORD = """
-WITH call AS (
-    INSERT INTO llm_calls (task_id, agent, purpose, model, tokens_in, tokens_out, cost_usd, duration_ms, attempts, error)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-    RETURNING agent
-)
-UPDATE llm_agents a SET calls = a.calls + 1, failures = a.failures + ($10::text IS NOT NULL)::int,
-       latency_ms = CASE WHEN $10::text IS NOT NULL THEN a.latency_ms
-                         ELSE coalesce(a.latency_ms * 0.8 + $8 * 0.2, $8) END
-FROM call WHERE a.name = call.agent
-"""
 
 
 def cost_of(
@@ -136,7 +125,7 @@ class Caller:
     ) -> None:
         async with self.pool.acquire() as conn:
             await conn.execute(
-                RECORD,
+                sql.RECORD,
                 task_id,
                 agent.name,
                 purpose,

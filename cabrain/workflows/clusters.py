@@ -24,26 +24,7 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-LOCK = "SELECT pg_advisory_xact_lock(hashtext('cabrain-workflow-clusters'), hashtext($1))"
-NEAREST = """
-SELECT id, members, centroid, 1 - (centroid <=> $2) AS similarity
-FROM task_clusters WHERE namespace = $1 ORDER BY centroid <=> $2 LIMIT 1
-"""
-CREATE = "INSERT INTO task_clusters (namespace, centroid, members) VALUES ($1, $2, 1) RETURNING id"
-MOVE = "UPDATE task_clusters SET centroid = $2, members = members + 1, updated_at = now() WHERE id = $1"
-CHAINS = """
-SELECT chain_key, (array_agg(chain_kind))[1] AS kind, avg(score)::float8 AS mean, count(*) AS n
-FROM chain_attempts
-WHERE cluster_id = $1 AND superseded_at IS NULL AND complete AND score IS NOT NULL
-GROUP BY chain_key
-"""
-FAILURES = "SELECT count(*) FROM workflow_tasks WHERE cluster_id = $1 AND route = 'fallback' AND chain->>'key' = $2"
-SAVE = """
-UPDATE task_clusters SET best_chain = $2, avg_accuracy = $3, samples = $4, failures = $5, confidence = $6,
-       updated_at = now()
-WHERE id = $1
-"""
-GET = "SELECT id, namespace, members, best_chain, avg_accuracy, samples, failures, confidence FROM task_clusters WHERE id = $1"
+from cabrain.store import workflow_clusters as sql
 
 
 @dataclass(frozen=True)
@@ -100,57 +81,50 @@ def _unit(v: Any) -> np.ndarray:
 async def assign(conn: asyncpg.Connection, namespace: str, embedding: Any, similarity: float) -> int:
     """The id of the cluster ``embedding`` belongs to in ``namespace`` (made when none is near);
     inside the caller's transaction, serialised per namespace."""
-    await conn.execute(LOCK, namespace)
+    await conn.execute(sql.LOCK, namespace)
     vec = _unit(embedding)
-    row = await conn.fetchrow(NEAREST, namespace, vec)
+    row = await conn.fetchrow(sql.NEAREST, namespace, vec)
     if row is None or row["similarity"] < similarity:
-        return await conn.fetchval(CREATE, namespace, vec)
+        return await conn.fetchval(sql.CREATE, namespace, vec)
     members, previous = row["members"], row["centroid"]
     previous = _unit(previous.to_numpy() if hasattr(previous, "to_numpy") else previous)
     centroid = _unit((previous * members + vec) / (members + 1))
-    await conn.execute(MOVE, row["id"], centroid)
+    await conn.execute(sql.MOVE, row["id"], centroid)
     return row["id"]
 
 
 async def get(conn: asyncpg.Connection, cluster_id: int) -> Cluster:
-    return Cluster.from_row(await conn.fetchrow(GET, cluster_id))
+    return Cluster.from_row(await conn.fetchrow(sql.GET, cluster_id))
 
 
 async def recompute(conn: asyncpg.Connection, cluster_id: int, *, prior: float, failure_weight: float) -> Cluster:
     """The cluster's best chain, accuracy, samples, failures and confidence, from its current
     attempts; inside the caller's transaction, the cluster's row locked first, so that concurrent
     learners each count every attempt committed before them."""
-    await conn.execute("SELECT 1 FROM task_clusters WHERE id = $1 FOR UPDATE", cluster_id)
+    await conn.execute(sql.LOCK_ROW, cluster_id)
     best: tuple | None = None
-    for row in await conn.fetch(CHAINS, cluster_id):
+    for row in await conn.fetch(sql.CHAINS, cluster_id):
         n, mean = int(row["n"]), float(row["mean"])
         steps = row["chain_key"].count("+") + 1
         rank = (mean * n / (n + prior), n, -steps)
         if best is None or rank > best[0]:
             best = (rank, row["chain_key"], row["kind"], mean, n)
     if best is None:
-        await conn.execute(SAVE, cluster_id, None, None, 0, 0, 0.0)
+        await conn.execute(sql.SAVE, cluster_id, None, None, 0, 0, 0.0)
         return await get(conn, cluster_id)
     _, key, kind, mean, n = best
-    failures = await conn.fetchval(FAILURES, cluster_id, key)
+    failures = await conn.fetchval(sql.FAILURES, cluster_id, key)
     confidence = n / (n + prior + failure_weight * failures)
     chain = {"kind": kind, "agents": key.split(":", 1)[1].split("+"), "key": key}
-    await conn.execute(SAVE, cluster_id, json.dumps(chain), mean, n, failures, confidence)
+    await conn.execute(sql.SAVE, cluster_id, json.dumps(chain), mean, n, failures, confidence)
     return await get(conn, cluster_id)
-
-
-OVERVIEW = """
-SELECT id, namespace, members, best_chain, avg_accuracy, samples, failures, confidence, updated_at
-FROM task_clusters WHERE $1::text[] IS NULL OR namespace = ANY($1::text[])
-ORDER BY updated_at DESC, id LIMIT $2
-"""
 
 
 async def overview(conn: asyncpg.Connection, namespaces: list[str] | None, limit: int) -> list[dict[str, Any]]:
     """The task clusters of ``namespaces`` (None: all), most recently changed first, with their trusted
     chains."""
     out = []
-    for r in await conn.fetch(OVERVIEW, namespaces, limit):
+    for r in await conn.fetch(sql.OVERVIEW, namespaces, limit):
         row = dict(r)
         if isinstance(row["best_chain"], str):
             row["best_chain"] = json.loads(row["best_chain"])

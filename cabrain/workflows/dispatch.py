@@ -35,6 +35,7 @@ from cabrain.errors import InputError
 from cabrain.providers.llm_calls import CallPolicy, ModelCallError
 from cabrain.settings import Settings
 from cabrain.store import access
+from cabrain.store import workflows as sql
 from cabrain.types import MemoryInput, MemoryType, Network, Visibility
 from cabrain.workflows import chains, clusters, registry, scoring
 from cabrain.workflows.calls import Caller, totals
@@ -42,39 +43,6 @@ from cabrain.write import changes
 from cabrain.write import retain as retain_pipeline
 
 log = logging.getLogger("cabrain.workflows")
-
-INSERT_TASK = """
-INSERT INTO workflow_tasks (id, namespace, submitted_by, task_hash, description, context, task_type,
-                            destructive, needs_review, embedding, cluster_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-"""
-FINISH_TASK = """
-UPDATE workflow_tasks SET route = $2, route_reason = $3, chain = $4, output = $5, status = $6, error = $7,
-       finished_at = now()
-WHERE id = $1
-"""
-FAIL_TASK = (
-    "UPDATE workflow_tasks SET status = 'failed', error = $2, finished_at = now() WHERE id = $1 AND status = 'running'"
-)
-INSERT_REFERENCE = """
-INSERT INTO frontier_runs (id, task_id, namespace, agent, output, tokens_in, tokens_out, cost_usd, duration_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-"""
-# Older references to the same task (same namespace and hash) and their attempts give way.
-SUPERSEDE = """
-WITH old AS (
-    UPDATE frontier_runs r SET superseded_at = now()
-    FROM workflow_tasks t
-    WHERE t.id = r.task_id AND t.namespace = $1 AND t.task_hash = $2 AND r.id <> $3 AND r.superseded_at IS NULL
-    RETURNING r.id, r.memory_id
-), gone AS (
-    UPDATE chain_attempts a SET superseded_at = now() FROM old WHERE a.frontier_run_id = old.id AND a.superseded_at IS NULL
-    RETURNING a.cluster_id
-)
-SELECT (SELECT array_agg(memory_id) FROM old WHERE memory_id IS NOT NULL) AS memories,
-       (SELECT array_agg(DISTINCT cluster_id) FROM gone WHERE cluster_id IS NOT NULL) AS clusters
-"""
-SET_MEMORY = "UPDATE frontier_runs SET memory_id = $2 WHERE id = $1"
 
 
 @dataclass(frozen=True)
@@ -207,7 +175,7 @@ class Dispatcher:
         async with self.engine.pool.acquire() as conn, conn.transaction():
             cluster_id = await clusters.assign(conn, request.namespace, vector, s.workflow_cluster_similarity)
             await conn.execute(
-                INSERT_TASK,
+                sql.INSERT_TASK,
                 task_id,
                 request.namespace,
                 agent,
@@ -225,7 +193,7 @@ class Dispatcher:
             return await self._route(agent, request, task_id, cluster, frontier)
         except BaseException as exc:
             async with self.engine.pool.acquire() as conn:
-                await conn.execute(FAIL_TASK, task_id, f"{type(exc).__name__}: {exc}"[:2000])
+                await conn.execute(sql.FAIL_TASK, task_id, f"{type(exc).__name__}: {exc}"[:2000])
             raise
 
     async def _route(
@@ -277,7 +245,7 @@ class Dispatcher:
             )
             async with self.engine.pool.acquire() as conn:
                 await conn.execute(
-                    FINISH_TASK, task_id, "local", reason, json.dumps(spec.to_json()), run.output, "done", None
+                    sql.FINISH_TASK, task_id, "local", reason, json.dumps(spec.to_json()), run.output, "done", None
                 )
             return DispatchResult(
                 task_id,
@@ -328,7 +296,7 @@ class Dispatcher:
             if chain is not None:  # the fallback failed too; the chain's failure still counts
                 async with self.engine.pool.acquire() as conn, conn.transaction():
                     await conn.execute(
-                        FINISH_TASK,
+                        sql.FINISH_TASK,
                         task_id,
                         route,
                         reason,
@@ -344,7 +312,7 @@ class Dispatcher:
         reference_id = uuid.uuid4()
         async with self.engine.pool.acquire() as conn, conn.transaction():
             await conn.execute(
-                FINISH_TASK,
+                sql.FINISH_TASK,
                 task_id,
                 route,
                 reason,
@@ -354,7 +322,7 @@ class Dispatcher:
                 None,
             )
             await conn.execute(
-                INSERT_REFERENCE,
+                sql.INSERT_REFERENCE,
                 reference_id,
                 task_id,
                 request.namespace,
@@ -365,7 +333,7 @@ class Dispatcher:
                 step.cost_usd,
                 step.duration_ms,
             )
-            old = await conn.fetchrow(SUPERSEDE, request.namespace, request.digest, reference_id)
+            old = await conn.fetchrow(sql.SUPERSEDE, request.namespace, request.digest, reference_id)
             for cluster_id in {cluster.id, *(old["clusters"] or [])}:
                 updated = await clusters.recompute(
                     conn, cluster_id, prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
@@ -409,7 +377,7 @@ class Dispatcher:
                 decide_writes=False,
             )
             async with self.engine.pool.acquire() as conn:
-                await conn.execute(SET_MEMORY, reference_id, stored.memory_id)
+                await conn.execute(sql.SET_MEMORY, reference_id, stored.memory_id)
             for memory_id in superseded:
                 await changes.forget(
                     self.engine, agent, memory_id, reason="a newer answer to the same task superseded it"

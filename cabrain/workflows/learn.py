@@ -29,34 +29,13 @@ from cabrain.providers.embedders import Embedder, load_embedder
 from cabrain.providers.llm_calls import ModelCallError
 from cabrain.search import recall as recall_pipeline
 from cabrain.settings import Settings, load_settings, settings_for_replicas
+from cabrain.store import workflows as sql
 from cabrain.types import RecallQuery
 from cabrain.workflows import chains, clusters, registry, scoring
 from cabrain.workflows.calls import Caller, totals
 from cabrain.workflows.dispatch import caller_for
 
 log = logging.getLogger("cabrain.workflows")
-
-TO_LEARN = """
-SELECT r.id FROM frontier_runs r
-WHERE r.learned_at IS NULL AND r.superseded_at IS NULL AND ($1::text[] IS NULL OR r.namespace = ANY($1::text[]))
-ORDER BY r.created_at
-LIMIT $2
-"""
-RUN = """
-SELECT r.id, r.output, r.superseded_at, r.learned_at, r.memory_id, t.id AS task_id, t.namespace, t.submitted_by,
-       t.description, t.context, t.task_type, t.cluster_id
-FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id WHERE r.id = $1
-"""
-# One learner per reference at a time (two jobs may overlap): a session lock held while it learns.
-CLAIM = "SELECT pg_try_advisory_lock(hashtext('cabrain-workflow-learn'), hashtext($1::text))"
-RELEASE = "SELECT pg_advisory_unlock(hashtext('cabrain-workflow-learn'), hashtext($1::text))"
-INSERT_ATTEMPT = """
-INSERT INTO chain_attempts (id, frontier_run_id, task_id, cluster_id, chain_kind, chain_key, chain, output, score,
-                            score_parts, complete, tokens_in, tokens_out, cost_usd, duration_ms, error)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-"""
-DONE = "UPDATE frontier_runs SET learned_at = now(), learn_error = $2 WHERE id = $1 AND learned_at IS NULL"
-NOT_YET = "UPDATE frontier_runs SET learn_error = $2 WHERE id = $1"
 
 
 @dataclass
@@ -147,12 +126,12 @@ async def learn_one(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
     """The iterations for one reference (skipped when superseded, learned, its kind trusted, or
     another learner is at it)."""
     async with engine.pool.acquire() as lock:
-        if not await lock.fetchval(CLAIM, str(run_id)):
+        if not await lock.fetchval(sql.CLAIM, str(run_id)):
             return LearnOutcome(str(run_id), "skipped", "another learner is working on it")
         try:
             return await _learn_locked(engine, run_id)
         finally:
-            await lock.fetchval(RELEASE, str(run_id))
+            await lock.fetchval(sql.RELEASE, str(run_id))
 
 
 async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
@@ -160,7 +139,7 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
     caller = caller_for(engine)
     weights = scoring.Weights(s.workflow_weight_embedding, s.workflow_weight_judge, s.workflow_weight_structural)
     async with engine.pool.acquire() as conn:
-        row = await conn.fetchrow(RUN, run_id)
+        row = await conn.fetchrow(sql.RUN, run_id)
         if row is None:
             raise NotFound(f"no frontier run {run_id}")
         if row["superseded_at"] is not None or row["learned_at"] is not None:
@@ -175,7 +154,7 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
         agents = {a.name: a for a in await registry.listed(conn)}
     if cluster.trusted(s.workflow_route_confidence, s.workflow_route_accuracy):
         async with engine.pool.acquire() as conn:
-            await conn.execute(DONE, run_id, None)
+            await conn.execute(sql.DONE, run_id, None)
         return LearnOutcome(str(run_id), "skipped", "its kind of task is already trusted", cluster=cluster.to_json())
     if not local:
         raise ConfigError(
@@ -198,7 +177,7 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
         sums = totals(run.steps)
         async with engine.pool.acquire() as conn:
             await conn.execute(
-                INSERT_ATTEMPT,
+                sql.INSERT_ATTEMPT,
                 uuid.uuid4(),
                 run_id,
                 row["task_id"],
@@ -230,11 +209,11 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
         # No chain answered (the local server down, say): nothing was learned; try again next time.
         reason = f"no local chain answered: {outcome.attempts[0]['error']}"
         async with engine.pool.acquire() as conn:
-            await conn.execute(NOT_YET, run_id, reason[:2000])
+            await conn.execute(sql.NOT_YET, run_id, reason[:2000])
         outcome.status, outcome.reason = "failed", reason
         return outcome
     async with engine.pool.acquire() as conn, conn.transaction():
-        await conn.execute(DONE, run_id, None)
+        await conn.execute(sql.DONE, run_id, None)
         cluster = await clusters.recompute(
             conn, row["cluster_id"], prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
         )
@@ -248,7 +227,7 @@ async def _learn_guarded(engine: Engine, run_id: str) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - reported per run; the others go on
         log.error("learning failed", extra={"run": run_id, "error": str(exc)})
         async with engine.pool.acquire() as conn:
-            await conn.execute(NOT_YET, uuid.UUID(run_id), str(exc)[:2000])
+            await conn.execute(sql.NOT_YET, uuid.UUID(run_id), str(exc)[:2000])
         return LearnOutcome(run_id, "failed", str(exc)).to_json()
 
 
@@ -292,7 +271,7 @@ async def learn(
     started = time.perf_counter()
     conn = await asyncpg.connect(dsn)
     try:
-        runs = [str(r["id"]) for r in await conn.fetch(TO_LEARN, list(namespaces) if namespaces else None, limit)]
+        runs = [str(r["id"]) for r in await conn.fetch(sql.TO_LEARN, list(namespaces) if namespaces else None, limit)]
     finally:
         await conn.close()
     say(f"learning from {len(runs)} reference run(s){' on Ray' if use_ray and runs else ''}")

@@ -25,6 +25,7 @@ import asyncpg
 
 from cabrain.errors import CabrainError, InputError, NotFound
 from cabrain.store import access
+from cabrain.store import workflow_queue as sql
 from cabrain.workflows.dispatch import DispatchResult, TaskRequest
 
 
@@ -42,37 +43,6 @@ class Dispatches(Protocol):
 
 
 log = logging.getLogger("cabrain.workflows")
-
-COLUMNS = "id, namespace, submitted_by, priority, status, request, task_id, result, error, tries, picked_by, picked_at, finished_at, created_at"
-ENQUEUE = f"""
-INSERT INTO dispatch_queue (id, namespace, submitted_by, priority, request) VALUES ($1, $2, $3, $4, $5)
-RETURNING {COLUMNS}
-"""
-CLAIM = f"""
-UPDATE dispatch_queue q SET status = 'picked', picked_by = $1, picked_at = now(), tries = q.tries + 1
-WHERE q.id = (
-    SELECT id FROM dispatch_queue WHERE status = 'pending'
-    ORDER BY priority DESC, created_at, id
-    FOR UPDATE SKIP LOCKED
-    LIMIT 1
-)
-RETURNING {COLUMNS}
-"""
-EXPIRE = """
-UPDATE dispatch_queue
-SET status = CASE WHEN tries >= $2 THEN 'failed' ELSE 'pending' END,
-    error = CASE WHEN tries >= $2 THEN 'its worker stopped before finishing it, ' || tries || ' time(s)' ELSE error END,
-    finished_at = CASE WHEN tries >= $2 THEN now() END,
-    picked_by = NULL
-WHERE status = 'picked' AND picked_at < now() - make_interval(secs => $1)
-RETURNING id
-"""
-FINISH = """
-UPDATE dispatch_queue SET status = $3, result = $4, error = $5, task_id = $6, finished_at = now()
-WHERE id = $1 AND status = 'picked' AND picked_by = $2
-"""
-GET = f"SELECT {COLUMNS} FROM dispatch_queue WHERE id = $1"
-COUNTS = "SELECT status, count(*) AS n FROM dispatch_queue WHERE ($1::text IS NULL OR namespace = $1) GROUP BY status"
 
 
 def _view(row: asyncpg.Record) -> dict[str, Any]:
@@ -107,7 +77,9 @@ async def enqueue(
     request.check(max_chars)
     check_priority(priority)
     await access.require_writer(conn, agent, request.namespace)
-    row = await conn.fetchrow(ENQUEUE, uuid.uuid4(), request.namespace, agent, priority, json.dumps(request.to_json()))
+    row = await conn.fetchrow(
+        sql.ENQUEUE, uuid.uuid4(), request.namespace, agent, priority, json.dumps(request.to_json())
+    )
     return _view(row)
 
 
@@ -115,7 +87,7 @@ async def get(conn: asyncpg.Connection, agent: str, queued: uuid.UUID | str) -> 
     """A queued task, for its submitter or an agent that may read its namespace's team memories;
     for any other agent it does not exist."""
     key = queue_id(queued)
-    row = await conn.fetchrow(GET, key)
+    row = await conn.fetchrow(sql.GET, key)
     if row is None:
         raise NotFound(f"no queued task {key}")
     caller = await access.caller(conn, agent, row["namespace"])
@@ -125,7 +97,7 @@ async def get(conn: asyncpg.Connection, agent: str, queued: uuid.UUID | str) -> 
 
 
 async def counts(conn: asyncpg.Connection, namespace: str | None = None) -> dict[str, int]:
-    rows = await conn.fetch(COUNTS, namespace)
+    rows = await conn.fetch(sql.COUNTS, namespace)
     return {
         status: next((r["n"] for r in rows if r["status"] == status), 0)
         for status in ("pending", "picked", "done", "failed")
@@ -135,10 +107,10 @@ async def counts(conn: asyncpg.Connection, namespace: str | None = None) -> dict
 async def claim(conn: asyncpg.Connection, worker: str, *, lease_s: float, max_tries: int) -> dict[str, Any] | None:
     """The most urgent pending task, now picked by ``worker`` (None: none is pending); claims
     older than ``lease_s`` go back to pending (or fail after ``max_tries``) first."""
-    expired = await conn.fetch(EXPIRE, lease_s, max_tries)
+    expired = await conn.fetch(sql.EXPIRE, lease_s, max_tries)
     if expired:
         log.warning("claims expired", extra={"tasks": [str(r["id"]) for r in expired]})
-    row = await conn.fetchrow(CLAIM, worker)
+    row = await conn.fetchrow(sql.CLAIM, worker)
     return None if row is None else _view(row)
 
 
@@ -156,7 +128,7 @@ async def run_one(dispatcher: Dispatches, worker: str, item: dict[str, Any]) -> 
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     async with dispatcher.engine.pool.acquire() as conn:
         await conn.execute(
-            FINISH,
+            sql.FINISH,
             uuid.UUID(item["id"]),
             worker,
             status,

@@ -19,25 +19,11 @@ import asyncpg
 from cabrain.errors import ConfigError, InputError, NotFound
 from cabrain.fixes import Fix
 from cabrain.providers.llm_calls import CallPolicy, TaskModel, Wire, build_model
+from cabrain.store import workflow_models as sql
 
 LAYERS = ("frontier", "local")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-COLUMNS = (
-    "name",
-    "layer",
-    "provider",
-    "model",
-    "endpoint",
-    "api_key_env",
-    "capabilities",
-    "cost_in_per_1k",
-    "cost_out_per_1k",
-    "latency_ms",
-    "calls",
-    "failures",
-    "active",
-)
 EDITABLE = (
     "layer",
     "provider",
@@ -153,15 +139,6 @@ def check_fields(fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-INSERT = f"""
-INSERT INTO llm_agents (name, layer, provider, model, endpoint, api_key_env, capabilities, cost_in_per_1k,
-                        cost_out_per_1k, active)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (name) DO NOTHING
-RETURNING {", ".join(COLUMNS)}
-"""
-
-
 async def add(conn: asyncpg.Connection, **fields: Any) -> ModelAgent:
     missing = [k for k in ("name", "layer", "provider", "model", "endpoint") if not fields.get(k)]
     if missing:
@@ -171,7 +148,7 @@ async def add(conn: asyncpg.Connection, **fields: Any) -> ModelAgent:
         raise InputError(f"unknown field(s): {', '.join(sorted(unknown))}")
     f = check_fields(fields)
     row = await conn.fetchrow(
-        INSERT,
+        sql.INSERT,
         f["name"],
         f["layer"],
         f["provider"],
@@ -197,31 +174,21 @@ async def update(conn: asyncpg.Connection, name: str, **fields: Any) -> ModelAge
     f = check_fields(fields)
     if not f:
         return await get(conn, name)
-    sets = ", ".join(f"{k} = ${i + 2}" for i, k in enumerate(f))
-    row = await conn.fetchrow(
-        f"UPDATE llm_agents SET {sets}, updated_at = now() WHERE name = $1 RETURNING {', '.join(COLUMNS)}",
-        name,
-        *f.values(),
-    )
+    row = await conn.fetchrow(sql.update(f), name, *f.values())
     if row is None:
         raise NotFound(f"no model agent named {name!r}")
     return ModelAgent.from_row(row)
 
 
 async def get(conn: asyncpg.Connection, name: str) -> ModelAgent:
-    row = await conn.fetchrow(f"SELECT {', '.join(COLUMNS)} FROM llm_agents WHERE name = $1", name)
+    row = await conn.fetchrow(sql.GET, name)
     if row is None:
         raise NotFound(f"no model agent named {name!r}", fix=Fix("list_models"))
     return ModelAgent.from_row(row)
 
 
 async def listed(conn: asyncpg.Connection, *, layer: str | None = None, active_only: bool = False) -> list[ModelAgent]:
-    rows = await conn.fetch(
-        f"SELECT {', '.join(COLUMNS)} FROM llm_agents WHERE ($1::text IS NULL OR layer = $1) AND (NOT $2 OR active) "
-        "ORDER BY layer, coalesce(cost_in_per_1k, 0) + coalesce(cost_out_per_1k, 0), name",
-        layer,
-        active_only,
-    )
+    rows = await conn.fetch(sql.LISTED, layer, active_only)
     return [ModelAgent.from_row(r) for r in rows]
 
 

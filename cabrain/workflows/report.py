@@ -14,62 +14,7 @@ from typing import Any
 
 import asyncpg
 
-SCOPE = "($1::text[] IS NULL OR t.namespace = ANY($1::text[])) AND t.created_at >= $2"
-TASKS = f"""
-WITH ref_cost AS (
-    SELECT t.cluster_id, avg(r.cost_usd)::float8 AS mean_cost
-    FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id
-    WHERE r.cost_usd IS NOT NULL
-    GROUP BY t.cluster_id
-), per_task AS (
-    SELECT t.id, t.submitted_by, t.route, t.cluster_id,
-           (SELECT sum(c.cost_usd) FROM llm_calls c WHERE c.task_id = t.id AND c.purpose = 'local')::float8 AS local_cost,
-           (SELECT sum(c.cost_usd) FROM llm_calls c WHERE c.task_id = t.id AND c.purpose = 'frontier')::float8 AS frontier_cost
-    FROM workflow_tasks t
-    WHERE t.status = 'done' AND {SCOPE}
-)
-SELECT p.submitted_by, p.route, count(*) AS tasks,
-       coalesce(sum(p.local_cost), 0) AS local_cost, coalesce(sum(p.frontier_cost), 0) AS frontier_cost,
-       coalesce(sum(rc.mean_cost) FILTER (WHERE p.route = 'local'), 0) AS would_have_cost,
-       count(*) FILTER (WHERE p.route = 'local' AND rc.mean_cost IS NULL) AS unpriced
-FROM per_task p LEFT JOIN ref_cost rc USING (cluster_id)
-GROUP BY 1, 2 ORDER BY 1, 2
-"""
-FAILED = f"SELECT count(*) FROM workflow_tasks t WHERE t.status = 'failed' AND {SCOPE}"
-LEARNING_COST = f"""
-SELECT coalesce(sum(c.cost_usd), 0)::float8 AS cost, count(*) AS calls
-FROM llm_calls c JOIN workflow_tasks t ON t.id = c.task_id
-WHERE c.purpose IN ('learn', 'judge') AND {SCOPE}
-"""
-ACCURACY = f"""
-SELECT to_char(date_trunc('day', a.created_at), 'YYYY-MM-DD') AS day, avg(a.score)::float8 AS mean_score,
-       count(*) AS attempts, count(*) FILTER (WHERE a.score >= $3) AS accepted
-FROM chain_attempts a JOIN workflow_tasks t ON t.id = a.task_id
-WHERE a.complete AND {SCOPE}
-GROUP BY 1 ORDER BY 1
-"""
-ROUTED = f"""
-SELECT to_char(date_trunc('day', t.created_at), 'YYYY-MM-DD') AS day,
-       count(*) FILTER (WHERE t.route = 'local') AS local_ok, count(*) FILTER (WHERE t.route = 'fallback') AS fallback
-FROM workflow_tasks t WHERE t.status = 'done' AND t.route IN ('local', 'fallback') AND {SCOPE}
-GROUP BY 1 ORDER BY 1
-"""
-MODELS = f"""
-SELECT c.agent, a.layer, count(*) AS calls, count(*) FILTER (WHERE c.error IS NOT NULL) AS failures,
-       coalesce(sum(c.tokens_in), 0) AS tokens_in, coalesce(sum(c.tokens_out), 0) AS tokens_out,
-       coalesce(sum(c.cost_usd), 0)::float8 AS cost, count(*) FILTER (WHERE c.cost_usd IS NULL AND c.error IS NULL) AS unpriced_calls,
-       avg(c.duration_ms) FILTER (WHERE c.error IS NULL)::float8 AS mean_ms,
-       array_agg(DISTINCT c.purpose) AS purposes
-FROM llm_calls c JOIN llm_agents a ON a.name = c.agent JOIN workflow_tasks t ON t.id = c.task_id
-WHERE {SCOPE}
-GROUP BY 1, 2 ORDER BY 1
-"""
-CHAIN_SCORES = f"""
-SELECT a.chain_key, avg(a.score)::float8 AS mean_score, count(*) AS attempts
-FROM chain_attempts a JOIN workflow_tasks t ON t.id = a.task_id
-WHERE a.complete AND {SCOPE}
-GROUP BY 1 ORDER BY 2 DESC
-"""
+from cabrain.store import workflow_report as sql
 
 
 def _money(x: float) -> float:
@@ -86,7 +31,7 @@ async def build(
     totals = {"frontier": 0, "local": 0, "fallback": 0}
     frontier_cost = local_cost = would_have = wasted = 0.0
     unpriced = 0
-    for row in await conn.fetch(TASKS, *args):
+    for row in await conn.fetch(sql.TASKS, *args):
         agent = per_agent.setdefault(
             row["submitted_by"],
             {"tasks": 0, "frontier": 0, "local": 0, "fallback": 0, "saved_usd": 0.0, "spent_usd": 0.0},
@@ -113,7 +58,7 @@ async def build(
     for agent in per_agent.values():
         agent["local_share"] = round(agent["local"] / agent["tasks"], 4) if agent["tasks"] else 0.0
         agent["saved_usd"], agent["spent_usd"] = _money(agent["saved_usd"]), _money(agent["spent_usd"])
-    learning = await conn.fetchrow(LEARNING_COST, *args)
+    learning = await conn.fetchrow(sql.LEARNING_COST, *args)
     saved = would_have - local_cost  # local_cost: the local-routed tasks' calls and the fallbacks' wasted ones
     return {
         "since": since.isoformat() if days else None,
@@ -121,7 +66,7 @@ async def build(
         "tasks": {
             "done": done,
             **totals,
-            "failed": await conn.fetchval(FAILED, *args),
+            "failed": await conn.fetchval(sql.FAILED, *args),
             "local_share": round(totals["local"] / done, 4) if done else 0.0,
         },
         "cost_usd": {
@@ -140,7 +85,7 @@ async def build(
                 "attempts": r["attempts"],
                 "accepted": r["accepted"],
             }
-            for r in await conn.fetch(ACCURACY, *args, accept)
+            for r in await conn.fetch(sql.ACCURACY, *args, accept)
         ],
         "routed_by_day": [
             {
@@ -149,11 +94,11 @@ async def build(
                 "fallback": r["fallback"],
                 "pass_rate": round(r["local_ok"] / (r["local_ok"] + r["fallback"]), 4),
             }
-            for r in await conn.fetch(ROUTED, *args)
+            for r in await conn.fetch(sql.ROUTED, *args)
         ],
         "chains": [
             {"chain": r["chain_key"], "mean_score": round(r["mean_score"], 4), "attempts": r["attempts"]}
-            for r in await conn.fetch(CHAIN_SCORES, *args)
+            for r in await conn.fetch(sql.CHAIN_SCORES, *args)
         ],
         "agents": per_agent,
         "models": {
@@ -168,7 +113,7 @@ async def build(
                 "mean_ms": None if r["mean_ms"] is None else round(r["mean_ms"], 1),
                 "purposes": sorted(r["purposes"]),
             }
-            for r in await conn.fetch(MODELS, *args)
+            for r in await conn.fetch(sql.MODELS, *args)
         },
     }
 
