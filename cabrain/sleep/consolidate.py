@@ -25,30 +25,7 @@ from cabrain.sleep.rows import readership_groups, unit_rows, vec
 from cabrain.sleep.turns import distill_turns
 from cabrain.sleep.writing import MAX_FACT_CHARS, Fact, settle, statement
 from cabrain.store import judgments
-
-EPISODES = """
-SELECT m.id, m.owner_agent_id, m.visibility, m.content, m.embedding, m.importance, m.valid_at, m.created_at,
-       m.metadata ->> 'speaker' AS speaker, m.metadata ->> 'thread' AS thread
-FROM memories m
-WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.memory_type = 'episodic'
-  AND m.consolidated_at IS NULL AND m.embedding IS NOT NULL
-  AND m.created_at > $4::timestamptz - make_interval(secs => $2)
-ORDER BY m.created_at DESC, m.id
-LIMIT $3
-"""
-ENTITY_FACTS = """
-SELECT e.id AS entity_id, e.name, m.id, m.content, m.importance, m.embedding
-FROM entities e
-JOIN memory_entities me ON me.entity_id = e.id
-JOIN memory_ids i ON i.id = me.memory_id AND i.tier = 'hot'
-JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-WHERE e.id = ANY($1::uuid[]) AND m.invalid_at IS NULL AND m.network = 'fact' AND m.visibility <> 'private'
-ORDER BY e.id, m.importance DESC, m.valid_at DESC, m.content, m.id
-"""
-SET_SUMMARY = """
-UPDATE entities SET summary = $2, summary_sources = $3, summarized_at = now(), updated_at = now(), embedding = $4
-WHERE id = $1
-"""
+from cabrain.store import sleep as sleep_sql
 
 
 def star_clusters(vectors: np.ndarray, threshold: float, min_size: int) -> list[list[int]]:
@@ -98,7 +75,11 @@ async def consolidate(ctx: StepContext, namespace: str, month: str = "") -> Step
     pool = await ctx.pool()
     async with pool.acquire() as conn:
         episodes = await conn.fetch(
-            EPISODES, namespace, s.sleep_consolidate_window_days * 86400, s.sleep_consolidate_batch, ctx.clock()
+            sleep_sql.EPISODES,
+            namespace,
+            s.sleep_consolidate_window_days * 86400,
+            s.sleep_consolidate_batch,
+            ctx.clock(),
         )
     result.add("episodes_read", len(episodes))
     touched_entities: set[uuid.UUID] = set()
@@ -178,7 +159,7 @@ async def _summarise_entities(
     what it writes from them. Recorded as one ``summarize`` judgment of the run (before and after)."""
     pool = await ctx.pool()
     async with pool.acquire() as conn:
-        rows = await conn.fetch(ENTITY_FACTS, entity_ids)
+        rows = await conn.fetch(sleep_sql.ENTITY_FACTS, entity_ids)
     by_entity: dict[uuid.UUID, list[asyncpg.Record]] = defaultdict(list)
     for r in rows:
         by_entity[r["entity_id"]].append(r)
@@ -202,7 +183,7 @@ async def _summarise_entities(
                 except (LLMError, ValueError, KeyError, TypeError):
                     result.add("llm_fallbacks")
             vector = unit_rows(np.array([vec(f["embedding"]) for f in top])).mean(axis=0)
-            await conn.execute(SET_SUMMARY, entity_id, summary[:2000], [f["id"] for f in top], vector)
+            await conn.execute(sleep_sql.SET_SUMMARY, entity_id, summary[:2000], [f["id"] for f in top], vector)
             after = judgments.entity_state((await conn.fetch(judgments.ENTITY_STATE, [entity_id]))[0])
             judgment.entities.append(
                 {"entity_id": str(entity_id), "name": top[0]["name"], "before": before[entity_id], "after": after}

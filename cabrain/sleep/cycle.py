@@ -40,24 +40,6 @@ STEPS = ("consolidate", "dedup", "reconsolidate", "decay", "demote", "purge", "m
 PER_MONTH = frozenset({"decay", "demote"})
 LOCK_CLASS = 0x5C1EE9  # advisory lock key space of the sleep cycle
 
-NAMESPACES = "SELECT name FROM namespaces ORDER BY name"
-MONTHS = """
-SELECT to_char(valid_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month, count(*) AS n
-FROM memories WHERE namespace = $1 GROUP BY 1 ORDER BY 1
-"""
-START_RUN = "INSERT INTO sleep_runs (id, status, host, steps, namespaces) VALUES ($1, 'running', $2, $3, $4)"
-END_RUN = "UPDATE sleep_runs SET status = $2, finished_at = now(), report = $3::jsonb WHERE id = $1"
-START_STEP = """
-INSERT INTO sleep_steps (run_id, step, namespace, month, status, node_id) VALUES ($1, $2, $3, $4, 'running', $5)
-ON CONFLICT (run_id, step, namespace, month) DO UPDATE SET status = 'running', node_id = $5, started_at = now(),
-    finished_at = NULL, error = NULL
-"""
-END_STEP = """
-UPDATE sleep_steps SET status = $5, counts = $6::jsonb, changes = $7::jsonb, error = $8, finished_at = now()
-WHERE run_id = $1 AND step = $2 AND namespace = $3 AND month = $4
-"""
-TRY_LOCK = "SELECT pg_try_advisory_lock($1, hashtext($2))"
-
 
 class StepWithdrawn(Exception):
     """A step that had not started when its run was cancelled."""
@@ -113,16 +95,26 @@ async def execute_step(
     try:
         pool = await ctx.pool()
         async with pool.acquire() as conn:
-            await conn.execute(START_STEP, run_id, step, namespace, month, node)
+            await conn.execute(sleep_sql.START_STEP, run_id, step, namespace, month, node)
         try:
             result = await fn(ctx, namespace, month)
         except Exception as exc:
             async with pool.acquire() as conn:
-                await conn.execute(END_STEP, run_id, step, namespace, month, "failed", "{}", "[]", str(exc)[:2000])
+                await conn.execute(
+                    sleep_sql.END_STEP, run_id, step, namespace, month, "failed", "{}", "[]", str(exc)[:2000]
+                )
             raise
         async with pool.acquire() as conn:
             await conn.execute(
-                END_STEP, run_id, step, namespace, month, "done", jsonb(result.counts), jsonb(result.changes), None
+                sleep_sql.END_STEP,
+                run_id,
+                step,
+                namespace,
+                month,
+                "done",
+                jsonb(result.counts),
+                jsonb(result.changes),
+                None,
             )
     finally:
         await ctx.close()
@@ -162,8 +154,8 @@ async def sleep_dsn(settings: Settings, dsn: str) -> tuple[str, str]:
         return settings.sleep_database_url.get_secret_value(), "CABRAIN_SLEEP_DATABASE_URL"
     conn = await asyncpg.connect(dsn)
     try:
-        exists = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", SLEEP_ROLE)
-        me = await conn.fetchval("SELECT current_user")
+        exists = await conn.fetchval(sleep_sql.ROLE_EXISTS, SLEEP_ROLE)
+        me = await conn.fetchval(sleep_sql.CURRENT_USER)
     finally:
         await conn.close()
     if not exists:
@@ -207,21 +199,21 @@ async def run_cycle(
     worker_dsn, role = await sleep_dsn(settings, dsn)
     lock_conn = await asyncpg.connect(dsn)
     try:
-        wanted = list(namespaces) if namespaces else [r["name"] for r in await lock_conn.fetch(NAMESPACES)]
-        known = {r["name"] for r in await lock_conn.fetch(NAMESPACES)}
+        wanted = list(namespaces) if namespaces else [r["name"] for r in await lock_conn.fetch(sleep_sql.NAMESPACES)]
+        known = {r["name"] for r in await lock_conn.fetch(sleep_sql.NAMESPACES)}
         missing = [n for n in wanted if n not in known]
         if missing:
             raise ConfigError(f"unknown namespace(s): {', '.join(missing)}")
         mine, skipped = [], {}
         for name in wanted:
-            if await lock_conn.fetchval(TRY_LOCK, LOCK_CLASS, name):
+            if await lock_conn.fetchval(sleep_sql.TRY_LOCK, LOCK_CLASS, name):
                 mine.append(name)
             else:
                 skipped[name] = "another sleep cycle is working on it"
                 say(f"  {name}: skipped, another sleep cycle holds it")
-        await lock_conn.execute(START_RUN, run_id, socket.gethostname(), list(steps), mine)
+        await lock_conn.execute(sleep_sql.START_RUN, run_id, socket.gethostname(), list(steps), mine)
         say(f"sleep run {run_id}: {len(mine)} namespace(s), steps {', '.join(steps)} (as {role})")
-        months = {name: [r["month"] for r in await lock_conn.fetch(MONTHS, name)] for name in mine}
+        months = {name: [r["month"] for r in await lock_conn.fetch(sleep_sql.MONTHS, name)] for name in mine}
         runner = _Runner(settings, worker_dsn, run_id, use_ray, say, clock, _Control(lock_conn, run_id))
         if use_ray:
             say(f"  steps: {runner.room.why}")
@@ -255,13 +247,11 @@ async def run_cycle(
             runner.withdrawn,
         )
         await runner.control.note(None)
-        await lock_conn.execute(END_RUN, run_id, status, jsonb(report.to_json()))
+        await lock_conn.execute(sleep_sql.END_RUN, run_id, status, jsonb(report.to_json()))
         say(f"sleep run {run_id}: {status} in {report.seconds:.1f} s")
         return report
     except BaseException:
-        await lock_conn.execute(
-            "UPDATE sleep_runs SET status = 'failed', finished_at = now() WHERE id = $1 AND status = 'running'", run_id
-        )
+        await lock_conn.execute(sleep_sql.FAIL_RUN, run_id)
         raise
     finally:
         await lock_conn.close()  # releases the namespace locks

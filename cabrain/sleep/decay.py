@@ -15,29 +15,9 @@ decay counts its time from that use (reinforcement).
 from __future__ import annotations
 
 from cabrain.sleep.context import StepContext, StepResult
-from cabrain.sleep.demote import MONTH_BOUNDS
+from cabrain.store import demote as demote_sql
 from cabrain.store import judgments
-
-DECAY = """
-WITH aged AS (
-    SELECT m.id, m.valid_at, m.importance,
-           extract(epoch FROM $9::timestamptz - greatest(m.decayed_at, m.last_accessed_at, m.created_at)) / 86400.0 AS days
-    FROM memories m
-    WHERE m.namespace = $1 AND m.valid_at >= $2 AND m.valid_at < $3
-      AND m.invalid_at IS NULL AND m.tier = 'hot' AND m.importance > (CASE WHEN m.pinned THEN $8::real ELSE $6::real END)
-),
-next AS (
-    SELECT id, valid_at, importance AS before, floor,
-           greatest(floor, importance * power(2.0, -days / ($4 * (1 + $5 * importance))))::real AS after
-    FROM (SELECT a.*, CASE WHEN m.pinned THEN greatest($6::real, $8::real) ELSE $6::real END AS floor
-          FROM aged a JOIN memories m ON m.id = a.id AND m.valid_at = a.valid_at) f
-    WHERE days > 0
-)
-UPDATE memories m SET importance = n.after, decayed_at = $9
-FROM next n
-WHERE m.id = n.id AND m.valid_at = n.valid_at AND (n.before - n.after >= $7 OR n.after <= n.floor)
-RETURNING m.id, m.valid_at, n.before, n.after
-"""
+from cabrain.store import sleep as sleep_sql
 
 
 async def decay(ctx: StepContext, namespace: str, month: str) -> StepResult:
@@ -45,9 +25,9 @@ async def decay(ctx: StepContext, namespace: str, month: str) -> StepResult:
     s = ctx.settings
     pool = await ctx.pool()
     async with pool.acquire() as conn, conn.transaction():
-        bounds = await conn.fetchrow(MONTH_BOUNDS, month)
+        bounds = await conn.fetchrow(demote_sql.MONTH_BOUNDS, month)
         rows = await conn.fetch(
-            DECAY,
+            sleep_sql.DECAY,
             namespace,
             bounds["lo"],
             bounds["hi"],

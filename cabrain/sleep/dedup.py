@@ -12,17 +12,9 @@ import asyncpg
 import numpy as np
 
 from cabrain.sleep.context import StepContext, StepResult
-from cabrain.sleep.rows import (
-    ADD_SOURCES,
-    CURRENT,
-    SET_WATERMARK,
-    WATERMARK,
-    origin,
-    readership_groups,
-    unit_rows,
-    vec,
-)
+from cabrain.sleep.rows import origin, readership_groups, unit_rows, vec
 from cabrain.store import judgments
+from cabrain.store import sleep as sleep_sql
 from cabrain.write.decision import duplicates
 
 
@@ -36,9 +28,9 @@ async def dedup(ctx: StepContext, namespace: str, month: str = "") -> StepResult
     result = ctx.result()
     pool = await ctx.pool()
     async with pool.acquire() as conn:
-        since = await conn.fetchval(WATERMARK, namespace, "dedup")
-        upto = await conn.fetchval("SELECT now()")
-        rows = await conn.fetch(CURRENT, namespace, None)
+        since = await conn.fetchval(sleep_sql.WATERMARK, namespace, "dedup")
+        upto = await conn.fetchval(sleep_sql.NOW)
+        rows = await conn.fetch(sleep_sql.CURRENT, namespace, None)
     result.add("memories_compared", len(rows))
     threshold = ctx.settings.sleep_dedup_similarity
     for _key, group in sorted(readership_groups(rows).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
@@ -48,7 +40,7 @@ async def dedup(ctx: StepContext, namespace: str, month: str = "") -> StepResult
         for members in by_kind.values():
             await _merge_duplicates(ctx, members, since, threshold, result)
     async with pool.acquire() as conn:
-        await conn.execute(SET_WATERMARK, namespace, "dedup", upto)
+        await conn.execute(sleep_sql.SET_WATERMARK, namespace, "dedup", upto)
     return result
 
 
@@ -102,7 +94,7 @@ async def _merge_duplicates(
                 run_id=ctx.run_id,
                 inputs={"keeper": str(keeper["id"]), "text": keeper["content"], "similarities": {}},
             )
-            now = await conn.fetchval("SELECT now()")
+            now = await conn.fetchval(sleep_sql.NOW)
             for i in sorted(members):
                 if i == root:
                     continue
@@ -125,7 +117,9 @@ async def _merge_duplicates(
                         "access_count": int(keeper["access_count"]) + sum(int(r["access_count"]) for r in merged),
                     },
                 )
-                added = await conn.fetch(ADD_SOURCES, keeper["id"], [r["id"] for r in merged], "merged", ctx.run_id)
+                added = await conn.fetch(
+                    sleep_sql.ADD_SOURCES, keeper["id"], [r["id"] for r in merged], "merged", ctx.run_id
+                )
                 judgment.links = [
                     {
                         "memory_id": str(keeper["id"]),

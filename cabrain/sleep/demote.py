@@ -33,85 +33,12 @@ import asyncpg
 from cabrain import failpoints
 from cabrain.errors import ColdStoreError
 from cabrain.sleep.context import StepContext, StepResult
+from cabrain.store import demote as demote_sql
 from cabrain.store import judgments
 from cabrain.store import namespaces as namespace_sql
 from cabrain.store.cold import equal, month_of, to_arrow
 
-MONTH_BOUNDS = """
-SELECT (to_date($1, 'YYYY-MM')::timestamp AT TIME ZONE 'UTC') AS lo,
-       ((to_date($1, 'YYYY-MM') + interval '1 month')::timestamp AT TIME ZONE 'UTC') AS hi
-"""
-
 ARCHIVE_TEXT_CHARS = 160  # of each archived memory's text, in the run's journal
-
-OPEN_BATCHES = """
-SELECT id, memory_ids, state FROM cold_batches
-WHERE namespace = $1 AND month = $2 AND state <> 'done' ORDER BY created_at, id
-"""
-
-CANDIDATES = """
-SELECT m.id FROM memories m
-WHERE m.namespace = $1 AND m.valid_at >= $2 AND m.valid_at < $3 AND m.tier = 'hot'
-  AND NOT (m.id = ANY($4::uuid[]))
-  AND (
-        (m.invalid_at IS NOT NULL AND m.invalid_at < $9::timestamptz - make_interval(secs => $5))
-     OR (m.invalid_at IS NULL AND m.memory_type = 'episodic' AND NOT m.pinned
-         AND m.valid_at < $9::timestamptz - make_interval(secs => $6)
-         AND m.created_at < $9::timestamptz - make_interval(secs => $6)
-         AND (m.last_accessed_at IS NULL OR m.last_accessed_at < $9::timestamptz - make_interval(secs => $6))
-         AND (m.consolidated_at IS NOT NULL OR m.importance < $7))
-  )
-ORDER BY m.id
-LIMIT $8
-"""
-
-PLAN_BATCH = """
-INSERT INTO cold_batches (id, namespace, month, run_id, state, memory_ids, row_count)
-VALUES ($1, $2, $3, $4, 'planned', $5, cardinality($5::uuid[]))
-"""
-
-LOCK_ROWS = """
-SELECT m.id, m.namespace, m.owner_agent_id, m.visibility, m.network, m.memory_type, m.content,
-       m.source_kind, m.source_ref, m.embedding, m.importance, m.access_count, m.last_accessed_at,
-       m.created_at, m.valid_at, m.invalid_at, m.superseded_by, m.metadata
-FROM memories m
-WHERE m.namespace = $1 AND m.valid_at >= $2 AND m.valid_at < $3 AND m.id = ANY($4::uuid[]) AND m.tier = 'hot'
-ORDER BY m.id
-FOR UPDATE
-"""
-
-DOCS_OF = """
-SELECT memory_id, max(doc_len) AS doc_len FROM memory_terms
-WHERE namespace = $1 AND memory_id = ANY($2::uuid[]) GROUP BY memory_id
-"""
-DELETE_POSTINGS = """
-WITH gone AS (DELETE FROM memory_terms WHERE namespace = $1 AND memory_id = ANY($2::uuid[]) RETURNING term)
-SELECT term, count(*)::int AS n FROM gone GROUP BY term ORDER BY term
-"""
-LOWER_DF = """
-UPDATE bm25_terms b SET df = greatest(b.df - t.n, 0)
-FROM (SELECT * FROM unnest($2::text[], $3::int[]) AS x(term, n) ORDER BY term) t
-WHERE b.namespace = $1 AND b.term = t.term
-"""
-LOWER_STATS = """
-UPDATE bm25_namespaces SET doc_count = greatest(doc_count - $2, 0), total_len = greatest(total_len - $3, 0)
-WHERE namespace = $1
-"""
-DELETE_CHUNKS = "DELETE FROM memory_chunks WHERE namespace = $1 AND memory_id = ANY($2::uuid[])"
-MARK_COLD = """
-UPDATE memory_ids i SET tier = 'cold', cold_batch = $2, demoted_at = $3,
-       owner_agent_id = m.owner_agent_id, visibility = m.visibility, source_kind = coalesce(m.source_kind, '')
-FROM memories m
-WHERE m.id = i.id AND m.valid_at = i.valid_at AND i.id = ANY($1::uuid[])
-"""
-DELETE_ROWS = """
-DELETE FROM memories WHERE namespace = $1 AND valid_at >= $2 AND valid_at < $3 AND id = ANY($4::uuid[])
-"""
-LOWER_COUNTS = """
-UPDATE namespaces SET memory_count = greatest(memory_count - $2, 0), chunk_count = greatest(chunk_count - $3, 0)
-WHERE name = $1
-"""
-FINISH_BATCH = "UPDATE cold_batches SET state = 'done', snapshot_id = $2, finished_at = now() WHERE id = $1"
 
 # What must agree between the hot row and its cold copy (access counts and decayed importance may
 # drift between a crashed run and its re-run; they are not what an archive answers for).
@@ -128,18 +55,18 @@ async def demote(ctx: StepContext, namespace: str, month: str) -> StepResult:
     settings = ctx.settings
     pool = await ctx.pool()
     async with pool.acquire() as conn:
-        bounds = await conn.fetchrow(MONTH_BOUNDS, month)
+        bounds = await conn.fetchrow(demote_sql.MONTH_BOUNDS, month)
         lo, hi = bounds["lo"], bounds["hi"]
-        open_batches = await conn.fetch(OPEN_BATCHES, namespace, month)
+        open_batches = await conn.fetch(demote_sql.OPEN_BATCHES, namespace, month)
     for batch in open_batches:  # a crashed run's batches are finished first
         await _finish(ctx, result, namespace, lo, hi, batch["id"], list(batch["memory_ids"]), resumed=True)
     while True:
         async with pool.acquire() as conn:
-            pending = [i for b in await conn.fetch(OPEN_BATCHES, namespace, month) for i in b["memory_ids"]]
+            pending = [i for b in await conn.fetch(demote_sql.OPEN_BATCHES, namespace, month) for i in b["memory_ids"]]
             ids = [
                 r["id"]
                 for r in await conn.fetch(
-                    CANDIDATES,
+                    demote_sql.CANDIDATES,
                     namespace,
                     lo,
                     hi,
@@ -154,7 +81,7 @@ async def demote(ctx: StepContext, namespace: str, month: str) -> StepResult:
             if not ids:
                 break
             batch_id = uuid.uuid4()
-            await conn.execute(PLAN_BATCH, batch_id, namespace, month, ctx.run_id, ids)
+            await conn.execute(demote_sql.PLAN_BATCH, batch_id, namespace, month, ctx.run_id, ids)
         failpoints.hit("demote.after_plan")
         await _finish(ctx, result, namespace, lo, hi, batch_id, ids, resumed=False)
     return result
@@ -178,9 +105,9 @@ async def _finish(
         # updates the namespace's counters, then its keyword statistics, then may supersede a row;
         # taken here after the rows and statistics, the two orders could deadlock.
         await namespace_sql.lock(conn, namespace)
-        rows = await conn.fetch(LOCK_ROWS, namespace, lo, hi, ids)
+        rows = await conn.fetch(demote_sql.LOCK_ROWS, namespace, lo, hi, ids)
         if not rows:  # nothing hot is left of it: it finished, short of the ledger's last word
-            await conn.execute(FINISH_BATCH, batch, cold.committed_snapshot(batch))
+            await conn.execute(demote_sql.FINISH_BATCH, batch, cold.committed_snapshot(batch))
             return
         demoted_at = datetime.now(UTC)  # a record (archive reads keep the newest copy), not a decision: wall clock
         snapshot = cold.committed_snapshot(batch)
@@ -205,17 +132,17 @@ async def _finish(
                 hint="check the Iceberg warehouse, then run the sleep cycle again",
             )
         kept = [r["id"] for r in rows]
-        docs = await conn.fetch(DOCS_OF, namespace, kept)
-        terms = await conn.fetch(DELETE_POSTINGS, namespace, kept)
+        docs = await conn.fetch(demote_sql.DOCS_OF, namespace, kept)
+        terms = await conn.fetch(demote_sql.DELETE_POSTINGS, namespace, kept)
         if terms:
-            await conn.execute(LOWER_DF, namespace, [t["term"] for t in terms], [t["n"] for t in terms])
-        await conn.execute(LOWER_STATS, namespace, len(docs), sum(d["doc_len"] for d in docs))
-        chunks = int((await conn.execute(DELETE_CHUNKS, namespace, kept)).split()[-1])
-        await conn.execute(MARK_COLD, kept, batch, demoted_at)
+            await conn.execute(demote_sql.LOWER_DF, namespace, [t["term"] for t in terms], [t["n"] for t in terms])
+        await conn.execute(demote_sql.LOWER_STATS, namespace, len(docs), sum(d["doc_len"] for d in docs))
+        chunks = int((await conn.execute(demote_sql.DELETE_CHUNKS, namespace, kept)).split()[-1])
+        await conn.execute(demote_sql.MARK_COLD, kept, batch, demoted_at)
         failpoints.hit("demote.before_hot_delete")
-        deleted = int((await conn.execute(DELETE_ROWS, namespace, lo, hi, kept)).split()[-1])
-        await conn.execute(LOWER_COUNTS, namespace, deleted, chunks)
-        await conn.execute(FINISH_BATCH, batch, snapshot)
+        deleted = int((await conn.execute(demote_sql.DELETE_ROWS, namespace, lo, hi, kept)).split()[-1])
+        await conn.execute(demote_sql.LOWER_COUNTS, namespace, deleted, chunks)
+        await conn.execute(demote_sql.FINISH_BATCH, batch, snapshot)
         await judgments.record(  # the run's journal: what it archived, so a revert brings it back
             conn,
             judgments.Judgment(

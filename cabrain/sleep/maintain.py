@@ -22,19 +22,7 @@ from datetime import date
 from cabrain.clock import utc_today
 from cabrain.sleep.context import StepContext, StepResult
 from cabrain.sleep.purge import expire_history
-
-DEFAULT_MONTHS = "SELECT DISTINCT to_char(valid_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month FROM memories_default"
-PARTITIONS = """
-SELECT c.relname, c.reltuples::bigint AS live FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = 'public.memories'::regclass AND c.relname ~ '^memories_p[0-9]{6}$'
-"""
-LAST_MAINTAIN = """
-SELECT max(finished_at) FROM sleep_steps WHERE step = 'maintain' AND status = 'done' AND run_id <> $1
-"""
-DEMOTED_SINCE = """
-SELECT month, sum(row_count)::bigint AS removed FROM cold_batches
-WHERE state = 'done' AND finished_at > coalesce($1, '-infinity'::timestamptz) GROUP BY month
-"""
+from cabrain.store import maintain as maintain_sql
 
 
 def _months_ahead(today: date, n: int) -> list[date]:
@@ -49,26 +37,29 @@ async def maintain(ctx: StepContext, namespace: str = "", month: str = "") -> St
     result = ctx.result()
     pool = await ctx.pool()
     async with pool.acquire() as conn:
-        existing = {r["relname"] for r in await conn.fetch(PARTITIONS)}
+        existing = {r["relname"] for r in await conn.fetch(maintain_sql.PARTITIONS)}
         wanted = _months_ahead(utc_today(ctx.clock), ctx.settings.sleep_partitions_ahead)
-        wanted += [date(int(m[:4]), int(m[5:7]), 1) for m in (r["month"] for r in await conn.fetch(DEFAULT_MONTHS))]
+        wanted += [
+            date(int(m[:4]), int(m[5:7]), 1)
+            for m in (r["month"] for r in await conn.fetch(maintain_sql.DEFAULT_MONTHS))
+        ]
         for first in sorted(set(wanted)):
-            name = await conn.fetchval("SELECT cabrain_ensure_memories_partition($1)", first)
+            name = await conn.fetchval(maintain_sql.ENSURE_PARTITION, first)
             if name not in existing:
                 result.add("partitions_created")
                 result.change(action="partition created", partition=name)
-        since = await conn.fetchval(LAST_MAINTAIN, ctx.run_id)
-        removed = {r["month"]: r["removed"] for r in await conn.fetch(DEMOTED_SINCE, since)}
-        live = {r["relname"]: r["live"] for r in await conn.fetch(PARTITIONS)}
+        since = await conn.fetchval(maintain_sql.LAST_MAINTAIN, ctx.run_id)
+        removed = {r["month"]: r["removed"] for r in await conn.fetch(maintain_sql.DEMOTED_SINCE, since)}
+        live = {r["relname"]: r["live"] for r in await conn.fetch(maintain_sql.PARTITIONS)}
         for month_key, gone in sorted(removed.items()):
             part = "memories_p" + month_key.replace("-", "")
             held = max(live.get(part, 0), 0) + gone
             if part in live and held and gone / held >= ctx.settings.sleep_reindex_dead_ratio:
-                await conn.execute("SELECT cabrain_maintain($1, 'reindex')", part)
+                await conn.execute(maintain_sql.REINDEX, part)
                 result.add("partitions_reindexed")
                 result.change(action="reindexed", partition=part, removed=gone, held=held)
         for table in ("memories", "memory_terms", "bm25_terms", "memory_chunks", "entities", "memory_ids"):
-            await conn.execute("SELECT cabrain_maintain($1, 'analyze')", table)
+            await conn.execute(maintain_sql.ANALYZE, table)
             result.add("tables_analyzed")
     await expire_history(ctx, result)
     return result

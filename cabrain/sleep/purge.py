@@ -15,18 +15,8 @@ import asyncio
 from datetime import timedelta
 
 from cabrain.sleep.context import StepContext, StepResult
+from cabrain.store import maintain as maintain_sql
 
-DUE = """
-SELECT id FROM memory_ids
-WHERE namespace = $1 AND tier = 'cold' AND forgotten_at IS NOT NULL AND purged_at IS NULL
-  AND forgotten_at < $4::timestamptz - make_interval(secs => $2)
-ORDER BY forgotten_at
-LIMIT $3
-"""
-MARK = "UPDATE memory_ids SET purged_at = now() WHERE id = ANY($1::uuid[]) AND purged_at IS NULL"
-# Snapshots are expired up to an hour ago, never past a demotion batch still in flight (its commit is
-# found by its snapshot).
-OPEN_BATCHES = "SELECT min(created_at) FROM cold_batches WHERE state <> 'done'"
 BATCH = 5000
 
 
@@ -39,12 +29,12 @@ async def purge(ctx: StepContext, namespace: str, month: str = "") -> StepResult
     cold = ctx.cold()
     while True:
         async with pool.acquire() as conn:
-            ids = [r["id"] for r in await conn.fetch(DUE, namespace, days * 86400.0, BATCH, ctx.clock())]
+            ids = [r["id"] for r in await conn.fetch(maintain_sql.DUE, namespace, days * 86400.0, BATCH, ctx.clock())]
         if not ids:
             return result
         await asyncio.to_thread(cold.purge, namespace, [str(i) for i in ids])
         async with pool.acquire() as conn:
-            await conn.execute(MARK, ids)
+            await conn.execute(maintain_sql.MARK_PURGED, ids)
         result.add("purged", len(ids))
         for memory_id in ids:
             result.change(memory_id=memory_id, action="purged from the cold tier")
@@ -58,7 +48,7 @@ async def expire_history(ctx: StepContext, result: StepResult) -> None:
         return
     pool = await ctx.pool()
     async with pool.acquire() as conn:
-        in_flight = await conn.fetchval(OPEN_BATCHES)
+        in_flight = await conn.fetchval(maintain_sql.OLDEST_OPEN_BATCH)
     cutoff = ctx.clock() - timedelta(hours=1)
     if in_flight is not None:
         cutoff = min(cutoff, in_flight - timedelta(hours=1))

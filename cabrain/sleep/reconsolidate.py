@@ -10,8 +10,9 @@ import numpy as np
 
 from cabrain.providers.llm import LLMError
 from cabrain.sleep.context import StepContext, StepResult
-from cabrain.sleep.rows import CURRENT, WIDTH, origin, unit_rows, vec
+from cabrain.sleep.rows import WIDTH, origin, unit_rows, vec
 from cabrain.store import judgments
+from cabrain.store import sleep as sleep_sql
 from cabrain.types import Decision
 from cabrain.write.decision import RETRACTION_MARGIN, compare, contradiction, origin_refusal
 
@@ -32,7 +33,7 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
     s = ctx.settings
     pool = await ctx.pool()
     async with pool.acquire() as conn:
-        rows = await conn.fetch(CURRENT, namespace, ["fact", "belief"])
+        rows = await conn.fetch(sleep_sql.CURRENT, namespace, ["fact", "belief"])
     result.add("facts_compared", len(rows))
     if len(rows) < 2:
         return result
@@ -102,7 +103,7 @@ async def reconsolidate(ctx: StepContext, namespace: str, month: str = "") -> St
             )
             async with pool.acquire() as conn, conn.transaction():
                 if await judgments.supersede(
-                    conn, judgment, b["id"], by=a["id"], metadata=reason, now=await conn.fetchval("SELECT now()")
+                    conn, judgment, b["id"], by=a["id"], metadata=reason, now=await conn.fetchval(sleep_sql.NOW)
                 ):
                     await judgments.record(conn, judgment)
                     gone.add(older)

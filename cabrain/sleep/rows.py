@@ -1,5 +1,6 @@
 """What the knowledge steps (:mod:`cabrain.sleep.consolidate`, :mod:`cabrain.sleep.dedup`,
-:mod:`cabrain.sleep.reconsolidate`) share: current rows, readership groups, stored vectors.
+:mod:`cabrain.sleep.reconsolidate`) share: readership groups, stored vectors, a current row's origin
+(the current rows and the other statements they share live in :mod:`cabrain.store.sleep`).
 
 Scoping is kept: memories are only clustered, merged or compared within one owner-and-visibility
 group (:func:`readership_groups`: a private memory never feeds a fact another agent can read), and a
@@ -18,26 +19,6 @@ import numpy as np
 from cabrain.write.decision.origin import Origin, origin_of
 
 WIDTH = {"private": 0, "team": 1, "global": 2}
-
-ADD_SOURCES = """
-INSERT INTO memory_sources (memory_id, source_id, relation, run_id)
-SELECT $1, s, $3, $4 FROM unnest($2::uuid[]) AS s
-ON CONFLICT DO NOTHING
-RETURNING source_id
-"""
-CURRENT = """
-SELECT m.id, m.namespace, m.owner_agent_id, m.visibility, m.network, m.memory_type, m.content, m.embedding,
-       m.importance, m.access_count, m.valid_at, m.created_at, m.pinned, m.source_kind, m.source_ref, m.metadata
-FROM memories m
-WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.embedding IS NOT NULL
-  AND ($2::text[] IS NULL OR m.network = ANY($2::text[]))
-ORDER BY m.created_at, m.id
-"""
-WATERMARK = "SELECT upto FROM sleep_watermarks WHERE namespace = $1 AND step = $2"
-SET_WATERMARK = """
-INSERT INTO sleep_watermarks (namespace, step, upto) VALUES ($1, $2, $3)
-ON CONFLICT (namespace, step) DO UPDATE SET upto = greatest(sleep_watermarks.upto, EXCLUDED.upto)
-"""
 
 
 def vec(value: Any) -> np.ndarray:
@@ -60,10 +41,6 @@ def readership_groups(rows: Sequence[asyncpg.Record]) -> dict[tuple[str | None, 
 
 
 __all__ = [
-    "ADD_SOURCES",
-    "CURRENT",
-    "SET_WATERMARK",
-    "WATERMARK",
     "WIDTH",
     "readership_groups",
     "unit_rows",
@@ -72,5 +49,5 @@ __all__ = [
 
 
 def origin(row: Mapping[str, Any], record_kinds: Iterable[str]) -> Origin:
-    """A ``CURRENT`` row's origin: a turn's speaker, a record's identity (write.decision.origin)."""
+    """A ``CURRENT`` row's origin (:mod:`cabrain.store.sleep`): a turn's speaker, a record's identity (write.decision.origin)."""
     return origin_of(row["source_kind"], row["source_ref"], row["metadata"], record_kinds)

@@ -30,22 +30,7 @@ from cabrain.write.changes import may_see_judgment
 
 log = logging.getLogger(__name__)
 
-RUNS = """
-SELECT id, started_at, finished_at, status, host, steps, namespaces, note, cancel_requested_at FROM sleep_runs
-WHERE $1::boolean OR namespaces && $2::text[]
-ORDER BY started_at DESC LIMIT $3
-"""
-RUN = """
-SELECT id, started_at, finished_at, status, host, steps, namespaces, note, cancel_requested_at, report FROM sleep_runs
-WHERE id = $1
-"""
-STEPS = """
-SELECT run_id, step, namespace, month, status, counts, node_id, started_at, finished_at, error FROM sleep_steps
-WHERE run_id = ANY($1::uuid[]) AND ($2::boolean OR namespace = ANY($3::text[]))
-ORDER BY started_at, step, namespace, month
-"""
 RUN_TEXTS = 2000  # memories whose text a run's page shows at most
-JUDGMENTS = "SELECT * FROM judgments WHERE run_id = $1 ORDER BY created_at, id LIMIT $2"
 
 _running: set[Any] = set()  # the cycles this process started (their Ray references)
 
@@ -69,8 +54,8 @@ class SleepRuns:
             raise InputError(f"limit must be between 1 and 500, got {limit}")
         async with self.engine.pool.acquire() as conn:
             admin, visible = await self._scope(conn, agent)
-            rows = await conn.fetch(RUNS, admin, visible, limit)
-            steps = await conn.fetch(STEPS, [r["id"] for r in rows], admin, visible)
+            rows = await conn.fetch(sleep_sql.RUNS, admin, visible, limit)
+            steps = await conn.fetch(sleep_sql.RUN_STEPS, [r["id"] for r in rows], admin, visible)
         out = []
         for row in rows:
             mine = [s for s in steps if s["run_id"] == row["id"]]
@@ -82,13 +67,13 @@ class SleepRuns:
         """One run: its steps in the namespaces ``agent`` may read and the judgments it may see."""
         async with self.engine.pool.acquire() as conn:
             admin, visible = await self._scope(conn, agent)
-            row = await conn.fetchrow(RUN, run_id)
+            row = await conn.fetchrow(sleep_sql.RUN, run_id)
             if row is None or not (admin or set(row["namespaces"]) & set(visible)):
                 raise NotFound(f"sleep run {run_id} does not exist or is not visible to {agent!r}")
-            steps = await conn.fetch(STEPS, [run_id], admin, visible)
+            steps = await conn.fetch(sleep_sql.RUN_STEPS, [run_id], admin, visible)
             judged = [
                 judgment_sql.describe(j)
-                for j in await conn.fetch(JUDGMENTS, run_id, judgment_limit)
+                for j in await conn.fetch(sleep_sql.RUN_JUDGMENTS, run_id, judgment_limit)
                 if await may_see_judgment(conn, agent, j)
             ]
             reverts = [
@@ -127,7 +112,7 @@ class SleepRuns:
         from cabrain.sleep.cycle import LOCK_CLASS
 
         async with self.engine.pool.acquire() as conn:
-            row = await conn.fetchrow(RUN, run_id)
+            row = await conn.fetchrow(sleep_sql.RUN, run_id)
             if row is None:
                 raise NotFound(f"sleep run {run_id} does not exist")
             asked = await conn.fetchval(sleep_sql.CANCEL, run_id)
@@ -154,12 +139,7 @@ class SleepRuns:
         chosen = list(steps or STEPS)
         check_steps(chosen)
         async with self.engine.pool.acquire() as conn:
-            known = {
-                r["name"]
-                for r in await conn.fetch(
-                    "SELECT name FROM namespaces WHERE name = ANY($1::text[])", list(namespaces or [])
-                )
-            }
+            known = {r["name"] for r in await conn.fetch(sleep_sql.KNOWN_NAMESPACES, list(namespaces or []))}
         missing = [n for n in namespaces or [] if n not in known]
         if missing:
             raise NotFound(f"unknown namespace(s): {', '.join(missing)}")
@@ -185,7 +165,7 @@ class SleepRuns:
         deadline = loop.time() + timeout_s
         while loop.time() < deadline:
             async with self.engine.pool.acquire() as conn:
-                if await conn.fetchval("SELECT EXISTS (SELECT 1 FROM sleep_runs WHERE id = $1)", run_id):
+                if await conn.fetchval(sleep_sql.RUN_EXISTS, run_id):
                     return
             if ref not in _running:  # ended before it was recorded: a bad namespace, a lost database
                 try:

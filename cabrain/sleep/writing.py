@@ -15,7 +15,6 @@ import asyncpg
 import numpy as np
 
 from cabrain.sleep.context import StepContext, StepResult
-from cabrain.sleep.rows import ADD_SOURCES
 from cabrain.store import entities as entity_sql
 from cabrain.store import judgments
 from cabrain.store import memories as sql
@@ -210,7 +209,7 @@ async def write_facts(
             result.change(memory_id=fact_id, action=f"{label} distilled", sources=len(sources), text=text[:160])
         else:
             result.add("facts_reinforced" if label == "fact" else "sitting_summaries_reinforced")
-        await conn.execute(ADD_SOURCES, fact_id, list(sources), relation, ctx.run_id)
+        await conn.execute(sleep_sql.ADD_SOURCES, fact_id, list(sources), relation, ctx.run_id)
         written.append((fact_id, list(sources), max(r["valid_at"] for r in evidence) if existing is None else None))
     return written
 

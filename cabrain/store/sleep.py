@@ -1,9 +1,36 @@
 """Statements over the sleep runs (``sleep_runs``, ``sleep_steps``: schema 0005, 0017) and over what
-sleep distilled (facts and their sources, sitting summaries): a run's control while it runs (a
-cancel asked for, why it waits), an admin's cancel, the doctor's look at the last run, and the
-readouts ``cabrain eval facts`` scores."""
+sleep reads and distils (current memories, ``memory_sources`` and ``sleep_watermarks``: 0005; facts,
+entity summaries, sitting summaries, decayed importance): a run's start and end, its steps and its
+namespace locks (advisory), the sleep role it runs as (``pg_roles``), a run's control while it runs
+(a cancel asked for, why it waits), an admin's cancel, the runs' pages, the doctor's look at the last
+run, and the readouts ``cabrain eval facts`` scores."""
 
 from __future__ import annotations
+
+# --- a run and its steps (cabrain.sleep.cycle) ----------------------------------------------------------
+NAMESPACES = "SELECT name FROM namespaces ORDER BY name"
+MONTHS = """
+SELECT to_char(valid_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month, count(*) AS n
+FROM memories WHERE namespace = $1 GROUP BY 1 ORDER BY 1
+"""
+START_RUN = "INSERT INTO sleep_runs (id, status, host, steps, namespaces) VALUES ($1, 'running', $2, $3, $4)"
+END_RUN = "UPDATE sleep_runs SET status = $2, finished_at = now(), report = $3::jsonb WHERE id = $1"
+FAIL_RUN = "UPDATE sleep_runs SET status = 'failed', finished_at = now() WHERE id = $1 AND status = 'running'"
+START_STEP = """
+INSERT INTO sleep_steps (run_id, step, namespace, month, status, node_id) VALUES ($1, $2, $3, $4, 'running', $5)
+ON CONFLICT (run_id, step, namespace, month) DO UPDATE SET status = 'running', node_id = $5, started_at = now(),
+    finished_at = NULL, error = NULL
+"""
+END_STEP = """
+UPDATE sleep_steps SET status = $5, counts = $6::jsonb, changes = $7::jsonb, error = $8, finished_at = now()
+WHERE run_id = $1 AND step = $2 AND namespace = $3 AND month = $4
+"""
+# a namespace's lock for the length of a run ($1: cabrain.sleep.cycle.LOCK_CLASS)
+TRY_LOCK = "SELECT pg_try_advisory_lock($1, hashtext($2))"
+
+# --- the role sleep tasks connect as (cabrain.sleep.cycle.sleep_dsn) ---------------------------------------
+ROLE_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)"
+CURRENT_USER = "SELECT current_user"
 
 # --- a run while it runs (cabrain.sleep.cycle) ---------------------------------------------------------
 CANCEL_REQUESTED = "SELECT cancel_requested_at IS NOT NULL FROM sleep_runs WHERE id = $1"
@@ -31,6 +58,25 @@ UPDATE sleep_runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
 WHERE id = $1 AND status = 'running' RETURNING cancel_requested_at
 """
 
+# --- the runs' pages (cabrain.sleep.runs) ------------------------------------------------------------
+RUNS = """
+SELECT id, started_at, finished_at, status, host, steps, namespaces, note, cancel_requested_at FROM sleep_runs
+WHERE $1::boolean OR namespaces && $2::text[]
+ORDER BY started_at DESC LIMIT $3
+"""
+RUN = """
+SELECT id, started_at, finished_at, status, host, steps, namespaces, note, cancel_requested_at, report FROM sleep_runs
+WHERE id = $1
+"""
+RUN_STEPS = """
+SELECT run_id, step, namespace, month, status, counts, node_id, started_at, finished_at, error FROM sleep_steps
+WHERE run_id = ANY($1::uuid[]) AND ($2::boolean OR namespace = ANY($3::text[]))
+ORDER BY started_at, step, namespace, month
+"""
+RUN_JUDGMENTS = "SELECT * FROM judgments WHERE run_id = $1 ORDER BY created_at, id LIMIT $2"
+RUN_EXISTS = "SELECT EXISTS (SELECT 1 FROM sleep_runs WHERE id = $1)"
+KNOWN_NAMESPACES = "SELECT name FROM namespaces WHERE name = ANY($1::text[])"
+
 # --- the doctor ----------------------------------------------------------------------------------------
 LAST_SLEEP = """
 SELECT id, status, note, started_at, finished_at, now() - coalesce(finished_at, started_at) AS age,
@@ -38,7 +84,75 @@ SELECT id, status, note, started_at, finished_at, now() - coalesce(finished_at, 
 FROM sleep_runs ORDER BY started_at DESC LIMIT 1
 """
 
-# --- writing what sleep distils (cabrain.sleep.writing) ----------------------------------------------
+# --- what the knowledge steps share (cabrain.sleep.rows) -------------------------------------------------
+ADD_SOURCES = """
+INSERT INTO memory_sources (memory_id, source_id, relation, run_id)
+SELECT $1, s, $3, $4 FROM unnest($2::uuid[]) AS s
+ON CONFLICT DO NOTHING
+RETURNING source_id
+"""
+CURRENT = """
+SELECT m.id, m.namespace, m.owner_agent_id, m.visibility, m.network, m.memory_type, m.content, m.embedding,
+       m.importance, m.access_count, m.valid_at, m.created_at, m.pinned, m.source_kind, m.source_ref, m.metadata
+FROM memories m
+WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.embedding IS NOT NULL
+  AND ($2::text[] IS NULL OR m.network = ANY($2::text[]))
+ORDER BY m.created_at, m.id
+"""
+WATERMARK = "SELECT upto FROM sleep_watermarks WHERE namespace = $1 AND step = $2"
+SET_WATERMARK = """
+INSERT INTO sleep_watermarks (namespace, step, upto) VALUES ($1, $2, $3)
+ON CONFLICT (namespace, step) DO UPDATE SET upto = greatest(sleep_watermarks.upto, EXCLUDED.upto)
+"""
+
+# --- consolidate (cabrain.sleep.consolidate) -------------------------------------------------------------
+EPISODES = """
+SELECT m.id, m.owner_agent_id, m.visibility, m.content, m.embedding, m.importance, m.valid_at, m.created_at,
+       m.metadata ->> 'speaker' AS speaker, m.metadata ->> 'thread' AS thread
+FROM memories m
+WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.memory_type = 'episodic'
+  AND m.consolidated_at IS NULL AND m.embedding IS NOT NULL
+  AND m.created_at > $4::timestamptz - make_interval(secs => $2)
+ORDER BY m.created_at DESC, m.id
+LIMIT $3
+"""
+ENTITY_FACTS = """
+SELECT e.id AS entity_id, e.name, m.id, m.content, m.importance, m.embedding
+FROM entities e
+JOIN memory_entities me ON me.entity_id = e.id
+JOIN memory_ids i ON i.id = me.memory_id AND i.tier = 'hot'
+JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE e.id = ANY($1::uuid[]) AND m.invalid_at IS NULL AND m.network = 'fact' AND m.visibility <> 'private'
+ORDER BY e.id, m.importance DESC, m.valid_at DESC, m.content, m.id
+"""
+SET_SUMMARY = """
+UPDATE entities SET summary = $2, summary_sources = $3, summarized_at = now(), updated_at = now(), embedding = $4
+WHERE id = $1
+"""
+
+# --- decay (cabrain.sleep.decay; a month's bounds: cabrain.store.demote.MONTH_BOUNDS) ----------------------
+DECAY = """
+WITH aged AS (
+    SELECT m.id, m.valid_at, m.importance,
+           extract(epoch FROM $9::timestamptz - greatest(m.decayed_at, m.last_accessed_at, m.created_at)) / 86400.0 AS days
+    FROM memories m
+    WHERE m.namespace = $1 AND m.valid_at >= $2 AND m.valid_at < $3
+      AND m.invalid_at IS NULL AND m.tier = 'hot' AND m.importance > (CASE WHEN m.pinned THEN $8::real ELSE $6::real END)
+),
+next AS (
+    SELECT id, valid_at, importance AS before, floor,
+           greatest(floor, importance * power(2.0, -days / ($4 * (1 + $5 * importance))))::real AS after
+    FROM (SELECT a.*, CASE WHEN m.pinned THEN greatest($6::real, $8::real) ELSE $6::real END AS floor
+          FROM aged a JOIN memories m ON m.id = a.id AND m.valid_at = a.valid_at) f
+    WHERE days > 0
+)
+UPDATE memories m SET importance = n.after, decayed_at = $9
+FROM next n
+WHERE m.id = n.id AND m.valid_at = n.valid_at AND (n.before - n.after >= $7 OR n.after <= n.floor)
+RETURNING m.id, m.valid_at, n.before, n.after
+"""
+
+# --- writing what sleep distils (cabrain.sleep.writing; NOW also dedup's and reconsolidate's) ----------
 NOW = "SELECT now()"
 EXISTING_FACT = """
 SELECT id FROM memories WHERE namespace = $1 AND content_hash = $2 AND invalid_at IS NULL AND tier = 'hot'

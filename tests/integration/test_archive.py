@@ -13,8 +13,8 @@ import pyarrow as pa
 
 from cabrain.search.archive import SCORE_COLUMNS, _Pass
 from cabrain.sleep.cycle import run_cycle
-from cabrain.sleep.demote import DELETE_ROWS, LOCK_ROWS, MARK_COLD, MONTH_BOUNDS
 from cabrain.store import cold as coldmod
+from cabrain.store.demote import DELETE_ROWS, LOCK_ROWS, MARK_COLD, MONTH_BOUNDS
 from cabrain.text.tokenizer import query_terms
 from cabrain.types import ArchiveQuery, MemoryInput, RecallMode, Visibility
 

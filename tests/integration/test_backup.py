@@ -27,6 +27,7 @@ from cabrain.settings import Settings, load_settings
 from cabrain.sleep import cycle
 from cabrain.sleep.cycle import run_cycle
 from cabrain.store import backup as backup_mod
+from cabrain.store import sleep as sleep_sql
 from cabrain.store.backup import backup, restore
 from cabrain.store.cold import ColdTier
 from cabrain.store.embedded import EmbeddedPostgres
@@ -114,7 +115,7 @@ def _backup_folder() -> Path:
 def test_the_backup_takes_the_sleep_cycles_own_namespace_lock() -> None:
     """The store does not import the sleep plane, so the lock's key is written in both: kept equal here."""
     assert backup_mod.SLEEP_LOCK_CLASS == cycle.LOCK_CLASS
-    assert backup_mod.SLEEP_LOCK.replace("pg_advisory_lock", "pg_try_advisory_lock") == cycle.TRY_LOCK
+    assert backup_mod.SLEEP_LOCK.replace("pg_advisory_lock", "pg_try_advisory_lock") == sleep_sql.TRY_LOCK
 
 
 async def test_a_brain_restored_on_a_new_machine_has_every_row_and_every_cold_batch(brain, db_dsn, home, embedder):
@@ -286,7 +287,7 @@ async def test_damaged_backups_used_folders_busy_sleep_and_targets_holding_data_
         # a sleep cycle working on proj: the backup waits for it, then says so
         holder = await asyncpg.connect(db_dsn)
         try:
-            assert await holder.fetchval(cycle.TRY_LOCK, cycle.LOCK_CLASS, "proj")
+            assert await holder.fetchval(sleep_sql.TRY_LOCK, cycle.LOCK_CLASS, "proj")
             with pytest.raises(DatabaseError, match="sleep cycle has been working on namespace 'proj'"):
                 await backup(settings, folder, dsn=db_dsn, lock_wait_s=0.3)
         finally:

@@ -10,8 +10,9 @@ import asyncpg
 import pytest
 
 from cabrain.errors import InputError, NotFound
-from cabrain.sleep.cycle import LOCK_CLASS, TRY_LOCK, run_cycle
+from cabrain.sleep.cycle import LOCK_CLASS, run_cycle
 from cabrain.store.cold import ColdTier
+from cabrain.store.sleep import TRY_LOCK
 from cabrain.types import (
     ArchiveQuery,
     MemoryInput,
