@@ -21,6 +21,7 @@ from cabrain.identity import Principal
 from cabrain.serve import console
 from cabrain.serve.console.session import COOKIE
 from cabrain.serve.facades import Facades
+from cabrain.store import bench as sql
 
 T = TypeVar("T")
 
@@ -55,11 +56,9 @@ def console_app(brain: Brain) -> FastAPI:
 
 async def _ids(brain: Brain, n: int, rng: random.Random) -> list[str]:
     async with brain.engine.pool.acquire() as conn:  # a spread of memories, not only the newest
-        rows = await conn.fetch(
-            "SELECT id FROM memories TABLESAMPLE SYSTEM (1) WHERE namespace = $1 LIMIT $2", NAMESPACE, n * 4
-        )
+        rows = await conn.fetch(sql.SAMPLED_IDS, NAMESPACE, n * 4)
         if len(rows) < n:  # a small corpus: a 1% sample of its pages may hold nothing
-            rows = await conn.fetch("SELECT id FROM memories WHERE namespace = $1 LIMIT $2", NAMESPACE, n)
+            rows = await conn.fetch(sql.SOME_IDS, NAMESPACE, n)
     ids = [str(r["id"]) for r in rows]
     rng.shuffle(ids)
     return ids[:n]
@@ -73,9 +72,7 @@ async def measure_console(brain: Brain, rng: random.Random, requests: int = 50) 
     ids = await _ids(brain, requests, rng)
     queries = synthetic_queries(rng, requests)
     async with brain.engine.pool.acquire() as conn:  # a month in the middle of the corpus' time span
-        middle = await conn.fetchval(
-            "SELECT to_timestamp(avg(extract(epoch FROM valid_at))) FROM memories WHERE namespace = $1", NAMESPACE
-        )
+        middle = await conn.fetchval(sql.MIDDLE_VALID_AT, NAMESPACE)
     start = (middle or datetime.now(UTC)).date().replace(day=1)
     month = (start.isoformat(), (start + timedelta(days=27)).isoformat())
     out: dict[str, Any] = {"requests_per_page": requests}

@@ -26,6 +26,7 @@ import psutil
 
 from cabrain.bench.corpus import AGENT, NAMESPACE, synthetic_text
 from cabrain.bench.progress import bar, say
+from cabrain.store import bench as sql
 from cabrain.store.migrations import ensure_partitions
 from cabrain.text.tokenizer import term_frequencies
 
@@ -47,18 +48,6 @@ MEMORY_COLUMNS = (
 POSTING_COLUMNS = ("namespace", "term", "memory_id", "valid_at", "tf", "doc_len", "impact")
 BULK_TABLES = ("memories", "memory_terms", "memory_vectors")
 
-# Secondary indexes (not backing a constraint) of the tables, with their definitions.
-_INDEXES = """
-SELECT i.indexname, i.indexdef FROM pg_indexes i
-WHERE i.schemaname = current_schema() AND i.tablename = ANY($1::text[])
-  AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)
-ORDER BY i.tablename, i.indexname
-"""
-_CONSTRAINTS = """
-SELECT conname, pg_get_constraintdef(oid) AS def FROM pg_constraint
-WHERE conrelid = 'memory_terms'::regclass AND contype IN ('p', 'f', 'u') ORDER BY contype DESC, conname
-"""
-
 
 @dataclass(frozen=True)
 class Corpus:
@@ -75,8 +64,8 @@ class Corpus:
 
 
 async def index_definitions(conn) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    indexes = [(r["indexname"], r["indexdef"]) for r in await conn.fetch(_INDEXES, list(BULK_TABLES))]
-    constraints = [(r["conname"], r["def"]) for r in await conn.fetch(_CONSTRAINTS)]
+    indexes = [(r["indexname"], r["indexdef"]) for r in await conn.fetch(sql.INDEXES, list(BULK_TABLES))]
+    constraints = [(r["conname"], r["def"]) for r in await conn.fetch(sql.CONSTRAINTS)]
     return indexes, constraints
 
 
@@ -122,9 +111,9 @@ async def bulk_load(
     async with brain.engine.pool.acquire() as conn:
         indexes, constraints = await index_definitions(conn)
         for name, _ in constraints:
-            await conn.execute(f'ALTER TABLE memory_terms DROP CONSTRAINT "{name}"')
+            await conn.execute(sql.drop_constraint(name))
         for name, _ in indexes:
-            await conn.execute(f'DROP INDEX "{name}"')
+            await conn.execute(sql.drop_index(name))
 
         started = time.perf_counter()
         loaded, real_used = 0, 0
@@ -188,36 +177,34 @@ async def bulk_load(
         for namespace in corpus.sizes:
             terms = sorted(df[namespace])
             await conn.execute(
-                "INSERT INTO bm25_terms (namespace, term, df) SELECT $1, t, n FROM unnest($2::text[], $3::int[]) AS u(t, n)",
+                sql.BM25_TERMS,
                 namespace,
                 terms,
                 [df[namespace][t] for t in terms],
             )
             await conn.execute(
-                "INSERT INTO bm25_namespaces (namespace, doc_count, total_len) VALUES ($1, $2, $3)",
+                sql.BM25_NAMESPACE,
                 namespace,
                 *lengths[namespace],
             )
-            await conn.execute(
-                "UPDATE namespaces SET memory_count = $2 WHERE name = $1", namespace, corpus.sizes[namespace]
-            )
+            await conn.execute(sql.MEMORY_COUNT, namespace, corpus.sizes[namespace])
         timings["copy_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
         if maintenance_work_mem == "auto":
             maintenance_work_mem = graph_build_memory(corpus.total, brain.engine.embedder.dim)
-        await conn.execute("SELECT set_config('maintenance_work_mem', $1, false)", maintenance_work_mem)
+        await conn.execute(sql.SET_MAINTENANCE_WORK_MEM, maintenance_work_mem)
         for name, definition in constraints:
             say(f"  restoring {name}", quiet)
-            await conn.execute(f'ALTER TABLE memory_terms ADD CONSTRAINT "{name}" {definition}')
+            await conn.execute(sql.add_constraint(name, definition))
         for name, definition in indexes:
             say(f"  building {name}", quiet)
-            await conn.execute(definition.replace(" ON ONLY ", " ON ", 1))  # and every partition's
-        await conn.execute("RESET maintenance_work_mem")
+            await conn.execute(sql.build_index(definition))  # and every partition's
+        await conn.execute(sql.RESET_MAINTENANCE_WORK_MEM)
         timings["index_s"] = time.perf_counter() - started
         started = time.perf_counter()
         for table in ("memories", "memory_ids", "memory_vectors", "memory_terms", "bm25_terms"):
-            await conn.execute(f"VACUUM ANALYZE {table}")
+            await conn.execute(sql.vacuum_analyze(table))
         timings["vacuum_s"] = time.perf_counter() - started
     return timings
 

@@ -18,40 +18,28 @@ from cabrain.bench.progress import say
 from cabrain.errors import ConfigError
 from cabrain.eval import percentiles
 from cabrain.settings import Settings
+from cabrain.store import bench as sql
 from cabrain.store.planner import fetch_without
 from cabrain.text.tokenizer import tokenize
 
-# The floor: each index alone, on the same database, with no scoping, filters, fusion or row
-# fetching - what a recall could not go below. HNSW: the namespace's nearest ids through the HNSW
-# graph of memory_vectors (sorting disabled, as recall runs it). BM25: the query terms' top
-# postings by precomputed impact, summed per memory.
-HNSW_PROBE = "SELECT id FROM memory_vectors WHERE namespace = $1 ORDER BY embedding <=> $2 LIMIT $3"
-BM25_PROBE = """
-SELECT p.memory_id, sum(p.impact) AS s
-FROM unnest($2::text[]) AS q(term)
-CROSS JOIN LATERAL (
-    SELECT t.memory_id, t.impact FROM memory_terms t
-    WHERE t.namespace = $1 AND t.term = q.term ORDER BY t.impact DESC LIMIT $3
-) p
-GROUP BY p.memory_id ORDER BY s DESC LIMIT $4
-"""
-
 
 async def measure_floor(brain, texts: list[str], vectors: list, candidates: int, postings: int) -> dict:
-    """p50/p95/p99 of the bare HNSW and BM25 probes for these queries (vectors precomputed)."""
+    """p50/p95/p99 of the bare HNSW and BM25 probes for these queries (vectors precomputed): the floor,
+    each index alone, on the same database, with no scoping, filters, fusion or row fetching - what a
+    recall could not go below (the probes: :data:`cabrain.store.bench.HNSW_PROBE`, ``BM25_PROBE``)."""
     hnsw, bm25 = [], []
     async with brain.engine.pool.acquire() as conn:
         for text, vector in zip(texts, vectors, strict=True):
             t0 = time.perf_counter()
             await fetch_without(
                 conn,
-                HNSW_PROBE,
+                sql.HNSW_PROBE,
                 (NAMESPACE, np.asarray(vector, dtype=np.float32), candidates),
                 disable=("enable_sort",),
                 generic=True,
             )
             t1 = time.perf_counter()
-            await conn.fetch(BM25_PROBE, NAMESPACE, sorted(set(tokenize(text))), postings, candidates)
+            await conn.fetch(sql.BM25_PROBE, NAMESPACE, sorted(set(tokenize(text))), postings, candidates)
             t2 = time.perf_counter()
             hnsw.append((t1 - t0) * 1000)
             bm25.append((t2 - t1) * 1000)

@@ -50,6 +50,7 @@ from cabrain.eval import percentiles
 from cabrain.providers.embedders import load_embedder
 from cabrain.scratch import kept_brain, mark_complete, scratch_brain
 from cabrain.settings import RerankerProvider, Settings
+from cabrain.store import bench as sql
 
 __all__ = ["ScaleSpec", "render", "run"]
 
@@ -123,8 +124,8 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
         say("  reading the indexes into shared buffers", spec.quiet)
         result["warm"] = await prewarm(brain)
         async with brain.engine.pool.acquire() as conn:
-            result["database_mb"] = round(await conn.fetchval("SELECT pg_database_size(current_database())") / 2**20, 1)
-            result["shared_buffers"] = await conn.fetchval("SHOW shared_buffers")
+            result["database_mb"] = round(await conn.fetchval(sql.DATABASE_SIZE) / 2**20, 1)
+            result["shared_buffers"] = await conn.fetchval(sql.SHARED_BUFFERS)
 
         say("  floor: query embedding and bare index probes", spec.quiet)
         warm = synthetic_queries(rng, 10)

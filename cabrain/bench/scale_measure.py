@@ -26,6 +26,7 @@ from cabrain.client import AsyncClient
 from cabrain.errors import ConfigError
 from cabrain.eval import percentiles
 from cabrain.settings import Settings
+from cabrain.store import bench as sql
 from cabrain.types import MemoryInput, RecallQuery
 
 
@@ -191,23 +192,6 @@ async def measure_http(settings: Settings, brain, dsn: str, rng: random.Random, 
     return out
 
 
-PREWARM = """
-SELECT coalesce(sum(pg_prewarm(i.indexrelid)), 0) * current_setting('block_size')::bigint / 1048576
-FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
-WHERE a.amname = 'hnsw' OR c.relname = 'memory_terms_lookup'
-"""
-
-
-# The rows recall reads (the vectors' table for its namespace check, the memories' partitions for
-# the answers) into the operating system's cache, not shared buffers, which the indexes fill.
-PREWARM_ROWS = """
-SELECT coalesce(sum(pg_prewarm(c.oid, 'read')), 0) * current_setting('block_size')::bigint / 1048576
-FROM pg_class c
-WHERE c.relkind = 'r' AND (c.relname = 'memory_vectors'
-      OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'memories'::regclass))
-"""
-
-
 async def prewarm(brain) -> dict[str, Any]:
     """Read the hot path's indexes (the HNSW graphs of memories and passages, the BM25 postings
     index) into shared buffers, and the rows recall reads into the operating system's cache, with
@@ -215,9 +199,9 @@ async def prewarm(brain) -> dict[str, Any]:
     cache tripled recall's p95); said in the report when the server lacks the extension."""
     async with brain.engine.pool.acquire() as conn:
         try:
-            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
-            indexes = float(await conn.fetchval(PREWARM))
-            rows = float(await conn.fetchval(PREWARM_ROWS))
+            await conn.execute(sql.CREATE_PREWARM)
+            indexes = float(await conn.fetchval(sql.PREWARM))
+            rows = float(await conn.fetchval(sql.PREWARM_ROWS))
             return {"prewarmed_mb": round(indexes, 1), "rows_cached_mb": round(rows, 1)}
         except asyncpg.PostgresError as exc:
             return {"prewarmed_mb": 0, "skipped": f"pg_prewarm: {exc}"}

@@ -38,6 +38,7 @@ from cabrain.ray_runtime import apply_ray_environment, ray_environment, ray_temp
 from cabrain.scratch import with_database
 from cabrain.settings import Settings
 from cabrain.sleep.cycle import STEPS, run_cycle
+from cabrain.store import bench as bench_sql
 from cabrain.store import memories as sql
 from cabrain.store import migrations
 from cabrain.store.db import connect, hot_tier, server_facts
@@ -88,9 +89,9 @@ async def _load(dsn: str, settings: Settings, embedder, n: int, namespaces: list
         if batch:
             await flush()
         async with brain.engine.pool.acquire() as conn:
-            await conn.execute("UPDATE memories SET created_at = valid_at")  # stored when it happened
-            await conn.execute("VACUUM ANALYZE memories")
-            await conn.execute("VACUUM ANALYZE memory_terms")
+            await conn.execute(bench_sql.CREATED_WHEN_VALID)  # stored when it happened
+            await conn.execute(bench_sql.vacuum_analyze("memories"))
+            await conn.execute(bench_sql.vacuum_analyze("memory_terms"))
     finally:
         await brain.close()
     return time.perf_counter() - started
@@ -131,7 +132,7 @@ async def _run_steps(settings: Settings, dsn: str, quiet: bool) -> dict[str, Any
     for step in STEPS:
         conn = await asyncpg.connect(dsn)
         try:
-            hot = await conn.fetchval("SELECT count(*) FROM memories")
+            hot = await conn.fetchval(bench_sql.COUNT_MEMORIES)
         finally:
             await conn.close()
         report = await run_cycle(settings, dsn, steps=[step], use_ray=True)
@@ -214,7 +215,7 @@ async def run_sleep_bench(
         admin = await connect(dsn)
         try:
             facts = await server_facts(admin)
-            await admin.execute(f'CREATE DATABASE "{source}"')
+            await admin.execute(bench_sql.create_database(source))
         finally:
             await admin.close()
         copies = []
@@ -232,7 +233,7 @@ async def run_sleep_bench(
             )
             for count in nodes:
                 copy = f"{source}_{count}n"
-                await _admin(dsn, f'CREATE DATABASE "{copy}" TEMPLATE "{source}"')
+                await _admin(dsn, bench_sql.copy_database(copy, source))
                 copies.append(copy)
                 cold = tempfile.mkdtemp(prefix="cabrain-sleepbench-cold-")
                 run_settings = bench_settings.model_copy(
@@ -251,7 +252,7 @@ async def run_sleep_bench(
                     )
         finally:
             for name in [*copies, source]:
-                await _admin(dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                await _admin(dsn, bench_sql.drop_database(name))
     result["machine"] = machine_facts(facts, embedder)
     return result
 

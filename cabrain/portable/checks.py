@@ -40,13 +40,13 @@ from cabrain import edge, namespaces
 from cabrain.errors import AccessDenied, InputError
 from cabrain.policy import Role
 from cabrain.portable.export import FORMAT
+from cabrain.store import portable as sql
 from cabrain.types import MemoryType, Network, Visibility
 
 __all__ = ["Plan", "check", "records", "when"]
 
 TYPES = ("agent", "namespace", "grant", "entity", "memory", "mention", "link", "judgment", "action", "end")
 ACTION_STATUSES = ("pending", "approved", "denied", "expired", "done", "failed")
-OWNERS = "SELECT name, owner_agent_id FROM namespaces WHERE name = ANY($1::text[])"
 
 
 @dataclass
@@ -233,7 +233,7 @@ async def check(conn: asyncpg.Connection, lines: Iterable[str], *, agent: str | 
     if expected != counts:
         raise InputError(f"{where} holds {counts} but says it holds {expected}: it was altered or cut")
     plan = Plan(header, counts, agent, list(named))
-    owners = {r["name"]: r["owner_agent_id"] for r in await conn.fetch(OWNERS, list(named))}
+    owners = {r["name"]: r["owner_agent_id"] for r in await conn.fetch(sql.OWNERS, list(named))}
     plan.existing = set(owners)
     if agent is not None:
         for name in named:

@@ -38,104 +38,11 @@ import asyncpg
 
 from cabrain import __version__
 from cabrain.engine import Engine
-from cabrain.store.access import private_id_to_others, private_to_others
+from cabrain.store import portable as sql
 
 __all__ = ["FORMAT", "ExportReport", "export"]
 
 FORMAT = 1
-
-AGENTS = """
-SELECT jsonb_build_object('type', 'agent', 'id', a.id, 'display_name', a.display_name, 'is_admin', a.is_admin,
-                          'created_at', a.created_at, 'disabled_at', a.disabled_at, 'role', a.role,
-                          'caps', (SELECT coalesce(jsonb_object_agg(c.op, c.per_day), '{}') FROM agent_caps c
-                                   WHERE c.agent_id = a.id))::text
-FROM agents a
-WHERE a.id IN (SELECT owner_agent_id FROM namespaces WHERE name = ANY($1)
-               UNION SELECT agent_id FROM namespace_grants WHERE namespace = ANY($1)
-               UNION SELECT granted_by FROM namespace_grants WHERE namespace = ANY($1)
-               UNION SELECT DISTINCT owner_agent_id FROM memory_ids WHERE namespace = ANY($1)
-               UNION SELECT agent_id FROM pending_actions WHERE namespace = ANY($1))
-ORDER BY a.id
-"""
-NAMESPACES = """
-SELECT jsonb_build_object('type', 'namespace', 'name', name, 'owner_agent_id', owner_agent_id,
-                          'created_at', created_at, 'metadata', metadata)::text
-FROM namespaces WHERE name = ANY($1) ORDER BY name
-"""
-GRANTS = """
-SELECT (jsonb_build_object('type', 'grant') || to_jsonb(g))::text
-FROM namespace_grants g WHERE namespace = ANY($1) ORDER BY namespace, agent_id
-"""
-# $2: the agent the export is for (NULL: the operator's, everything)
-ENTITIES = f"""
-SELECT (jsonb_build_object('type', 'entity') || to_jsonb(e)
-        || CASE WHEN EXISTS (SELECT 1 FROM unnest(e.summary_sources) s(id) WHERE {private_id_to_others("s.id", "$2")})
-                THEN jsonb_build_object('summary', NULL, 'summary_sources', '{{}}'::uuid[], 'summarized_at', NULL)
-                ELSE '{{}}'::jsonb END)::text
-FROM entities e WHERE namespace = ANY($1)
-  AND ($2::text IS NULL OR NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id)
-       OR EXISTS (SELECT 1 FROM memory_entities me
-                  WHERE me.entity_id = e.id AND NOT {private_id_to_others("me.memory_id", "$2")}))
-ORDER BY namespace, id
-"""
-# Every column a memory row has, but its vector (optional), its content hash (recomputed) and its tier
-# (said apart): named one by one, because json_build_object over named columns costs a third of
-# to_jsonb over the row (which turns the vector into text first). tests/integration/test_portable.py
-# holds this list to the table's columns.
-MEMORY_COLUMNS = (
-    "id", "namespace", "owner_agent_id", "visibility", "network", "memory_type", "content", "source_kind",
-    "source_ref", "importance", "access_count", "last_accessed_at", "created_at", "valid_at", "invalid_at",
-    "superseded_by", "metadata", "pinned", "thread_turn", "consolidated_at", "decayed_at",
-)  # fmt: skip
-_PAIRS = ", ".join(f"'{c}', m.{c}" for c in MEMORY_COLUMNS)
-# every hot row, oldest first, with what its identity records when it was forgotten (few rows: hashed)
-MEMORIES = f"""
-SELECT json_build_object('type', 'memory', {_PAIRS}, 'tier', 'hot',
-                         'forgotten_at', f.forgotten_at, 'forgotten_by', f.forgotten_by, 'forget_reason', f.forget_reason)::text
-FROM memories m
-LEFT JOIN (SELECT id, forgotten_at, forgotten_by, forget_reason FROM memory_ids
-           WHERE namespace = $1 AND forgotten_at IS NOT NULL) f ON f.id = m.id
-WHERE m.namespace = $1 AND NOT {private_to_others("m", "$2")}
-ORDER BY m.valid_at, m.id
-"""
-MEMORIES_WITH_VECTORS = f"""
-SELECT json_build_object('type', 'memory', {_PAIRS}, 'tier', 'hot',
-                         'forgotten_at', f.forgotten_at, 'forgotten_by', f.forgotten_by, 'forget_reason', f.forget_reason,
-                         'embedding', m.embedding::text)::text
-FROM memories m
-LEFT JOIN (SELECT id, forgotten_at, forgotten_by, forget_reason FROM memory_ids
-           WHERE namespace = $1 AND forgotten_at IS NOT NULL) f ON f.id = m.id
-WHERE m.namespace = $1 AND NOT {private_to_others("m", "$2")}
-ORDER BY m.valid_at, m.id
-"""
-COLD_IDS = f"""
-SELECT id::text, forgotten_at, forgotten_by, forget_reason, purged_at FROM memory_ids i
-WHERE namespace = $1 AND tier = 'cold' AND NOT {private_id_to_others("i.id", "$2")}
-"""
-MENTIONS = f"""
-SELECT jsonb_build_object('type', 'mention', 'memory_id', me.memory_id, 'entity_id', me.entity_id)::text
-FROM memory_entities me JOIN entities e ON e.id = me.entity_id
-WHERE e.namespace = ANY($1) AND NOT {private_id_to_others("me.memory_id", "$2")}
-ORDER BY me.memory_id, me.entity_id
-"""
-LINKS = f"""
-SELECT (jsonb_build_object('type', 'link') || to_jsonb(s))::text
-FROM memory_sources s JOIN memory_ids i ON i.id = s.memory_id
-WHERE i.namespace = ANY($1) AND NOT {private_id_to_others("s.memory_id", "$2")}
-  AND NOT {private_id_to_others("s.source_id", "$2")}
-ORDER BY s.memory_id, s.source_id, s.relation
-"""
-JUDGMENTS = f"""
-SELECT (jsonb_build_object('type', 'judgment') || to_jsonb(j))::text
-FROM judgments j WHERE namespace = ANY($1)
-  AND NOT EXISTS (SELECT 1 FROM unnest(j.memory_ids) x(id) WHERE {private_id_to_others("x.id", "$2")})
-ORDER BY created_at, id
-"""
-
-ACTIONS = """
-SELECT (jsonb_build_object('type', 'action') || to_jsonb(p))::text
-FROM pending_actions p WHERE namespace = ANY($1) ORDER BY requested_at, id
-"""
 
 
 @dataclass
@@ -203,18 +110,25 @@ async def export(
     )
     cold_ids: dict[str, list[asyncpg.Record]] = {}
     async with engine.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-        await _stream(conn, sink, "agent", AGENTS, names)
-        await _stream(conn, sink, "namespace", NAMESPACES, names)
-        await _stream(conn, sink, "grant", GRANTS, names)
-        await _stream(conn, sink, "entity", ENTITIES, names, agent)
+        await _stream(conn, sink, "agent", sql.EXPORT_AGENTS, names)
+        await _stream(conn, sink, "namespace", sql.EXPORT_NAMESPACES, names)
+        await _stream(conn, sink, "grant", sql.EXPORT_GRANTS, names)
+        await _stream(conn, sink, "entity", sql.EXPORT_ENTITIES, names, agent)
         for name in names:
-            await _stream(conn, sink, "memory", MEMORIES_WITH_VECTORS if with_embeddings else MEMORIES, name, agent)
+            await _stream(
+                conn,
+                sink,
+                "memory",
+                sql.EXPORT_MEMORIES_WITH_VECTORS if with_embeddings else sql.EXPORT_MEMORIES,
+                name,
+                agent,
+            )
             if archived:
-                cold_ids[name] = await conn.fetch(COLD_IDS, name, agent)
-        await _stream(conn, sink, "mention", MENTIONS, names, agent)
-        await _stream(conn, sink, "link", LINKS, names, agent)
-        await _stream(conn, sink, "judgment", JUDGMENTS, names, agent)
-        await _stream(conn, sink, "action", ACTIONS, names)
+                cold_ids[name] = await conn.fetch(sql.EXPORT_COLD_IDS, name, agent)
+        await _stream(conn, sink, "mention", sql.EXPORT_MENTIONS, names, agent)
+        await _stream(conn, sink, "link", sql.EXPORT_LINKS, names, agent)
+        await _stream(conn, sink, "judgment", sql.EXPORT_JUDGMENTS, names, agent)
+        await _stream(conn, sink, "action", sql.EXPORT_ACTIONS, names)
     for name, rows in cold_ids.items():
         if rows:
             await _archived(engine, name, rows, sink, with_embeddings)

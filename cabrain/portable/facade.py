@@ -30,13 +30,12 @@ from cabrain.portable.export import ExportReport, export
 from cabrain.portable.imports import ImportReport, import_parsed
 from cabrain.portable.restore import RestoreReport, restore
 from cabrain.store import access
+from cabrain.store import portable as sql
 from cabrain.types import Visibility
 
 __all__ = ["FORMATS", "Portable"]
 
 FORMATS = ("cabrain", *sorted(importers.FORMATS))
-
-ALL_NAMESPACES = "SELECT name FROM namespaces ORDER BY name"
 
 
 class Portable:
@@ -57,7 +56,7 @@ class Portable:
             if not namespaces:
                 if agent is not None:
                     raise InputError("name the namespaces to export")
-                namespaces = [r["name"] for r in await conn.fetch(ALL_NAMESPACES)]
+                namespaces = [r["name"] for r in await conn.fetch(sql.ALL_NAMESPACES)]
             for name in namespaces:
                 if agent is None:
                     if not (await access.caller(conn, "-", name)).namespace_exists:

@@ -23,15 +23,12 @@ from typing import Any
 from cabrain.engine import Engine
 from cabrain.importers.records import ImportRecord, Parsed
 from cabrain.store import access, requests
+from cabrain.store import portable as sql
 from cabrain.types import MemoryInput, MemoryType, Network, Visibility
 from cabrain.write import retain as retain_pipeline
 from cabrain.write.tally import REVERT_HINT, Decided
 
 __all__ = ["ImportReport", "import_parsed"]
-
-IMPORTED = """
-SELECT source_ref FROM memories WHERE namespace = $1 AND source_kind = $2 AND source_ref = ANY($3::text[])
-"""
 
 
 @dataclass
@@ -98,7 +95,8 @@ async def import_parsed(
         group = parsed.records[start : start + size]
         async with engine.pool.acquire() as conn:
             seen = {
-                r["source_ref"] for r in await conn.fetch(IMPORTED, namespace, f"import:{fmt}", [r.key for r in group])
+                r["source_ref"]
+                for r in await conn.fetch(sql.IMPORTED, namespace, f"import:{fmt}", [r.key for r in group])
             }
         todo = []
         for record in group:

@@ -38,71 +38,12 @@ from cabrain.portable.checks import when as _time
 from cabrain.redact import redact, redact_deep
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
+from cabrain.store import portable as portable_sql
 from cabrain.store.keyword import IndexedDoc
 from cabrain.text.chunking import chunk
 from cabrain.write.threads import ThreadContext
 
 __all__ = ["RestoreReport", "restore"]
-
-AGENT = """
-INSERT INTO agents (id, display_name, is_admin, created_at, disabled_at, role) VALUES ($1, $2, false, $3, $4, $5)
-ON CONFLICT (id) DO NOTHING RETURNING id
-"""
-CAP = "INSERT INTO agent_caps (agent_id, op, per_day, set_by) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"
-ACTION = """
-INSERT INTO pending_actions (id, agent_id, op, namespace, args, policy, status, requested_at, expires_at,
-                             decided_by, decided_at, result, error)
-SELECT id, agent_id, op, namespace, coalesce(args, '{}'), policy, status, requested_at, expires_at,
-       decided_by, decided_at, result, error
-FROM jsonb_populate_record(NULL::pending_actions, $1::jsonb)
-ON CONFLICT (id) DO NOTHING RETURNING id
-"""
-NAMESPACE = """
-INSERT INTO namespaces (name, owner_agent_id, created_at, metadata) VALUES ($1, $2, $3, $4::jsonb)
-ON CONFLICT (name) DO NOTHING RETURNING name
-"""
-GRANT = """
-INSERT INTO namespace_grants (agent_id, namespace, can_read, can_write, granted_by, granted_at, accepted_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (agent_id, namespace) DO NOTHING RETURNING agent_id
-"""
-ENTITY = """
-INSERT INTO entities SELECT * FROM jsonb_populate_record(NULL::entities, $1::jsonb)
-ON CONFLICT DO NOTHING RETURNING id
-"""
-ENTITY_BY_KEY = "SELECT id FROM entities WHERE namespace = $1 AND key = $2"
-KNOWN = "SELECT id FROM memory_ids WHERE id = ANY($1::uuid[])"
-STATE = """
-UPDATE memories m SET created_at = s.created_at, invalid_at = s.invalid_at, access_count = s.access_count,
-                      last_accessed_at = s.last_accessed_at, consolidated_at = s.consolidated_at,
-                      decayed_at = s.decayed_at
-FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::int[], $5::timestamptz[], $6::timestamptz[],
-            $7::timestamptz[])
-     AS s(id, created_at, invalid_at, access_count, last_accessed_at, consolidated_at, decayed_at)
-WHERE m.id = s.id
-"""
-SUPERSEDED = """
-UPDATE memories m SET superseded_by = s.by FROM unnest($1::uuid[], $2::uuid[]) AS s(id, by)
-WHERE m.id = s.id AND m.superseded_by IS DISTINCT FROM s.by
-"""
-FORGOTTEN = """
-UPDATE memory_ids i SET forgotten_at = s.at, forgotten_by = s.by, forget_reason = s.why
-FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[]) AS s(id, at, by, why)
-WHERE i.id = s.id AND i.forgotten_at IS NULL
-"""
-MENTIONS = """
-INSERT INTO memory_entities (memory_id, entity_id)
-SELECT * FROM unnest($1::uuid[], $2::uuid[]) AS s(m, e) WHERE EXISTS (SELECT 1 FROM memory_ids WHERE id = s.m)
-ON CONFLICT DO NOTHING
-"""
-LINK = """
-INSERT INTO memory_sources SELECT * FROM jsonb_populate_record(NULL::memory_sources, $1::jsonb)
-ON CONFLICT DO NOTHING
-"""
-JUDGMENT = """
-INSERT INTO judgments SELECT * FROM jsonb_populate_record(NULL::judgments, $1::jsonb)
-ON CONFLICT DO NOTHING
-"""
-REVERTED = "UPDATE judgments SET reverted_by = $2 WHERE id = $1 AND reverted_by IS NULL"
 
 
 @dataclass
@@ -171,7 +112,7 @@ class _Restore:
             if kind == "agent":
                 async with conn.transaction():
                     made = await conn.fetchval(
-                        AGENT,
+                        portable_sql.RESTORE_AGENT,
                         record["id"],
                         record.get("display_name"),
                         _time(record["created_at"]),
@@ -180,10 +121,10 @@ class _Restore:
                     )
                     if made is not None:  # its caps come with it; an agent that was here keeps its own
                         for op, per_day in sorted((record.get("caps") or {}).items()):
-                            await conn.execute(CAP, made, op, per_day, "import")
+                            await conn.execute(portable_sql.RESTORE_CAP, made, op, per_day, "import")
             elif kind == "namespace":
                 made = await conn.fetchval(
-                    NAMESPACE,
+                    portable_sql.RESTORE_NAMESPACE,
                     record["name"],
                     self.plan.namespace_owner(record.get("owner_agent_id")),
                     _time(record["created_at"]),
@@ -191,7 +132,7 @@ class _Restore:
                 )
             elif kind == "grant":
                 made = await conn.fetchval(
-                    GRANT,
+                    portable_sql.RESTORE_GRANT,
                     record["agent_id"],
                     record["namespace"],
                     record["can_read"],
@@ -202,10 +143,10 @@ class _Restore:
                 )
             elif kind == "entity":
                 body = scrub({k: v for k, v in record.items() if k != "type"}, self.engine.settings.redact_secrets)
-                made = await conn.fetchval(ENTITY, json.dumps(body, ensure_ascii=False))
+                made = await conn.fetchval(portable_sql.RESTORE_ENTITY, json.dumps(body, ensure_ascii=False))
                 exported = uuid.UUID(record["id"])
                 if made is None:  # the name is known here under another id: mentions go to that one
-                    made = await conn.fetchval(ENTITY_BY_KEY, record["namespace"], record["key"])
+                    made = await conn.fetchval(portable_sql.ENTITY_BY_KEY, record["namespace"], record["key"])
                     self.report.count(kind, False)
                     self.entity_ids[exported] = made or exported
                     return
@@ -255,7 +196,7 @@ class _Restore:
     async def _unknown(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ids = [uuid.UUID(r["id"]) for r in batch]
         async with self.engine.pool.acquire() as conn:
-            known = {r["id"] for r in await conn.fetch(KNOWN, ids)}
+            known = {r["id"] for r in await conn.fetch(portable_sql.KNOWN_IDS, ids)}
         for _ in range(len(known)):
             self.report.count("memory", False)
         return [r for r, i in zip(batch, ids, strict=True) if i not in known]
@@ -343,7 +284,7 @@ class _Restore:
             await self.engine.keyword.index(conn, docs)
             await sql.insert_chunks(conn, chunks)
             await conn.execute(
-                STATE,
+                portable_sql.RESTORE_STATE,
                 [m for m, _, _ in states],
                 [_time(r["created_at"]) for _, r, _ in states],
                 [i for _, _, i in states],
@@ -365,22 +306,32 @@ class _Restore:
     ) -> None:
         async with self.engine.pool.acquire() as conn, conn.transaction():
             if self.superseded:
-                await conn.execute(SUPERSEDED, [a for a, _ in self.superseded], [b for _, b in self.superseded])
+                await conn.execute(
+                    portable_sql.RESTORE_SUPERSEDED, [a for a, _ in self.superseded], [b for _, b in self.superseded]
+                )
             if self.forgotten:
                 f = self.forgotten
                 await conn.execute(
-                    FORGOTTEN, [x[0] for x in f], [x[1] for x in f], [x[2] for x in f], [x[3] for x in f]
+                    portable_sql.RESTORE_FORGOTTEN,
+                    [x[0] for x in f],
+                    [x[1] for x in f],
+                    [x[2] for x in f],
+                    [x[3] for x in f],
                 )
             if self.mentions:
                 mapped = [(m, self.entity_ids.get(e, e)) for m, e in self.mentions]
-                status = await conn.execute(MENTIONS, [m for m, _ in mapped], [e for _, e in mapped])
+                status = await conn.execute(
+                    portable_sql.RESTORE_MENTIONS, [m for m, _ in mapped], [e for _, e in mapped]
+                )
                 added = int(status.rsplit(" ", 1)[-1])
                 if added:
                     self.report.added["mention"] = added
                 if len(mapped) - added:
                     self.report.skipped["mention"] = len(mapped) - added
             for link in links:
-                status = await conn.execute(LINK, json.dumps({k: v for k, v in link.items() if k != "type"}))
+                status = await conn.execute(
+                    portable_sql.RESTORE_LINK, json.dumps({k: v for k, v in link.items() if k != "type"})
+                )
                 self.report.count("link", status.endswith(" 1"))
             reverted = []
             for judgment in judgments:
@@ -388,15 +339,15 @@ class _Restore:
                     {k: v for k, v in judgment.items() if k not in ("type", "reverted_by")},
                     self.engine.settings.redact_secrets,
                 )
-                status = await conn.execute(JUDGMENT, json.dumps(body, ensure_ascii=False))
+                status = await conn.execute(portable_sql.RESTORE_JUDGMENT, json.dumps(body, ensure_ascii=False))
                 self.report.count("judgment", status.endswith(" 1"))
                 if judgment.get("reverted_by"):
                     reverted.append((uuid.UUID(judgment["id"]), uuid.UUID(judgment["reverted_by"])))
             for judgment_id, by in reverted:
-                await conn.execute(REVERTED, judgment_id, by)
+                await conn.execute(portable_sql.RESTORE_REVERTED, judgment_id, by)
             for action in held:
                 body = scrub({k: v for k, v in action.items() if k != "type"}, self.engine.settings.redact_secrets)
-                made = await conn.fetchval(ACTION, json.dumps(body, ensure_ascii=False))
+                made = await conn.fetchval(portable_sql.RESTORE_ACTION, json.dumps(body, ensure_ascii=False))
                 self.report.count("action", made is not None)
 
 

@@ -313,7 +313,7 @@ async def test_archived_memories_are_exported_from_the_cold_tier(
 
 
 async def test_the_export_names_every_column_a_memory_has(conn) -> None:
-    from cabrain.portable.export import MEMORY_COLUMNS
+    from cabrain.store.portable import MEMORY_COLUMNS
 
     columns = {
         r["column_name"]
