@@ -67,10 +67,6 @@ PENDING: dict[str, int] = {
     "cabrain/portable/imports.py": 1,
     "cabrain/portable/restore.py": 15,
     "cabrain/scratch.py": 9,
-    "cabrain/search/archive.py": 1,
-    "cabrain/search/lookup.py": 3,
-    "cabrain/search/speakers.py": 2,
-    "cabrain/search/vector.py": 3,
     "cabrain/sleep/consolidate.py": 3,
     "cabrain/sleep/cycle.py": 10,
     "cabrain/sleep/decay.py": 1,
@@ -88,10 +84,6 @@ PENDING: dict[str, int] = {
     "cabrain/workflows/queue.py": 9,
     "cabrain/workflows/registry.py": 8,
     "cabrain/workflows/report.py": 14,
-    "cabrain/write/changes.py": 1,
-    "cabrain/write/inbox.py": 11,
-    "cabrain/write/threads.py": 1,
-    "cabrain/write/writer.py": 6,
 }
 
 
