@@ -119,7 +119,7 @@ async def test_the_hot_path_searches_keep_one_plan_that_walks_the_indexes(two_na
     # The graph walk and BM25's lookups are planned once per connection (planning them for each
     # call cost more than the walk): their plan must not depend on the parameters. Left to itself
     # the planner's parameter-blind plan materialised the namespace's rows (363 ms at 100k).
-    from cabrain.search import keyword
+    from cabrain.store import keyword
 
     conn = two_namespaces
     await conn.execute("ANALYZE memories")
