@@ -36,10 +36,9 @@ from cabrain.engine import Engine
 from cabrain.errors import ColdStoreError
 from cabrain.search.fusion import fuse
 from cabrain.store import access
-from cabrain.store.access import ACCESS_CTE, readable_id
+from cabrain.store import memories as sql
 from cabrain.store.keyword import idf
 from cabrain.store.memories import to_memory
-from cabrain.store.statement import Statement
 from cabrain.text.tokenizer import query_terms, term_frequencies
 from cabrain.types import (
     ArchiveHit,
@@ -54,28 +53,6 @@ from cabrain.types import (
 
 if TYPE_CHECKING:  # pyiceberg loads lazily (see row_filter)
     from pyiceberg.expressions import BooleanExpression
-
-# Of these ids, the ones whose identity says they live in the cold tier (in this namespace).
-COLD_IDS = """
-SELECT id FROM memory_ids WHERE namespace = $1 AND id = ANY($2::uuid[]) AND tier = 'cold' AND forgotten_at IS NULL
-"""
-# Provenance around the hits, in both directions, limited to what the agent may read.
-LINKS = Statement(
-    f"""
-WITH {ACCESS_CTE},
-edges AS (
-    SELECT s.source_id AS hit, s.memory_id AS other, s.relation, 'derived' AS direction
-    FROM memory_sources s WHERE s.source_id = ANY(:hits::uuid[])
-    UNION ALL
-    SELECT s.memory_id, s.source_id, s.relation, 'source'
-    FROM memory_sources s WHERE s.memory_id = ANY(:hits::uuid[])
-)
-SELECT e.hit, e.other, e.relation, e.direction
-FROM edges e
-WHERE {readable_id("e.other")}
-ORDER BY e.hit, e.direction, e.other
-"""
-)
 
 # Columns of the first pass (the text only for rows archived without their tokens); the second
 # reads ColdTier.ROW_COLUMNS, no embeddings.
@@ -296,7 +273,7 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery) -> Arc
     t0 = time.perf_counter()
     pool_ids = [c.row["id"] for c in fused[: max(settings.recall_candidates, 3 * query.k)]]
     async with engine.pool.acquire() as conn:
-        cold_ids = {r["id"] for r in await conn.fetch(COLD_IDS, query.namespace, pool_ids)}
+        cold_ids = {r["id"] for r in await conn.fetch(sql.COLD_IDS, query.namespace, pool_ids)}
     top = [c for c in fused if c.row["id"] in cold_ids][: query.k]
     rows = await asyncio.to_thread(cold.newest, query.namespace, [str(c.row["id"]) for c in top], expression)
     top = [c for c in top if str(c.row["id"]) in rows]
@@ -304,7 +281,9 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery) -> Arc
     if top:
         async with engine.pool.acquire() as conn:
             hit_ids = [c.row["id"] for c in top]
-            for r in await conn.fetch(LINKS.sql, *LINKS.args(namespace=query.namespace, agent=agent, hits=hit_ids)):
+            for r in await conn.fetch(
+                sql.LINKS.sql, *sql.LINKS.args(namespace=query.namespace, agent=agent, hits=hit_ids)
+            ):
                 links.setdefault(r["hit"], {}).setdefault(r["direction"], []).append(Link(r["other"], r["relation"]))
     timings["fetch_ms"] = (time.perf_counter() - t0) * 1000
     hits = []

@@ -23,16 +23,6 @@ from cabrain.store import namespaces as namespace_sql
 from cabrain.store.browse import BrowseFilters
 from cabrain.types import Memory, MemoryPage, MemoryType, MemoryWithHistory, Network, Visibility
 
-# Archived identities of a namespace whose source_kind is not known yet (demoted before schema 0010).
-ARCHIVED_UNKNOWN_KIND = "SELECT id FROM memory_ids WHERE namespace = $1 AND tier = 'cold' AND source_kind IS NULL"
-SET_ARCHIVED_KIND = """
-UPDATE memory_ids i SET source_kind = k.kind FROM unnest($1::uuid[], $2::text[]) AS k(id, kind) WHERE i.id = k.id
-"""
-ARCHIVED_OF_KIND = """
-SELECT id FROM memory_ids WHERE namespace = $1 AND tier = 'cold' AND source_kind = $2 AND forgotten_at IS NULL
-ORDER BY id
-"""
-
 
 def not_found(memory_id: uuid.UUID, agent: str) -> NotFound:
     return NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
@@ -248,15 +238,15 @@ async def archived_current(
     """Current memories of ``source_kind`` in the cold tier that ``agent`` may read. Reads the
     Iceberg table only when memory_ids says there are some (or does not know yet: identities
     archived before schema 0010 learn their source_kind here, once)."""
-    unknown = [r["id"] for r in await conn.fetch(ARCHIVED_UNKNOWN_KIND, namespace)]
+    unknown = [r["id"] for r in await conn.fetch(sql.ARCHIVED_UNKNOWN_KIND, namespace)]
     if unknown:
         cold = await asyncio.to_thread(engine.cold_tier)
         for start in range(0, len(unknown), 1000):
             part = unknown[start : start + 1000]
             rows = await asyncio.to_thread(cold.newest, namespace, [str(i) for i in part])
             kinds = {i: (rows[str(i)]["source_kind"] or "") if str(i) in rows else "" for i in part}
-            await conn.execute(SET_ARCHIVED_KIND, list(kinds), list(kinds.values()))
-    ids = [r["id"] for r in await conn.fetch(ARCHIVED_OF_KIND, namespace, source_kind)]
+            await conn.execute(sql.SET_ARCHIVED_KIND, list(kinds), list(kinds.values()))
+    ids = [r["id"] for r in await conn.fetch(sql.ARCHIVED_OF_KIND, namespace, source_kind)]
     if not ids:
         return []
     cold = await asyncio.to_thread(engine.cold_tier)

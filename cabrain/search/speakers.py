@@ -18,24 +18,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from cabrain.store.access import ACCESS_CTE, READABLE
-from cabrain.store.statement import Statement
+from cabrain.store import speakers as sql
 from cabrain.text.tokenizer import name_tokens, tokenize
 
-NAMED = Statement(
-    f"""
-WITH {ACCESS_CTE}
-SELECT DISTINCT m.key FROM namespace_speakers m
-WHERE m.namespace = :namespace AND m.first_token = ANY(:tokens::text[]) AND {READABLE}
-"""
-)
-RECORD = """
-INSERT INTO namespace_speakers (namespace, key, owner_agent_id, visibility, first_token, name, turns)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])
-ORDER BY 1, 2, 3, 4
-ON CONFLICT (namespace, key, owner_agent_id, visibility)
-DO UPDATE SET turns = namespace_speakers.turns + EXCLUDED.turns
-"""
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][sS])?")
 
 
@@ -44,7 +29,7 @@ async def named(conn: asyncpg.Connection, query: str, namespace: str, agent: str
     words = name_tokens(query)
     if not words:
         return []
-    rows = await conn.fetch(NAMED.sql, *NAMED.args(namespace=namespace, agent=agent, tokens=sorted(set(words))))
+    rows = await conn.fetch(sql.NAMED.sql, *sql.NAMED.args(namespace=namespace, agent=agent, tokens=sorted(set(words))))
     present = set(words)
     return [tuple(r["key"].split()) for r in rows if set(r["key"].split()) <= present]
 
@@ -75,7 +60,7 @@ async def record(conn: asyncpg.Connection, turns: Sequence[tuple[str, str, str, 
     keys = sorted(counts)
     columns = [[k[i] for k in keys] for i in range(4)]
     await conn.execute(
-        RECORD,
+        sql.RECORD,
         columns[0],
         columns[1],
         columns[2],

@@ -19,6 +19,9 @@ Long memories also have passage vectors (``memory_chunks``). In recall a memory'
 similarity to the query is the mean of its own vector's similarity and its best passage's (its
 own again when it has no passage, or none among the nearest): a question about one sentence of
 a long text finds it, and a memory that matches as a whole keeps its place.
+
+The statements are in :mod:`cabrain.store.vector`; this module chooses between them and steers
+the planner.
 """
 
 from __future__ import annotations
@@ -29,68 +32,10 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-from cabrain.store.access import ACCESS_CTE, RECALL_FILTER
+from cabrain.store import vector as sql
 from cabrain.store.keyword import SearchFilters
-from cabrain.store.memories import COLUMNS, NAMESPACE_SIZE
+from cabrain.store.memories import NAMESPACE_SIZE
 from cabrain.store.planner import fetch_without
-from cabrain.store.statement import Statement
-
-# Through the one HNSW graph of memory_vectors, joined back to the rows for scope and filters (run
-# with sorting disabled, so the index order is kept and the scan stops after :limit survivors).
-SEARCH = Statement(
-    f"""
-WITH {ACCESS_CTE},
-nearest AS MATERIALIZED (
-    SELECT {COLUMNS}, v.embedding <=> :vector AS distance
-    FROM memory_vectors v JOIN memories m ON m.id = v.id AND m.valid_at = v.valid_at
-    WHERE v.namespace = :namespace AND {RECALL_FILTER}
-    ORDER BY v.embedding <=> :vector
-    LIMIT :limit
-)
-SELECT * FROM nearest ORDER BY distance, id
-"""
-)
-# Exact: "+ 0" keeps the HNSW index out, so the namespace's rows are found by its btree and the
-# nearest chosen by distance alone; only those are then read whole (sorting the namespace's rows
-# with all their columns cost a fifth more: a 10k namespace 21.5 -> 17.7 ms).
-SEARCH_EXACT = Statement(
-    f"""
-WITH {ACCESS_CTE},
-nearest AS MATERIALIZED (
-    SELECT m.id, m.valid_at, m.embedding <=> :vector AS distance
-    FROM memories m
-    WHERE {RECALL_FILTER} AND m.embedding IS NOT NULL
-    ORDER BY (m.embedding <=> :vector) + 0
-    LIMIT :limit
-)
-SELECT {COLUMNS}, n.distance
-FROM nearest n JOIN memories m ON m.id = n.id AND m.valid_at = n.valid_at
-ORDER BY n.distance, m.id
-"""
-)
-
-_PASSAGES = """
-WITH {access},
-near AS MATERIALIZED (
-    SELECT c.memory_id, c.valid_at, c.embedding <=> :vector AS d
-    FROM memory_chunks c
-    WHERE c.namespace = :namespace
-    ORDER BY {order}
-    LIMIT :passages
-),
-best AS (SELECT memory_id, valid_at, min(d) AS passage_distance FROM near GROUP BY memory_id, valid_at)
-SELECT {columns}, m.embedding <=> :vector AS distance, b.passage_distance
-FROM best b JOIN memories m ON m.id = b.memory_id AND m.valid_at = b.valid_at
-WHERE {where} AND m.embedding IS NOT NULL
-ORDER BY b.passage_distance, m.id
-LIMIT :limit
-"""
-PASSAGES = Statement(
-    _PASSAGES.format(access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="c.embedding <=> :vector")
-)
-PASSAGES_EXACT = Statement(
-    _PASSAGES.format(access=ACCESS_CTE, columns=COLUMNS, where=RECALL_FILTER, order="(c.embedding <=> :vector) + 0")
-)
 
 # Walk the graph in distance order and look each row up by its key: with these off it is the one
 # plan left whatever the parameters, so it is planned once per connection (fetch_without's
@@ -98,14 +43,6 @@ PASSAGES_EXACT = Statement(
 GRAPH_WALK = ("enable_sort", "enable_hashjoin", "enable_mergejoin", "enable_material")
 # The exact scans: the nearest few rows are looked up by key, never joined by hashing.
 EXACT = ("enable_hashjoin", "enable_mergejoin")
-
-# The graph's size as the planner last counted it (autovacuum keeps it current): free to read.
-GRAPH_SIZE = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'memory_vectors'::regclass"
-SIZES = f"""
-SELECT n.memory_count, n.chunk_count, ({GRAPH_SIZE}) AS vectors,
-       (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'memory_chunks'::regclass) AS passages
-FROM namespaces n WHERE n.name = $1
-"""
 
 
 def exact_is_cheaper(size: int, total: int, limit: int, exact_max: int, skip_cost: float) -> bool:
@@ -135,15 +72,17 @@ async def _documents(
     """``params``: the filters' parameters with ``limit`` and ``vector``."""
     limit = params["limit"]
     if size > exact_max and skip_cost > 0 and total is None:
-        total = await conn.fetchval(GRAPH_SIZE) or 0
+        total = await conn.fetchval(sql.GRAPH_SIZE) or 0
     if exact_is_cheaper(size, total or 0, limit, exact_max, skip_cost):
-        return await fetch_without(conn, SEARCH_EXACT.sql, SEARCH_EXACT.args(params), disable=EXACT)
+        return await fetch_without(conn, sql.SEARCH_EXACT.sql, sql.SEARCH_EXACT.args(params), disable=EXACT)
     local = {"hnsw.ef_search": ef_search} if ef_search else None
-    rows = await fetch_without(conn, SEARCH.sql, SEARCH.args(params), disable=GRAPH_WALK, local=local, generic=True)
+    rows = await fetch_without(
+        conn, sql.SEARCH.sql, sql.SEARCH.args(params), disable=GRAPH_WALK, local=local, generic=True
+    )
     if len(rows) < limit and size > len(rows):
         # The walk gave up (hnsw.max_scan_tuples) before finding enough rows that pass scope and
         # filters: the exact scan finds them all, slower but never short.
-        return await fetch_without(conn, SEARCH_EXACT.sql, SEARCH_EXACT.args(params), disable=EXACT)
+        return await fetch_without(conn, sql.SEARCH_EXACT.sql, sql.SEARCH_EXACT.args(params), disable=EXACT)
     return rows
 
 
@@ -158,8 +97,8 @@ async def _passages(
 ) -> list:
     """``params``: the filters' parameters with ``limit``, ``vector`` and ``passages`` (how many to read)."""
     if exact_is_cheaper(chunks, total, params["passages"], exact_max, skip_cost):
-        return await fetch_without(conn, PASSAGES_EXACT.sql, PASSAGES_EXACT.args(params), disable=EXACT)
-    return await fetch_without(conn, PASSAGES.sql, PASSAGES.args(params), disable=GRAPH_WALK, generic=True)
+        return await fetch_without(conn, sql.PASSAGES_EXACT.sql, sql.PASSAGES_EXACT.args(params), disable=EXACT)
+    return await fetch_without(conn, sql.PASSAGES.sql, sql.PASSAGES.args(params), disable=GRAPH_WALK, generic=True)
 
 
 async def search(
@@ -189,7 +128,7 @@ async def namespace_sizes(pool: asyncpg.Pool, namespace: str) -> tuple[int, int,
     """(the namespace's memories, its passages, every hot vector, every passage): what chooses
     between the exact scan and the graph walk (:func:`exact_is_cheaper`)."""
     async with pool.acquire() as conn:
-        row = await conn.fetchrow(SIZES, namespace)
+        row = await conn.fetchrow(sql.SIZES, namespace)
     return tuple(row) if row else (0, 0, 0, 0)
 
 

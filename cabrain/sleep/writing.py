@@ -21,7 +21,6 @@ from cabrain.store import memories as sql
 from cabrain.store import sleep as sleep_sql
 from cabrain.store.keyword import IndexedDoc, PostgresBM25
 from cabrain.text import entities as entity_extraction
-from cabrain.write.writer import KNOWN_ENTITY_KEYS, UPSERT_AND_LINK
 
 MAX_FACT_CHARS = 400
 # A fact to write: its text, its source memories, and its vector (None: still to embed).
@@ -92,12 +91,16 @@ async def name_entities(conn: asyncpg.Connection, namespace: str, fact_id: uuid.
     """The entities a fact's own text names (the speaker it resolved "I" to, a name at a sentence's
     start), made if new and linked: the ids."""
     phrases = entity_extraction.phrases(text)
-    known = {r["key"] for r in await conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases))} if phrases else set()
+    known = (
+        {r["key"] for r in await conn.fetch(entity_sql.KNOWN_ENTITY_KEYS, namespace, list(phrases))}
+        if phrases
+        else set()
+    )
     names = entity_extraction.extract(text, known)
     if not names:
         return set()
     keys = [entity_extraction.entity_key(n) for n in names]
-    await conn.execute(UPSERT_AND_LINK, namespace, names, keys, [fact_id] * len(keys), keys)
+    await conn.execute(entity_sql.UPSERT_AND_LINK, namespace, names, keys, [fact_id] * len(keys), keys)
     rows = await conn.fetch(entity_sql.ENTITY_IDS, namespace, keys)
     return {r["id"] for r in rows}
 

@@ -214,6 +214,22 @@ async def recall_summaries(
     return [EntitySummary(r["name"], r["summary"], r["summarized_at"], list(r["memory_ids"])) for r in rows]
 
 
+# --- naming and linking on write (cabrain.write.writer, cabrain.sleep.writing) ---------------------------
+KNOWN_ENTITY_KEYS = "SELECT key FROM entities WHERE namespace = $1 AND key = ANY($2::text[])"
+# The entities (by key) and the memories' links to them, in one statement.
+UPSERT_AND_LINK = """
+WITH up AS (
+    INSERT INTO entities (namespace, name, key)
+    SELECT $1, t.name, t.key FROM unnest($2::text[], $3::text[]) AS t(name, key) ORDER BY t.key
+    ON CONFLICT (namespace, key) DO UPDATE SET updated_at = now()
+    RETURNING id, key
+)
+INSERT INTO memory_entities (memory_id, entity_id)
+SELECT l.memory_id, up.id FROM unnest($4::uuid[], $5::text[]) AS l(memory_id, key) JOIN up USING (key)
+ORDER BY 1, 2
+ON CONFLICT DO NOTHING
+"""
+
 # --- aliases (cabrain.sleep.aliases) and undoing them (cabrain.store.judgments) -------------------------
 # Who speaks in which sitting of the namespace (read once per step, only the speakers' turns).
 ALIAS_SPEAKERS = """

@@ -1,4 +1,5 @@
-"""SQL over ``memories`` and its satellites. Functions take a connection; callers own transactions."""
+"""SQL over ``memories`` and its satellites (``memory_ids``, ``memory_chunks``, ``memory_sources``,
+``memory_events``). Functions take a connection; callers own transactions."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import asyncpg
 import numpy as np
 from pgvector import Vector
 
-from cabrain.store.access import ACCESS_CTE, NAMESPACE_OF, READABLE
+from cabrain.store.access import ACCESS_CTE, NAMESPACE_OF, READABLE, readable_id
 from cabrain.store.statement import Statement
 from cabrain.types import Memory, MemoryType, Network, Visibility
 
@@ -65,6 +66,18 @@ WITH added AS (
 UPDATE namespaces n SET memory_count = n.memory_count + c.added
 FROM (SELECT namespace, count(*) AS added FROM added GROUP BY namespace) c
 WHERE n.name = c.namespace
+"""
+
+# An archived memory back in the hot tier, as it was (the register trigger re-registers its identity).
+RESTORE_ROW = """
+WITH restored AS (
+    INSERT INTO memories (id, namespace, owner_agent_id, visibility, network, memory_type, content, source_kind,
+                          source_ref, embedding, importance, access_count, last_accessed_at, created_at, valid_at,
+                          metadata, content_hash, pinned, invalid_at, superseded_by, consolidated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16::jsonb, $17, $18, $19, $20, $21)
+    RETURNING namespace
+)
+UPDATE namespaces SET memory_count = memory_count + 1 WHERE name = (SELECT namespace FROM restored)
 """
 
 
@@ -238,6 +251,61 @@ UPDATE memories m SET access_count = m.access_count + 1,
 FROM memory_ids i
 WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at
 """
+
+# --- the write path (cabrain.write.writer, cabrain.write.threads) ---------------------------------------
+FIND_EXACT_MANY = """
+SELECT m.id, m.content_hash, m.source_ref FROM memories m
+WHERE m.namespace = $1 AND m.content_hash = ANY($2::bytea[])
+  AND m.invalid_at IS NULL AND m.tier = 'hot'
+  AND (m.visibility <> 'private' OR m.owner_agent_id = $3)
+"""
+CURRENT_FOR_UPDATE = """
+SELECT m.invalid_at IS NULL FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE i.id = $1 FOR UPDATE OF m
+"""
+IMPORTANCE = (
+    "SELECT m.importance FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at WHERE i.id = $1"
+)
+# The thread's latest turns (current or not: the numbering counts every turn), newest first.
+LATEST_TURNS = """
+SELECT thread_turn, content, owner_agent_id, visibility, invalid_at IS NULL AND tier = 'hot' AS usable
+FROM memories
+WHERE namespace = $1 AND metadata ? 'thread' AND metadata ->> 'thread' = $2 AND thread_turn IS NOT NULL
+ORDER BY thread_turn DESC
+LIMIT $3
+"""
+
+# --- archived identities (cabrain.search.lookup, cabrain.search.archive) --------------------------------
+# Archived identities of a namespace whose source_kind is not known yet (demoted before schema 0010).
+ARCHIVED_UNKNOWN_KIND = "SELECT id FROM memory_ids WHERE namespace = $1 AND tier = 'cold' AND source_kind IS NULL"
+SET_ARCHIVED_KIND = """
+UPDATE memory_ids i SET source_kind = k.kind FROM unnest($1::uuid[], $2::text[]) AS k(id, kind) WHERE i.id = k.id
+"""
+ARCHIVED_OF_KIND = """
+SELECT id FROM memory_ids WHERE namespace = $1 AND tier = 'cold' AND source_kind = $2 AND forgotten_at IS NULL
+ORDER BY id
+"""
+# Of these ids, the ones whose identity says they live in the cold tier (in this namespace).
+COLD_IDS = """
+SELECT id FROM memory_ids WHERE namespace = $1 AND id = ANY($2::uuid[]) AND tier = 'cold' AND forgotten_at IS NULL
+"""
+# Provenance around archive recall's hits, in both directions, limited to what the agent may read.
+LINKS = Statement(
+    f"""
+WITH {ACCESS_CTE},
+edges AS (
+    SELECT s.source_id AS hit, s.memory_id AS other, s.relation, 'derived' AS direction
+    FROM memory_sources s WHERE s.source_id = ANY(:hits::uuid[])
+    UNION ALL
+    SELECT s.memory_id, s.source_id, s.relation, 'source'
+    FROM memory_sources s WHERE s.memory_id = ANY(:hits::uuid[])
+)
+SELECT e.hit, e.other, e.relation, e.direction
+FROM edges e
+WHERE {readable_id("e.other")}
+ORDER BY e.hit, e.direction, e.other
+"""
+)
 
 # Among a recall's candidates, each distilled fact with a turn it was distilled from: the two are
 # one answer (cabrain.search.recall folds the lower-ranked into the other).

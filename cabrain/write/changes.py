@@ -23,25 +23,13 @@ from cabrain.redact import redact
 from cabrain.search.archive import memory_of
 from cabrain.search.lookup import not_found
 from cabrain.store import access, judgments, requests
+from cabrain.store import inbox as inbox_sql
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
 from cabrain.store.keyword import IndexedDoc
 from cabrain.text.chunking import chunk
 from cabrain.types import Decision, Memory, MemoryInput, RetainResult
-from cabrain.write import inbox
 from cabrain.write.retain import retain
-
-# An archived memory back in the hot tier, as it was (the register trigger re-registers its identity).
-RESTORE_ROW = """
-WITH restored AS (
-    INSERT INTO memories (id, namespace, owner_agent_id, visibility, network, memory_type, content, source_kind,
-                          source_ref, embedding, importance, access_count, last_accessed_at, created_at, valid_at,
-                          metadata, content_hash, pinned, invalid_at, superseded_by, consolidated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16::jsonb, $17, $18, $19, $20, $21)
-    RETURNING namespace
-)
-UPDATE namespaces SET memory_count = memory_count + 1 WHERE name = (SELECT namespace FROM restored)
-"""
 
 
 async def writable(
@@ -80,7 +68,7 @@ async def forget(engine: Engine, agent: str, memory_id: uuid.UUID, *, reason: st
         else:
             await conn.fetchval(sql.INVALIDATE, memory_id, json.dumps(meta, ensure_ascii=False), None)
         await conn.execute(sql.FORGET_IDENTITY, memory_id, agent, reason)
-        await conn.execute(inbox.FORGET, memory_id)  # the raw captured text it came from, if still kept
+        await conn.execute(inbox_sql.FORGET, memory_id)  # the raw captured text it came from, if still kept
         await sql.insert_events(
             conn,
             [{"namespace": namespace, "op": "forget", "memory_id": memory_id, "agent_id": agent, "metadata": meta}],
@@ -197,7 +185,7 @@ async def restore_rows(
     rows, postings, passages and one ``op`` event each. In the caller's transaction."""
     for memory, passages, vectors in ready:
         await conn.execute(
-            RESTORE_ROW,
+            sql.RESTORE_ROW,
             memory.id,
             memory.namespace,
             memory.owner_agent_id,

@@ -5,8 +5,8 @@ rows with ``FOR UPDATE SKIP LOCKED`` (so every ingress replica can work the queu
 memories, and removes them: the raw captured text is not kept once it is a memory (or, with
 ``CABRAIN_CAPTURE_INBOX_RETENTION_S``, kept that long, marked processed, with the ids of the
 memories it became, so that forgetting one of them removes it too). A row whose retain fails is
-retried later; after ``MAX_ATTEMPTS`` it stays, with its error, for an operator to look at, for
-``CABRAIN_CAPTURE_INBOX_FAILED_RETENTION_S``.
+retried later; after ``MAX_ATTEMPTS`` (:mod:`cabrain.store.inbox`, with the statements) it stays,
+with its error, for an operator to look at, for ``CABRAIN_CAPTURE_INBOX_FAILED_RETENTION_S``.
 """
 
 from __future__ import annotations
@@ -19,40 +19,11 @@ from typing import Any
 from cabrain.engine import Engine
 from cabrain.redact import redact_deep
 from cabrain.store import access
+from cabrain.store import inbox as sql
 from cabrain.types import MemoryInput, MemoryType, Network, Visibility
 from cabrain.write.retain import retain
 
 log = logging.getLogger(__name__)
-
-MAX_ATTEMPTS = 5
-RETRY_AFTER_S = 30
-ENQUEUE = """
-INSERT INTO capture_inbox (agent_id, namespace, items, decide) VALUES ($1, $2, $3::jsonb, $4) RETURNING id
-"""
-CLAIM = f"""
-UPDATE capture_inbox SET claimed_at = now(), attempts = attempts + 1
-WHERE id IN (
-    SELECT id FROM capture_inbox
-    WHERE processed_at IS NULL AND attempts < {MAX_ATTEMPTS}
-      AND (claimed_at IS NULL OR claimed_at < now() - interval '{RETRY_AFTER_S} seconds')
-    ORDER BY id LIMIT $1
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING id, agent_id, namespace, items, decide
-"""
-DONE = "UPDATE capture_inbox SET processed_at = now(), last_error = NULL, memory_ids = $2 WHERE id = $1"
-REMOVE = "DELETE FROM capture_inbox WHERE id = $1"
-# Processed rows past their retention, and rows that failed for good past theirs ($1, $2: seconds; $3: now, the
-# brain's clock).
-PURGE = f"""
-DELETE FROM capture_inbox
-WHERE (processed_at IS NOT NULL AND processed_at < $3::timestamptz - make_interval(secs => $1))
-   OR (processed_at IS NULL AND attempts >= {MAX_ATTEMPTS} AND created_at < $3::timestamptz - make_interval(secs => $2))
-"""
-# A forgotten memory's raw captured text goes with it.
-FORGET = "DELETE FROM capture_inbox WHERE memory_ids @> ARRAY[$1::uuid]"
-FAILED = "UPDATE capture_inbox SET last_error = $2 WHERE id = $1"
-PENDING = f"SELECT count(*) FROM capture_inbox WHERE processed_at IS NULL AND attempts < {MAX_ATTEMPTS}"
 
 
 def item_from_json(d: dict[str, Any], namespace: str) -> MemoryInput:
@@ -79,7 +50,7 @@ async def enqueue(
     async with engine.pool.acquire() as conn:
         await access.require_writer(conn, agent, namespace)
         cleaned = redact_deep(items)
-        return await conn.fetchval(ENQUEUE, agent, namespace, json.dumps(cleaned, ensure_ascii=False), decide)
+        return await conn.fetchval(sql.ENQUEUE, agent, namespace, json.dumps(cleaned, ensure_ascii=False), decide)
 
 
 async def drain(engine: Engine, *, batch: int = 16) -> int:
@@ -87,9 +58,9 @@ async def drain(engine: Engine, *, batch: int = 16) -> int:
     past their retention."""
     settings, pool = engine.settings, engine.pool
     async with pool.acquire() as conn:
-        rows = await conn.fetch(CLAIM, batch)
+        rows = await conn.fetch(sql.CLAIM, batch)
         await conn.execute(
-            PURGE, settings.capture_inbox_retention_s, settings.capture_inbox_failed_retention_s, engine.clock()
+            sql.PURGE, settings.capture_inbox_retention_s, settings.capture_inbox_failed_retention_s, engine.clock()
         )
     for row in rows:
         try:
@@ -99,17 +70,17 @@ async def drain(engine: Engine, *, batch: int = 16) -> int:
         except Exception as exc:  # noqa: BLE001 - kept on the row; retried until MAX_ATTEMPTS
             log.warning("capture inbox row failed", extra={"id": row["id"], "error": type(exc).__name__})
             async with pool.acquire() as conn:
-                await conn.execute(FAILED, row["id"], f"{type(exc).__name__}: {exc}"[:2000])
+                await conn.execute(sql.FAILED, row["id"], f"{type(exc).__name__}: {exc}"[:2000])
             continue
         async with pool.acquire() as conn:
             if settings.capture_inbox_retention_s > 0:
-                await conn.execute(DONE, row["id"], [r.memory_id for r in results if r.memory_id is not None])
+                await conn.execute(sql.DONE, row["id"], [r.memory_id for r in results if r.memory_id is not None])
             else:
-                await conn.execute(REMOVE, row["id"])
+                await conn.execute(sql.REMOVE, row["id"])
     return len(rows)
 
 
 async def pending(engine: Engine) -> int:
     """Rows waiting to be retained (not failed for good)."""
     async with engine.pool.acquire() as conn:
-        return await conn.fetchval(PENDING)
+        return await conn.fetchval(sql.PENDING)

@@ -23,16 +23,9 @@ import asyncpg
 
 from cabrain.errors import InputError
 from cabrain.search import speakers
+from cabrain.store import memories as sql
 
 MAX_FIELD_CHARS = 200
-# The thread's latest turns (current or not: the numbering counts every turn), newest first.
-LATEST_TURNS = """
-SELECT thread_turn, content, owner_agent_id, visibility, invalid_at IS NULL AND tier = 'hot' AS usable
-FROM memories
-WHERE namespace = $1 AND metadata ? 'thread' AND metadata ->> 'thread' = $2 AND thread_turn IS NOT NULL
-ORDER BY thread_turn DESC
-LIMIT $3
-"""
 
 
 HINTS = {
@@ -84,7 +77,7 @@ class ThreadContext:
         key = (namespace, thread)
         state = self._threads.get(key)
         if state is None:
-            rows = await self.conn.fetch(LATEST_TURNS, namespace, thread, self._keep)
+            rows = await self.conn.fetch(sql.LATEST_TURNS, namespace, thread, self._keep)
             state = _Thread(next_turn=(rows[0]["thread_turn"] + 1) if rows else 1)
             state.recent = [(r["owner_agent_id"], r["visibility"], r["content"]) for r in reversed(rows) if r["usable"]]
             self._threads[key] = state

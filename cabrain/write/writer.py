@@ -17,10 +17,12 @@ import numpy as np
 
 from cabrain.engine import Engine
 from cabrain.errors import InputError
-from cabrain.search import vector
+from cabrain.store import entities as entity_sql
 from cabrain.store import judgments
 from cabrain.store import memories as sql
+from cabrain.store import vector as vector_sql
 from cabrain.store.keyword import IndexedDoc
+from cabrain.store.sleep import NOW
 from cabrain.text import entities as entity_extraction
 from cabrain.types import Decision, RetainResult
 from cabrain.write.decision import Neighbour, WriteDecision
@@ -30,30 +32,6 @@ from cabrain.write.neighbours import origin as origin_of_item
 from cabrain.write.salience import importance as score_importance
 from cabrain.write.threads import ThreadContext
 
-FIND_EXACT_MANY = """
-SELECT m.id, m.content_hash, m.source_ref FROM memories m
-WHERE m.namespace = $1 AND m.content_hash = ANY($2::bytea[])
-  AND m.invalid_at IS NULL AND m.tier = 'hot'
-  AND (m.visibility <> 'private' OR m.owner_agent_id = $3)
-"""
-KNOWN_ENTITY_KEYS = "SELECT key FROM entities WHERE namespace = $1 AND key = ANY($2::text[])"
-# The entities (by key) and the memories' links to them, in one statement.
-UPSERT_AND_LINK = """
-WITH up AS (
-    INSERT INTO entities (namespace, name, key)
-    SELECT $1, t.name, t.key FROM unnest($2::text[], $3::text[]) AS t(name, key) ORDER BY t.key
-    ON CONFLICT (namespace, key) DO UPDATE SET updated_at = now()
-    RETURNING id, key
-)
-INSERT INTO memory_entities (memory_id, entity_id)
-SELECT l.memory_id, up.id FROM unnest($4::uuid[], $5::text[]) AS l(memory_id, key) JOIN up USING (key)
-ORDER BY 1, 2
-ON CONFLICT DO NOTHING
-"""
-CURRENT_FOR_UPDATE = """
-SELECT m.invalid_at IS NULL FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-WHERE i.id = $1 FOR UPDATE OF m
-"""
 REINFORCE_STEP = 0.05
 
 
@@ -122,7 +100,7 @@ class Writer:
         phrases = entity_extraction.phrases(text)
         if not phrases:
             return set()
-        rows = await self.conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases))
+        rows = await self.conn.fetch(entity_sql.KNOWN_ENTITY_KEYS, namespace, list(phrases))
         return {r["key"] for r in rows}
 
     def _importance(self, item: Item, nearest: float | None, *, revision: bool = False) -> float:
@@ -144,7 +122,7 @@ class Writer:
 
     async def write_superseding(self, item: Item, target: uuid.UUID) -> RetainResult:
         """Reconsolidation: ``item`` replaces ``target``, which must still be current (locked here)."""
-        if not await self.conn.fetchval(CURRENT_FOR_UPDATE, target):
+        if not await self.conn.fetchval(sql.CURRENT_FOR_UPDATE, target):
             raise InputError(f"memory {target} was superseded or forgotten meanwhile", hint="get it and retry")
         why = item.input.metadata.get("reason")
         ns, reason = (
@@ -179,7 +157,7 @@ class Writer:
         exact: dict[tuple, uuid.UUID] = {}
         for namespace in sorted({i.input.namespace for i in items}):
             rows = await self.conn.fetch(
-                FIND_EXACT_MANY,
+                sql.FIND_EXACT_MANY,
                 namespace,
                 [i.content_hash for i in items if i.input.namespace == namespace],
                 self.agent,
@@ -193,7 +171,7 @@ class Writer:
             phrases = set().union(
                 *(entity_extraction.phrases(i.content) for i in items if i.input.namespace == namespace)
             )
-            rows = await self.conn.fetch(KNOWN_ENTITY_KEYS, namespace, list(phrases)) if phrases else []
+            rows = await self.conn.fetch(entity_sql.KNOWN_ENTITY_KEYS, namespace, list(phrases)) if phrases else []
             known[namespace] = {r["key"] for r in rows}
         results = []
         for item, stored in zip(items, searched, strict=True):
@@ -262,7 +240,7 @@ class Writer:
             ns: await self.conn.fetchval(sql.NAMESPACE_SIZE, ns) or 0
             for ns in sorted({i.input.namespace for i in items})
         }
-        total = await self.conn.fetchval(vector.GRAPH_SIZE) or 0  # once for the batch, not per search
+        total = await self.conn.fetchval(vector_sql.GRAPH_SIZE) or 0  # once for the batch, not per search
 
         async def search(conn: asyncpg.Connection, item: Item) -> list[Neighbour]:
             return await neighbours_of(conn, self.engine, self.agent, item, limit, sizes[item.input.namespace], total)
@@ -338,7 +316,7 @@ class Writer:
         keys = sorted(by_key)
         ordered = sorted(pairs, key=lambda p: (str(p[0]), p[1]))
         await self.conn.execute(
-            UPSERT_AND_LINK,
+            entity_sql.UPSERT_AND_LINK,
             namespace,
             [by_key[k] for k in keys],
             keys,
@@ -356,7 +334,7 @@ class Writer:
         seen: dict[tuple, uuid.UUID] = {}
         for namespace in sorted({i.input.namespace for i in items}):
             rows = await self.conn.fetch(
-                FIND_EXACT_MANY,
+                sql.FIND_EXACT_MANY,
                 namespace,
                 [i.content_hash for i in items if i.input.namespace == namespace],
                 self.agent,
@@ -388,10 +366,7 @@ class Writer:
 
     async def _reinforce(self, item: Item, target: uuid.UUID, reason: str) -> RetainResult:
         await self.conn.execute(sql.REINFORCE, target, REINFORCE_STEP)
-        importance = await self.conn.fetchval(
-            "SELECT m.importance FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at WHERE i.id = $1",
-            target,
-        )
+        importance = await self.conn.fetchval(sql.IMPORTANCE, target)
         self.events.append(self._event(item.input.namespace, "retain", target, {"decision": "NOOP"}))
         return RetainResult(Decision.NOOP, target, float(importance), (), (), reason)
 
@@ -408,7 +383,7 @@ class Writer:
     async def _now(self) -> datetime:
         """The transaction's time (what invalid_at has always been set to)."""
         if self._txn_now is None:
-            self._txn_now = await self.conn.fetchval("SELECT now()")
+            self._txn_now = await self.conn.fetchval(NOW)
         return self._txn_now
 
     async def _judge(

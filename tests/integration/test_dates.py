@@ -14,8 +14,8 @@ import pytest
 from cabrain.brain import Brain
 from cabrain.service import ensure_schema
 from cabrain.sleep.cycle import run_cycle
+from cabrain.store import inbox
 from cabrain.types import MemoryInput, MemoryType, Network
-from cabrain.write import inbox
 
 
 def at(text: str) -> datetime:

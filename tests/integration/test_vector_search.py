@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cabrain.search import vector
+from cabrain.store import vector as vector_sql
 from cabrain.store.keyword import SearchFilters
 from cabrain.store.planner import fetch_without
 
@@ -86,9 +87,9 @@ async def test_a_walk_that_gives_up_early_falls_back_to_the_exact_scan(two_names
     await conn.execute("SET hnsw.ef_search = 10")
     await conn.execute("SET hnsw.max_scan_tuples = 1")
     await conn.execute("SET hnsw.iterative_scan = relaxed_order")
-    args = vector.SEARCH.args(filters.params(), limit=10, vector=query)
+    args = vector_sql.SEARCH.args(filters.params(), limit=10, vector=query)
     short = await fetch_without(
-        conn, vector.SEARCH.sql, args, disable=("enable_sort", "enable_hashjoin", "enable_mergejoin")
+        conn, vector_sql.SEARCH.sql, args, disable=("enable_sort", "enable_hashjoin", "enable_mergejoin")
     )
     assert len(short) < 10
 
@@ -118,7 +119,7 @@ async def test_the_hot_path_searches_keep_one_plan_that_walks_the_indexes(two_na
     # The graph walk and BM25's lookups are planned once per connection (planning them for each
     # call cost more than the walk): their plan must not depend on the parameters. Left to itself
     # the planner's parameter-blind plan materialised the namespace's rows (363 ms at 100k).
-    from cabrain.search import keyword
+    from cabrain.store import keyword
 
     conn = two_namespaces
     await conn.execute("ANALYZE memories")
@@ -137,7 +138,7 @@ async def test_the_hot_path_searches_keep_one_plan_that_walks_the_indexes(two_na
         values = {**scope, **more}
         return ", ".join(values[name] for name in statement.names)
 
-    for statement in (vector.SEARCH, vector.PASSAGES):
+    for statement in (vector_sql.SEARCH, vector_sql.PASSAGES):
         plan = await generic_plan(conn, statement.sql, vector.GRAPH_WALK, literals(statement))
         assert "Index Scan using memory_vectors_hnsw" in plan or "Index Scan using memory_chunks_vec" in plan
         assert "Materialize" not in plan and "Hash Join" not in plan and "Merge Join" not in plan
@@ -154,6 +155,6 @@ async def test_the_hot_path_searches_keep_one_plan_that_walks_the_indexes(two_na
         rows = await vector.search(conn, vectors(1, seed)[0], SearchFilters("big", "agent-a"), 10, exact_max=10)
         assert len(rows) == 10
     [plans] = await conn.fetch(
-        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", vector.SEARCH.sql
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", vector_sql.SEARCH.sql
     )
     assert plans["custom_plans"] == 0 and plans["generic_plans"] == 5
