@@ -28,10 +28,7 @@ from cabrain.search.fusion import Candidate, fuse
 from cabrain.store import access
 from cabrain.store import entities as entity_sql
 from cabrain.store import memories as sql
-from cabrain.store.access import ACCESS_CTE, RECALL_FILTER
 from cabrain.store.keyword import KeywordResult, QueryTerms, SearchFilters
-from cabrain.store.memories import COLUMNS
-from cabrain.store.statement import Statement
 from cabrain.text.dates import relative_terms
 from cabrain.types import (
     ArchiveQuery,
@@ -41,31 +38,6 @@ from cabrain.types import (
     RecallQuery,
     RecallResult,
     ScoreBreakdown,
-)
-
-RELATED = Statement(
-    f"""
-WITH {ACCESS_CTE},
-hit_entities AS (
-    SELECT DISTINCT entity_id FROM memory_entities WHERE memory_id = ANY(:hits::uuid[])
-),
-linked AS (
-    SELECT l.memory_id, count(*) AS shared
-    FROM hit_entities h
-    CROSS JOIN LATERAL (
-        SELECT me.memory_id FROM memory_entities me WHERE me.entity_id = h.entity_id LIMIT 200
-    ) l
-    WHERE l.memory_id <> ALL(:hits::uuid[])
-    GROUP BY l.memory_id
-)
-SELECT {COLUMNS}, l.shared
-FROM linked l
-JOIN memory_ids i ON i.id = l.memory_id
-JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-WHERE {RECALL_FILTER}
-ORDER BY l.shared DESC, m.importance DESC, m.valid_at DESC
-LIMIT :limit
-"""
 )
 
 
@@ -241,7 +213,8 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
                 return []
             async with engine.pool.acquire() as conn:
                 return await conn.fetch(
-                    RELATED.sql, *RELATED.args(filters.params(), limit=settings.related_limit, hits=ids)
+                    entity_sql.RELATED.sql,
+                    *entity_sql.RELATED.args(filters.params(), limit=settings.related_limit, hits=ids),
                 )
 
         async def summaries() -> list[EntitySummary]:

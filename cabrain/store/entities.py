@@ -20,7 +20,7 @@ import asyncpg
 
 from cabrain.errors import NotFound
 from cabrain.fixes import Fix
-from cabrain.store.access import ACCESS_CTE, READABLE, readable_id
+from cabrain.store.access import ACCESS_CTE, READABLE, RECALL_FILTER, readable_id
 from cabrain.store.memories import COLUMNS
 from cabrain.store.statement import Statement
 from cabrain.types import Entity, EntitySummary, RelatedEntity
@@ -333,3 +333,30 @@ async def merge_alias_again(conn: asyncpg.Connection, entry: dict) -> dict:
         "moved": [str(m) for m in moved["moved"] or ()],
         "added": [str(m) for m in moved["added"] or ()],
     }
+
+
+# --- recall's one hop: the memories that share an entity with the hits (cabrain.search.recall) ---
+RELATED = Statement(
+    f"""
+WITH {ACCESS_CTE},
+hit_entities AS (
+    SELECT DISTINCT entity_id FROM memory_entities WHERE memory_id = ANY(:hits::uuid[])
+),
+linked AS (
+    SELECT l.memory_id, count(*) AS shared
+    FROM hit_entities h
+    CROSS JOIN LATERAL (
+        SELECT me.memory_id FROM memory_entities me WHERE me.entity_id = h.entity_id LIMIT 200
+    ) l
+    WHERE l.memory_id <> ALL(:hits::uuid[])
+    GROUP BY l.memory_id
+)
+SELECT {COLUMNS}, l.shared
+FROM linked l
+JOIN memory_ids i ON i.id = l.memory_id
+JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WHERE {RECALL_FILTER}
+ORDER BY l.shared DESC, m.importance DESC, m.valid_at DESC
+LIMIT :limit
+"""
+)
