@@ -3,10 +3,19 @@ a fresh database per test, and a real Redis server on loopback.
 
 Server data lives under a scratch directory outside root's home (the embedded server runs as an
 unprivileged account when the tests run as root).
+
+Every test is marked with the real parts it needs, read from the fixtures it uses (directly or
+through other fixtures): ``pg``, ``ray``, ``service``, ``browser``, ``subprocess``. A test that
+starts a process itself says so with ``@pytest.mark.subprocess``; one that starts a process without
+the marker fails and names it (an audit hook watches), so the markers cannot drift.
+``scripts/test --fast`` runs the tests without Ray, a service, a browser or a subprocess.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import multiprocessing
 import os
 import shutil
@@ -14,10 +23,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -28,6 +39,7 @@ from cabrain.store.db import connect
 from cabrain.store.embedded import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parent.parent
+F = TypeVar("F", bound=Callable[..., Any])
 EMBEDDING_MODEL = "intfloat/multilingual-e5-small"
 EMBEDDING_DIM = 384
 TEMPLATE = "cabrain_template"
@@ -36,13 +48,100 @@ TEMPLATE = "cabrain_template"
 NOT_DURABLE = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
+# The real parts a test may need; a fixture that brings one says so with @brings(part), and every
+# test using that fixture (at any depth) gets the part's marker.
+PARTS = ("pg", "ray", "service", "browser", "subprocess")
+NEEDS: dict[str, set[str]] = {part: set() for part in PARTS}
+
+
+def brings(*parts: str) -> Callable[[F], F]:
+    """Declare that a fixture brings real parts (put it under ``@pytest.fixture``)."""
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"no such part: {sorted(unknown)}; the parts are {PARTS}")
+
+    def declare(fixture_function: F) -> F:
+        for part in parts:
+            NEEDS[part].add(fixture_function.__name__)
+        return fixture_function
+
+    return declare
+
+
+# The markers under which a test may start processes while it runs (the parts start theirs).
+MAY_SPAWN = ("subprocess", "ray", "service", "browser")
+# Processes one whole session shares, started once, that mark no test: a fixture that starts a
+# process must be named here or in NEEDS.
+SHARED_PROCESSES = frozenset({"redis_url", "embedder"})
+_SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.system", "os.exec"})
+_spawned: list[str] = []
+_watching = threading.Event()
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event in _SPAWN_EVENTS and _watching.is_set():
+        _spawned.append(f"{event} {str(args[:2])[:160]}")
+
+
+sys.addaudithook(_audit)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in NEEDS.items():
+            if used & fixtures:
+                item.add_marker(marker)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+    """A fixture that starts a process must say which part it is (NEEDS) or be shared (SHARED_PROCESSES)."""
+    known = fixturedef.argname in SHARED_PROCESSES or any(fixturedef.argname in names for names in NEEDS.values())
+    if known or _watching.is_set():
+        return (yield)
+    _spawned.clear()
+    _watching.set()
+    try:
+        result = yield
+    finally:
+        _watching.clear()
+    if _spawned:
+        pytest.fail(
+            f"fixture {fixturedef.argname!r} started a process: {_spawned[0]}\n"
+            "declare it with @brings('subprocess') (tests/conftest.py), so its tests are marked",
+            pytrace=False,
+        )
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A test without one of MAY_SPAWN's markers that starts a process fails, naming it."""
+    allowed = any(item.get_closest_marker(m) for m in MAY_SPAWN)
+    _spawned.clear()
+    if not allowed:
+        _watching.set()
+    try:
+        result = yield
+    finally:
+        _watching.clear()
+    if _spawned:
+        pytest.fail(
+            f"this test started a process without the subprocess marker: {_spawned[0]}\n"
+            "mark it @pytest.mark.subprocess (or use a fixture that brings the process)",
+            pytrace=False,
+        )
+    return result
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout: float = 10.0) -> bool:
+def wait_for_port(port: int, timeout: float = 120.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with socket.socket() as s:
@@ -93,6 +192,7 @@ def scratch() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
+@brings("pg")
 def pg_server(scratch: Path) -> Iterator[EmbeddedPostgres]:
     server = EmbeddedPostgres(scratch / "pg", reaper_interval_s=0.5, server_options=NOT_DURABLE)
     server.acquire()
@@ -161,8 +261,22 @@ async def conn(db_dsn: str):
 
 
 @pytest.fixture
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_scratch_dir("cabrain-home-")
+def home() -> Iterator[Path]:
+    """A private CABRAIN_HOME for the test, removed afterwards (with the embedded server a command
+    may have started in it)."""
+    path = make_scratch_dir("cabrain-home-")
+    yield path
+    remove_home(path)
+
+
+def remove_home(path: Path) -> None:
+    """Stop an embedded server left running in ``path`` (a command's, or one a test killed), then
+    remove the folder."""
+    for data in path.glob("**/pg/data"):
+        server = EmbeddedPostgres(data.parent)
+        if server.status().running:
+            server.stop(force=True)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 # The egress policy the tests run with (cabrain/egress.py): the stand-ins of hosted APIs listen on
@@ -224,6 +338,56 @@ def start_redis(folder: Path, port: int | None = None) -> tuple[subprocess.Popen
     return proc, f"redis://127.0.0.1:{port}/0"
 
 
+# What the session's Ray hands every worker it starts: the service's replicas read these at start
+# (tests/service/conftest.py). One namespace of the service's own drops the database connection right
+# after each retain commits (tests/service/test_idempotency_http.py); the live channels' tests use the
+# platforms' credentials (tests/service/test_live_gate.py), read from the environment as a real
+# deployment's replicas read them.
+DROPPING_NAMESPACE = "failpoint-drop"
+LIVE_ENV = {
+    "GATE_WA_APP_SECRET": "wa-app-secret-5d1e8c",
+    "GATE_WA_VERIFY": "wa-verify-7a21",
+    "GATE_WA_TOKEN": "EAAG-stand-access-token-0001",
+    "GATE_SLACK_SIGNING": "slack-signing-secret-93ab",
+    "GATE_SLACK_TOKEN": "xoxb-stand-token-0123456789",
+    "GATE_GITLAB_TOKEN": "glpat-stand-0123456789",
+}
+RAY_WORKER_ENV = {
+    "CABRAIN_FAILPOINTS": f"retain.after_commit@{DROPPING_NAMESPACE}",
+    "RAY_metrics_report_interval_ms": "1000",  # metrics reach /metrics within seconds
+    **LIVE_ENV,
+}
+
+
+@pytest.fixture(scope="session")
+@brings("ray")
+def ray_cluster(scratch: Path) -> Iterator[Settings]:
+    """The session's one local Ray (loopback, token authentication, CaBrain's own start-up): the
+    service runs on it, and a test that hands work to Ray in this process (a command run through
+    run_cli) uses it. Tests of Ray's own start, of several nodes or of a command's own Ray start
+    theirs. Yields the settings it was started with."""
+    import ray
+
+    from cabrain import ray_runtime
+
+    settings = load_settings(
+        home=scratch / "ray-home",
+        ray_num_cpus=2,
+        ray_object_store_bytes=100 * 1024 * 1024,
+        ray_metrics_export=True,  # the service's GET /metrics gathers from Ray's metrics port
+    )
+    saved = {name: os.environ.get(name) for name in RAY_WORKER_ENV}
+    os.environ.update(RAY_WORKER_ENV)
+    try:
+        ray_runtime.init_ray(settings)
+    finally:
+        for name, value in saved.items():
+            if name != "RAY_metrics_report_interval_ms":
+                os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+    yield settings
+    ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def redis_url(scratch: Path) -> Iterator[str]:
     proc, url = start_redis(scratch)
@@ -241,7 +405,89 @@ def cli_env(**settings: str) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, env: dict[str, str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """``cabrain ARGS`` with environment ``env``, run in this process through ``cabrain.cli.main``
+    (on a thread of its own, as a command runs its own event loop), its output captured: what the
+    command prints, its exit code, the same as a subprocess gives. The process environment, the
+    working folder and the ``cabrain`` logger are put back afterwards."""
+    from cabrain.cli import main
+
+    return run_main(main, *args, env=env, timeout=timeout)
+
+
+def run_main(
+    main: Callable[[list[str]], int], *args: str, env: dict[str, str], timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """An entry point's ``main(argv)`` (the CLI's, a Ray job's) run in this process as run_cli runs
+    the CLI's."""
+    if env.get("CABRAIN_FAILPOINTS"):
+        raise AssertionError("a failpoint ends the process it fires in: use run_cli_process")
+    out, err = _text_sink(), _text_sink()
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                outcome.append(main(list(args)))
+        except SystemExit as exc:  # argparse's usage errors
+            outcome.append(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread below
+            outcome.append(exc)
+
+    ray_before = _ray_running()
+    logger = logging.getLogger("cabrain")
+    saved_logger = (logger.level, list(logger.handlers), logger.propagate)
+    saved_env, saved_cwd, saved_stdin = dict(os.environ), os.getcwd(), sys.stdin
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(REPO)
+    sys.stdin = io.StringIO("")
+    try:
+        thread = threading.Thread(target=run, name="cabrain-cli", daemon=True)
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            raise subprocess.TimeoutExpired(["cabrain", *args], timeout)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+        sys.stdin = saved_stdin
+        logger.setLevel(saved_logger[0])
+        logger.handlers[:] = saved_logger[1]
+        logger.propagate = saved_logger[2]
+    if _ray_running() and not ray_before:  # a command that starts Ray runs as a process (run_cli_process)
+        import ray
+
+        ray.shutdown()
+        raise AssertionError(f"cabrain {' '.join(args)} left Ray running in the test process: use run_cli_process")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    code = outcome[0]
+    assert isinstance(code, int), code
+    return subprocess.CompletedProcess(["cabrain", *args], code, _text(out), _text(err))
+
+
+def _ray_running() -> bool:
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
+
+
+def _text_sink() -> io.TextIOWrapper:
+    """A text stream with a byte buffer under it, as a process's stdout has."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    buffer = stream.buffer
+    assert isinstance(buffer, io.BytesIO)
+    return buffer.getvalue().decode("utf-8", errors="replace")
+
+
+def run_cli_process(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m cabrain.cli ARGS`` as a real process: for what only a process shows (its exit
+    on a signal, what it leaves behind, the entry point itself). Mark the test ``subprocess``."""
     return subprocess.run(
         [sys.executable, "-m", "cabrain.cli", *args],
         env=env,
@@ -253,6 +499,7 @@ def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess
 
 
 @pytest.fixture(scope="session")
+@brings("subprocess")
 def llm_server() -> Iterator[str]:
     """The scripted frontier / local / judge model server (tests/fakes/llm_server.py) on loopback."""
     yield from serve_fake("llm_server")

@@ -213,8 +213,8 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
                 return []
             async with engine.pool.acquire() as conn:
                 return await conn.fetch(
-                    entity_sql.RELATED.sql,
-                    *entity_sql.RELATED.args(filters.params(), limit=settings.related_limit, hits=ids),
+                    entity_sql.ONE_HOP.sql,
+                    *entity_sql.ONE_HOP.args(filters.params(), limit=settings.related_limit, hits=ids),
                 )
 
         async def summaries() -> list[EntitySummary]:

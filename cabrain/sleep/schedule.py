@@ -62,6 +62,10 @@ class Scheduler:
         self.stopped.set()
 
     def install_signal_handlers(self) -> None:
+        """SIGTERM and Ctrl-C end the loop after the run in progress (only the main thread may set
+        handlers: a loop run from another thread is stopped through :meth:`stop`)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self.stop)
 

@@ -336,7 +336,7 @@ async def merge_alias_again(conn: asyncpg.Connection, entry: dict) -> dict:
 
 
 # --- recall's one hop: the memories that share an entity with the hits (cabrain.search.recall) ---
-RELATED = Statement(
+ONE_HOP = Statement(
     f"""
 WITH {ACCESS_CTE},
 hit_entities AS (

@@ -32,7 +32,7 @@ from cabrain.store.backup import backup, restore
 from cabrain.store.cold import ColdTier
 from cabrain.store.embedded import EmbeddedPostgres
 from cabrain.types import ArchiveQuery, MemoryInput, Network, RecallQuery, Visibility
-from tests.conftest import cli_env, free_port, make_scratch_dir, run_cli, wait_for_port
+from tests.conftest import brings, cli_env, free_port, make_scratch_dir, run_cli, run_cli_process, wait_for_port
 
 DEMOTING = {"sleep_demote_after_days": 30, "sleep_demote_keep_importance": 1.0, "sleep_demote_invalid_after_days": 0}
 TEAM = Visibility.TEAM
@@ -118,6 +118,7 @@ def test_the_backup_takes_the_sleep_cycles_own_namespace_lock() -> None:
     assert backup_mod.SLEEP_LOCK.replace("pg_advisory_lock", "pg_try_advisory_lock") == sleep_sql.TRY_LOCK
 
 
+@pytest.mark.subprocess
 async def test_a_brain_restored_on_a_new_machine_has_every_row_and_every_cold_batch(brain, db_dsn, home, embedder):
     settings = brain.settings.model_copy(update=DEMOTING)
     ids = await _populate(brain, db_dsn, settings)
@@ -191,6 +192,7 @@ async def test_a_brain_restored_on_a_new_machine_has_every_row_and_every_cold_ba
         shutil.rmtree(folder.parent, ignore_errors=True)
 
 
+@pytest.mark.subprocess
 async def test_a_backup_taken_while_memories_are_written_and_demoted_restores_consistently(
     brain, db_dsn, pg_server, embedder
 ) -> None:
@@ -276,6 +278,7 @@ async def test_a_backup_taken_while_memories_are_written_and_demoted_restores_co
         shutil.rmtree(folder.parent, ignore_errors=True)
 
 
+@pytest.mark.subprocess
 async def test_damaged_backups_used_folders_busy_sleep_and_targets_holding_data_are_refused(
     brain, db_dsn, empty_dsn, home
 ) -> None:
@@ -339,6 +342,7 @@ async def test_damaged_backups_used_folders_busy_sleep_and_targets_holding_data_
         shutil.rmtree(folder.parent, ignore_errors=True)
 
 
+@pytest.mark.subprocess
 async def test_a_demotion_crashed_after_its_iceberg_commit_is_kept_and_finished_after_restore(
     brain, db_dsn, empty_dsn, home
 ) -> None:
@@ -352,7 +356,7 @@ async def test_a_demotion_crashed_after_its_iceberg_commit_is_kept_and_finished_
     await brain.retain("alice", inputs, decide=False)
     await _execute(db_dsn, "UPDATE memories SET created_at = created_at - interval '90 days'")
     env = cli_env(database_url=db_dsn, home=str(home), sleep_demote_keep_importance="1.0")
-    crashed = run_cli(
+    crashed = run_cli_process(
         "sleep", "--inline", "--steps", "demote", env={**env, "CABRAIN_FAILPOINTS": "demote.after_cold_commit"}
     )
     assert crashed.returncode == EXIT_CODE, crashed.stderr
@@ -377,6 +381,7 @@ async def test_a_demotion_crashed_after_its_iceberg_commit_is_kept_and_finished_
         shutil.rmtree(folder.parent, ignore_errors=True)
 
 
+@pytest.mark.subprocess
 def test_the_client_tools_are_found_by_version_and_the_password_stays_off_the_command_line() -> None:
     tool, version = backup_mod.pg_tool("pg_dump", embedded=True, at_least=15)
     assert Path(tool).name == "pg_dump" and int(version.split(".")[0]) >= 15
@@ -395,6 +400,7 @@ BUCKET = "cabrain-cold"
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def s3_endpoint() -> Iterator[str]:
     port = free_port()
     server = Path(sys.executable).parent / "moto_server"

@@ -5,6 +5,7 @@ import json
 import random
 
 import psutil
+import pytest
 
 from cabrain.bench.corpus import AGENT, synthetic_text
 from cabrain.bench.load import Corpus, bulk_load, graph_build_memory, index_definitions
@@ -54,6 +55,7 @@ async def test_bulk_load_writes_what_retain_would_and_restores_every_index(open_
     assert result.hits[0].breakdown.vector_rank == 1 and result.hits[0].breakdown.bm25_rank == 1
 
 
+@pytest.mark.ray
 def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path, pg_server, home):
     out = tmp_path / "out"
     env = cli_env(

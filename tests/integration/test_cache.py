@@ -7,10 +7,11 @@ import pytest
 
 from cabrain.errors import NotFound
 from cabrain.types import MemoryInput, RecallQuery
-from tests.conftest import start_redis
+from tests.conftest import brings, start_redis
 
 
 @pytest.fixture
+@brings("subprocess")
 def redis_server(tmp_path):
     proc, url = start_redis(tmp_path)
     yield proc, url
@@ -129,6 +130,7 @@ def _restart_from_snapshot(proc, url: str, folder, snapshot: bytes | None = None
     return start_redis(folder, port=int(url.rsplit(":", 1)[1].split("/")[0]))[0]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("redis_during_the_change", ["down", "up, then an older snapshot restored"])
 async def test_a_forget_is_never_undone_by_what_redis_restores(open_brain, tmp_path, redis_during_the_change):
     import redis.asyncio as aioredis
@@ -170,6 +172,7 @@ async def test_a_forget_is_never_undone_by_what_redis_restores(open_brain, tmp_p
         proc.wait(10)
 
 
+@pytest.mark.subprocess
 async def test_a_revoke_while_redis_is_down_holds_when_redis_comes_back_from_its_snapshot(open_brain, tmp_path):
     import redis.asyncio as aioredis
 

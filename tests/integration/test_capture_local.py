@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import asyncpg
+import pytest
 
 from cabrain.faces.hooks import capture_command
 from tests.conftest import REPO, cli_env, make_scratch_dir
@@ -19,6 +20,7 @@ def _capture(event: dict, env: dict[str, str], command: list[str]) -> subprocess
     )
 
 
+@pytest.mark.subprocess
 async def test_capture_writes_straight_to_the_database(db_dsn: str, home) -> None:
     project = make_scratch_dir("cabrain-project-")
     env = cli_env(database_url=db_dsn, home=str(home), capture_namespace="acme/billing")
@@ -45,6 +47,7 @@ async def test_capture_writes_straight_to_the_database(db_dsn: str, home) -> Non
     assert row["namespace"] == "acme/billing" and "hunter2" not in row["content"]
 
 
+@pytest.mark.subprocess
 def test_hooks_install_and_uninstall_from_the_command_line() -> None:
     project = make_scratch_dir("cabrain-project-")
 

@@ -7,8 +7,9 @@ import hashlib
 import re
 
 import asyncpg
+import pytest
 
-from tests.conftest import cli_env, run_cli
+from tests.conftest import cli_env, run_cli, run_cli_process
 
 
 async def test_agents_create_list_key_revoke_disable(db_dsn: str, home) -> None:
@@ -69,13 +70,14 @@ async def test_agents_on_a_database_that_was_never_migrated_say_so(empty_dsn: st
         assert "Traceback" not in result.stderr
 
 
+@pytest.mark.subprocess
 async def test_db_shell_passes_its_arguments_to_psql(db_dsn: str, home) -> None:
     env = cli_env(database_url=db_dsn, home=str(home))
-    tables = run_cli("db", "shell", "-c", r"\dt", env=env)  # as the README shows it
+    tables = run_cli_process("db", "shell", "-c", r"\dt", env=env)  # as the README shows it
     assert tables.returncode == 0, tables.stderr
     assert re.search(r"\|\s*memories\s*\|", tables.stdout), tables.stdout
-    one = run_cli("db", "shell", "--", "-At", "-c", "select 40 + 2", env=env)
+    one = run_cli_process("db", "shell", "--", "-At", "-c", "select 40 + 2", env=env)
     assert one.returncode == 0, one.stderr
     assert one.stdout.strip() == "42"
-    failed = run_cli("db", "shell", "-c", "select * from no_such_table", env=env)
+    failed = run_cli_process("db", "shell", "-c", "select * from no_such_table", env=env)
     assert failed.returncode != 0 and "no_such_table" in failed.stderr

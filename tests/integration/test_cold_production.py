@@ -17,12 +17,13 @@ import pytest
 from cabrain.sleep.cycle import run_cycle
 from cabrain.store.cold import ColdTier
 from cabrain.types import ArchiveQuery, MemoryInput, Visibility
-from tests.conftest import free_port, wait_for_port
+from tests.conftest import brings, free_port, wait_for_port
 
 BUCKET = "cabrain-cold"
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def s3_endpoint():
     port = free_port()
     server = Path(sys.executable).parent / "moto_server"

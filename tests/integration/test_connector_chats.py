@@ -100,18 +100,21 @@ async def test_a_slack_export_keeps_channels_threads_and_speakers(hub: Connector
     assert "Moved to Monday" in current and "Budget review Friday" not in current
 
 
+@pytest.mark.subprocess
 async def test_a_killed_chat_sync_resumes_and_a_missing_export_fails_clearly(
     hub: Connectors, tmp_path: Path, db_dsn: str, home: Path
 ) -> None:
     from cabrain.errors import SourceError
-    from tests.conftest import cli_env, run_cli
+    from tests.conftest import cli_env, run_cli_process
 
     lines = [f"١٢/٣/٢٠٢٤، ١٠:{i:02d} ص - سارة: الرسالة رقم {i} عن خطة الإطلاق" for i in range(9)]
     export = tmp_path / "WhatsApp Chat with Launch.txt"
     export.write_text("\n".join(lines) + "\n", encoding="utf-8")
     await hub.add("root", "launch", "whatsapp", "chats", {"path": str(export)})
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="4")
-    crashed = run_cli("connectors", "sync", "launch", env={**env, "CABRAIN_FAILPOINTS": "connector.after_write"})
+    crashed = run_cli_process(
+        "connectors", "sync", "launch", env={**env, "CABRAIN_FAILPOINTS": "connector.after_write"}
+    )
     assert crashed.returncode == 137, crashed.stderr
     assert 0 < len(await memories(db_dsn, "chats")) < 9
     done = await hub.sync("root", "launch")

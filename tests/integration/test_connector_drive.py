@@ -18,7 +18,7 @@ import pytest
 from cabrain.connectors.facade import Connectors
 from cabrain.errors import SourceAuthError
 from cabrain.types import RecallQuery
-from tests.conftest import cli_env, run_cli, start_fake
+from tests.conftest import brings, cli_env, run_cli_process, start_fake
 from tests.integration.connector_kit import edit_state, memories, recorded_hub
 from tests.unit.test_gdrive_source import BO, DOC, DOCX, TOKEN, entry, folder
 
@@ -67,6 +67,7 @@ def files() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
+@brings("subprocess")
 def drive(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"files": files(), "faults": []}))
@@ -197,7 +198,7 @@ async def test_a_killed_drive_sync_resumes_without_duplicates(hub: Connectors, d
     edit_state(state, lambda d: d.update(files=notes))
     await hub.add("root", "team-drive", "gdrive", "drive", _config(url))
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="2")
-    crashed = run_cli(
+    crashed = run_cli_process(
         "connectors",
         "sync",
         "team-drive",

@@ -13,12 +13,13 @@ import pytest
 
 from cabrain.connectors.facade import Connectors
 from cabrain.errors import SourceAuthError
-from tests.conftest import cli_env, run_cli, start_fake
+from tests.conftest import brings, cli_env, run_cli_process, start_fake
 from tests.integration.connector_kit import edit_state, memories, recorded_hub
 from tests.unit.test_gitlab_source import ANN, BO, TOKEN, at, issue, project
 
 
 @pytest.fixture
+@brings("subprocess")
 def gitlab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"projects": [project(4)], "faults": []}))
@@ -128,7 +129,7 @@ async def test_a_killed_gitlab_sync_resumes_without_duplicates(
     edit_state(state, lambda d: d["projects"][0].update(issues=[issue(i) for i in range(1, 10)]))
     await hub.add("root", "app-gitlab", "gitlab", "app", _config(url))
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="4")
-    crashed = run_cli(
+    crashed = run_cli_process(
         "connectors",
         "sync",
         "app-gitlab",

@@ -1,20 +1,23 @@
-"""A connector sync as the Ray job (``python -m jobs.connector_sync``): a large sync's changed items
-fan out as Ray tasks, each opening its own engine, and the result is the same as one process's."""
+"""A connector sync as the Ray job (``python -m jobs.connector_sync``; its ``main`` runs here, on the
+session's Ray): a large sync's changed items fan out as Ray tasks, each opening its own engine, and
+the result is the same as one process's."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import asyncpg
+import pytest
 
 from cabrain.connectors.facade import Connectors
-from tests.conftest import REPO, cli_env
+from cabrain.jobs import connector_sync
+from tests.conftest import cli_env, run_main
 
 
-async def test_the_job_fans_a_sync_out_over_ray(brain, db_dsn: str, home: Path, tmp_path: Path) -> None:
+@pytest.mark.ray
+async def test_the_job_fans_a_sync_out_over_ray(brain, db_dsn: str, home: Path, tmp_path: Path, ray_cluster) -> None:
     folder = tmp_path / "wiki"
     folder.mkdir()
     for i in range(8):
@@ -27,17 +30,9 @@ async def test_the_job_fans_a_sync_out_over_ray(brain, db_dsn: str, home: Path, 
         database_url=db_dsn,
         home=str(home),
         connector_fan_out_items="3",
-        ray_num_cpus="2",
-        ray_object_store_bytes=str(100 * 1024 * 1024),
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "jobs.connector_sync", "wiki"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # what `ray job submit -- python -m jobs.connector_sync wiki` runs, on the session's Ray
+    proc = await asyncio.to_thread(run_main, connector_sync.main, "wiki", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "wiki: 8 changed items in 3 Ray tasks" in proc.stderr
     [report] = json.loads(proc.stdout)

@@ -16,7 +16,7 @@ import pytest
 from cabrain.connectors.facade import Connectors
 from cabrain.errors import SourceAuthError
 from cabrain.types import RecallQuery
-from tests.conftest import cli_env, run_cli, start_fake
+from tests.conftest import brings, cli_env, run_cli_process, start_fake
 from tests.integration.connector_kit import edit_state, memories, recorded_hub
 from tests.unit.test_vikunja_source import ANN, BO, TOKEN, at, comment, project, task
 
@@ -48,6 +48,7 @@ def instance() -> dict[str, Any]:
 
 
 @pytest.fixture
+@brings("subprocess")
 def vikunja(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     state = tmp_path / "state.json"
     state.write_text(json.dumps(instance()))
@@ -179,7 +180,7 @@ async def test_a_killed_vikunja_sync_resumes_without_duplicates(
     edit_state(state, lambda d: d.update(projects=[project(1, "Ops")], tasks=many, comments={}))
     await hub.add("root", "team-tasks", "vikunja", "tasks", _config(url))
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="2")
-    crashed = run_cli(
+    crashed = run_cli_process(
         "connectors",
         "sync",
         "team-tasks",

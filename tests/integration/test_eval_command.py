@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from cabrain.store.db import connect
 from tests.conftest import cli_env, run_cli, start_fake
 
@@ -119,6 +121,7 @@ def test_bench_recall_runs_small_and_reports_every_mode(tmp_path, pg_server, hom
     assert bad.returncode == 2 and "at least 1" in bad.stderr  # a usage error
 
 
+@pytest.mark.subprocess
 def test_eval_measures_hybrid_rerank_through_the_configured_reranker(tmp_path, pg_server, home):
     """The command docs/EVAL.md gives for a real cross-encoder, here against the TEI-style server:
     the same recall path a user's service runs (``Brain.recall`` with ``rerank``)."""

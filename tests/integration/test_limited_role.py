@@ -14,10 +14,11 @@ from cabrain.settings import default_schema_dir
 from cabrain.store import migrations
 from cabrain.store.db import connect
 from cabrain.store.embedded import EmbeddedPostgres
-from tests.conftest import EMBEDDING_DIM, EMBEDDING_MODEL, make_scratch_dir
+from tests.conftest import EMBEDDING_DIM, EMBEDDING_MODEL, brings, make_scratch_dir
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def server():
     scratch = make_scratch_dir("cabrain-roles-")
     pg = EmbeddedPostgres(scratch / "pg", reaper_interval_s=0.5)

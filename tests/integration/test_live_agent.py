@@ -22,7 +22,7 @@ from cabrain.errors import AccessDenied, ConfirmationRequired, InputError
 from cabrain.notify.facade import Notify
 from cabrain.notify.outbox import Outbox
 from cabrain.types import MemoryInput, RecallQuery, Visibility
-from tests.conftest import REPO, free_port, wait_for_port
+from tests.conftest import REPO, brings, free_port, wait_for_port
 from tests.integration.test_channels import HOOK_SECRET, TALK_SECRET, hook_request, talk_request
 from tests.standins import Running, standing
 from tests.unit.test_gitlab_source import TOKEN, issue, project
@@ -31,6 +31,7 @@ ENV = {"HOOK_SECRET": HOOK_SECRET, "TALK_SECRET": TALK_SECRET, "GITLAB_TOKEN": T
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def chat_url() -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.chat_server", "--port", str(port)], cwd=REPO)
@@ -41,6 +42,7 @@ def chat_url() -> Iterator[str]:
 
 
 @pytest.fixture
+@brings("subprocess")
 def stands(tmp_path: Path) -> Iterator[tuple[Running, Running]]:
     with (
         standing("gitlab_server", tmp_path, TOKEN, projects=[project(0)]) as gitlab,

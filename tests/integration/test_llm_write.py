@@ -8,10 +8,11 @@ import pytest
 
 from cabrain.errors import ConfigError
 from cabrain.types import Decision, MemoryInput
-from tests.conftest import REPO, free_port, wait_for_port
+from tests.conftest import REPO, brings, free_port, wait_for_port
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def chat_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("chat") / "requests.jsonl"
     port = free_port()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from cabrain import identity
 from cabrain.store.db import connect
 from tests.conftest import REPO, cli_env
@@ -24,6 +26,7 @@ async def _keys(dsn: str) -> dict[str, str]:
         await conn.close()
 
 
+@pytest.mark.subprocess
 async def test_every_tool_over_stdio_on_the_database(db_dsn: str, home) -> None:
     keys = await _keys(db_dsn)
     env = cli_env(database_url=db_dsn, home=str(home))
@@ -34,6 +37,7 @@ async def test_every_tool_over_stdio_on_the_database(db_dsn: str, home) -> None:
         await exercise_every_tool(alice, bob, "proj")
 
 
+@pytest.mark.subprocess
 def test_mcp_without_a_key_or_with_a_bad_one_exits_with_a_clear_error(db_dsn: str, home) -> None:
     env = cli_env(database_url=db_dsn, home=str(home))
 
@@ -86,6 +90,7 @@ async def test_a_task_handed_to_a_model_over_stdio(db_dsn: str, home, llm_server
         await call_error(alice, "workflow_dispatch", description=task, namespace="proj", task_type="yaml")
 
 
+@pytest.mark.subprocess
 async def test_a_sleep_run_is_reverted_and_redone_over_stdio(brain, db_dsn: str, home, settings_for) -> None:
     """memory_revert with run_id undoes a whole sleep run (its merge here); its revert redoes it."""
     from cabrain.sleep.cycle import run_cycle

@@ -16,7 +16,7 @@ from cabrain.faces.backend import BrainBackend
 from cabrain.faces.memory_tool import AsyncCabrainMemoryTool, CabrainMemoryTool, MemoryFiles
 from cabrain.store.db import connect
 from cabrain.types import MemoryInput
-from tests.conftest import make_scratch_dir, start_fake
+from tests.conftest import brings, make_scratch_dir, start_fake
 
 F = "/memories/notes/deploy.md"
 SCRIPT = [  # (label, tool input); labels starting with "~" are compared loosely (sizes differ)
@@ -63,6 +63,7 @@ SCRIPT = [  # (label, tool input); labels starting with "~" are compared loosely
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def messages_api():
     proc, port = start_fake("anthropic_server")
     yield f"http://127.0.0.1:{port}"
@@ -160,6 +161,7 @@ async def test_edits_are_versions_and_delete_is_forget(messages_api, open_brain,
     assert [m.content for m in history.previous] == ["tabs\n", "spaces\n", "spaces\n4 wide\n"]
 
 
+@pytest.mark.subprocess
 async def test_the_example_runs_against_the_messages_api(messages_api, db_dsn, home) -> None:
     import subprocess
     import sys

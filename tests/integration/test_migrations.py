@@ -196,6 +196,7 @@ async def test_concurrent_migrate_runs_are_safe(empty_dsn):
         await conn.close()
 
 
+@pytest.mark.subprocess
 def test_concurrent_migrate_commands_are_safe(empty_dsn):
     env = cli_env(database_url=empty_dsn)
     procs = [

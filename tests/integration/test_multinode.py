@@ -7,9 +7,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO, free_port, make_scratch_dir
 
 
+@pytest.mark.ray
 def test_a_replica_waits_for_an_added_node_and_then_serves_from_it(db_dsn: str) -> None:
     home = make_scratch_dir("cabrain-multinode-")
     proc = subprocess.run(

@@ -21,7 +21,7 @@ from cabrain.channels.inbound.webhook import sign as sign_webhook
 from cabrain.errors import ConfigError, InputError
 from cabrain.notify.senders import DeliveryError, Notice, Sender, sender
 from cabrain.notify.senders.webpush import MAX_PAYLOAD, payload
-from tests.conftest import free_port, loopback_egress
+from tests.conftest import brings, free_port, loopback_egress
 from tests.standins import Running, standing
 
 TOKEN = "xoxb-stand-token-0123456789"
@@ -65,6 +65,7 @@ def test_an_unknown_kind_is_refused() -> None:
 
 
 @pytest.fixture
+@brings("subprocess")
 def slack(tmp_path: Path) -> Iterator[Running]:
     with standing("slack_server", tmp_path, TOKEN, channels={"C0ALERTS": {}, "C0OLD": {"archived": True}}) as s:
         yield s
@@ -133,6 +134,7 @@ async def test_slack_unreachable_is_retried(make: Any) -> None:
 
 
 @pytest.fixture
+@brings("subprocess")
 def whatsapp(tmp_path: Path) -> Iterator[Running]:
     with standing("whatsapp_server", tmp_path, TOKEN, phone_numbers=["106540352242922"]) as s:
         yield s
@@ -195,6 +197,7 @@ BOT_SECRET = "a-talk-bot-shared-secret-of-forty-characters"
 
 
 @pytest.fixture
+@brings("subprocess")
 def talk(tmp_path: Path) -> Iterator[Running]:
     with standing("talk_server", tmp_path, BOT_SECRET, rooms={"abc123": {"messages": [17]}}) as s:
         yield s
@@ -286,6 +289,7 @@ PUSH_CONFIG = {"vapid_subject": "mailto:ops@example.com", "allow_http": True, "t
 
 
 @pytest.fixture
+@brings("subprocess")
 def push(tmp_path: Path) -> Iterator[PushSetup]:
     setup_keys = (p256(), p256(), os.urandom(16))
     with standing("push_server", tmp_path, "unused") as stand:
@@ -358,6 +362,7 @@ HOOK_SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").d
 
 
 @pytest.fixture
+@brings("subprocess")
 def hook(tmp_path: Path) -> Iterator[Running]:
     with standing("hook_server", tmp_path, HOOK_SECRET, gone=["/old"]) as s:
         yield s
@@ -403,6 +408,7 @@ async def test_webhook_is_stamped_by_the_clock(hook: Running, make: Any) -> None
     assert (error.retry, error.status_code) == (False, 401)
 
 
+@pytest.mark.subprocess
 async def test_webhook_with_a_raw_secret(tmp_path: Path, make: Any) -> None:
     with standing("hook_server", tmp_path, "plain-shared-secret") as stand:
         await make("webhook", {}, "plain-shared-secret").send({"url": f"{stand.url}/hook"}, NOTICE)

@@ -20,6 +20,7 @@ from cabrain.notify.patterns import find_patterns
 from cabrain.sleep.cycle import run_cycle
 from cabrain.store import notify as notify_sql
 from cabrain.types import MemoryInput, MemoryType, Network, Visibility
+from tests.conftest import brings
 from tests.standins import Running, standing
 
 HOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -28,12 +29,14 @@ ENV = {"HOOK_SECRET": HOOK_SECRET, "SLACK_BOT_TOKEN": SLACK_TOKEN}
 
 
 @pytest.fixture
+@brings("subprocess")
 def hook(tmp_path: Path) -> Iterator[Running]:
     with standing("hook_server", tmp_path, HOOK_SECRET) as running:
         yield running
 
 
 @pytest.fixture
+@brings("subprocess")
 def slack(tmp_path: Path) -> Iterator[Running]:
     with standing("slack_server", tmp_path, SLACK_TOKEN, channels={"C0NORA": {}}) as running:
         yield running

@@ -88,6 +88,7 @@ def _checked(found: dict, top: Path) -> None:
     assert all(ip in ("127.0.0.1", "::1", "::ffff:127.0.0.1") for ip, _ in found["listening"])
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize("length", ["short", "long"])
 def test_the_local_ray_keeps_its_sessions_private_and_opens_no_metrics_port(length: str) -> None:
     base = make_scratch_dir("cr-")

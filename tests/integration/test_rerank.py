@@ -3,10 +3,11 @@
 import pytest
 
 from cabrain.types import MemoryInput, RecallQuery
-from tests.conftest import start_fake
+from tests.conftest import brings, start_fake
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def rerank_url():
     proc, port = start_fake("rerank_server")
     yield f"http://127.0.0.1:{port}"

@@ -8,12 +8,13 @@ import pytest
 from cabrain.doctor import Status, run_doctor
 from cabrain.store.db import connect
 from cabrain.store.embedded import EmbeddedPostgres
-from tests.conftest import cli_env, make_scratch_dir, run_cli
+from tests.conftest import brings, cli_env, make_scratch_dir, run_cli
 
 DEBIAN_PG15 = Path("/usr/lib/postgresql/15")
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def pg15_without_pgvector():
     if not (DEBIAN_PG15 / "bin" / "postgres").exists():
         pytest.fail("Debian's postgresql-15 is needed: run the tests through scripts/test")

@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 
 import asyncpg
+import pytest
 
-from tests.conftest import cli_env, run_cli
+from tests.conftest import cli_env, run_cli, run_cli_process
 
 
+@pytest.mark.ray
 async def test_bench_sleep_runs_small_on_one_and_two_nodes(tmp_path, pg_server, home) -> None:
     out = tmp_path / "sleep.json"
     env = cli_env(database_url=pg_server.dsn(), home=str(home))
-    result = run_cli(
+    result = run_cli_process(  # Ray clusters of its own, started and stopped by the command
         "bench",
         "sleep",
         "--memories",

@@ -11,11 +11,12 @@ import pytest
 from cabrain.failpoints import EXIT_CODE
 from cabrain.store.cold import ColdTier
 from cabrain.types import MemoryInput
-from tests.conftest import cli_env, run_cli
+from tests.conftest import cli_env, run_cli, run_cli_process
 
 POINTS = ["demote.after_plan", "demote.after_cold_commit", "demote.before_hot_delete", "demote.after_hot_delete"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("point", POINTS)
 async def test_a_crash_anywhere_in_demotion_loses_and_duplicates_nothing(
     brain, db_dsn, settings_for, home, point
@@ -40,7 +41,7 @@ async def test_a_crash_anywhere_in_demotion_loses_and_duplicates_nothing(
     finally:
         await conn.close()
     env = cli_env(database_url=db_dsn, home=str(home), sleep_demote_batch="5", sleep_demote_keep_importance="1.0")
-    crashed = run_cli("sleep", "--inline", "--steps", "demote", env={**env, "CABRAIN_FAILPOINTS": point})
+    crashed = run_cli_process("sleep", "--inline", "--steps", "demote", env={**env, "CABRAIN_FAILPOINTS": point})
     assert crashed.returncode == EXIT_CODE, crashed.stderr
     assert f"failpoint {point}" in crashed.stderr
     again = run_cli("sleep", "--inline", "--steps", "demote", env=env)

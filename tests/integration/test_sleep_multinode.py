@@ -77,6 +77,7 @@ def _same_hot(one: list, two: list) -> bool:
     )
 
 
+@pytest.mark.ray
 def test_steps_run_on_an_added_node_with_the_same_result(twin_databases) -> None:
     dsn_one, dsn_two = twin_databases
     home = make_scratch_dir("cabrain-sleep-multinode-")

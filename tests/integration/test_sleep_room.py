@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from cabrain.sleep.room import Room, step_room
 from cabrain.types import MemoryInput, Visibility
 from tests.conftest import REPO, make_scratch_dir
@@ -23,6 +25,7 @@ def test_steps_ask_for_what_the_nodes_have_free() -> None:
     assert step_room(2.0, [(0.5, 2.0)]) == Room(2.0, None, "CABRAIN_SLEEP_STEP_CPUS=2")
 
 
+@pytest.mark.ray
 async def test_a_cycle_runs_beside_replicas_and_a_stuck_one_is_cancelled(brain, db_dsn) -> None:
     await brain.create_agent("root", is_admin=True)
     await brain.create_namespace("alice", "proj")

@@ -14,7 +14,7 @@ import pytest
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.trackers import FiledIssue, FilingUnconfirmed, Link, Tracker, tracker
 from cabrain.errors import InputError, SourceAuthError, SourceError
-from tests.conftest import loopback_egress
+from tests.conftest import brings, loopback_egress
 from tests.standins import RunningStand, running
 from tests.unit import test_gitlab_source as gl
 from tests.unit import test_vikunja_source as vk
@@ -36,6 +36,7 @@ def opened() -> Iterator[list[Tracker]]:
 
 
 @pytest.fixture
+@brings("subprocess")
 def gitlab(
     tmp_path: Path, sleeps: list[float], opened: list[Tracker]
 ) -> Iterator[tuple[Stand, Callable[..., Tracker]]]:
@@ -55,6 +56,7 @@ def gitlab(
 
 
 @pytest.fixture
+@brings("subprocess")
 def vikunja(tmp_path: Path, sleeps: list[float], opened: list[Tracker]) -> Iterator[tuple[Stand, Tracker]]:
     """The Vikunja stand-in holding its source tests' instance, and a tracker filing into Ops (1)."""
     with running(Stand, "vikunja_server", tmp_path, vk.instance(), **_kind("vikunja")) as stand:

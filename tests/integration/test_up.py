@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
 
 from cabrain.store.embedded import EmbeddedPostgres
 from tests import netcheck
@@ -59,6 +60,7 @@ def _stop(proc: subprocess.Popen, err: Path) -> list[psutil.Process]:
     return started
 
 
+@pytest.mark.ray
 def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -> None:
     home = make_scratch_dir("cabrain-up-")
     port = free_port()
@@ -198,6 +200,7 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
         server.stop(force=True)  # a no-op after a clean stop
 
 
+@pytest.mark.ray
 def test_up_refuses_a_cluster_without_a_shared_database() -> None:
     env = cli_env(home=str(make_scratch_dir("cabrain-up-")), ray_address="ray://127.0.0.1:10001")
     result = subprocess.run(

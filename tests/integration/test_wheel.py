@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from cabrain.store.embedded import EmbeddedPostgres
-from tests.conftest import REPO, cli_env, free_port, make_scratch_dir
+from tests.conftest import REPO, brings, cli_env, free_port, make_scratch_dir
 
 # What a checkout holds besides its sources; setuptools would not package it, and copying it is slow.
 NOT_SOURCES = shutil.ignore_patterns(
@@ -40,6 +40,7 @@ def _run(cmd: list[str], *, timeout: float = 300, **kwargs: object) -> subproces
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the wheel, the copy of the checkout it was built from). setuptools writes build/ and
     *.egg-info next to the sources, so it builds a copy; --no-isolation: offline, with this
@@ -53,6 +54,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def venv(built: tuple[Path, Path]) -> Iterator[Path]:
     """A fresh virtual environment outside the checkout with the wheel installed in it."""
     root = make_scratch_dir("cabrain-wheel-venv-")
@@ -121,6 +123,7 @@ def test_the_fresh_environment_imports_cabrain_from_the_wheel(venv: Path, outsid
     assert out[2] == "None None", out
 
 
+@pytest.mark.subprocess
 def test_the_wheel_migrates_and_its_doctor_passes(venv: Path, outside: Path, empty_dsn: str, home: Path) -> None:
     cabrain = str(venv / "bin" / "cabrain")
     env = venv_env(venv, database_url=empty_dsn, home=str(home))
@@ -155,6 +158,7 @@ def _wait_for_line(path: Path, needle: str, proc: subprocess.Popen[bytes], timeo
     return text
 
 
+@pytest.mark.ray
 def test_the_wheel_serves_the_api_with_cabrain_up_and_stops_on_ctrl_c(venv: Path, outside: Path) -> None:
     home = make_scratch_dir("cabrain-wheel-up-")
     port = free_port()

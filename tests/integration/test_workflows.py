@@ -247,10 +247,11 @@ async def test_the_facade_checks_who_may_do_what(open_brain, models):
         assert await conn.fetchval("SELECT count(*) FROM workflow_tasks") == 0
 
 
-async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, models, db_dsn, home):
+@pytest.mark.ray
+async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, models, db_dsn, home, ray_cluster):
     import asyncio
 
-    from tests.conftest import REPO, cli_env, run_cli
+    from tests.conftest import cli_env, run_cli, run_main
 
     brain = await setup_brain(open_brain, models)
     rng = random.Random(21)
@@ -261,10 +262,8 @@ async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, mode
         database_url=db_dsn,
         home=str(home),
         workflow_judge="judge",
-        ray_num_cpus="2",
-        ray_object_store_bytes=str(80 * 2**20),
     )
-    done = await asyncio.to_thread(run_cli, "workflows", "learn", "--json", env=env, timeout=300)
+    done = await asyncio.to_thread(run_cli, "workflows", "learn", "--json", env=env)  # on the session's Ray
     assert done.returncode == 0, done.stderr[-3000:]
     assert "learning from 3 reference run(s) on Ray" in done.stdout
     report = json.loads(done.stdout[done.stdout.index("\n{") + 1 :])
@@ -272,18 +271,9 @@ async def test_learning_runs_as_ray_tasks_from_the_command_line(open_brain, mode
     by_kind = sorted(len(o["attempts"]) for o in report["outcomes"])
     assert by_kind == [1, 1, 4]  # invoices: the first chain passes; the risk note: every chain, none passes
     # The Ray job entrypoint (what `ray job submit -- python -m jobs.workflow_learn` runs) is the same command.
-    import subprocess
-    import sys
+    from cabrain.jobs import workflow_learn
 
-    again = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "jobs.workflow_learn", "--inline", "--json", "--quiet"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    again = await asyncio.to_thread(run_main, workflow_learn.main, "--inline", "--json", "--quiet", env=env)
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads(again.stdout)["runs"] == 0  # nothing new to learn from
     bad = await asyncio.to_thread(run_cli, "workflows", "learn", "--limit", "0", env=env)

@@ -24,21 +24,17 @@ from cabrain import identity
 from cabrain.settings import Settings, load_settings
 from cabrain.store.db import connect
 from cabrain.store.embedded import EmbeddedPostgres
-from tests.conftest import TEST_SECRET_NAMES, _create_database, free_port, make_scratch_dir, serve_fake
+from tests.conftest import (
+    TEST_SECRET_NAMES,
+    _create_database,
+    brings,
+    free_port,
+    make_scratch_dir,
+    serve_fake,
+)
 from tests.service.openapi_check import OpenApiCheck
 
-DROPPING_NAMESPACE = "failpoint-drop"
 METRICS_KEY = "scrape-only-7f3c9b1e5d"  # CABRAIN_METRICS_KEY: Prometheus's, good for /metrics alone
-# The platforms' credentials the live channels' tests use (tests/service/test_live_gate.py), read by
-# the replicas from their environment as a real deployment's would be.
-LIVE_ENV = {
-    "GATE_WA_APP_SECRET": "wa-app-secret-5d1e8c",
-    "GATE_WA_VERIFY": "wa-verify-7a21",
-    "GATE_WA_TOKEN": "EAAG-stand-access-token-0001",
-    "GATE_SLACK_SIGNING": "slack-signing-secret-93ab",
-    "GATE_SLACK_TOKEN": "xoxb-stand-token-0123456789",
-    "GATE_GITLAB_TOKEN": "glpat-stand-0123456789",
-}
 APP_ARGS = {
     "ingress": {"num_cpus": 0.25, "query_embedding": "remote"},  # recalls exercise the embedder deployment
     "embedder": {"num_cpus": 0.5, "max_batch_size": 16, "batch_wait_timeout_s": 0.002},
@@ -70,6 +66,7 @@ class Service:
 
 
 @pytest.fixture(scope="session")
+@brings("subprocess")
 def rerank_url() -> Iterator[str]:
     yield from serve_fake("rerank_server")
 
@@ -111,14 +108,14 @@ async def _make_agents(dsn: str) -> tuple[dict[str, str], dict[str, str]]:
 
 
 @pytest.fixture(scope="session")
-async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, rerank_url: str) -> Service:
-    import ray
+@brings("service", "ray")
+async def service(
+    service_db: str, pg_server: EmbeddedPostgres, redis_url: str, rerank_url: str, ray_cluster: Settings
+) -> Service:
     from ray import serve
 
-    from cabrain import ray_runtime
     from cabrain import service as svc
 
-    os.environ["RAY_metrics_report_interval_ms"] = "1000"  # metrics reach /metrics within seconds
     home = make_scratch_dir("cabrain-service-")
     settings = load_settings(
         home=Path(home),
@@ -142,27 +139,16 @@ async def service(service_db: str, pg_server: EmbeddedPostgres, redis_url: str, 
         secret_env_allow=TEST_SECRET_NAMES,
     )
     keys, ids = await _make_agents(service_db)
-    # One namespace of the service's own drops the database connection right after each retain
-    # commits (tests/service/test_idempotency_http.py); the replicas inherit the variable from Ray.
-    os.environ["CABRAIN_FAILPOINTS"] = f"retain.after_commit@{DROPPING_NAMESPACE}"
-    os.environ.update(LIVE_ENV)
-    try:
-        ray_runtime.init_ray(settings)
-    finally:
-        os.environ.pop("CABRAIN_FAILPOINTS", None)
-        for name in LIVE_ENV:
-            os.environ.pop(name, None)
     try:
         svc.deploy(settings, service_db, APP_ARGS)
         svc.wait_ready(settings, progress=False)
         spec = httpx.get(f"{svc.api_url(settings)}/openapi.json", timeout=30).json()
     except BaseException:
         serve.shutdown()
-        ray.shutdown()
         raise
     yield Service(svc.api_url(settings), service_db, settings, pg_server, OpenApiCheck(spec), keys, ids)
     serve.shutdown()
-    ray.shutdown()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def chromium_path() -> str:
@@ -173,6 +159,7 @@ def chromium_path() -> str:
 
 
 @pytest.fixture(scope="module")
+@brings("browser")
 async def browser() -> AsyncIterator[Browser]:
     async with async_playwright() as pw:
         launched = await pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, expect
 
-from tests.conftest import cli_env, run_cli
+from tests.conftest import brings, cli_env, run_cli
 from tests.mcp_helpers import call_error, http_session
 from tests.service.conftest import LIVE_ENV, Service, sign_in
 from tests.standins import Running, standing
@@ -72,6 +72,7 @@ def slack_signed(body: bytes, secret: str = LIVE_ENV["GATE_SLACK_SIGNING"], at: 
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def stands(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Running]]:
     folder = tmp_path_factory.mktemp("live-gate")
     with (

@@ -7,11 +7,12 @@ import httpx
 import pytest
 
 from cabrain.faces.memory_tool import CabrainMemoryTool
-from tests.conftest import start_fake
+from tests.conftest import brings, start_fake
 from tests.service.conftest import Service
 
 
 @pytest.fixture(scope="module")
+@brings("subprocess")
 def messages_api():
     proc, port = start_fake("anthropic_server")
     yield f"http://127.0.0.1:{port}"

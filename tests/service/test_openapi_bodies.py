@@ -30,7 +30,16 @@ def _ok(response: httpx.Response, status: int = 200) -> dict:
     return response.json()
 
 
-def test_memories_namespaces_and_grants_answer_as_documented(service: Service) -> None:
+@pytest.fixture(scope="module")
+def bodies(service: Service) -> str:
+    """Alice's namespace the documented bodies write to, whichever test of the module runs first."""
+    with service.client("alice") as alice:
+        made = alice.post("/v1/namespaces", json={"name": NS})
+        assert made.status_code in (200, 201), made.text
+    return NS
+
+
+def test_memories_namespaces_and_grants_answer_as_documented(service: Service, bodies: str) -> None:
     with (
         service.client(None) as anon,
         service.client("alice") as alice,
@@ -39,8 +48,9 @@ def test_memories_namespaces_and_grants_answer_as_documented(service: Service) -
         _ok(anon.get("/v1/health"))
         _ok(anon.get("/v1/ready"))
         _ok(alice.get("/v1/whoami"))
-        _ok(alice.post("/v1/namespaces", json={"name": NS}), 201)
-        _ok(alice.post("/v1/namespaces", json={"name": NS}))  # hers already: 200
+        fresh = f"openapi/fresh-{uuid.uuid4().hex[:8]}"
+        _ok(alice.post("/v1/namespaces", json={"name": fresh}), 201)
+        _ok(alice.post("/v1/namespaces", json={"name": fresh}))  # hers already: 200
         one = _ok(
             alice.post(
                 "/v1/memories",
@@ -138,7 +148,7 @@ async def test_the_archive_answers_as_documented(service: Service) -> None:
         _ok(alice.post(f"/v1/memories/{old['memory_id']}/unarchive"))
 
 
-def test_workflows_answer_as_documented(service: Service, llm_server: str) -> None:
+def test_workflows_answer_as_documented(service: Service, llm_server: str, bodies: str) -> None:
     model = {
         "name": "openapi-frontier",
         "layer": "frontier",
@@ -217,7 +227,7 @@ def test_every_json_route_had_a_success_validated(service: Service) -> None:
     assert not missing, "no answer of these routes was validated: " + ", ".join(missing)
 
 
-def test_errors_reach_the_client_as_the_class_that_raised_them(service: Service, llm_server: str) -> None:
+def test_errors_reach_the_client_as_the_class_that_raised_them(service: Service, llm_server: str, bodies: str) -> None:
     down = {
         "name": "openapi-down",
         "layer": "frontier",

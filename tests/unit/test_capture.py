@@ -223,6 +223,7 @@ def test_the_default_hook_command_is_recognised_and_runs_without_site_packages(t
     assert str(Path(capture_module.__file__)) in hooks.compile_hook_modules()
 
 
+@pytest.mark.subprocess
 def test_the_hook_runs_with_no_site_packages_and_queues_when_the_service_is_down(tmp_path: Path) -> None:
     env = {
         "PATH": os.environ.get("PATH", ""),
@@ -263,6 +264,7 @@ def _git_says(cwd: Path) -> str | None:
     return out or None
 
 
+@pytest.mark.subprocess
 def test_the_git_remote_is_read_from_the_config_as_git_reads_it(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     _git("init", "-q", str(repo))

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cabrain.faces import hooks
 from tests.conftest import REPO
 
@@ -67,6 +69,7 @@ def _hook_modules(tmp_path: Path) -> list[str]:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.subprocess
 def test_the_hook_imports_no_heavy_package_and_only_its_own_modules(tmp_path: Path) -> None:
     modules = _hook_modules(tmp_path)
     assert not [m for m in modules if m.split(".")[0] in HEAVY]

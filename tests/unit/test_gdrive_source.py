@@ -19,7 +19,7 @@ from cabrain.connectors.base import ItemRef, SourceSpec
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.sources import build, configure
 from cabrain.errors import InputError, SourceAuthError, SourceError
-from tests.conftest import REPO, free_port, loopback_egress
+from tests.conftest import REPO, brings, free_port, loopback_egress
 from tests.standins import RunningStand, running
 
 TOKEN = "tok"
@@ -84,6 +84,7 @@ class Stand(RunningStand):
 
 
 @pytest.fixture
+@brings("subprocess")
 def stand(tmp_path: Path) -> Iterator[Stand]:
     with running(
         Stand,
@@ -386,6 +387,7 @@ def test_building_without_a_token_says_which_variable_to_set() -> None:
     assert "$GDRIVE_TOKEN" in caught.value.message
 
 
+@pytest.mark.subprocess
 def test_the_kind_imports_the_google_client_only_when_a_source_is_built() -> None:
     code = (
         "import sys, cabrain.connectors.sources.gdrive as g; "

@@ -17,7 +17,7 @@ from cabrain.connectors.base import ItemRef
 from cabrain.connectors.sources import configure
 from cabrain.connectors.sources.gitlab import UnreadableAnswer
 from cabrain.errors import InputError, SourceAuthError, SourceError
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, brings, free_port
 from tests.standins import RunningStand, running
 
 TOKEN = "t0k"
@@ -80,6 +80,7 @@ class Stand(RunningStand):
 
 
 @pytest.fixture
+@brings("subprocess")
 def stand(tmp_path: Path) -> Iterator[Stand]:
     with running(
         Stand,
@@ -350,6 +351,7 @@ def test_configure_rejects_what_it_cannot_use(config: dict[str, Any], complaint:
     assert complaint in caught.value.message
 
 
+@pytest.mark.subprocess
 def test_the_kind_imports_python_gitlab_only_when_a_source_is_built() -> None:
     code = "import sys, cabrain.connectors.sources.gitlab as g; print(g.KIND, g.LOCAL, 'gitlab' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)

@@ -17,7 +17,7 @@ from cabrain.connectors.base import ItemRef, SourceSpec
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.sources import build, configure
 from cabrain.errors import InputError, SourceAuthError, SourceError
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, brings, free_port
 from tests.standins import RunningStand, running
 
 TOKEN = "tok"
@@ -80,6 +80,7 @@ class Stand(RunningStand):
 
 
 @pytest.fixture
+@brings("subprocess")
 def stand(tmp_path: Path) -> Iterator[Stand]:
     with running(
         Stand,
@@ -354,6 +355,7 @@ def test_building_without_a_token_says_which_variable_to_set() -> None:
     assert "$VIKUNJA_TOKEN" in caught.value.message
 
 
+@pytest.mark.subprocess
 def test_the_kind_imports_httpx_only_when_a_source_is_built() -> None:
     code = "import sys, cabrain.connectors.sources.vikunja as v; print(v.KIND, v.LOCAL, 'httpx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
