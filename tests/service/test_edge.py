@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.service.conftest import LIVE_ENV, Service, table_texts
+from tests.conftest import LIVE_ENV
+from tests.service.conftest import Service, table_texts
 
 INT64_PAST = str(2**63)
 

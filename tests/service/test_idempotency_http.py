@@ -9,7 +9,8 @@ import uuid
 
 import asyncpg
 
-from tests.service.conftest import DROPPING_NAMESPACE, Service
+from tests.conftest import DROPPING_NAMESPACE
+from tests.service.conftest import Service
 
 NS = "idempotent"  # its own namespace: the service is shared by the session's tests
 

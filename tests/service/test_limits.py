@@ -29,7 +29,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.service.conftest import LIVE_ENV, Service
+from tests.conftest import LIVE_ENV
+from tests.service.conftest import Service
 
 SLACK_SECRET = LIVE_ENV["GATE_SLACK_SIGNING"]
 

@@ -25,9 +25,9 @@ import httpx
 import pytest
 from playwright.async_api import Browser, expect
 
-from tests.conftest import brings, cli_env, run_cli
+from tests.conftest import LIVE_ENV, brings, cli_env, run_cli
 from tests.mcp_helpers import call_error, http_session
-from tests.service.conftest import LIVE_ENV, Service, sign_in
+from tests.service.conftest import Service, sign_in
 from tests.standins import Running, standing
 from tests.unit.test_gitlab_source import project
 
