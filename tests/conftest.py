@@ -46,6 +46,9 @@ TEMPLATE = "cabrain_template"
 # The tests' server keeps no promise across a crash of the machine (a test's data lives one test):
 # no flush to disk at commit or checkpoint. Every statement and plan is the same as with durability.
 NOT_DURABLE = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+# A fixed, modest buffer pool: the tests' data is small, and the auto size (a quarter of the machine's
+# memory) would hold back memory the tests' own processes (Ray, chromium, the models) need.
+TEST_SHARED_BUFFERS = "256MB"
 
 
 # The real parts a test may need; a fixture that brings one says so with @brings(part), and every
@@ -169,9 +172,12 @@ def serve_fake(module: str) -> Iterator[str]:
     proc.wait(10)
 
 
+# Where the tests' servers and homes live (read once, before any test clears CABRAIN_* variables).
+SCRATCH_BASE = os.environ.get("CABRAIN_TEST_TMPDIR") or tempfile.gettempdir()
+
+
 def make_scratch_dir(prefix: str) -> Path:
-    base = os.environ.get("CABRAIN_TEST_TMPDIR", "/tmp")
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=SCRATCH_BASE))
     path.chmod(0o755)
     return path
 
@@ -194,7 +200,9 @@ def scratch() -> Iterator[Path]:
 @pytest.fixture(scope="session")
 @brings("pg")
 def pg_server(scratch: Path) -> Iterator[EmbeddedPostgres]:
-    server = EmbeddedPostgres(scratch / "pg", reaper_interval_s=0.5, server_options=NOT_DURABLE)
+    server = EmbeddedPostgres(
+        scratch / "pg", reaper_interval_s=0.5, shared_buffers=TEST_SHARED_BUFFERS, server_options=NOT_DURABLE
+    )
     server.acquire()
     yield server
     server.release()
@@ -272,8 +280,8 @@ def home() -> Iterator[Path]:
 def remove_home(path: Path) -> None:
     """Stop an embedded server left running in ``path`` (a command's, or one a test killed), then
     remove the folder."""
-    for data in path.glob("**/pg/data"):
-        server = EmbeddedPostgres(data.parent)
+    if (path / "pg" / "data").is_dir():  # Settings.embedded_pg_dir
+        server = EmbeddedPostgres(path / "pg")
         if server.status().running:
             server.stop(force=True)
     shutil.rmtree(path, ignore_errors=True)

@@ -11,6 +11,7 @@ queue is full (``max_queued``), the oldest bookkeeping waits: recall never does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections import Counter
@@ -43,6 +44,7 @@ class Bookkeeper:
         self._flush_s, self._batch = flush_s, batch
         self._queue: asyncio.Queue[tuple[list[uuid.UUID], dict]] = asyncio.Queue(maxsize=max_queued)
         self._task: asyncio.Task | None = None
+        self._closing = asyncio.Event()  # set by close(): what is queued is written now, not after flush_s
 
     def record(self, ids: list[uuid.UUID], event: dict) -> None:
         if self._task is None:
@@ -55,7 +57,9 @@ class Bookkeeper:
     async def _run(self) -> None:
         while True:
             first = await self._queue.get()
-            await asyncio.sleep(self._flush_s)
+            if not self._closing.is_set():  # gather what comes in the next flush_s into one write
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), self._flush_s)
             items = [first]
             while not self._queue.empty() and len(items) < self._batch:
                 items.append(self._queue.get_nowait())
@@ -81,9 +85,10 @@ class Bookkeeper:
                 return
 
     async def close(self) -> None:
-        """Write everything still queued, then stop."""
+        """Write everything still queued, now, then stop."""
         if self._task is None:
             return
+        self._closing.set()
         await self._queue.join()
         self._task.cancel()
         try:
@@ -91,3 +96,4 @@ class Bookkeeper:
         except asyncio.CancelledError:
             pass
         self._task = None
+        self._closing.clear()

@@ -99,6 +99,7 @@ def test_eval_rejects_bad_arguments_clearly(tmp_path, home, pg_server):
     assert no_reranker.returncode == 1 and "needs a reranker" in no_reranker.stderr
 
 
+@pytest.mark.subprocess
 def test_bench_recall_runs_small_and_reports_every_mode(tmp_path, pg_server, home):
     out = tmp_path / "bench.json"
     env = cli_env(database_url=pg_server.dsn(), home=str(home))
