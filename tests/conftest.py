@@ -7,7 +7,9 @@ unprivileged account when the tests run as root).
 Every test is marked with the real parts it needs, read from the fixtures it uses (directly or
 through other fixtures): ``pg``, ``ray``, ``service``, ``browser``, ``subprocess``. A test that
 starts a process itself says so with ``@pytest.mark.subprocess``; one that starts a process without
-the marker fails and names it (an audit hook watches), so the markers cannot drift.
+the marker fails and names it (an audit hook watches ``subprocess``, ``os.fork``, ``os.posix_spawn``,
+``os.system`` and ``os.exec``; multiprocessing's ``spawn`` raises no audit event, so a test using it
+carries the marker by hand), so the markers cannot drift.
 ``scripts/test --fast`` runs the tests without Ray, a service, a browser or a subprocess.
 """
 
@@ -44,8 +46,10 @@ EMBEDDING_MODEL = "intfloat/multilingual-e5-small"
 EMBEDDING_DIM = 384
 TEMPLATE = "cabrain_template"
 # The tests' server keeps no promise across a crash of the machine (a test's data lives one test):
-# no flush to disk at commit or checkpoint. Every statement and plan is the same as with durability.
-NOT_DURABLE = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+# no flush to disk at commit or checkpoint. A commit still reaches the WAL before it is answered
+# (synchronous_commit stays on), so a killed server loses nothing it confirmed, as the fault tests
+# check. Every statement and plan is the same as with durability.
+NOT_DURABLE = {"fsync": "off", "full_page_writes": "off"}
 # A fixed, modest buffer pool: the tests' data is small, and the auto size (a quarter of the machine's
 # memory) would hold back memory the tests' own processes (Ray, chromium, the models) need.
 TEST_SHARED_BUFFERS = "256MB"
@@ -176,8 +180,12 @@ def serve_fake(module: str) -> Iterator[str]:
 SCRATCH_BASE = os.environ.get("CABRAIN_TEST_TMPDIR") or tempfile.gettempdir()
 
 
+_SCRATCH: list[Path] = []  # every scratch folder of this session; none outlives it (pytest_sessionfinish)
+
+
 def make_scratch_dir(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=SCRATCH_BASE))
+    _SCRATCH.append(path)
     path.chmod(0o755)
     return path
 
@@ -370,11 +378,14 @@ RAY_WORKER_ENV = {
 @pytest.fixture(scope="session")
 @brings("ray")
 def ray_cluster(scratch: Path) -> Iterator[Settings]:
-    """The session's one local Ray (loopback, token authentication, CaBrain's own start-up): the
+    """The session's one local Ray (loopback, token authentication, CaBrain's Ray environment): the
     service runs on it, and a test that hands work to Ray in this process (a command run through
     run_cli) uses it. Tests of Ray's own start, of several nodes or of a command's own Ray start
-    theirs. Yields the settings it was started with."""
+    theirs. Its head is started as ``ray.cluster_utils.Cluster`` starts one, so that its job agent
+    takes a free port rather than Ray's fixed 52365, which a test's own ``cabrain up`` needs for its
+    Ray (one local Ray per host holds that port). Yields the settings it was started with."""
     import ray
+    from ray.cluster_utils import Cluster
 
     from cabrain import ray_runtime
 
@@ -386,14 +397,28 @@ def ray_cluster(scratch: Path) -> Iterator[Settings]:
     )
     saved = {name: os.environ.get(name) for name in RAY_WORKER_ENV}
     os.environ.update(RAY_WORKER_ENV)
+    ray_runtime.apply_ray_environment(ray_runtime.ray_environment(settings, local=True))
     try:
-        ray_runtime.init_ray(settings)
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": settings.ray_num_cpus,
+                "object_store_memory": settings.ray_object_store_bytes,
+                "node_ip_address": "127.0.0.1",
+                "temp_dir": str(ray_runtime.ray_temp_dir(settings)),
+                "include_dashboard": False,
+                "dashboard_agent_listen_port": None,  # a free one
+            },
+        )
+        ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
     finally:
         for name, value in saved.items():
             if name != "RAY_metrics_report_interval_ms":
                 os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+    assert ray.util.get_node_ip_address() == "127.0.0.1"
     yield settings
     ray.shutdown()
+    cluster.shutdown()
 
 
 @pytest.fixture(scope="session")
@@ -550,7 +575,12 @@ async def brain(open_brain):
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     """A child process a failed test left behind would block the interpreter's exit (multiprocessing
-    joins its children then): kill them so a failure ends the run instead of hanging it."""
+    joins its children then): kill them so a failure ends the run instead of hanging it. Then no
+    scratch folder outlives the run: what a test or fixture made and left is removed here, with the
+    embedded server a command may have started in it."""
     for child in multiprocessing.active_children():
         child.kill()
         child.join(5)
+    for path in _SCRATCH:
+        if path.exists():
+            remove_home(path)

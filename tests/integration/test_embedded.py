@@ -1,5 +1,6 @@
 """The embedded PostgreSQL: lifecycle, sharing between processes, crashes, and no orphans."""
 
+import asyncio
 import os
 import shutil
 import signal
@@ -11,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cabrain.errors import EmbeddedPostgresError
+from cabrain.errors import DatabaseUnreachable, EmbeddedPostgresError
 from cabrain.store.db import connect
 from cabrain.store.embedded import EmbeddedPostgres, memory_settings, wheel_install_dir
 from tests.conftest import REPO, cli_env, make_scratch_dir, run_cli
@@ -102,7 +103,8 @@ async def test_start_use_stop_and_keep_data_across_restarts(root):
 
 async def test_the_tests_server_skips_durability_and_nothing_can_ride_on_an_option(pg_server, root):
     assert await query(pg_server, "SHOW fsync") == "off"
-    assert await query(pg_server, "SHOW synchronous_commit") == "off"
+    assert await query(pg_server, "SHOW full_page_writes") == "off"
+    assert await query(pg_server, "SHOW synchronous_commit") == "on"  # a killed server loses no answered commit
     for bad in ({"fsync": "off' -c listen_addresses='*"}, {"fsync=off -c port": "1"}, {"": "on"}):
         with pytest.raises(EmbeddedPostgresError, match="not a PostgreSQL setting"):
             EmbeddedPostgres(root, server_options=bad)
@@ -166,6 +168,24 @@ async def test_the_server_restarts_after_owner_server_and_watchdog_were_all_sigk
     with server:
         assert await query(server, "SELECT 'back'") == "back"
         assert server.status().pid != status.pid
+
+
+@pytest.mark.subprocess
+async def test_the_watchdog_restarts_a_killed_server_with_the_settings_it_was_started_with(root):
+    with EmbeddedPostgres(
+        root, reaper_interval_s=0.3, shared_buffers="48MB", server_options={"work_mem": "7MB"}
+    ) as server:
+        before = server.status().pid
+        os.kill(before, signal.SIGKILL)
+        assert wait_for(lambda: server.status().pid not in (None, before), timeout=60), "the watchdog restarts it"
+        for _ in range(120):  # it replays its WAL before it takes connections
+            try:
+                assert await query(server, "SHOW shared_buffers") == "48MB"
+                break
+            except DatabaseUnreachable:
+                await asyncio.sleep(0.5)
+        assert await query(server, "SHOW shared_buffers") == "48MB"
+        assert await query(server, "SHOW work_mem") == "7MB"
 
 
 @pytest.mark.subprocess

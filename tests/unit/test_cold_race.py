@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import multiprocessing
 
+import pytest
+
 from cabrain.settings import load_settings
 
 
@@ -19,6 +21,7 @@ def _open(home: str, barrier, out) -> None:
         out.put(f"error: {type(exc).__name__}: {exc}")
 
 
+@pytest.mark.subprocess
 def test_processes_racing_to_create_the_catalog_and_table_all_get_it(tmp_path) -> None:
     context = multiprocessing.get_context("spawn")
     barrier, out = context.Barrier(6), context.Queue()

@@ -45,7 +45,7 @@ _OPTION_VALUE = re.compile(r"[A-Za-z0-9_.:+-]+")
 def _checked_options(options: Mapping[str, str]) -> dict[str, str]:
     """Extra server settings (``-c name=value`` at start), each a plain name and a plain value:
     nothing that could close the option string ``pg_ctl`` passes on. The tests start their server
-    without durability (``fsync``, ``synchronous_commit``, ``full_page_writes`` off); CaBrain's own
+    without flushes to disk (``fsync`` and ``full_page_writes`` off); CaBrain's own
     servers never pass any."""
     checked = {}
     for name, value in options.items():
@@ -441,6 +441,10 @@ class EmbeddedPostgres:
                     "--os-user",
                     self.os_user,
                     *(["--install-dir", str(self.install_dir)] if self.install_dir else []),
+                    # a restart by the watchdog starts the server as this process would
+                    "--shared-buffers",
+                    self.shared_buffers,
+                    *[arg for name, value in self.server_options.items() for arg in ("--option", f"{name}={value}")],
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
