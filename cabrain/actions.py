@@ -106,6 +106,11 @@ async def hold(
     return error
 
 
+# Parameters an operation renamed since an action holding a call to it may have been kept (issue 33:
+# Brain.reconsolidate took old_id and corrected_content): a kept call runs with the new names.
+RENAMED_ARGS = {"reconsolidate": {"old_id": "memory_id", "corrected_content": "content"}}
+
+
 def _is_uuid(value: Any) -> bool:
     try:
         uuid.UUID(str(value))
@@ -204,7 +209,8 @@ async def decide(brain: Any, who: Person | ChatApprover, action_id: uuid.UUID, *
     call = action["args"]
     token = APPROVED.set((action_id, action["agent_id"], Op(action["op"])))
     try:
-        result = await getattr(brain, call["method"])(action["agent_id"], **call["args"])
+        args = {RENAMED_ARGS.get(call["method"], {}).get(k, k): v for k, v in call["args"].items()}
+        result = await getattr(brain, call["method"])(action["agent_id"], **args)
         status, out, error = "done", to_json(result), None
     except CabrainError as exc:
         status, out, error = "failed", None, str(exc)

@@ -24,6 +24,7 @@ from cabrain.clock import Clock, utc_now
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.gate import Read, field, first_namespace, operation, system
+from cabrain.judging import Judging
 from cabrain.membership import Membership, as_uuid
 from cabrain.policy import Op
 from cabrain.providers.embedders import Embedder
@@ -31,7 +32,6 @@ from cabrain.providers.rerankers import Reranker
 from cabrain.search import archive, graph, lookup
 from cabrain.search import recall as recall_pipeline
 from cabrain.settings import Settings
-from cabrain.sleep import revert as sleep_revert
 from cabrain.store import access, generations, reconnect
 from cabrain.store import db as db_sql
 from cabrain.store import entities as entity_sql
@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Brain(Membership):
+class Brain(Judging, Membership):
     """Every method is one operation of the memory organ, on behalf of one agent."""
 
     def __init__(self, engine: Engine) -> None:
@@ -124,7 +124,15 @@ class Brain(Membership):
         await self.close()
 
     # --- memory operations ---------------------------------------------------------------------
-    @operation(Op.RETAIN, namespace=first_namespace("items"))
+    @operation(
+        Op.RETAIN,
+        namespace=first_namespace("items"),
+        http=("POST /v1/memories", "POST /v1/memories/batch"),
+        client=("retain", "retain_batch"),
+        backend="retain",
+        mcp="memory_retain",
+        cli="remember",
+    )
     async def retain(
         self,
         agent: str,
@@ -147,7 +155,7 @@ class Brain(Membership):
         log.info("retain", extra={"agent": agent, "count": len(batch), "ms": (time.perf_counter() - started) * 1000})
         return results
 
-    @operation(Op.RETAIN, namespace="namespace")
+    @operation(Op.RETAIN, namespace="namespace", http="POST /v1/capture", cli="capture")
     async def capture(self, agent: str, namespace: str, items: list[dict[str, Any]], *, decide: bool = True) -> int:
         """Hand over captured memories (JSON objects with ``content`` and optional classification,
         provenance and ``valid_at``): stored at once in the capture inbox (secrets redacted first)
@@ -174,7 +182,16 @@ class Brain(Membership):
         embedding cache (capture embeds while it stores); metered as the agent's ``embed``."""
         await self.engine.embed_query(text)
 
-    @operation(Op.RECALL, namespace=field("query", "namespace"), reads=Read.MEMORIES)
+    @operation(
+        Op.RECALL,
+        namespace=field("query", "namespace"),
+        reads=Read.MEMORIES,
+        http="POST /v1/recall",
+        client="recall",
+        backend="recall",
+        mcp="memory_recall",
+        cli="recall",
+    )
     async def recall(self, agent: str, query: RecallQuery) -> RecallResult:
         """Hybrid recall (SPEC §4.2), through the L1 cache when there is one."""
         settings, cache = self.engine.settings, self.engine.cache
@@ -197,7 +214,16 @@ class Brain(Membership):
             await cache.set(key, json.dumps(to_json(result)), cache.recall_ttl_s)
         return result
 
-    @operation(Op.RECALL, namespace=field("query", "namespace"), reads=Read.MEMORIES)
+    @operation(
+        Op.RECALL,
+        namespace=field("query", "namespace"),
+        reads=Read.MEMORIES,
+        http="POST /v1/recall/archive",
+        client="recall_archive",
+        backend="recall_archive",
+        mcp="memory_recall_archive",
+        cli="recall",
+    )
     async def recall_archive(self, agent: str, query: ArchiveQuery) -> ArchiveResult:
         """Search the cold tier: demoted memories, with the same scoping as :meth:`recall`.
 
@@ -220,7 +246,15 @@ class Brain(Membership):
         )
         return result
 
-    @operation(Op.READ, reads=Read.MEMORIES)
+    @operation(
+        Op.READ,
+        reads=Read.MEMORIES,
+        http="GET /v1/memories/{memory_id}",
+        client="get",
+        backend="get",
+        mcp="memory_get",
+        cli="get",
+    )
     async def get(self, agent: str, memory_id: uuid.UUID | str) -> MemoryWithHistory:
         """A memory in any state, with its provenance, its versions before and after, and its
         entities. Unknown and unreadable ids are both :class:`NotFound` (existence does not leak)."""
@@ -243,7 +277,14 @@ class Brain(Membership):
             await cache.set(key, json.dumps(to_json(result)), cache.row_ttl_s)
         return result
 
-    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
+    @operation(
+        Op.READ,
+        namespace="namespace",
+        reads=Read.MEMORIES,
+        http="GET /v1/memories",
+        client="list_memories",
+        backend="list_memories",
+    )
     async def list_memories(
         self,
         agent: str,
@@ -284,7 +325,14 @@ class Brain(Membership):
             self.engine, agent, namespace, filters, limit=limit, cursor=cursor, archived=archived
         )
 
-    @operation(Op.CORRECT, reads=Read.MEMORIES, held=True)
+    @operation(
+        Op.CORRECT,
+        reads=Read.MEMORIES,
+        held=True,
+        http="POST /v1/memories/{memory_id}/unarchive",
+        client="unarchive",
+        backend="unarchive",
+    )
     async def unarchive(self, agent: str, memory_id: uuid.UUID | str) -> Memory:
         """Bring an archived (demoted) current memory back to the hot tier, with its own id, content,
         validity, provenance and links: it is recalled again (its passages and keyword postings are
@@ -292,8 +340,17 @@ class Brain(Membership):
         return await changes.unarchive(self.engine, agent, as_uuid(memory_id))
 
     # --- entities --------------------------------------------------------------------------------
-    @operation(Op.READ, namespace="namespace", reads=Read.NAMESPACE)
-    async def list_entities(
+    @operation(
+        Op.READ,
+        namespace="namespace",
+        reads=Read.NAMESPACE,
+        http="GET /v1/entities",
+        client="entities",
+        backend="entities",
+        mcp="memory_entities",
+        cli="entities",
+    )
+    async def entities(
         self, agent: str, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> EntityPage:
         """Entities of ``namespace`` in name order, with their summaries, as :mod:`cabrain.store.entities`
@@ -309,8 +366,17 @@ class Brain(Membership):
             )
         return EntityPage(found, next_cursor)
 
-    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
-    async def get_entity(
+    @operation(
+        Op.READ,
+        namespace="namespace",
+        reads=Read.MEMORIES,
+        http="GET /v1/entities/{name_or_id:path}",
+        client="entity",
+        backend="entity",
+        mcp="memory_entity",
+        cli="entity",
+    )
+    async def entity(
         self, agent: str, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
     ) -> EntityWithMemories:
         """One entity of ``namespace`` (by name, in any case, or by id) with its summary when the caller
@@ -348,7 +414,16 @@ class Brain(Membership):
         return await lookup.access_history(self.engine, agent, as_uuid(memory_id))
 
     # --- changing what exists --------------------------------------------------------------------
-    @operation(Op.FORGET, reads=Read.MEMORIES, held=True)
+    @operation(
+        Op.FORGET,
+        reads=Read.MEMORIES,
+        held=True,
+        http="POST /v1/memories/{memory_id}/forget",
+        client="forget",
+        backend="forget",
+        mcp="memory_forget",
+        cli="forget",
+    )
     async def forget(self, agent: str, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
         """Soft-forget: the memory gets ``invalid_at`` and leaves recall; ``get`` still shows it. A
         memory already demoted to the cold tier (kept there as it was) is forgotten on its identity:
@@ -358,12 +433,20 @@ class Brain(Membership):
         await changes.forget(self.engine, agent, memory_id, reason=reason)
         return await self._get(agent, memory_id)  # the forget's answer, not a read of its own
 
-    @operation(Op.CORRECT, reads=Read.MEMORIES, held=True)
+    @operation(
+        Op.CORRECT,
+        reads=Read.MEMORIES,
+        held=True,
+        http="POST /v1/memories/{memory_id}/reconsolidate",
+        client="reconsolidate",
+        backend="reconsolidate",
+        mcp="memory_reconsolidate",
+    )
     async def reconsolidate(
         self,
         agent: str,
-        old_id: uuid.UUID | str,
-        corrected_content: str,
+        memory_id: uuid.UUID | str,
+        content: str,
         *,
         reason: str | None = None,
         source_ref: str | None = None,
@@ -375,57 +458,14 @@ class Brain(Membership):
         return await changes.reconsolidate(
             self.engine,
             agent,
-            as_uuid(old_id),
-            corrected_content,
+            as_uuid(memory_id),
+            content,
             reason=reason,
             source_ref=source_ref,
             idempotency_key=idempotency_key,
         )
 
-    # --- judgments: what CaBrain decided on its own, and undoing it ------------------------------
-    @operation(Op.READ, reads=Read.MEMORIES)
-    async def judgments(self, agent: str, memory_id: uuid.UUID | str, *, limit: int = 50) -> list[dict[str, Any]]:
-        """The judgments (supersessions, invalidations, merges, corrections, reverts) that changed a
-        memory the agent may read, newest first."""
-        memory_id = as_uuid(memory_id)
-        if not 1 <= limit <= 500:
-            raise InputError(f"limit must be between 1 and 500, got {limit}")
-        return await changes.judgments_of(self.engine, agent, memory_id, limit)
-
-    @operation(Op.CORRECT, reads=Read.MEMORIES, held=True)
-    async def revert(
-        self,
-        agent: str,
-        *,
-        judgment_id: uuid.UUID | str | None = None,
-        memory_id: uuid.UUID | str | None = None,
-        reason: str | None = None,
-    ) -> dict[str, Any]:
-        """Undo a judgment - by its id, or the latest one not reverted yet that changed ``memory_id``:
-        every memory it changed gets back its state before it (the same id, content, validity,
-        metadata and links), and the revert is recorded as a judgment of its own (revertible in
-        turn). Only an agent that may write the namespace and read every memory involved may."""
-        if (judgment_id is None) == (memory_id is None):
-            raise InputError("give a judgment id or a memory id, not both")
-        return await changes.revert(
-            self.engine,
-            agent,
-            judgment_id=as_uuid(judgment_id, "judgment id") if judgment_id is not None else None,
-            memory_id=as_uuid(memory_id) if memory_id is not None else None,
-            reason=reason,
-        )
-
-    @operation(Op.CORRECT, reads=Read.MEMORIES, held=True)
-    async def revert_run(
-        self, agent: str, run_id: uuid.UUID | str, *, reason: str | None = None
-    ) -> list[dict[str, Any]]:
-        """Undo everything sleep run ``run_id`` did - the facts it distilled, the summaries it wrote,
-        its merges and supersessions, the importance it decayed, what it archived - in each namespace
-        ``agent`` may write, as one revert judgment per namespace (revertible in turn). See
-        :mod:`cabrain.sleep.revert`."""
-        return await sleep_revert.revert_run(self.engine, agent, as_uuid(run_id, "run id"), reason)
-
-    @operation(Op.READ, reads=Read.MEMORIES)
+    @operation(Op.READ, reads=Read.MEMORIES, http="POST /v1/memories/accessed", client="touch", backend="touch")
     async def touch(self, agent: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
         """Count a read of these memories (a memory-tool file viewed): their use and recency rise as a
         recall's hits do, so what is looked at does not fade. Unreadable ids are skipped; returns how

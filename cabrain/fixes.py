@@ -134,7 +134,7 @@ FIXES: dict[str, dict[str, Callable[[Params], str]]] = {
         "http": lambda p: "it was forgotten: record the corrected statement with POST /v1/memories",
         "cli": lambda p: "it was forgotten: record the corrected statement with cabrain remember",
     },
-    "list_entities": {
+    "entities": {
         "mcp": lambda p: f"memory_entities with namespace={_arg(p['namespace'])} lists the ones you can see",
         "http": lambda p: (
             f"GET /v1/entities?{urllib.parse.urlencode({'namespace': p['namespace']})} lists the ones you can see"

@@ -15,7 +15,9 @@ A facade method says what it is with :func:`operation`::
 - whether it is **admin only**;
 - whether a ``live`` agent's call is **held** for a person (the method and its arguments are kept
   and run again, as the agent, once a person approves: :mod:`cabrain.actions`);
-- what it is **metered** as (its kind by default), which caps are checked against.
+- what it is **metered** as (its kind by default), which caps are checked against;
+- how the **faces** expose it (:class:`Faces`): its HTTP routes, the typed client's methods, the
+  MCP tools, the memory backend's methods and the CLI commands that call it.
 
 :func:`enforce` decides, in this order: the agent exists and is active; an admin-only operation is
 an admin's; the role allows it (or holds it, or refuses it); the namespace is a name CaBrain can
@@ -26,6 +28,10 @@ once it ran, unless its input was refused (:class:`InputError`): a bad request i
 Nothing in a facade, a route, an MCP tool or a console page checks any of this itself:
 ``tests/unit/test_gate.py`` enumerates every public facade method, route, MCP tool and console
 action and fails when one is undeclared or reaches the store around the gate.
+
+``tests/unit/test_faces.py`` holds every face to these declarations: each route of the API, each
+method of the clients and of the memory backend and each MCP tool is declared by exactly one
+operation and calls it; the sync client mirrors the async one; names and parameters match.
 
 Operations no agent calls (the server's own loops, a channel authenticated by its platform's
 signature, a key being authenticated) are declared with :func:`system`, which says why.
@@ -61,6 +67,32 @@ class Read(StrEnum):
     OWN = "own"  # the caller's own rows (its usage, subscriptions, actions, keys); an admin's: everyone's
 
 
+def _names(value: str | Sequence[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@dataclass(frozen=True)
+class Faces:
+    """Where an operation is exposed (checked against each face by ``tests/unit/test_faces.py``)."""
+
+    http: tuple[str, ...] = ()  # its routes, "METHOD /path" as the app declares them
+    client: tuple[str, ...] = ()  # the methods of Client and AsyncClient that call it
+    mcp: tuple[str, ...] = ()  # the MCP tools that call it
+    backend: tuple[str, ...] = ()  # the methods of the memory backend (MCP's and capture's) that call it
+    cli: tuple[str, ...] = ()  # the commands ("namespaces create") that call it, in process or through the client
+
+    @classmethod
+    def of(
+        cls,
+        http: str | Sequence[str] = (),
+        client: str | Sequence[str] = (),
+        mcp: str | Sequence[str] = (),
+        backend: str | Sequence[str] = (),
+        cli: str | Sequence[str] = (),
+    ) -> Faces:
+        return cls(_names(http), _names(client), _names(mcp), _names(backend), _names(cli))
+
+
 @dataclass(frozen=True)
 class Operation:
     """One operation's declaration (read by :func:`enforce`, the structure test and the docs)."""
@@ -75,6 +107,7 @@ class Operation:
     meter: str | None
     operator: bool
     system: str | None  # why no agent acts
+    faces: Faces = Faces()
 
     def namespace_of(self, args: Mapping[str, Any]) -> str | None:
         if self.namespace is None:
@@ -106,8 +139,14 @@ def operation(
     held: bool = False,
     meter: str | None = "",
     operator: bool = False,
+    http: str | Sequence[str] = (),
+    client: str | Sequence[str] = (),
+    mcp: str | Sequence[str] = (),
+    backend: str | Sequence[str] = (),
+    cli: str | Sequence[str] = (),
 ) -> Callable[[F], F]:
-    """Declare a facade method an operation (module docstring); the returned method enforces it."""
+    """Declare a facade method an operation (module docstring); the returned method enforces it.
+    ``http``, ``client``, ``mcp``, ``backend`` and ``cli`` name where the faces expose it."""
 
     def wrap(fn: F) -> F:
         spec = Operation(
@@ -121,19 +160,22 @@ def operation(
             kind.value if meter == "" else meter,
             operator,
             None,
+            Faces.of(http, client, mcp, backend, cli),
         )
         return _gated(fn, spec)
 
     return wrap
 
 
-def system(why: str) -> Callable[[G], G]:
+def system(why: str, *, http: str | Sequence[str] = ()) -> Callable[[G], G]:
     """Declare a method that no agent calls: CaBrain's own loops, or a caller authenticated another
     way (``why`` says which). No role, cap or count applies; faces may call one only where the
-    structure test allows it."""
+    structure test allows it. ``http``: the routes that call it."""
 
     def wrap(fn: G) -> G:
-        spec = Operation(fn.__qualname__, None, None, None, Read.NONE, False, False, None, False, why)
+        spec = Operation(
+            fn.__qualname__, None, None, None, Read.NONE, False, False, None, False, why, Faces.of(http=http)
+        )
         REGISTRY[spec.name] = spec
         cast(Any, fn).__operation__ = spec
         return fn
@@ -284,6 +326,7 @@ def field(name: str, key: str) -> Callable[[Mapping[str, Any]], str | None]:
 __all__ = [
     "NOT_OPERATIONS",
     "REGISTRY",
+    "Faces",
     "Operation",
     "Read",
     "declared",

@@ -34,7 +34,15 @@ class Membership:
     engine: Engine
 
     # --- agents, namespaces, grants ------------------------------------------------------------
-    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    @operation(
+        Op.ADMIN,
+        caller="by",
+        operator=True,
+        admin=True,
+        http="POST /v1/agents",
+        client="create_agent",
+        cli="agents create",
+    )
     async def create_agent(
         self,
         agent_id: str,
@@ -52,7 +60,15 @@ class Membership:
                 conn, agent_id, display_name=display_name, is_admin=is_admin, exist_ok=exist_ok
             )
 
-    @operation(Op.NAMESPACE, namespace="name")
+    @operation(
+        Op.NAMESPACE,
+        namespace="name",
+        http="POST /v1/namespaces",
+        client="create_namespace",
+        backend="create_namespace",
+        mcp="memory_create_namespace",
+        cli="namespaces",
+    )
     async def create_namespace(self, agent: str, name: str) -> bool:
         """Create a namespace owned by ``agent``; True if made now, False if ``agent`` already owns
         it (idempotent). One owned by another agent is :class:`AlreadyExists`; a personal name
@@ -89,7 +105,17 @@ class Membership:
         async with self.engine.pool.acquire() as conn:
             return namespace, (await access.caller(conn, agent, namespace)).injectable
 
-    @operation(Op.SHARE, namespace="namespace", reads=Read.NAMESPACE, held=True)
+    @operation(
+        Op.SHARE,
+        namespace="namespace",
+        reads=Read.NAMESPACE,
+        held=True,
+        http="POST /v1/grants",
+        client="share",
+        backend="share",
+        mcp="memory_share",
+        cli="share",
+    )
     async def share(
         self, agent: str, namespace: str, grantee: str, *, can_read: bool = True, can_write: bool = False
     ) -> bool:
@@ -100,32 +126,62 @@ class Membership:
         async with self.engine.pool.acquire() as conn, conn.transaction():
             return await namespace_sql.share(conn, agent, namespace, grantee, can_read=can_read, can_write=can_write)
 
-    @operation(Op.SHARE, namespace="namespace", held=True)
+    @operation(
+        Op.SHARE,
+        namespace="namespace",
+        held=True,
+        http="POST /v1/grants/accept",
+        client="accept_grant",
+        cli="namespaces",
+    )
     async def accept_grant(self, agent: str, namespace: str) -> dict[str, Any]:
         """``agent`` accepts the grant it was offered on ``namespace`` (idempotent)."""
         async with self.engine.pool.acquire() as conn, conn.transaction():
             return await namespace_sql.accept(conn, agent, namespace)
 
-    @operation(Op.SHARE, namespace="namespace", held=True)
+    @operation(
+        Op.SHARE,
+        namespace="namespace",
+        held=True,
+        http="POST /v1/grants/decline",
+        client="decline_grant",
+        cli="namespaces",
+    )
     async def decline_grant(self, agent: str, namespace: str) -> bool:
         """``agent`` declines (or gives up) its grant on ``namespace``; True if there was one."""
         async with self.engine.pool.acquire() as conn, conn.transaction():
             return await namespace_sql.decline(conn, agent, namespace)
 
-    @operation(Op.SHARE, namespace="namespace", reads=Read.NAMESPACE, held=True)
+    @operation(
+        Op.SHARE,
+        namespace="namespace",
+        reads=Read.NAMESPACE,
+        held=True,
+        http="DELETE /v1/grants",
+        client="revoke",
+        cli="share",
+    )
     async def revoke(self, agent: str, namespace: str, grantee: str) -> bool:
         """Remove ``grantee``'s grant on ``namespace``; True if there was one."""
         async with self.engine.pool.acquire() as conn, conn.transaction():
             return await namespace_sql.revoke(conn, agent, namespace, grantee)
 
-    @operation(Op.READ, reads=Read.OWN)
-    async def list_namespaces(self, agent: str) -> list[dict[str, Any]]:
+    @operation(
+        Op.READ,
+        reads=Read.OWN,
+        http="GET /v1/namespaces",
+        client="namespaces",
+        backend="namespaces",
+        mcp="memory_namespaces",
+        cli="namespaces",
+    )
+    async def namespaces(self, agent: str) -> list[dict[str, Any]]:
         """Namespaces ``agent`` owns or holds a grant on (every namespace for an admin)."""
         async with self.engine.pool.acquire() as conn:
             return await namespace_sql.of_agent(conn, agent)
 
-    @operation(Op.READ, namespace="namespace", reads=Read.NAMESPACE)
-    async def list_grants(self, agent: str, namespace: str) -> list[dict[str, Any]]:
+    @operation(Op.READ, namespace="namespace", reads=Read.NAMESPACE, http="GET /v1/grants", client="grants")
+    async def grants(self, agent: str, namespace: str) -> list[dict[str, Any]]:
         """The grants on ``namespace`` (its owner and admins only)."""
         async with self.engine.pool.acquire() as conn:
             return await namespace_sql.grants(conn, agent, namespace)
@@ -156,35 +212,82 @@ class Membership:
         async with self.engine.pool.acquire() as conn:
             return await identity.close_session(conn, session_id)
 
-    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    @operation(
+        Op.ADMIN,
+        caller="by",
+        operator=True,
+        admin=True,
+        http="POST /v1/agents/{agent_id}/keys",
+        client="create_key",
+        cli=("agents create", "agents key"),
+    )
     async def create_key(self, agent_id: str, *, label: str | None = None, by: str | None = None) -> identity.NewKey:
+        """A new API key for ``agent_id`` (admin); its secret is shown once, only its hash is kept."""
         async with self.engine.pool.acquire() as conn:
             return await identity.create_key(conn, agent_id, label=label)
 
-    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    @operation(
+        Op.ADMIN,
+        caller="by",
+        operator=True,
+        admin=True,
+        http="DELETE /v1/agents/{agent_id}/keys/{key_id}",
+        client="revoke_key",
+        cli="agents revoke",
+    )
     async def revoke_key(self, key_id: uuid.UUID | str, *, agent_id: str | None = None, by: str | None = None) -> bool:
+        """Revoke a key (of ``agent_id``, when given) (admin). True if it was live."""
         async with self.engine.pool.acquire() as conn:
             return await identity.revoke_key(conn, as_uuid(key_id, "key id"), agent_id=agent_id)
 
-    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
-    async def list_agents(self, *, by: str | None = None) -> list[identity.AgentInfo]:
+    @operation(
+        Op.ADMIN, caller="by", operator=True, admin=True, http="GET /v1/agents", client="agents", cli="agents list"
+    )
+    async def agents(self, *, by: str | None = None) -> list[identity.AgentInfo]:
+        """Every agent (admin; ``by`` None: the operator on the database)."""
         async with self.engine.pool.acquire() as conn:
             return await identity.list_agents(conn)
 
-    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
-    async def list_keys(self, agent_id: str, *, by: str | None = None) -> list[identity.KeyInfo]:
+    @operation(
+        Op.ADMIN,
+        caller="by",
+        operator=True,
+        admin=True,
+        http="GET /v1/agents/{agent_id}/keys",
+        client="keys",
+        cli="agents keys",
+    )
+    async def keys(self, agent_id: str, *, by: str | None = None) -> list[identity.KeyInfo]:
+        """An agent's keys, without their secrets (admin)."""
         async with self.engine.pool.acquire() as conn:
             return await identity.list_keys(conn, agent_id)
 
-    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    @operation(
+        Op.ADMIN,
+        caller="by",
+        operator=True,
+        admin=True,
+        http="POST /v1/agents/{agent_id}/disable",
+        client="disable_agent",
+        cli="agents disable",
+    )
     async def disable_agent(self, agent_id: str, *, by: str | None = None) -> bool:
+        """Disable an agent: its keys stop working, its memories stay (admin). True if it changed."""
         async with self.engine.pool.acquire() as conn:
             changed = await identity.disable_agent(conn, agent_id)
         self.engine.governor.forget_profiles()
         return changed
 
     # --- roles, held actions, usage and caps ------------------------------------------------------
-    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    @operation(
+        Op.ADMIN,
+        caller="by",
+        operator=True,
+        admin=True,
+        http="PUT /v1/agents/{agent}/role",
+        client="set_role",
+        cli="agents role",
+    )
     async def set_role(self, agent_id: str, role: str, *, by: str | None = None) -> str:
         """Give ``agent_id`` a role (:mod:`cabrain.policy`)."""
         async with self.engine.pool.acquire() as conn:
@@ -192,18 +295,26 @@ class Membership:
         self.engine.governor.forget_profiles()
         return role
 
-    @operation(Op.READ, caller="person", reads=Read.OWN)
+    @operation(
+        Op.READ, caller="person", reads=Read.OWN, http="GET /v1/actions", client="pending_actions", cli="actions list"
+    )
     async def pending_actions(self, person: str, *, status: str | None = "pending") -> list[dict[str, Any]]:
         """Held actions ``person`` may see (its own, and those on namespaces it owns; all for an admin)."""
         return await actions.listing(self.engine, person, status=status)
 
-    @operation(Op.DECIDE, caller="person")
+    @operation(
+        Op.DECIDE,
+        caller="person",
+        http=("POST /v1/actions/{action_id}/approve", "POST /v1/actions/{action_id}/deny"),
+        client="decide_action",
+        cli=("actions approve", "actions deny"),
+    )
     async def decide_action(self, person: str, action_id: uuid.UUID | str, *, approve: bool) -> dict[str, Any]:
         """A person (an admin, or a member that owns the action's namespace) approves (the held call
         runs, as the agent that asked) or denies a pending action."""
         return await actions.decide(self, actions.Person(person), as_uuid(action_id, "action id"), approve=approve)
 
-    @operation(Op.READ, caller="caller", reads=Read.OWN)
+    @operation(Op.READ, caller="caller", reads=Read.OWN, http="GET /v1/usage", client="usage", cli="usage")
     async def usage(
         self,
         caller: str,
@@ -235,7 +346,15 @@ class Membership:
             rows = await usage_sql.report(conn, since, until, agent, namespace)
         return {"since": since.isoformat(), "until": until.isoformat(), "rows": rows}
 
-    @operation(Op.ADMIN, caller="admin", operator=True, admin=True)
+    @operation(
+        Op.ADMIN,
+        caller="admin",
+        operator=True,
+        admin=True,
+        http=("PUT /v1/agents/{agent}/caps/{op}", "DELETE /v1/agents/{agent}/caps/{op}"),
+        client="set_cap",
+        cli="usage cap",
+    )
     async def set_cap(self, admin: str | None, agent: str, op: str, per_day: int | None) -> list[dict[str, Any]]:
         """Set (``per_day``) or clear (None) ``agent``'s daily cap on ``op`` (an operation, a model call
         kind, or ``*``). Returns the agent's caps."""

@@ -251,7 +251,7 @@ class Entity:
 @with_config(JSON_FORM)
 @dataclass(frozen=True)
 class EntityPage:
-    """``list_entities``: entities in name order; ``next_cursor`` asks for the next page."""
+    """``entities``: entities in name order; ``next_cursor`` asks for the next page."""
 
     entities: list[Entity]
     next_cursor: str | None
@@ -280,7 +280,7 @@ class RelatedEntity:
 @with_config(JSON_FORM)
 @dataclass(frozen=True)
 class EntityWithMemories:
-    """``get_entity``: the entity and the memories that mention it the caller may read, newest first;
+    """``entity``: the entity and the memories that mention it the caller may read, newest first;
     how many current ones do (``mentions``), and the entities it shares facts with (``related``)."""
 
     entity: Entity

@@ -69,8 +69,17 @@ class Channels:
         self.egress = Egress.of(self.engine.settings, environ)  # the one way a secret is read
 
     # --- the channels themselves ------------------------------------------------------------------
-    @operation(Op.ADMIN, caller="admin", namespace=field("spec", "namespace"), admin=True)
+    @operation(
+        Op.ADMIN,
+        caller="admin",
+        namespace=field("spec", "namespace"),
+        admin=True,
+        http="POST /v1/channels",
+        client="add_channel",
+        cli="channels add",
+    )
     async def add(self, admin: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Register a chat channel (admin): where its platform posts, which namespace it retains into, and the secret its requests are signed with (kept redacted)."""
         name, kind = spec.get("name"), spec.get("kind")
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise InputError(f"channel name {name!r} is not valid", hint="lower-case letters, digits, . _ - (≤ 63)")
@@ -143,17 +152,26 @@ class Channels:
         assert found_channel is not None
         return found_channel
 
-    @operation(Op.ADMIN, caller="admin", admin=True)
+    @operation(Op.ADMIN, caller="admin", admin=True, http="GET /v1/channels", client="channels", cli="channels list")
     async def listing(self, admin: str) -> list[dict[str, Any]]:
+        """Every chat channel, without its secrets (admin)."""
         async with self.engine.pool.acquire() as conn:
             return await sql.every(conn)
 
-    @operation(Op.ADMIN, caller="admin", admin=True)
+    @operation(
+        Op.ADMIN,
+        caller="admin",
+        admin=True,
+        http="DELETE /v1/channels/{name}",
+        client="remove_channel",
+        cli="channels remove",
+    )
     async def remove(self, admin: str, name: str) -> bool:
+        """Remove a chat channel (admin); what it retained stays. True if there was one."""
         async with self.engine.pool.acquire() as conn:
             return await sql.remove(conn, name, self.engine.clock())
 
-    @operation(Op.ADMIN, caller="admin", admin=True)
+    @operation(Op.ADMIN, caller="admin", admin=True, http="GET /v1/issues")
     async def issues(self, admin: str, channel: str | None, limit: int = 100) -> list[dict[str, Any]]:
         """The issues live agents filed (from ``channel``), newest first."""
         async with self.engine.pool.acquire() as conn:
@@ -179,7 +197,10 @@ class Channels:
         return self.egress.secret(variable, f"the channel's {what}")
 
     # --- receiving --------------------------------------------------------------------------------
-    @system("a platform's request, authenticated by the platform's signature before anything is read")
+    @system(
+        "a platform's request, authenticated by the platform's signature before anything is read",
+        http=("POST /v1/channels/{name}/events", "GET /v1/channels/{name}/events"),
+    )
     async def receive(self, name: str, request: RawRequest, read_body: BodyReader | None = None) -> Delivery:
         """Verify a platform's request and retain its new messages (:class:`Delivery`).
 
@@ -269,7 +290,7 @@ class Channels:
         info = {"name": connector.name, "kind": connector.kind, "namespace": connector.namespace}
         return tracker(connector.kind, connector.config, token, hub.retry, egress=hub.egress), info
 
-    @operation(Op.FILE_ISSUE, reads=Read.NAMESPACE)
+    @operation(Op.FILE_ISSUE, reads=Read.NAMESPACE, http="POST /v1/issues", client="file_issue", cli="issues file")
     async def file_issue(
         self,
         agent: str,

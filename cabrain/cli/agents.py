@@ -98,7 +98,7 @@ def cmd_agents_role(settings: Settings, args: argparse.Namespace) -> int:
 
     if settings.api_url:
         with remote(settings) as client:
-            client.request("PUT", f"/v1/agents/{args.name}/role", json={"role": args.role})
+            client.set_role(args.name, args.role)
     else:
         _local_db(settings, lambda conn: identity.set_role(conn, args.name, args.role))
     print(f"agent {args.name} has role {args.role}")

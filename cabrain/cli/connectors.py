@@ -14,7 +14,6 @@ import json
 import os
 import sys
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -88,11 +87,11 @@ def _print_connector(c: dict[str, Any]) -> None:
 
 def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
     config = _config(args)
-    body = {"name": args.name, "kind": args.kind, "namespace": args.namespace, "config": config}
-    body |= {"visibility": args.visibility, "every_s": args.every}
     if settings.api_url:
         with remote(settings) as client:
-            made = client.request("POST", "/v1/connectors", json=body)
+            made = client.add_connector(
+                args.name, args.kind, args.namespace, config, visibility=args.visibility, every_s=args.every
+            )
     else:
         agent = args.as_agent
 
@@ -111,7 +110,7 @@ def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
     if settings.api_url:
         with remote(settings) as client:
-            found = client.request("GET", "/v1/connectors")["connectors"]
+            found = client.connectors()
     else:
 
         async def work(hub: Connectors) -> list[dict[str, Any]]:
@@ -131,8 +130,8 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     if settings.api_url:
         with remote(settings) as client:
-            connector = client.request("GET", f"/v1/connectors/{args.name}")
-            runs = client.request("GET", f"/v1/connectors/{args.name}/runs", params={"limit": args.limit})["runs"]
+            connector = client.connector(args.name)
+            runs = client.connector_runs(args.name, limit=args.limit)
     else:
 
         async def work(hub: Connectors) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -167,7 +166,7 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_remove(settings: Settings, args: argparse.Namespace) -> int:
     if settings.api_url:
         with remote(settings) as client:
-            client.request("DELETE", f"/v1/connectors/{args.name}")
+            client.remove_connector(args.name)
     else:
 
         async def work(hub: Connectors) -> None:
@@ -202,19 +201,18 @@ def cmd_sync(settings: Settings, args: argparse.Namespace) -> int:
 def _sync_remote(settings: Settings, name: str, say: Callable[[str], None]) -> dict[str, Any]:
     """Start a sync in the service and follow it until it ends."""
     with remote(settings) as client:
-        started = client.request("POST", f"/v1/connectors/{name}/sync")
-        run_id = started["run_id"]
+        run_id = client.sync_connector(name)
         say(f"{name}: sync {run_id} started in the service")
         last = None
         while True:
-            run = client.request("GET", f"/v1/connectors/{name}/runs/{uuid.UUID(run_id)}")
+            run = client.connector_run(name, run_id)
             counts = run.get("counts") or {}
             line = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
             if line and line != last:
                 say(f"{name}: {line}")
                 last = line
             if run["status"] != "running":
-                return {"connector": name, "run_id": run_id, **run}
+                return {"connector": name, "run_id": str(run_id), **run}
             time.sleep(1.0)
 
 

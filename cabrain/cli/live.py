@@ -8,11 +8,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cabrain.cli.common import EXIT_OK, REMOTE_NOTE, Subparsers, json_flag, namespace_option, remote
 from cabrain.errors import UsageError
 from cabrain.settings import Settings
+
+if TYPE_CHECKING:
+    from cabrain.client import Client
+
+T = TypeVar("T")
 
 
 def _json_arg(text: str | None, what: str) -> dict[str, Any]:
@@ -48,9 +54,10 @@ def _show(args: argparse.Namespace, value: Any, lines: list[str]) -> int:
     return EXIT_OK
 
 
-def _call(settings: Settings, method: str, path: str, **kwargs: Any) -> Any:
+def _call(settings: Settings, call: Callable[[Client], T]) -> T:
+    """``call`` on the client of the running service, as the agent of CABRAIN_API_KEY."""
     with remote(settings) as client:
-        return client.request(method, path, **kwargs)
+        return call(client)
 
 
 # --- channels ---------------------------------------------------------------------------------------
@@ -68,14 +75,14 @@ def cmd_channels_add(settings: Settings, args: argparse.Namespace) -> int:
         "tracker": args.tracker,
         "options": _pairs(args.option, "--option"),
     }
-    made = _call(settings, "POST", "/v1/channels", json=body)
+    made = _call(settings, lambda client: client.add_channel(body))
     print(f"channel {made['name']} ({made['kind']}) -> {made['namespace']}: the platform delivers to")
     print(f"  {settings.api_url}/v1/channels/{made['name']}/events")
     return EXIT_OK
 
 
 def cmd_channels_list(settings: Settings, args: argparse.Namespace) -> int:
-    found = _call(settings, "GET", "/v1/channels")["channels"]
+    found = _call(settings, lambda client: client.channels())
     lines = [
         f"{c['name']:<20} {c['kind']:<9} -> {c['namespace']} as {c['agent_id']}"
         + (f", live agent {c['live_agent']} filing in {c['tracker']}" if c["live_agent"] else "")
@@ -85,7 +92,7 @@ def cmd_channels_list(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_channels_remove(settings: Settings, args: argparse.Namespace) -> int:
-    gone = _call(settings, "DELETE", f"/v1/channels/{args.name}")["removed"]
+    gone = _call(settings, lambda client: client.remove_channel(args.name))
     print(f"channel {args.name} {'removed' if gone else 'was not there'}")
     return EXIT_OK
 
@@ -93,19 +100,18 @@ def cmd_channels_remove(settings: Settings, args: argparse.Namespace) -> int:
 # --- notifiers, subscriptions, the outbox -----------------------------------------------------------
 def cmd_notify_add(settings: Settings, args: argparse.Namespace) -> int:
     config = {**_json_arg(args.options, "--options"), **_pairs(args.set, "--set")}
-    body = {"name": args.name, "kind": args.kind, "config": config, "secret_env": args.secret_env}
-    made = _call(settings, "POST", "/v1/notifiers", json=body)
+    made = _call(settings, lambda client: client.add_notifier(args.name, args.kind, config, args.secret_env))
     print(f"notifier {made['name']} ({made['kind']}), its secret read from ${made['secret_env']}")
     return EXIT_OK
 
 
 def cmd_notify_list(settings: Settings, args: argparse.Namespace) -> int:
-    found = _call(settings, "GET", "/v1/notifiers")["notifiers"]
+    found = _call(settings, lambda client: client.notifiers())
     return _show(args, found, [f"{n['name']:<20} {n['kind']:<9} ${n['secret_env']}" for n in found])
 
 
 def cmd_notify_remove(settings: Settings, args: argparse.Namespace) -> int:
-    gone = _call(settings, "DELETE", f"/v1/notifiers/{args.name}")["removed"]
+    gone = _call(settings, lambda client: client.remove_notifier(args.name))
     print(f"notifier {args.name} {'removed' if gone else 'was not there'}")
     return EXIT_OK
 
@@ -116,25 +122,28 @@ def cmd_subscribe(settings: Settings, args: argparse.Namespace) -> int:
         quiet_start, sep, quiet_end = args.quiet_hours.partition("-")
         if not sep:
             raise UsageError("--quiet-hours takes START-END, e.g. 22:00-07:00")
-    body = {
-        "subscriber": args.subscriber,
-        "kinds": args.kind,
-        "namespace": args.namespace,
-        "notifier": args.notifier,
-        "target": _json_arg(args.target, "--target"),
-        "min_importance": args.min_importance,
-        "max_per_hour": args.max_per_hour,
-        "quiet_start": quiet_start,
-        "quiet_end": quiet_end,
-        "timezone": args.tz,
-    }
-    made = _call(settings, "POST", "/v1/subscriptions", json=body)
+    target = _json_arg(args.target, "--target")
+    made = _call(
+        settings,
+        lambda client: client.subscribe(
+            subscriber=args.subscriber,
+            kinds=args.kind,
+            namespace=args.namespace,
+            notifier=args.notifier,
+            target=target,
+            min_importance=args.min_importance,
+            max_per_hour=args.max_per_hour,
+            quiet_start=quiet_start,
+            quiet_end=quiet_end,
+            timezone=args.tz,
+        ),
+    )
     print(f"subscription {made['id']}: {', '.join(made['kinds'])} -> {made['subscriber']}")
     return EXIT_OK
 
 
 def cmd_subscriptions(settings: Settings, args: argparse.Namespace) -> int:
-    found = _call(settings, "GET", "/v1/subscriptions", params={"all": args.all})["subscriptions"]
+    found = _call(settings, lambda client: client.subscriptions(everyone=args.all))
     lines = [
         f"{s['id']}  {s['subscriber']:<16} {','.join(s['kinds']):<24} {s['namespace'] or '*':<16} "
         f"{s['notifier'] or 'stream'}{'  (disabled: ' + s['disabled_reason'] + ')' if s['disabled_at'] else ''}"
@@ -144,13 +153,13 @@ def cmd_subscriptions(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_unsubscribe(settings: Settings, args: argparse.Namespace) -> int:
-    gone = _call(settings, "DELETE", f"/v1/subscriptions/{args.id}")["removed"]
+    gone = _call(settings, lambda client: client.unsubscribe(args.id))
     print(f"subscription {args.id} {'stopped' if gone else 'was stopped already'}")
     return EXIT_OK
 
 
 def cmd_outbox(settings: Settings, args: argparse.Namespace) -> int:
-    found = _call(settings, "GET", "/v1/outbox", params={k: v for k, v in (("status", args.status),) if v})["pushes"]
+    found = _call(settings, lambda client: client.outbox(status=args.status))
     lines = [
         f"{p['id']}  {p['kind']:<14} {p['status']:<10} {p['subscriber'] or p['destination']:<20} "
         f"{p['reason'] or p['last_error'] or ''}"
@@ -160,14 +169,14 @@ def cmd_outbox(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_release(settings: Settings, args: argparse.Namespace) -> int:
-    done = _call(settings, "POST", f"/v1/outbox/{args.id}/release")["released"]
+    done = _call(settings, lambda client: client.release(args.id))
     print(f"push {args.id} {'released: it goes out now' if done else 'is not suppressed or failed'}")
     return EXIT_OK
 
 
 # --- held actions -----------------------------------------------------------------------------------
 def cmd_actions(settings: Settings, args: argparse.Namespace) -> int:
-    found = _call(settings, "GET", "/v1/actions", params={"status": args.status})["actions"]
+    found = _call(settings, lambda client: client.pending_actions(status=args.status))
     lines = [
         f"{a['id']}  {a['status']:<8} {a['agent_id']:<16} {a['op']:<8} {a['namespace'] or '-':<16} "
         f"{json.dumps(a['args'].get('args', {}), ensure_ascii=False)[:80]}"
@@ -177,20 +186,17 @@ def cmd_actions(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_decide(settings: Settings, args: argparse.Namespace) -> int:
-    verb = "approve" if args.actions_command == "approve" else "deny"
-    done = _call(settings, "POST", f"/v1/actions/{args.id}/{verb}")
+    done = _call(settings, lambda client: client.decide_action(args.id, approve=args.actions_command == "approve"))
     print(f"action {done['id']}: {done['status']}" + (f" ({done['error']})" if done.get("error") else ""))
     return EXIT_OK
 
 
 # --- usage and caps ---------------------------------------------------------------------------------
 def cmd_usage(settings: Settings, args: argparse.Namespace) -> int:
-    params = {
-        k: v
-        for k, v in (("agent", args.agent), ("namespace", args.namespace), ("since", args.since), ("until", args.until))
-        if v
-    }
-    found = _call(settings, "GET", "/v1/usage", params=params)
+    found = _call(
+        settings,
+        lambda client: client.usage(since=args.since, until=args.until, agent=args.agent, namespace=args.namespace),
+    )
     lines = [f"{'day':<10} {'agent':<20} {'namespace':<20} {'kind':<12} {'calls':>8} {'units':>10} {'cost $':>9}"]
     lines += [
         f"{r['day']:<10} {r['agent_id']:<20} {r['namespace'] or '-':<20} {r['op']:<12} {r['calls']:>8} "
@@ -203,21 +209,17 @@ def cmd_usage(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_cap(settings: Settings, args: argparse.Namespace) -> int:
     if args.clear == (args.per_day is not None):
         raise UsageError("give a number per day, or --clear")
-    path = f"/v1/agents/{args.agent}/caps/{args.op}"
-    found = (
-        _call(settings, "DELETE", path) if args.clear else _call(settings, "PUT", path, json={"per_day": args.per_day})
-    )
-    caps = found["caps"]
+    caps = _call(settings, lambda client: client.set_cap(args.agent, args.op, None if args.clear else args.per_day))
     print(f"{args.agent}: " + (", ".join(f"{c['op']} {c['per_day']}/day" for c in caps) or "no caps"))
     return EXIT_OK
 
 
 def cmd_file_issue(settings: Settings, args: argparse.Namespace) -> int:
     description = sys.stdin.read() if args.description == "-" else args.description
-    body = {"tracker": args.tracker, "title": args.title, "description": description, "labels": args.label or []}
-    if args.key:
-        body["key"] = args.key
-    filed = _call(settings, "POST", "/v1/issues", json=body)
+    filed = _call(
+        settings,
+        lambda client: client.file_issue(args.tracker, args.title, description, labels=args.label or [], key=args.key),
+    )
     print(f"filed {filed['url']}")
     return EXIT_OK
 

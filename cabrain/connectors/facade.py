@@ -116,7 +116,14 @@ class Connectors:
         return self.engine.settings
 
     # --- the connectors themselves ---------------------------------------------------------------
-    @operation(Op.ADMIN, namespace="namespace", admin=True)
+    @operation(
+        Op.ADMIN,
+        namespace="namespace",
+        admin=True,
+        http="POST /v1/connectors",
+        client="add_connector",
+        cli="connectors add",
+    )
     async def add(
         self,
         agent: str,
@@ -128,6 +135,7 @@ class Connectors:
         visibility: str = "team",
         every_s: int | None = None,
     ) -> sql.Connector:
+        """Register a connector (a source synced into a namespace the agent may write); its credentials are kept as references, never as text."""
         if not isinstance(name, str) or not sql_name(name):
             raise InputError(f"connector name {name!r} is not valid: {NAME_HINT}")
         try:
@@ -187,8 +195,9 @@ class Connectors:
         except OSError:
             pass  # not there yet: each sync looks again
 
-    @operation(Op.READ, reads=Read.OWN)
+    @operation(Op.READ, reads=Read.OWN, http="GET /v1/connectors", client="connectors", cli="connectors list")
     async def listing(self, agent: str) -> list[sql.Connector]:
+        """The agent's connectors (an admin's: everyone's)."""
         async with self.engine.pool.acquire() as conn:
             found = await sql.every(conn)
             if await access.is_admin(conn, agent):
@@ -199,8 +208,15 @@ class Connectors:
                     out.append(connector)
             return out
 
-    @operation(Op.READ, reads=Read.OWN)
+    @operation(
+        Op.READ,
+        reads=Read.OWN,
+        http="GET /v1/connectors/{name}",
+        client="connector",
+        cli=("connectors show", "connectors runs"),
+    )
     async def get(self, agent: str, name: str) -> sql.Connector:
+        """One of the agent's connectors (an admin's: any), with its last sync."""
         async with self.engine.pool.acquire() as conn:
             return await self._visible(conn, agent, name)
 
@@ -210,24 +226,39 @@ class Connectors:
             raise NotFound(f"connector {name!r} does not exist or is not visible to {agent!r}")
         return connector
 
-    @operation(Op.SYNC)
+    @operation(Op.SYNC, http="DELETE /v1/connectors/{name}", client="remove_connector", cli="connectors remove")
     async def remove(self, agent: str, name: str) -> sql.Connector:
+        """Remove a connector; what it synced stays. True if there was one."""
         async with self.engine.pool.acquire() as conn, conn.transaction():
             connector = await self._visible(conn, agent, name)
             (await access.caller(conn, agent, connector.namespace)).require_owner()
             await sql.remove(conn, connector.id, self.engine.clock())
         return connector
 
-    @operation(Op.READ, reads=Read.OWN)
+    @operation(
+        Op.READ,
+        reads=Read.OWN,
+        http="GET /v1/connectors/{name}/runs",
+        client="connector_runs",
+        cli=("connectors show", "connectors runs"),
+    )
     async def runs(self, agent: str, name: str, *, limit: int = 20) -> list[dict[str, Any]]:
+        """A connector's sync runs, newest first."""
         if not 1 <= limit <= 500:
             raise InputError(f"limit must be between 1 and 500, got {limit}")
         async with self.engine.pool.acquire() as conn:
             connector = await self._visible(conn, agent, name)
             return await sql.runs(conn, connector.id, limit)
 
-    @operation(Op.READ, reads=Read.OWN)
+    @operation(
+        Op.READ,
+        reads=Read.OWN,
+        http="GET /v1/connectors/{name}/runs/{run_id}",
+        client="connector_run",
+        cli="connectors sync",
+    )
     async def run(self, agent: str, name: str, run_id: uuid.UUID) -> dict[str, Any]:
+        """One sync run of a connector: its status, counts and progress."""
         async with self.engine.pool.acquire() as conn:
             connector = await self._visible(conn, agent, name)
             found = await sql.run(conn, run_id)
@@ -236,7 +267,7 @@ class Connectors:
         return found
 
     # --- syncing -------------------------------------------------------------------------------------
-    @operation(Op.SYNC)
+    @operation(Op.SYNC, http="POST /v1/connectors/{name}/sync", client="sync_connector", cli="connectors sync")
     async def start_sync(
         self, agent: str, name: str, *, spawn: Callable[[Awaitable[SyncReport], uuid.UUID], None]
     ) -> uuid.UUID:

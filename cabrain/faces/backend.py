@@ -53,7 +53,7 @@ class MemoryBackend(Protocol):
         include_archived: bool = False,
     ) -> list[Memory]: ...
 
-    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> bool: ...
+    async def share(self, namespace: str, grantee: str, *, can_write: bool = False) -> bool: ...
 
     async def judgments(self, memory_id: uuid.UUID | str) -> list[dict[str, Any]]: ...
 
@@ -73,7 +73,7 @@ class MemoryBackend(Protocol):
 
     async def create_namespace(self, name: str) -> bool: ...
 
-    async def list_namespaces(self) -> list[dict[str, Any]]: ...
+    async def namespaces(self) -> list[dict[str, Any]]: ...
 
     async def entities(
         self, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
@@ -83,7 +83,7 @@ class MemoryBackend(Protocol):
         self, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
     ) -> EntityWithMemories: ...
 
-    async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]: ...
+    async def dispatch(self, task: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class BrainBackend:
@@ -131,8 +131,8 @@ class BrainBackend:
             include_archived=include_archived,
         )
 
-    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> bool:
-        return await self.brain.share(self.agent, namespace, agent, can_write=can_write)
+    async def share(self, namespace: str, grantee: str, *, can_write: bool = False) -> bool:
+        return await self.brain.share(self.agent, namespace, grantee, can_write=can_write)
 
     async def judgments(self, memory_id: uuid.UUID | str) -> list[dict[str, Any]]:
         return await self.brain.judgments(self.agent, memory_id)
@@ -158,20 +158,20 @@ class BrainBackend:
     async def create_namespace(self, name: str) -> bool:
         return await self.brain.create_namespace(self.agent, name)
 
-    async def list_namespaces(self) -> list[dict[str, Any]]:
-        return await self.brain.list_namespaces(self.agent)
+    async def namespaces(self) -> list[dict[str, Any]]:
+        return await self.brain.namespaces(self.agent)
 
     async def entities(
         self, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> EntityPage:
-        return await self.brain.list_entities(self.agent, namespace, query=query, limit=limit, cursor=cursor)
+        return await self.brain.entities(self.agent, namespace, query=query, limit=limit, cursor=cursor)
 
     async def entity(
         self, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
     ) -> EntityWithMemories:
-        return await self.brain.get_entity(self.agent, namespace, name_or_id, history=history, limit=limit)
+        return await self.brain.entity(self.agent, namespace, name_or_id, history=history, limit=limit)
 
-    async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]:
+    async def dispatch(self, task: dict[str, Any]) -> dict[str, Any]:
         return (await self.brain.workflows.dispatch(self.agent, task)).to_json()
 
 
@@ -221,8 +221,8 @@ class HttpBackend:
             include_archived=include_archived,
         )
 
-    async def share(self, namespace: str, agent: str, *, can_write: bool = False) -> bool:
-        return await self.client.share(namespace, agent, can_write=can_write)
+    async def share(self, namespace: str, grantee: str, *, can_write: bool = False) -> bool:
+        return await self.client.share(namespace, grantee, can_write=can_write)
 
     async def judgments(self, memory_id: uuid.UUID | str) -> list[dict[str, Any]]:
         return await self.client.judgments(memory_id)
@@ -248,7 +248,7 @@ class HttpBackend:
     async def create_namespace(self, name: str) -> bool:
         return await self.client.create_namespace(name)
 
-    async def list_namespaces(self) -> list[dict[str, Any]]:
+    async def namespaces(self) -> list[dict[str, Any]]:
         return await self.client.namespaces()
 
     async def entities(
@@ -261,5 +261,5 @@ class HttpBackend:
     ) -> EntityWithMemories:
         return await self.client.entity(namespace, name_or_id, history=history, limit=limit)
 
-    async def dispatch_task(self, task: dict[str, Any]) -> dict[str, Any]:
-        return await self.client.dispatch_task(task)
+    async def dispatch(self, task: dict[str, Any]) -> dict[str, Any]:
+        return await self.client.dispatch(task)

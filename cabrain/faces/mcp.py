@@ -333,7 +333,7 @@ def build_server(
         your operator accepts: cabrain namespaces --accept NAME)."""
 
         async def op(b: MemoryBackend) -> list[dict[str, Any]]:
-            return [_namespace(r, b.agent) for r in await b.list_namespaces()]
+            return [_namespace(r, b.agent) for r in await b.namespaces()]
 
         return {"namespaces": await run(ctx, op)}
 
@@ -459,7 +459,7 @@ def build_server(
             "destructive": destructive,
             "needs_review": needs_review,
         }
-        return await run(ctx, lambda b: b.dispatch_task(task))
+        return await run(ctx, lambda b: b.dispatch(task))
 
     return server
 

@@ -61,10 +61,11 @@ class Notify:
         self.engine = engine
 
     # --- notifiers --------------------------------------------------------------------------------
-    @operation(Op.ADMIN, caller="admin", admin=True)
+    @operation(Op.ADMIN, caller="admin", admin=True, http="POST /v1/notifiers", client="add_notifier", cli="notify add")
     async def add_notifier(
         self, admin: str, name: str, kind: str, config: Mapping[str, Any], secret_env: str | None
     ) -> dict[str, Any]:
+        """Register a notifier (admin): a platform pushes are sent to, its secret kept as a reference."""
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise InputError(f"notifier name {name!r} is not valid", hint="lower-case letters, digits, . _ - (≤ 63)")
         if kind not in NOTIFIER_KINDS:
@@ -100,18 +101,34 @@ class Notify:
                 raise ConflictError(f"a notifier named {name!r} exists", hint="remove it first, or pick another name")
             return sql.decoded(await conn.fetchrow(sql.NOTIFIER, name))
 
-    @operation(Op.READ)
+    @operation(Op.READ, http="GET /v1/notifiers", client="notifiers", cli="notify list")
     async def notifiers(self, agent: str) -> list[dict[str, Any]]:
+        """Every notifier, without its secrets (admin)."""
         async with self.engine.pool.acquire() as conn:
             return [sql.decoded(r) for r in await conn.fetch(sql.NOTIFIERS)]
 
-    @operation(Op.ADMIN, caller="admin", admin=True)
+    @operation(
+        Op.ADMIN,
+        caller="admin",
+        admin=True,
+        http="DELETE /v1/notifiers/{name}",
+        client="remove_notifier",
+        cli="notify remove",
+    )
     async def remove_notifier(self, admin: str, name: str) -> bool:
+        """Remove a notifier (admin). True if there was one."""
         async with self.engine.pool.acquire() as conn:
             return await conn.fetchval(sql.REMOVE_NOTIFIER, name, self.engine.clock()) is not None
 
     # --- subscriptions ----------------------------------------------------------------------------
-    @operation(Op.SUBSCRIBE, namespace="namespace", reads=Read.NAMESPACE)
+    @operation(
+        Op.SUBSCRIBE,
+        namespace="namespace",
+        reads=Read.NAMESPACE,
+        http="POST /v1/subscriptions",
+        client="subscribe",
+        cli="notify subscribe",
+    )
     async def subscribe(
         self,
         agent: str,
@@ -127,6 +144,7 @@ class Notify:
         quiet_end: str | None = None,
         timezone: str = "UTC",
     ) -> dict[str, Any]:
+        """Subscribe the agent to events of a namespace it may read, pushed through a notifier."""
         if not kinds or any(k not in SUBSCRIBABLE for k in kinds):
             raise InputError(f"kinds must be some of {', '.join(SUBSCRIBABLE)}, got {kinds!r}")
         if not isinstance(subscriber, str) or not subscriber.strip() or len(subscriber) > 200:
@@ -207,15 +225,25 @@ class Notify:
                     hint=f"its push services: {', '.join(services)} (an admin sets the notifier's push_services)",
                 )
 
-    @operation(Op.READ, reads=Read.OWN)
+    @operation(
+        Op.READ, reads=Read.OWN, http="GET /v1/subscriptions", client="subscriptions", cli="notify subscriptions"
+    )
     async def subscriptions(self, agent: str, *, everyone: bool = False) -> list[dict[str, Any]]:
+        """The agent's subscriptions (``all``: an admin's view of everyone's)."""
         async with self.engine.pool.acquire() as conn:
             if everyone and not await access.is_admin(conn, agent):
                 raise AccessDenied(f"agent {agent!r} sees its own subscriptions only", hint="use an admin key")
             return [sql.decoded(r) for r in await conn.fetch(sql.SUBS, None if everyone else agent, everyone)]
 
-    @operation(Op.SUBSCRIBE, reads=Read.OWN)
+    @operation(
+        Op.SUBSCRIBE,
+        reads=Read.OWN,
+        http="DELETE /v1/subscriptions/{sub_id}",
+        client="unsubscribe",
+        cli="notify unsubscribe",
+    )
     async def unsubscribe(self, agent: str, sub_id: uuid.UUID) -> bool:
+        """End one of the agent's subscriptions. True if there was one."""
         async with self.engine.pool.acquire() as conn:
             row = await conn.fetchrow(sql.SUB, sub_id)
             if row is None or not (row["agent_id"] == agent or await access.is_admin(conn, agent)):
@@ -223,7 +251,7 @@ class Notify:
             return await conn.fetchval(sql.DISABLE_SUB, sub_id, self.engine.clock(), f"removed by {agent}") is not None
 
     # --- the outbox and the stream ----------------------------------------------------------------
-    @operation(Op.READ, reads=Read.OWN)
+    @operation(Op.READ, reads=Read.OWN, http="GET /v1/outbox", client="outbox", cli="notify outbox")
     async def outbox(self, agent: str, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """Pushes and the gate's decisions: an admin sees all, an agent those of its subscriptions."""
         async with self.engine.pool.acquire() as conn:
@@ -233,7 +261,9 @@ class Notify:
             row["target"] = {k: v for k, v in row["target"].items() if not k.startswith("_")}
         return rows
 
-    @operation(Op.SUBSCRIBE, reads=Read.OWN)
+    @operation(
+        Op.SUBSCRIBE, reads=Read.OWN, http="POST /v1/outbox/{push_id}/release", client="release", cli="notify release"
+    )
     async def release(self, agent: str, outbox_id: uuid.UUID) -> bool:
         """Send a suppressed or failed push after all (the gate's judgment undone): one of the agent's
         own subscriptions' pushes (an admin's: any)."""
@@ -249,7 +279,7 @@ class Notify:
         async with self.engine.pool.acquire() as conn:
             return int(await conn.fetchval(sql.LATEST))
 
-    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
+    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES, http="GET /v1/events")
     async def events(
         self, agent: str, *, after: int = 0, namespace: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ class Portable:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    @operation(Op.EXPORT, operator=True, reads=Read.MEMORIES)
+    @operation(Op.EXPORT, operator=True, reads=Read.MEMORIES, http="GET /v1/export", cli="export")
     async def export(
         self,
         agent: str | None,
@@ -52,6 +52,7 @@ class Portable:
         with_embeddings: bool = False,
         progress: Callable[[str], None] = lambda line: None,
     ) -> ExportReport:
+        """Stream the namespaces the agent may read as CaBrain's portable JSON Lines export (hot and cold tier, history and judgments)."""
         async with self.engine.pool.acquire() as conn:
             if not namespaces:
                 if agent is not None:
@@ -78,7 +79,7 @@ class Portable:
     ) -> RestoreReport:
         return await restore(self.engine, lines, agent=agent, where=where, progress=progress)
 
-    @operation(Op.RETAIN, namespace="namespace", operator=True)
+    @operation(Op.RETAIN, namespace="namespace", operator=True, http="POST /v1/import", cli="import")
     async def import_file(
         self,
         agent: str | None,

@@ -1,6 +1,6 @@
 """An entity's neighbourhood as a graph: the entity, the memories that mention it (newest current
 ones the caller may read), and the other entities those memories mention. What the console draws;
-scoped as :meth:`cabrain.brain.Brain.get_entity` is (a namespace the caller may not read is
+scoped as :meth:`cabrain.brain.Brain.entity` is (a namespace the caller may not read is
 :class:`NotFound`, and only readable memories link entities)."""
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class ServiceOps:
     async def get_brain(self) -> Brain:
         return await self._brain()
 
-    @operation(Op.ADMIN, admin=True)
+    @operation(Op.ADMIN, admin=True, http="POST /v1/backups")
     async def start_backup(self, agent: str) -> str:
         """Start a backup; its name is its folder's."""
         from cabrain.store.backup import backup  # lazy: the dump tools and the cold tier's machinery
@@ -71,14 +71,15 @@ class ServiceOps:
         state["task"] = asyncio.create_task(run())
         return name
 
-    @operation(Op.ADMIN, admin=True)
+    @operation(Op.ADMIN, admin=True, http="GET /v1/backups")
     async def backups(self, agent: str) -> list[dict[str, Any]]:
         """The backups under CABRAIN_BACKUP_DIR (a manifest: done), and this replica's running or
         failed ones, newest first."""
         return self._listing()
 
-    @operation(Op.ADMIN, admin=True)
+    @operation(Op.ADMIN, admin=True, http="GET /v1/backups/{name}")
     async def backup(self, agent: str, name: str) -> dict[str, Any]:
+        """One backup of this service, by name: its status and what it holds (admin)."""
         found = [b for b in self._listing() if b["name"] == name] if NAME.fullmatch(name) else []
         if not found:
             raise NotFound(f"no backup named {name!r} in {self.settings.resolved_backup_dir}")
@@ -110,7 +111,9 @@ class ServiceOps:
         """Prometheus metrics of every replica on every node."""
         return await collect()
 
-    @system("Prometheus, with CABRAIN_METRICS_KEY checked by the route: a token good for metrics alone")
+    @system(
+        "Prometheus, with CABRAIN_METRICS_KEY checked by the route: a token good for metrics alone", http="GET /metrics"
+    )
     async def scrape(self) -> str:
         """The same, for Prometheus (no agent: the route has checked the scrape token)."""
         return await collect()

@@ -47,7 +47,7 @@ class SleepRuns:
         ]  # checks it is active
         return await access.is_admin(conn, agent), readable
 
-    @operation(Op.READ, reads=Read.NAMESPACE)
+    @operation(Op.READ, reads=Read.NAMESPACE, http="GET /v1/sleep/runs")
     async def runs(self, agent: str, *, limit: int = 50) -> list[dict[str, Any]]:
         """The newest runs that touched a namespace ``agent`` may read, with their counts there."""
         if not 1 <= limit <= 500:
@@ -62,7 +62,7 @@ class SleepRuns:
             out.append(_run(row, admin, visible) | {"counts": _totals(mine), "failed_steps": _failed(mine)})
         return out
 
-    @operation(Op.READ, reads=Read.MEMORIES)
+    @operation(Op.READ, reads=Read.MEMORIES, http="GET /v1/sleep/runs/{run_id}")
     async def run(self, agent: str, run_id: uuid.UUID, *, judgment_limit: int = 500) -> dict[str, Any]:
         """One run: its steps in the namespaces ``agent`` may read and the judgments it may see."""
         async with self.engine.pool.acquire() as conn:
@@ -104,7 +104,7 @@ class SleepRuns:
             "withdrawn": report.get("withdrawn", []) if admin else [],
         }
 
-    @operation(Op.ADMIN, admin=True)
+    @operation(Op.ADMIN, admin=True, http="POST /v1/sleep/runs/{run_id}/cancel")
     async def cancel(self, agent: str, run_id: uuid.UUID) -> dict[str, Any]:
         """Ask a running cycle to stop (an admin's): it starts no further step, withdraws those still
         waiting for room, lets the running ones finish and ends 'cancelled'. A run whose driver is
@@ -128,7 +128,7 @@ class SleepRuns:
         log.info("sleep cycle cancel asked", extra={"agent": agent, "run_id": str(run_id), "status": status})
         return {"id": str(run_id), "status": status, "cancel_requested_at": asked}
 
-    @operation(Op.ADMIN, admin=True)
+    @operation(Op.ADMIN, admin=True, http="POST /v1/sleep/runs")
     async def start(
         self, agent: str, namespaces: Sequence[str] | None = None, steps: Sequence[str] | None = None
     ) -> uuid.UUID:

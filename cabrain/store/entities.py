@@ -176,7 +176,7 @@ async def one(
     if row is None:
         raise NotFound(
             f"no entity {name!r} in namespace {namespace!r} that {agent!r} can see",
-            fix=Fix("list_entities", {"namespace": namespace}),
+            fix=Fix("entities", {"namespace": namespace}),
         )
     return to_entity(row)
 

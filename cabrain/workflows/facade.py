@@ -67,7 +67,7 @@ class Workflows:
         await self.close()
 
     # --- the model registry ---------------------------------------------------------------------
-    @operation(Op.READ, caller="by", operator=True)
+    @operation(Op.READ, caller="by", operator=True, http="GET /v1/workflows/agents", cli="workflows agents list")
     async def list_models(
         self, *, layer: str | None = None, active_only: bool = False, by: str | None = None
     ) -> list[ModelAgent]:
@@ -82,7 +82,9 @@ class Workflows:
         async with self.engine.pool.acquire() as conn:
             return await registry.get(conn, name)
 
-    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    @operation(
+        Op.ADMIN, caller="by", operator=True, admin=True, http="POST /v1/workflows/agents", cli="workflows agents add"
+    )
     async def add_model(self, fields: Mapping[str, Any], *, by: str | None = None) -> ModelAgent:
         """Register a model (``name``, ``layer``, ``provider``, ``model``, ``endpoint``, and optionally
         ``api_key_env``, ``capabilities``, ``cost_in_per_1k``, ``cost_out_per_1k``, ``active``). Its
@@ -91,7 +93,14 @@ class Workflows:
         async with self.engine.pool.acquire() as conn:
             return await registry.add(conn, **fields)
 
-    @operation(Op.ADMIN, caller="by", operator=True, admin=True)
+    @operation(
+        Op.ADMIN,
+        caller="by",
+        operator=True,
+        admin=True,
+        http="PATCH /v1/workflows/agents/{name}",
+        cli="workflows agents set",
+    )
     async def update_model(self, name: str, fields: Mapping[str, Any], *, by: str | None = None) -> ModelAgent:
         """Change a model's editable fields, or deactivate it (``active``: False); entries are
         never deleted."""
@@ -109,13 +118,23 @@ class Workflows:
             egress.check_secret(fields["api_key_env"], "a model's api_key_env")
 
     # --- tasks ----------------------------------------------------------------------------------
-    @operation(Op.WORKFLOW, namespace=field("task", "namespace"))
+    @operation(
+        Op.WORKFLOW,
+        namespace=field("task", "namespace"),
+        http="POST /v1/workflows/dispatch",
+        client="dispatch",
+        backend="dispatch",
+        mcp="workflow_dispatch",
+        cli="workflows dispatch",
+    )
     async def dispatch(self, agent: str, task: TaskRequest | Mapping[str, Any]) -> DispatchResult:
         """Route and run a task now (a trusted local chain, else the frontier model); ``agent`` needs
         write access to the task's namespace."""
         return await Dispatcher(self.engine).dispatch(agent, _task(task))
 
-    @operation(Op.WORKFLOW, namespace=field("task", "namespace"))
+    @operation(
+        Op.WORKFLOW, namespace=field("task", "namespace"), http="POST /v1/workflows/queue", cli="workflows enqueue"
+    )
     async def enqueue(self, agent: str, task: TaskRequest | Mapping[str, Any], *, priority: int = 5) -> dict[str, Any]:
         """Queue a task for a worker (higher ``priority`` runs sooner, -1000 to 1000); ``agent``
         needs write access to the task's namespace."""
@@ -125,7 +144,7 @@ class Workflows:
                 conn, agent, request, priority=priority, max_chars=self.settings.workflow_max_task_chars
             )
 
-    @operation(Op.READ, reads=Read.NAMESPACE)
+    @operation(Op.READ, reads=Read.NAMESPACE, http="GET /v1/workflows/queue/{queue_id}", cli="workflows queue")
     async def queued(self, agent: str, queue_id: uuid.UUID | str) -> dict[str, Any]:
         """A queued task with its status and result, for its submitter or an agent that may read
         its namespace (for any other, :class:`NotFound`)."""
@@ -214,7 +233,7 @@ class Workflows:
             settings, dsn, namespaces=namespaces, limit=limit, use_ray=use_ray, progress=progress
         )
 
-    @operation(Op.READ, operator=True, reads=Read.NAMESPACE)
+    @operation(Op.READ, operator=True, reads=Read.NAMESPACE, http="GET /v1/workflows/report", cli="workflows report")
     async def report(
         self, agent: str | None = None, *, namespaces: Sequence[str] | None = None, days: int | None = None
     ) -> dict[str, Any]:

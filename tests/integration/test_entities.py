@@ -66,70 +66,70 @@ async def summarised(brain, db_dsn):
 
 
 async def test_an_agent_without_access_to_the_namespace_is_told_it_is_not_there(brain, summarised) -> None:
-    for call in (brain.list_entities("bob", "proj"), brain.get_entity("bob", "proj", "Valkey")):
+    for call in (brain.entities("bob", "proj"), brain.entity("bob", "proj", "Valkey")):
         with pytest.raises(NotFound, match="does not exist or is not visible") as missing:
             await call
     # the same answer as for a namespace that does not exist: existence does not leak
     with pytest.raises(NotFound) as nowhere:
-        await brain.list_entities("bob", "nowhere")
+        await brain.entities("bob", "nowhere")
     assert str(missing.value).replace("'proj'", "'nowhere'") == str(nowhere.value)
     with pytest.raises(AccessDenied):
-        await brain.list_entities("mallory", "proj")
+        await brain.entities("mallory", "proj")
     assert (await brain.recall("bob", RecallQuery("where is the job queue?", "proj"))).entities == []
 
 
 async def test_a_granted_agent_sees_team_summaries_never_one_made_from_a_private_memory(brain, summarised) -> None:
     ids = summarised
     await brain.share("alice", "proj", "bob")  # read at once, before accepting
-    page = await brain.list_entities("bob", "proj")
+    page = await brain.entities("bob", "proj")
     by_name = {e.name: e for e in page.entities}
     assert "Project Falcon" not in by_name  # only a private memory of alice names it
     assert by_name["Valkey"].summary == "Valkey runs the job queue and needs 4 GB." and by_name["Valkey"].summarized_at
     assert by_name["Grafana"].summary is None and by_name["Grafana"].summarized_at is None
     assert [e.name for e in page.entities] == sorted(by_name, key=str.lower) and page.next_cursor is None
 
-    valkey = await brain.get_entity("bob", "proj", "valkey")  # any case
+    valkey = await brain.entity("bob", "proj", "valkey")  # any case
     assert valkey.entity.summary == by_name["Valkey"].summary
     assert [m.id for m in valkey.memories] == [ids[t] for t in reversed(TEAM)]  # newest first, no private one
     assert ids[PRIVATE[0]] not in {m.id for m in valkey.memories}
-    assert (await brain.get_entity("bob", "proj", str(valkey.entity.id))).entity.name == "Valkey"  # or by id
+    assert (await brain.entity("bob", "proj", str(valkey.entity.id))).entity.name == "Valkey"  # or by id
     with pytest.raises(NotFound) as hidden:
-        await brain.get_entity("bob", "proj", "Project Falcon")
+        await brain.entity("bob", "proj", "Project Falcon")
     with pytest.raises(NotFound) as unknown:
-        await brain.get_entity("bob", "proj", "Project Condor")
+        await brain.entity("bob", "proj", "Project Condor")
     assert "Falcon" in str(hidden.value) and "Condor" in str(unknown.value)  # told apart by nothing but the name
-    assert hidden.value.fix.action == "list_entities" and "memory_entities" in hidden.value.hint_for("mcp")
+    assert hidden.value.fix.action == "entities" and "memory_entities" in hidden.value.hint_for("mcp")
 
     # the owner reads it all, her private memory and the summary drawn from it included
-    mine = {e.name: e for e in (await brain.list_entities("alice", "proj")).entities}
+    mine = {e.name: e for e in (await brain.entities("alice", "proj")).entities}
     assert mine["Grafana"].summary.startswith("Grafana watches Valkey") and "Project Falcon" in mine
-    assert ids[PRIVATE[0]] in {m.id for m in (await brain.get_entity("alice", "proj", "Valkey")).memories}
+    assert ids[PRIVATE[0]] in {m.id for m in (await brain.entity("alice", "proj", "Valkey")).memories}
     # an admin sees team summaries, never another agent's private memory
-    root = await brain.get_entity("root", "proj", "Valkey")
+    root = await brain.entity("root", "proj", "Valkey")
     assert root.entity.summary and ids[PRIVATE[0]] not in {m.id for m in root.memories}
-    assert (await brain.get_entity("root", "proj", "Grafana")).entity.summary is None
+    assert (await brain.entity("root", "proj", "Grafana")).entity.summary is None
 
 
 async def test_entities_page_by_name_filter_and_history(brain, summarised) -> None:
     ids = summarised
-    first = await brain.list_entities("alice", "proj", limit=1)
+    first = await brain.entities("alice", "proj", limit=1)
     assert len(first.entities) == 1 and first.next_cursor
-    rest = await brain.list_entities("alice", "proj", cursor=first.next_cursor)
+    rest = await brain.entities("alice", "proj", cursor=first.next_cursor)
     names = [e.name for e in first.entities + rest.entities]
-    assert names == [e.name for e in (await brain.list_entities("alice", "proj")).entities]
+    assert names == [e.name for e in (await brain.entities("alice", "proj")).entities]
     assert len(set(names)) == len(names) and rest.next_cursor is None
-    assert [e.name for e in (await brain.list_entities("alice", "proj", query="VALK")).entities] == ["Valkey"]
-    assert (await brain.list_entities("alice", "proj", query="no such name")).entities == []
+    assert [e.name for e in (await brain.entities("alice", "proj", query="VALK")).entities] == ["Valkey"]
+    assert (await brain.entities("alice", "proj", query="no such name")).entities == []
     await brain.forget("alice", ids[TEAM[0]])
-    current = await brain.get_entity("alice", "proj", "Valkey")
+    current = await brain.entity("alice", "proj", "Valkey")
     assert ids[TEAM[0]] not in {m.id for m in current.memories}
-    history = await brain.get_entity("alice", "proj", "Valkey", history=True)
+    history = await brain.entity("alice", "proj", "Valkey", history=True)
     assert ids[TEAM[0]] in {m.id for m in history.memories}
-    assert len((await brain.get_entity("alice", "proj", "Valkey", limit=1)).memories) == 1
+    assert len((await brain.entity("alice", "proj", "Valkey", limit=1)).memories) == 1
     for bad in (
-        brain.list_entities("alice", "proj", limit=0),
-        brain.get_entity("alice", "proj", " "),
-        brain.get_entity("alice", "proj", "Valkey", limit=201),
+        brain.entities("alice", "proj", limit=0),
+        brain.entity("alice", "proj", " "),
+        brain.entity("alice", "proj", "Valkey", limit=201),
     ):
         with pytest.raises(InputError):
             await bad
@@ -180,13 +180,13 @@ async def test_a_sleep_run_writes_summaries_that_recall_and_get_entity_then_show
         )
     report = await run_cycle(settings_for(db_dsn), db_dsn, steps=["consolidate"], use_ray=False)
     assert report.status == "done", report.tasks
-    summarised = [e for e in (await brain.list_entities("alice", "proj")).entities if e.summary]
+    summarised = [e for e in (await brain.entities("alice", "proj")).entities if e.summary]
     assert summarised, "the run summarised the entities of the facts it distilled"
     assert any("db-stg-1" in e.summary for e in summarised)
     found = await brain.recall("alice", RecallQuery("which host runs the staging database?", "proj", k=5))
     assert found.entities and all(e.summary for e in found.entities)
     assert {e.name for e in found.entities} <= {e.name for e in summarised}
-    opened = await brain.get_entity("alice", "proj", found.entities[0].name)
+    opened = await brain.entity("alice", "proj", found.entities[0].name)
     assert opened.entity.summary == found.entities[0].summary and opened.memories
     await brain.share("alice", "proj", "bob")  # team facts, team summaries: a granted agent reads them
     assert [e.name for e in (await brain.recall("bob", RecallQuery("staging database host", "proj"))).entities]

@@ -75,12 +75,12 @@ async def test_a_denied_action_never_runs_and_a_reader_may_not_share(live):
         await brain.share("scout", "proj", "carol")
     denied = await brain.decide_action("root", held.value.fix.params["action"], approve=False)
     assert denied["status"] == "denied"
-    assert [g for g in await brain.list_grants("alice", "proj") if g["agent_id"] == "carol"] == []
+    assert [g for g in await brain.grants("alice", "proj") if g["agent_id"] == "carol"] == []
     await brain.set_role("carol", "reader")
     with pytest.raises(PolicyDenied, match="role reader: share"):
         await brain.share("carol", "proj", "bob")
     await brain.set_role("carol", "member")
-    assert await brain.list_namespaces("carol") == []
+    assert await brain.namespaces("carol") == []
 
 
 async def test_usage_is_counted_per_agent_namespace_and_kind_and_a_cap_answers_429(live):

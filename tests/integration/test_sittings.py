@@ -127,20 +127,20 @@ async def test_entities_count_their_mentions_and_link_through_shared_facts(brain
         ],
     )
     await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
-    yosemite = await brain.get_entity("alice", "chat", "Yosemite")
+    yosemite = await brain.entity("alice", "chat", "Yosemite")
     assert yosemite.mentions == 4  # two turns and the two facts distilled from them
     # which names a fact's text yields can depend on which entities exist when it is read (a name
     # opening a sentence counts once it is known), so the edges are checked, not their exact weights
     shared = {r.name: r.shared_facts for r in yosemite.related}
     assert shared.get("Caroline", 0) >= 1 and shared.get("Melanie", 0) >= 1 and "Boston" not in shared
-    boston = await brain.get_entity("alice", "chat", "Boston")
+    boston = await brain.entity("alice", "chat", "Boston")
     assert "Yosemite" not in {r.name for r in boston.related}  # no fact mentions both
     graph = await brain.entity_graph("alice", "chat", "Yosemite")
     weights = {e["target"]: e["weight"] for e in graph["edges"] if e["kind"] == "shares facts"}
     assert weights and all(w >= 1 for w in weights.values()) and len(weights) == len(yosemite.related)
     # another agent without access sees neither the entity nor its edges
     with pytest.raises(NotFound):
-        await brain.get_entity("bob", "chat", "Yosemite")
+        await brain.entity("bob", "chat", "Yosemite")
 
 
 async def test_a_nickname_merges_into_the_name_it_stands_for_and_the_merge_reverts(brain, db_dsn, settings_for) -> None:
@@ -168,11 +168,11 @@ async def test_a_nickname_merges_into_the_name_it_stands_for_and_the_merge_rever
     )
     assert report.status == "done", report.tasks
     assert report.steps["consolidate"]["aliases_merged"] == 1  # Mel -> Melanie, in "chat" only
-    assert len((await brain.get_entity("alice", "chat2", "Mel")).memories) == 1
-    melanie = await brain.get_entity("alice", "chat", "Melanie")  # the speaker, now an entity
+    assert len((await brain.entity("alice", "chat2", "Mel")).memories) == 1
+    melanie = await brain.entity("alice", "chat", "Melanie")  # the speaker, now an entity
     assert [m.content for m in melanie.memories] == [chat[0][1]]  # Caroline's "Hey Mel!"
     with pytest.raises(NotFound):
-        await brain.get_entity("alice", "chat", "Mel")  # no mention of its own left
+        await brain.entity("alice", "chat", "Mel")  # no mention of its own left
     [judgment] = [
         j for m in melanie.memories for j in await brain.judgments("alice", m.id) if j["kind"] == "alias"
     ] or [None]
@@ -193,19 +193,19 @@ async def test_a_nickname_merges_into_the_name_it_stands_for_and_the_merge_rever
         ],
     )
     await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
-    assert {m.content for m in (await brain.get_entity("alice", "chat", "Melanie")).memories} >= {chat[0][1], later}
+    assert {m.content for m in (await brain.entity("alice", "chat", "Melanie")).memories} >= {chat[0][1], later}
     with pytest.raises(NotFound):
-        await brain.get_entity("alice", "chat", "Mel")
+        await brain.entity("alice", "chat", "Mel")
 
     undo = await brain.revert("alice", judgment_id=judgment["id"])  # the first merge; the later move is its own
-    assert [m.content for m in (await brain.get_entity("alice", "chat", "Melanie")).memories] == [later]
-    assert [m.content for m in (await brain.get_entity("alice", "chat", "Mel")).memories] == [chat[0][1]]
+    assert [m.content for m in (await brain.entity("alice", "chat", "Melanie")).memories] == [later]
+    assert [m.content for m in (await brain.entity("alice", "chat", "Mel")).memories] == [chat[0][1]]
     again = await run_cycle(settings_for(db_dsn), db_dsn, namespaces=["chat"], steps=["consolidate"], use_ray=False)
     assert again.steps["consolidate"].get("aliases_merged", 0) == 0  # a reverted pair stays apart
     await brain.revert("alice", judgment_id=undo["id"])  # reverting the revert merges them again
-    assert len((await brain.get_entity("alice", "chat", "Melanie")).memories) == 2
+    assert len((await brain.entity("alice", "chat", "Melanie")).memories) == 2
     with pytest.raises(NotFound):
-        await brain.get_entity("alice", "chat", "Mel")
+        await brain.entity("alice", "chat", "Mel")
 
 
 SUMMARY = """

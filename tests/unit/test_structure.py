@@ -139,7 +139,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("write", frozenset({"write"})),
     ("trust", frozenset({"actions", "gate", "membership"})),
     ("offline", frozenset({"sleep", "workflows"})),
-    ("brain", frozenset({"brain"})),
+    ("brain", frozenset({"brain", "judging"})),
     ("faces", frozenset("client faces connectors importers channels notify portable".split())),
     ("serve", frozenset({"serve"})),
     (

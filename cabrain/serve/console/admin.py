@@ -27,7 +27,7 @@ ANSWERED = {"accept": "accepted", "decline": "declined"}
 
 @routes.get("/agents")
 async def agents(request: Request, svc: Svc, session: Current) -> Response:
-    found = await svc.run(lambda b: b.list_agents(by=session.agent))
+    found = await svc.run(lambda b: b.agents(by=session.agent))
     return page(request, "agents.html", title="Agents", agents=found, new_key=None)
 
 
@@ -44,17 +44,17 @@ async def create_agent(request: Request, svc: Svc, session: Current) -> Response
         return await b.create_key(agent_id, label=text(form, "key_label") or "console", by=session.agent)
 
     new_key = await svc.run(op)
-    found = await svc.run(lambda b: b.list_agents(by=session.agent))
+    found = await svc.run(lambda b: b.agents(by=session.agent))
     return page(request, "agents.html", title="Agents", agents=found, new_key=new_key, status=201)
 
 
 async def _agent_page(
     request: Request, svc: Svc, session: Session, agent_id: str, *, new_key: NewKey | None = None, status: int = 200
 ) -> Response:
-    known = [a for a in await svc.run(lambda b: b.list_agents(by=session.agent)) if a.id == agent_id]
+    known = [a for a in await svc.run(lambda b: b.agents(by=session.agent)) if a.id == agent_id]
     if not known:
         raise NotFound(f"agent {agent_id!r} does not exist")
-    keys = await svc.run(lambda b: b.list_keys(agent_id, by=session.agent))
+    keys = await svc.run(lambda b: b.keys(agent_id, by=session.agent))
     done = "" if new_key else filters.field(request.query_params, "done")
     return page(
         request,
@@ -105,11 +105,11 @@ async def disable_agent(request: Request, agent_id: str, svc: Svc, session: Curr
 
 @routes.get("/namespaces")
 async def namespaces(request: Request, svc: Svc, session: Current) -> Response:
-    found = await svc.run(lambda b: b.list_namespaces(session.agent))
+    found = await svc.run(lambda b: b.namespaces(session.agent))
     owned = [n["name"] for n in found if session.principal.is_admin or n["owner_agent_id"] == session.agent]
 
     async def grants_of(b: Brain) -> dict[str, list[dict[str, Any]]]:
-        return {name: await b.list_grants(session.agent, name) for name in owned}
+        return {name: await b.grants(session.agent, name) for name in owned}
 
     grants = await svc.run(grants_of)
     return page(

@@ -30,7 +30,7 @@ async def entities(request: Request, svc: Svc, session: Current) -> Response:
     found, next_url = [], None
     if namespace:
         result = await svc.run(
-            lambda b: b.list_entities(session.agent, namespace, query=query, limit=PAGE_SIZE, cursor=cursor)
+            lambda b: b.entities(session.agent, namespace, query=query, limit=PAGE_SIZE, cursor=cursor)
         )
         found = result.entities
         if result.next_cursor:
@@ -60,7 +60,7 @@ async def entity(request: Request, svc: Svc, session: Current) -> Response:
     params = request.query_params
     namespace, name = filters.field(params, "namespace"), filters.field(params, "name")
     limit = int(filters.number(params, "limit", low=1, high=MAX_MEMORIES, integer=True) or 300)
-    found = await svc.run(lambda b: b.get_entity(session.agent, namespace, name, history=False, limit=50))
+    found = await svc.run(lambda b: b.entity(session.agent, namespace, name, history=False, limit=50))
     graph_url = f"{sessions.PATH}/graph.json?" + urllib.parse.urlencode(
         {"namespace": namespace, "entity": str(found.entity.id), "limit": limit}
     )

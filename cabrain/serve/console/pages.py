@@ -35,7 +35,7 @@ PAGE_SIZE = 50
 
 
 async def readable_namespaces(svc: Svc, agent: str) -> list[dict[str, Any]]:
-    return [n for n in await svc.run(lambda b: b.list_namespaces(agent)) if n["can_read"]]
+    return [n for n in await svc.run(lambda b: b.namespaces(agent)) if n["can_read"]]
 
 
 @routes.get("")

@@ -24,7 +24,7 @@ async def whoami(p: Caller) -> WhoAmIOut:
 
 @routes.get("/v1/agents", summary="Every agent (admin)")
 async def list_agents(svc: Svc, p: Caller) -> AgentsOut:
-    return {"agents": await svc.run(lambda b: b.list_agents(by=p.agent_id))}
+    return {"agents": await svc.run(lambda b: b.agents(by=p.agent_id))}
 
 
 @routes.post(
@@ -44,7 +44,7 @@ async def create_agent(body: schemas.AgentIn, svc: Svc, p: Caller) -> NewKeyOut:
 
 @routes.get("/v1/agents/{agent_id}/keys", summary="An agent's keys, without their secrets (admin)")
 async def list_keys(agent_id: str, svc: Svc, p: Caller) -> KeysOut:
-    return {"keys": await svc.run(lambda b: b.list_keys(agent_id, by=p.agent_id))}
+    return {"keys": await svc.run(lambda b: b.keys(agent_id, by=p.agent_id))}
 
 
 @routes.post("/v1/agents/{agent_id}/keys", status_code=201, summary="Make another key for an agent (admin)")

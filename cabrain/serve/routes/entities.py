@@ -22,7 +22,7 @@ async def list_entities(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(description="The next_cursor of the page before.")] = None,
 ) -> EntityPage:
-    return await svc.run(lambda b: b.list_entities(p.agent_id, namespace, query=q, limit=limit, cursor=cursor))
+    return await svc.run(lambda b: b.entities(p.agent_id, namespace, query=q, limit=limit, cursor=cursor))
 
 
 @routes.get(
@@ -37,4 +37,4 @@ async def get_entity(
     history: Annotated[bool, Query(description="Also superseded and forgotten memories.")] = False,
     limit: Annotated[int, Query(ge=1, le=200, description="Memories returned at most.")] = 20,
 ) -> EntityWithMemories:
-    return await svc.run(lambda b: b.get_entity(p.agent_id, namespace, name_or_id, history=history, limit=limit))
+    return await svc.run(lambda b: b.entity(p.agent_id, namespace, name_or_id, history=history, limit=limit))

@@ -27,7 +27,7 @@ routes = router(tags=["namespaces"])
 
 @routes.get("/v1/namespaces", summary="Namespaces the caller owns or holds a grant on")
 async def list_namespaces(svc: Svc, p: Caller) -> NamespacesOut:
-    rows = await svc.run(lambda b: b.list_namespaces(p.agent_id))
+    rows = await svc.run(lambda b: b.namespaces(p.agent_id))
     return {"namespaces": cast(list[NamespaceOut], rows)}  # the Brain's rows
 
 
@@ -46,7 +46,7 @@ async def create_namespace(body: schemas.NamespaceIn, svc: Svc, p: Caller) -> JS
 
 @routes.get("/v1/grants", summary="Grants on a namespace (its owner or an admin)")
 async def list_grants(namespace: Annotated[str, Query()], svc: Svc, p: Caller) -> GrantsOut:
-    rows = await svc.run(lambda b: b.list_grants(p.agent_id, namespace))
+    rows = await svc.run(lambda b: b.grants(p.agent_id, namespace))
     return {"grants": cast(list[GrantOut], rows)}  # the Brain's rows
 
 
