@@ -7,8 +7,9 @@ A facade method says what it is with :func:`operation`::
     async def forget(self, agent: str, memory_id: ..., *, reason: str | None = None) -> ...:
 
 - its **kind** (:class:`cabrain.policy.Op`), which the agent's role allows, refuses or holds;
-- **who acts**: the parameter naming the agent (``caller``, by default ``agent``); ``operator=True``
-  lets the command line on the database (which holds the database itself) pass None;
+- **who acts**: the parameter ``agent``, on every operation of every facade (the agent an operation
+  acts on, where there is one, is ``agent_id``); ``operator=True`` lets the command line on the
+  database (which holds the database itself) pass None;
 - the **namespace** it touches (a parameter, or a function of the arguments), which the usage is
   counted under and a held action is decided for;
 - whether it **reads** memories, and so which read filter its queries apply (:class:`Read`);
@@ -132,7 +133,6 @@ _INSIDE: contextvars.ContextVar[str | None] = contextvars.ContextVar("cabrain_ga
 def operation(
     kind: Op,
     *,
-    caller: str = "agent",
     namespace: Namespace = None,
     reads: Read = Read.NONE,
     admin: bool = False,
@@ -152,7 +152,7 @@ def operation(
         spec = Operation(
             fn.__qualname__,
             kind,
-            caller,
+            "agent",
             namespace,
             reads,
             admin,

@@ -36,7 +36,6 @@ class Membership:
     # --- agents, namespaces, grants ------------------------------------------------------------
     @operation(
         Op.ADMIN,
-        caller="by",
         operator=True,
         admin=True,
         http="POST /v1/agents",
@@ -50,10 +49,10 @@ class Membership:
         display_name: str | None = None,
         is_admin: bool = False,
         exist_ok: bool = True,
-        by: str | None = None,
+        agent: str | None = None,
     ) -> str:
         """Register an agent (idempotent unless ``exist_ok`` is False: then an existing id is
-        :class:`AlreadyExists`). Its API keys come from :meth:`create_key`. ``by``: the admin asking
+        :class:`AlreadyExists`). Its API keys come from :meth:`create_key`. ``agent``: the admin asking
         (None: the operator, on the database)."""
         async with self.engine.pool.acquire() as conn:
             return await identity.create_agent(
@@ -214,64 +213,60 @@ class Membership:
 
     @operation(
         Op.ADMIN,
-        caller="by",
         operator=True,
         admin=True,
         http="POST /v1/agents/{agent_id}/keys",
         client="create_key",
         cli=("agents create", "agents key"),
     )
-    async def create_key(self, agent_id: str, *, label: str | None = None, by: str | None = None) -> identity.NewKey:
+    async def create_key(self, agent_id: str, *, label: str | None = None, agent: str | None = None) -> identity.NewKey:
         """A new API key for ``agent_id`` (admin); its secret is shown once, only its hash is kept."""
         async with self.engine.pool.acquire() as conn:
             return await identity.create_key(conn, agent_id, label=label)
 
     @operation(
         Op.ADMIN,
-        caller="by",
         operator=True,
         admin=True,
         http="DELETE /v1/agents/{agent_id}/keys/{key_id}",
         client="revoke_key",
         cli="agents revoke",
     )
-    async def revoke_key(self, key_id: uuid.UUID | str, *, agent_id: str | None = None, by: str | None = None) -> bool:
+    async def revoke_key(
+        self, key_id: uuid.UUID | str, *, agent_id: str | None = None, agent: str | None = None
+    ) -> bool:
         """Revoke a key (of ``agent_id``, when given) (admin). True if it was live."""
         async with self.engine.pool.acquire() as conn:
             return await identity.revoke_key(conn, as_uuid(key_id, "key id"), agent_id=agent_id)
 
-    @operation(
-        Op.ADMIN, caller="by", operator=True, admin=True, http="GET /v1/agents", client="agents", cli="agents list"
-    )
-    async def agents(self, *, by: str | None = None) -> list[identity.AgentInfo]:
-        """Every agent (admin; ``by`` None: the operator on the database)."""
+    @operation(Op.ADMIN, operator=True, admin=True, http="GET /v1/agents", client="agents", cli="agents list")
+    async def agents(self, *, agent: str | None = None) -> list[identity.AgentInfo]:
+        """Every agent (admin; ``agent`` None: the operator on the database)."""
         async with self.engine.pool.acquire() as conn:
             return await identity.list_agents(conn)
 
     @operation(
         Op.ADMIN,
-        caller="by",
         operator=True,
         admin=True,
         http="GET /v1/agents/{agent_id}/keys",
         client="keys",
         cli="agents keys",
     )
-    async def keys(self, agent_id: str, *, by: str | None = None) -> list[identity.KeyInfo]:
+    async def keys(self, agent_id: str, *, agent: str | None = None) -> list[identity.KeyInfo]:
         """An agent's keys, without their secrets (admin)."""
         async with self.engine.pool.acquire() as conn:
             return await identity.list_keys(conn, agent_id)
 
     @operation(
         Op.ADMIN,
-        caller="by",
         operator=True,
         admin=True,
         http="POST /v1/agents/{agent_id}/disable",
         client="disable_agent",
         cli="agents disable",
     )
-    async def disable_agent(self, agent_id: str, *, by: str | None = None) -> bool:
+    async def disable_agent(self, agent_id: str, *, agent: str | None = None) -> bool:
         """Disable an agent: its keys stop working, its memories stay (admin). True if it changed."""
         async with self.engine.pool.acquire() as conn:
             changed = await identity.disable_agent(conn, agent_id)
@@ -281,51 +276,48 @@ class Membership:
     # --- roles, held actions, usage and caps ------------------------------------------------------
     @operation(
         Op.ADMIN,
-        caller="by",
         operator=True,
         admin=True,
         http="PUT /v1/agents/{agent}/role",
         client="set_role",
         cli="agents role",
     )
-    async def set_role(self, agent_id: str, role: str, *, by: str | None = None) -> str:
+    async def set_role(self, agent_id: str, role: str, *, agent: str | None = None) -> str:
         """Give ``agent_id`` a role (:mod:`cabrain.policy`)."""
         async with self.engine.pool.acquire() as conn:
             await identity.set_role(conn, agent_id, role)
         self.engine.governor.forget_profiles()
         return role
 
-    @operation(
-        Op.READ, caller="person", reads=Read.OWN, http="GET /v1/actions", client="pending_actions", cli="actions list"
-    )
-    async def pending_actions(self, person: str, *, status: str | None = "pending") -> list[dict[str, Any]]:
-        """Held actions ``person`` may see (its own, and those on namespaces it owns; all for an admin)."""
-        return await actions.listing(self.engine, person, status=status)
+    @operation(Op.READ, reads=Read.OWN, http="GET /v1/actions", client="pending_actions", cli="actions list")
+    async def pending_actions(self, agent: str, *, status: str | None = "pending") -> list[dict[str, Any]]:
+        """Held actions ``agent`` may see (its own, and those on namespaces it owns; all for an admin)."""
+        return await actions.listing(self.engine, agent, status=status)
 
     @operation(
         Op.DECIDE,
-        caller="person",
         http=("POST /v1/actions/{action_id}/approve", "POST /v1/actions/{action_id}/deny"),
         client="decide_action",
         cli=("actions approve", "actions deny"),
     )
-    async def decide_action(self, person: str, action_id: uuid.UUID | str, *, approve: bool) -> dict[str, Any]:
-        """A person (an admin, or a member that owns the action's namespace) approves (the held call
+    async def decide_action(self, agent: str, action_id: uuid.UUID | str, *, approve: bool) -> dict[str, Any]:
+        """A agent (an admin, or a member that owns the action's namespace) approves (the held call
         runs, as the agent that asked) or denies a pending action."""
-        return await actions.decide(self, actions.Person(person), as_uuid(action_id, "action id"), approve=approve)
+        return await actions.decide(self, actions.Person(agent), as_uuid(action_id, "action id"), approve=approve)
 
-    @operation(Op.READ, caller="caller", reads=Read.OWN, http="GET /v1/usage", client="usage", cli="usage")
+    @operation(Op.READ, reads=Read.OWN, http="GET /v1/usage", client="usage", cli="usage")
     async def usage(
         self,
-        caller: str,
+        agent: str,
         *,
         since: date | None = None,
         until: date | None = None,
-        agent: str | None = None,
+        agent_id: str | None = None,
         namespace: str | None = None,
     ) -> dict[str, Any]:
         """Usage rows by day, agent, namespace and kind, from ``since`` (a week before ``until``) to
-        ``until`` (today, UTC); an agent sees its own, an admin anyone's."""
+        ``until`` (today, UTC), of agent ``agent_id``; an agent sees its own, an admin anyone's (all
+        agents' when ``agent_id`` is None)."""
         until = until or utc_today(self.engine.clock)
         since = since or until - timedelta(days=6)
         if until < since:
@@ -333,44 +325,44 @@ class Membership:
         if (until - since).days > 366:
             raise InputError("at most 366 days at a time")
         async with self.engine.pool.acquire() as conn:
-            admin = await access.is_admin(conn, caller)
-        if agent is None and not admin:
-            agent = caller
-        if agent != caller and not admin:
-            raise AccessDenied(f"agent {caller!r} may only see its own usage", hint="use an admin key")
+            admin = await access.is_admin(conn, agent)
+        if agent_id is None and not admin:
+            agent_id = agent
+        if agent_id != agent and not admin:
+            raise AccessDenied(f"agent {agent!r} may only see its own usage", hint="use an admin key")
         try:  # what this process counted since its last flush, written first
             await self.engine.governor.flush()
         except Exception as exc:  # noqa: BLE001 - kept for the next flush; the report shows what is written
             log.warning("usage flush before a report failed", extra={"error": str(exc)})
         async with self.engine.pool.acquire() as conn:
-            rows = await usage_sql.report(conn, since, until, agent, namespace)
+            rows = await usage_sql.report(conn, since, until, agent_id, namespace)
         return {"since": since.isoformat(), "until": until.isoformat(), "rows": rows}
 
     @operation(
         Op.ADMIN,
-        caller="admin",
         operator=True,
         admin=True,
         http=("PUT /v1/agents/{agent}/caps/{op}", "DELETE /v1/agents/{agent}/caps/{op}"),
         client="set_cap",
         cli="usage cap",
     )
-    async def set_cap(self, admin: str | None, agent: str, op: str, per_day: int | None) -> list[dict[str, Any]]:
-        """Set (``per_day``) or clear (None) ``agent``'s daily cap on ``op`` (an operation, a model call
-        kind, or ``*``). Returns the agent's caps."""
+    async def set_cap(self, agent: str | None, agent_id: str, op: str, per_day: int | None) -> list[dict[str, Any]]:
+        """Set (``per_day``) or clear (None) the daily cap of agent ``agent_id`` on ``op`` (an
+        operation, a model call kind, or ``*``), as admin ``agent`` (None: the operator). Returns the
+        agent's caps."""
         kinds = cap_kinds()
         if op != "*" and op not in kinds:
             raise InputError(f"unknown kind {op!r} to cap", hint=f"one of *, {', '.join(sorted(kinds))}")
         async with self.engine.pool.acquire() as conn:
-            if not await conn.fetchval(namespace_sql.AGENT_EXISTS, agent):
-                raise NotFound(f"agent {agent!r} does not exist")
+            if not await conn.fetchval(namespace_sql.AGENT_EXISTS, agent_id):
+                raise NotFound(f"agent {agent_id!r} does not exist")
             if per_day is None:
-                await usage_sql.clear_cap(conn, agent, op)
+                await usage_sql.clear_cap(conn, agent_id, op)
             else:
                 if per_day < 0:
                     raise InputError("a cap is 0 or more")
-                await usage_sql.set_cap(conn, agent, op, per_day, admin or "operator")
-            found = await usage_sql.caps(conn, agent)
+                await usage_sql.set_cap(conn, agent_id, op, per_day, agent or "operator")
+            found = await usage_sql.caps(conn, agent_id)
         self.engine.governor.forget_profiles()
         return found
 

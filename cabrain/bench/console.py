@@ -17,10 +17,10 @@ from fastapi import FastAPI
 from cabrain.bench.corpus import AGENT, NAMESPACE, synthetic_queries
 from cabrain.brain import Brain
 from cabrain.eval import percentiles
+from cabrain.facades import Facades
 from cabrain.identity import Principal
 from cabrain.serve import console
 from cabrain.serve.console.session import COOKIE
-from cabrain.serve.facades import Facades
 from cabrain.store import bench as sql
 
 T = TypeVar("T")
@@ -30,7 +30,8 @@ class LocalReplica(Facades):
     """What the console's routes ask of their replica, answered by a Brain in this process."""
 
     def __init__(self, brain: Brain) -> None:
-        self.brain, self.settings = brain, brain.settings
+        super().__init__(brain.settings, {})  # the console's pages read no credentials
+        self.brain = brain
         self.models: dict[str, Any] = {}
 
     async def run(self, op: Callable[[Brain], Awaitable[T]]) -> T:

@@ -28,10 +28,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cabrain import actions, edge
+from cabrain.brain import Brain
 from cabrain.channels.inbound import ChannelSecrets, ChatMessage, RawRequest, adapter, require_signed_headers
 from cabrain.connectors.facade import Connectors
 from cabrain.connectors.trackers import FiledIssue, Link, Tracker, tracker
 from cabrain.egress import Egress
+from cabrain.engine import Engine
 from cabrain.errors import ConfigError, ConflictError, InputError, MethodNotAllowed, NotFound, Unauthenticated
 from cabrain.gate import Read, field, operation, system
 from cabrain.policy import Op
@@ -62,24 +64,27 @@ class Delivery:
 
 
 class Channels:
-    def __init__(self, brain: Any, environ: Mapping[str, str]) -> None:
-        self.brain = brain  # a cabrain.brain.Brain: messages are retained through it, as the channel's agent
-        self.engine = brain.engine
+    """Chat channels: their registration (admin), the platforms' signed requests, and the issues their
+    live agents file. Built as every facade is (:mod:`cabrain.facades`): on an engine, with the
+    environment its secrets are read from."""
+
+    def __init__(self, engine: Engine, environ: Mapping[str, str]) -> None:
+        self.engine = engine
+        self.brain = Brain(engine)  # messages are retained through it, as the channel's agent
         self.environ = environ
         self.egress = Egress.of(self.engine.settings, environ)  # the one way a secret is read
 
     # --- the channels themselves ------------------------------------------------------------------
     @operation(
         Op.ADMIN,
-        caller="admin",
         namespace=field("spec", "namespace"),
         admin=True,
         http="POST /v1/channels",
         client="add_channel",
         cli="channels add",
     )
-    async def add(self, admin: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-        """Register a chat channel (admin): where its platform posts, which namespace it retains into, and the secret its requests are signed with (kept redacted)."""
+    async def add(self, agent: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Register a chat channel (agent): where its platform posts, which namespace it retains into, and the secret its requests are signed with (kept redacted)."""
         name, kind = spec.get("name"), spec.get("kind")
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise InputError(f"channel name {name!r} is not valid", hint="lower-case letters, digits, . _ - (≤ 63)")
@@ -110,7 +115,7 @@ class Channels:
             "kind": kind,
             "namespace": spec.get("namespace"),
             "visibility": spec.get("visibility", "team"),
-            "agent_id": spec.get("agent") or admin,
+            "agent_id": spec.get("agent") or agent,
             "secret_env": spec["secret_env"],
             "verify_token_env": spec.get("verify_token_env"),
             "notifier": spec.get("notifier"),
@@ -146,33 +151,32 @@ class Channels:
                 found = await connector_sql.by_name(conn, channel["tracker"])
                 if found is None or found.kind not in TRACKER_KINDS:
                     raise InputError(f"tracker {channel['tracker']!r} is not a gitlab or vikunja connector")
-            if not await sql.insert(conn, channel, admin, self.engine.clock()):
+            if not await sql.insert(conn, channel, agent, self.engine.clock()):
                 raise ConflictError(f"a channel named {name!r} exists", hint="remove it first, or pick another name")
             found_channel = await sql.one(conn, name)
         assert found_channel is not None
         return found_channel
 
-    @operation(Op.ADMIN, caller="admin", admin=True, http="GET /v1/channels", client="channels", cli="channels list")
-    async def listing(self, admin: str) -> list[dict[str, Any]]:
-        """Every chat channel, without its secrets (admin)."""
+    @operation(Op.ADMIN, admin=True, http="GET /v1/channels", client="channels", cli="channels list")
+    async def listing(self, agent: str) -> list[dict[str, Any]]:
+        """Every chat channel, without its secrets (agent)."""
         async with self.engine.pool.acquire() as conn:
             return await sql.every(conn)
 
     @operation(
         Op.ADMIN,
-        caller="admin",
         admin=True,
         http="DELETE /v1/channels/{name}",
         client="remove_channel",
         cli="channels remove",
     )
-    async def remove(self, admin: str, name: str) -> bool:
-        """Remove a chat channel (admin); what it retained stays. True if there was one."""
+    async def remove(self, agent: str, name: str) -> bool:
+        """Remove a chat channel (agent); what it retained stays. True if there was one."""
         async with self.engine.pool.acquire() as conn:
             return await sql.remove(conn, name, self.engine.clock())
 
-    @operation(Op.ADMIN, caller="admin", admin=True, http="GET /v1/issues")
-    async def issues(self, admin: str, channel: str | None, limit: int = 100) -> list[dict[str, Any]]:
+    @operation(Op.ADMIN, admin=True, http="GET /v1/issues")
+    async def issues(self, agent: str, channel: str | None, limit: int = 100) -> list[dict[str, Any]]:
         """The issues live agents filed (from ``channel``), newest first."""
         async with self.engine.pool.acquire() as conn:
             return await sql.issues(conn, channel, limit)

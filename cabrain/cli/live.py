@@ -195,7 +195,7 @@ def cmd_decide(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_usage(settings: Settings, args: argparse.Namespace) -> int:
     found = _call(
         settings,
-        lambda client: client.usage(since=args.since, until=args.until, agent=args.agent, namespace=args.namespace),
+        lambda client: client.usage(since=args.since, until=args.until, agent_id=args.agent, namespace=args.namespace),
     )
     lines = [f"{'day':<10} {'agent':<20} {'namespace':<20} {'kind':<12} {'calls':>8} {'units':>10} {'cost $':>9}"]
     lines += [

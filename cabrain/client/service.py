@@ -35,16 +35,16 @@ class ServiceCalls(Transport):
         *,
         since: date | str | None = None,
         until: date | str | None = None,
-        agent: str | None = None,
+        agent_id: str | None = None,
         namespace: str | None = None,
     ) -> dict[str, Any]:
-        """Usage by day, agent, namespace and kind (yours; an admin's: everyone's)."""
-        given = (("since", since), ("until", until), ("agent", agent), ("namespace", namespace))
+        """Usage by day, agent, namespace and kind (yours; an admin's: everyone's, or ``agent_id``'s)."""
+        given = (("since", since), ("until", until), ("agent", agent_id), ("namespace", namespace))
         return await self.request("GET", "/v1/usage", params={k: str(v) for k, v in given if v})
 
-    async def set_cap(self, agent: str, op: str, per_day: int | None) -> list[dict[str, Any]]:
-        """Cap ``agent``'s calls of kind ``op`` per day, or (None) remove the cap (admin); its caps."""
-        path = f"/v1/agents/{agent}/caps/{op}"
+    async def set_cap(self, agent_id: str, op: str, per_day: int | None) -> list[dict[str, Any]]:
+        """Cap agent ``agent_id``'s calls of kind ``op`` per day, or (None) remove the cap (admin); its caps."""
+        path = f"/v1/agents/{agent_id}/caps/{op}"
         if per_day is None:
             return (await self.request("DELETE", path))["caps"]
         return (await self.request("PUT", path, json={"per_day": per_day}))["caps"]

@@ -61,11 +61,11 @@ class Notify:
         self.engine = engine
 
     # --- notifiers --------------------------------------------------------------------------------
-    @operation(Op.ADMIN, caller="admin", admin=True, http="POST /v1/notifiers", client="add_notifier", cli="notify add")
+    @operation(Op.ADMIN, admin=True, http="POST /v1/notifiers", client="add_notifier", cli="notify add")
     async def add_notifier(
-        self, admin: str, name: str, kind: str, config: Mapping[str, Any], secret_env: str | None
+        self, agent: str, name: str, kind: str, config: Mapping[str, Any], secret_env: str | None
     ) -> dict[str, Any]:
-        """Register a notifier (admin): a platform pushes are sent to, its secret kept as a reference."""
+        """Register a notifier (agent): a platform pushes are sent to, its secret kept as a reference."""
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise InputError(f"notifier name {name!r} is not valid", hint="lower-case letters, digits, . _ - (≤ 63)")
         if kind not in NOTIFIER_KINDS:
@@ -95,7 +95,7 @@ class Notify:
             )
         async with self.engine.pool.acquire() as conn:
             made = await conn.fetchval(
-                sql.INSERT_NOTIFIER, name, kind, json.dumps(dict(config)), secret_env, admin, self.engine.clock()
+                sql.INSERT_NOTIFIER, name, kind, json.dumps(dict(config)), secret_env, agent, self.engine.clock()
             )
             if made is None:
                 raise ConflictError(f"a notifier named {name!r} exists", hint="remove it first, or pick another name")
@@ -109,14 +109,13 @@ class Notify:
 
     @operation(
         Op.ADMIN,
-        caller="admin",
         admin=True,
         http="DELETE /v1/notifiers/{name}",
         client="remove_notifier",
         cli="notify remove",
     )
-    async def remove_notifier(self, admin: str, name: str) -> bool:
-        """Remove a notifier (admin). True if there was one."""
+    async def remove_notifier(self, agent: str, name: str) -> bool:
+        """Remove a notifier (agent). True if there was one."""
         async with self.engine.pool.acquire() as conn:
             return await conn.fetchval(sql.REMOVE_NOTIFIER, name, self.engine.clock()) is not None
 

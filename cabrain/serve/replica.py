@@ -1,6 +1,8 @@
 """What one ingress replica holds: its :class:`cabrain.brain.Brain` (a connection pool to the shared
 hot tier, the L1 cache) whose embedder and reranker are handles to the model deployments, the API
-keys it checked lately, and the worker of the capture inbox. Routes reach it through
+keys it checked lately, the tasks it runs in the background (connector syncs, the live agent's
+answers) and its background loops (:mod:`cabrain.serve.loops`). Its facades come from the one
+composition root, :class:`cabrain.facades.Facades`. Routes reach it through
 :mod:`cabrain.serve.deps`; :class:`cabrain.serve.ingress.Ingress` makes it a Serve deployment.
 """
 
@@ -16,17 +18,14 @@ from typing import Any, TypeVar
 
 from cabrain import __version__, identity
 from cabrain.brain import Brain
-from cabrain.channels.facade import Channels
 from cabrain.channels.live import LiveAgent
-from cabrain.connectors.facade import Connectors
 from cabrain.errors import DatabaseUnreachable, ServiceError
+from cabrain.facades import Facades
 from cabrain.fixes import Fix
 from cabrain.identity import Principal
 from cabrain.limits import AgentSlots
-from cabrain.notify.outbox import Outbox
-from cabrain.notify.patterns import find_patterns
 from cabrain.providers.embedders import load_embedder
-from cabrain.serve.facades import Facades
+from cabrain.serve import loops
 from cabrain.serve.metrics import IngressMetrics
 from cabrain.serve.models import LocalQueries, RemoteEmbedder, RemoteReranker, call_with_retry
 from cabrain.serve.responses import ReadyOut
@@ -38,8 +37,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 WAITING_FOR_DATABASE: tuple[type[BaseException], ...] = (DatabaseUnreachable, *CONNECTION_LOST)
-INBOX_QUIET_S = 0.3  # the capture inbox is worked once requests pause this long...
-INBOX_MAX_DELAY_S = 5.0  # ...or once its oldest work has waited this long
 
 
 class Replica(Facades):
@@ -67,17 +64,15 @@ class Replica(Facades):
             ),
             setting="CABRAIN_MAX_STREAMS_PER_AGENT",
         )
-        self.inbox_ready = asyncio.Event()
-        self._started = asyncio.create_task(self._start())
-        self._inbox_worker = asyncio.create_task(self._work_inbox())
-        # the credentials connectors name by variable, read here at the entry point (never stored)
-        self.environ = dict(os.environ)
-        self._syncs: dict[uuid.UUID, asyncio.Task[Any]] = {}
+        # the facades, built one way (cabrain.facades); the credentials connectors, channels and
+        # notifiers name by variable are read here, at the entry point (never stored)
+        super().__init__(self.settings, dict(os.environ))
         self.ops = ServiceOps(self.settings, self.get_brain)
-        self._scheduler = asyncio.create_task(self._sync_due())
-        self._outbox: Outbox | None = None
+        self.inbox_ready = asyncio.Event()
+        self._syncs: dict[uuid.UUID, asyncio.Task[Any]] = {}
         self._live_tasks: set[asyncio.Task[Any]] = set()
-        self._pusher = asyncio.create_task(self._push())
+        self._started = asyncio.create_task(self._start())
+        self._loops = [asyncio.create_task(loop(self)) for loop in (loops.work_inbox, loops.sync_due, loops.push)]
 
     # --- start-up: wait for the models, then open the hot tier ---------------------------------
     async def _start(self) -> None:
@@ -118,38 +113,7 @@ class Replica(Facades):
             log.error("ingress cannot start", extra={"error": str(exc)})
             raise
 
-    async def _quiet_moment(self) -> None:
-        """Background retains wait for a pause in this replica's requests (a burst of hook events
-        gathers into fewer, larger embedding batches, and the recalls those events wait on do not
-        share the CPU with them), but never longer than INBOX_MAX_DELAY_S."""
-        first = time.monotonic()
-        await asyncio.sleep(INBOX_QUIET_S)
-        while time.monotonic() - first < INBOX_MAX_DELAY_S and (
-            self.metrics.in_flight_now or time.monotonic() - self.metrics.last_request_at < INBOX_QUIET_S
-        ):
-            await asyncio.sleep(0.05)
-
-    async def _work_inbox(self, poll_s: float = 2.0) -> None:
-        """Retain captured memories handed over through /v1/capture (any replica's)."""
-        while True:
-            try:
-                await asyncio.wait_for(self.inbox_ready.wait(), poll_s)
-                await self._quiet_moment()
-            except TimeoutError:
-                pass
-            self.inbox_ready.clear()
-            if self.brain is None:
-                continue
-            try:
-                while await self.run(lambda b: b.drain_captures()):
-                    pass
-            except Exception as exc:  # noqa: BLE001 - the worker must outlive a bad moment
-                log.warning("capture inbox", extra={"error": str(exc)})
-
     # --- connectors: syncs run in the background of the replica that was asked -----------------
-    def connectors(self, brain: Brain) -> Connectors:
-        return Connectors(brain.engine, environ=self.environ, local_roots=self.settings.connector_roots)
-
     def spawn_sync(self, sync: Awaitable[Any], run_id: uuid.UUID) -> None:
         """Run a sync the gate let through in the background of this replica; its run
         (``connector_runs``) tells how it goes."""
@@ -164,34 +128,7 @@ class Replica(Facades):
 
         self._syncs[run_id] = asyncio.create_task(run())
 
-    async def _sync_due(self, poll_s: float = 30.0) -> None:
-        """Sync the connectors whose schedule is due (each replica looks; a connector's lock lets
-        one of them sync it)."""
-        while True:
-            await asyncio.sleep(poll_s)
-            if self.brain is None:
-                continue
-            hub = self.connectors(self.brain)
-            try:
-                due = await hub.due()
-            except Exception as exc:  # noqa: BLE001 - the scheduler must outlive a bad moment
-                log.info("scheduled connector syncs", extra={"error": str(exc)})
-                continue
-            for connector in due:
-                try:  # a failure is recorded on the connector and its run; the others still sync
-                    await hub.sync(connector.agent_id, connector.name)
-                except Exception as exc:  # noqa: BLE001
-                    log.info("scheduled connector sync", extra={"connector": connector.name, "error": str(exc)})
-
     # --- channels, pushes and the live agent (issue 22) ----------------------------------------------
-    def channels(self, brain: Brain) -> Channels:
-        return Channels(brain, self.environ)
-
-    def outbox(self, brain: Brain) -> Outbox:
-        if self._outbox is None or self._outbox.engine is not brain.engine:
-            self._outbox = Outbox(brain.engine, self.environ)
-        return self._outbox
-
     def hand_to_live_agent(self, brain: Brain, channel: str, stored: list[tuple[Any, list[uuid.UUID]]]) -> None:
         """Let the live agent answer a channel's new messages, in order, in the background."""
 
@@ -208,27 +145,6 @@ class Replica(Facades):
         task = asyncio.create_task(answer())
         self._live_tasks.add(task)
         task.add_done_callback(self._live_tasks.discard)
-
-    async def _push(self) -> None:
-        """Fan out new events, send due pushes, and ask trackers about the live agents' issues (every
-        replica does; rows are claimed, so each is worked once)."""
-        watched = 0.0
-        while True:
-            await asyncio.sleep(self.settings.notify_poll_s)
-            if self.brain is None:
-                continue
-            try:
-                outbox = self.outbox(self.brain)
-                await find_patterns(self.brain.engine)
-                while await outbox.fan_out():
-                    pass
-                while await outbox.deliver():
-                    pass
-                if time.monotonic() - watched >= min(self.settings.live_watch_s, 30.0):
-                    watched = time.monotonic()
-                    await LiveAgent(self.channels(self.brain)).watch()
-            except Exception as exc:  # noqa: BLE001 - the loop must outlive a bad moment
-                log.warning("pushes", extra={"error": str(exc)})
 
     async def get_brain(self, wait_s: float = 30.0) -> Brain:
         if self.brain is not None:
@@ -292,9 +208,8 @@ class Replica(Facades):
         return out
 
     async def __del__(self) -> None:
-        self._inbox_worker.cancel()
-        self._scheduler.cancel()
-        self._pusher.cancel()
+        for loop in self._loops:
+            loop.cancel()
         for task in list(self._syncs.values()):
             task.cancel()
         if self.brain is not None:

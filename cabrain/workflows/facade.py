@@ -67,9 +67,9 @@ class Workflows:
         await self.close()
 
     # --- the model registry ---------------------------------------------------------------------
-    @operation(Op.READ, caller="by", operator=True, http="GET /v1/workflows/agents", cli="workflows agents list")
+    @operation(Op.READ, operator=True, http="GET /v1/workflows/agents", cli="workflows agents list")
     async def list_models(
-        self, *, layer: str | None = None, active_only: bool = False, by: str | None = None
+        self, *, layer: str | None = None, active_only: bool = False, agent: str | None = None
     ) -> list[ModelAgent]:
         """The registered models (any agent may read them)."""
         if layer is not None and layer not in registry.LAYERS:
@@ -77,15 +77,13 @@ class Workflows:
         async with self.engine.pool.acquire() as conn:
             return await registry.listed(conn, layer=layer, active_only=active_only)
 
-    @operation(Op.READ, caller="by", operator=True)
-    async def get_model(self, name: str, *, by: str | None = None) -> ModelAgent:
+    @operation(Op.READ, operator=True)
+    async def get_model(self, name: str, *, agent: str | None = None) -> ModelAgent:
         async with self.engine.pool.acquire() as conn:
             return await registry.get(conn, name)
 
-    @operation(
-        Op.ADMIN, caller="by", operator=True, admin=True, http="POST /v1/workflows/agents", cli="workflows agents add"
-    )
-    async def add_model(self, fields: Mapping[str, Any], *, by: str | None = None) -> ModelAgent:
+    @operation(Op.ADMIN, operator=True, admin=True, http="POST /v1/workflows/agents", cli="workflows agents add")
+    async def add_model(self, fields: Mapping[str, Any], *, agent: str | None = None) -> ModelAgent:
         """Register a model (``name``, ``layer``, ``provider``, ``model``, ``endpoint``, and optionally
         ``api_key_env``, ``capabilities``, ``cost_in_per_1k``, ``cost_out_per_1k``, ``active``). Its
         endpoint passes the egress policy and its ``api_key_env`` is a name the operator allows."""
@@ -95,13 +93,12 @@ class Workflows:
 
     @operation(
         Op.ADMIN,
-        caller="by",
         operator=True,
         admin=True,
         http="PATCH /v1/workflows/agents/{name}",
         cli="workflows agents set",
     )
-    async def update_model(self, name: str, fields: Mapping[str, Any], *, by: str | None = None) -> ModelAgent:
+    async def update_model(self, name: str, fields: Mapping[str, Any], *, agent: str | None = None) -> ModelAgent:
         """Change a model's editable fields, or deactivate it (``active``: False); entries are
         never deleted."""
         self._egress_checked(fields)
@@ -207,7 +204,7 @@ class Workflows:
                 else {name: await queue.counts(conn, name) for name in readable}
             )
         return {
-            "models": await self.list_models(by=agent),
+            "models": await self.list_models(agent=agent),
             "clusters": await self.clusters(agent, limit=200),
             "queue": {name: counts for name, counts in counted.items() if any(counts.values())},
             "report": await self.report(agent, days=days),

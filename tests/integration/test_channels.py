@@ -61,7 +61,7 @@ def hook_request(messages: list[dict[str, Any]], delivery: str) -> RawRequest:
 
 @pytest.fixture
 async def channels(brain) -> Channels:
-    hub = Channels(brain, ENV)
+    hub = Channels(brain.engine, ENV)
     await hub.add(
         "root", {"name": "talk", "kind": "talk", "namespace": "proj", "agent": "alice", "secret_env": "TALK_SECRET"}
     )
@@ -163,6 +163,6 @@ async def test_only_an_admin_adds_a_channel_and_its_live_agent_must_be_of_role_l
         await channels.add("root", {**spec, "agent": "helper"})
     with pytest.raises(InputError, match="CaBrain setting"):
         await channels.add("root", {**spec, "agent": "alice", "secret_env": "CABRAIN_DATABASE_URL"})
-    unset = Channels(brain, {})  # a channel whose secret is not set refuses as an unknown one does (logged)
+    unset = Channels(brain.engine, {})  # a channel whose secret is not set refuses as an unknown one does (logged)
     with pytest.raises(Unauthenticated, match="no channel of that name"):
         await unset.receive("talk", talk_request("hello", 1))

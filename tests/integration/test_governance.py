@@ -94,7 +94,7 @@ async def test_usage_is_counted_per_agent_namespace_and_kind_and_a_cap_answers_4
     assert counted[("proj", "embed")][0] >= 1  # the query embedding, metered to scout (cache hits aside)
     assert {r["agent_id"] for r in rows} == {"scout"}
     with pytest.raises(AccessDenied, match="its own usage"):
-        await brain.usage("scout", since=today, until=today, agent="alice")
+        await brain.usage("scout", since=today, until=today, agent_id="alice")
     everyone = (await brain.usage("root", since=today - timedelta(days=1), until=today))["rows"]
     assert {"alice", "scout"} <= {r["agent_id"] for r in everyone}
 

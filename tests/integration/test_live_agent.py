@@ -70,7 +70,7 @@ async def live(open_brain, chat_url: str, stands: tuple[Running, Running]) -> An
     config = {"url": gitlab.url, "project": "team/app", "token_env": "GITLAB_TOKEN"}
     await Connectors(brain.engine, environ=ENV).add("root", "app-issues", "gitlab", "proj", config)
     await Notify(brain.engine).add_notifier("root", "hooks", "webhook", {"url": f"{hook.url}/replies"}, "HOOK_SECRET")
-    hub = Channels(brain, ENV)
+    hub = Channels(brain.engine, ENV)
     base = {"kind": "webhook", "namespace": "proj", "agent": "alice", "secret_env": "HOOK_SECRET", "notifier": "hooks",
             "live_agent": "scout", "tracker": "app-issues"}  # fmt: skip
     await hub.add("root", {**base, "name": "room"})

@@ -234,9 +234,9 @@ async def test_the_facade_checks_who_may_do_what(open_brain, models):
     assert (await wf.queued("alice", item["id"]))["priority"] == 2
     # The registry is read by anyone and changed by the operator or an admin.
     with pytest.raises(AccessDenied, match="'alice' is not an admin"):
-        await wf.update_model("qwen", {"active": False}, by="alice")
+        await wf.update_model("qwen", {"active": False}, agent="alice")
     await brain.create_agent("root", is_admin=True)
-    assert not (await wf.update_model("qwen", {"active": False}, by="root")).active
+    assert not (await wf.update_model("qwen", {"active": False}, agent="root")).active
     assert [m.name for m in await wf.list_models(active_only=True)] == ["claude", "judge"]
     # The report covers what an agent may read; an admin's and the operator's cover everything.
     assert (await wf.report("bob"))["namespaces"] == []

@@ -140,7 +140,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("trust", frozenset({"actions", "gate", "membership"})),
     ("offline", frozenset({"sleep", "workflows"})),
     ("brain", frozenset({"brain", "judging"})),
-    ("faces", frozenset("client faces connectors importers channels notify portable".split())),
+    ("faces", frozenset("client faces facades connectors importers channels notify portable".split())),
     ("serve", frozenset({"serve"})),
     (
         "commands",

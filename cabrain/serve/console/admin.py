@@ -27,7 +27,7 @@ ANSWERED = {"accept": "accepted", "decline": "declined"}
 
 @routes.get("/agents")
 async def agents(request: Request, svc: Svc, session: Current) -> Response:
-    found = await svc.run(lambda b: b.agents(by=session.agent))
+    found = await svc.run(lambda b: b.agents(agent=session.agent))
     return page(request, "agents.html", title="Agents", agents=found, new_key=None)
 
 
@@ -40,21 +40,21 @@ async def create_agent(request: Request, svc: Svc, session: Current) -> Response
         raise InputError("give the new agent an id")
 
     async def op(b: Brain) -> NewKey:
-        await b.create_agent(agent_id, display_name=display, is_admin=is_admin, exist_ok=False, by=session.agent)
-        return await b.create_key(agent_id, label=text(form, "key_label") or "console", by=session.agent)
+        await b.create_agent(agent_id, display_name=display, is_admin=is_admin, exist_ok=False, agent=session.agent)
+        return await b.create_key(agent_id, label=text(form, "key_label") or "console", agent=session.agent)
 
     new_key = await svc.run(op)
-    found = await svc.run(lambda b: b.agents(by=session.agent))
+    found = await svc.run(lambda b: b.agents(agent=session.agent))
     return page(request, "agents.html", title="Agents", agents=found, new_key=new_key, status=201)
 
 
 async def _agent_page(
     request: Request, svc: Svc, session: Session, agent_id: str, *, new_key: NewKey | None = None, status: int = 200
 ) -> Response:
-    known = [a for a in await svc.run(lambda b: b.agents(by=session.agent)) if a.id == agent_id]
+    known = [a for a in await svc.run(lambda b: b.agents(agent=session.agent)) if a.id == agent_id]
     if not known:
         raise NotFound(f"agent {agent_id!r} does not exist")
-    keys = await svc.run(lambda b: b.keys(agent_id, by=session.agent))
+    keys = await svc.run(lambda b: b.keys(agent_id, agent=session.agent))
     done = "" if new_key else filters.field(request.query_params, "done")
     return page(
         request,
@@ -76,7 +76,9 @@ async def agent(request: Request, agent_id: str, svc: Svc, session: Current) -> 
 @routes.post("/agents/{agent_id}/keys")
 async def create_key(request: Request, agent_id: str, svc: Svc, session: Current) -> Response:
     form = await change_form(request, session)
-    new_key = await svc.run(lambda b: b.create_key(agent_id, label=text(form, "label") or "console", by=session.agent))
+    new_key = await svc.run(
+        lambda b: b.create_key(agent_id, label=text(form, "label") or "console", agent=session.agent)
+    )
     return await _agent_page(request, svc, session, agent_id, new_key=new_key, status=201)
 
 
@@ -85,7 +87,7 @@ async def revoke_key(request: Request, agent_id: str, key_id: str, svc: Svc, ses
     form = await change_form(request, session)
     if text(form, "confirm") != "yes":
         raise InputError("tick the confirmation to revoke this key", hint="whoever uses it is refused from then on")
-    if not await svc.run(lambda b: b.revoke_key(key_id, agent_id=agent_id, by=session.agent)):
+    if not await svc.run(lambda b: b.revoke_key(key_id, agent_id=agent_id, agent=session.agent)):
         raise NotFound(f"agent {agent_id!r} has no active key {key_id}")
     svc.forget_keys()
     return see_other(f"{sessions.PATH}/agents/{urllib.parse.quote(agent_id)}?done=revoked")
@@ -98,7 +100,7 @@ async def disable_agent(request: Request, agent_id: str, svc: Svc, session: Curr
         raise InputError(
             "tick the confirmation to disable this agent", hint="its keys stop working; nothing is deleted"
         )
-    await svc.run(lambda b: b.disable_agent(agent_id, by=session.agent))
+    await svc.run(lambda b: b.disable_agent(agent_id, agent=session.agent))
     svc.forget_keys()
     return see_other(f"{sessions.PATH}/agents/{urllib.parse.quote(agent_id)}?done=disabled")
 

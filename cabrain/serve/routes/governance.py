@@ -27,7 +27,7 @@ class CapIn(Body):
 
 @routes.put("/v1/agents/{agent}/role", summary="Give an agent a role (admin)")
 async def set_role(agent: str, body: RoleIn, svc: Svc, p: Caller) -> dict[str, Any]:
-    role = await svc.run(lambda b: b.set_role(agent, body.role, by=p.agent_id))
+    role = await svc.run(lambda b: b.set_role(agent, body.role, agent=p.agent_id))
     svc.forget_keys()
     return {"agent": agent, "role": role}
 
@@ -57,7 +57,7 @@ async def usage(
     agent: str | None = None,
     namespace: str | None = None,
 ) -> dict[str, Any]:
-    return await svc.run(lambda b: b.usage(p.agent_id, since=since, until=until, agent=agent, namespace=namespace))
+    return await svc.run(lambda b: b.usage(p.agent_id, since=since, until=until, agent_id=agent, namespace=namespace))
 
 
 @routes.put("/v1/agents/{agent}/caps/{op}", summary="Cap an agent's calls of a kind per day (admin)")

@@ -65,19 +65,19 @@ class QueuedTaskIn(TaskIn):
 
 @routes.get("/v1/workflows/agents", summary="The registered models")
 async def list_model_agents(svc: Svc, p: Caller) -> dict[str, Any]:
-    agents = await svc.run(lambda b: svc.workflows(b).list_models(by=p.agent_id))
+    agents = await svc.run(lambda b: svc.workflows(b).list_models(agent=p.agent_id))
     return {"agents": [a.to_json() for a in agents]}
 
 
 @routes.post("/v1/workflows/agents", status_code=201, summary="Register a model (admin)")
 async def add_model_agent(body: ModelAgentIn, svc: Svc, p: Caller) -> dict[str, Any]:
-    return (await svc.run(lambda b: svc.workflows(b).add_model(body.model_dump(), by=p.agent_id))).to_json()
+    return (await svc.run(lambda b: svc.workflows(b).add_model(body.model_dump(), agent=p.agent_id))).to_json()
 
 
 @routes.patch("/v1/workflows/agents/{name}", summary="Change or deactivate a model (admin)")
 async def update_model_agent(name: str, body: ModelAgentPatch, svc: Svc, p: Caller) -> dict[str, Any]:
     fields = body.model_dump(exclude_unset=True)
-    return (await svc.run(lambda b: svc.workflows(b).update_model(name, fields, by=p.agent_id))).to_json()
+    return (await svc.run(lambda b: svc.workflows(b).update_model(name, fields, agent=p.agent_id))).to_json()
 
 
 @routes.post(
