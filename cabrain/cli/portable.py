@@ -40,9 +40,8 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     if settings.api_url:
         if not args.namespace:
             raise UsageError("name the namespaces to export (--namespace, repeatable)")
-        params: dict[str, Any] = {"namespace": args.namespace, "with_embeddings": args.with_embeddings}
         with remote(settings) as client, out.open("w", encoding="utf-8") as f:
-            client.download("/v1/export", f, params=params)
+            client.export(args.namespace, f, with_embeddings=args.with_embeddings)
         say(f"exported to {out}")
         return EXIT_OK
     from cabrain.engine import Engine  # lazy: start-up time (common.py)
@@ -73,11 +72,10 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     if settings.api_url:
         if path.is_dir():
             raise UsageError("a folder is imported on the server's own command line; over the API send one file")
-        params = {"format": args.format, "visibility": args.visibility, "decide": not args.no_decide}
-        if args.namespace:
-            params["namespace"] = args.namespace
         with remote(settings) as client:
-            report = client.request("POST", "/v1/import", params=params, content=path.read_bytes())
+            report = client.import_file(
+                args.format, path, args.namespace, visibility=args.visibility, decide=not args.no_decide
+            )
     else:
         from cabrain.engine import Engine  # lazy: start-up time (common.py)
         from cabrain.portable.facade import Portable

@@ -368,6 +368,8 @@ class Client:
     unsubscribe = _sync(AsyncClient.unsubscribe)
     outbox = _sync(AsyncClient.outbox)
     release = _sync(AsyncClient.release)
+    export = _sync(AsyncClient.export)
+    import_file = _sync(AsyncClient.import_file)
     add_connector = _sync(AsyncClient.add_connector)
     connectors = _sync(AsyncClient.connectors)
     connector = _sync(AsyncClient.connector)

@@ -5,8 +5,10 @@ caps), chat channels and issues, pushes, connectors. Each is declared by the ope
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import date
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from cabrain.client.base import Transport
 
@@ -143,6 +145,27 @@ class ServiceCalls(Transport):
     async def release(self, outbox_id: uuid.UUID | str) -> bool:
         """Send a suppressed or failed push after all; True if it goes out now."""
         return (await self.request("POST", f"/v1/outbox/{outbox_id}/release"))["released"]
+
+    # export and import
+    async def export(self, namespaces: Sequence[str], out: IO[str], *, with_embeddings: bool = False) -> None:
+        """Stream the namespaces (you own) as CaBrain's portable JSON Lines export into ``out``."""
+        params = {"namespace": list(namespaces), "with_embeddings": with_embeddings}
+        await self.download("/v1/export", out, params=params)
+
+    async def import_file(
+        self,
+        fmt: str,
+        path: Path,
+        namespace: str | None = None,
+        *,
+        visibility: str = "team",
+        decide: bool = True,
+    ) -> dict[str, Any]:
+        """Import one file: a CaBrain export (admin), or mem0, claude-mem, letta or markdown; the report."""
+        params: dict[str, Any] = {"format": fmt, "visibility": visibility, "decide": decide}
+        if namespace:
+            params["namespace"] = namespace
+        return await self.request("POST", "/v1/import", params=params, content=path.read_bytes())
 
     # connectors
     async def add_connector(

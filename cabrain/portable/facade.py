@@ -42,7 +42,7 @@ class Portable:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    @operation(Op.EXPORT, operator=True, reads=Read.MEMORIES, http="GET /v1/export", cli="export")
+    @operation(Op.EXPORT, operator=True, reads=Read.MEMORIES, http="GET /v1/export", client="export", cli="export")
     async def export(
         self,
         agent: str | None,
@@ -79,7 +79,9 @@ class Portable:
     ) -> RestoreReport:
         return await restore(self.engine, lines, agent=agent, where=where, progress=progress)
 
-    @operation(Op.RETAIN, namespace="namespace", operator=True, http="POST /v1/import", cli="import")
+    @operation(
+        Op.RETAIN, namespace="namespace", operator=True, http="POST /v1/import", client="import_file", cli="import"
+    )
     async def import_file(
         self,
         agent: str | None,

@@ -198,6 +198,8 @@ def _paths(fn: ast.AST, helpers: dict[str, Any]) -> set[tuple[str, str]]:
     methods, paths = set(), set()
     nodes = [fn, *(helpers[n] for n in _calls(fn, helpers) if n in helpers)]
     for node in (n for root in nodes for n in ast.walk(root)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "download":
+            methods.add("GET")  # a streamed GET (Transport.download)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             if node.value in ("GET", "POST", "PUT", "PATCH", "DELETE"):
                 methods.add(node.value)
@@ -356,3 +358,5 @@ def test_a_command_that_calls_the_service_calls_only_operations_that_declare_it(
         if command not in owner[name].faces.cli
     )
     assert undeclared == []
+    raw = sorted(c for c in COMMANDS if _client_calls(c) & {"request", "download"})
+    assert raw == [], "these commands call a raw path: give the client a method for the operation"
