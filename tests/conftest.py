@@ -375,6 +375,18 @@ RAY_WORKER_ENV = {
 }
 
 
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` set in this process's environment for the block, then put back as they were."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+
+
 @pytest.fixture(scope="session")
 @brings("ray")
 def ray_cluster(scratch: Path) -> Iterator[Settings]:
@@ -398,18 +410,23 @@ def ray_cluster(scratch: Path) -> Iterator[Settings]:
     saved = {name: os.environ.get(name) for name in RAY_WORKER_ENV}
     os.environ.update(RAY_WORKER_ENV)
     ray_runtime.apply_ray_environment(ray_runtime.ray_environment(settings, local=True))
+    # the head writes Ray's address file ("ray_current_cluster") under RAY_TMPDIR, and removes it at
+    # shutdown: in the session's scratch folder, never the shared /tmp/ray
+    address_dir = {"RAY_TMPDIR": str(scratch / "ray-tmp")}
+    (scratch / "ray-tmp" / "ray").mkdir(parents=True, exist_ok=True)
     try:
-        cluster = Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": settings.ray_num_cpus,
-                "object_store_memory": settings.ray_object_store_bytes,
-                "node_ip_address": "127.0.0.1",
-                "temp_dir": str(ray_runtime.ray_temp_dir(settings)),
-                "include_dashboard": False,
-                "dashboard_agent_listen_port": None,  # a free one
-            },
-        )
+        with environment(address_dir):
+            cluster = Cluster(
+                initialize_head=True,
+                head_node_args={
+                    "num_cpus": settings.ray_num_cpus,
+                    "object_store_memory": settings.ray_object_store_bytes,
+                    "node_ip_address": "127.0.0.1",
+                    "temp_dir": str(ray_runtime.ray_temp_dir(settings)),
+                    "include_dashboard": False,
+                    "dashboard_agent_listen_port": None,  # a free one
+                },
+            )
         ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
     finally:
         for name, value in saved.items():
@@ -418,7 +435,8 @@ def ray_cluster(scratch: Path) -> Iterator[Settings]:
     assert ray.util.get_node_ip_address() == "127.0.0.1"
     yield settings
     ray.shutdown()
-    cluster.shutdown()
+    with environment(address_dir):
+        cluster.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -105,6 +105,9 @@ def _cluster(settings: Settings, nodes: int, cpus: int):
 
     store = 100 * 1024 * 1024
     temp = str(ray_temp_dir(settings))  # private to us, never the shared /tmp/ray
+    # where the head writes Ray's address file (and removes it at shutdown): ours too
+    os.environ["RAY_TMPDIR"] = temp
+    os.makedirs(os.path.join(temp, "ray"), mode=0o700, exist_ok=True)
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": cpus, "object_store_memory": store, "temp_dir": temp}
     )

@@ -349,26 +349,27 @@ def test_cli_remote_mode_and_python_client(service: Service) -> None:
     from cabrain.types import Decision, MemoryInput, RecallQuery
     from tests.conftest import cli_env, run_cli
 
-    with service.api("alice") as client:
-        result = client.retain(MemoryInput("The on-call rotation changes every Monday at 09:00.", "proj"))
+    with service.api("alice") as client:  # a namespace of its own: other tests write on-call notes into proj
+        assert client.create_namespace("api/remote") is True
+        result = client.retain(MemoryInput("The on-call rotation changes every Monday at 09:00.", "api/remote"))
         assert result.decision is Decision.ADD
-        recalled = client.recall(RecallQuery("when does on-call rotate?", "proj", k=3))
+        recalled = client.recall(RecallQuery("when does on-call rotate?", "api/remote", k=3))
         assert recalled.hits[0].memory.id == result.memory_id
         assert client.get(result.memory_id).memory.content.startswith("The on-call rotation")
         with pytest.raises(NotFound):
             client.get(uuid.uuid4())
     with service.api("bob") as bob, pytest.raises(AccessDenied):
-        bob.retain(MemoryInput("no", "proj"))
+        bob.retain(MemoryInput("no", "api/remote"))
 
     env = cli_env(api_url=service.url, api_key=service.keys["alice"])
-    stored = run_cli("remember", "Deploys freeze on Fridays after 15:00.", "-n", "proj", env=env)
+    stored = run_cli("remember", "Deploys freeze on Fridays after 15:00.", "-n", "api/remote", env=env)
     assert stored.returncode == 0, stored.stderr
     assert stored.stdout.startswith("ADD ")
-    found = run_cli("recall", "when do deploys freeze?", "-n", "proj", "-k", "1", env=env)
+    found = run_cli("recall", "when do deploys freeze?", "-n", "api/remote", "-k", "1", env=env)
     assert found.returncode == 0 and "Deploys freeze on Fridays" in found.stdout
-    denied = run_cli("remember", "x", "-n", "proj", env=cli_env(api_url=service.url, api_key=service.keys["bob"]))
+    denied = run_cli("remember", "x", "-n", "api/remote", env=cli_env(api_url=service.url, api_key=service.keys["bob"]))
     assert denied.returncode == 1 and "may not write" in denied.stderr
-    unset = run_cli("recall", "x", "-n", "proj", env=cli_env())
+    unset = run_cli("recall", "x", "-n", "api/remote", env=cli_env())
     assert unset.returncode == 2 and "CABRAIN_API_URL" in unset.stderr
     admin_env = cli_env(api_url=service.url, api_key=service.keys["admin"])
     made = run_cli("agents", "create", "erin", env=admin_env)

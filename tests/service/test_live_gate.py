@@ -34,6 +34,12 @@ from tests.unit.test_gitlab_source import project
 PHONE_ID = "106540352242922"
 CUSTOMER = "966501234567"
 REPORT = "the RTL layout breaks on the feed page"
+# The module's own namespace (alice owns it; scout reads it): what the live agent recalls is this
+# module's context, not what the session's other tests wrote.
+GATE_NS = "gate/support"
+# The steps of one story (gate 4 files the issue the event stream, the outbox and the console then
+# show): kept in file order under --random-order.
+pytestmark = pytest.mark.random_order(disabled=True)
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
@@ -87,23 +93,26 @@ def stands(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Runni
 def wired(service: Service, stands: dict[str, Running]) -> dict[str, Any]:
     """The live agent 'scout', a GitLab tracker, the WhatsApp notifier and channel (all made by an admin)."""
     admin, alice = service.client("admin"), service.client("alice")
+    assert alice.post("/v1/namespaces", json={"name": GATE_NS}).status_code == 201
     made = admin.post("/v1/agents", json={"id": "scout"})
     assert made.status_code == 201, made.text
     service.keys["scout"] = made.json()["key"]
     assert admin.put("/v1/agents/scout/role", json={"role": "live"}).json()["role"] == "live"
-    assert alice.post("/v1/grants", json={"namespace": "proj", "agent": "scout", "can_write": False}).status_code == 200
+    assert (
+        alice.post("/v1/grants", json={"namespace": GATE_NS, "agent": "scout", "can_write": False}).status_code == 200
+    )
     context = alice.post(
         "/v1/memories",
         json={
             "content": "The feed page switched to the logical-properties RTL stylesheet in release 4.2.",
-            "namespace": "proj",
+            "namespace": GATE_NS,
             "visibility": "team",
         },
     ).json()
     tracker = {
         "name": "app-issues",
         "kind": "gitlab",
-        "namespace": "proj",
+        "namespace": GATE_NS,
         "config": {"url": stands["gitlab"].url, "project": "team/app", "token_env": "GATE_GITLAB_TOKEN"},
     }
     assert admin.post("/v1/connectors", json=tracker).status_code == 201
@@ -117,7 +126,7 @@ def wired(service: Service, stands: dict[str, Running]) -> dict[str, Any]:
     channel = {
         "name": "support-wa",
         "kind": "whatsapp",
-        "namespace": "proj",
+        "namespace": GATE_NS,
         "agent": "alice",
         "secret_env": "GATE_WA_APP_SECRET",
         "verify_token_env": "GATE_WA_VERIFY",
@@ -195,14 +204,16 @@ def test_a_bad_or_missing_signature_is_refused_and_stores_nothing(service: Servi
     bare = httpx.post(url, content=body, headers={"Content-Type": "application/json"})
     assert bare.status_code == 401
     found = service.client("alice").post(
-        "/v1/recall", json={"query": "ignore previous instructions", "namespace": "proj"}
+        "/v1/recall", json={"query": "ignore previous instructions", "namespace": GATE_NS}
     )
     assert all("planted" not in h["memory"]["content"] for h in found.json()["hits"])
 
 
-def test_a_slack_channel_verifies_retains_and_drops_retries(service: Service, stands: dict[str, Running]) -> None:
+def test_a_slack_channel_verifies_retains_and_drops_retries(
+    service: Service, stands: dict[str, Running], wired: dict[str, Any]
+) -> None:
     admin = service.client("admin")
-    channel = {"name": "team-slack", "kind": "slack", "namespace": "proj", "agent": "alice",
+    channel = {"name": "team-slack", "kind": "slack", "namespace": GATE_NS, "agent": "alice",
                "secret_env": "GATE_SLACK_SIGNING"}  # fmt: skip
     assert admin.post("/v1/channels", json=channel).status_code == 201
     url = f"{service.url}/v1/channels/team-slack/events"
@@ -225,7 +236,7 @@ def test_a_slack_channel_verifies_retains_and_drops_retries(service: Service, st
     stale = slack_signed(body, at=int(time.time()) - 3600)
     assert httpx.post(url, content=body, headers=stale).status_code == 401
     hits = (
-        service.client("alice").post("/v1/recall", json={"query": "staging deploy freeze", "namespace": "proj"}).json()
+        service.client("alice").post("/v1/recall", json={"query": "staging deploy freeze", "namespace": GATE_NS}).json()
     )
     [hit] = [h for h in hits["hits"] if "frozen until Thursday" in h["memory"]["content"]]
     assert hit["memory"]["source_ref"].startswith("slack:team-slack:")
@@ -242,7 +253,7 @@ def test_the_live_agent_is_refused_a_forget_and_a_write_and_a_cap_answers_429(
     error = held.json()["error"]
     assert error["type"] == "confirmation_required" and "role live: forget" in error["message"]
     action = error["fix"]["params"]["action"]
-    planted = scout.post("/v1/memories", json={"content": "planted", "namespace": "proj", "visibility": "team"})
+    planted = scout.post("/v1/memories", json={"content": "planted", "namespace": GATE_NS, "visibility": "team"})
     assert planted.status_code == 403 and planted.json()["error"]["type"] == "policy_denied"
     pending = service.client("alice").get("/v1/actions").json()["actions"]
     assert action in [a["id"] for a in pending]
@@ -250,10 +261,10 @@ def test_the_live_agent_is_refused_a_forget_and_a_write_and_a_cap_answers_429(
     assert service.client("alice").get(f"/v1/memories/{memory_id}").json()["memory"]["invalid_at"] is None
 
     assert admin.put("/v1/agents/scout/caps/recall", json={"per_day": 0}).status_code == 200
-    capped = scout.post("/v1/recall", json={"query": "feed page", "namespace": "proj"})
+    capped = scout.post("/v1/recall", json={"query": "feed page", "namespace": GATE_NS})
     assert capped.status_code == 429 and capped.json()["error"]["type"] == "quota_exceeded"
     assert admin.delete("/v1/agents/scout/caps/recall").json()["caps"] == []
-    assert scout.post("/v1/recall", json={"query": "feed page", "namespace": "proj"}).status_code == 200
+    assert scout.post("/v1/recall", json={"query": "feed page", "namespace": GATE_NS}).status_code == 200
 
     report = admin.get("/v1/usage", params={"agent": "scout"})
     assert report.status_code == 200, report.text
@@ -280,7 +291,7 @@ async def test_every_surface_holds_the_live_agents_forget_and_a_person_approves_
     assert len(held) == 2
 
     # alice, who owns the namespace, decides in the console. Approval never widens grants: scout
-    # reads proj but may not write it, so the approved forget fails, and says so
+    # reads GATE_NS but may not write it, so the approved forget fails, and says so
     page = await sign_in(browser, service, "alice", "/console/actions")
     await page.locator(f'tr[data-action="{held[0]["id"]}"]').get_by_role("button", name="Approve forget").click()
     await expect(page.locator("#done")).to_contain_text("failed")
@@ -288,9 +299,10 @@ async def test_every_surface_holds_the_live_agents_forget_and_a_person_approves_
     # alice offers scout write access; scout's acceptance is held too, and alice approves it
     with service.client("alice") as alice:
         assert (
-            alice.post("/v1/grants", json={"namespace": "proj", "agent": "scout", "can_write": True}).status_code == 200
+            alice.post("/v1/grants", json={"namespace": GATE_NS, "agent": "scout", "can_write": True}).status_code
+            == 200
         )
-    accept = service.client("scout").post("/v1/grants/accept", json={"namespace": "proj"})
+    accept = service.client("scout").post("/v1/grants/accept", json={"namespace": GATE_NS})
     assert accept.status_code == 403 and accept.json()["error"]["type"] == "confirmation_required"
     await page.reload()
     share = accept.json()["error"]["fix"]["params"]["action"]
@@ -329,17 +341,17 @@ def test_the_event_stream_shows_a_reader_its_namespaces_events_and_resumes(
     service: Service, wired: dict[str, Any]
 ) -> None:
     alice, bob = service.client("alice"), service.client("bob")
-    seen = _sse(alice, namespace="proj")
+    seen = _sse(alice, namespace=GATE_NS)
     kinds = [e["event"] for e in seen]
     assert "issue_filed" in kinds and "issue_linked" in kinds  # the live agent's replies, in order
-    assert all(e["data"]["namespace"] == "proj" for e in seen)
+    assert all(e["data"]["namespace"] == GATE_NS for e in seen)
     assert [int(e["id"]) for e in seen] == sorted(int(e["id"]) for e in seen)
     last = seen[-1]["id"]
     with alice.stream("GET", "/v1/events", params={"seconds": 1}, headers={"Last-Event-ID": last}) as answer:
         rest = [line for line in answer.iter_lines() if line.startswith("id: ")]
     assert all(int(line[4:]) > int(last) for line in rest)
-    assert all(e["data"]["namespace"] != "proj" for e in _sse(bob))  # bob reads nothing of proj
-    assert bob.get("/v1/events", params={"namespace": "proj", "seconds": 1}).status_code == 404
+    assert all(e["data"]["namespace"] != GATE_NS for e in _sse(bob))  # bob reads nothing of GATE_NS
+    assert bob.get("/v1/events", params={"namespace": GATE_NS, "seconds": 1}).status_code == 404
 
 
 async def test_the_console_shows_the_pushes_and_why(service: Service, wired: dict[str, Any], browser: Browser) -> None:
@@ -377,7 +389,7 @@ def test_the_admin_and_subscriber_routes_answer_as_documented(
     strict = {
         "subscriber": "alice",
         "kinds": ["stale"],
-        "namespace": "proj",
+        "namespace": GATE_NS,
         "notifier": "spare",
         "min_importance": 1.0,
     }
@@ -386,7 +398,7 @@ def test_the_admin_and_subscriber_routes_answer_as_documented(
     assert [s["id"] for s in alice.get("/v1/subscriptions").json()["subscriptions"]] == [sub["id"]]
     for text in ("The feed page cache lives for 5 minutes.", "The feed page cache lives for 15 minutes now."):
         assert (
-            alice.post("/v1/memories", json={"content": text, "namespace": "proj", "visibility": "team"}).status_code
+            alice.post("/v1/memories", json={"content": text, "namespace": GATE_NS, "visibility": "team"}).status_code
             == 200
         )
     held = wait_for(
@@ -413,7 +425,9 @@ def test_the_admin_and_subscriber_routes_answer_as_documented(
     assert [i["channel"] for i in admin.get("/v1/issues").json()["issues"]] == ["support-wa"]
 
     # a held action approved over the API
-    memory = alice.post("/v1/memories", json={"content": "Old banner copy.", "namespace": "proj", "visibility": "team"})
+    memory = alice.post(
+        "/v1/memories", json={"content": "Old banner copy.", "namespace": GATE_NS, "visibility": "team"}
+    )
     forget = scout.post(f"/v1/memories/{memory.json()['memory_id']}/forget")
     action = forget.json()["error"]["fix"]["params"]["action"]
     assert alice.post(f"/v1/actions/{action}/approve").json()["status"] in ("done", "failed")
@@ -428,9 +442,9 @@ async def test_the_console_shows_live_findings_as_they_happen(
     await expect(page.locator("#findings-status")).to_contain_text("connected")
     with service.client("alice") as alice:
         for text in ("The design review is on March 14.", "The design review on March 14 has been cancelled."):
-            body = {"content": text, "namespace": "proj", "visibility": "team"}
+            body = {"content": text, "namespace": GATE_NS, "visibility": "team"}
             assert alice.post("/v1/memories", json=body).status_code == 200
     finding = page.locator('#findings li[data-kind="contradiction"]')
-    await expect(finding).to_contain_text("contradiction in proj", timeout=20_000)
+    await expect(finding).to_contain_text(f"contradiction in {GATE_NS}", timeout=20_000)
     await expect(finding).to_contain_text("The design review is on March 14.")
     await page.context.close()

@@ -152,4 +152,7 @@ def _foreign_driver(address: str) -> dict:
 
 
 if __name__ == "__main__":
-    print("RESULT " + json.dumps(main(sys.argv[1], sys.argv[2], int(sys.argv[3]))), flush=True)
+    from tests.integration.scripts import private_ray_tmpdir
+
+    with private_ray_tmpdir():
+        print("RESULT " + json.dumps(main(sys.argv[1], sys.argv[2], int(sys.argv[3]))), flush=True)

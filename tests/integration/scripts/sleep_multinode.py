@@ -91,4 +91,7 @@ def main(dsn_one: str, dsn_two: str, home: str) -> dict:
 
 
 if __name__ == "__main__":
-    print("RESULT " + json.dumps(main(sys.argv[1], sys.argv[2], sys.argv[3]), default=str), flush=True)
+    from tests.integration.scripts import private_ray_tmpdir
+
+    with private_ray_tmpdir():
+        print("RESULT " + json.dumps(main(sys.argv[1], sys.argv[2], sys.argv[3]), default=str), flush=True)

@@ -94,4 +94,7 @@ def main(dsn: str, home: str) -> dict:
 
 
 if __name__ == "__main__":
-    print("RESULT " + json.dumps(main(sys.argv[1], sys.argv[2]), default=str), flush=True)
+    from tests.integration.scripts import private_ray_tmpdir
+
+    with private_ray_tmpdir():
+        print("RESULT " + json.dumps(main(sys.argv[1], sys.argv[2]), default=str), flush=True)
