@@ -146,9 +146,28 @@ async def service(
     except BaseException:
         serve.shutdown()
         raise
-    yield Service(svc.api_url(settings), service_db, settings, pg_server, OpenApiCheck(spec), keys, ids)
+    running = Service(svc.api_url(settings), service_db, settings, pg_server, OpenApiCheck(spec), keys, ids)
+    yield running
     serve.shutdown()
     shutil.rmtree(home, ignore_errors=True)
+    if WHOLE_DIRECTORY["ran"]:
+        missing = running.openapi.unvalidated()
+        assert not missing, "no test validated an answer of these routes against OpenAPI: " + ", ".join(missing)
+
+
+# Whether this session runs every test of this directory (no -k, -m or node id left one out): then,
+# once they all ran, every JSON route of the API has had a success answer validated against its
+# OpenAPI schema by one of them (checked when the service stops, whatever order the tests ran in).
+WHOLE_DIRECTORY = {"ran": False}
+HERE = Path(__file__).parent
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if config.option.keyword or config.option.markexpr or any("::" in str(arg) for arg in config.args):
+        return
+    files = {Path(str(item.path)) for item in session.items}
+    WHOLE_DIRECTORY["ran"] = set(HERE.glob("test_*.py")) <= files
 
 
 def chromium_path() -> str:

@@ -37,6 +37,20 @@ class OpenApiCheck:
                 self.routes.append((method.upper(), pattern, path, path.count("{")))
         self.checked: set[tuple[str, str, int]] = set()  # (method, path, status) validated
 
+    def unvalidated(self) -> list[str]:
+        """The routes that document a JSON success answer and have had none validated yet."""
+        missing = []
+        for path, operations in self.paths.items():
+            for method, operation in operations.items():
+                documented = [
+                    int(status)
+                    for status, answer in operation["responses"].items()
+                    if status.startswith("2") and "application/json" in answer.get("content", {})
+                ]
+                if documented and not any((method.upper(), path, s) in self.checked for s in documented):
+                    missing.append(f"{method.upper()} {path}")
+        return missing
+
     def operation(self, method: str, raw_path: str) -> str | None:
         """The documented path (template) that answers ``method`` on ``raw_path``."""
         found = [(params, path) for m, pattern, path, params in self.routes if m == method and pattern.match(raw_path)]
