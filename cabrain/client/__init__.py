@@ -290,7 +290,7 @@ class Client:
         timeout_s: float = 60.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._async = AsyncClient(base_url, api_key, timeout_s=timeout_s, max_connections=10, transport=transport)
+        self._async = AsyncClient(base_url, api_key, timeout_s=timeout_s, transport=transport)
         self.base_url = self._async.base_url
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cabrain-client", daemon=True)
