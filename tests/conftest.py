@@ -124,15 +124,18 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureR
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """A test without one of MAY_SPAWN's markers that starts a process fails, naming it."""
+    """A test without one of MAY_SPAWN's markers that starts a process fails, naming it. The scratch
+    folders the test made (make_scratch_dir) are removed when it ends."""
     allowed = any(item.get_closest_marker(m) for m in MAY_SPAWN)
     _spawned.clear()
+    made = len(_MADE)
     if not allowed:
         _watching.set()
     try:
         result = yield
     finally:
         _watching.clear()
+        _remove_made_since(made)
     if _spawned:
         pytest.fail(
             f"this test started a process without the subprocess marker: {_spawned[0]}\n"
@@ -180,14 +183,23 @@ def serve_fake(module: str) -> Iterator[str]:
 SCRATCH_BASE = os.environ.get("CABRAIN_TEST_TMPDIR") or tempfile.gettempdir()
 
 
-_SCRATCH: list[Path] = []  # every scratch folder of this session; none outlives it (pytest_sessionfinish)
+_MADE: list[Path] = []  # every scratch folder made, in order (see pytest_runtest_call)
 
 
 def make_scratch_dir(prefix: str) -> Path:
+    """A new folder under CABRAIN_TEST_TMPDIR (or the system's temporary folder). One a test makes
+    in its body is removed when the test ends (with the server or Ray folder a home in it got); a
+    fixture that makes one removes it itself (:func:`remove_home`)."""
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=SCRATCH_BASE))
-    _SCRATCH.append(path)
     path.chmod(0o755)
+    _MADE.append(path)
     return path
+
+
+def _remove_made_since(made: int) -> None:
+    for path in _MADE[made:]:
+        remove_home(path)
+    del _MADE[made:]
 
 
 @pytest.fixture(autouse=True)
@@ -202,7 +214,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def scratch() -> Iterator[Path]:
     path = make_scratch_dir("cabrain-tests-")
     yield path
-    shutil.rmtree(path, ignore_errors=True)
+    remove_tree(path)
 
 
 @pytest.fixture(scope="session")
@@ -287,12 +299,43 @@ def home() -> Iterator[Path]:
 
 def remove_home(path: Path) -> None:
     """Stop an embedded server left running in ``path`` (a command's, or one a test killed), then
-    remove the folder."""
+    remove the folder and the private Ray folder its local Ray used (see :func:`remove_tree`)."""
     if (path / "pg" / "data").is_dir():  # Settings.embedded_pg_dir
         server = EmbeddedPostgres(path / "pg")
         if server.status().running:
             server.stop(force=True)
+    remove_tree(path)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` and the private folders outside it that a local Ray of a home inside it used:
+    where a home's path is too long for Ray's sockets, its Ray runs in a ``cabrain-ray-*`` folder in
+    the system's temporary folder, recorded in ``HOME/ray/temp_dir`` (cabrain.ray_runtime.ray_temp_dir)."""
+    for record in (*path.glob("ray/temp_dir"), *path.glob("*/ray/temp_dir")):
+        with contextlib.suppress(OSError):
+            elsewhere = Path(record.read_text().strip())
+            if elsewhere.name.startswith("cabrain-ray-") and elsewhere.is_absolute():
+                shutil.rmtree(elsewhere, ignore_errors=True)
     shutil.rmtree(path, ignore_errors=True)
+
+
+# What the session leaves behind is checked against what was there when it started: folders named
+# so in the system's temporary folder and in CABRAIN_TEST_TMPDIR (scratch folders, homes, a Ray's
+# private folder, a benchmark's cold tier).
+LEFTOVER_PREFIXES = ("cabrain-", "memtool-")
+_TEMP_BEFORE: set[str] = set()
+
+
+def _temp_entries() -> set[str]:
+    found = set()
+    for base in {tempfile.gettempdir(), SCRATCH_BASE}:
+        with contextlib.suppress(OSError):
+            found |= {os.path.join(base, n) for n in os.listdir(base) if n.startswith(LEFTOVER_PREFIXES)}
+    return found
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
 
 
 # The egress policy the tests run with (cabrain/egress.py): the stand-ins of hosted APIs listen on
@@ -591,14 +634,28 @@ async def brain(open_brain):
     return b
 
 
-def pytest_sessionfinish(session, exitstatus) -> None:
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not _is_xdist_worker(session.config):
+        _TEMP_BEFORE.update(_temp_entries())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A child process a failed test left behind would block the interpreter's exit (multiprocessing
-    joins its children then): kill them so a failure ends the run instead of hanging it. Then no
-    scratch folder outlives the run: what a test or fixture made and left is removed here, with the
-    embedded server a command may have started in it."""
+    joins its children then): kill them so a failure ends the run instead of hanging it. Then (in
+    the process that ran the session, once every worker is done) what the tests and fixtures made and
+    did not remove is named, the run fails, and it is removed (with the embedded server a command
+    may have started in it): no test leaves a scratch folder, a home or a Ray folder behind."""
     for child in multiprocessing.active_children():
         child.kill()
         child.join(5)
-    for path in _SCRATCH:
-        if path.exists():
-            remove_home(path)
+    if _is_xdist_worker(session.config):
+        return
+    left = sorted(_temp_entries() - _TEMP_BEFORE)
+    for path in left:
+        remove_home(Path(path))
+    if left and session.exitstatus == pytest.ExitCode.OK:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write("\n")
+            reporter.write_line("the tests left these behind (removed now): " + ", ".join(left), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

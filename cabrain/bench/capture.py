@@ -48,30 +48,34 @@ async def run_capture_bench(
             key = (await identity.create_key(conn, AGENT, label="bench")).key
         async with local_service(settings, dsn, app_args, quiet=quiet) as url:
             home = tempfile.mkdtemp(prefix="cabrain-capturebench-")
-            env = {k: v for k, v in os.environ.items() if not k.startswith("CABRAIN_")}
-            env.update(CABRAIN_API_URL=url, CABRAIN_API_KEY=key, CABRAIN_HOME=home, CABRAIN_CAPTURE_NAMESPACE=NAMESPACE)
-            times: dict[str, list[float]] = {name: [] for name in CAPTURE_EVENTS}
-            for i in range(events):
-                for name, fields in CAPTURE_EVENTS.items():
-                    event = {"session_id": f"bench-{i}", "cwd": home, "hook_event_name": name, **fields(i)}
-                    t0 = time.perf_counter()
-                    done = await asyncio.to_thread(
-                        subprocess.run,
-                        command,
-                        shell=True,
-                        input=json.dumps(event),
-                        env=env,
-                        capture_output=True,
-                        text=True,
-                        timeout=60,
-                        check=False,
-                    )
-                    times[name].append((time.perf_counter() - t0) * 1000)
-                    if done.returncode != 0:
-                        raise RuntimeError(f"cabrain capture failed on {name}: {done.stderr.strip()}")
-                if not quiet and (i + 1) % 25 == 0:
-                    say(f"  {i + 1}/{events} rounds", quiet)
-            shutil.rmtree(home, ignore_errors=True)
+            try:
+                env = {k: v for k, v in os.environ.items() if not k.startswith("CABRAIN_")}
+                env.update(
+                    CABRAIN_API_URL=url, CABRAIN_API_KEY=key, CABRAIN_HOME=home, CABRAIN_CAPTURE_NAMESPACE=NAMESPACE
+                )
+                times: dict[str, list[float]] = {name: [] for name in CAPTURE_EVENTS}
+                for i in range(events):
+                    for name, fields in CAPTURE_EVENTS.items():
+                        event = {"session_id": f"bench-{i}", "cwd": home, "hook_event_name": name, **fields(i)}
+                        t0 = time.perf_counter()
+                        done = await asyncio.to_thread(
+                            subprocess.run,
+                            command,
+                            shell=True,
+                            input=json.dumps(event),
+                            env=env,
+                            capture_output=True,
+                            text=True,
+                            timeout=60,
+                            check=False,
+                        )
+                        times[name].append((time.perf_counter() - t0) * 1000)
+                        if done.returncode != 0:
+                            raise RuntimeError(f"cabrain capture failed on {name}: {done.stderr.strip()}")
+                    if not quiet and (i + 1) % 25 == 0:
+                        say(f"  {i + 1}/{events} rounds", quiet)
+            finally:  # the hooks' home, whatever happened
+                shutil.rmtree(home, ignore_errors=True)
     every = [t for ts in times.values() for t in ts]
     return {
         "events_per_type": events,

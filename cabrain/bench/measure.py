@@ -101,16 +101,21 @@ async def local_service(settings: Settings, dsn: str, app_args: dict[str, Any] |
     """A local Ray with the Serve application on ``dsn``, for the length of the block."""
     if settings.ray_address:
         raise ConfigError("the benchmark runs its own local Ray; unset CABRAIN_RAY_ADDRESS")
+    import ray  # lazy: Ray is heavy, and only the HTTP measurements need it
+
+    if ray.is_initialized():  # its Serve application would replace the one running there
+        raise ConfigError(
+            "the benchmark runs its own local Ray, and this process is already connected to a Ray cluster",
+            hint="run `cabrain bench` as a command of its own",
+        )
     say("  starting a local Ray and the Serve application", quiet)
-    started_ray = ray_runtime.init_ray(settings)  # on the main thread: Ray installs its signal handlers
+    ray_runtime.init_ray(settings)  # on the main thread: Ray installs its signal handlers
     try:
         await asyncio.to_thread(service.deploy, settings, dsn, app_args)
         await asyncio.to_thread(service.wait_ready, settings, progress=not quiet)
         yield service.api_url(settings)
     finally:
-        if started_ray:
-            import ray  # lazy: Ray is heavy, and only the HTTP measurements need it
-            from ray import serve
+        from ray import serve
 
-            await asyncio.to_thread(serve.shutdown)
-            await asyncio.to_thread(ray.shutdown)
+        await asyncio.to_thread(serve.shutdown)
+        await asyncio.to_thread(ray.shutdown)

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import random
+import shutil
 import tempfile
 import time
 import uuid
@@ -221,7 +222,8 @@ async def run_sleep_bench(
             await admin.execute(bench_sql.create_database(source))
         finally:
             await admin.close()
-        copies = []
+        copies: list[str] = []
+        colds: list[str] = []
         try:
             conn = await connect(with_database(dsn, source))
             try:
@@ -239,6 +241,7 @@ async def run_sleep_bench(
                 await _admin(dsn, bench_sql.copy_database(copy, source))
                 copies.append(copy)
                 cold = tempfile.mkdtemp(prefix="cabrain-sleepbench-cold-")
+                colds.append(cold)
                 run_settings = bench_settings.model_copy(
                     update={
                         "cold_catalog_uri": f"sqlite:///{cold}/catalog.db",
@@ -256,6 +259,8 @@ async def run_sleep_bench(
         finally:
             for name in [*copies, source]:
                 await _admin(dsn, bench_sql.drop_database(name))
+            for cold in colds:  # each run's cold tier, measured and done with
+                shutil.rmtree(cold, ignore_errors=True)
     result["machine"] = machine_facts(facts, embedder)
     return result
 

@@ -9,10 +9,13 @@ import pytest
 
 from cabrain.bench.corpus import AGENT, synthetic_text
 from cabrain.bench.load import Corpus, bulk_load, graph_build_memory, index_definitions
+from cabrain.bench.measure import local_service
+from cabrain.errors import ConfigError
+from cabrain.settings import load_settings
 from cabrain.store.db import connect
 from cabrain.text.tokenizer import term_frequencies
 from cabrain.types import RecallQuery
-from tests.conftest import cli_env, free_port, run_cli
+from tests.conftest import cli_env, free_port, run_cli, run_cli_process
 
 
 async def test_bulk_load_writes_what_retain_would_and_restores_every_index(open_brain):
@@ -56,6 +59,7 @@ async def test_bulk_load_writes_what_retain_would_and_restores_every_index(open_
 
 
 @pytest.mark.ray
+@pytest.mark.subprocess
 def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path, pg_server, home):
     out = tmp_path / "out"
     env = cli_env(
@@ -84,7 +88,9 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
         str(out),
     ]
     try:
-        result = run_cli(*args, env=env, timeout=400)
+        # a process of its own: the benchmark starts its own local Ray for the Serve application,
+        # never the one this process may be connected to (where the service tests' application runs)
+        result = run_cli_process(*args, env=env, timeout=400)
         assert result.returncode == 0, result.stderr[-3000:]
         data = json.loads((out / "results.json").read_text())
         assert [r["memories"] for r in data["sizes"]] == [300, 600]
@@ -153,6 +159,14 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
                 await conn.close()
 
         asyncio.run(drop())
+
+
+async def test_the_benchmark_never_deploys_on_a_ray_this_process_is_connected_to(ray_cluster, home, pg_server):
+    """Its Serve application would replace the one running there (the service tests' own)."""
+    with pytest.raises(ConfigError, match="already connected to a Ray cluster") as refused:
+        async with local_service(load_settings(home=home), pg_server.dsn(), None, quiet=True):
+            pass
+    assert "a command of its own" in (refused.value.hint or "")
 
 
 def test_the_graph_build_memory_fits_the_graph_within_a_quarter_of_memory():

@@ -6,6 +6,10 @@ import os
 import signal
 import time
 
+import psutil
+
+from cabrain import ray_runtime
+from cabrain.settings import Settings
 from tests.service.conftest import Service
 
 
@@ -104,20 +108,32 @@ def test_a_killed_postmaster_under_load_is_restarted_and_the_api_recovers_by_its
     assert written and missing == []
 
 
-def test_requests_in_flight_when_the_ingress_dies_get_a_json_503_and_the_api_comes_back(service: Service) -> None:
+def _ours(proc: psutil.Process, temp_dir: str) -> bool:
+    """Whether ``proc`` is a worker of the session's Ray (its raylet runs in ``temp_dir``), not of a
+    `cabrain up` another test runs at the same time."""
+    try:
+        parent = proc.parent()
+        return parent is not None and f"--temp_dir={temp_dir}" in parent.cmdline()
+    except psutil.Error:
+        return False
+
+
+def test_requests_in_flight_when_the_ingress_dies_get_a_json_503_and_the_api_comes_back(
+    service: Service, ray_cluster: Settings
+) -> None:
     """Serve's proxy answers for a replica that died under a request: CaBrain's JSON 503, not a
     plain-text 500; a replacement replica then serves again."""
     import threading
 
     import httpx
-    import psutil
 
+    temp_dir = str(ray_runtime.ray_temp_dir(ray_cluster))
     ingress = [
         p
         for p in psutil.process_iter(["name", "cmdline"])
-        if "ServeReplica:cabrain:Ingress" in " ".join(p.info["cmdline"] or [])
+        if "ServeReplica:cabrain:Ingress" in " ".join(p.info["cmdline"] or []) and _ours(p, temp_dir)
     ]
-    assert ingress
+    assert len(ingress) == 1
     answers: list[httpx.Response] = []
 
     def slow_batch(i: int) -> None:

@@ -170,15 +170,29 @@ async def test_the_console_shows_no_planted_memory(service: Service, planted: li
 
 
 def test_a_write_and_an_import_tell_nothing_of_a_planted_memory(service: Service, planted: list[str]) -> None:
-    """Last: alice's own copies of the planted texts are hers to see from then on."""
-    with service.client("alice") as alice:
-        same = _ok(alice.post("/v1/memories", json={"content": SECRETS[0], "namespace": HOT}))
+    """alice writes and imports the very texts planter keeps private in a namespace of alice's: her
+    copies are new, not NOOPs or duplicates of what she may not read. In a namespace of this test's own
+    (with a marker of its own), so what alice then reads as hers leaves the other tests' namespaces
+    as they were, whatever order they run in."""
+    mark = f"Quorvex{uuid.uuid4().hex[:6]}"
+    texts = [text.replace(MARK, mark) for text in SECRETS[:2]]
+    namespace = "private/written"
+    with service.client("alice") as alice, service.client("planter") as planter:
+        _ok(alice.post("/v1/namespaces", json={"name": namespace}), 201)
+        _ok(alice.post("/v1/grants", json={"namespace": namespace, "agent": "planter", "can_write": True}))
+        _ok(planter.post("/v1/grants/accept", json={"namespace": namespace}))
+        hidden = [
+            _ok(planter.post("/v1/memories", json={"content": t, "namespace": namespace}))["memory_id"] for t in texts
+        ]
+        assert all(hidden)
+        same = _ok(alice.post("/v1/memories", json={"content": texts[0], "namespace": namespace}))
         assert same["decision"] == "ADD"  # not NOOP against a memory alice may not read
-        assert not [i for i in planted if i in json.dumps(same)]  # its entities are its own text's, named anew
+        assert not [i for i in hidden if i in json.dumps(same)]  # its entities are its own text's, named anew
         report = _ok(
             alice.post(
-                "/v1/import", params={"format": "markdown", "namespace": ARCHIVED}, content=f"# Notes\n\n{SECRETS[1]}\n"
+                "/v1/import", params={"format": "markdown", "namespace": namespace}, content=f"# Notes\n\n{texts[1]}\n"
             )
         )
         assert report["added"] == 1 and report["duplicates"] == 0 and report["retracted"] == 0
-        _clean("an import's report", json.dumps(report), planted)
+        _clean("an import's report", json.dumps(report), hidden)
+        assert mark not in json.dumps(report)

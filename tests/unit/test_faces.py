@@ -360,3 +360,29 @@ def test_a_command_that_calls_the_service_calls_only_operations_that_declare_it(
     assert undeclared == []
     raw = sorted(c for c in COMMANDS if _client_calls(c) & {"request", "download"})
     assert raw == [], "these commands call a raw path: give the client a method for the operation"
+
+
+def _readme_client_calls() -> list[tuple[str, ast.Call]]:
+    """Every ``cb.NAME(...)`` call in the README's Python examples."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    calls = []
+    for block in re.findall(r"```python\n(.*?)```", readme, flags=re.S):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if isinstance(node.func.value, ast.Name) and node.func.value.id == "cb":
+                    calls.append((node.func.attr, node))
+    return calls
+
+
+def test_the_readmes_client_examples_call_methods_the_client_has_with_parameters_it_takes() -> None:
+    calls = _readme_client_calls()
+    assert len(calls) >= 15  # the examples are there to be checked
+    for name, call in calls:
+        method = getattr(client_module.Client, name, None)
+        assert method is not None, f"README calls Client.{name}, which does not exist"
+        args = [object()] * len(call.args)
+        kwargs = {k.arg: object() for k in call.keywords if k.arg}
+        try:
+            inspect.signature(method).bind(None, *args, **kwargs)
+        except TypeError as exc:
+            raise AssertionError(f"README's call of Client.{name} (line {call.lineno}) does not fit: {exc}") from None
