@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psutil
 import pytest
 
 from cabrain.egress import Egress
@@ -94,11 +95,18 @@ sys.addaudithook(_audit)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers from the parts a test's fixtures bring. Where the suite is spread over processes
+    (pytest-xdist, ``--dist loadgroup``), the tests on the session's Ray (and the service on it) run
+    in one of them, and the tests that start a Ray of their own one after another in one."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for marker, fixtures in NEEDS.items():
             if used & fixtures:
                 item.add_marker(marker)
+        if "ray_cluster" in used:
+            item.add_marker(pytest.mark.xdist_group("session-ray"))
+        elif item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("own-ray"))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -186,11 +194,31 @@ SCRATCH_BASE = os.environ.get("CABRAIN_TEST_TMPDIR") or tempfile.gettempdir()
 _MADE: list[Path] = []  # every scratch folder made, in order (see pytest_runtest_call)
 
 
+# This run's own folder under SCRATCH_BASE, which every scratch folder of the run is made in (the
+# workers of a run spread over processes make theirs in the controller's): what is left in it at the
+# end was left by a test or fixture, and no other run's folders are ever taken for this one's.
+RUN: dict[str, Path] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _is_xdist_worker(config):
+        RUN["root"] = Path(config.workerinput["cabrain_run_root"])  # type: ignore[attr-defined]
+    else:
+        RUN["root"] = Path(tempfile.mkdtemp(prefix="cabrain-run-", dir=SCRATCH_BASE))
+        RUN["root"].chmod(0o755)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(pytest-xdist, in the controller) each worker makes its scratch folders in this run's."""
+    node.workerinput["cabrain_run_root"] = str(RUN["root"])
+
+
 def make_scratch_dir(prefix: str) -> Path:
     """A new folder under CABRAIN_TEST_TMPDIR (or the system's temporary folder). One a test makes
     in its body is removed when the test ends (with the server or Ray folder a home in it got); a
     fixture that makes one removes it itself (:func:`remove_home`)."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=SCRATCH_BASE))
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=RUN["root"]))
     path.chmod(0o755)
     _MADE.append(path)
     return path
@@ -273,6 +301,21 @@ async def db_dsn(pg_server: EmbeddedPostgres, template_db: str) -> AsyncIterator
     await _drop_database(pg_server, name)
 
 
+@pytest.fixture(scope="session")
+async def readonly_dsn(pg_server: EmbeddedPostgres, template_db: str) -> AsyncIterator[str]:
+    """DSN of one migrated database the session's tests share where they only read it (instead of a
+    database made and dropped for each): its transactions are read-only (PostgreSQL's
+    default_transaction_read_only), so a test that writes fails rather than changing another's."""
+    name = await _create_database(pg_server, template_db)
+    admin = await connect(pg_server.dsn("postgres"))
+    try:
+        await admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+    finally:
+        await admin.close()
+    yield pg_server.dsn(name)
+    await _drop_database(pg_server, name)
+
+
 @pytest.fixture
 async def empty_dsn(pg_server: EmbeddedPostgres) -> AsyncIterator[str]:
     """DSN of a fresh database with nothing in it."""
@@ -317,21 +360,6 @@ def remove_tree(path: Path) -> None:
             if elsewhere.name.startswith("cabrain-ray-") and elsewhere.is_absolute():
                 shutil.rmtree(elsewhere, ignore_errors=True)
     shutil.rmtree(path, ignore_errors=True)
-
-
-# What the session leaves behind is checked against what was there when it started: folders named
-# so in the system's temporary folder and in CABRAIN_TEST_TMPDIR (scratch folders, homes, a Ray's
-# private folder, a benchmark's cold tier).
-LEFTOVER_PREFIXES = ("cabrain-", "memtool-")
-_TEMP_BEFORE: set[str] = set()
-
-
-def _temp_entries() -> set[str]:
-    found = set()
-    for base in {tempfile.gettempdir(), SCRATCH_BASE}:
-        with contextlib.suppress(OSError):
-            found |= {os.path.join(base, n) for n in os.listdir(base) if n.startswith(LEFTOVER_PREFIXES)}
-    return found
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:
@@ -634,28 +662,44 @@ async def brain(open_brain):
     return b
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    if not _is_xdist_worker(session.config):
-        _TEMP_BEFORE.update(_temp_entries())
-
-
+@pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down (pytest's runner)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A child process a failed test left behind would block the interpreter's exit (multiprocessing
     joins its children then): kill them so a failure ends the run instead of hanging it. Then (in
-    the process that ran the session, once every worker is done) what the tests and fixtures made and
-    did not remove is named, the run fails, and it is removed (with the embedded server a command
-    may have started in it): no test leaves a scratch folder, a home or a Ray folder behind."""
+    the process that ran the session, once every worker is done) what the tests and fixtures left
+    in this run's folder, and any process still running from it, is named and removed, and the run
+    fails: no test leaves a scratch folder, a home, a database server or a command behind."""
     for child in multiprocessing.active_children():
         child.kill()
         child.join(5)
     if _is_xdist_worker(session.config):
         return
-    left = sorted(_temp_entries() - _TEMP_BEFORE)
+    root = RUN["root"]
+    running = _processes_under(root)
+    for proc in running:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    left = sorted(root.iterdir()) if root.is_dir() else []
     for path in left:
-        remove_home(Path(path))
-    if left and session.exitstatus == pytest.ExitCode.OK:
+        remove_home(path)
+    shutil.rmtree(root, ignore_errors=True)
+    if (left or running) and session.exitstatus == pytest.ExitCode.OK:
+        said = [f"folders: {', '.join(map(str, left))}"] if left else []
+        names = [f"{p.pid} {p.info['name']}" for p in running]
+        said += [f"processes: {', '.join(names)}"] if running else []
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write("\n")
-            reporter.write_line("the tests left these behind (removed now): " + ", ".join(left), red=True)
+            reporter.write_line("the tests left these behind (removed now): " + "; ".join(said), red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _processes_under(root: Path) -> list[psutil.Process]:
+    """Processes whose command line names a path in ``root`` (a server on a data folder there, its
+    watchdog, a command run with a home there)."""
+    mine = os.getpid()
+    return [
+        p
+        for p in psutil.process_iter(["name", "cmdline"])
+        if p.pid != mine and str(root) in " ".join(p.info["cmdline"] or [])
+    ]

@@ -14,8 +14,8 @@ def by_name(checks):
     return {c.name: c for c in checks}
 
 
-def test_doctor_is_green_on_a_migrated_database_with_redis(db_dsn, redis_url, home):
-    result = run_cli("doctor", env=cli_env(database_url=db_dsn, redis_url=redis_url, home=str(home)))
+def test_doctor_is_green_on_a_migrated_database_with_redis(readonly_dsn, redis_url, home):
+    result = run_cli("doctor", env=cli_env(database_url=readonly_dsn, redis_url=redis_url, home=str(home)))
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "doctor: all checks passed" in out
@@ -28,10 +28,10 @@ def test_doctor_is_green_on_a_migrated_database_with_redis(db_dsn, redis_url, ho
     assert "FAIL" not in out
 
 
-def test_doctor_json_lists_every_check(db_dsn, home):
+def test_doctor_json_lists_every_check(readonly_dsn, home):
     import json
 
-    result = run_cli("doctor", "--json", env=cli_env(database_url=db_dsn, home=str(home)))
+    result = run_cli("doctor", "--json", env=cli_env(database_url=readonly_dsn, home=str(home)))
     assert result.returncode == 0, result.stderr
     checks = json.loads(result.stdout)
     assert {c["name"] for c in checks} >= {
@@ -53,16 +53,16 @@ def test_doctor_json_lists_every_check(db_dsn, home):
     assert reranker["detail"].startswith("off: no reranker configured")
 
 
-async def test_doctor_reports_a_reranker_that_cannot_be_loaded(db_dsn, settings_for):
+async def test_doctor_reports_a_reranker_that_cannot_be_loaded(readonly_dsn, settings_for):
     from cabrain.settings import RerankerProvider
 
     settings = settings_for(
-        db_dsn, reranker_provider=RerankerProvider.CROSS_ENCODER, reranker_model="BAAI/bge-reranker-v2-m3"
+        readonly_dsn, reranker_provider=RerankerProvider.CROSS_ENCODER, reranker_model="BAAI/bge-reranker-v2-m3"
     )
     check = by_name(await run_doctor(settings))["reranker"]
     assert check.status is Status.FAIL
     assert "bge-reranker-v2-m3" in check.detail and "huggingface-cli download" in check.hint
-    missing = by_name(await run_doctor(settings_for(db_dsn, reranker_provider=RerankerProvider.CROSS_ENCODER)))[
+    missing = by_name(await run_doctor(settings_for(readonly_dsn, reranker_provider=RerankerProvider.CROSS_ENCODER)))[
         "reranker"
     ]
     assert missing.status is Status.FAIL and "CABRAIN_RERANKER_MODEL" in missing.hint
@@ -95,8 +95,8 @@ async def test_doctor_reports_a_missing_database(pg_server, settings_for):
     assert "createdb" in checks["database"].hint
 
 
-async def test_doctor_reports_an_unreachable_redis(db_dsn, settings_for):
-    checks = by_name(await run_doctor(settings_for(db_dsn, redis_url=f"redis://127.0.0.1:{free_port()}/0")))
+async def test_doctor_reports_an_unreachable_redis(readonly_dsn, settings_for):
+    checks = by_name(await run_doctor(settings_for(readonly_dsn, redis_url=f"redis://127.0.0.1:{free_port()}/0")))
     redis = checks["redis (L1 cache)"]
     assert redis.status is Status.FAIL
     assert "cannot reach Redis" in redis.detail and "redis-server" in redis.hint
@@ -109,17 +109,17 @@ async def test_doctor_reports_a_model_of_the_wrong_dimension(empty_dsn, settings
     assert "768-dimensional" in check.detail and "384-dimensional" in check.detail
 
 
-async def test_doctor_reports_an_edited_migration(db_dsn, settings_for, tmp_path):
+async def test_doctor_reports_an_edited_migration(readonly_dsn, settings_for, tmp_path):
     schema = tmp_path / "schema"
     shutil.copytree(default_schema_dir(), schema)
     (schema / "0001_core.sql").write_text((schema / "0001_core.sql").read_text() + "\n-- edited\n")
-    check = by_name(await run_doctor(settings_for(db_dsn, schema_dir=schema)))["schema"]
+    check = by_name(await run_doctor(settings_for(readonly_dsn, schema_dir=schema)))["schema"]
     assert check.status is Status.FAIL and "edited" in check.detail
 
 
-async def test_doctor_reports_an_embedding_model_that_is_not_available_offline(db_dsn, settings_for):
+async def test_doctor_reports_an_embedding_model_that_is_not_available_offline(readonly_dsn, settings_for):
     settings = settings_for(
-        db_dsn,
+        readonly_dsn,
         embedding_provider=EmbeddingProvider.SENTENCE_TRANSFORMERS,
         embedding_model="example-org/model-that-was-never-downloaded",
     )
@@ -129,10 +129,10 @@ async def test_doctor_reports_an_embedding_model_that_is_not_available_offline(d
     assert "CABRAIN_MODELS_OFFLINE" in check.hint
 
 
-async def test_doctor_reports_an_unwritable_cold_warehouse(db_dsn, settings_for, tmp_path):
+async def test_doctor_reports_an_unwritable_cold_warehouse(readonly_dsn, settings_for, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    check = by_name(await run_doctor(settings_for(db_dsn, cold_warehouse=(blocker / "warehouse").as_uri())))[
+    check = by_name(await run_doctor(settings_for(readonly_dsn, cold_warehouse=(blocker / "warehouse").as_uri())))[
         "cold tier (iceberg)"
     ]
     assert check.status is Status.FAIL

@@ -166,6 +166,7 @@ class EmbeddedPostgres:
                 self.leases.path(os.getpid()).unlink(missing_ok=True)
                 if not self.leases.prune():
                     self._stop_server()
+                    self._stop_reaper()
 
     def stop(self, *, force: bool = False) -> None:
         """Stop the server now. Without ``force``, refuse while other live processes use it; even
@@ -188,6 +189,7 @@ class EmbeddedPostgres:
             self.leases.clear()
             HELD.pop(self.root, None)
             self._stop_server()
+            self._stop_reaper()
 
     def restart(self) -> None:
         """Stop and start the server (fast shutdown: open connections are dropped; clients
@@ -424,6 +426,17 @@ class EmbeddedPostgres:
         except (OSError, ValueError):
             return None
         return pid if process_start_time(pid) == float(started) else None
+
+    def _stop_reaper(self) -> None:
+        """Stop the watchdog once the server is stopped and nobody uses it (under the lock): it has
+        nothing left to do, and gone, it touches the folder no more (which may be removed next)."""
+        pid = self._reaper_pid()
+        if pid is not None and pid != os.getpid():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                watchdog = psutil.Process(pid)
+                watchdog.terminate()
+                psutil.wait_procs([watchdog], timeout=10)
+        self.reaper_pid_path.unlink(missing_ok=True)
 
     def _ensure_reaper(self) -> None:
         if self._reaper_pid() is not None:
