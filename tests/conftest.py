@@ -302,18 +302,42 @@ async def db_dsn(pg_server: EmbeddedPostgres, template_db: str) -> AsyncIterator
 
 
 @pytest.fixture(scope="session")
-async def readonly_dsn(pg_server: EmbeddedPostgres, template_db: str) -> AsyncIterator[str]:
+async def readonly_dsn(pg_server: EmbeddedPostgres, template_db: str, scratch: Path, embedder) -> AsyncIterator[str]:
     """DSN of one migrated database the session's tests share where they only read it (instead of a
     database made and dropped for each): its transactions are read-only (PostgreSQL's
-    default_transaction_read_only), so a test that writes fails rather than changing another's."""
+    default_transaction_read_only), so a test that writes fails rather than changing another's.
+    It has the agents and namespace of the ``brain`` fixture."""
+    from cabrain.brain import Brain
+
     name = await _create_database(pg_server, template_db)
+    dsn = pg_server.dsn(name)
+    settings = load_settings(home=scratch / "readonly-home", database_url=dsn, **TEST_EGRESS)
+    brain = await Brain.open(settings, dsn=dsn, embedder=embedder)
+    try:  # what the brain fixture has: agents alice (owner of namespace 'proj'), bob, carol, root (an admin)
+        for agent in ("alice", "bob", "carol"):
+            await brain.create_agent(agent)
+        await brain.create_agent("root", is_admin=True)
+        await brain.create_namespace("alice", "proj")
+    finally:
+        await brain.close()
     admin = await connect(pg_server.dsn("postgres"))
     try:
         await admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
     finally:
         await admin.close()
-    yield pg_server.dsn(name)
+    yield dsn
     await _drop_database(pg_server, name)
+
+
+@pytest.fixture
+async def readonly_brain(readonly_dsn: str, settings_for, embedder):
+    """A Brain on the shared read-only database (the agents and namespace of ``brain``), for a test
+    that only reads or is refused before it writes: no database is made for it."""
+    from cabrain.brain import Brain
+
+    brain = await Brain.open(settings_for(readonly_dsn), dsn=readonly_dsn, embedder=embedder)
+    yield brain
+    await brain.close()
 
 
 @pytest.fixture

@@ -269,13 +269,15 @@ async def test_recall_bumps_access_and_logs_events_in_the_background(brain):
         (mem("ok", metadata={"when": object()}), "metadata must be JSON-serialisable"),
     ],
 )
-async def test_bad_input_to_retain_is_a_clear_error_and_writes_nothing(brain, bad, message):
+async def test_bad_input_to_retain_is_a_clear_error_and_writes_nothing(readonly_brain, bad, message):
+    # on the read-only database: a write before the refusal would fail as a write, not as this
     with pytest.raises(InputError, match=message):
-        await brain.retain("alice", [mem("a perfectly fine memory"), bad])
-    assert await top(brain, "alice", "perfectly fine memory", k=5) == []
+        await readonly_brain.retain("alice", [mem("a perfectly fine memory"), bad])
+    assert await top(readonly_brain, "alice", "perfectly fine memory", k=5) == []
 
 
-async def test_bad_recall_requests_are_clear_errors(brain):
+async def test_bad_recall_requests_are_clear_errors(readonly_brain):
+    brain = readonly_brain
     for query, message in [
         (RecallQuery("", "proj"), "query is empty"),
         (RecallQuery("x", "proj", k=0), "k must be between 1 and 100"),
