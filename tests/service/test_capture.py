@@ -85,8 +85,9 @@ async def test_gate_1_a_recorded_session_becomes_recallable_knowledge(service: S
         )
     finally:
         await conn.close()
+    rows = [r for r in rows if r["source_ref"] == "sess-gate1-0001"]  # (other tests capture in this project too)
     contents = [r["content"] for r in rows]
-    assert all(r["source_kind"] == "claude_code" and r["source_ref"] == "sess-gate1-0001" for r in rows)
+    assert rows and all(r["source_kind"] == "claude_code" for r in rows)
     assert any(c.startswith("We decided to use Redis Streams") for c in contents)
     assert any(c.startswith("We rejected Kafka") for c in contents)  # the rejected approach
     assert any(c.startswith("Command failed: `pytest tests/test_kafka_consumer.py`") for c in contents)
