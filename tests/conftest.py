@@ -94,19 +94,19 @@ def _audit(event: str, args: tuple) -> None:
 sys.addaudithook(_audit)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Markers from the parts a test's fixtures bring. Where the suite is spread over processes
-    (pytest-xdist, ``--dist loadgroup``), the tests on the session's Ray (and the service on it) run
-    in one of them, and the tests that start a Ray of their own one after another in one."""
+    (pytest-xdist, ``--dist loadgroup``), every test that runs a Ray (the session's, with the service
+    on it, or one of its own) runs in one of them, one after another: two Rays at once on two cores
+    would only slow each other down."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for marker, fixtures in NEEDS.items():
             if used & fixtures:
                 item.add_marker(marker)
-        if "ray_cluster" in used:
-            item.add_marker(pytest.mark.xdist_group("session-ray"))
-        elif item.get_closest_marker("ray"):
-            item.add_marker(pytest.mark.xdist_group("own-ray"))
+        if item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 @pytest.hookimpl(wrapper=True)
