@@ -94,19 +94,14 @@ def _audit(event: str, args: tuple) -> None:
 sys.addaudithook(_audit)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Markers from the parts a test's fixtures bring. Where the suite is spread over processes
-    (pytest-xdist, ``--dist loadgroup``), every test that runs a Ray (the session's, with the service
-    on it, or one of its own) runs in one of them, one after another: two Rays at once on two cores
-    would only slow each other down."""
+    """Markers from the parts a test's fixtures bring (scripts/test runs the tests marked ``ray`` in
+    a process of their own, beside the rest)."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for marker, fixtures in NEEDS.items():
             if used & fixtures:
                 item.add_marker(marker)
-        if item.get_closest_marker("ray"):
-            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -11,11 +11,12 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli_env, make_scratch_dir
+from tests.conftest import REPO, SCRATCH_BASE, cli_env
 
 START = """
 import json, os, sys
@@ -91,7 +92,9 @@ def _checked(found: dict, top: Path) -> None:
 @pytest.mark.ray
 @pytest.mark.parametrize("length", ["short", "long"])
 def test_the_local_ray_keeps_its_sessions_private_and_opens_no_metrics_port(length: str) -> None:
-    base = make_scratch_dir("cr-")
+    # straight under the tests' temporary folder, not in the run's own (whose longer path would not
+    # leave room for Ray's sockets under a "short" home); removed below
+    base = Path(tempfile.mkdtemp(prefix="cr-", dir=SCRATCH_BASE))
     tops: list[Path] = []
     try:
         home = base / "home" if length == "short" else base / ("a-long-home-" + "x" * 60) / "home"

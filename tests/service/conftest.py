@@ -158,13 +158,17 @@ async def service(
 # Whether this session runs every test of this directory (no -k, -m or node id left one out): then,
 # once they all ran, every JSON route of the API has had a success answer validated against its
 # OpenAPI schema by one of them (checked when the service stops, whatever order the tests ran in).
-WHOLE_DIRECTORY = {"ran": False}
+WHOLE_DIRECTORY = {"ran": False, "deselected": False}
 HERE = Path(__file__).parent
 
 
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if any(Path(str(item.path)).parent == HERE for item in items):
+        WHOLE_DIRECTORY["deselected"] = True
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    config = session.config
-    if config.option.keyword or config.option.markexpr or any("::" in str(arg) for arg in config.args):
+    if WHOLE_DIRECTORY["deselected"] or any("::" in str(arg) for arg in session.config.args):
         return
     files = {Path(str(item.path)) for item in session.items}
     WHOLE_DIRECTORY["ran"] = set(HERE.glob("test_*.py")) <= files

@@ -35,6 +35,27 @@ def process_start_time(pid: int) -> float | None:
         return None
 
 
+def recorded_process(pid_path: Path) -> int | None:
+    """The process ``pid_path`` records (``<pid> <start time>``), if it still runs."""
+    try:
+        pid_text, started = pid_path.read_text().split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    return pid if process_start_time(pid) == float(started) else None
+
+
+def stop_recorded_process(pid_path: Path) -> None:
+    """Stop the process ``pid_path`` records (not this one) and wait for it, then drop the record."""
+    pid = recorded_process(pid_path)
+    if pid is not None and pid != os.getpid():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            proc.terminate()
+            psutil.wait_procs([proc], timeout=10)
+    pid_path.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def locked(lock_path: Path) -> Iterator[None]:
     """Hold the server root's ``flock`` (between processes) for the block."""

@@ -19,7 +19,7 @@ from urllib.parse import quote
 import psutil
 
 from cabrain.errors import EmbeddedPostgresError
-from cabrain.store.embedded import sockets
+from cabrain.store.embedded import leases, sockets
 from cabrain.store.embedded.host import (
     check_traversable,
     chown_to,
@@ -166,7 +166,7 @@ class EmbeddedPostgres:
                 self.leases.path(os.getpid()).unlink(missing_ok=True)
                 if not self.leases.prune():
                     self._stop_server()
-                    self._stop_reaper()
+                    leases.stop_recorded_process(self.reaper_pid_path)  # the watchdog: nothing left to watch
 
     def stop(self, *, force: bool = False) -> None:
         """Stop the server now. Without ``force``, refuse while other live processes use it; even
@@ -189,7 +189,8 @@ class EmbeddedPostgres:
             self.leases.clear()
             HELD.pop(self.root, None)
             self._stop_server()
-            self._stop_reaper()
+            # and the watchdog: nothing left to watch, and gone, it touches the folder no more
+            leases.stop_recorded_process(self.reaper_pid_path)
 
     def restart(self) -> None:
         """Stop and start the server (fast shutdown: open connections are dropped; clients
@@ -420,23 +421,7 @@ class EmbeddedPostgres:
 
     # --- watchdog ------------------------------------------------------------------------------
     def _reaper_pid(self) -> int | None:
-        try:
-            pid_text, started = self.reaper_pid_path.read_text().split()
-            pid = int(pid_text)
-        except (OSError, ValueError):
-            return None
-        return pid if process_start_time(pid) == float(started) else None
-
-    def _stop_reaper(self) -> None:
-        """Stop the watchdog once the server is stopped and nobody uses it (under the lock): it has
-        nothing left to do, and gone, it touches the folder no more (which may be removed next)."""
-        pid = self._reaper_pid()
-        if pid is not None and pid != os.getpid():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                watchdog = psutil.Process(pid)
-                watchdog.terminate()
-                psutil.wait_procs([watchdog], timeout=10)
-        self.reaper_pid_path.unlink(missing_ok=True)
+        return leases.recorded_process(self.reaper_pid_path)
 
     def _ensure_reaper(self) -> None:
         if self._reaper_pid() is not None:
