@@ -168,7 +168,10 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if WHOLE_DIRECTORY["deselected"] or any("::" in str(arg) for arg in session.config.args):
+    # a pytest-xdist worker collects every test but runs only those it is sent
+    if hasattr(session.config, "workerinput") or WHOLE_DIRECTORY["deselected"]:
+        return
+    if any("::" in str(arg) for arg in session.config.args):
         return
     files = {Path(str(item.path)) for item in session.items}
     WHOLE_DIRECTORY["ran"] = set(HERE.glob("test_*.py")) <= files
