@@ -18,8 +18,10 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
+from cabrain import edge
 from cabrain.clock import Clock, utc_now
 from cabrain.engine import Engine
 from cabrain.errors import InputError
@@ -193,7 +195,8 @@ class Brain(Judging, Membership):
         cli="recall",
     )
     async def recall(self, agent: str, query: RecallQuery) -> RecallResult:
-        """Hybrid recall (SPEC §4.2), through the L1 cache when there is one."""
+        """Hybrid recall (SPEC §4.2), through the L1 cache when there is one. ``query.as_of``: what
+        the brain held true then; ``query.context``: the dialogue's earlier turns, oldest first."""
         settings, cache = self.engine.settings, self.engine.cache
         recall_pipeline.validate(query, max_k=settings.recall_max_k, max_chars=settings.max_query_chars)
         key = None
@@ -255,12 +258,17 @@ class Brain(Judging, Membership):
         mcp="memory_get",
         cli="get",
     )
-    async def get(self, agent: str, memory_id: uuid.UUID | str) -> MemoryWithHistory:
+    async def get(self, agent: str, memory_id: uuid.UUID | str, *, as_of: datetime | None = None) -> MemoryWithHistory:
         """A memory in any state, with its provenance, its versions before and after, and its
-        entities. Unknown and unreadable ids are both :class:`NotFound` (existence does not leak)."""
-        return await self._get(agent, as_uuid(memory_id))
+        entities. Unknown and unreadable ids are both :class:`NotFound` (existence does not leak).
 
-    async def _get(self, agent: str, memory_id: uuid.UUID) -> MemoryWithHistory:
+        ``as_of``: the version of it that was current at that time (valid at or before it, not yet
+        superseded or forgotten then; a naive time is UTC), with its own history; :class:`NotFound`
+        when none was."""
+        moment = edge.check_moment(as_of, "as_of") if as_of is not None else None
+        return await self._get(agent, as_uuid(memory_id), as_of=moment)
+
+    async def _get(self, agent: str, memory_id: uuid.UUID, *, as_of: datetime | None = None) -> MemoryWithHistory:
         cache = self.engine.cache
         key = None
         async with self.engine.pool.acquire() as conn:
@@ -269,10 +277,11 @@ class Brain(Judging, Membership):
                 raise lookup.not_found(memory_id, agent)
             if cache is not None:
                 key = f"get:{scope['gen']}:{scope['cache_gen']}:{agent}:{memory_id}"
+                key += f":{as_of.isoformat()}" if as_of is not None else ""
                 cached = await cache.get(key)
                 if cached is not None:
                     return history_from_dict(json.loads(cached))
-        result = await lookup.get(self.engine, scope["namespace"], agent, memory_id)
+        result = await lookup.get(self.engine, scope["namespace"], agent, memory_id, as_of=as_of)
         if cache is not None and key is not None:
             await cache.set(key, json.dumps(to_json(result)), cache.row_ttl_s)
         return result
@@ -320,7 +329,8 @@ class Brain(Judging, Membership):
         cursor: str | None = None,
         archived: bool = False,
     ) -> MemoryPage:
-        """A keyset page of ``namespace``'s memories, newest first, hot or ``archived`` (:func:`lookup.browse`)."""
+        """A keyset page of ``namespace``'s memories, newest first, hot or ``archived``
+        (:func:`lookup.browse`); ``filters.as_of``: the hot memories as they stood then."""
         return await lookup.browse(
             self.engine, agent, namespace, filters, limit=limit, cursor=cursor, archived=archived
         )

@@ -87,6 +87,18 @@ def check_datetime(value: datetime) -> datetime:
     return value
 
 
+def check_moment(value: Any, where: str) -> datetime:
+    """``value`` as a point in time the brain compares with its own: a datetime within what
+    :func:`check_datetime` allows, aware (a naive one is taken as UTC, as a ``valid_at`` is)."""
+    if not isinstance(value, datetime):
+        raise InputError(f"{where} must be a date and time (ISO 8601, e.g. 2026-01-31T12:00:00Z), got {value!r}")
+    try:
+        check_datetime(value)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc.message}") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
 def check_text(value: str, where: str = "text") -> str:
     """``value`` when it holds no NUL and no lone surrogate, and is not a date out of range."""
     if "\x00" in value:
@@ -249,6 +261,7 @@ __all__ = [
     "check_arguments",
     "check_datetime",
     "check_int",
+    "check_moment",
     "check_name",
     "check_param",
     "check_path",

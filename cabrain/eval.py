@@ -5,9 +5,10 @@ with two JSON-lines files:
 
 - ``corpus.jsonl``: one memory per line, ``{"id", "namespace", "text", "time"?, "speaker"?,
   "thread"?}``; ``speaker`` and ``thread`` go to the memory's metadata, where recall reads a
-  conversation's turns by them. A row with a ``speaker`` and a ``time`` but no ``thread`` is a turn
-  of the sitting its namespace had at that time (LoCoMo's sessions share one time), so such rows
-  get the thread ``namespace@time``. Rows are retained in file order: a thread's turns in order;
+  conversation's turns by them. Rows are loaded as a chat source loads them: a row with a
+  ``speaker`` and no ``thread`` is a turn of the loader's conversation in its namespace, and its
+  sitting is found from the turns' times as for any source (cabrain.write.threads). Rows are
+  retained in file order;
 - ``queries.jsonl``: one question per line, ``{"id", "namespace", "query", "gold": [corpus ids],
   "category"?}``.
 
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from cabrain.errors import InputError, UsageError
+from cabrain.eval_dialogue import DIALOGUES, dialogue, speakers_by_namespace
 from cabrain.providers.embedders import load_embedder
 from cabrain.providers.rerankers import load_reranker
 from cabrain.scratch import scratch_brain
@@ -202,15 +204,11 @@ def _valid_at(value: Any) -> datetime | None:
 
 
 def _metadata(row: dict[str, Any]) -> dict[str, Any]:
-    """A corpus row's memory metadata: its id, and its speaker and thread when it is a turn."""
+    """A corpus row's memory metadata: its id, and its speaker and thread when it has them."""
     metadata: dict[str, Any] = {"eval_id": row["id"]}
-    if row.get("speaker"):
-        metadata["speaker"] = str(row["speaker"])
-    thread = row.get("thread") or (
-        f"{row['namespace']}@{row['time']}" if row.get("speaker") and row.get("time") else None
-    )
-    if thread:
-        metadata["thread"] = str(thread)
+    for name in ("speaker", "thread"):
+        if row.get(name):
+            metadata[name] = str(row[name])
     return metadata
 
 
@@ -229,10 +227,19 @@ def corpus_input(row: dict[str, Any], prefix: str) -> MemoryInput:
 
 
 async def evaluate_set(
-    brain, eval_set: EvalSet, modes: Sequence[str], ks: Sequence[int], *, quiet: bool, decide: bool = False
+    brain,
+    eval_set: EvalSet,
+    modes: Sequence[str],
+    ks: Sequence[int],
+    *,
+    quiet: bool,
+    decide: bool = False,
+    dialogues: Sequence[str] = (),
 ) -> SetResult:
     """Load one set into ``brain`` (fresh namespaces) and run every query in every mode. ``decide``:
-    through the write decisions, as every chat source loads turns (else each row is added as it is)."""
+    through the write decisions, as every chat source loads turns (else each row is added as it is).
+    ``dialogues``: also ask every query as the latest turn of these shapes of dialogue
+    (cabrain.eval_dialogue), each reported as a mode of its own (``hybrid [filler]``)."""
     prefix = f"eval-{uuid.uuid4().hex[:8]}-"
     namespaces = {row["namespace"] for row in eval_set.corpus} | {q.namespace for q in eval_set.queries}
     for ns in sorted(namespaces):
@@ -256,20 +263,23 @@ async def evaluate_set(
         eval_set.name, len(eval_set.corpus), len(eval_set.queries), time.perf_counter() - started, decide, result_counts
     )
     k_max = max(ks)
-    for mode in modes:
+    names = speakers_by_namespace(eval_set.corpus)
+    for mode, shape in [(m, s) for s in ("", *dialogues) for m in modes]:
         recall_mode = RecallMode.HYBRID if mode.startswith("hybrid") else RecallMode(mode)
         ranked, gold, latencies, embeds = [], [], [], []
         for i, q in enumerate(eval_set.queries, start=1):
+            context, latest = dialogue(q.query, shape, names.get(q.namespace, ())) if shape else ((), q.query)
             t0 = time.perf_counter()
             answer = await brain.recall(
                 AGENT,
                 RecallQuery(
-                    q.query,
+                    latest,
                     prefix + q.namespace,
                     k=k_max,
                     mode=recall_mode,
                     rerank=mode == "hybrid+rerank",
                     expand=False,
+                    context=context,
                 ),
             )
             latencies.append((time.perf_counter() - t0) * 1000)
@@ -285,7 +295,7 @@ async def evaluate_set(
             by_ns[q.namespace].append(idx)
             if q.category:
                 by_cat[q.category].append(idx)
-        result.modes[mode] = ModeResult(
+        result.modes[f"{mode} [{shape}]" if shape else mode] = ModeResult(
             overall=metrics(ranked, gold, ks),
             by_category={
                 cat: metrics([ranked[i] for i in idx], [gold[i] for i in idx], ks)
@@ -309,8 +319,13 @@ async def run_eval(
     ks: Sequence[int],
     quiet: bool = False,
     decide: bool = False,
+    dialogues: Sequence[str] = (),
 ) -> list[SetResult]:
     """Evaluate every set under ``path`` in a scratch database that is dropped afterwards."""
+    if unknown_shapes := [d for d in dialogues if d not in DIALOGUES]:
+        raise UsageError(
+            f"--dialogue: unknown shape(s) {', '.join(unknown_shapes)}", hint=f"choose from {', '.join(DIALOGUES)}"
+        )
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:  # the command's --mode and --k: a bad one is a usage error
         raise UsageError(
@@ -330,14 +345,17 @@ async def run_eval(
         await brain.create_agent(AGENT, display_name="cabrain eval")
         for eval_set in sets:
             _progress(f"{eval_set.name}: {len(eval_set.corpus)} memories, {len(eval_set.queries)} queries", quiet)
-            results.append(await evaluate_set(brain, eval_set, modes, ks, quiet=quiet, decide=decide))
+            results.append(
+                await evaluate_set(brain, eval_set, modes, ks, quiet=quiet, decide=decide, dialogues=dialogues)
+            )
     return results
 
 
 def render(results: Sequence[SetResult], ks: Sequence[int]) -> str:
     """Plain-text tables: every metric per set and mode, then hit@k and MRR per category."""
     names = [f"hit@{k}" for k in ks] + [f"all@{k}" for k in ks] + ["MRR", "nDCG@10", "p50 ms", "p95 ms", "p99 ms"]
-    header = f"{'set':<14} {'mode':<14} " + " ".join(f"{m:>8}" for m in names)
+    width = max([14, *(len(mode) for r in results for mode in r.modes)])
+    header = f"{'set':<14} {'mode':<{width}} " + " ".join(f"{m:>8}" for m in names)
     lines = [header, "-" * len(header)]
     categories: list[str] = []
     summary: list[str] = []
@@ -347,10 +365,10 @@ def render(results: Sequence[SetResult], ks: Sequence[int]) -> str:
             values = [o.get(f"recall_any@{k}", 0.0) for k in ks] + [o.get(f"recall_all@{k}", 0.0) for k in ks]
             cells = [f"{v:8.3f}" for v in [*values, o["mrr"], o["ndcg@10"]]]
             cells += [f"{m.latency_ms.get(p, 0):8.1f}" for p in ("p50", "p95", "p99")]
-            lines.append(f"{r.name:<14} {mode:<14} " + " ".join(cells))
+            lines.append(f"{r.name:<14} {mode:<{width}} " + " ".join(cells))
             for category, c in m.by_category.items():
                 cells = [f"{c.get(f'recall_any@{k}', 0.0):8.3f}" for k in ks] + [f"{c['mrr']:8.3f}"]
-                categories.append(f"{r.name:<14} {mode:<14} {category[:14]:<14} " + " ".join(cells))
+                categories.append(f"{r.name:<14} {mode:<{width}} {category[:14]:<14} " + " ".join(cells))
         if r.decide:
             d = r.decisions
             summary.append(
@@ -359,7 +377,7 @@ def render(results: Sequence[SetResult], ks: Sequence[int]) -> str:
                 f"INVALIDATE, {d['NOOP']} NOOP)"
             )
     if categories:
-        cat_header = f"{'set':<14} {'mode':<14} {'category':<14} " + " ".join(
+        cat_header = f"{'set':<14} {'mode':<{width}} {'category':<14} " + " ".join(
             f"{m:>8}" for m in [*(f"hit@{k}" for k in ks), "MRR"]
         )
         lines += ["", cat_header, "-" * len(cat_header), *categories]

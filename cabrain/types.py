@@ -8,7 +8,7 @@ import operator
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ConfigDict, with_config
@@ -137,6 +137,11 @@ class Hit:
     covers: tuple[uuid.UUID, ...] = ()
 
 
+# The earlier turns of a dialogue a recall takes at most (``RecallQuery.context``); each is held to the
+# query's length limit (CABRAIN_MAX_QUERY_CHARS).
+MAX_CONTEXT_TURNS = 20
+
+
 @dataclass(frozen=True)
 class RecallQuery:
     query: str
@@ -151,6 +156,18 @@ class RecallQuery:
     valid_to: datetime | None = None
     rerank: bool = True  # rerank when a reranker is configured
     expand: bool = True  # one hop through the entity graph
+    # what the brain held true at that moment: the versions valid at or before it and not yet
+    # superseded or invalidated then (a naive time is UTC); None: as it is now
+    as_of: datetime | None = None
+    # the dialogue's earlier turns, oldest first; ``query`` is its latest turn
+    context: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # one form for every face (a JSON list, a naive time) before the query is validated or keyed
+        if isinstance(self.context, list):
+            object.__setattr__(self, "context", tuple(self.context))
+        if isinstance(self.as_of, datetime) and self.as_of.tzinfo is None:
+            object.__setattr__(self, "as_of", self.as_of.replace(tzinfo=UTC))
 
 
 @with_config(JSON_FORM)

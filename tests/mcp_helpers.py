@@ -150,6 +150,7 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
     assert fixed["decision"] == "UPDATE" and fixed["superseded"] == [team["memory_id"]]
     history = await call(owner, "memory_get", memory_id=fixed["memory_id"])
     assert [m["id"] for m in history["previous"]] == [team["memory_id"]]
+    await _as_of_and_dialogue(owner, namespace, team["memory_id"], fixed["memory_id"], got["memory"]["valid_at"])
 
     # judgments: why the memory changed, and undoing it (writers only), then undoing the undo
     [why] = (await call(owner, "memory_judgments", memory_id=team["memory_id"]))["judgments"]
@@ -199,3 +200,24 @@ async def exercise_every_tool(owner: ClientSession, other: ClientSession, namesp
         valid_from="2026-02-01T00:00:00Z",
         valid_to="2026-01-01T00:00:00Z",
     )
+
+
+async def _as_of_and_dialogue(owner: ClientSession, namespace: str, old: str, new: str, old_since: str) -> None:
+    """``as_of`` on memory_recall and memory_get, ``context`` on memory_recall (issue 34): ``new``
+    corrected ``old``, which was true from ``old_since``."""
+    question = "what did we decide about the mobile app?"
+    then = await call(owner, "memory_recall", query=question, namespace=namespace, as_of=old_since)
+    assert old in [h["id"] for h in then["hits"]] and new not in [h["id"] for h in then["hits"]]
+    now = await call(owner, "memory_recall", query=question, namespace=namespace)
+    assert now["hits"][0]["id"] == new and old not in [h["id"] for h in now["hits"]]
+    assert (await call(owner, "memory_get", memory_id=new, as_of=old_since))["memory"]["id"] == old
+    before = await call_error(owner, "memory_get", memory_id=new, as_of="2001-01-01T00:00:00Z")
+    assert "was current at 2001-01-01" in before, before
+    assert (await call(owner, "memory_recall", query=question, namespace=namespace, as_of="2001-01-01"))["hits"] == []
+    talk = ["Hi! Quick question about the apps.", "Sure, go ahead."]
+    answered = await call(owner, "memory_recall", query=question, namespace=namespace, context=talk)
+    assert answered["hits"][0]["id"] == new
+    assert "as_of" in await call_error(owner, "memory_recall", query="x", namespace=namespace, as_of="next tuesday")
+    assert "context" in await call_error(owner, "memory_recall", query="x", namespace=namespace, context=["t"] * 21)
+    nul = await call_error(owner, "memory_recall", query="x", namespace=namespace, context=["ok", "a\x00b"])
+    assert "NUL" in nul, nul

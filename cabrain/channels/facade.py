@@ -272,7 +272,7 @@ class Channels:
                 "speaker": message.speaker,
                 "speaker_id": message.speaker_id,
                 "channel": message.channel,
-                "thread": message.thread,
+                "thread": message.conversation or message.thread,
             },
         )
         key = f"channel:{channel['name']}:{message.event_id}"[:200]

@@ -38,7 +38,15 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     ks = int_list(args.k, "--k")
     modes = [m for group in (args.mode or ["vector,bm25,hybrid"]) for m in group.split(",") if m]
     results = asyncio.run(
-        evaluation.run_eval(settings, Path(args.dataset), modes=modes, ks=ks, quiet=args.quiet, decide=args.decide)
+        evaluation.run_eval(
+            settings,
+            Path(args.dataset),
+            modes=modes,
+            ks=ks,
+            quiet=args.quiet,
+            decide=args.decide,
+            dialogues=[d for group in (args.dialogue or []) for d in group.split(",") if d],
+        )
     )
     print(evaluation.render(results, ks))
     write_results(args.json, json.dumps(evaluation.to_json(results, settings), ensure_ascii=False, indent=2) + "\n")
@@ -53,7 +61,7 @@ def _eval_facts(settings: Settings, args: argparse.Namespace) -> int:
             "cabrain eval facts needs a facts set: a folder with facts.jsonl (and summaries.jsonl)",
             hint="cabrain eval facts ../shared/eval/dev/locomo-dev-facts",
         )
-    if args.mode or args.k != "1,5,10,20" or args.decide or args.decider:
+    if args.mode or args.k != "1,5,10,20" or args.decide or args.decider or args.dialogue:
         raise UsageError("`cabrain eval facts` takes --corpus and --threshold only")
     result = asyncio.run(
         eval_facts.evaluate(
@@ -77,7 +85,7 @@ def _eval_decisions(settings: Settings, args: argparse.Namespace) -> int:
             "cabrain eval decisions needs a set: a .jsonl file of labelled pairs or a folder of them",
             hint="cabrain eval decisions eval/decisions",
         )
-    if args.mode or args.k != "1,5,10,20" or args.decide:
+    if args.mode or args.k != "1,5,10,20" or args.decide or args.dialogue:
         raise UsageError("--mode, --k and --decide measure recall; `cabrain eval decisions` takes --decider")
     if eval_conversations.is_conversation_set(Path(args.pairs)):
         if args.decider not in (None, "deterministic"):
@@ -137,6 +145,13 @@ def add_eval(sub: Subparsers) -> None:
         "--decide",
         action="store_true",
         help="load the corpus through the write decisions, as chat sources do (default: every row added)",
+    )
+    ev.add_argument(
+        "--dialogue",
+        action="append",
+        help="also ask each question as the latest turn of a dialogue: filler (after a greeting), referent "
+        "(the people it asks about named only in an earlier turn), followup (the question an earlier turn, the "
+        "latest a request that says nothing of its own); comma-separated",
     )
     ev.add_argument("--k", default="1,5,10,20", help="cut-offs, comma-separated (default 1,5,10,20)")
     ev.add_argument(

@@ -47,6 +47,8 @@ def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
 
     if not args.archive and (args.valid_from or args.valid_to):
         raise UsageError("--from and --to go with --archive", hint="add --archive to search the cold tier by time")
+    if args.archive and (args.as_of or args.context):
+        raise UsageError("--as-of and --context are for hot recall", hint="leave out --archive")
     result: RecallResult | ArchiveResult
     with remote(settings) as client:
         if args.archive:
@@ -54,7 +56,8 @@ def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
                 ArchiveQuery(args.query, args.namespace, k=args.k, valid_from=args.valid_from, valid_to=args.valid_to)
             )
         else:
-            result = client.recall(RecallQuery(args.query, args.namespace, k=args.k))
+            query = RecallQuery(args.query, args.namespace, k=args.k, as_of=args.as_of, context=tuple(args.context))
+            result = client.recall(query)
     if args.json:
         answer = to_json(result)
         print(json.dumps(answer, ensure_ascii=False, indent=2))
@@ -82,7 +85,7 @@ def cmd_get(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.types import to_json
 
     with remote(settings) as client:
-        print(json.dumps(to_json(client.get(args.memory_id)), ensure_ascii=False, indent=2))
+        print(json.dumps(to_json(client.get(args.memory_id, as_of=args.as_of)), ensure_ascii=False, indent=2))
     return EXIT_OK
 
 
@@ -130,12 +133,34 @@ def add_recall(sub: Subparsers) -> None:
         metavar="WHEN",
         help="with --archive: only memories valid before WHEN",
     )
+    recall.add_argument(
+        "--as-of",
+        type=_timestamp,
+        default=None,
+        metavar="WHEN",
+        help="what was true at WHEN (ISO 8601; without an offset: UTC): the versions valid then, "
+        "not yet superseded or forgotten",
+    )
+    recall.add_argument(
+        "--context",
+        action="append",
+        default=[],
+        metavar="TURN",
+        help="an earlier turn of the conversation the query continues (repeat it, oldest first)",
+    )
     recall.set_defaults(func=cmd_recall)
 
 
 def add_get(sub: Subparsers) -> None:
     get = sub.add_parser("get", help="show a memory with its history", description="Get a memory." + REMOTE_NOTE)
     get.add_argument("memory_id")
+    get.add_argument(
+        "--as-of",
+        type=_timestamp,
+        default=None,
+        metavar="WHEN",
+        help="the version that was current at WHEN (ISO 8601; without an offset: UTC)",
+    )
     get.set_defaults(func=cmd_get)
 
 

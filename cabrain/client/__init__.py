@@ -23,6 +23,7 @@ import threading
 import urllib.parse
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
+from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
@@ -81,7 +82,8 @@ class AsyncClient(ServiceCalls):
         return [retain_from_dict(r) for r in found["results"]]
 
     async def recall(self, query: RecallQuery) -> RecallResult:
-        """Hybrid recall; see :meth:`cabrain.brain.Brain.recall`."""
+        """Hybrid recall (``query.as_of``: as of a time; ``query.context``: a dialogue's earlier turns);
+        see :meth:`cabrain.brain.Brain.recall`."""
         body = await self.request("POST", "/v1/recall", json=recall_body(query))
         return recall_from_dict(body, cached=body.get("cached", False))
 
@@ -89,9 +91,11 @@ class AsyncClient(ServiceCalls):
         """Search the cold tier (demoted memories); see :meth:`cabrain.brain.Brain.recall_archive`."""
         return archive_from_dict(await self.request("POST", "/v1/recall/archive", json=to_json(query)))
 
-    async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
-        """A memory with its provenance and version history."""
-        return history_from_dict(await self.request("GET", f"/v1/memories/{memory_id}"))
+    async def get(self, memory_id: uuid.UUID | str, *, as_of: datetime | None = None) -> MemoryWithHistory:
+        """A memory with its provenance and version history; ``as_of``: the version current at that
+        time (a naive time is UTC), see :meth:`cabrain.brain.Brain.get`."""
+        params = {"as_of": as_of.isoformat()} if as_of is not None else None
+        return history_from_dict(await self.request("GET", f"/v1/memories/{memory_id}", params=params))
 
     async def list_memories(
         self,

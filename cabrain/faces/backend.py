@@ -4,6 +4,7 @@ for one agent: straight from a :class:`~cabrain.brain.Brain`, or through the HTT
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cabrain.types import (
@@ -35,7 +36,7 @@ class MemoryBackend(Protocol):
 
     async def recall_archive(self, query: ArchiveQuery) -> ArchiveResult: ...
 
-    async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory: ...
+    async def get(self, memory_id: uuid.UUID | str, *, as_of: datetime | None = None) -> MemoryWithHistory: ...
 
     async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory: ...
 
@@ -102,8 +103,8 @@ class BrainBackend:
     async def recall_archive(self, query: ArchiveQuery) -> ArchiveResult:
         return await self.brain.recall_archive(self.agent, query)
 
-    async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
-        return await self.brain.get(self.agent, memory_id)
+    async def get(self, memory_id: uuid.UUID | str, *, as_of: datetime | None = None) -> MemoryWithHistory:
+        return await self.brain.get(self.agent, memory_id, as_of=as_of)
 
     async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
         return await self.brain.forget(self.agent, memory_id, reason=reason)
@@ -193,8 +194,8 @@ class HttpBackend:
     async def recall_archive(self, query: ArchiveQuery) -> ArchiveResult:
         return await self.client.recall_archive(query)
 
-    async def get(self, memory_id: uuid.UUID | str) -> MemoryWithHistory:
-        return await self.client.get(memory_id)
+    async def get(self, memory_id: uuid.UUID | str, *, as_of: datetime | None = None) -> MemoryWithHistory:
+        return await self.client.get(memory_id, as_of=as_of)
 
     async def forget(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> MemoryWithHistory:
         return await self.client.forget(memory_id, reason=reason)

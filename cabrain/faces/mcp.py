@@ -26,13 +26,24 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from cabrain import __version__, edge, namespaces
+from cabrain import __version__, edge
 from cabrain.errors import CabrainError, ConfigError
 from cabrain.faces.backend import BrainBackend, HttpBackend, MemoryBackend
+from cabrain.faces.mcp_fields import (
+    AsOf,
+    HowMany,
+    MemoryId,
+    Mode,
+    Namespace,
+    Query,
+    Turns,
+    entity_json,
+    memory_json,
+    namespace_json,
+    when,
+)
 from cabrain.types import (
     ArchiveQuery,
-    Entity,
-    Memory,
     MemoryInput,
     MemoryType,
     Network,
@@ -54,79 +65,7 @@ known about the people, projects and tools your memories mention. Old raw events
 and superseded facts move to an archive over time; search it with memory_recall_archive when
 memory_recall does not have what you need."""
 
-Namespace = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=200,
-        pattern=namespaces.PATTERN,
-        description="Namespace, usually one per project: one you own or were granted (personal ones are "
-        "'@<your agent id>/<project>', e.g. '@claude-code/github.com/acme/api', where capture writes); "
-        "letters, digits and . _ : / @ -",
-    ),
-]
-MemoryId = Annotated[str, Field(description="A memory id (UUID) from memory_recall or memory_retain.")]
-Query = Annotated[
-    str,
-    Field(
-        min_length=1, max_length=4000, description="What you want to know, as a question or keywords, in any language"
-    ),
-]
-HowMany = Annotated[int, Field(ge=1, le=50, description="How many memories to return")]
-Mode = Annotated[RecallMode, Field(description="hybrid (best), vector (meaning), bm25 (exact words)")]
-
 BackendFor = Callable[[Context], Awaitable[MemoryBackend]]
-
-
-def _memory(m: Memory) -> dict[str, Any]:
-    """A memory as an agent should see it: content plus provenance."""
-    return {
-        "id": str(m.id),
-        "content": m.content,
-        "namespace": m.namespace,
-        "owner": m.owner_agent_id,
-        "visibility": m.visibility.value,
-        "network": m.network.value,
-        "type": m.memory_type.value,
-        "source_kind": m.source_kind,
-        "source_ref": m.source_ref,
-        "importance": round(m.importance, 3),
-        "created_at": m.created_at.isoformat(),
-        "valid_at": m.valid_at.isoformat(),
-        "invalid_at": m.invalid_at.isoformat() if m.invalid_at else None,
-        "superseded_by": str(m.superseded_by) if m.superseded_by else None,
-        "tier": m.tier,
-    }
-
-
-def _when(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
-def _entity(e: Entity) -> dict[str, Any]:
-    return {
-        "name": e.name,
-        "id": str(e.id),
-        "kind": e.kind,
-        "summary": e.summary,
-        "summarized_at": _when(e.summarized_at),
-    }
-
-
-def _namespace(row: dict[str, Any], agent: str) -> dict[str, Any]:
-    """A namespace as its caller should see it: its access there, and a grant offered and not accepted."""
-    grant = row.get("grant")
-    access = "owner" if row["owner_agent_id"] == agent else "write" if row["can_write"] else "read"
-    offered = None
-    if grant and not grant["accepted"]:
-        offered = {"can_read": grant["can_read"], "can_write": grant["can_write"], "by": grant["granted_by"]}
-    return {
-        "name": row["name"],
-        "owner": row["owner_agent_id"],
-        "access": access,
-        "pending_offer": offered,
-        "memory_count": row.get("memory_count"),
-    }
 
 
 class GuardedServer(MCPServer):
@@ -234,20 +173,31 @@ def build_server(
         k: HowMany = 8,
         mode: Mode = RecallMode.HYBRID,
         include_history: Annotated[bool, Field(description="Also return forgotten and superseded memories")] = False,
+        as_of: AsOf = None,
+        context: Turns = None,
     ) -> dict[str, Any]:
         """Find the memories most relevant to a query (meaning and keywords, ranked), each with its
         provenance (who, when, where from), plus memories related through shared entities and what
-        is known about the entities the hits mention (their summaries)."""
-        q = RecallQuery(query, namespace, k=k, mode=mode, include_invalid=include_history)
+        is known about the entities the hits mention (their summaries). In a conversation, pass its
+        earlier turns as context; as_of asks what was true at a past moment."""
+        q = RecallQuery(
+            query,
+            namespace,
+            k=k,
+            mode=mode,
+            include_invalid=include_history,
+            as_of=as_of,
+            context=tuple(context or ()),
+        )
         result = await run(ctx, lambda b: b.recall(q))
         return {
-            "hits": [{**_memory(h.memory), "score": round(h.score, 4)} for h in result.hits],
-            "related": [_memory(m) for m in result.related],
+            "hits": [{**memory_json(h.memory), "score": round(h.score, 4)} for h in result.hits],
+            "related": [memory_json(m) for m in result.related],
             "entities": [
                 {
                     "name": e.name,
                     "summary": e.summary,
-                    "summarized_at": _when(e.summarized_at),
+                    "summarized_at": when(e.summarized_at),
                     "memory_ids": [str(i) for i in e.memory_ids],
                 }
                 for e in result.entities
@@ -280,7 +230,7 @@ def build_server(
         return {
             "hits": [
                 {
-                    **_memory(h.memory),
+                    **memory_json(h.memory),
                     "score": round(h.score, 4),
                     "archived_at": h.demoted_at.isoformat(),
                     "distilled_into": [str(x.memory_id) for x in h.derived if x.relation == "distilled_from"],
@@ -293,13 +243,14 @@ def build_server(
         }
 
     @server.tool(annotations=ToolAnnotations(title="Get a memory with its history", read_only_hint=True))
-    async def memory_get(memory_id: MemoryId, ctx: Context) -> dict[str, Any]:
-        """One memory with its provenance, the versions it replaced and the ones that replaced it."""
-        h = await run(ctx, lambda b: b.get(memory_id))
+    async def memory_get(memory_id: MemoryId, ctx: Context, as_of: AsOf = None) -> dict[str, Any]:
+        """One memory with its provenance, the versions it replaced and the ones that replaced it;
+        with as_of, the version of it that was current at that moment."""
+        h = await run(ctx, lambda b: b.get(memory_id, as_of=as_of))
         return {
-            "memory": _memory(h.memory),
-            "previous": [_memory(m) for m in h.previous],
-            "next": [_memory(m) for m in h.next],
+            "memory": memory_json(h.memory),
+            "previous": [memory_json(m) for m in h.previous],
+            "next": [memory_json(m) for m in h.next],
             "entities": list(h.entities),
         }
 
@@ -333,7 +284,7 @@ def build_server(
         your operator accepts: cabrain namespaces --accept NAME)."""
 
         async def op(b: MemoryBackend) -> list[dict[str, Any]]:
-            return [_namespace(r, b.agent) for r in await b.namespaces()]
+            return [namespace_json(r, b.agent) for r in await b.namespaces()]
 
         return {"namespaces": await run(ctx, op)}
 
@@ -357,7 +308,7 @@ def build_server(
         order, each with what sleep summarised of it (summary null: none yet, or made from memories
         you may not read). Open one with memory_entity."""
         page = await run(ctx, lambda b: b.entities(namespace, query=query, limit=limit, cursor=cursor))
-        return {"entities": [_entity(e) for e in page.entities], "next_cursor": page.next_cursor}
+        return {"entities": [entity_json(e) for e in page.entities], "next_cursor": page.next_cursor}
 
     @server.tool(annotations=ToolAnnotations(title="Everything about one entity", read_only_hint=True))
     async def memory_entity(
@@ -376,7 +327,7 @@ def build_server(
     ) -> dict[str, Any]:
         """One entity: its summary, and the memories that mention it, newest first."""
         found = await run(ctx, lambda b: b.entity(namespace, name, history=include_history, limit=limit))
-        return {"entity": _entity(found.entity), "memories": [_memory(m) for m in found.memories]}
+        return {"entity": entity_json(found.entity), "memories": [memory_json(m) for m in found.memories]}
 
     @server.tool(annotations=ToolAnnotations(title="Correct a memory", destructive_hint=False))
     async def memory_reconsolidate(

@@ -233,15 +233,20 @@ class _Restore:
         async with self.engine.pool.acquire() as conn, conn.transaction():
             for name in sorted({r["namespace"] for r, *_ in batch}):
                 await namespace_sql.lock(conn, name)
-            threads = ThreadContext(conn, turns=s.thread_context_turns, chars=s.thread_context_chars)
+            threads = ThreadContext(
+                conn, turns=s.thread_context_turns, chars=s.thread_context_chars, gap_s=s.sitting_gap_s
+            )
             for record, vector, parts, part_vectors in batch:
                 memory_id = uuid.UUID(record["id"])
                 valid_at = _time(record["valid_at"])
                 metadata = record.get("metadata") or {}
                 owner, visibility = record.get("owner_agent_id"), record["visibility"]
-                context, _ = await threads.place(
-                    record["namespace"], owner or "", visibility, metadata, record["content"]
+                assert valid_at is not None
+                place = await threads.place(
+                    record["namespace"], owner or "", visibility, metadata, record["content"], valid_at
                 )
+                if place.sitting is not None:
+                    metadata = {**metadata, "sitting": place.sitting}
                 rows.append(
                     {
                         "id": memory_id,
@@ -262,8 +267,7 @@ class _Restore:
                         "thread_turn": record.get("thread_turn"),
                     }
                 )
-                assert valid_at is not None
-                docs.append(IndexedDoc(memory_id, record["namespace"], valid_at, record["content"], context))
+                docs.append(IndexedDoc(memory_id, record["namespace"], valid_at, record["content"], place.context))
                 chunks += [
                     (memory_id, n, record["namespace"], valid_at, t, v)
                     for n, (t, v) in enumerate(zip(parts, part_vectors, strict=True))

@@ -15,13 +15,14 @@ query - an Arabic question over English memories - its order is noise, and this 
 the vectors (measured outside the product on xquad-ar2en: e5-small alone hit@5 0.89, plain RRF
 with such a BM25 list 0.41). Measurements of both methods are in docs/BENCHMARKS.md.
 
-Conversations (memories whose ``metadata.thread`` names their sitting) get two more terms, both
-computed over the candidates alone, with no query of their own:
+Conversations (turns whose ``metadata.sitting`` - given, or found from time on the write path
+(cabrain.write.threads) - or, kept before sittings were found, ``metadata.thread`` names their
+sitting) get two more terms, both computed over the candidates alone, with no query of their own:
 
 - thread cohesion (``thread_cohesion``, 0.4): the turns that answer a question cluster in one
   sitting, so each candidate adds that share of its sitting's score - the sum of the sitting's best
-  ``cohesion_top`` fused scores - relative to the best sitting's. A memory in no thread is a
-  sitting of its own, so where no memory has a thread every score is scaled by the same factor
+  ``cohesion_top`` fused scores - relative to the best sitting's. A memory in no sitting is a
+  sitting of its own, so where no memory has one every score is scaled by the same factor
   and the order is unchanged;
 - speaker (``speaker_weight``, 0.1): when the query names exactly one of the candidates' speakers
   (``metadata.speaker``, matched word for word after the tokenizer's normalisation), that
@@ -37,7 +38,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,17 +58,24 @@ class Candidate:
 
 
 def conversation_fields(row: Any) -> tuple[str | None, str | None]:
-    """A candidate row's ``metadata.thread`` and speaker (``metadata.speaker`` of a turn, ``said_by``
-    of a fact sleep distilled from one speaker's turns), strings or None."""
+    """A candidate row's sitting (``metadata.sitting``, given or found on the write path; else its
+    ``metadata.thread``, a sitting kept before sittings were found) and speaker (``metadata.speaker``
+    of a turn, ``said_by`` of a fact sleep distilled from one speaker's turns), strings or None."""
     metadata = row["metadata"]
     if isinstance(metadata, str):
-        if '"thread"' not in metadata and '"speaker"' not in metadata and '"said_by"' not in metadata:
+        if (
+            '"thread"' not in metadata
+            and '"speaker"' not in metadata
+            and '"said_by"' not in metadata
+            and ('"sitting"' not in metadata)
+        ):
             return None, None
         metadata = json.loads(metadata)
     if not isinstance(metadata, dict):
         return None, None
-    thread, speaker = metadata.get("thread"), metadata.get("speaker") or metadata.get("said_by")
-    return (thread if isinstance(thread, str) else None), (speaker if isinstance(speaker, str) else None)
+    sitting = metadata.get("sitting") or metadata.get("thread")
+    speaker = metadata.get("speaker") or metadata.get("said_by")
+    return (sitting if isinstance(sitting, str) else None), (speaker if isinstance(speaker, str) else None)
 
 
 def conversation(
@@ -79,19 +87,21 @@ def conversation(
     speaker_weight: float,
     unit: float,
     same: Mapping[uuid.UUID, uuid.UUID] | None = None,
+    context: Sequence[str] = (),
 ) -> None:
     """Add the thread cohesion and speaker terms (see the module docstring) to ``candidates``' scores.
     ``same`` maps a candidate to the one it is the same answer as (a distilled fact to its turn): a
-    sitting's score counts such a pair once."""
+    sitting's score counts such a pair once. ``context``: a dialogue's earlier turns, oldest first:
+    when ``query`` names no speaker, the nearest of them that names one does."""
     if not candidates or (cohesion <= 0 and speaker_weight <= 0):
         return
     fields = [conversation_fields(c.row) for c in candidates]
-    if all(thread is None and speaker is None for thread, speaker in fields):
+    if all(sitting is None and speaker is None for sitting, speaker in fields):
         return  # nothing conversational: the cohesion term would scale every score alike
     if cohesion > 0:
         keys = [
-            ("thread", thread) if thread is not None else ("memory", c.row["id"])
-            for c, (thread, _) in zip(candidates, fields, strict=True)
+            ("sitting", sitting) if sitting is not None else ("memory", c.row["id"])
+            for c, (sitting, _) in zip(candidates, fields, strict=True)
         ]
         answers: dict[Any, dict[uuid.UUID, float]] = defaultdict(dict)
         for c, key in zip(candidates, keys, strict=True):
@@ -103,8 +113,13 @@ def conversation(
             for c, key in zip(candidates, keys, strict=True):
                 c.thread_boost = cohesion * unit * score[key] / best
     if speaker_weight > 0:
-        words = set(name_tokens(query))
-        named = {s for _, s in fields if s and (name := tokenize(s)) and set(name) <= words}
+        speaking = {s: set(name) for _, s in fields if s and (name := tokenize(s))}
+        named: set[str] = set()
+        for text in (query, *reversed(context)):
+            words = set(name_tokens(text))
+            named = {s for s, name in speaking.items() if name <= words}
+            if named:
+                break
         if len(named) == 1:
             for c, (_, s) in zip(candidates, fields, strict=True):
                 if s in named:
@@ -128,6 +143,7 @@ def fuse(
     cohesion_top: int = 3,
     speaker_weight: float = 0.0,
     same: Mapping[uuid.UUID, uuid.UUID] | None = None,
+    context: Sequence[str] = (),
 ) -> list[Candidate]:
     """Fuse the two ranked lists (each best first); best first. ``same``: see :func:`conversation`."""
     candidates: dict[uuid.UUID, Candidate] = {}
@@ -158,6 +174,7 @@ def fuse(
         speaker_weight=speaker_weight,
         unit=unit,
         same=same,
+        context=context,
     )
     for c in candidates.values():
         c.fused += salience_weight * float(c.row["importance"]) * unit

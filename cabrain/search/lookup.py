@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from datetime import datetime
 
 import asyncpg
 
@@ -28,9 +29,30 @@ def not_found(memory_id: uuid.UUID, agent: str) -> NotFound:
     return NotFound(f"memory {memory_id} does not exist or is not visible to {agent!r}")
 
 
-async def get(engine: Engine, namespace: str, agent: str, memory_id: uuid.UUID) -> MemoryWithHistory:
+async def get(
+    engine: Engine, namespace: str, agent: str, memory_id: uuid.UUID, *, as_of: datetime | None = None
+) -> MemoryWithHistory:
     """``memory_id`` of ``namespace`` as ``agent`` may see it, with its versions before and after and
-    its entities. A demoted memory is read from the cold tier with no database connection held."""
+    its entities. A demoted memory is read from the cold tier with no database connection held.
+
+    ``as_of`` (aware): instead, the version of it that was current then - valid at or before it, not
+    yet superseded or forgotten then -, with its own versions before and after; :class:`NotFound`
+    when none of the versions the agent may read was (the memory was not yet true, or no longer)."""
+    found = await _get(engine, namespace, agent, memory_id)
+    if as_of is None:
+        return found
+    chain = [*found.previous, found.memory, *found.next]
+    current = [m for m in chain if m.valid_at <= as_of and (m.invalid_at is None or m.invalid_at > as_of)]
+    if not current:
+        raise NotFound(
+            f"no version of memory {memory_id} was current at {as_of.isoformat()}",
+            hint="get it without as_of for its whole history",
+        )
+    chosen = max(current, key=lambda m: (m.valid_at, m.created_at))  # the latest word on it then
+    return found if chosen.id == found.memory.id else await _get(engine, namespace, agent, chosen.id)
+
+
+async def _get(engine: Engine, namespace: str, agent: str, memory_id: uuid.UUID) -> MemoryWithHistory:
     async with engine.pool.acquire() as conn:
         row = await sql.get_readable(conn, namespace, agent, memory_id)
         if row is not None:

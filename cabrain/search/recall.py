@@ -21,9 +21,10 @@ import json
 import time
 import uuid
 
+from cabrain import edge
 from cabrain.engine import Engine
 from cabrain.errors import InputError
-from cabrain.search import speakers, vector
+from cabrain.search import dialogue, speakers, vector
 from cabrain.search.fusion import Candidate, fuse
 from cabrain.store import access
 from cabrain.store import entities as entity_sql
@@ -31,6 +32,7 @@ from cabrain.store import memories as sql
 from cabrain.store.keyword import KeywordResult, QueryTerms, SearchFilters
 from cabrain.text.dates import relative_terms
 from cabrain.types import (
+    MAX_CONTEXT_TURNS,
     ArchiveQuery,
     EntitySummary,
     Hit,
@@ -42,24 +44,45 @@ from cabrain.types import (
 
 
 def validate(query: RecallQuery | ArchiveQuery, *, max_k: int, max_chars: int) -> None:
-    """The rules every recall's query meets, hot or archive: text, k and time range."""
-    if not isinstance(query.query, str) or not query.query.strip():
-        raise InputError("the query is empty")
-    if len(query.query) > max_chars:
-        raise InputError(
-            f"the query is {len(query.query)} characters, the limit is {max_chars}",
-            hint="shorten it, or raise CABRAIN_MAX_QUERY_CHARS",
-        )
-    if "\x00" in query.query:
-        raise InputError("the query contains a NUL character")
-    try:
-        query.query.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(f"the query is not valid UTF-8 (unpaired surrogate at position {exc.start})") from None
+    """The rules every recall's query meets, hot or archive: text, k and time range; a hot recall's
+    earlier turns (``context``: each as its query is) and ``as_of`` too."""
+    check_text(query.query, "the query", max_chars)
     if not isinstance(query.k, int) or not 1 <= query.k <= max_k:
         raise InputError(f"k must be between 1 and {max_k}, got {query.k!r}")
     if query.valid_from and query.valid_to and query.valid_from >= query.valid_to:
         raise InputError("valid_from must be before valid_to")
+    if isinstance(query, RecallQuery):
+        if not isinstance(query.context, tuple):
+            raise InputError("context must be a list of the dialogue's earlier turns (texts), oldest first")
+        if len(query.context) > MAX_CONTEXT_TURNS:
+            raise InputError(
+                f"context holds {len(query.context)} turns, at most {MAX_CONTEXT_TURNS} are taken",
+                hint="send the latest ones",
+            )
+        for i, turn in enumerate(query.context, 1):  # a blank turn says nothing, and is passed over
+            check_text(turn, f"context turn {i}", max_chars, blank=True)
+        if query.as_of is not None:
+            edge.check_moment(query.as_of, "as_of")
+
+
+def check_text(text: object, what: str, max_chars: int, *, blank: bool = False) -> None:
+    """A recall's text (its query, a turn of its context): text, not blank (unless ``blank``), at
+    most ``max_chars``, no NUL, valid UTF-8."""
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be text, got {type(text).__name__}")
+    if not blank and not text.strip():
+        raise InputError(f"{what} is empty")
+    if len(text) > max_chars:
+        raise InputError(
+            f"{what} is {len(text)} characters, the limit is {max_chars}",
+            hint="shorten it, or raise CABRAIN_MAX_QUERY_CHARS",
+        )
+    if "\x00" in text:
+        raise InputError(f"{what} contains a NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{what} is not valid UTF-8 (unpaired surrogate at position {exc.start})") from None
 
 
 def filters_for(agent: str, query: RecallQuery, *, sitting_summaries: bool = False) -> SearchFilters:
@@ -72,6 +95,7 @@ def filters_for(agent: str, query: RecallQuery, *, sitting_summaries: bool = Fal
         source_kinds=list(query.source_kinds) if query.source_kinds else None,
         valid_from=query.valid_from,
         valid_to=query.valid_to,
+        as_of=query.as_of,
         sitting_summaries=sitting_summaries,
     )
 
@@ -83,41 +107,55 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
     timings: dict[str, float] = {}
     filters = filters_for(agent, query, sitting_summaries=settings.recall_sitting_summaries)
     n = max(settings.recall_candidates, query.k)
+    earlier = dialogue.counted(query.context, settings)  # a dialogue's earlier turns (cabrain.search.dialogue)
 
     async def caller() -> None:
         async with engine.pool.acquire() as conn:
             (await access.caller(conn, agent, query.namespace)).require_namespace()
 
-    async def terms() -> QueryTerms | None:
-        if query.mode is RecallMode.VECTOR:
+    async def terms() -> QueryTerms | None:  # read for the vector side too when it has earlier turns to weigh
+        if query.mode is RecallMode.VECTOR and not earlier:
             return None
         # the dates the query's relative time words name ("last month"), in the words memories'
         # dates are indexed by (cabrain.text.dates)
         expansion = relative_terms(query.query, engine.clock()) if settings.index_dates else ""
         async with engine.pool.acquire() as conn:
-            return await engine.keyword.read_terms(conn, query.query, query.namespace, expansion=expansion)
+            return await engine.keyword.read_terms(
+                conn,
+                query.query,
+                query.namespace,
+                expansion=expansion,
+                context=dialogue.keyword_context(earlier, settings),
+            )
 
     async def named() -> list[tuple[str, ...]]:
         if query.mode is RecallMode.BM25 or not settings.recall_embed_without_speakers:
             return []
         async with engine.pool.acquire() as conn:
-            return await speakers.named(conn, query.query, query.namespace, agent)
+            return await speakers.named(conn, dialogue.dialogue_text(earlier, query.query), query.namespace, agent)
 
     async def sizes() -> tuple | None:
         return None if query.mode is RecallMode.BM25 else await vector.namespace_sizes(engine.pool, query.namespace)
 
-    async def embed(names: list[tuple[str, ...]]) -> list[float] | None:
+    async def embed(names: list[tuple[str, ...]], terms: QueryTerms | None) -> list[float] | None:
         if query.mode is RecallMode.BM25:
             return None
         t0 = time.perf_counter()
         try:  # the question without the speakers it names (cabrain.search.speakers)
-            return await engine.embed_query(speakers.without_names(query.query, names))
+            own = await engine.embed_query(speakers.without_names(query.query, names))
+            weight = settings.recall_context_vector_weight * dialogue.share(terms)
+            if weight <= 0:
+                return own
+            text = speakers.without_names(dialogue.dialogue_text(earlier, query.query), names)
+            return dialogue.combine(own, await engine.embed_query(text), weight)
         finally:
             timings["embed_ms"] = (time.perf_counter() - t0) * 1000
 
     async def keyword(terms: QueryTerms | None) -> KeywordResult:
-        if terms is None:
+        if terms is None or query.mode is RecallMode.VECTOR:
             return KeywordResult([], 0.0)
+        if terms.context:  # the earlier turns' words, by their share (cabrain.search.dialogue)
+            terms = dialogue.scaled(terms, dialogue.share(terms))
         t0 = time.perf_counter()
         async with engine.pool.acquire() as conn:
             result = await engine.keyword.search(conn, query.query, filters, n, terms=terms)
@@ -142,12 +180,16 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
 
     if settings.recall_bm25_during_embedding:
         # A remote embedder: the lookups and BM25 run while the query is away being embedded.
+        read = asyncio.ensure_future(terms())
+
         async def lexical() -> KeywordResult:
-            return await keyword(await terms())
+            return await keyword(await read)
 
         async def semantic() -> list:
             async def embedded() -> list[float] | None:
-                return await embed(await named())
+                # a dialogue's earlier turns are weighed by their words' statistics (cabrain.search.dialogue)
+                names, weighed = await asyncio.gather(named(), read if earlier else asyncio.sleep(0))
+                return await embed(names, weighed)
 
             return await dense(*await asyncio.gather(embedded(), sizes()))
 
@@ -158,7 +200,7 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         t0 = time.perf_counter()
         _, query_terms, namespace_sizes, names = await asyncio.gather(caller(), terms(), sizes(), named())
         timings["lookups_ms"] = (time.perf_counter() - t0) * 1000
-        vec = await embed(names)
+        vec = await embed(names, query_terms)
         bm25, vec_rows = await asyncio.gather(keyword(query_terms), dense(vec, namespace_sizes))
     coverage = 1.0 if query.mode is RecallMode.BM25 else bm25.coverage
     # a distilled fact and the turn it came from are one answer (CABRAIN_RECALL_FOLD_DISTILLED): known
@@ -177,6 +219,7 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         salience_weight=settings.salience_weight,
         coverage_power=settings.bm25_coverage_power,
         query=query.query,
+        context=earlier,
         thread_cohesion=settings.thread_cohesion,
         cohesion_top=settings.thread_cohesion_top,
         speaker_weight=settings.speaker_weight,
@@ -218,7 +261,7 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
                 )
 
         async def summaries() -> list[EntitySummary]:
-            if not settings.recall_entity_summaries:
+            if not settings.recall_entity_summaries or query.as_of is not None:  # summaries are of now
                 return []
             async with engine.pool.acquire() as conn:
                 return await entity_sql.recall_summaries(
@@ -325,5 +368,7 @@ def cache_digest(agent: str, query: RecallQuery) -> str:
         str(query.valid_to),
         query.rerank,
         query.expand,
+        query.as_of.isoformat() if query.as_of else None,
+        list(query.context),
     ]
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cabrain.types import (
+    MAX_CONTEXT_TURNS,
     ArchiveQuery,
     MemoryInput,
     MemoryType,
@@ -26,8 +27,8 @@ class Body(BaseModel):
 def _query_fields(body: BaseModel) -> dict[str, Any]:
     """A query body's fields, its lists as the tuples the frozen query types hold."""
     data = body.model_dump()
-    for key in ("networks", "memory_types", "source_kinds"):
-        if data[key] is not None:
+    for key in ("networks", "memory_types", "source_kinds", "context"):
+        if data.get(key) is not None:
             data[key] = tuple(data[key])
     return data
 
@@ -86,6 +87,17 @@ class RecallIn(Body):
     valid_to: datetime | None = None
     rerank: bool = True
     expand: bool = True
+    as_of: datetime | None = Field(
+        default=None,
+        description="What the brain held true at this moment (ISO 8601; without an offset: UTC): the versions "
+        "valid at or before it and not yet superseded or forgotten then. Unset: as it is now.",
+    )
+    context: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_CONTEXT_TURNS,
+        description="The dialogue's earlier turns, oldest first (query is the latest); each as long as a "
+        "query may be (CABRAIN_MAX_QUERY_CHARS).",
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -95,7 +107,13 @@ class RecallIn(Body):
                     "query": "which vector store did we choose?",
                     "namespace": "cabrain",
                     "k": 5,
-                }
+                },
+                {
+                    "query": "and which one did we use before that?",
+                    "namespace": "cabrain",
+                    "context": ["we moved the hot tier last spring", "right, after the load tests"],
+                    "as_of": "2026-03-01T00:00:00Z",
+                },
             ]
         },
     )
@@ -150,6 +168,11 @@ class CaptureItemIn(Body):
 class CaptureRecallIn(Body):
     query: str = Field(min_length=1)
     k: int = Field(default=6, ge=1, le=50)
+    context: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_CONTEXT_TURNS,
+        description="The session's earlier turns, oldest first (query is the prompt just submitted).",
+    )
 
 
 class CaptureIn(Body):

@@ -330,10 +330,19 @@ class CoreSettings(BaseModel):
         default=2,
         ge=0,
         le=10,
-        description="Turns before a conversation turn (metadata.thread) that it is also keyword-indexed by.",
+        description="Turns before a conversation turn, in its sitting, that it is also keyword-indexed by.",
     )
     thread_context_chars: int = Field(
         default=2000, ge=1, le=100_000, description="Characters of those turns indexed with it, at most."
+    )
+    sitting_gap_s: float = Field(
+        default=1800.0,
+        ge=1,
+        le=7 * 86400,
+        description="A conversation's turns (one metadata.thread, or one writer's turns with a metadata.speaker and "
+        "no thread) further apart than this many seconds belong to different sittings (unless the turn names "
+        "its metadata.sitting). Measured: LoCoMo's turns of one sitting are at most 4 minutes apart, its "
+        "sittings days apart (docs/EVAL.md).",
     )
     thread_cohesion: float = Field(
         default=0.4,
@@ -355,6 +364,26 @@ class CoreSettings(BaseModel):
         ge=0,
         le=10,
         description="Recall: the nudge to turns by the one speaker (metadata.speaker) a query names (0: off).",
+    )
+    recall_context_turns: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="Recall with a dialogue's earlier turns (context): how many of the latest ones count (0: none).",
+    )
+    recall_context_weight: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Recall with context: the keyword weight of the previous turn's words (the query's own words "
+        "weigh 1); each turn before it weighs half the one after it.",
+    )
+    recall_context_vector_weight: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Recall with context: the weight of the embedding of the dialogue (the counted turns and the "
+        "query) added to the query's own embedding (0: the query's alone).",
     )
 
     @field_validator("record_source_kinds", mode="before")

@@ -47,7 +47,7 @@ class Turn:
     text: str
     speaker: str
     when: datetime
-    thread: str | None = None  # its sitting: a chat request never mixes two
+    sitting: str | None = None  # a chat request never mixes two
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class Chat:
 
     async def distill(self, turns: Sequence[Turn], result: StepResult) -> list[tuple[str, list[int]]]:
         out: list[tuple[str, list[int]]] = []
-        starts = [i for i in range(len(turns)) if i == 0 or turns[i].thread != turns[i - 1].thread]
+        starts = [i for i in range(len(turns)) if i == 0 or turns[i].sitting != turns[i - 1].sitting]
         batches = [
             (s, min(s + self.per_request, end))
             for s0, end in zip(starts, [*starts[1:], len(turns)], strict=True)

@@ -16,9 +16,9 @@ about the speaker's own life, plans, likes and people become facts the way an an
   "in 2022", "next month" -> "in June 2023", "two weeks ago" -> "around 24 April 2023";
 - each fact linked to the turn it comes from (``memory_sources``).
 
-A sitting (the turns of one ``metadata.thread``) with at least ``MIN_SUMMARY_FACTS`` facts gets a
-summary as a note-taker writes one (:func:`sitting_summary`): who talked and when, then its
-richest facts (at most ``CABRAIN_SLEEP_SITTING_SUMMARY_FACTS``) in the order they were said.
+A sitting (the turns of one ``metadata.sitting``, found from time on the write path) with at least
+``MIN_SUMMARY_FACTS`` facts gets a summary as a note-taker writes one (:func:`sitting_summary`): who
+talked and when, then its richest facts (at most ``CABRAIN_SLEEP_SITTING_SUMMARY_FACTS``) in the order they were said.
 
 English is read this way; an Arabic turn's first-person statements (أنا، لدي، عندي) become facts
 with the speaker named before them. What is not a claim stays in the turn, which recall still finds.

@@ -35,14 +35,14 @@ async def distill_turns(
         rows = sorted(rows, key=lambda r: (r["valid_at"], r["created_at"], r["content"], str(r["id"])))
         for start in range(0, len(rows), TURNS_PER_TRANSACTION):
             chunk = rows[start : start + TURNS_PER_TRANSACTION]
-            said = [Turn(r["content"], r["speaker"].strip(), r["valid_at"], r["thread"]) for r in chunk]
+            said = [Turn(r["content"], r["speaker"].strip(), r["valid_at"], r["sitting"]) for r in chunk]
             facts: list[Fact] = [
                 (statement(text), [chunk[i]["id"] for i in cited], None)
                 for text, cited in await distiller.distill(said, result)
             ]
             touched |= await settle(ctx, namespace, owner, visibility, chunk, facts, distiller.name, result)
             result.add("turns_distilled", len(chunk))
-        sittings = sorted({r["thread"] for r in rows if r["thread"]})
+        sittings = sorted({r["sitting"] for r in rows if r["sitting"]})
         for start in range(0, len(sittings), TURNS_PER_TRANSACTION):
             await summarise_sittings(
                 ctx,
@@ -61,43 +61,43 @@ async def summarise_sittings(
     namespace: str,
     owner: str | None,
     visibility: str,
-    threads: list[str],
+    sittings: list[str],
     distiller: TurnDistiller,
     result: StepResult,
 ) -> None:
-    """(Re)write the summary of each of these sittings (the turns of one ``metadata.thread``, of one
+    """(Re)write the summary of each of these sittings (the turns of one ``metadata.sitting``, of one
     readership) from all its current facts, this run's and earlier ones': a new summary memory
     (network ``observation``, ``metadata.sitting``) linked to its facts as ``summarizes``, journaled
     as the run's ``distill``; the sitting's previous summary is superseded by it (a revertible
     judgment), an unchanged one left alone. A sitting needs ``MIN_SUMMARY_FACTS`` facts."""
     pool = await ctx.pool()
     async with pool.acquire() as conn:
-        facts = await conn.fetch(sleep_sql.SITTING_FACTS, namespace, threads, owner, visibility)
-        speakers = await conn.fetch(sleep_sql.SITTING_SPEAKERS, namespace, threads, owner, visibility)
+        facts = await conn.fetch(sleep_sql.SITTING_FACTS, namespace, sittings, owner, visibility)
+        speakers = await conn.fetch(sleep_sql.SITTING_SPEAKERS, namespace, sittings, owner, visibility)
         previous = {
             r["sitting"]: r
-            for r in await conn.fetch(sleep_sql.SITTING_SUMMARIES, namespace, threads, owner, visibility)
+            for r in await conn.fetch(sleep_sql.SITTING_SUMMARIES, namespace, sittings, owner, visibility)
         }
-    by_thread: dict[str, list[asyncpg.Record]] = defaultdict(list)
+    by_sitting: dict[str, list[asyncpg.Record]] = defaultdict(list)
     for f in facts:
-        by_thread[f["thread"]].append(f)
+        by_sitting[f["sitting"]].append(f)
     who: dict[str, list[asyncpg.Record]] = defaultdict(list)
     for r in speakers:
-        who[r["thread"]].append(r)
+        who[r["sitting"]].append(r)
     summaries: list[Fact] = []
     replaces: list[asyncpg.Record | None] = []
-    for thread in threads:
-        rows = by_thread.get(thread, [])
-        if len(rows) < MIN_SUMMARY_FACTS or not who.get(thread):
+    for name in sittings:
+        rows = by_sitting.get(name, [])
+        if len(rows) < MIN_SUMMARY_FACTS or not who.get(name):
             continue
         sitting = Sitting(
-            speakers=tuple(r["speaker"] for r in who[thread]),
-            first=min(r["first"] for r in who[thread]),
-            last=max(r["last"] for r in who[thread]),
+            speakers=tuple(r["speaker"] for r in who[name]),
+            first=min(r["first"] for r in who[name]),
+            last=max(r["last"] for r in who[name]),
             facts=tuple(r["content"] for r in rows),
         )
         text = re.sub(r"\s+", " ", await distiller.summarise(sitting, result)).strip()[:MAX_SUMMARY_CHARS]
-        old = previous.get(thread)
+        old = previous.get(name)
         if old is not None and old["content"] == text:
             result.add("sitting_summaries_unchanged")
             continue

@@ -74,14 +74,15 @@ async def settle(
 
 
 def said(evidence: list[asyncpg.Record]) -> dict[str, str]:
-    """Where a fact of one sitting was said, and by whom: its turns' ``thread`` and speaker (as
-    ``said_by``: a fact is no utterance, so write decisions treat it as a claim), so that recall's
-    sitting cohesion and speaker nudge reach it as they reach its turns."""
-    threads = {r["thread"] for r in evidence}
+    """Where a fact of one sitting was said, and by whom: its turns' ``thread`` and ``sitting`` and
+    speaker (as ``said_by``: a fact is no utterance, so write decisions treat it as a claim), so that
+    recall's sitting cohesion and speaker nudge reach it as they reach its turns."""
     speakers = {(r["speaker"] or "").strip() for r in evidence}
     out = {}
-    if len(threads) == 1 and None not in threads:
-        out["thread"] = str(next(iter(threads)))
+    for name in ("thread", "sitting"):
+        values = {r[name] for r in evidence}
+        if len(values) == 1 and None not in values:
+            out[name] = str(next(iter(values)))
     if len(speakers) == 1 and "" not in speakers:
         out["said_by"] = next(iter(speakers))
     return out
@@ -198,7 +199,6 @@ async def write_facts(
                             "method": method,
                             "sleep_run": str(ctx.run_id),
                             **said(evidence),
-                            **({"sitting": said(evidence).get("thread")} if network == "observation" else {}),
                         },
                         "content_hash": digest,
                     }

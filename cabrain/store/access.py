@@ -17,7 +17,7 @@ Rules (SPEC F5):
 
 Every query that touches memories includes the fragments below. They name their parameters
 (``:namespace``, ``:agent``; the recall filter also ``:include_invalid``, ``:networks``,
-``:memory_types``, ``:source_kinds``, ``:valid_from``, ``:valid_to``), and the statements that
+``:memory_types``, ``:source_kinds``, ``:valid_from``, ``:valid_to``, ``:as_of``), and the statements that
 include them are :class:`cabrain.store.statement.Statement` s, which number the names: no
 statement has to know at which position a shared fragment's parameters sit.
 
@@ -87,10 +87,16 @@ def private_id_to_others(column: str, agent: str) -> str:
       AND coalesce(pm.owner_agent_id, pi.owner_agent_id) <> {agent}::text)"""
 
 
-# Recall's filters over hot memories aliased ``m`` (NULL = no filter); needs ACCESS_CTE.
+# Recall's filters over hot memories aliased ``m`` (NULL = no filter); needs ACCESS_CTE. With
+# ``:as_of``, the brain as it stood then: the versions valid at or before it and not invalidated
+# (superseded, forgotten) by then; with ``:include_invalid`` too, every version valid by then. (A
+# NULL ``:as_of`` folds away when the statement is planned for its values: the current-only filter
+# and its partial index, memories_ns, are what they were. Old versions keep their vectors, passages
+# and postings until they are demoted, so every search finds them.)
 RECALL_FILTER = f"""
 m.namespace = :namespace AND m.tier = 'hot'
-AND (:include_invalid::boolean OR m.invalid_at IS NULL)
+AND (:include_invalid::boolean OR m.invalid_at IS NULL OR m.invalid_at > :as_of::timestamptz)
+AND (:as_of::timestamptz IS NULL OR m.valid_at <= :as_of::timestamptz)
 AND (:networks::text[] IS NULL OR m.network = ANY(:networks::text[]))
 AND (:sitting_summaries::boolean OR :networks::text[] IS NOT NULL OR m.network <> 'observation'
      OR NOT m.metadata ? 'sitting')

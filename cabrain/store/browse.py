@@ -15,6 +15,7 @@ from typing import Any
 
 import asyncpg
 
+from cabrain import edge
 from cabrain.errors import InputError
 from cabrain.store.access import ACCESS_CTE, READABLE
 from cabrain.store.memories import COLUMNS
@@ -27,7 +28,8 @@ MAX_LIMIT = 200
 BROWSED = f"""
 FROM memories m
 WHERE m.namespace = :namespace AND m.tier = 'hot'
-  AND (:history::boolean OR m.invalid_at IS NULL)
+  AND (:history::boolean OR m.invalid_at IS NULL OR m.invalid_at > :as_of::timestamptz)
+  AND (:as_of::timestamptz IS NULL OR m.valid_at <= :as_of::timestamptz)
   AND (:networks::text[] IS NULL OR m.network = ANY(:networks::text[]))
   AND (:memory_types::text[] IS NULL OR m.memory_type = ANY(:memory_types::text[]))
   AND (:source_kinds::text[] IS NULL OR m.source_kind = ANY(:source_kinds::text[]))
@@ -91,7 +93,9 @@ LIMIT $3
 @dataclass(frozen=True)
 class BrowseFilters:
     """What a page of memories is narrowed to; ``None`` (or empty) is no filter. ``history`` keeps
-    superseded and forgotten memories too."""
+    superseded and forgotten memories too. ``as_of``: the memories as they stood then (valid at or
+    before it, not yet superseded or forgotten then; with ``history``, every version valid by then);
+    a naive time is UTC."""
 
     networks: tuple[Network, ...] = ()
     memory_types: tuple[MemoryType, ...] = ()
@@ -100,8 +104,11 @@ class BrowseFilters:
     valid_to: datetime | None = None
     min_importance: float | None = None
     history: bool = False
+    as_of: datetime | None = None
 
     def __post_init__(self) -> None:
+        if self.as_of is not None:
+            object.__setattr__(self, "as_of", edge.check_moment(self.as_of, "as_of"))
         if self.min_importance is not None and not 0.0 <= self.min_importance <= 1.0:
             raise InputError(f"min_importance must be between 0 and 1, got {self.min_importance}")
         if self.valid_from and self.valid_to and self.valid_from >= self.valid_to:
@@ -165,6 +172,11 @@ async def archived_page(
     page's cursor. Their network, type and importance are in the cold rows: those filters are refused
     here rather than applied to a page after it was cut."""
     _limit(limit)
+    if filters.as_of is not None:
+        raise InputError(
+            "the archive is browsed as it is: as_of looks at hot memories only",
+            hint="leave as_of out, or browse the hot tier as of that time",
+        )
     if filters.networks or filters.memory_types or filters.min_importance is not None:
         raise InputError(
             "the archive is browsed by time and source; network, type and importance are not filters there",
@@ -191,6 +203,7 @@ async def page(
     common = _common(namespace, agent, filters, limit, cursor) | {
         "networks": [n.value for n in filters.networks] or None,
         "memory_types": [t.value for t in filters.memory_types] or None,
+        "as_of": filters.as_of,
     }
     if filters.min_importance is None:
         return _next(list(await conn.fetch(BROWSE.sql, *BROWSE.args(common))), limit)

@@ -54,6 +54,8 @@ class SearchFilters:
     source_kinds: list[str] | None = None
     valid_from: datetime | None = None
     valid_to: datetime | None = None
+    # the brain as it stood then: versions valid at or before it, not invalidated by then (None: now)
+    as_of: datetime | None = None
     # sleep's summaries of sittings (network observation, metadata.sitting) compete too: without it,
     # only when the networks asked for include observation (CABRAIN_RECALL_SITTING_SUMMARIES)
     sitting_summaries: bool = False
@@ -69,6 +71,7 @@ class SearchFilters:
             "source_kinds": self.source_kinds,
             "valid_from": self.valid_from,
             "valid_to": self.valid_to,
+            "as_of": self.as_of,
             "sitting_summaries": self.sitting_summaries,
         }
 
@@ -80,8 +83,11 @@ class QueryTerms:
 
     query: str
     namespace: str
-    rows: list  # per term: term, qtf, df (None: unknown to the namespace), doc_count, total_len
+    # per term: term, qtf (its count in the query, or its weight: a context word weighs less), df
+    # (None: unknown to the namespace), doc_count, total_len
+    rows: list
     expansion: frozenset[str] = frozenset()  # terms added to the query's own (they score, not count in coverage)
+    context: frozenset[str] = frozenset()  # those of them from a dialogue's earlier turns
 
 
 @dataclass(frozen=True)
@@ -97,11 +103,18 @@ class KeywordBackend(Protocol):
         """Index new memories, inside the caller's transaction."""
 
     async def read_terms(
-        self, conn: asyncpg.Connection, query: str, namespace: str, *, expansion: str = ""
+        self,
+        conn: asyncpg.Connection,
+        query: str,
+        namespace: str,
+        *,
+        expansion: str = "",
+        context: Sequence[tuple[str, float]] = (),
     ) -> QueryTerms:
         """What :meth:`search` needs to know of the query before it searches (cheap); ``expansion``:
         words searched beside the query's own (the dates its relative time words name), which
-        score where the namespace knows them and are otherwise ignored."""
+        score where the namespace knows them and are otherwise ignored; ``context``: more such
+        words, each text with the weight its words get (a dialogue's earlier turns)."""
 
     async def search(
         self,
@@ -136,7 +149,7 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::timestamptz[], $5::
 # The query's terms with their document frequencies, and the namespace's statistics, in one trip.
 QUERY_TERMS = """
 SELECT t.term, t.qtf, s.df, n.doc_count, n.total_len
-FROM unnest($1::text[], $2::int[]) AS t(term, qtf)
+FROM unnest($1::text[], $2::float8[]) AS t(term, qtf)
 LEFT JOIN bm25_terms s ON s.namespace = $3 AND s.term = t.term
 LEFT JOIN bm25_namespaces n ON n.namespace = $3
 """
@@ -149,7 +162,7 @@ WITH {ACCESS_CTE},
 q AS (
     SELECT t.term, t.qtf * t.idf * (:k1::float8 + 1) AS w, :k1::float8 * :b::float8 / :avgdl::float8 AS k,
            :k1::float8 * (1 - :b::float8) AS c
-    FROM unnest(:terms::text[], :qtfs::int[], :idfs::float8[]) AS t(term, qtf, idf)
+    FROM unnest(:terms::text[], :qtfs::float8[], :idfs::float8[]) AS t(term, qtf, idf)
 ),
 top AS (
     SELECT p.memory_id, p.valid_at, sum(q.w * p.tf / (p.tf + q.k * p.doc_len + q.c)) AS score
@@ -242,16 +255,30 @@ class PostgresBM25:
         return await conn.fetchval(COUNT_CANDIDATES, filters.namespace, [r["term"] for r in known], budget)
 
     async def read_terms(
-        self, conn: asyncpg.Connection, query: str, namespace: str, *, expansion: str = ""
+        self,
+        conn: asyncpg.Connection,
+        query: str,
+        namespace: str,
+        *,
+        expansion: str = "",
+        context: Sequence[tuple[str, float]] = (),
     ) -> QueryTerms:
-        counts = query_terms([query])
-        extra = frozenset(query_terms([expansion])) - set(counts) if expansion else frozenset()
-        counts.update(dict.fromkeys(extra, 1))
+        counts: dict[str, float] = dict(query_terms([query]))
+        own = frozenset(counts)
+        extra = frozenset(query_terms([expansion])) - own if expansion else frozenset()
+        counts.update(dict.fromkeys(extra, 1.0))
+        earlier: set[str] = set()
+        for text, weight in context:  # the query's own words keep their weight; others take the largest
+            for term, n in query_terms([text]).items():
+                if term not in own:
+                    counts[term] = max(counts.get(term, 0.0), n * weight)
+                    earlier.add(term)
+        extra |= earlier
         if not counts:
             return QueryTerms(query, namespace, [])
         terms = list(counts)
         rows = await conn.fetch(QUERY_TERMS, terms, [counts[t] for t in terms], namespace)
-        return QueryTerms(query, namespace, list(rows), extra)
+        return QueryTerms(query, namespace, list(rows), extra, frozenset(earlier))
 
     async def search(
         self,

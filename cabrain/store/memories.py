@@ -267,13 +267,29 @@ IMPORTANCE = (
     "SELECT m.importance FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at WHERE i.id = $1"
 )
 # The thread's latest turns (current or not: the numbering counts every turn), newest first.
-LATEST_TURNS = """
-SELECT thread_turn, content, owner_agent_id, visibility, invalid_at IS NULL AND tier = 'hot' AS usable
+# A conversation's turns (cabrain.write.threads): one thread's ($2 the thread), or one writer's turns
+# with a speaker and no thread ($2 the writer). Each statement in both forms, keyed by the form.
+_CONVERSATION = {
+    "thread": "namespace = $1 AND metadata ? 'thread' AND metadata ->> 'thread' = $2 AND thread_turn IS NOT NULL",
+    "writer": "namespace = $1 AND owner_agent_id = $2 AND NOT metadata ? 'thread' AND thread_turn IS NOT NULL",
+}
+# its latest $3 turns in time ($4 NULL), or the latest at or before $4
+LATEST_TURNS = {
+    form: f"""
+SELECT thread_turn, valid_at, metadata ->> 'sitting' AS sitting, metadata ->> 'thread' AS thread, content,
+       owner_agent_id, visibility, invalid_at IS NULL AND tier = 'hot' AS usable
 FROM memories
-WHERE namespace = $1 AND metadata ? 'thread' AND metadata ->> 'thread' = $2 AND thread_turn IS NOT NULL
-ORDER BY thread_turn DESC
+WHERE {where} AND ($4::timestamptz IS NULL OR valid_at <= $4::timestamptz)
+ORDER BY valid_at DESC, thread_turn DESC
 LIMIT $3
 """
+    for form, where in _CONVERSATION.items()
+}
+# the number of its last turn
+LAST_TURN = {
+    form: f"SELECT thread_turn FROM memories WHERE {where} ORDER BY thread_turn DESC LIMIT 1"
+    for form, where in _CONVERSATION.items()
+}
 
 # --- archived identities (cabrain.search.lookup, cabrain.search.archive) --------------------------------
 # Archived identities of a namespace whose source_kind is not known yet (demoted before schema 0010).

@@ -108,7 +108,7 @@ ON CONFLICT (namespace, step) DO UPDATE SET upto = greatest(sleep_watermarks.upt
 # --- consolidate (cabrain.sleep.consolidate) -------------------------------------------------------------
 EPISODES = """
 SELECT m.id, m.owner_agent_id, m.visibility, m.content, m.embedding, m.importance, m.valid_at, m.created_at,
-       m.metadata ->> 'speaker' AS speaker, m.metadata ->> 'thread' AS thread
+       m.metadata ->> 'speaker' AS speaker, m.metadata ->> 'thread' AS thread, coalesce(m.metadata ->> 'sitting', m.metadata ->> 'thread') AS sitting
 FROM memories m
 WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.memory_type = 'episodic'
   AND m.consolidated_at IS NULL AND m.embedding IS NOT NULL
@@ -173,23 +173,25 @@ INSERT INTO memory_entities (memory_id, entity_id) SELECT $1, e FROM unnest($2::
 # --- a sitting's summary (cabrain.sleep.turns) --------------------------------------------------------
 # A readership group's rows: a private row is its owner's, a shared or public one anybody's of the group.
 _READERSHIP = "m.visibility = $4 AND ($4 <> 'private' OR m.owner_agent_id IS NOT DISTINCT FROM $3)"
-# the current facts sleep distilled from these sittings, in the order they were said (turns of one
+# the current facts sleep distilled from these sittings (a fact written before sittings were found names
+# its sitting in metadata.thread), in the order they were said (turns of one
 # moment by their text: a batch stores its rows at one time, and a summary must not depend on ids)
 SITTING_FACTS = f"""
 SELECT m.id, m.owner_agent_id, m.content, m.importance, m.valid_at, m.created_at,
-       m.metadata ->> 'thread' AS thread, m.metadata ->> 'said_by' AS speaker
+       m.metadata ->> 'thread' AS thread, coalesce(m.metadata ->> 'sitting', m.metadata ->> 'thread') AS sitting, m.metadata ->> 'said_by' AS speaker
 FROM memories m
 WHERE m.namespace = $1 AND m.tier = 'hot' AND m.invalid_at IS NULL AND m.network = 'fact'
-  AND m.source_kind = 'sleep' AND m.metadata ->> 'thread' = ANY($2::text[]) AND {_READERSHIP}
+  AND m.source_kind = 'sleep' AND coalesce(m.metadata ->> 'sitting', m.metadata ->> 'thread') = ANY($2::text[]) AND {_READERSHIP}
 ORDER BY m.valid_at, m.created_at, m.content, m.id
 """
 # who spoke in these sittings, and when
 SITTING_SPEAKERS = f"""
-SELECT m.metadata ->> 'thread' AS thread, btrim(m.metadata ->> 'speaker') AS speaker,
+SELECT coalesce(m.metadata ->> 'sitting', m.metadata ->> 'thread') AS sitting, btrim(m.metadata ->> 'speaker') AS speaker,
        min(m.valid_at) AS first, max(m.valid_at) AS last, min(m.created_at) AS since
 FROM memories m
 WHERE m.namespace = $1 AND m.invalid_at IS NULL AND m.memory_type = 'episodic'
-  AND m.metadata ->> 'thread' = ANY($2::text[]) AND btrim(m.metadata ->> 'speaker') <> '' AND {_READERSHIP}
+  AND coalesce(m.metadata ->> 'sitting', m.metadata ->> 'thread') = ANY($2::text[]) AND btrim(m.metadata ->> 'speaker') <> ''
+  AND {_READERSHIP}
 GROUP BY 1, 2
 ORDER BY 1, min(m.valid_at), min(m.created_at), 2
 """

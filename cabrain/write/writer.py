@@ -30,7 +30,7 @@ from cabrain.write.item import Item
 from cabrain.write.neighbours import deterministic, neighbours_of
 from cabrain.write.neighbours import origin as origin_of_item
 from cabrain.write.salience import importance as score_importance
-from cabrain.write.threads import ThreadContext
+from cabrain.write.threads import Place, ThreadContext
 
 REINFORCE_STEP = 0.05
 
@@ -45,9 +45,13 @@ class _Pending:
     links: dict[str, list[tuple[uuid.UUID, list[str]]]] = field(default_factory=dict)
     invalidations: list[tuple[uuid.UUID, WriteDecision, uuid.UUID, str]] = field(default_factory=list)
 
-    def add(self, agent: str, item: Item, memory_id: uuid.UUID, importance: float, names: list[str], place) -> None:
+    def add(
+        self, agent: str, item: Item, memory_id: uuid.UUID, importance: float, names: list[str], place: Place
+    ) -> None:
         inp = item.input
-        context, turn = place  # its context and turn in its conversation (cabrain.write.threads)
+        metadata = dict(inp.metadata)
+        if place.sitting is not None:
+            metadata["sitting"] = place.sitting
         self.rows.append(
             {
                 "id": memory_id,
@@ -62,13 +66,13 @@ class _Pending:
                 "embedding": item.embedding,
                 "importance": importance,
                 "valid_at": item.valid_at,
-                "metadata": dict(inp.metadata),
+                "metadata": metadata,
                 "content_hash": item.content_hash,
                 "pinned": inp.important,
-                "thread_turn": turn,
+                "thread_turn": place.turn,
             }
         )
-        self.docs.append(IndexedDoc(memory_id, inp.namespace, item.valid_at, item.content, context))
+        self.docs.append(IndexedDoc(memory_id, inp.namespace, item.valid_at, item.content, place.context))
         self.chunks.extend(_chunk_rows(memory_id, item))
         if names:
             self.links.setdefault(inp.namespace, []).append((memory_id, names))
@@ -89,12 +93,17 @@ class Writer:
         self._txn_now: datetime | None = None
         self._written: list[tuple[Neighbour, str, np.ndarray]] = []
         self._threads = ThreadContext(
-            conn, turns=self.settings.thread_context_turns, chars=self.settings.thread_context_chars
+            conn,
+            turns=self.settings.thread_context_turns,
+            chars=self.settings.thread_context_chars,
+            gap_s=self.settings.sitting_gap_s,
         )
 
-    async def _place(self, item: Item) -> tuple[str, int | None]:  # its context and turn (write.threads)
+    async def _place(self, item: Item) -> Place:  # its turn, sitting and context (cabrain.write.threads)
         i = item.input
-        return await self._threads.place(i.namespace, self.agent, i.visibility.value, i.metadata, item.content)
+        return await self._threads.place(
+            i.namespace, self.agent, i.visibility.value, i.metadata, item.content, item.valid_at
+        )
 
     async def _known_keys(self, namespace: str, text: str) -> set[str]:
         phrases = entity_extraction.phrases(text)

@@ -70,3 +70,54 @@ def test_hooks_install_and_uninstall_from_the_command_line() -> None:
     assert "already installed" in run("install").stdout
     assert "removed" in run("uninstall").stdout
     assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
+
+
+async def test_a_prompt_is_recalled_on_the_database_with_the_sessions_earlier_turns(brain, monkeypatch, tmp_path):
+    from cabrain.faces.capture import CaptureConfig, database
+    from cabrain.faces.capture.events import recent_turns
+
+    asked = []
+
+    class Opened:
+        """The test's brain as the capture path opens it (kept open after), its recalls recorded."""
+
+        @staticmethod
+        async def open(settings):
+            return Opened()
+
+        async def __aenter__(self):
+            return self
+
+        async def __aexit__(self, *exc):
+            return None
+
+        def __getattr__(self, name):
+            return getattr(brain, name)
+
+        async def recall(self, agent, query):
+            asked.append(query)
+            return await brain.recall(agent, query)
+
+    monkeypatch.setattr(database, "Brain", Opened)
+    monkeypatch.setattr(database, "load_settings", lambda: brain.settings)
+    transcript = tmp_path / "session.jsonl"
+    turns = [
+        {"type": "user", "message": {"role": "user", "content": "We are moving the invoices to the new ledger."}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "Noted."}]}},
+    ]
+    transcript.write_text("\n".join(json.dumps(t) for t in turns) + "\n")
+    config = CaptureConfig(None, None, tmp_path, namespace="acme/billing")
+    event = {"session_id": "s-1", "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit"}
+    first = {**event, "prompt": "Invoices must be issued in EGP and USD from now on."}
+    await database.handle_on_database(config, first)  # stored; nothing known yet to recall
+    answer = await database.handle_on_database(
+        config, {**event, "prompt": "Which currencies do invoices use?", "transcript_path": str(transcript)}
+    )
+    assert asked[-1].query == "Which currencies do invoices use?"
+    assert (
+        asked[-1].context
+        == tuple(recent_turns(str(transcript), "x"))
+        == ("We are moving the invoices to the new ledger.", "Noted.")
+    )
+    assert asked[0].context == ()  # the first prompt had no transcript
+    assert "EGP and USD" in answer["hookSpecificOutput"]["additionalContext"]

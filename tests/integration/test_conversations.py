@@ -42,10 +42,11 @@ async def test_a_turn_is_found_by_the_words_of_the_turns_before_it(brain: Brain)
     assert "Maria: Three times a week; it keeps us on track." in found[:2]
 
 
-async def test_without_a_thread_the_turn_has_only_its_own_words(brain: Brain) -> None:
-    await brain.retain("alice", [turn(t, s, thread=None) for t, s in CHAT], decide=False)
+async def test_a_memory_in_no_conversation_has_only_its_own_words(brain: Brain) -> None:
+    # no thread and no speaker: notes, not turns
+    await brain.retain("alice", [MemoryInput(t, "proj", valid_at=SESSION) for t, _ in CHAT], decide=False)
     found, _ = await ids_for(brain, "alice", "How often do they work out?")
-    assert "Maria: Three times a week; it keeps us on track." not in found
+    assert "Three times a week; it keeps us on track." not in found
 
 
 async def test_turns_are_numbered_across_calls_and_context_spans_them(brain: Brain, db_dsn: str) -> None:
@@ -167,9 +168,11 @@ async def test_the_speaker_a_query_names_is_nudged_and_left_out_of_its_embedding
     assert all(h.breakdown.speaker is None for h in both.hits)
 
 
-@pytest.mark.parametrize("bad", [{"thread": ""}, {"thread": 7}, {"speaker": "x" * 201}, {"thread": ["a"]}])
-async def test_a_malformed_thread_or_speaker_is_refused(brain: Brain, bad: dict) -> None:
-    with pytest.raises(InputError, match=r"the memory: metadata\.(thread|speaker) must be"):
+@pytest.mark.parametrize(
+    "bad", [{"thread": ""}, {"thread": 7}, {"speaker": "x" * 201}, {"thread": ["a"]}, {"sitting": " "}, {"sitting": 1}]
+)
+async def test_a_malformed_thread_speaker_or_sitting_is_refused(brain: Brain, bad: dict) -> None:
+    with pytest.raises(InputError, match=r"the memory: metadata\.(thread|speaker|sitting) must be"):
         await brain.retain("alice", [MemoryInput("hello", "proj", metadata=bad)])
 
 

@@ -128,7 +128,7 @@ async def test_the_hot_path_searches_keep_one_plan_that_walks_the_indexes(two_na
         "agent": "'agent-a'",
         "include_invalid": "false",
         "sitting_summaries": "false",
-        **dict.fromkeys(("networks", "memory_types", "source_kinds", "valid_from", "valid_to"), "NULL"),
+        **dict.fromkeys(("networks", "memory_types", "source_kinds", "valid_from", "valid_to", "as_of"), "NULL"),
         "limit": "10",
         "vector": "'[" + ",".join(f"{x:.5f}" for x in vectors(1, 9)[0]) + "]'",
         "passages": "40",

@@ -91,6 +91,7 @@ def test_a_signed_slack_message_is_read_with_its_speaker_thread_and_time() -> No
             channel="C0LAN2Q65",
             thread="1714555000.000100",
             reply_to={"channel": "C0LAN2Q65", "thread_ts": "1714555000.000100", "team_id": "T0001"},
+            conversation="C0LAN2Q65/1714555000.000100",
         )
     ]
 
@@ -98,6 +99,9 @@ def test_a_signed_slack_message_is_read_with_its_speaker_thread_and_time() -> No
 def test_a_slack_message_outside_a_thread_is_its_own_thread_and_speaker_falls_back() -> None:
     (message,) = _slack(_slack_event(user_profile={"display_name": "", "real_name": "Omar"})).messages
     assert message.thread == message.reply_to["thread_ts"] == "1714555800.000200"
+    # replies go to its own thread, but as a turn it belongs to the channel's conversation, whose
+    # sittings are found from time
+    assert message.conversation == "C0LAN2Q65"
     assert message.speaker == "Omar"
     (message,) = _slack(_slack_event()).messages
     assert message.speaker == "U061F7AUR"

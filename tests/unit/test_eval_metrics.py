@@ -38,10 +38,11 @@ def test_malformed_lines_are_reported_with_their_location(tmp_path):
         load_set(tmp_path)
 
 
-def test_a_conversation_turn_gets_its_sitting_as_its_thread():
+def test_a_conversation_turn_is_loaded_as_a_chat_source_loads_it():
+    """No thread is invented for a turn that has none: its sitting is found from time on the write path."""
     from cabrain.eval import _metadata
 
     turn = {"id": "c:D1:3", "namespace": "c", "text": "A: hi", "speaker": "A", "time": "2023-05-08T13:56:00"}
-    assert _metadata(turn) == {"eval_id": "c:D1:3", "speaker": "A", "thread": "c@2023-05-08T13:56:00"}
+    assert _metadata(turn) == {"eval_id": "c:D1:3", "speaker": "A"}
     assert _metadata({**turn, "thread": "t9"})["thread"] == "t9"
     assert _metadata({"id": "p1", "namespace": "c", "text": "a passage", "time": "2023-05-08"}) == {"eval_id": "p1"}

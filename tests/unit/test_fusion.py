@@ -72,9 +72,9 @@ def test_salience_breaks_near_ties_but_does_not_lift_unrelated_memories(method):
 
 
 # --- conversations (issue 19) ------------------------------------------------------------------
-def turn(distance, thread=None, speaker=None, as_text=True):
+def turn(distance, thread=None, speaker=None, as_text=True, sitting=None):
     data = row(distance=distance)
-    meta = {k: v for k, v in (("thread", thread), ("speaker", speaker)) if v is not None}
+    meta = {k: v for k, v in (("thread", thread), ("speaker", speaker), ("sitting", sitting)) if v is not None}
     data["metadata"] = json.dumps(meta) if as_text else meta
     return data
 
@@ -134,3 +134,37 @@ def test_the_query_is_embedded_without_the_speakers_it_names():
     assert without_names("ماذا قال أحمد عن المشروع؟", [("احمد",)]) == "ماذا قال عن المشروع؟"
     assert without_names("Melanie", [("melanie",)]) == "Melanie"  # nothing would be left: kept whole
     assert without_names("Who is Mel?", [("melanie",)]) == "Who is Mel?"
+
+
+def test_a_found_sitting_is_the_cohesion_key_and_an_old_thread_still_is():
+    # turns of one whole-chat thread in two found sittings: only the sitting's own turns cohere
+    lone = turn(0.20, thread="chat", sitting="chat@2023-05-12T19:02:00Z")
+    sitting = [turn(0.21 + 0.01 * i, thread="chat", sitting="chat") for i in range(3)]
+    old = turn(0.5, thread="chat")  # kept before sittings were found: its thread is its sitting
+    rest = [turn(0.3 + 0.05 * i) for i in range(6)]
+    ranked = fuse(
+        [lone, *sitting, old, *rest], [], bm25_coverage=0, salience_weight=0, thread_cohesion=0.4, method="score"
+    )
+    boosts = {c.row["id"]: c.thread_boost for c in ranked}
+    assert ranked[0].row["id"] == sitting[0]["id"]
+    assert boosts[old["id"]] == boosts[sitting[0]["id"]] > boosts[lone["id"]] > 0
+
+
+def test_a_dialogue_names_the_speaker_when_the_latest_turn_does_not():
+    mel, caro = turn(0.30, speaker="Melanie"), turn(0.29, speaker="Caroline")
+    rest = [turn(0.4 + 0.05 * i, speaker="Caroline") for i in range(8)]
+
+    def nudged(query, context):
+        ranked = fuse(
+            [caro, mel, *rest], [], bm25_coverage=0, salience_weight=0, query=query, speaker_weight=0.1, context=context
+        )
+        return {c.row["id"] for c in ranked if c.speaker_boost}
+
+    assert nudged("What did they paint?", ["Hi!", "Tell me about Melanie."]) == {mel["id"]}
+    # the nearest turn that names one decides; the latest turn's own name comes first
+    assert nudged("What did they paint?", ["Tell me about Melanie.", "And about Caroline?"]) == {
+        caro["id"],
+        *(r["id"] for r in rest),
+    }
+    assert nudged("What did Melanie paint?", ["Tell me about Caroline."]) == {mel["id"]}
+    assert nudged("What did they paint?", ["Hi!", "Hello."]) == set()

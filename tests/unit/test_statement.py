@@ -35,5 +35,5 @@ def test_the_shared_access_fragments_take_the_same_names_wherever_they_are_inclu
     assert set(wrapped.names) == {"limit", "agent", "namespace"}
     recall = Statement(f"WITH {access.ACCESS_CTE} SELECT 1 FROM memories m WHERE {access.RECALL_FILTER}")
     filters = {"include_invalid", "networks", "memory_types", "source_kinds", "valid_from", "valid_to"}
-    filters |= {"sitting_summaries"}
+    filters |= {"sitting_summaries", "as_of"}
     assert set(recall.names) == {"namespace", "agent"} | filters

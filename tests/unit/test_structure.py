@@ -145,7 +145,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "commands",
         frozenset(
-            "service doctor scratch eval eval_conversations eval_decisions eval_facts bench cli jobs entry __main__".split()
+            "service doctor scratch eval eval_conversations eval_decisions eval_dialogue eval_facts bench cli jobs entry __main__".split()
         ),
     ),
 )

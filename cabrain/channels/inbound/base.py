@@ -71,6 +71,10 @@ class ChatMessage:
     channel: str
     thread: str  # a stable id of the conversation thread
     reply_to: dict[str, Any]  # what an outbound reply needs to land in the same thread
+    # the conversation the message is a turn of (its memory's metadata.thread) when that is not
+    # ``thread``: a Slack channel's top-level messages are one conversation, though each is the
+    # thread its replies go to. Its sittings are found from the messages' times.
+    conversation: str | None = None
 
 
 @dataclass(frozen=True)

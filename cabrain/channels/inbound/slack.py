@@ -131,6 +131,7 @@ def _message(event: dict[str, Any], team_id: Any) -> ChatMessage | None:
         channel=channel,
         thread=thread,
         reply_to=reply_to,
+        conversation=channel if thread == ts else f"{channel}/{thread}",
     )
 
 

@@ -35,7 +35,8 @@ async def handle_on_database(config: CaptureConfig, event: dict[str, Any]) -> di
         if not injectable:
             print(f"cabrain capture: {WITHHELD.format(namespace)}", file=sys.stderr)
             return None
-        result = await brain.recall(agent, RecallQuery(todo.context_query, namespace, k=config.context_k, expand=False))
+        query = RecallQuery(todo.context_query, namespace, k=config.context_k, expand=False, context=tuple(todo.turns))
+        result = await brain.recall(agent, query)
         return hook_output(event.get("hook_event_name", ""), context_text(namespace, to_json(result)["hits"]))
 
 

@@ -29,18 +29,29 @@ READ_ONLY_TOOLS = {"Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "TodoW
 EDIT_TOOLS = {"Edit", "MultiEdit", "Write", "NotebookEdit"}
 MIN_PROMPT_CHARS = 12
 MAX_MEMORY_CHARS = 2000
+MAX_QUERY_CHARS = 2000  # a prompt recalled for context, and each earlier turn sent with it
+CONTEXT_TURNS = 6  # the session's earlier turns a prompt's recall takes as its dialogue
+TRANSCRIPT_TAIL = 256 * 1024  # bytes of the transcript's end read for them (a long session's runs to megabytes)
 
 
 class Plan:
-    """What one event asks for: memories to retain, and a query whose hits go back as context.
+    """What one event asks for: memories to retain, and a query whose hits go back as context (with
+    the dialogue before it: ``turns``, oldest first).
 
     Prompts, tool events and digests are episodic logs: stored as they are (``decide=False``; exact
     repeats still collapse). Decisions and learnings are compared with what is known, so a new
     decision can supersede an old one.
     """
 
-    def __init__(self, memories: list[dict[str, Any]], context_query: str | None = None, decide: bool = False) -> None:
+    def __init__(
+        self,
+        memories: list[dict[str, Any]],
+        context_query: str | None = None,
+        decide: bool = False,
+        turns: list[str] | None = None,
+    ) -> None:
         self.memories, self.context_query, self.decide = memories, context_query, decide
+        self.turns = turns or []
 
 
 def _utc_now() -> str:
@@ -158,6 +169,33 @@ def read_transcript(path: str | None) -> list[dict[str, Any]]:
     return entries
 
 
+def recent_turns(path: str | None, prompt: str, limit: int = CONTEXT_TURNS) -> list[str]:
+    """The session's last ``limit`` user and assistant text turns before ``prompt``, oldest first,
+    each redacted, whitespace folded and cut to :data:`MAX_QUERY_CHARS`. Only the transcript's last
+    :data:`TRANSCRIPT_TAIL` bytes are read; tool calls and results, and Claude Code's own notes (its
+    meta entries, slash commands), are no turns. The prompt itself, when the transcript holds it
+    already, is left out."""
+    if not path or limit <= 0:
+        return []
+    data, start = b"", 0
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        start = max(0, f.seek(0, 2) - TRANSCRIPT_TAIL)
+        f.seek(start)
+        data = f.read()
+    lines = data.split(b"\n")[1 if start else 0 :]  # the first line of a tail is cut
+    turns: list[str] = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and _role(entry) in ("user", "assistant") and not entry.get("isMeta"):
+                text = _text_of(entry).strip()
+                if text and not text.startswith(("<command-", "<local-command-")):
+                    turns.append(clean(text, MAX_QUERY_CHARS))
+    if turns and turns[-1] == clean(prompt, MAX_QUERY_CHARS):
+        turns.pop()
+    return turns[-limit:]
+
+
 def _text_of(entry: dict[str, Any]) -> str:
     content = (entry.get("message") or {}).get("content", entry.get("content"))
     if isinstance(content, str):
@@ -187,7 +225,9 @@ def _plan(event: dict[str, Any], namespace: str) -> Plan:
     if name == "UserPromptSubmit":
         prompt = redact(event.get("prompt") or "").strip()
         memories = [] if len(prompt) < MIN_PROMPT_CHARS else [_memory(event, f"User asked: {prompt}")]
-        return Plan(memories, prompt[:2000] or None)
+        if not prompt:
+            return Plan(memories)
+        return Plan(memories, prompt[:MAX_QUERY_CHARS], turns=recent_turns(event.get("transcript_path"), prompt))
     if name == "PostToolUse":
         memory = tool_memory(event)
         return Plan([memory] if memory else [])

@@ -28,7 +28,7 @@ def handle_via_service(config: CaptureConfig, event: dict[str, Any]) -> dict[str
         if os.path.exists(config.queue_path) and os.path.getsize(config.queue_path):
             flush_queue(config)
         if todo.memories or todo.context_query:
-            answer = send(config, target, todo.memories, todo.decide, todo.context_query)
+            answer = send(config, target, todo.memories, todo.decide, todo.context_query, todo.turns)
             sent = True
             context = context_text(answer.get("namespace") or target_label(target), answer.get("hits") or [])
     except ServiceDown as exc:

@@ -132,12 +132,13 @@ def send(
     memories: list[dict[str, Any]],
     decide: bool,
     recall: str | None = None,
+    turns: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Hand memories over (and, in the same request, recall for context); the service's answer
-    (``namespace``: where they went, ``hits``: the recall's)."""
+    """Hand memories over (and, in the same request, recall for context, with the dialogue's earlier
+    ``turns``); the service's answer (``namespace``: where they went, ``hits``: the recall's)."""
     body: dict[str, Any] = {**target, "items": memories, "decide": decide}
     if recall:
-        body["recall"] = {"query": recall, "k": config.context_k}
+        body["recall"] = {"query": recall, "k": config.context_k, **({"context": turns} if turns else {})}
     status, answer = _request(config, "POST", "/v1/capture", body)
     if status != 202 or not isinstance(answer, dict):
         message = (answer or {}).get("error", {}).get("message") if isinstance(answer, dict) else None

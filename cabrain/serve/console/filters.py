@@ -73,7 +73,13 @@ def browse_filters(params: Any) -> BrowseFilters:
         valid_to=day(params, "to", end=True),
         min_importance=number(params, "min_importance", low=0, high=1),
         history=flag(params, "history"),
+        as_of=as_of(params),
     )
+
+
+def as_of(params: Any) -> datetime | None:
+    """The ``as_of`` field: a moment (naive: UTC), or a date meaning the end of that day (UTC)."""
+    return day(params, "as_of", end=True)
 
 
 def form_values(params: Any, names: list[str]) -> dict[str, str]:

@@ -29,6 +29,7 @@ BROWSE_FIELDS = [
     "to",
     "min_importance",
     "history",
+    "as_of",
 ]
 TIERS = ["hot", "cold"]
 PAGE_SIZE = 50
@@ -124,8 +125,9 @@ async def memories(request: Request, svc: Svc, session: Current) -> Response:
 
 @routes.get("/memories/{memory_id}")
 async def memory(request: Request, memory_id: str, svc: Svc, session: Current) -> Response:
-    found = await svc.run(lambda b: b.get(session.agent, memory_id))
-    judgments = await svc.run(lambda b: b.judgments(session.agent, memory_id))
+    as_of = filters.as_of(request.query_params)  # the version that was current then
+    found = await svc.run(lambda b: b.get(session.agent, memory_id, as_of=as_of))
+    judgments = await svc.run(lambda b: b.judgments(session.agent, found.memory.id))
     used = await svc.run(lambda b: b.access_history(session.agent, found.memory.id))
     return page(
         request,
@@ -136,6 +138,7 @@ async def memory(request: Request, memory_id: str, svc: Svc, session: Current) -
         judgments=judgments,
         used=used,
         done=filters.field(request.query_params, "done"),
+        as_of=as_of,
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
+from cabrain.errors import InputError
 from cabrain.serve.console import filters
 from cabrain.serve.console.pages import readable_namespaces
 from cabrain.serve.console.render import page
@@ -18,7 +19,7 @@ from cabrain.types import ArchiveQuery, MemoryType, Network, RecallMode, RecallQ
 
 routes = router()
 
-FIELDS = ["q", "namespace", "mode", "k", "network", "memory_type", "source_kind", "from", "to"]
+FIELDS = ["q", "namespace", "mode", "k", "network", "memory_type", "source_kind", "from", "to", "as_of", "context"]
 FLAGS = ["rerank", "expand", "include_invalid", "archive"]
 
 
@@ -49,11 +50,16 @@ async def recall(request: Request, svc: Svc, session: Current) -> Response:
             "valid_to": filters.day(params, "to", end=True),
             "include_invalid": flags["include_invalid"],
         }
+        as_of = filters.as_of(params)
+        # the earlier turns of a conversation, one a line, oldest first
+        context = tuple(line.strip() for line in values["context"].splitlines() if line.strip())
         if flags["archive"]:
+            if as_of is not None or context:
+                raise InputError("as of and earlier turns are for hot recall", hint="untick the archive")
             archive_query = ArchiveQuery(**scope)
             archive = await svc.run(lambda b: b.recall_archive(session.agent, archive_query))
         else:
-            query = RecallQuery(**scope, rerank=flags["rerank"], expand=flags["expand"])
+            query = RecallQuery(**scope, rerank=flags["rerank"], expand=flags["expand"], as_of=as_of, context=context)
             result = await svc.run(lambda b: b.recall(session.agent, query))
     return page(
         request,

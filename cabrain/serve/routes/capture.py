@@ -53,7 +53,9 @@ async def capture(body: schemas.CaptureIn, svc: Svc, p: Caller) -> CaptureOut:
     answer: CaptureOut = {"namespace": namespace, "queued": queued, "items": len(body.items)}
     if body.recall is not None:
         if injectable:
-            query = RecallQuery(body.recall.query, namespace, k=body.recall.k, expand=False)
+            query = RecallQuery(
+                body.recall.query, namespace, k=body.recall.k, expand=False, context=tuple(body.recall.context)
+            )
             result = await svc.run(lambda b: b.recall(p.agent_id, query))
             answer["hits"], answer["timings_ms"] = result.hits, dict(result.timings_ms)
         else:  # another agent's namespace the caller never accepted: nothing of it goes into its context

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
-from fastapi import Header
+from fastapi import Header, Query
 
 from cabrain.serve import schemas
 from cabrain.serve.deps import Caller, Svc
@@ -51,8 +52,19 @@ async def retain_batch(
 
 
 @routes.get("/v1/memories/{memory_id}", summary="A memory with its provenance and version history")
-async def get_memory(memory_id: str, svc: Svc, p: Caller) -> MemoryWithHistory:
-    return await svc.run(lambda b: b.get(p.agent_id, memory_id))
+async def get_memory(
+    memory_id: str,
+    svc: Svc,
+    p: Caller,
+    as_of: Annotated[
+        datetime | None,
+        Query(
+            description="The version of it that was current at this moment (ISO 8601; without an offset: UTC), "
+            "with its own history; 404 when none was."
+        ),
+    ] = None,
+) -> MemoryWithHistory:
+    return await svc.run(lambda b: b.get(p.agent_id, memory_id, as_of=as_of))
 
 
 @routes.post("/v1/memories/{memory_id}/forget", summary="Soft-forget: the memory leaves recall but is kept")
