@@ -3,18 +3,20 @@
 A chat agent, or the capture hook, holds the last few messages when it asks; the latest says what
 is wanted now ("and when was that?"), the earlier ones what it is about ("what did Caroline
 paint?"). Recall weighs them so that the latest counts most and greetings and filler do not dilute
-it. The earlier turns' say is their **share** of what the dialogue says: the idf mass of their
-words the namespace knows (each turn's words weighted as below) over that and the latest turn's
-own. A greeting says little (its words are common, their idf small) and an unknown word nothing,
-so beside a question that says what it wants the earlier turns barely count; beside "and when was
-that?", which says almost nothing, they count fully. With that share:
+it. The earlier turns have a **say** only as far as the latest turn says less than they do: with
+``own`` the idf mass of the latest turn's words the namespace knows and ``earlier`` that of the
+earlier turns' (each turn's words weighted as below), the say is ``max(0, 1 - own / earlier)``. A
+question that says what it wants says at least as much as the greetings before it (their words are
+common, their idf small; an unknown word says nothing), so they have no say; "could you look that
+up?" after a question says almost nothing, so the question has its full say. With that say:
 
 - keyword side: the latest turn's words weigh 1; the previous turn's ``CABRAIN_RECALL_CONTEXT_WEIGHT``
-  (0.5) times the share, each turn before it half the one after it, only the latest
+  (0.5) times the say, each turn before it half the one after it, only the latest
   ``CABRAIN_RECALL_CONTEXT_TURNS`` (3) turns. Their words never count in the query's coverage;
-- vector side: the query's own embedding plus ``CABRAIN_RECALL_CONTEXT_VECTOR_WEIGHT`` times the share
-  times the embedding of the counted turns and the query read as one text, normalised (embedded
-  only when the share is above 0);
+- vector side: ``(1 - v) * own + v * dialogue``, normalised, where ``own`` is the latest turn's
+  embedding, ``dialogue`` that of the counted turns and the latest read as one text (embedded only
+  when the say is above 0), and ``v`` the say times ``CABRAIN_RECALL_CONTEXT_VECTOR_WEIGHT`` (1:
+  a latest turn that says nothing is searched by the whole dialogue);
 - speaker: when the latest turn names none of the candidates' speakers, the nearest earlier turn
   that names one does (cabrain.search.fusion).
 
@@ -51,14 +53,14 @@ def dialogue_text(turns: Sequence[str], query: str) -> str:
 
 
 def combine(own: list[float], dialogue: list[float], weight: float) -> list[float]:
-    """``own + weight * dialogue``, normalised (both are unit vectors)."""
-    mixed = [a + weight * b for a, b in zip(own, dialogue, strict=True)]
+    """``(1 - weight) * own + weight * dialogue``, normalised (both are unit vectors)."""
+    mixed = [(1 - weight) * a + weight * b for a, b in zip(own, dialogue, strict=True)]
     norm = math.sqrt(sum(x * x for x in mixed)) or 1.0
     return [x / norm for x in mixed]
 
 
-def share(terms: QueryTerms | None) -> float:
-    """The earlier turns' share of what the dialogue says (see the module docstring); 0 without them."""
+def say(terms: QueryTerms | None) -> float:
+    """The earlier turns' say (see the module docstring), in [0, 1]; 0 without them."""
     if terms is None or not terms.context or not terms.rows:
         return 0.0
     n_docs = float(terms.rows[0]["doc_count"] or 0)
@@ -68,8 +70,7 @@ def share(terms: QueryTerms | None) -> float:
     for r in terms.rows:
         if r["df"] and (r["term"] in terms.context or r["term"] not in terms.expansion):
             mass[r["term"] in terms.context] += float(r["qtf"]) * idf(n_docs, r["df"])
-    whole = mass[True] + mass[False]
-    return mass[True] / whole if whole > 0 else 0.0
+    return max(0.0, 1.0 - mass[False] / mass[True]) if mass[True] > 0 else 0.0
 
 
 def scaled(terms: QueryTerms, factor: float) -> QueryTerms:

@@ -26,7 +26,9 @@ sitting) get two more terms, both computed over the candidates alone, with no qu
   and the order is unchanged;
 - speaker (``speaker_weight``, 0.1): when the query names exactly one of the candidates' speakers
   (``metadata.speaker``, matched word for word after the tokenizer's normalisation), that
-  speaker's turns are nudged up by the weight (in units of one list's largest contribution).
+  speaker's turns are nudged up by the weight (in units of one list's largest contribution). A
+  query that names none, asked with a dialogue's earlier turns (cabrain.search.dialogue), takes
+  the speakers the nearest earlier turn names.
 
 The salience nudge adds ``salience_weight * importance`` times the largest contribution one list
 can make (1 for ``score``, ``1 / (k + 1)`` for ``rrf``): with the default 0.02 it orders near-ties

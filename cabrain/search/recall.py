@@ -143,7 +143,7 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         t0 = time.perf_counter()
         try:  # the question without the speakers it names (cabrain.search.speakers)
             own = await engine.embed_query(speakers.without_names(query.query, names))
-            weight = settings.recall_context_vector_weight * dialogue.share(terms)
+            weight = settings.recall_context_vector_weight * dialogue.say(terms)
             if weight <= 0:
                 return own
             text = speakers.without_names(dialogue.dialogue_text(earlier, query.query), names)
@@ -154,8 +154,8 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
     async def keyword(terms: QueryTerms | None) -> KeywordResult:
         if terms is None or query.mode is RecallMode.VECTOR:
             return KeywordResult([], 0.0)
-        if terms.context:  # the earlier turns' words, by their share (cabrain.search.dialogue)
-            terms = dialogue.scaled(terms, dialogue.share(terms))
+        if terms.context:  # the earlier turns' words, by their say (cabrain.search.dialogue)
+            terms = dialogue.scaled(terms, dialogue.say(terms))
         t0 = time.perf_counter()
         async with engine.pool.acquire() as conn:
             result = await engine.keyword.search(conn, query.query, filters, n, terms=terms)

@@ -375,15 +375,15 @@ class CoreSettings(BaseModel):
         default=0.5,
         ge=0,
         le=1,
-        description="Recall with context: the keyword weight of the previous turn's words (the query's own words "
-        "weigh 1); each turn before it weighs half the one after it.",
+        description="Recall with context: the keyword weight of the previous turn's words at their full say (the "
+        "query's own words weigh 1); each turn before it weighs half the one after it (cabrain.search.dialogue).",
     )
     recall_context_vector_weight: float = Field(
-        default=0.5,
+        default=1.0,
         ge=0,
         le=1,
-        description="Recall with context: the weight of the embedding of the dialogue (the counted turns and the "
-        "query) added to the query's own embedding (0: the query's alone).",
+        description="Recall with context: the share of the dialogue's embedding (the counted turns and the query "
+        "read as one) in the query vector at the earlier turns' full say (0: the query's own alone).",
     )
 
     @field_validator("record_source_kinds", mode="before")

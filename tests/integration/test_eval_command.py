@@ -72,6 +72,38 @@ async def test_eval_reports_every_mode_with_known_answers_and_cleans_up(tmp_path
     assert left == 0, "the scratch database is dropped"
 
 
+def test_eval_asks_each_question_as_the_latest_turn_of_a_dialogue(tmp_path, pg_server, home):
+    folder = tmp_path / "chat"
+    folder.mkdir()
+    turns = [
+        ("Caroline", "I'm researching adoption agencies for my future family.", "2023-05-08T13:56:00"),
+        ("Melanie", "I painted a lake sunrise last year.", "2023-05-08T13:58:00"),
+        ("Melanie", "We went camping at the beach with the kids.", "2023-05-12T19:02:00"),
+    ]
+    corpus = [
+        {"id": f"t{i}", "namespace": "c", "text": f"{who}: {text}", "speaker": who, "time": at}
+        for i, (who, text, at) in enumerate(turns)
+    ]
+    queries = [
+        {"id": "q1", "namespace": "c", "query": "Which agencies is Caroline researching?", "gold": ["t0"]},
+        {"id": "q2", "namespace": "c", "query": "What did Melanie paint?", "gold": ["t1"]},
+    ]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(r) for r in corpus) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(r) for r in queries) + "\n")
+    out = tmp_path / "dialogue.json"
+    env = cli_env(database_url=pg_server.dsn(), home=str(home))
+    args = ("eval", str(folder), "--mode", "hybrid", "--k", "1", "--json", str(out))
+    result = run_cli(*args, "--dialogue", "filler,referent", "--dialogue", "followup", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "hybrid [referent]" in result.stdout and "hybrid [followup]" in result.stdout
+    modes = json.loads(out.read_text())["sets"][0]["modes"]
+    assert set(modes) == {"hybrid", "hybrid [filler]", "hybrid [referent]", "hybrid [followup]"}
+    assert modes["hybrid"]["overall"]["recall_any@1"] == 1.0
+    assert modes["hybrid [filler]"]["overall"]["recall_any@1"] == 1.0
+    bad = run_cli(*args, "--dialogue", "smalltalk", env=env)
+    assert bad.returncode == 2 and "--dialogue: unknown shape(s) smalltalk" in bad.stderr
+
+
 def test_eval_rejects_bad_arguments_clearly(tmp_path, home, pg_server):
     write_set(tmp_path / "tiny")
     env = cli_env(database_url=pg_server.dsn(), home=str(home))

@@ -52,3 +52,27 @@ def test_the_eval_asks_after_filler_or_with_the_person_in_an_earlier_turn():
         dialogue("q", "nope", [])
     rows = [{"namespace": "a", "speaker": "X"}, {"namespace": "a"}, {"namespace": "b", "speaker": "Y"}]
     assert speakers_by_namespace(rows) == {"a": {"X"}, "b": {"Y"}}
+
+
+def _terms(own: dict[str, int], earlier: dict[str, int], n_docs: int = 100):
+    from cabrain.store.keyword import QueryTerms
+
+    rows = [
+        {"term": t, "qtf": 1.0 if t in own else 0.5, "df": df, "doc_count": n_docs, "total_len": 10 * n_docs}
+        for t, df in {**own, **earlier}.items()
+    ]
+    return QueryTerms("q", "ns", rows, frozenset(earlier), frozenset(earlier))
+
+
+def test_earlier_turns_have_a_say_only_where_the_latest_says_less():
+    # a question with rare words after common greetings: no say
+    assert d.say(_terms({"adoption": 2, "agency": 3}, {"hi": 60, "day": 40, "good": 50})) == 0
+    # "could you look that up?" (nothing the namespace knows) after a question: its full say
+    assert d.say(_terms({"look": None}, {"adoption": 2, "agency": 3})) == pytest.approx(1.0)
+    # in between: the say grows as the latest turn says less
+    some = d.say(_terms({"kids": 30}, {"camping": 3, "beach": 4}))
+    assert 0 < some < 1
+    assert d.say(_terms({"kids": 30}, {})) == 0 and d.say(None) == 0
+    scaled = d.scaled(_terms({"kids": 30}, {"camping": 3}), 0.5)
+    assert {r["term"]: r["qtf"] for r in scaled.rows} == {"kids": 1.0, "camping": 0.25}
+    assert [r["term"] for r in d.scaled(_terms({"kids": 30}, {"camping": 3}), 0).rows] == ["kids"]
