@@ -185,8 +185,10 @@ class ThreadContext:
             sitting = self._found(c, before, at)
         context = ""
         if self.turns:
-            mine = [
-                t.content for t in before if t.sitting == sitting and t.owner == owner and t.visibility == visibility
+            mine = [  # a forgotten, superseded or demoted turn still marks time, but lends no words
+                t.content
+                for t in before
+                if t.usable and t.sitting == sitting and t.owner == owner and t.visibility == visibility
             ]
             mine = mine[-self.turns :]
             per_turn = max(self.chars // self.turns, 1)

@@ -149,3 +149,14 @@ async def test_cohesion_pulls_a_found_sitting_together(brain: Brain) -> None:
 def test_a_gap_out_of_range_is_refused(settings_for, gap: float) -> None:
     with pytest.raises(ConfigError, match="CABRAIN_SITTING_GAP_S: Input should be"):
         settings_for(None, sitting_gap_s=gap)
+
+
+async def test_a_forgotten_turn_marks_time_but_lends_no_words(brain: Brain, db_dsn: str) -> None:
+    [secret] = await brain.retain("alice", [said("The vault code is quokkaflute.", "Bob", MAY_8)], decide=False)
+    await brain.forget("alice", secret.memory_id, reason="a secret")
+    await brain.retain("alice", [said("Got it, thanks.", "Ann", MAY_8 + timedelta(minutes=1))], decide=False)
+    # the later turn is in the forgotten turn's sitting (time still counts) ...
+    found = await sittings(db_dsn)
+    assert found["Got it, thanks."][0] == found["The vault code is quokkaflute."][0] == "~alice"
+    # ... but is not findable by the forgotten words
+    assert await bm25(brain, "quokkaflute vault code") == []
