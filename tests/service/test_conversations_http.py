@@ -36,7 +36,8 @@ def test_turns_of_a_thread_are_found_by_their_context_over_http(service: Service
         assert found.status_code == 200, found.text
         hits = found.json()["hits"]
         answer = next(h for h in hits if h["memory"]["content"].startswith("Maria: Three times a week"))
-        assert answer["memory"]["metadata"] == {"thread": "gym-chat", "speaker": "Maria"}
+        # the sitting the write path found (the thread's first) is shown with what the caller gave
+        assert answer["memory"]["metadata"] == {"thread": "gym-chat", "speaker": "Maria", "sitting": "gym-chat"}
         assert answer["breakdown"]["thread"] > 0 and answer["breakdown"]["speaker"] > 0
         by_date = alice.post(
             "/v1/recall", json={"query": "May 2023", "namespace": NS, "k": 4, "mode": "bm25", "rerank": False}
