@@ -113,20 +113,26 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         async with engine.pool.acquire() as conn:
             (await access.caller(conn, agent, query.namespace)).require_namespace()
 
-    async def terms() -> QueryTerms | None:  # read for the vector side too when it has earlier turns to weigh
+    async def terms() -> tuple[QueryTerms | None, float]:
+        """The query's terms (their earlier turns' words weighted by their say), and that say
+        (cabrain.search.dialogue); read for the vector side too when there are earlier turns."""
         if query.mode is RecallMode.VECTOR and not earlier:
-            return None
+            return None, 0.0
         # the dates the query's relative time words name ("last month"), in the words memories'
         # dates are indexed by (cabrain.text.dates)
         expansion = relative_terms(query.query, engine.clock()) if settings.index_dates else ""
         async with engine.pool.acquire() as conn:
-            return await engine.keyword.read_terms(
+            read = await engine.keyword.read_terms(
                 conn,
                 query.query,
                 query.namespace,
                 expansion=expansion,
                 context=dialogue.keyword_context(earlier, settings),
             )
+        if not read.context:
+            return read, 0.0
+        say = dialogue.say(read)
+        return dialogue.scaled(read, say), say
 
     async def named() -> list[tuple[str, ...]]:
         if query.mode is RecallMode.BM25 or not settings.recall_embed_without_speakers:
@@ -137,13 +143,13 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
     async def sizes() -> tuple | None:
         return None if query.mode is RecallMode.BM25 else await vector.namespace_sizes(engine.pool, query.namespace)
 
-    async def embed(names: list[tuple[str, ...]], terms: QueryTerms | None) -> list[float] | None:
+    async def embed(names: list[tuple[str, ...]], say: float) -> list[float] | None:
         if query.mode is RecallMode.BM25:
             return None
         t0 = time.perf_counter()
         try:  # the question without the speakers it names (cabrain.search.speakers)
             own = await engine.embed_query(speakers.without_names(query.query, names))
-            weight = settings.recall_context_vector_weight * dialogue.say(terms)
+            weight = settings.recall_context_vector_weight * say
             if weight <= 0:
                 return own
             text = speakers.without_names(dialogue.dialogue_text(earlier, query.query), names)
@@ -154,8 +160,6 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
     async def keyword(terms: QueryTerms | None) -> KeywordResult:
         if terms is None or query.mode is RecallMode.VECTOR:
             return KeywordResult([], 0.0)
-        if terms.context:  # the earlier turns' words, by their say (cabrain.search.dialogue)
-            terms = dialogue.scaled(terms, dialogue.say(terms))
         t0 = time.perf_counter()
         async with engine.pool.acquire() as conn:
             result = await engine.keyword.search(conn, query.query, filters, n, terms=terms)
@@ -183,13 +187,13 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         read = asyncio.ensure_future(terms())
 
         async def lexical() -> KeywordResult:
-            return await keyword(await read)
+            return await keyword((await read)[0])
 
         async def semantic() -> list:
             async def embedded() -> list[float] | None:
+                names = await named()
                 # a dialogue's earlier turns are weighed by their words' statistics (cabrain.search.dialogue)
-                names, weighed = await asyncio.gather(named(), read if earlier else asyncio.sleep(0))
-                return await embed(names, weighed)
+                return await embed(names, (await read)[1] if earlier else 0.0)
 
             return await dense(*await asyncio.gather(embedded(), sizes()))
 
@@ -198,9 +202,9 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         # In process the embedder needs the cores to itself: the light lookups first (together,
         # about a millisecond), then the embedding, then both searches at once.
         t0 = time.perf_counter()
-        _, query_terms, namespace_sizes, names = await asyncio.gather(caller(), terms(), sizes(), named())
+        _, (query_terms, say), namespace_sizes, names = await asyncio.gather(caller(), terms(), sizes(), named())
         timings["lookups_ms"] = (time.perf_counter() - t0) * 1000
-        vec = await embed(names, query_terms)
+        vec = await embed(names, say)
         bm25, vec_rows = await asyncio.gather(keyword(query_terms), dense(vec, namespace_sizes))
     coverage = 1.0 if query.mode is RecallMode.BM25 else bm25.coverage
     # a distilled fact and the turn it came from are one answer (CABRAIN_RECALL_FOLD_DISTILLED): known

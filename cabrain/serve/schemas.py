@@ -27,8 +27,8 @@ class Body(BaseModel):
 def _query_fields(body: BaseModel) -> dict[str, Any]:
     """A query body's fields, its lists as the tuples the frozen query types hold."""
     data = body.model_dump()
-    for key in ("networks", "memory_types", "source_kinds", "context"):
-        if data.get(key) is not None:
+    for key in ("networks", "memory_types", "source_kinds"):  # context: RecallQuery makes its own tuple
+        if data[key] is not None:
             data[key] = tuple(data[key])
     return data
 

@@ -155,17 +155,24 @@ def decisions_and_learnings(text: str, limit: int = 8) -> list[str]:
     return picked[:limit]
 
 
-def read_transcript(path: str | None) -> list[dict[str, Any]]:
-    """Claude Code's transcript (JSON lines); unreadable lines are skipped."""
+def read_transcript(path: str | None, *, tail: int | None = None) -> list[dict[str, Any]]:
+    """Claude Code's transcript (JSON lines); unreadable lines are skipped. ``tail``: only its last
+    this many bytes (the line they begin inside left out)."""
     if not path:
         return []
+    data, start = b"", 0
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        if tail is not None:
+            start = max(0, f.seek(0, 2) - tail)
+            f.seek(start)
+        data = f.read()
+    lines = data.decode("utf-8", errors="replace").split("\n")[1 if start else 0 :]
     entries = []
-    with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            with contextlib.suppress(ValueError):
-                entry = json.loads(line)
-                if isinstance(entry, dict):
-                    entries.append(entry)
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict):
+                entries.append(entry)
     return entries
 
 
@@ -175,22 +182,14 @@ def recent_turns(path: str | None, prompt: str, limit: int = CONTEXT_TURNS) -> l
     :data:`TRANSCRIPT_TAIL` bytes are read; tool calls and results, and Claude Code's own notes (its
     meta entries, slash commands), are no turns. The prompt itself, when the transcript holds it
     already, is left out."""
-    if not path or limit <= 0:
+    if limit <= 0:
         return []
-    data, start = b"", 0
-    with contextlib.suppress(OSError), open(path, "rb") as f:
-        start = max(0, f.seek(0, 2) - TRANSCRIPT_TAIL)
-        f.seek(start)
-        data = f.read()
-    lines = data.split(b"\n")[1 if start else 0 :]  # the first line of a tail is cut
     turns: list[str] = []
-    for line in lines:
-        with contextlib.suppress(ValueError):
-            entry = json.loads(line)
-            if isinstance(entry, dict) and _role(entry) in ("user", "assistant") and not entry.get("isMeta"):
-                text = _text_of(entry).strip()
-                if text and not text.startswith(("<command-", "<local-command-")):
-                    turns.append(clean(text, MAX_QUERY_CHARS))
+    for entry in read_transcript(path, tail=TRANSCRIPT_TAIL):
+        if _role(entry) in ("user", "assistant") and not entry.get("isMeta"):
+            text = _text_of(entry).strip()
+            if text and not text.startswith(("<command-", "<local-command-")):
+                turns.append(clean(text, MAX_QUERY_CHARS))
     if turns and turns[-1] == clean(prompt, MAX_QUERY_CHARS):
         turns.pop()
     return turns[-limit:]
