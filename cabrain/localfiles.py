@@ -26,7 +26,7 @@ import io
 import os
 import stat
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -214,13 +214,16 @@ def stat_below(dir_fd: int, rel: str) -> os.stat_result | None:
         os.close(fd)
 
 
-def walk(dir_fd: int) -> Iterator[tuple[str, list[str], list[str]]]:
+def walk(dir_fd: int, left_out: Callable[[str], None] | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
     """``os.walk`` of the open folder, without following links: ``(folder, subfolders, files)``
     with the folder relative ("" for the top); subfolders may be pruned in place; only plain files
-    and real folders are listed (links of either kind are left out)."""
+    and real folders are listed (links of either kind are left out, and named to ``left_out``)."""
     for top, dirs, files, fd in os.fwalk(".", dir_fd=dir_fd, follow_symlinks=False):
         rel = "" if top == "." else top[2:] if top.startswith("./") else top
         real_dirs = [d for d in dirs if _kind(fd, d) == "dir"]
+        if left_out is not None:
+            for name in [d for d in dirs if d not in real_dirs] + [f for f in files if _kind(fd, f) != "file"]:
+                left_out(f"{rel}/{name}" if rel else name)
         dirs[:] = real_dirs
         yield rel, dirs, [f for f in files if _kind(fd, f) == "file"]
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,36 +27,34 @@ def _counted(counts: dict[str, int]) -> str:
     return ", ".join(words) or "nothing"
 
 
-def _say(args: argparse.Namespace) -> Any:
-    return (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-
-
 def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.progress import Progress, for_terminal
+
     out = Path(args.out)
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists", hint="give another file, or --force to replace it")
-    say = _say(args)
     if settings.api_url:
         if not args.namespace:
             raise UsageError("name the namespaces to export (--namespace, repeatable)")
-        with remote(settings) as client, out.open("w", encoding="utf-8") as f:
+        with for_terminal(args.quiet) as progress, remote(settings) as client, out.open("w", encoding="utf-8") as f:
             client.export(args.namespace, f, with_embeddings=args.with_embeddings)
-        say(f"exported to {out}")
+            progress(f"exported to {out}")
         return EXIT_OK
     from cabrain.engine import Engine  # lazy: start-up time (common.py)
     from cabrain.portable.facade import Portable
 
-    async def run() -> Any:
+    async def run(progress: Progress) -> Any:
         engine = await Engine.open(settings)
         try:
             with out.open("w", encoding="utf-8") as f:
                 return await Portable(engine).export(
-                    None, args.namespace or [], f, with_embeddings=args.with_embeddings, progress=say
+                    None, args.namespace or [], f, with_embeddings=args.with_embeddings, progress=progress
                 )
         finally:
             await engine.close()
 
-    report = asyncio.run(run())
+    with for_terminal(args.quiet) as progress:
+        report = asyncio.run(run(progress))
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
@@ -68,31 +65,44 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     path = Path(args.path)
-    say = _say(args)
+    if args.format == "cabrain" and (args.mirror or args.dry_run or args.source):
+        raise UsageError("--source, --mirror and --dry-run are for other tools' files, not a CaBrain export")
     if settings.api_url:
         if path.is_dir():
             raise UsageError("a folder is imported on the server's own command line; over the API send one file")
         with remote(settings) as client:
             report = client.import_file(
-                args.format, path, args.namespace, visibility=args.visibility, decide=not args.no_decide
+                args.format,
+                path,
+                args.namespace,
+                visibility=args.visibility,
+                decide=not args.no_decide,
+                source=args.source,
+                mirror=args.mirror,
+                dry_run=args.dry_run,
             )
     else:
         from cabrain.engine import Engine  # lazy: start-up time (common.py)
         from cabrain.portable.facade import Portable
+        from cabrain.progress import for_terminal
 
         async def run() -> Any:
             engine = await Engine.open(settings)
             try:
-                done = await Portable(engine).import_file(
-                    None,
-                    args.format,
-                    path,
-                    args.namespace,
-                    visibility=args.visibility,
-                    decide=not args.no_decide,
-                    as_agent=args.as_agent,
-                    progress=say,
-                )
+                with for_terminal(args.quiet) as progress:
+                    done = await Portable(engine).import_file(
+                        None,
+                        args.format,
+                        path,
+                        args.namespace,
+                        visibility=args.visibility,
+                        decide=not args.no_decide,
+                        as_agent=args.as_agent,
+                        source=args.source,
+                        mirror=args.mirror,
+                        dry_run=args.dry_run,
+                        progress=progress,
+                    )
                 return done.to_json()
             finally:
                 await engine.close()
@@ -107,23 +117,41 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
                 f"{report['came_back_hot']} archived memories came back to the hot tier (the next sleep demotes them)"
             )
     else:
-        print(
-            f"{report['format']} into {report['namespace']}: {report['read']} records read, {report['added']} added, "
-            f"{report['duplicates']} duplicates of stored memories, {report['already']} imported before"
-        )
-        for why, n in sorted(report["skipped"].items()):
-            print(f"  skipped {n}: {why}")
-        if report.get("superseded") or report.get("duplicates") or report.get("retracted"):
-            print(
-                f"  decisions: {report['superseded']} superseded a stored memory, {report['duplicates']} merged into "
-                f"one, {report['retracted']} retracted one"
-            )
-            for why, n in sorted(report["reasons"].items(), key=lambda kv: -kv[1]):
-                print(f"    {n} {why}")
-            if report["taken_out"]:
-                print(f"  taken out of recall: {', '.join(report['taken_out'])}")
-                print(f"  {report['revert']}")
+        for line in import_summary(report):
+            print(line)
     return EXIT_OK
+
+
+def import_summary(report: dict[str, Any]) -> list[str]:
+    """Another tool's import report, in lines for a person: what was read, written, revised, skipped
+    by reason, forgotten, and how to undo what was decided."""
+    dry = report.get("dry_run")
+    would = "would be " if dry else ""
+    lines = [
+        f"{report['format']} {report.get('source') or ''} into {report['namespace']}"
+        + (" (dry run: nothing written)" if dry else "")
+        + f": {report['read']} records read",
+        f"  {report['added']} {would}added, {report['revised']} {would}revised (newer at the source), "
+        f"{report['already']} unchanged since imported",
+    ]
+    if report.get("forgotten"):
+        lines.append(f"  {report['forgotten']} {would}forgotten: gone from the source (--mirror)")
+    for why, n in sorted(report["skipped"].items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  skipped {n}: {why}")
+    if report.get("superseded") or report.get("duplicates") or report.get("retracted"):
+        lines.append(
+            f"  decisions: {report['superseded']} superseded a stored memory, {report['duplicates']} merged into "
+            f"one, {report['retracted']} retracted one"
+        )
+        for why, n in sorted(report["reasons"].items(), key=lambda kv: -kv[1]):
+            lines.append(f"    {n} {why}")
+        if report["taken_out"]:
+            lines.append(f"  taken out of recall: {', '.join(report['taken_out'])}")
+    if not dry and (report.get("revised") or report.get("superseded") or report.get("retracted")):
+        lines.append(f"  to undo: {report['revert']}")
+    if not dry and report.get("forgotten"):
+        lines.append(f"  forgotten (kept, never erased: `cabrain get MEMORY_ID`): {', '.join(report['forgotten_ids'])}")
+    return lines
 
 
 def add_export(sub: Subparsers) -> None:
@@ -148,12 +176,21 @@ def add_import(sub: Subparsers) -> None:
         parents=[json_flag("print the report as JSON"), quiet_flag(), namespace_option(required=False)],
         help="import a CaBrain export, or another tool's memories",
         description="Formats: cabrain (an export), " + ", ".join(sorted(FORMATS)) + ". Idempotent: importing the "
-        "same file again adds nothing.",
+        "same file again adds nothing; records changed since revise their memories (each revision can be "
+        "reverted).",
     )
     imp.add_argument("format", choices=["cabrain", *sorted(FORMATS)])
     imp.add_argument("path", metavar="PATH")
     imp.add_argument("--visibility", default="team", choices=["private", "team", "global"])
     imp.add_argument("--no-decide", action="store_true", help="store every record without comparing it (faster)")
+    imp.add_argument(
+        "--source",
+        metavar="NAME",
+        help="what the records' keys are scoped by (default: the file's real path; a Letta agent or a mem0 user "
+        "names its own): give the same NAME to a moved file so a re-import still revises",
+    )
+    imp.add_argument("--mirror", action="store_true", help="forget the records the source no longer holds")
+    imp.add_argument("--dry-run", action="store_true", help="say what would be added, revised, skipped; write nothing")
     imp.add_argument(
         "--as", dest="as_agent", default="admin", metavar="AGENT", help="without a service: write as this agent"
     )

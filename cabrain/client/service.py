@@ -160,9 +160,24 @@ class ServiceCalls(Transport):
         *,
         visibility: str = "team",
         decide: bool = True,
+        source: str | None = None,
+        mirror: bool = False,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
-        """Import one file: a CaBrain export (admin), or mem0, claude-mem, letta or markdown; the report."""
-        params: dict[str, Any] = {"format": fmt, "visibility": visibility, "decide": decide}
+        """Import one file: a CaBrain export (admin), or mem0, claude-mem, letta or markdown; the report.
+        Its records' keys are scoped by ``source`` (default: the file's real path here), so a second
+        import of the file revises what changed; ``mirror`` forgets the records it no longer holds;
+        ``dry_run`` says what would be done, writing nothing."""
+        path = Path(path)
+        params: dict[str, Any] = {
+            "format": fmt,
+            "visibility": visibility,
+            "decide": decide,
+            "filename": path.name,
+            "source": source if source is not None else str(path.resolve()),
+            "mirror": mirror,
+            "dry_run": dry_run,
+        }
         if namespace:
             params["namespace"] = namespace
         return await self.request("POST", "/v1/import", params=params, content=path.read_bytes())
@@ -177,8 +192,10 @@ class ServiceCalls(Transport):
         *,
         visibility: str = "team",
         every_s: int | None = None,
+        check: bool = True,
     ) -> dict[str, Any]:
-        """Register a connector: a source synced into a namespace you may write."""
+        """Register a connector: a source synced into a namespace you may write. The service reaches
+        the source first and refuses a wrong path or credential; ``check`` false skips that."""
         body = {
             "name": name,
             "kind": kind,
@@ -186,6 +203,7 @@ class ServiceCalls(Transport):
             "config": config,
             "visibility": visibility,
             "every_s": every_s,
+            "check": check,
         }
         return await self.request("POST", "/v1/connectors", json=body)
 
@@ -204,6 +222,10 @@ class ServiceCalls(Transport):
     async def sync_connector(self, name: str) -> uuid.UUID:
         """Start a sync in the service; its run's id (follow it with :meth:`connector_run`)."""
         return uuid.UUID((await self.request("POST", f"/v1/connectors/{name}/sync"))["run_id"])
+
+    async def dry_run_connector(self, name: str) -> dict[str, Any]:
+        """What a sync would do now, writing nothing: the parts it would add, revise, keep and forget."""
+        return await self.request("POST", f"/v1/connectors/{name}/dry-run")
 
     async def connector_runs(self, name: str, *, limit: int = 20) -> list[dict[str, Any]]:
         """A connector's sync runs, newest first."""

@@ -2,7 +2,8 @@
 
 A Markdown text (:func:`split` with ``markdown=True``) is cut into its sections by ATX (``## Title``)
 and setext (``Title`` over ``===`` or ``---``) headings, never by a ``#`` line inside a fenced code
-block or YAML front matter. Each section's text starts with its heading path (``Setup › Database``)
+block or YAML front matter (which is dropped: its fields are a site generator's, not the document's
+text). Each section's text starts with its heading path (``Setup › Database``)
 so that it reads on its own, and its anchor is that path (``Setup / Database``): an edit in one
 section changes that section's part only, so the sync revises one memory. A heading with no text of
 its own (``# Setup`` right above ``## Database``) joins the section after it.
@@ -114,9 +115,9 @@ def _sections(text: str) -> Iterator[_Section]:
     lines = text.split("\n")
     start = 0
     front = _FRONT_MATTER.match(text)
-    if front:  # YAML or TOML front matter: the intro's text, never a heading
+    if front:  # YAML or TOML front matter (a static site's, an MDX page's): fields, not text to keep
         start = front.group(0).count("\n") + (0 if front.group(0).endswith("\n") else 1)
-    current = _Section((), lines[:start])
+    current = _Section((), [])
     stack: list[tuple[int, str]] = []  # (level, heading) of the open sections
     fence: str | None = None  # the open fence's marker
     index = start

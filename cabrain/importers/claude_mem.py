@@ -170,6 +170,7 @@ def _observation(row: Any, parsed: Parsed) -> None:
             thread=_session(row),
             metadata=meta,
             ref=f"claude-mem:{key}",
+            scope=_project(meta),
         )
     )
 
@@ -220,6 +221,7 @@ def _summary(row: Any, parsed: Parsed) -> None:
             thread=_session(row),
             metadata=meta,
             ref=f"claude-mem:{key}",
+            scope=_project(meta),
         )
     )
 
@@ -254,6 +256,7 @@ def _directive(row: Any, parsed: Parsed) -> None:
             memory_type="procedural",
             metadata=meta,
             ref=f"claude-mem:{key}",
+            scope=_project(meta),
         )
     )
 
@@ -269,6 +272,11 @@ def _common(row: Mapping[str, Any], meta: dict[str, Any]) -> None:
     for name in ("prompt_number", "agent_type", "platform_source"):
         if row.get(name) not in (None, ""):
             meta[name] = row[name]
+
+
+def _project(meta: Mapping[str, Any]) -> str:
+    """A record's scope within its database: its project (keys are row ids of one database)."""
+    return f"project {meta['project']}" if meta.get("project") else ""
 
 
 def _key(kind: str, row: Mapping[str, Any], text: str) -> str:

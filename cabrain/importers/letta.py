@@ -152,8 +152,19 @@ def _block(
             memory_type="semantic",
             metadata=meta,
             ref=f"letta:{author}/{label}" if author else f"letta:{label}",
+            **_scope(agents),
         )
     )
+
+
+def _scope(agents: Sequence[Any]) -> dict[str, Any]:
+    """A record's scope: the agents it belongs to, by name (an agent file's ids are its own,
+    ``agent-0``, in every file), so a newer export of the same agent revises its records; a record
+    of no named agent is within its file."""
+    names = sorted({str(a) for a in agents if a})
+    if not names:
+        return {}
+    return {"scope": f"letta agent {'+'.join(names)}", "own_scope": True}
 
 
 def _passages(items: Any, parsed: Parsed, *, author: Any) -> None:
@@ -176,5 +187,6 @@ def _passages(items: Any, parsed: Parsed, *, author: Any) -> None:
                 memory_type="semantic",
                 metadata={"archival": True, **({"tags": tags} if tags else {})},
                 ref=f"letta:{key}",
+                **_scope([str(author)] if author else []),
             )
         )

@@ -39,6 +39,7 @@ import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -67,6 +68,10 @@ _ITEM = re.compile(r"^ {0,3}[-*+][ \t]+\S")  # a top-level unordered list item
 _ORDERED = re.compile(r"^ {0,3}\d{1,9}[.)][ \t]")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _HEADER_END = "\n\n"  # a section's heading path ends here (split's layout)
+_HINT = r"[_*]\([^\n]*\)[_*]"  # a template's hint: _(optional)_
+_LABEL = re.compile(r"^(\*\*|__)[^\n:*_]{1,80}:\1")  # **Name:** (a bold label: a plain "Run:" opens a list)
+_PLACEHOLDER = re.compile(rf"^(?:(\*\*|__)[^\n:*_]{{1,80}}:\1)?\s*(?:{_HINT})?$")
+_HINT_LINE = re.compile(rf"^{_HINT}$")
 
 
 def parse(path: Path) -> Parsed:
@@ -78,7 +83,9 @@ def parse(path: Path) -> Parsed:
         except OSError as exc:
             raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
         try:
-            files = list(_memory_files(path, folder))
+            links: list[str] = []
+            files = list(_memory_files(path, folder, links))
+            parsed.skip("a link (not followed: its target is read where it is)", len(links))
             if not files:
                 raise InputError(
                     f"{path}: no memory files in this folder",
@@ -97,14 +104,22 @@ def parse(path: Path) -> Parsed:
     else:
         text = _text(path, lone=True)
         assert text is not None  # a lone file raises instead
-        _file(PurePosixPath(path.name), text, path, parsed)
+        # a link is read as the file it names (CLAUDE.md linked to AGENTS.md: the same records)
+        _file(PurePosixPath(path.resolve().name), text, path, parsed)
     return parsed
 
 
-def _memory_files(root: Path, folder: int) -> Iterator[PurePosixPath]:
+def _memory_files(root: Path, folder: int, links: list[str]) -> Iterator[PurePosixPath]:
     """The memory files under ``root`` (open as ``folder``), relative, in path order; a link, to a
-    file or a folder, is neither listed nor followed."""
-    for here, dirs, names in walk(folder):
+    file or a folder, is neither listed nor followed (a link named as a memory file is added to
+    ``links``)."""
+
+    def left_out(name: str) -> None:
+        rel = PurePosixPath(name)
+        if rel.parts[0] not in _SKIPPED_FOLDERS and _is_memory_file(rel, root):
+            links.append(name)
+
+    for here, dirs, names in walk(folder, left_out):
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_FOLDERS)
         for name in sorted(names):
             rel = PurePosixPath(here, name) if here else PurePosixPath(name)
@@ -190,12 +205,20 @@ def _file(rel: PurePosixPath, text: str, path: Path, parsed: Parsed) -> None:
         header, items = _bullets(section)
         if items:
             for item in items:
+                if _empty_field(item):
+                    parsed.skip("empty template field")
+                    continue
                 content = f"{header}{_HEADER_END}{item}" if header else item
-                parsed.add(record(f"{rel}#{section.anchor}~{digest(item)[:8]}", content, section, section.anchor))
+                key = f"{rel}#{section.anchor}"
+                parsed.add(replace(record(f"{key}~{digest(item)[:8]}", content, section, section.anchor), group=key))
             continue
         for piece in own:
-            if piece.text.strip():
-                parsed.add(record(f"{rel}#{piece.anchor}", piece.text.strip(), piece, section.anchor))
+            kept, fields = _filled(piece)
+            parsed.skip("empty template field", fields)
+            if kept is None:
+                parsed.skip("empty template section")
+            elif kept:
+                parsed.add(record(f"{rel}#{piece.anchor}", kept, piece, section.anchor))
 
 
 def _by_section(sections: list[Part], pieces: list[Part]) -> Iterator[tuple[Part, list[Part]]]:
@@ -234,6 +257,39 @@ def _bullets(section: Part) -> tuple[str, list[str]]:
     if len(texts) < BULLETS_AT_LEAST or max(map(len, texts)) > PART_CHARS - len(header) - len(_HEADER_END):
         return header, []  # too few items, or one too long for a record (the section's pieces then)
     return header, texts
+
+
+def _empty_field(text: str) -> bool:
+    """A template's field left unfilled: ``**Name:**``, ``__Timezone:__``, with at most a hint such as
+    ``_(optional)_`` on its line or the lines under it."""
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    return bool(lines) and all(_PLACEHOLDER.match(line) for line in lines) and bool(_LABEL.match(lines[0]))
+
+
+def _filled(piece: Part) -> tuple[str | None, int]:
+    """A section's text without its unfilled template fields and hints ("" for no text, None for a
+    section that held nothing else: an empty template), and how many fields it left out."""
+    text = piece.text.strip()
+    header, body = text.split(_HEADER_END, 1) if piece.anchor and _HEADER_END in text else ("", text)
+    kept: list[str] = []
+    dropped, fields, after_field = False, 0, False
+    for line in body.split("\n"):
+        bare = line.strip()
+        field = bool(_ITEM.match(line)) and _empty_field(bare[1:].strip())
+        hint = after_field and line[:1] in (" ", "\t") and bool(_PLACEHOLDER.match(bare))  # a field's hint below it
+        if field or hint or (bare and _HINT_LINE.match(bare)):
+            fields += field
+            dropped, after_field = True, field or hint
+            continue
+        after_field = False
+        if bare:
+            kept.append(line)
+        elif kept and kept[-1] != "":
+            kept.append("")
+    body = "\n".join(kept).strip()
+    if not body:
+        return (None if dropped else "" if header else text), fields
+    return (f"{header}{_HEADER_END}{body}" if header else body), fields
 
 
 def _front_matter(text: str) -> tuple[dict[str, str], str]:

@@ -13,14 +13,16 @@ The shapes read (mem0ai/mem0: ``mem0/memory/main.py`` ``_get_all_from_vector_sto
 
 A memory is ``{"id", "memory", "hash", "metadata", "categories", "created_at", "updated_at",
 "user_id", "agent_id", "run_id", "actor_id", "role", ...}``. The key is its id; the author its
-``agent_id``, else its ``user_id``; the thread its ``run_id``; its time ``updated_at``, else
+``agent_id``, else its ``user_id``; the key's scope that agent (else the user, else the app), so a
+newer export of theirs revises what an older one imported; the thread its ``run_id``; its time ``updated_at``, else
 ``created_at`` (mem0 writes US/Pacific offsets such as ``-07:00``; naive times are read as UTC).
 mem0 extracts facts about its users, so a memory is a semantic ``fact``; a procedural memory
 (``metadata.memory_type == "procedural_memory"``, mem0's summary of an agent's run) is a procedural
 ``experience``. Categories and the memory's own metadata are kept in the record's metadata.
 
 Not read: the platform's structured export (``create_memory_export``), whose shape is the schema its
-caller chose rather than a list of memories; OpenMemory memories in state ``deleted`` (skipped).
+caller chose rather than a list of memories; OpenMemory memories in state ``deleted``, ``archived``
+or ``paused`` (skipped, each counted by its state: OpenMemory no longer serves them).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = ["FORMAT", "parse"]
 FORMAT = "mem0"
 
 _KEPT = ("user_id", "agent_id", "app_id", "app", "actor_id", "role", "expiration_date", "state")
+_NOT_CURRENT = {"archived": "archived in OpenMemory (not current)", "paused": "paused in OpenMemory (not current)"}
 _PROCEDURAL = "procedural_memory"  # mem0's MemoryType.PROCEDURAL, kept in the memory's metadata
 
 
@@ -160,8 +163,12 @@ def _read(item: Any, context: Mapping[str, Any], parsed: Parsed) -> None:
     if not content:
         parsed.skip("empty")
         return
-    if item.get("state") == "deleted":
+    state = item.get("state")
+    if state == "deleted":
         parsed.skip("deleted")
+        return
+    if state in _NOT_CURRENT:  # OpenMemory: kept there, but no longer served to its apps
+        parsed.skip(_NOT_CURRENT[state])
         return
     own = item.get("metadata") or item.get("metadata_")
     own = own if isinstance(own, dict) else {}
@@ -181,8 +188,20 @@ def _read(item: Any, context: Mapping[str, Any], parsed: Parsed) -> None:
             thread=str(item["run_id"]) if item.get("run_id") else None,
             metadata=_metadata(item, own, context),
             ref=f"mem0:{memory_id or key}",
+            **_scope(item, context, memory_id),
         )
     )
+
+
+def _scope(item: Mapping[str, Any], context: Mapping[str, Any], memory_id: str | None) -> dict[str, Any]:
+    """A record's scope: the user (or agent, or app) its memories belong to, so a newer export of
+    theirs revises what an older one imported; a memory of none, with an id of its own, is mem0's
+    (its ids are unique); one with neither is within its file."""
+    for field, name in (("agent_id", "agent"), ("user_id", "user"), ("app_id", "app")):
+        value = context.get("user") if field == "user_id" and context.get("user") else item.get(field)
+        if value not in (None, ""):
+            return {"scope": f"mem0 {name} {value}", "own_scope": True}
+    return {"scope": "mem0", "own_scope": True} if memory_id else {}
 
 
 def _metadata(item: Mapping[str, Any], own: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:

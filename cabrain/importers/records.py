@@ -40,6 +40,13 @@ class ImportRecord:
     ``author`` the user or agent the source names; ``thread`` the session or conversation the source
     groups it under; ``metadata`` the source's extra fields worth keeping (categories, tags, labels);
     ``ref`` where it came from, for a person (``mem0:<id>``, ``CLAUDE.md#Setup / Database``).
+
+    ``scope`` is what the key is unique within. By default a scope is within the file read (a
+    claude-mem database's project, a folder's file), so two files never share keys; with
+    ``own_scope`` it names the source on its own (a Letta agent, a mem0 user), so the same record
+    read again from a newer export of that source is the same record. ``group`` gathers records whose
+    keys change with their text (a section's bullets): on a re-import a group's records gone from
+    the source are paired with its new ones, as revisions.
     """
 
     key: str
@@ -51,6 +58,9 @@ class ImportRecord:
     thread: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     ref: str = ""
+    scope: str = ""
+    own_scope: bool = False
+    group: str | None = None
 
     def __post_init__(self) -> None:
         if self.network not in _NETWORKS:
@@ -67,17 +77,19 @@ class Parsed:
 
     records: list[ImportRecord] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
-    _keys: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+    _keys: set[tuple[bool, str, str]] = field(default_factory=set, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._keys = {r.key for r in self.records}
+        self._keys = {(r.own_scope, r.scope, r.key) for r in self.records}
 
     def add(self, record: ImportRecord) -> None:
-        """Keep ``record``, unless an earlier one has its key (the first wins; the later is counted)."""
-        if record.key in self._keys:
+        """Keep ``record``, unless an earlier one has its key in its scope (the first wins; the later
+        is counted)."""
+        key = (record.own_scope, record.scope, record.key)
+        if key in self._keys:
             self.skip("duplicate key")
             return
-        self._keys.add(record.key)
+        self._keys.add(key)
         self.records.append(record)
 
     def skip(self, reason: str, count: int = 1) -> None:

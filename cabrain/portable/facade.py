@@ -26,6 +26,7 @@ from cabrain.errors import InputError
 from cabrain.gate import Read, operation
 from cabrain.localfiles import ArchiveLimits
 from cabrain.policy import Op
+from cabrain.progress import Say, as_progress
 from cabrain.portable.export import ExportReport, export
 from cabrain.portable.imports import ImportReport, import_parsed
 from cabrain.portable.restore import RestoreReport, restore
@@ -75,9 +76,9 @@ class Portable:
         lines: Iterable[str],
         *,
         where: str = "the export",
-        progress: Callable[[str], None] = lambda line: None,
+        progress: Say | None = None,
     ) -> RestoreReport:
-        return await restore(self.engine, lines, agent=agent, where=where, progress=progress)
+        return await restore(self.engine, lines, agent=agent, where=where, progress=as_progress(progress))
 
     @operation(
         Op.RETAIN, namespace="namespace", operator=True, http="POST /v1/import", client="import_file", cli="import"
@@ -92,19 +93,28 @@ class Portable:
         visibility: str = "team",
         decide: bool = True,
         as_agent: str = "admin",
-        progress: Callable[[str], None] = lambda line: None,
+        source: str | None = None,
+        shown: str | None = None,
+        mirror: bool = False,
+        dry_run: bool = False,
+        progress: Say | None = None,
     ) -> ImportReport | RestoreReport:
-        """Import ``path`` as ``fmt``. ``as_agent`` is whom the operator (``agent`` None) writes as."""
+        """Import ``path`` as ``fmt``. ``as_agent`` is whom the operator (``agent`` None) writes as;
+        ``source`` names the source the records' keys are scoped by (default: the file's real path);
+        ``shown`` is what messages call the file (an upload's name); ``mirror`` forgets the records
+        the source no longer holds; ``dry_run`` says what would be done and writes nothing."""
         if fmt == "cabrain":
             if namespace is not None:
                 raise InputError("a CaBrain export names its own namespaces: leave out --namespace")
+            if mirror or dry_run:
+                raise InputError("--mirror and --dry-run are for other tools' files, not a CaBrain export")
             try:
                 with open(path, encoding="utf-8") as f:
-                    return await self.restore(agent, f, where=str(path), progress=progress)
+                    return await self.restore(agent, f, where=shown or str(path), progress=progress)
             except UnicodeDecodeError:
-                raise InputError(f"{path} is not UTF-8 text: not a CaBrain export") from None
+                raise InputError(f"{shown or path} is not UTF-8 text: not a CaBrain export") from None
             except OSError as exc:
-                raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+                raise InputError(f"cannot read {shown or path}: {exc.strerror or exc}") from None
         if fmt not in importers.FORMATS:
             raise InputError(f"unknown import format {fmt!r}", hint=f"use one of: {', '.join(FORMATS)}")
         if not namespace:
@@ -113,13 +123,35 @@ class Portable:
             seen = Visibility(visibility)
         except ValueError:
             raise InputError(f"visibility must be private, team or global, got {visibility!r}") from None
+        if source is not None and not source.strip():
+            raise InputError("--source names the source: give a name, or leave it out for the file's path")
         limits = ArchiveLimits.from_settings(self.engine.settings)
-        parsed = await asyncio.to_thread(functools.partial(importers.parse, fmt, path, limits=limits))
+        try:
+            parsed = await asyncio.to_thread(functools.partial(importers.parse, fmt, path, limits=limits))
+        except InputError as exc:
+            if shown is None:
+                raise
+            raise InputError(
+                exc.message.replace(str(path), shown).replace(str(path.parent), "the upload"),
+                hint=exc.hint,
+                fix=exc.fix,
+            ) from None
         for number, record in enumerate(parsed.records, 1):  # the edge guard, on every record before any is written
             try:
                 edge.check_value(dataclasses.asdict(record), where="the record")
             except InputError as exc:
                 raise InputError(f"{fmt} record {number} ({record.ref or record.key}): {exc.message}") from None
         return await import_parsed(
-            self.engine, agent or as_agent, namespace, fmt, parsed, visibility=seen, decide=decide, progress=progress
+            self.engine,
+            agent or as_agent,
+            namespace,
+            fmt,
+            parsed,
+            source=source.strip() if source is not None else str(Path(path).resolve()),
+            named=source is not None,
+            visibility=seen,
+            decide=decide,
+            mirror=mirror,
+            dry_run=dry_run,
+            progress=progress,
         )

@@ -10,6 +10,8 @@ from __future__ import annotations
 from cabrain.store.access import private_id_to_others, private_to_others
 
 # --- export: one consistent read of the namespaces (cabrain.portable.export) ------------------------
+# about how many memories an export writes, for its progress: the hot rows (kept count of on each namespace)
+EXPORT_HOT_SIZE = "SELECT coalesce(sum(memory_count), 0)::bigint FROM namespaces WHERE name = ANY($1::text[])"
 EXPORT_AGENTS = """
 SELECT jsonb_build_object('type', 'agent', 'id', a.id, 'display_name', a.display_name, 'is_admin', a.is_admin,
                           'created_at', a.created_at, 'disabled_at', a.disabled_at, 'role', a.role,
@@ -169,7 +171,29 @@ ON CONFLICT DO NOTHING
 RESTORE_REVERTED = "UPDATE judgments SET reverted_by = $2 WHERE id = $1 AND reverted_by IS NULL"
 
 # --- importing another tool's records (cabrain.portable.imports) ---------------------------------------
-# the records of this file imported before: their keys
-IMPORTED = """
-SELECT source_ref FROM memories WHERE namespace = $1 AND source_kind = $2 AND source_ref = ANY($3::text[])
+# what the namespace holds of these records (by their scoped keys), every version, oldest first; an
+# agent's private memories are another agent's to see and change only when it is theirs ($4)
+HELD = """
+SELECT id, source_ref, content, metadata->>'import_hash' AS hash, metadata->>'import_group' AS grp,
+       invalid_at IS NULL AND tier = 'hot' AS current, invalid_at IS NOT NULL AND superseded_by IS NULL AS forgotten
+FROM memories
+WHERE namespace = $1 AND source_kind = $2 AND source_ref = ANY($3::text[])
+  AND (visibility <> 'private' OR owner_agent_id = $4)
+ORDER BY created_at, id
+"""
+# the current records of the groups named (a section's bullets), to pair with a group's new ones
+HELD_GROUPS = """
+SELECT id, source_ref, content, metadata->>'import_group' AS grp
+FROM memories
+WHERE namespace = $1 AND source_kind = $2 AND metadata->>'import_group' = ANY($3::text[])
+  AND invalid_at IS NULL AND tier = 'hot' AND (visibility <> 'private' OR owner_agent_id = $4)
+ORDER BY created_at, id
+"""
+# the current records under the scopes named (the sources re-imported with --mirror)
+HELD_UNDER = """
+SELECT id, source_ref FROM memories
+WHERE namespace = $1 AND source_kind = $2 AND invalid_at IS NULL AND tier = 'hot'
+  AND EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(prefix) WHERE starts_with(source_ref, p.prefix))
+  AND (visibility <> 'private' OR owner_agent_id = $4)
+ORDER BY source_ref
 """

@@ -1,10 +1,13 @@
 """Export and import on real PostgreSQL: a brain exported and imported into an empty one gives
 back the same memories (every version, forgotten ones too), entities, links, grants and judgments;
-a second import adds nothing; other tools' files (mem0, Markdown) import once, through the CLI."""
+a second import adds nothing; an export cut short or changed is refused whole, and an import that
+fails midway (killed, or a row the database refuses) leaves the database as it was; other tools'
+files (mem0, Markdown) import once, through the CLI."""
 
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 import uuid
@@ -14,11 +17,14 @@ import pytest
 
 from cabrain.errors import AccessDenied, InputError
 from cabrain.portable.facade import Portable
+from cabrain.progress import Lines
+from cabrain.store.backup import row_counts
 from cabrain.types import MemoryInput, RecallQuery, Visibility
-from tests.conftest import _create_database, _drop_database, cli_env, run_cli
+from tests.conftest import _create_database, _drop_database, cli_env, run_cli, run_cli_process
 
-# What may differ between two exports of the same memories: when each was made.
-VOLATILE = {"exported_at"}
+# What may differ between two exports of the same memories: when each was made (and so the digest
+# of the lines, the header's among them).
+VOLATILE = {"exported_at", "sha256"}
 
 
 @pytest.fixture
@@ -158,7 +164,9 @@ async def test_roles_caps_and_held_actions_travel_and_an_import_never_widens_pow
 
 
 def _lines(records: list[dict]) -> list[str]:
-    return [json.dumps(r, ensure_ascii=False) for r in records]
+    """Records edited by hand, as lines: their end record without its digest (a file edited on
+    purpose is imported so, as the digest's refusal says; the other checks still apply)."""
+    return [json.dumps({k: v for k, v in r.items() if k != "sha256"}, ensure_ascii=False) for r in records]
 
 
 async def test_an_agents_import_is_checked_whole_and_creates_nothing_for_others(brain) -> None:
@@ -247,7 +255,7 @@ async def test_other_tools_import_once_through_the_cli(brain, db_dsn: str, home:
 
     tea = await brain.recall("alice", RecallQuery("what does sara drink", "proj", k=3))
     hit = next(h.memory for h in tea.hits if "tea" in h.memory.content)
-    assert hit.source_kind == "import:mem0" and hit.source_ref == MEM0["results"][0]["id"]
+    assert hit.source_kind == "import:mem0" and hit.source_ref == f"mem0 user sara#{MEM0['results'][0]['id']}"
     assert hit.metadata["author"] == "sara" and hit.valid_at.isoformat() == "2025-03-01T16:00:00+00:00"
     rules = await brain.recall("alice", RecallQuery("how do I run the tests", "proj", k=3))
     assert "scripts/test" in rules.hits[0].memory.content
@@ -350,13 +358,14 @@ async def test_an_edited_export_cannot_plant_a_secret(brain, settings_for, secon
     out = io.StringIO()
     await Portable(brain.engine).export("alice", ["proj"], out)
     token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
-    lines = []
+    records = []
     for line in out.getvalue().splitlines():
         record = json.loads(line)
         if record["type"] == "memory" and "staging database" in record["content"]:
             record["content"] += f" The deploy token is {token}."
             record["metadata"] = {**record["metadata"], "note": f"token {token}"}
-        lines.append(json.dumps(record, ensure_ascii=False))
+        records.append(record)
+    lines = _lines(records)
     other = await Brain.open(settings_for(second_dsn), dsn=second_dsn, embedder=embedder)
     try:
         await Portable(other.engine).restore(None, lines)
@@ -368,3 +377,156 @@ async def test_an_edited_export_cannot_plant_a_secret(brain, settings_for, secon
     finally:
         await other.close()
     assert token not in stored and "[REDACTED]" in stored
+
+
+async def _held(engine) -> dict[str, int]:
+    """Rows of every table: what a refused or failed import leaves as it was."""
+    async with engine.pool.acquire() as conn:
+        return await row_counts(conn)
+
+
+async def test_an_export_cut_short_or_changed_is_refused_whole_and_the_brain_is_left_as_it_was(
+    brain, settings_for, second_dsn: str, embedder, home: Path, tmp_path: Path
+) -> None:
+    """Issue 35: an export cut short was refused only after 21 memories and 1,504 entities were
+    written. Each cut or change below is refused with one error and the database holds what it
+    held, to the row, in every table; the whole export then imports, and importing it again adds
+    nothing."""
+    from cabrain.brain import Brain
+
+    await _fill(brain)
+    early = io.StringIO()
+    await Portable(brain.engine).export(None, ["proj"], early)
+    news = ["Mona joined the payments team in Riyadh.", "The release train leaves every Tuesday."]
+    await brain.retain("alice", [MemoryInput(text, "proj") for text in news], decide=False)
+    later = tmp_path / "brain.jsonl"
+    with later.open("w", encoding="utf-8") as f:
+        await Portable(brain.engine).export(None, ["proj"], f)
+    text = later.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    kinds = [json.loads(line)["type"] for line in lines]
+    last = len(kinds) - 1 - kinds[::-1].index("memory")
+    end = json.loads(lines[-1])
+    more = json.dumps({**end, "counts": {**end["counts"], "memory": end["counts"]["memory"] + 1}}) + "\n"
+    broken = {
+        "mid-line": ("".join(lines[:last]) + lines[last][: len(lines[last]) // 2], "ends in the middle of line"),
+        "after-a-line": ("".join(lines[: last + 1]), "ends before its end record"),
+        "before-the-end": ("".join(lines[:-1]), "ends before its end record"),
+        "end-counts": ("".join(lines[:-1]) + more, "but its end record says"),
+        "a-line-changed": (text.replace("Riyadh", "Jeddah", 1), "a line was changed or lost"),
+    }
+
+    other = await Brain.open(settings_for(second_dsn), dsn=second_dsn, embedder=embedder)
+    try:
+        hub = Portable(other.engine)
+        held = await hub.restore(None, io.StringIO(early.getvalue()))  # the brain holds part of it already
+        before = await _held(other.engine)
+        assert before["memories"] == held.added["memory"] and before["entities"] >= 2 and before["agents"] >= 3
+        for why, (content, says) in broken.items():
+            path = tmp_path / f"{why}.jsonl"
+            path.write_text(content, encoding="utf-8")
+            with pytest.raises(InputError, match=says) as refused:
+                await hub.import_file(None, "cabrain", path, None)
+            assert "nothing of it was written" in refused.value.message and refused.value.hint, why
+            assert await _held(other.engine) == before, why
+
+        cut = run_cli(
+            "import", "cabrain", str(tmp_path / "mid-line.jsonl"), env=cli_env(database_url=second_dsn, home=str(home))
+        )
+        assert cut.returncode == 1 and "cut short (nothing of it was written)" in cut.stderr, cut.stderr
+        assert "export it again" in cut.stderr
+        assert await _held(other.engine) == before
+
+        whole = await hub.import_file(None, "cabrain", later, None)
+        assert whole.added["memory"] == 2 and whole.skipped["memory"] == held.added["memory"]
+        after = await _held(other.engine)
+        assert after["memories"] == before["memories"] + 2
+        again = await hub.import_file(None, "cabrain", later, None)
+        assert again.added == {} and await _held(other.engine) == after
+    finally:
+        await other.close()
+
+
+async def test_an_import_the_database_refuses_midway_leaves_nothing(
+    brain, settings_for, second_dsn: str, embedder
+) -> None:
+    """A file edited by hand (its digest taken out) whose last memory names an owner that is no
+    agent, of the file's or of the brain's: the database refuses that row after the batches before
+    it were written; the import says so, and none of it stays."""
+    from cabrain.brain import Brain
+    from cabrain.portable.restore import restore
+
+    await _fill(brain)
+    out = io.StringIO()
+    await Portable(brain.engine).export(None, ["proj"], out)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    last = max(i for i, r in enumerate(records) if r["type"] == "memory")
+    records[last]["owner_agent_id"] = "ghost"
+    other = await Brain.open(settings_for(second_dsn), dsn=second_dsn, embedder=embedder)
+    try:
+        before = await _held(other.engine)
+        with pytest.raises(InputError, match="could not be written") as refused:
+            await restore(other.engine, _lines(records), batch=2)
+        assert "nothing of it was written" in refused.value.message
+        assert await _held(other.engine) == before
+        records[last]["owner_agent_id"] = "alice"
+        report = await restore(other.engine, _lines(records), batch=2)  # without a digest, as exports before it
+        assert report.added["memory"] == sum(1 for r in records if r["type"] == "memory")
+    finally:
+        await other.close()
+
+
+@pytest.mark.subprocess
+async def test_an_import_killed_midway_leaves_nothing_and_imports_whole_when_run_again(
+    brain, second_dsn: str, home: Path, tmp_path: Path
+) -> None:
+    import asyncpg
+
+    from cabrain.failpoints import EXIT_CODE
+
+    await _fill(brain)
+    path = tmp_path / "brain.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        report = await Portable(brain.engine).export(None, ["proj"], f)
+    conn = await asyncpg.connect(second_dsn)
+    try:
+        before = await row_counts(conn)
+        env = cli_env(database_url=second_dsn, home=str(home))
+        killed = run_cli_process(
+            "import", "cabrain", str(path), env={**env, "CABRAIN_FAILPOINTS": "import.after_batch"}
+        )
+        assert killed.returncode == EXIT_CODE and "failpoint import.after_batch" in killed.stderr, killed.stderr
+        assert await row_counts(conn) == before
+        again = run_cli("import", "cabrain", str(path), "--json", env=env)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["added"]["memory"] == report.counts["memory"]
+        assert (await row_counts(conn))["memories"] == before["memories"] + report.counts["memory"]
+    finally:
+        await conn.close()
+
+
+async def test_export_and_import_say_how_far_they_are_with_rate_and_time_left(
+    brain, settings_for, second_dsn: str, embedder
+) -> None:
+    from cabrain.brain import Brain
+    from cabrain.portable.restore import restore
+
+    await _fill(brain)
+    ticks = itertools.count()
+    said: list[str] = []
+    progress = Lines(said.append, every_s=1.0, clock=lambda: float(next(ticks)))  # a second passes at each look
+    out = io.StringIO()
+    report = await Portable(brain.engine).export(None, ["proj"], out, progress=progress)
+    n = report.counts["memory"]
+    assert any(line.startswith(f"exporting memories: {n}/{n} memories (") and "in all" in line for line in said)
+    assert said[-1] == f"exported {n} memories of 1 namespace(s)"
+
+    said.clear()
+    other = await Brain.open(settings_for(second_dsn), dsn=second_dsn, embedder=embedder)
+    try:
+        await restore(other.engine, io.StringIO(out.getvalue()), progress=progress, batch=2)
+    finally:
+        await other.close()
+    assert any(line.startswith("checking the export: ") for line in said)
+    assert any(line.startswith(f"importing memories: 2/{n} memories (") and " left)" in line for line in said), said
+    assert said[-1] == f"imported {n} memories (0 records already here)"

@@ -56,11 +56,13 @@ def test_setext_headings_open_sections_and_a_rule_after_a_blank_line_does_not() 
     ]
 
 
-def test_front_matter_stays_in_the_intro_and_is_never_a_heading() -> None:
+def test_front_matter_is_dropped_and_is_never_a_heading() -> None:
     parts = split("---\ntitle: Notes\ntags: [a]\n---\n\n# Body\n\nText.", markdown=True)
-    assert [(part.anchor, part.text) for part in parts] == [
-        ("", "---\ntitle: Notes\ntags: [a]\n---"),
-        ("Body", "Body\n\nText."),
+    assert [(part.anchor, part.text) for part in parts] == [("Body", "Body\n\nText.")]
+    mdx = "---\nsidebar_position: 2\ntitle: Install\n---\n\nimport Tabs from '@theme/Tabs';\n\n# Install\n\nRun it."
+    assert [part.text for part in split(mdx, markdown=True)] == [
+        "import Tabs from '@theme/Tabs';",
+        "Install\n\nRun it.",
     ]
 
 

@@ -5,6 +5,7 @@ A body is limited by ``CABRAIN_API_MAX_BODY_BYTES``: larger imports run on the s
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -62,15 +63,41 @@ async def import_file(
     namespace: str | None = None,
     visibility: str = "team",
     decide: bool = True,
+    filename: Annotated[
+        str | None, Query(max_length=255, description="the file's name, as messages call it (the client sends it)")
+    ] = None,
+    source: Annotated[
+        str | None,
+        Query(max_length=1000, description="what the records' keys are scoped by (default: the file's name)"),
+    ] = None,
+    mirror: Annotated[bool, Query(description="forget the records the source no longer holds")] = False,
+    dry_run: Annotated[bool, Query(description="say what would be done, writing nothing")] = False,
 ) -> dict[str, Any]:
+    name = _upload_name(filename, format)
     with tempfile.TemporaryDirectory(prefix="cabrain-import-") as folder:
-        path = Path(folder) / ("upload.md" if format == "markdown" else "upload")
+        path = Path(folder) / name
         with path.open("wb") as f:
             async for piece in request.stream():
                 f.write(piece)
         report = await svc.run(
             lambda b: svc.portable(b).import_file(
-                p.agent_id, format, path, namespace, visibility=visibility, decide=decide
+                p.agent_id,
+                format,
+                path,
+                namespace,
+                visibility=visibility,
+                decide=decide,
+                source=source if source is not None else name,
+                shown=name,
+                mirror=mirror,
+                dry_run=dry_run,
             )
         )
     return report.to_json()
+
+
+def _upload_name(filename: str | None, fmt: str) -> str:
+    """The uploaded file's name, to save it under (a Markdown file's name says what it is): its last
+    part, in safe characters; ``upload`` when none is given."""
+    name = re.sub(r"[^\w.\-]+", "_", (filename or "").replace("\\", "/").rsplit("/", 1)[-1]).strip("._")
+    return name[:120] or ("upload.md" if fmt == "markdown" else "upload")
