@@ -151,11 +151,20 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _print_run(run: dict[str, Any]) -> None:
-    counts = run.get("counts") or {}
-    line = ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "nothing"
+    line = _counts_line(run.get("counts") or {}) or "nothing"
     print(f"  {run['started_at']}  {run['status']:<11} {line}")
     if run.get("error"):
         print(f"      error: {run['error']}")
+
+
+def _counts_line(counts: dict[str, Any]) -> str:
+    """A run's counts in a line: the numbers that are not zero, then what the source skipped, by reason."""
+    from cabrain.write.tally import skipped_line
+
+    line = ", ".join(f"{k} {v}" for k, v in counts.items() if isinstance(v, int) and v)
+    skipped = counts.get("skipped")
+    said = skipped_line(skipped) if isinstance(skipped, dict) else ""
+    return f"{line}; {said}" if line and said else line or said
 
 
 def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
@@ -206,8 +215,7 @@ def _sync_remote(settings: Settings, name: str, say: Callable[[str], None]) -> d
         last = None
         while True:
             run = client.connector_run(name, run_id)
-            counts = run.get("counts") or {}
-            line = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+            line = _counts_line(run.get("counts") or {})
             if line and line != last:
                 say(f"{name}: {line}")
                 last = line

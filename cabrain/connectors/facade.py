@@ -432,6 +432,8 @@ class Connectors:
         )
         if counts.decisions_line():
             say(f"{connector.name}: {counts.decisions_line()}")
+        if counts.skipped_line():  # what the source held that is no memory: said, so nothing vanishes unseen
+            say(f"{connector.name}: {counts.skipped_line()}")
 
     @system("one shard of a sync already let through (a Ray task)")
     async def apply_shard(self, connector: sql.Connector, refs: list[ItemRef]) -> Counts:

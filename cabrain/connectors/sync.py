@@ -41,7 +41,7 @@ from cabrain.store import requests
 from cabrain.types import Decision, MemoryInput, MemoryType, Network, Visibility
 from cabrain.write import changes
 from cabrain.write import retain as retain_pipeline
-from cabrain.write.tally import Decided
+from cabrain.write.tally import Decided, skipped_line
 from cabrain.write.threads import MAX_FIELD_CHARS
 
 __all__ = ["Counts", "Plan", "Sync", "part_hash"]
@@ -62,9 +62,16 @@ class Counts(Decided):
     revised: int = 0  # parts whose memory was superseded by the new text
     kept: int = 0  # parts unchanged within a changed item
     forgotten: int = 0  # memories forgotten: their part or item is gone from the source
+    # what the source held that is no memory, by reason (a system line, a deleted message, a file
+    # too large), as the source counted it while listing and fetching
+    skipped: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: Counts) -> None:
         self.merge(other)
+
+    def skipped_line(self) -> str:
+        """What the source left out, in a sentence ("" when nothing): ``skipped 105: 94 attachment, 11 system``."""
+        return skipped_line(self.skipped)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -128,8 +135,9 @@ class Sync:
                 if len(refs) % 1000 == 0:
                     self._progress(f"listed {len(refs)} items")
 
+        before = _skips(self.source)
         await asyncio.to_thread(scan)
-        counts = Counts(listed=len(refs))
+        counts = Counts(listed=len(refs), skipped=_since(before, _skips(self.source)))
         changed = []
         for ref in refs:
             state = held.get(ref.key)
@@ -170,15 +178,20 @@ class Sync:
 
     def _fetch_all(self, refs: Sequence[ItemRef], counts: Counts) -> list[Document]:
         docs = []
-        for ref in refs:
-            try:
-                docs.append(self.source.fetch(ref))
-            except SourceError as exc:
-                if exc.status_code != 404:
-                    raise
-                counts.gone += 1  # deleted since the listing: the next listing forgets it
-                continue
-            counts.fetched += 1
+        before = _skips(self.source)
+        try:
+            for ref in refs:
+                try:
+                    docs.append(self.source.fetch(ref))
+                except SourceError as exc:
+                    if exc.status_code != 404:
+                        raise
+                    counts.gone += 1  # deleted since the listing: the next listing forgets it
+                    continue
+                counts.fetched += 1
+        finally:  # what the source left out while fetching (a file too large, a link), by reason
+            for why, n in _since(before, _skips(self.source)).items():
+                counts.skipped[why] = counts.skipped.get(why, 0) + n
         return docs
 
     async def _stage(self, docs: Sequence[Document]) -> list[tuple[sql.ItemState, dict[str, Any]]]:
@@ -379,6 +392,23 @@ class Sync:
         if force or now - self._last_said >= self.every_s:
             self._last_said = now
             self.say(f"{self.connector.name}: {line}")
+
+
+def _skips(source: Source) -> dict[str, int]:
+    """What ``source`` has left out so far, by reason (the ``skipped`` it keeps; {} if it keeps none)."""
+    found = getattr(source, "skipped", None)
+    return {str(k): v for k, v in found.items() if isinstance(v, int)} if isinstance(found, dict) else {}
+
+
+def _since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The skips counted between two looks at a source's ``skipped`` (a source that read its export
+    again counts from zero: what it counts then is new)."""
+    out = {}
+    for why, n in after.items():
+        grown = n - before.get(why, 0) if n >= before.get(why, 0) else n
+        if grown > 0:
+            out[why] = grown
+    return out
 
 
 def _unique(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -254,7 +254,7 @@ WHERE i.id = $1 AND m.id = i.id AND m.valid_at = i.valid_at
 
 # --- the write path (cabrain.write.writer, cabrain.write.threads) ---------------------------------------
 FIND_EXACT_MANY = """
-SELECT m.id, m.content_hash, m.source_ref FROM memories m
+SELECT m.id, m.content_hash, m.source_ref, m.valid_at, m.metadata FROM memories m
 WHERE m.namespace = $1 AND m.content_hash = ANY($2::bytea[])
   AND m.invalid_at IS NULL AND m.tier = 'hot'
   AND (m.visibility <> 'private' OR m.owner_agent_id = $3)

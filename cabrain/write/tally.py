@@ -8,6 +8,7 @@ each is a judgment, and ``cabrain revert MEMORY_ID`` (``POST /v1/memories/{id}/r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,3 +71,12 @@ class Decided:
     def _why(self, what: str, reason: str | None) -> None:
         key = f"{what}: {reason or 'no reason recorded'}"
         self.reasons[key] = self.reasons.get(key, 0) + 1
+
+
+def skipped_line(skipped: Mapping[str, int]) -> str:
+    """What a source held that is no memory, by reason, in a sentence, the most first ("" when
+    nothing): ``skipped 105: 94 attachment, 11 system``."""
+    reasons = sorted(((why, n) for why, n in skipped.items() if n), key=lambda kv: (-kv[1], kv[0]))
+    if not reasons:
+        return ""
+    return f"skipped {sum(n for _, n in reasons)}: " + ", ".join(f"{n} {why}" for why, n in reasons)

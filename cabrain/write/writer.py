@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -172,7 +175,7 @@ class Writer:
                 self.agent,
             )
             for row in rows:
-                exact.setdefault((namespace, bytes(row["content_hash"]), row["source_ref"]), row["id"])
+                exact.setdefault(_stored_key(namespace, row), row["id"])
         gone = self._gone  # invalidated by this transaction
         written = self._written  # this transaction's new memories
         known: dict[str, set[str]] = {}  # entity keys per namespace, stored or made by this batch
@@ -185,7 +188,7 @@ class Writer:
         results = []
         for item, stored in zip(items, searched, strict=True):
             inp, ns = item.input, item.input.namespace
-            key = (ns, item.content_hash, inp.source_ref)
+            key = exact_key(item)
             target = exact.get(key)
             if target is not None and target not in gone:
                 await self._flush_pending()
@@ -335,8 +338,7 @@ class Writer:
 
     async def write_many(self, items: list[Item]) -> list[RetainResult]:
         """Store every item as ADD without comparing it with neighbours (bulk imports): a few
-        statements for the whole batch. Exact duplicates (same content and source ref) are still
-        stored once."""
+        statements for the whole batch. Exact duplicates (:func:`exact_key`) are still stored once."""
         results: list[RetainResult | None] = [None] * len(items)
         fresh: list[tuple[int, Item]] = []
         duplicates: list[tuple[int, Item, uuid.UUID]] = []
@@ -349,9 +351,9 @@ class Writer:
                 self.agent,
             )
             for row in rows:
-                seen[(namespace, bytes(row["content_hash"]), row["source_ref"])] = row["id"]
+                seen[_stored_key(namespace, row)] = row["id"]
         for index, item in enumerate(items):
-            key = (item.input.namespace, item.content_hash, item.input.source_ref)
+            key = exact_key(item)
             if key in seen:
                 duplicates.append((index, item, seen[key]))
                 continue
@@ -359,7 +361,7 @@ class Writer:
             fresh.append((index, item))
         for index, item in fresh:
             inp = item.input
-            memory_id = seen[(inp.namespace, item.content_hash, inp.source_ref)]
+            memory_id = seen[exact_key(item)]
             importance = self._importance(item, None)
             names = entity_extraction.extract(item.content)
             self._pending.add(self.agent, item, memory_id, importance, names, await self._place(item))
@@ -423,6 +425,37 @@ class Writer:
 
     async def flush(self) -> None:
         await sql.insert_events(self.conn, self.events)
+
+
+def exact_key(item: Item) -> tuple:
+    """What makes a write "the same content from the same source" as a stored memory, which it then
+    reinforces instead of being stored (NOOP): its namespace, text and ``source_ref``; and for a
+    turn of a conversation (``metadata.speaker``: what one person said at one moment, see
+    :mod:`cabrain.write.decision.origin`) also who said it, when, in which thread and as which part
+    (``metadata.anchor``). So "ok" said by two people, or twice by one person, is two memories
+    (a chat export's messages share their file as ``source_ref``), while the same message written
+    again (a re-sync, a re-import) is still the memory it was."""
+    inp = item.input
+    return _key(inp.namespace, item.content_hash, inp.source_ref, inp.metadata, item.valid_at)
+
+
+def _stored_key(namespace: str, row: asyncpg.Record) -> tuple:
+    """:func:`exact_key` of a stored memory (a row of ``FIND_EXACT_MANY``)."""
+    metadata = row["metadata"]
+    if isinstance(metadata, str):  # jsonb, as text
+        metadata = json.loads(metadata)
+    return _key(namespace, bytes(row["content_hash"]), row["source_ref"], metadata, row["valid_at"])
+
+
+def _key(
+    namespace: str, content_hash: bytes, source_ref: str | None, metadata: Mapping[str, Any] | None, valid_at: datetime
+) -> tuple:
+    meta = metadata if isinstance(metadata, Mapping) else {}
+    speaker = meta.get("speaker")
+    if not isinstance(speaker, str) or not speaker.strip():
+        return (namespace, content_hash, source_ref)
+    turn = (speaker.strip(), meta.get("thread"), meta.get("anchor"), valid_at.astimezone(UTC))
+    return (namespace, content_hash, source_ref, *(str(part) for part in turn))
 
 
 def _chunk_rows(memory_id: uuid.UUID, item: Item) -> list[tuple]:

@@ -130,7 +130,7 @@ def test_ios_export_day_first_with_marks_media_and_edits(tmp_path: Path) -> None
         ("Alice", "Meeting moved to 10:30\nsee you there", datetime(2024, 1, 13, 9, 15, tzinfo=RIYADH)),
     ]
     assert items[1][1].valid_at == datetime(2023, 12, 31, 21, 0, 2, tzinfo=UTC)
-    assert src.skipped == {"system": 2, "media": 2}
+    assert src.skipped == {"system": 2, "media": 1, "attachment": 1}
     assert {d.title for _, d in items} == {"Family"}
 
 
@@ -447,13 +447,13 @@ def test_slack_export_zip(tmp_path: Path, prefix: str) -> None:
     files = {prefix + name: data for name, data in slack_files().items()}
     src = source("slack-export", path=zipped(tmp_path / "export.zip", files), timezone="Asia/Riyadh")
     check_slack_items(read(src))
-    assert src.skipped == {"system": 1, "empty": 1}
+    assert src.skipped == {"system": 1, "file": 1}
 
 
 def test_slack_export_unpacked_folder(tmp_path: Path) -> None:
     src = source("slack-export", path=unpacked(tmp_path / "export", slack_files()), timezone="Asia/Riyadh")
     check_slack_items(read(src))
-    assert src.skipped == {"system": 1, "empty": 1}
+    assert src.skipped == {"system": 1, "file": 1}
     assert sources.is_local("slack-export") and slack_export.KIND == "slack-export"
 
 

@@ -9,8 +9,13 @@ Slack's export is a ZIP (read as it is, nothing extracted) or that ZIP unpacked 
 A message's key is ``channel/ts``; its speaker the author's display name from ``users.json`` (else
 the name the message carries); its thread ``#channel``, or ``#channel/thread_ts`` for a reply in a
 thread. Mentions, channel links and links read as a person would see them (``<@U1>`` -> ``@Ana``,
-``<https://x|label>`` -> ``label (https://x)``). Joins, topic changes and the like, and messages
-without text (a file alone) are skipped and counted in :attr:`SlackExportSource.skipped`.
+``<https://x|label>`` -> ``label (https://x)``). What a message says is its text, then its
+attachments' (an integration's post, a bot's alert or a shared message often has all of it there:
+each attachment's pretext, title, text and fields, its fallback only when those say nothing), else
+its blocks', else a text file's preview; a post without a person speaks as its bot, or the author or
+service its attachment names. Joins, topic changes and the like, deleted messages and messages with
+nothing to read (a file alone) are skipped and counted in :attr:`SlackExportSource.skipped` by
+reason (``system``, ``deleted``, ``file``, ``empty`` ...).
 """
 
 from __future__ import annotations
@@ -307,9 +312,9 @@ class SlackExportSource:
         if stamp is None:
             self._skip("invalid")
             return None
-        text = self._readable(str(raw.get("text") or "")).strip()
+        text = self._text(raw)
         if not text:
-            self._skip("empty")
+            self._skip("file" if raw.get("files") else "empty")
             return None
         ts = stamp[0]
         fraction = int((stamp["f"] or "0")[:6].ljust(6, "0"))
@@ -331,19 +336,62 @@ class SlackExportSource:
             version=version,
         )
 
+    def _text(self, raw: Mapping[str, Any]) -> str:
+        """What the message says as a person reads it: its text, then each attachment's (an
+        integration's post often has all of it there), else its blocks', else a text file's preview."""
+        text = self._readable(str(raw.get("text") or "")).strip()
+        parts = [text] if text else []
+        for attachment in _dicts(raw.get("attachments")):
+            said = self._attachment(attachment)
+            if said and not any(said in p for p in parts):  # an unfurl repeating the message says it once
+                parts.append(said)
+        if not parts:
+            parts += [t for t in (self._readable(b).strip() for b in _blocks(raw.get("blocks"))) if t]
+        if not parts:
+            for file in _dicts(raw.get("files")):
+                preview = _string(file.get("preview_plain_text")) or _string(file.get("preview"))
+                if preview:
+                    parts.append("\n".join(p for p in (_string(file.get("title")), preview) if p))
+        return "\n".join(parts).strip()
+
+    def _attachment(self, attachment: Mapping[str, Any]) -> str:
+        """An attachment's words: pretext, title, text and fields; its fallback only when those say
+        nothing (the fallback is their plain-text summary)."""
+        lines = []
+        for key in ("pretext", "title", "text"):
+            said = self._readable(_string(attachment.get(key))).strip()
+            link = _string(attachment.get("title_link")) if key == "title" else ""
+            if said:
+                lines.append(f"{said} ({link})" if link and link != said else said)
+        for field in _dicts(attachment.get("fields")):
+            title = self._readable(_string(field.get("title"))).strip()
+            value = self._readable(_string(field.get("value"))).strip()
+            if title or value:
+                lines.append(f"{title}: {value}" if title and value else title or value)
+        if not lines:
+            fallback = self._readable(_string(attachment.get("fallback"))).strip()
+            if fallback:
+                lines.append(fallback)
+        return "\n".join(lines)
+
     def _speaker(self, raw: Mapping[str, Any]) -> str:
         """The users.json name of the author, else the profile the message carries, else the bot's
-        name, else the id."""
+        name, else (an integration's post, which has no user) the author or service its attachment
+        names, else the id."""
         user = raw.get("user")
         if user and user in self._users:
             return self._users[user]
         profile = raw.get("user_profile") or {}
         bot = raw.get("bot_profile") or {}
+        attached = [
+            name for a in _dicts(raw.get("attachments")) for name in (a.get("author_name"), a.get("service_name"))
+        ]
         for name in (
             profile.get("display_name"),
             profile.get("real_name"),
             raw.get("username"),
             bot.get("name"),
+            *attached,
             user,
             raw.get("bot_id"),
         ):
@@ -391,6 +439,51 @@ def _user_name(user: Mapping[str, Any]) -> str:
         if isinstance(name, str) and name.strip():
             return name.strip()
     return str(user["id"])
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _dicts(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of a JSON list (an export's ``attachments``, ``fields``, ``files``); [] for anything else."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _blocks(blocks: Any) -> Iterator[str]:
+    """The text of Block Kit blocks, a block at a time: sections and their fields, headers,
+    context lines and rich text (mentions and links in Slack's markup, as :meth:`_readable` reads
+    it); images, dividers and actions say nothing."""
+    for block in _dicts(blocks):
+        kind = block.get("type")
+        if kind in ("section", "header"):
+            text = block.get("text")
+            said = [_string(text.get("text")) if isinstance(text, dict) else ""]
+            said += [_string(f.get("text")) for f in _dicts(block.get("fields"))]
+            yield "\n".join(s for s in said if s)
+        elif kind == "context":
+            yield " ".join(_string(e.get("text")) for e in _dicts(block.get("elements")) if e.get("text"))
+        elif kind == "rich_text":
+            yield "\n".join(_rich(e) for e in _dicts(block.get("elements")))
+
+
+def _rich(element: Mapping[str, Any]) -> str:
+    """A rich text element as Slack's markup: text as it is, a link, a user or a channel as its token."""
+    kind = element.get("type")
+    if kind == "text":
+        return _string(element.get("text"))
+    if kind == "link":
+        url, label = _string(element.get("url")), _string(element.get("text"))
+        return f"<{url}|{label}>" if label else f"<{url}>"
+    if kind == "user":
+        return f"<@{_string(element.get('user_id'))}>"
+    if kind == "channel":
+        return f"<#{_string(element.get('channel_id'))}>"
+    if kind == "broadcast":
+        return f"<!{_string(element.get('range'))}>"
+    if kind == "rich_text_list":
+        return "\n".join(f"- {_rich(e)}" for e in _dicts(element.get("elements")))
+    return "".join(_rich(e) for e in _dicts(element.get("elements")))  # sections, quotes, code
 
 
 def _listed(export: _Export, name: str) -> list[Any]:

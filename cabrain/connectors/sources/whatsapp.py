@@ -13,8 +13,20 @@ or March 4th is decided once per file from its own dates (a first field over 12:
 one: month first; neither: day first) unless the config's ``date_order`` says. Times carry no zone:
 the config's ``timezone`` says where they were local.
 
-System lines (the encryption notice, joins, subject changes), media placeholders and deleted
-messages hold nothing to remember: they are skipped and counted in :attr:`WhatsAppSource.skipped`.
+What WhatsApp writes in place of a message holds nothing to remember, in any of the languages
+it writes it in (English and Arabic here), on iOS and on Android. Each is skipped and counted in
+:attr:`WhatsAppSource.skipped` by reason:
+
+- ``system``: the encryption notice, joins, subject changes, security codes, "is a contact";
+- ``attachment``: a file sent with the chat, ``<attached: 00000012-PHOTO-….jpg>`` /
+  ``<المُرفق: …>`` (iOS) or ``IMG-20240101-WA0001.jpg (file attached)`` / ``(ملف مرفق)``
+  (Android); a caption sent with it stays as the message;
+- ``media``: a file left out of the export, ``<Media omitted>`` / ``<تم استبعاد الوسائط>``,
+  ``image omitted`` / ``لم يتم إدراج الصورة``;
+- ``call``: ``Missed voice call``, ``Video call, 12 min``, ``مكالمة صوتية فائتة``;
+- ``deleted``: ``This message was deleted``, ``You deleted this message``, ``تم حذف هذه الرسالة``.
+
+Matching ignores the direction marks (U+200E, U+200F) and Arabic diacritics WhatsApp puts in them.
 An item's key is ``chat/local time/speaker/n``, ``n`` counting that speaker's messages in that
 minute (or second), so a re-export with newer messages appended keeps every older key.
 """
@@ -50,7 +62,7 @@ from cabrain.localfiles import (
     walk,
 )
 
-__all__ = ["KIND", "LOCAL", "WhatsAppSource", "build", "configure"]
+__all__ = ["KIND", "LOCAL", "WhatsAppSource", "build", "configure", "notice"]
 
 KIND = "whatsapp"
 LOCAL = True
@@ -69,25 +81,37 @@ _SYSTEM_NAME = re.compile(
 )
 _ENCRYPTED = re.compile(
     r"^(?:Messages and calls are end-to-end encrypted|Messages to this (?:group|chat) are now secured"
-    r"|الرسائل والمكالمات مشفرة)",
+    r"|الرسائل والمكالمات مشفرة|إن الرسائل التي ترسلها والمكالمات)",
     re.IGNORECASE,
 )
 # a named line that is WhatsApp speaking (iOS attributes those to the chat or a member, text marked with U+200E)
 _SYSTEM_TEXT = re.compile(
-    r"end-to-end encrypted|security code|missed (?:voice|video|group) call|joined using|created (?:group|this group)"
-    r"|changed (?:the|this group|their)|disappearing messages|مشفرة تمامًا|مشفّرة|رمز الأمان",
+    r"end-to-end encrypted|security code|joined using|created (?:group|this group)|is a contact"
+    r"|changed (?:the|this group|their)|disappearing messages|مشفرة تمامًا|مشفّرة|رمز الأمان|رمز أمانك"
+    r"|الرسائل المؤقتة",
     re.IGNORECASE,
 )
+# what a message's text is once folded (_fold): marks, Arabic diacritics and case set aside
 _MEDIA = re.compile(
-    r"^(?:<Media omitted>|<تم استبعاد الوسائط>|<الوسائط محذوفة>|null"
-    r"|[^\n]*\b(?:image|video|audio|sticker|GIF|document|Contact card|photo) omitted)$",
-    re.IGNORECASE,
+    r"<\s*(?:media omitted|تم استبعاد الوسائط|الوسائط محذوفة)\s*>|null"
+    r"|(?:[^\n]*\b(?:image|video|audio|sticker|gif|document|contact card|photo|video note|voice message) omitted)"
+    r"|(?:لم يتم إدراج (?:الصورة|الفيديوهات|الفيديو|المقاطع الصوتية|صورة gif|بطاقة جهة اتصال|المستند)|تم حذف الملصقات)"
 )
-_ATTACHED = re.compile(r"<attached: [^>]*>|^\S[^\n]* \(file attached\)$", re.MULTILINE)
+_CALL = re.compile(
+    r"(?:missed (?:group )?(?:voice|video) call|silenced (?:voice|video) call|missed call"
+    r"|مكالمة (?:صوتية|فيديو)(?: جماعية)? فائتة|مكالمة فائتة)(?:\s*[,،].*)?"
+    r"|(?:(?:group )?(?:voice|video) call|مكالمة (?:صوتية|فيديو)(?: جماعية)?)"
+    r"(?:\s*[,،]\s*(?:\d+\s*(?:sec|min|hr|h|ثانية|ثوان|دقيقة|دقائق|ساعة)\b.*|no answer|answered on other device"
+    r"|tap to call back|click to call back|لا يوجد رد|لم يتم الرد|تم الرد على جهاز آخر))?"
+)
+_BARE_CALL = re.compile(r"(?:group )?(?:voice|video) call|missed call|مكالمة (?:صوتية|فيديو)(?: جماعية)?|مكالمة فائتة")
 _DELETED = re.compile(
-    r"^(?:This message was deleted|You deleted this message|تم حذف هذه الرسالة|لقد حذفت هذه الرسالة)\.?$",
-    re.IGNORECASE,
+    r"(?:this message was deleted|you deleted this message|تم حذف هذه الرسالة|لقد حذفت هذه الرسالة"
+    r"|أنت حذفت هذه الرسالة|حذفت هذه الرسالة)\.?"
 )
+_ATTACHED_IOS = re.compile(r"<\s*(?:attached|المرفق|مرفق)\s*:\s*[^>]*>")
+_ATTACHED_ANDROID = re.compile(r"\S.*\s\((?:file attached|ملف مرفق|الملف مرفق)\)")
+_DIACRITICS = re.compile("[\u064b-\u065f\u0670\u0640]")  # Arabic harakat, superscript alef, tatweel
 _EDITED = re.compile(r"\s*<(?:This message was edited|تم تعديل هذه الرسالة)>$")
 _CHAT_NAME = re.compile(r"^(?:WhatsApp Chat with |WhatsApp Chat - |دردشة واتساب مع )(?P<name>.+)$", re.IGNORECASE)
 _EXPORT_MEMBER = re.compile(r"^(?:_chat|WhatsApp Chat.*|دردشة واتساب.*)\.txt$", re.IGNORECASE)
@@ -139,7 +163,7 @@ class _Line:
     second: int | None
     ampm: str | None
     rest: str  # after the header: "Name: text" or a system line
-    marked: bool  # the text after "Name: " began with U+200E (iOS: WhatsApp speaking)
+    marked: bool  # the text after "Name: " began with U+200E or U+200F (iOS: WhatsApp speaking)
     more: list[str] = field(default_factory=list)
 
 
@@ -322,15 +346,9 @@ class WhatsAppSource:
                 continue
             n = seen.get((local, speaker), 0)
             seen[(local, speaker)] = n + 1  # counted before media and deleted ones: a later deletion keeps n
-            if _DELETED.match(body):
-                self._skip("deleted")
-                continue
-            if _MEDIA.match(body):
-                self._skip("media")
-                continue
-            body = _ATTACHED.sub("", body).strip()  # a caption stays; a bare attachment is media
-            if not body:
-                self._skip("media")
+            why, body = notice(body, marked=line.marked)
+            if why is not None:
+                self._skip(why)
                 continue
             at = local.replace(tzinfo=self.zone)
             key = f"{chat}/{local.isoformat()}/{speaker}/{n}"
@@ -341,6 +359,39 @@ class WhatsAppSource:
 
     def _skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
+
+
+def notice(body: str, *, marked: bool = False) -> tuple[str | None, str]:
+    """What a message's text is: ``(None, text)`` for a message to keep (an attachment's caption
+    without the attachment), else ``(reason, "")`` for what WhatsApp writes in a message's place
+    (``attachment``, ``media``, ``call``, ``deleted``). ``marked``: the text began with U+200E
+    (iOS marks what WhatsApp writes that way; a bare "Voice call" counts as a call only then)."""
+    folded = _fold(body)
+    if _DELETED.fullmatch(folded):
+        return "deleted", ""
+    if _CALL.fullmatch(folded) and (marked or not _BARE_CALL.fullmatch(folded)):
+        return "call", ""
+    if _MEDIA.fullmatch(folded):
+        return "media", ""
+    kept, attached = [], False
+    for line in body.split("\n"):
+        one = _fold(line)
+        if _ATTACHED_IOS.search(one) or _ATTACHED_ANDROID.fullmatch(one):
+            attached = True  # the line names the file (and what iOS says of it: "• 2 pages")
+        else:
+            kept.append(line)
+    text = "\n".join(kept).strip()
+    if attached and not text:
+        return "attachment", ""
+    if not text:
+        return "media", ""
+    return None, text
+
+
+def _fold(text: str) -> str:
+    """``text`` as the notices are matched: without direction marks and Arabic diacritics, spaces
+    made plain, case folded."""
+    return _SPACES.sub(" ", _DIACRITICS.sub("", _MARKS.sub("", text))).strip().casefold()
 
 
 def build(spec: SourceSpec, retry: Retry) -> WhatsAppSource:
@@ -386,7 +437,7 @@ def _headers(text: str) -> list[_Line]:
                 second=int(match["s"]) if match["s"] else None,
                 ampm=match["ampm"],
                 rest=match["rest"],
-                marked=colon >= 0 and raw[colon + 2 : colon + 3] == "\u200e",
+                marked=colon >= 0 and raw[colon + 2 : colon + 3] in ("\u200e", "\u200f"),
             )
         )
     return out
