@@ -6,16 +6,12 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from cabrain.cli.common import EXIT_FAIL, EXIT_OK, Subparsers, json_flag, quiet_flag
 from cabrain.errors import UsageError
+from cabrain.progress import for_terminal
 from cabrain.settings import Settings
-
-
-def _say(args: argparse.Namespace) -> Callable[[str], None]:
-    return (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def _check_timeouts(args: argparse.Namespace) -> None:
@@ -30,12 +26,12 @@ def cmd_backup(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.store.db import describe_target, hot_tier
 
     _check_timeouts(args)
-    say = _say(args)
-    say(f"backing up {describe_target(settings)} and the cold tier at {settings.resolved_cold_warehouse}")
-    with hot_tier(settings) as dsn:
-        manifest = asyncio.run(
-            backup(settings, Path(args.dir), dsn=dsn, say=say, lock_wait_s=args.wait, timeout_s=args.timeout)
-        )
+    with for_terminal(args.quiet) as progress:
+        progress(f"backing up {describe_target(settings)} and the cold tier at {settings.resolved_cold_warehouse}")
+        with hot_tier(settings) as dsn:
+            manifest = asyncio.run(
+                backup(settings, Path(args.dir), dsn=dsn, say=progress, lock_wait_s=args.wait, timeout_s=args.timeout)
+            )
     if args.json:
         print(json.dumps(manifest, indent=2, ensure_ascii=False))
         return EXIT_OK
@@ -54,18 +50,25 @@ def cmd_restore(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.store.db import describe_target, hot_tier
 
     _check_timeouts(args)
-    say = _say(args)
-    manifest = verify(Path(args.dir).expanduser().absolute())  # before anything starts or changes
-    say(f"backup of {manifest['created_at']} verified: {len(manifest['files'])} file(s) match their checksums")
-    say(
-        f"restoring {args.dir} into {describe_target(settings)} and the cold tier at {settings.resolved_cold_warehouse}"
-    )
-    with hot_tier(settings) as dsn:
-        report = asyncio.run(
-            restore(
-                settings, Path(args.dir), dsn=dsn, force=args.force, say=say, timeout_s=args.timeout, manifest=manifest
-            )
+    with for_terminal(args.quiet) as progress:
+        manifest = verify(Path(args.dir).expanduser().absolute(), progress)  # before anything starts or changes
+        progress(f"backup of {manifest['created_at']} verified: {len(manifest['files'])} file(s) match their checksums")
+        progress(
+            f"restoring {args.dir} into {describe_target(settings)} and the cold tier at "
+            f"{settings.resolved_cold_warehouse}"
         )
+        with hot_tier(settings) as dsn:
+            report = asyncio.run(
+                restore(
+                    settings,
+                    Path(args.dir),
+                    dsn=dsn,
+                    force=args.force,
+                    say=progress,
+                    timeout_s=args.timeout,
+                    manifest=manifest,
+                )
+            )
     width = max((len(t) for t in report.expected.keys() | report.restored.keys()), default=5)
     print(f"{'table':{width}s} {'backup':>10s} {'restored':>10s}")
     for table in sorted(report.expected.keys() | report.restored.keys()):

@@ -1,10 +1,12 @@
 """A CaBrain export checked whole before anything of it is written (:mod:`cabrain.portable.restore`).
 
-Every record is read once first: it is JSON, of a known type, with its fields of the types the
-tables take (ids, times within what PostgreSQL and Python hold, finite numbers, strings without
-NUL or lone surrogates, no deeper than the edge allows), its memories in the namespaces its header
-names, and its counts those its end record says. A file that fails any of it is refused with
-nothing written.
+Every record is read once first (:func:`whole`, streaming: a file of any size): it is JSON, of a
+known type, with its fields of the types the tables take (ids, times within what PostgreSQL and
+Python hold, finite numbers, strings without NUL or lone surrogates, no deeper than the edge
+allows), its memories in the namespaces its header names; it ends with its end record, whose counts
+are those read and whose digest (:class:`cabrain.portable.export.Digest`, in exports that have one)
+is that of the lines read. A file that fails any of it (cut short anywhere, a line changed, counts
+that do not add up) is refused with one error and nothing written.
 
 An import made for an agent (an admin over the API) obeys the namespace and consent rules of the
 API besides (:class:`Plan`):
@@ -39,14 +41,27 @@ import asyncpg
 from cabrain import edge, namespaces
 from cabrain.errors import AccessDenied, InputError
 from cabrain.policy import Role
-from cabrain.portable.export import FORMAT
+from cabrain.portable.export import FORMAT, SAY_EVERY, Digest
+from cabrain.progress import Say, as_progress
 from cabrain.store import portable as sql
 from cabrain.types import MemoryType, Network, Visibility
 
-__all__ = ["Plan", "check", "records", "when"]
+__all__ = ["Plan", "Whole", "plan", "records", "when", "whole"]
 
 TYPES = ("agent", "namespace", "grant", "entity", "memory", "mention", "link", "judgment", "action", "end")
 ACTION_STATUSES = ("pending", "approved", "denied", "expired", "done", "failed")
+
+
+@dataclass
+class Whole:
+    """What reading a whole export found: its header, the namespaces it names, its records counted
+    by type, and the digest of its lines (as :class:`Digest` makes it, whether or not the export
+    keeps one: the import's second reading must find the same)."""
+
+    header: dict[str, Any]
+    namespaces: list[str]
+    counts: dict[str, int]
+    digest: str
 
 
 @dataclass
@@ -55,6 +70,7 @@ class Plan:
 
     header: dict[str, Any]
     counts: dict[str, int]
+    digest: str
     agent: str | None  # the importing agent (None: the operator)
     namespaces: list[str] = field(default_factory=list)
     existing: set[str] = field(default_factory=set)  # namespaces here already
@@ -75,23 +91,35 @@ class Plan:
         return {**record, "owner_agent_id": self.agent, "metadata": metadata}
 
 
-def records(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
-    """The export's records, each checked to be a JSON object with a type and to pass the edge."""
-    for number, line in enumerate(lines, 1):
+AGAIN = "export it again (a whole file ends with its end record)"
+NOTHING = "nothing of it was written"
+
+
+def records(lines: Iterable[str], where: str, digest: Digest | None = None) -> Iterator[dict[str, Any]]:
+    """The export's records, each checked to be a JSON object with a type and to pass the edge; every
+    line before the end record added to ``digest``."""
+    rest = iter(lines)
+    for number, line in enumerate(rest, 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{where} line {number} is not JSON: {exc.msg}") from None
+            if not any(later.strip() for later in rest):
+                raise InputError(
+                    f"{where} ends in the middle of line {number}: the export was cut short ({NOTHING})", hint=AGAIN
+                ) from None
+            raise InputError(f"{where} line {number} is not JSON: {exc.msg} ({NOTHING})", hint=AGAIN) from None
         except RecursionError:
-            raise InputError(f"{where} line {number} is nested too deeply") from None
+            raise InputError(f"{where} line {number} is nested too deeply ({NOTHING})") from None
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-            raise InputError(f"{where} line {number} is not a CaBrain export record")
+            raise InputError(f"{where} line {number} is not a CaBrain export record ({NOTHING})")
         try:
             edge.check_value(record)
         except InputError as exc:
-            raise InputError(f"{where} line {number}: {exc.message}") from None
+            raise InputError(f"{where} line {number}: {exc.message} ({NOTHING})") from None
+        if digest is not None and record["type"] != "end":
+            digest.add(line)
         yield record
 
 
@@ -195,10 +223,11 @@ def _fields(kind: str, r: dict[str, Any]) -> None:
         when(r.get("decided_at"))
 
 
-async def check(conn: asyncpg.Connection, lines: Iterable[str], *, agent: str | None, where: str) -> Plan:
-    """Read the whole export and check it (module docstring); :class:`InputError` or
-    :class:`AccessDenied` before anything is written."""
-    stream = records(lines, where)
+def whole(lines: Iterable[str], where: str, progress: Say | None = None) -> Whole:
+    """Read the whole export once and check it (module docstring): :class:`InputError` at its first
+    fault. Reads line by line, holding only the counts: a file of any size."""
+    digest = Digest()
+    stream = records(lines, where, digest)
     header = next(stream, None)
     if header is None or header.get("type") != "cabrain-export":
         raise InputError(f"{where} is not a CaBrain export (its first line is no cabrain-export header)")
@@ -209,32 +238,62 @@ async def check(conn: asyncpg.Connection, lines: Iterable[str], *, agent: str | 
         raise InputError(f"{where}'s header names no valid namespaces")
     counts: dict[str, int] = {}
     ended: dict[str, Any] | None = None
-    for number, record in enumerate(stream, 2):
-        kind = record["type"]
-        if ended is not None:
-            raise InputError(f"{where} has records after its end record")
-        if kind not in TYPES:
-            raise InputError(f"{where} has a record of unknown type {kind!r}")
-        if kind == "end":
-            ended = record
-            continue
-        counts[kind] = counts.get(kind, 0) + 1
-        try:
-            _fields(kind, record)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{where} record {number} ({kind}) is not valid: {exc}") from None
-        if kind in ("memory", "namespace", "entity", "judgment") and (
-            record.get("namespace", record.get("name")) not in named
-        ):
-            raise InputError(f"{where} record {number} ({kind}) is of a namespace its header does not name")
+    number = 1
+    with as_progress(progress).track("checking the export", unit="records") as tracker:
+        for number, record in enumerate(stream, 2):
+            kind = record["type"]
+            if ended is not None:
+                raise InputError(f"{where} has records after its end record ({NOTHING})", hint=AGAIN)
+            if kind not in TYPES:
+                raise InputError(f"{where} has a record of unknown type {kind!r} ({NOTHING})")
+            if number % SAY_EVERY == 0:
+                tracker.update(number)
+            if kind == "end":
+                ended = record
+                continue
+            counts[kind] = counts.get(kind, 0) + 1
+            try:
+                _fields(kind, record)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InputError(f"{where} record {number} ({kind}) is not valid: {exc} ({NOTHING})") from None
+            if kind in ("memory", "namespace", "entity", "judgment") and (
+                record.get("namespace", record.get("name")) not in named
+            ):
+                raise InputError(
+                    f"{where} record {number} ({kind}) is of a namespace its header does not name ({NOTHING})"
+                )
+        tracker.update(number)
     if ended is None:
-        raise InputError(f"{where} ends before its end record: the export was cut short (nothing of it was written)")
-    expected = {k: v for k, v in (ended.get("counts") or {}).items() if k != "cabrain-export"}
+        raise InputError(f"{where} ends before its end record: the export was cut short ({NOTHING})", hint=AGAIN)
+    said, sha = ended.get("counts"), ended.get("sha256")
+    if not isinstance(said, dict) or not (sha is None or isinstance(sha, str)):
+        raise InputError(f"{where}'s end record is not one CaBrain writes ({NOTHING})", hint=AGAIN)
+    expected = {k: v for k, v in said.items() if k != "cabrain-export"}
     if expected != counts:
-        raise InputError(f"{where} holds {counts} but says it holds {expected}: it was altered or cut")
-    plan = Plan(header, counts, agent, list(named))
+        raise InputError(
+            f"{where} holds {_counted(counts)} but its end record says {_counted(expected)}: it was cut or altered "
+            f"({NOTHING})",
+            hint=AGAIN,
+        )
+    if sha is not None and sha != digest.hexdigest():
+        raise InputError(
+            f"{where}'s lines are not those its end record's digest was made of: a line was changed or lost ({NOTHING})",
+            hint=AGAIN + '; a file edited on purpose is imported once "sha256" is taken out of its end record',
+        )
+    return Whole(header, list(named), counts, digest.hexdigest())
+
+
+def _counted(counts: dict[str, Any]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "nothing"
+
+
+async def plan(conn: asyncpg.Connection, read: Whole, *, agent: str | None, where: str) -> Plan:
+    """The plan of an export read whole (:func:`whole`) for ``agent`` (None: the operator), checked
+    against what is here: :class:`AccessDenied` before anything is written."""
+    named = read.namespaces
+    made = Plan(read.header, read.counts, read.digest, agent, list(named))
     owners = {r["name"]: r["owner_agent_id"] for r in await conn.fetch(sql.OWNERS, list(named))}
-    plan.existing = set(owners)
+    made.existing = set(owners)
     if agent is not None:
         for name in named:
             personal = namespaces.personal_owner(name)
@@ -248,4 +307,4 @@ async def check(conn: asyncpg.Connection, lines: Iterable[str], *, agent: str | 
                     f"{where} would write into namespace {name!r}, which agent {owners[name]!r} owns here",
                     hint="import into namespaces you own (or that do not exist yet), or as the operator on the server",
                 )
-    return plan
+    return made

@@ -14,7 +14,10 @@
     {"type": "link", ...}         a memory was distilled from or merged with others
     {"type": "judgment", ...}     every automatic judgment, so an imported brain can still undo them
     {"type": "action", ...}       every action a role held on the namespaces, decided or not
-    {"type": "end", "counts": {...}}   the counts of each type: an export cut short is detected
+    {"type": "end", "counts": {...}, "sha256": ...}
+                                  the counts of each type and the SHA-256 of every line before it
+                                  (:class:`Digest`): an export cut short, or a line of it changed, is
+                                  refused whole (an export written before the digest has only counts)
 
 An export made for an agent (its namespaces' owner, or an admin: :class:`cabrain.portable.facade.Portable`)
 holds only what that agent may read: another agent's ``private`` memories are left out, and so is
@@ -23,14 +26,16 @@ mention, a summary made from them). The operator's export on the database holds 
 
 Everything hot is read in one repeatable-read transaction, so the export is one consistent moment
 of the hot tier; archived memories are read from the cold tier after it. Rows are turned into JSON
-by PostgreSQL (``to_jsonb``) and streamed to the file without being parsed here.
+by PostgreSQL (``to_jsonb``) and streamed to the file without being parsed here. Progress: the
+memories written, of about how many the namespaces hold (:mod:`cabrain.progress`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -38,9 +43,10 @@ import asyncpg
 
 from cabrain import __version__
 from cabrain.engine import Engine
+from cabrain.progress import Say, Tracker, as_progress
 from cabrain.store import portable as sql
 
-__all__ = ["FORMAT", "ExportReport", "export"]
+__all__ = ["FORMAT", "Digest", "ExportReport", "export"]
 
 FORMAT = 1
 
@@ -55,21 +61,41 @@ class ExportReport:
         return dict(self.__dict__)
 
 
-class _Out:
-    """Lines to the file, counted by type."""
+class Digest:
+    """The SHA-256 of an export's lines before its end record, as the end record keeps it: each line's
+    UTF-8 and one newline (the line ends a copy may have changed to CRLF do not count; blank lines
+    are not lines)."""
 
-    def __init__(self, out: IO[str], progress: Callable[[str], None], every_s: float) -> None:
-        self.out, self.progress, self.every_s = out, progress, every_s
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+
+    def add(self, line: str) -> None:
+        self._sha.update(line.rstrip("\r\n").encode("utf-8", "surrogatepass"))
+        self._sha.update(b"\n")
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
+
+
+SAY_EVERY = 256  # memories between two updates of the progress (a bar's redraw costs more than a line)
+
+
+class _Out:
+    """Lines to the file, counted by type and digested."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
         self.counts: dict[str, int] = {}
-        self._said = time.monotonic()
+        self.digest = Digest()
+        self.tracker = Tracker()
 
     def write(self, kind: str, line: str) -> None:
         self.out.write(line)
         self.out.write("\n")
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        if kind == "memory" and time.monotonic() - self._said >= self.every_s:
-            self._said = time.monotonic()
-            self.progress(f"exported {self.counts['memory']} memories")
+        self.digest.add(line)
+        n = self.counts[kind] = self.counts.get(kind, 0) + 1
+        if kind == "memory" and n % SAY_EVERY == 0:
+            self.tracker.update(n)
 
     def record(self, value: dict[str, Any]) -> None:
         self.write(value["type"], json.dumps(value, ensure_ascii=False, default=str))
@@ -88,14 +114,14 @@ async def export(
     agent: str | None = None,
     with_embeddings: bool = False,
     archived: bool = True,
-    progress: Callable[[str], None] = lambda line: None,
-    every_s: float = 5.0,
+    progress: Say | None = None,
 ) -> ExportReport:
     """Write ``namespaces`` to ``out`` (a text file), as ``agent`` may read them (None: everything,
     the operator's). Who may export which namespace is the caller's to check."""
     started = time.perf_counter()
     names = sorted(set(namespaces))
-    sink = _Out(out, progress, every_s)
+    say = as_progress(progress)
+    sink = _Out(out)
     sink.record(
         {
             "type": "cabrain-export",
@@ -110,6 +136,8 @@ async def export(
     )
     cold_ids: dict[str, list[asyncpg.Record]] = {}
     async with engine.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        # about how many: the hot rows (another agent's private ones among them), the archived added below
+        sink.tracker = say.track("exporting memories", await conn.fetchval(sql.EXPORT_HOT_SIZE, names), "memories")
         await _stream(conn, sink, "agent", sql.EXPORT_AGENTS, names)
         await _stream(conn, sink, "namespace", sql.EXPORT_NAMESPACES, names)
         await _stream(conn, sink, "grant", sql.EXPORT_GRANTS, names)
@@ -125,6 +153,7 @@ async def export(
             )
             if archived:
                 cold_ids[name] = await conn.fetch(sql.EXPORT_COLD_IDS, name, agent)
+                sink.tracker.update(sink.counts.get("memory", 0), (sink.tracker.total or 0) + len(cold_ids[name]))
         await _stream(conn, sink, "mention", sql.EXPORT_MENTIONS, names, agent)
         await _stream(conn, sink, "link", sql.EXPORT_LINKS, names, agent)
         await _stream(conn, sink, "judgment", sql.EXPORT_JUDGMENTS, names, agent)
@@ -132,8 +161,11 @@ async def export(
     for name, rows in cold_ids.items():
         if rows:
             await _archived(engine, name, rows, sink, with_embeddings)
-    sink.record({"type": "end", "counts": dict(sink.counts)})
-    progress(f"exported {sink.counts.get('memory', 0)} memories of {len(names)} namespace(s)")
+    exported = sink.counts.get("memory", 0)
+    sink.tracker.update(exported, exported)
+    sink.tracker.close()
+    sink.record({"type": "end", "counts": dict(sink.counts), "sha256": sink.digest.hexdigest()})
+    say(f"exported {exported} memories of {len(names)} namespace(s)")
     return ExportReport(names, dict(sink.counts), time.perf_counter() - started)
 
 

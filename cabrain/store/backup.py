@@ -66,6 +66,7 @@ from cabrain.errors import (
     InputError,
     SchemaError,
 )
+from cabrain.progress import Say, as_progress
 from cabrain.providers.cold_store import CATALOG_NAME
 from cabrain.settings import Settings
 from cabrain.settings import redact_url as redact
@@ -257,13 +258,13 @@ async def backup(
     *,
     dsn: str,
     clock: Clock = utc_now,
-    say: Callable[[str], None] = lambda line: None,
+    say: Say | None = None,
     lock_wait_s: float = 300.0,
     timeout_s: float = 14400.0,
 ) -> dict[str, Any]:
     """Back up the hot tier at ``dsn`` and the configured cold tier into ``folder`` (new or empty);
-    returns the manifest (see the module docstring for the order and the locks)."""
-    folder = folder.expanduser().absolute()
+    returns the manifest (module docstring: the order, the locks); ``say`` hears lines and the files copied."""
+    folder, progress = folder.expanduser().absolute(), as_progress(say)
     created_at = clock()
     with _fresh(folder):
         conn = await connect(dsn, timeout=settings.db_connect_timeout_s)
@@ -271,18 +272,18 @@ async def backup(
             facts = await server_facts(conn)
             tool, tool_version = pg_tool("pg_dump", embedded=settings.embedded, at_least=facts.version_num // 10000)
             kind = await asyncio.to_thread(cold.catalog_kind, settings, dsn)
-            locked = await _hold_sleep(conn, lock_wait_s, say)
+            locked = await _hold_sleep(conn, lock_wait_s, progress)
             await conn.execute("SET idle_in_transaction_session_timeout = 0")
             async with conn.transaction(isolation="repeatable_read", readonly=True):
                 snapshot = await conn.fetchval("SELECT pg_export_snapshot()")
                 state = await _state(conn)
-                say(
+                progress(
                     f"hot tier: dumping {facts.database} ({state['tables'].get('memories', 0)} hot memories) with {tool}"
                 )
                 await asyncio.to_thread(_dump, tool, dsn, snapshot, folder / HOT_DUMP, timeout_s)
             # the snapshot is taken: the cold tier is copied after it, the sleep locks still held
             tables, cold_files = await asyncio.to_thread(
-                cold.copy_out, settings, folder / COLD, kind=kind, hot_pointers=state["pointers"], say=say
+                cold.copy_out, settings, folder / COLD, kind=kind, hot_pointers=state["pointers"], say=progress
             )
         finally:
             await conn.close()  # and with it the sleep locks
@@ -307,14 +308,14 @@ async def backup(
             "files": dict(sorted(files.items())),
         }
         (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-    say(f"backup written to {folder}: {len(files)} file(s), {sum(f['bytes'] for f in files.values())} bytes")
+    progress(f"backup written to {folder}: {len(files)} file(s), {sum(f['bytes'] for f in files.values())} bytes")
     return manifest
 
 
 # --- restore -------------------------------------------------------------------------------------------------
-def verify(folder: Path) -> dict[str, Any]:
+def verify(folder: Path, progress: Say | None = None) -> dict[str, Any]:
     """The backup's manifest, once every file it lists is there with its sha256; else :class:`InputError`
-    naming the first damaged file."""
+    naming the first damaged file. ``progress``: the bytes checked, of how many."""
     path, damaged = folder / MANIFEST, "the backup is damaged: restore from another copy of it"
     if not path.is_file():
         raise InputError(
@@ -323,6 +324,7 @@ def verify(folder: Path) -> dict[str, Any]:
     try:
         manifest = json.loads(path.read_text())
         files: dict[str, dict[str, Any]] = manifest["files"]
+        size = sum(int(f["bytes"]) for f in files.values())
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path} cannot be read: {exc}", hint=damaged) from exc
     if manifest.get("format") != FORMAT or int(manifest.get("format_version", 0)) > FORMAT_VERSION:
@@ -330,14 +332,15 @@ def verify(folder: Path) -> dict[str, Any]:
             f"{path} is not a backup this CaBrain reads (format {manifest.get('format')} {manifest.get('format_version')})",
             hint="restore it with the CaBrain version that wrote it, or a newer one",
         )
-    for rel, expected in files.items():
-        file = folder / rel
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            raise InputError(f"{MANIFEST} names a file outside the backup: {rel}", hint=damaged)
-        if not file.is_file():
-            raise InputError(f"the backup is damaged: {rel} is missing", hint=damaged)
-        if file.stat().st_size != expected["bytes"] or cold.sha256_of(file) != expected["sha256"]:
-            raise InputError(f"the backup is damaged: {rel} does not match its sha256 in {MANIFEST}", hint=damaged)
+    with as_progress(progress).track("checking the backup", size, "bytes") as tracker:
+        for rel, expected in files.items():
+            file = folder / rel
+            if Path(rel).is_absolute() or ".." in Path(rel).parts:
+                raise InputError(f"{MANIFEST} names a file outside the backup: {rel}", hint=damaged)
+            if not file.is_file():
+                raise InputError(f"the backup is damaged: {rel} is missing", hint=damaged)
+            if file.stat().st_size != expected["bytes"] or cold.sha256_of(file, tracker.advance) != expected["sha256"]:
+                raise InputError(f"the backup is damaged: {rel} does not match its sha256 in {MANIFEST}", hint=damaged)
     return manifest
 
 
@@ -422,14 +425,14 @@ async def restore(
     *,
     dsn: str,
     force: bool = False,
-    say: Callable[[str], None] = lambda line: None,
+    say: Say | None = None,
     timeout_s: float = 14400.0,
     manifest: dict[str, Any] | None = None,
 ) -> RestoreReport:
-    """Restore the backup in ``folder`` into the hot tier at ``dsn`` and the configured cold tier (see the
-    module docstring). ``manifest``: what :func:`verify` returned, when the caller verified already."""
-    folder = folder.expanduser().absolute()
-    manifest = await asyncio.to_thread(verify, folder) if manifest is None else manifest
+    """Restore the backup in ``folder`` into the hot tier at ``dsn`` and the configured cold tier (module
+    docstring; ``say`` hears lines and the files checked and put back). ``manifest``: :func:`verify`'s, if run."""
+    folder, say = folder.expanduser().absolute(), as_progress(say)
+    manifest = await asyncio.to_thread(verify, folder, say) if manifest is None else manifest
     _check_fits(manifest, settings)
     if settings.embedded and (users := set(EmbeddedPostgres.from_settings(settings).status().leases) - {os.getpid()}):
         raise ConflictError(

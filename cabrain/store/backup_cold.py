@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from cabrain.errors import ColdStoreError
+from cabrain.progress import Say, as_progress
 from cabrain.providers.cold_store import CATALOG_NAME, catalog_properties, open_catalog, private_files
 from cabrain.settings import Settings
 
@@ -79,11 +80,14 @@ class Missing(Exception):
 
 
 # --- where things are ----------------------------------------------------------------------------------------
-def sha256_of(path: Path) -> str:
+def sha256_of(path: Path, advance: Callable[[int], None] | None = None) -> str:
+    """The file's SHA-256; ``advance`` is told the bytes of each block read."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(CHUNK):
             digest.update(block)
+            if advance is not None:
+                advance(len(block))
     return digest.hexdigest()
 
 
@@ -163,14 +167,14 @@ def copy_out(
     *,
     kind: str,
     hot_pointers: list[Pointer],
-    say: Callable[[str], None],
+    say: Say,
     attempts: int = 3,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Copy the catalog and the warehouse into ``dest`` (``DIR/cold``) and check the copy; returns the
     tables (pointer, current snapshot, data files) and the files written (sha256, bytes), by path
     relative to ``dest``. Pointers read anew each attempt (all but :data:`HOT`, fixed by the dump) are
     tried again when history was expired while copying."""
-    warehouse = Warehouse.of(settings)
+    warehouse, progress = Warehouse.of(settings), as_progress(say)
     for attempt in range(1, attempts + 1):
         shutil.rmtree(dest, ignore_errors=True)
         dest.mkdir(mode=0o700)
@@ -181,12 +185,15 @@ def copy_out(
                 written[CATALOG_FILE] = _summary(dest / CATALOG_FILE)
         else:
             pointers = hot_pointers if kind == HOT else _live_pointers(settings)
-        say(f"cold tier: copying the warehouse {warehouse.uri}")
-        for rel in warehouse.files():
-            try:
-                written[f"{WAREHOUSE_DIR}/{rel}"] = _download(warehouse, rel, dest / WAREHOUSE_DIR / rel)
-            except FileNotFoundError:
-                continue  # removed meanwhile: the check below says whether anything still needed it
+        progress(f"cold tier: copying the warehouse {warehouse.uri}")
+        files = warehouse.files()
+        with progress.track("cold tier: copying", len(files), "files") as tracker:
+            for rel in files:
+                tracker.advance()
+                try:
+                    written[f"{WAREHOUSE_DIR}/{rel}"] = _download(warehouse, rel, dest / WAREHOUSE_DIR / rel)
+                except FileNotFoundError:
+                    continue  # removed meanwhile: the check below says whether anything still needed it
         try:
             tables = [_table_summary(p, dest / WAREHOUSE_DIR, warehouse.uri) for p in pointers or []]
             return tables, written
@@ -196,7 +203,7 @@ def copy_out(
                     f"the cold tier changed while it was copied: {exc}",
                     hint="its history was expired meanwhile (sleep maintain); run the backup again",
                 ) from exc
-            say(f"cold tier: changed while copied ({exc}); copying again")
+            progress(f"cold tier: changed while copied ({exc}); copying again")
     raise AssertionError("unreachable")
 
 
@@ -347,20 +354,21 @@ def clear_cold(settings: Settings, kind: str) -> None:
         sqlite_path(settings).unlink(missing_ok=True)
 
 
-def copy_in(source: Path, settings: Settings, old_prefix: str, say: Callable[[str], None]) -> str:
+def copy_in(source: Path, settings: Settings, old_prefix: str, say: Say) -> str:
     """Copy the backup's warehouse files (``source`` = ``DIR/cold/warehouse``) into the configured
     warehouse, rewriting locations from ``old_prefix`` to it when they differ. Returns the new prefix."""
     target = Warehouse.of(settings)
     new_prefix = target.uri
     moving = new_prefix != old_prefix
     rels = sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file()) if source.is_dir() else []
-    say(
+    progress = as_progress(say)
+    progress(
         f"cold tier: {len(rels)} file(s) into {new_prefix}"
         + (f" (locations moved from {old_prefix})" if moving else "")
     )
     lists: list[str] = []
     lengths: dict[str, int] = {}
-    with private_files():
+    with private_files(), progress.track("cold tier: restoring", len(rels), "files") as tracker:
         for folder in sorted({f"{target.root}/{rel}".rpartition("/")[0] for rel in rels}):
             target.fs.create_dir(folder, recursive=True)
         for rel in rels:  # data files and manifests first: the manifest lists need the manifests' new lengths
@@ -372,9 +380,11 @@ def copy_in(source: Path, settings: Settings, old_prefix: str, say: Callable[[st
                     lists.append(rel)
                     continue
                 lengths[f"{new_prefix}/{rel}"] = _write_avro(target, rel, schema, meta, records, old_prefix, lengths)
+            tracker.advance()
         for rel in lists:
             schema, meta, records = _avro(target.io, str(source / rel))
             _write_avro(target, rel, schema, meta, records, old_prefix, lengths)
+            tracker.advance()
         if moving:
             for rel in rels:
                 if rel.endswith((".metadata.json", ".metadata.json.gz")):

@@ -6,6 +6,7 @@ restores to a consistent brain; a damaged backup, a used folder and a target hol
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ import pytest
 from cabrain.brain import Brain
 from cabrain.errors import ConfigError, ConflictError, DatabaseError, InputError
 from cabrain.failpoints import EXIT_CODE
+from cabrain.progress import Lines
 from cabrain.settings import Settings, load_settings
 from cabrain.sleep import cycle
 from cabrain.sleep.cycle import run_cycle
@@ -305,9 +307,17 @@ async def test_damaged_backups_used_folders_busy_sleep_and_targets_holding_data_
             stray.schema.get_field_index("demote_batch"), stray.schema.field("demote_batch"), [[str(stray_batch)]]
         )
         cold.append_batch(stray_batch, stray)
-        manifest = await backup(settings, folder, dsn=db_dsn, clock=lambda: datetime(2030, 1, 2, tzinfo=UTC))
+        ticks = itertools.count()
+        said: list[str] = []
+        progress = Lines(said.append, every_s=1.0, clock=lambda: float(next(ticks)))  # a second at each look
+        manifest = await backup(
+            settings, folder, dsn=db_dsn, clock=lambda: datetime(2030, 1, 2, tzinfo=UTC), say=progress
+        )
         assert manifest["cold"]["tables"][0]["records"] == len(OLD_EVENTS) + 2
         assert manifest["created_at"] == "2030-01-02T00:00:00+00:00"
+        copied = len([f for f in manifest["files"] if f.startswith("cold/warehouse/")])
+        assert any(line.startswith(f"cold tier: copying: {copied}/{copied} files (") for line in said), said
+        assert any(" files (" in line and "left)" in line for line in said)  # its rate and the time left
 
         used = run_cli("backup", str(folder), env=cli_env(database_url=db_dsn, home=str(home)))
         assert used.returncode == 1 and "is not empty" in used.stderr and "new or empty folder" in used.stderr
@@ -321,9 +331,12 @@ async def test_damaged_backups_used_folders_busy_sleep_and_targets_holding_data_
             await restore(moved, folder, dsn=empty_dsn)
         assert "CaBrain data" in refused.value.message and "--force" in (refused.value.hint or "")
         await _execute(empty_dsn, "DELETE FROM namespace_grants")
-        said: list[str] = []
-        report = await restore(moved, folder, dsn=empty_dsn, force=True, say=said.append)
+        said.clear()
+        report = await restore(moved, folder, dsn=empty_dsn, force=True, say=progress)
         assert report.mismatches == [] and any(line.startswith("--force: replacing the database") for line in said)
+        size = sum(f["bytes"] for f in manifest["files"].values())
+        assert any(line.startswith(f"checking the backup: {size:,}/{size:,} bytes (") for line in said), said
+        assert any(line.startswith(f"cold tier: restoring: {copied}/{copied} files (") for line in said), said
         assert len(await _execute(empty_dsn, "SELECT * FROM namespace_grants")) == 1
         with pytest.raises(ConflictError, match="CaBrain data"):
             await restore(settings, folder, dsn=db_dsn)  # the source itself

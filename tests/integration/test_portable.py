@@ -421,7 +421,7 @@ async def test_an_export_cut_short_or_changed_is_refused_whole_and_the_brain_is_
         hub = Portable(other.engine)
         held = await hub.restore(None, io.StringIO(early.getvalue()))  # the brain holds part of it already
         before = await _held(other.engine)
-        assert before["memories"] == held.added["memory"] and before["entities"] >= 2 and before["agents"] >= 3
+        assert before["memories"] == held.added["memory"] and before["entities"] >= 2 and before["agents"] >= 2
         for why, (content, says) in broken.items():
             path = tmp_path / f"{why}.jsonl"
             path.write_text(content, encoding="utf-8")

@@ -128,7 +128,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "ground",
         frozenset(
             "errors fixes types clock paths logs limits localfiles edge egress_http egress policy "
-            "redact namespaces settings text".split()
+            "redact namespaces settings text progress".split()
         ),
     ),
     ("providers", frozenset({"providers"})),
