@@ -3,7 +3,8 @@
 With ``CABRAIN_API_URL`` set, each command asks the running service (as the agent of
 ``CABRAIN_API_KEY``; a sync runs in the service, and the command follows it). Without it, the command
 works on the hot tier directly, as ``--as AGENT`` (default ``admin``): a local sync runs here, or
-with ``--ray`` as Ray tasks over the cluster, and may read any path this user can.
+with ``--ray`` as Ray tasks over the cluster, and may read any path this user can. A local sync shows
+its progress as bars with rate and time left when stderr is a terminal (:mod:`cabrain.progress`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cabrain.cli.common import (
     serve_config,
 )
 from cabrain.errors import UsageError
+from cabrain.progress import for_terminal
 from cabrain.settings import Settings
 
 if TYPE_CHECKING:
@@ -90,14 +92,27 @@ def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
     if settings.api_url:
         with remote(settings) as client:
             made = client.add_connector(
-                args.name, args.kind, args.namespace, config, visibility=args.visibility, every_s=args.every
+                args.name,
+                args.kind,
+                args.namespace,
+                config,
+                visibility=args.visibility,
+                every_s=args.every,
+                check=not args.no_check,
             )
     else:
         agent = args.as_agent
 
         async def work(hub: Connectors) -> dict[str, Any]:
             c = await hub.add(
-                agent, args.name, args.kind, args.namespace, config, visibility=args.visibility, every_s=args.every
+                agent,
+                args.name,
+                args.kind,
+                args.namespace,
+                config,
+                visibility=args.visibility,
+                every_s=args.every,
+                check=not args.no_check,
             )
             return c.to_json()
 
@@ -187,24 +202,51 @@ def cmd_remove(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_sync(settings: Settings, args: argparse.Namespace) -> int:
-    out = sys.stderr if args.json else sys.stdout
-    say = (lambda line: None) if args.quiet else (lambda line: print(line, file=out, flush=True))
     if not args.names and not args.due:
         raise UsageError("name the connectors to sync, or give --due")
-    if settings.api_url:
-        if args.ray or args.due:
-            raise UsageError("--ray and --due run here, on the hot tier: unset CABRAIN_API_URL to use them")
-        reports = [_sync_remote(settings, name, say) for name in args.names]
-    else:
-        from cabrain.connectors.run import sync_here
+    if settings.api_url and (args.ray or args.due):
+        raise UsageError("--ray and --due run here, on the hot tier: unset CABRAIN_API_URL to use them")
+    with for_terminal(args.quiet) as progress:
+        if settings.api_url and args.dry_run:
+            with remote(settings) as client:
+                reports = [client.dry_run_connector(name) for name in args.names]
+        elif settings.api_url:
+            reports = [_sync_remote(settings, name, progress) for name in args.names]
+        else:
+            from cabrain.connectors.run import sync_here
 
-        reports = sync_here(settings, args.names, due=args.due, use_ray=args.ray, say=say)
+            reports = sync_here(
+                settings, args.names, due=args.due, use_ray=args.ray, dry_run=args.dry_run, say=progress
+            )
     if args.json:
         print(json.dumps(reports, indent=2, default=str))
+    elif args.dry_run:
+        for report in reports:
+            if report.get("status") == "done":
+                _print_dry_run(report)
     failed = [r for r in reports if r["status"] != "done"]
     for r in failed:
         print(f"cabrain: connector {r['connector']}: {r.get('error')}", file=sys.stderr)
     return EXIT_FAIL if failed else EXIT_OK
+
+
+def _print_dry_run(report: dict[str, Any]) -> None:
+    """What a sync would do, in words, with the parts named (the first of each)."""
+    c = report["counts"]
+    print(
+        f"{report['connector']} (dry run, nothing written): {c['listed']} listed, {c['unchanged']} unchanged, "
+        f"{c['fetched']} fetched; parts: {c['added']} to add, {c['revised']} to revise, {c['kept']} kept, "
+        f"{c['forgotten']} to forget; {c['deleted']} deleted at the source"
+    )
+    if report.get("skipped"):
+        print("  skipped: " + ", ".join(f"{n} {why}" for why, n in sorted(report["skipped"].items())))
+    for what, verb in (("added", "add"), ("revised", "revise"), ("forgotten", "forget"), ("deleted", "delete")):
+        names = report.get(what) or []
+        for name in names:
+            print(f"  {verb:<7} {name}")
+        total = c["deleted"] if what == "deleted" else c[what]
+        if total > len(names):
+            print(f"  {verb:<7} ... and {total - len(names)} more")
 
 
 def _sync_remote(settings: Settings, name: str, say: Callable[[str], None]) -> dict[str, Any]:
@@ -249,6 +291,12 @@ def add_connectors(sub: Subparsers) -> None:
     add.add_argument("--set", action="append", metavar="KEY=VALUE", help="one config key (repeatable; JSON values)")
     add.add_argument("--visibility", default="team", choices=["private", "team", "global"])
     add.add_argument("--every", type=int, default=None, metavar="SECONDS", help="sync on a schedule (>= 60)")
+    add.add_argument(
+        "--no-check",
+        action="store_true",
+        help="add it without reaching the source first (by default the path, the credential and the project or "
+        "folder are checked now, and a wrong one refused): for a source not reachable from here yet",
+    )
     add.set_defaults(func=cmd_add)
 
     ls = csub.add_parser(
@@ -270,11 +318,18 @@ def add_connectors(sub: Subparsers) -> None:
         parents=[as_agent, json_flag("print the reports as JSON"), quiet_flag()],
         help="sync connectors now",
         description="Sync connectors now: list the source, index what changed, forget what is gone. An "
-        "interrupted sync resumes where it stopped.",
+        "interrupted sync resumes where it stopped. On a terminal, bars show each sync's listing and indexing with "
+        "their rate and time left.",
     )
     sync.add_argument("names", nargs="*", metavar="NAME")
     sync.add_argument("--due", action="store_true", help="every connector whose schedule is due")
     sync.add_argument("--ray", action="store_true", help="fan large syncs out as Ray tasks (CABRAIN_RAY_ADDRESS)")
+    sync.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what a sync would do, writing nothing: list the source, fetch and compare what changed, and "
+        "report the parts it would add, revise, keep and forget and what it would skip (runs here, not on Ray)",
+    )
     sync.set_defaults(func=cmd_sync)
 
     rm = csub.add_parser(

@@ -379,6 +379,7 @@ class Client:
     connector = _sync(AsyncClient.connector)
     remove_connector = _sync(AsyncClient.remove_connector)
     sync_connector = _sync(AsyncClient.sync_connector)
+    dry_run_connector = _sync(AsyncClient.dry_run_connector)
     connector_runs = _sync(AsyncClient.connector_runs)
     connector_run = _sync(AsyncClient.connector_run)
     health = _sync(AsyncClient.health)

@@ -14,6 +14,8 @@ Vikunja instance, a local folder, a chat export) and nothing about CaBrain's sto
 - **indexed**: the sync retains each part as a memory with provenance and remembers which memory
   holds which part, so that an edit revises only the parts that changed.
 
+Before any of it, :meth:`Source.check` reaches the source once, when the connector is added.
+
 Sources are synchronous (their client libraries are: python-gitlab, google-api-python-client,
 webdav4); the sync runs them in a worker thread. They raise :class:`~cabrain.errors.SourceAuthError`
 for a refused credential and :class:`~cabrain.errors.SourceError` (with the HTTP status) for any
@@ -94,6 +96,15 @@ class Source(Protocol):
 
     def fetch(self, ref: ItemRef) -> Document:
         """The item as text. An item gone since the scan raises ``SourceError`` with status 404."""
+        ...
+
+    def check(self) -> None:
+        """Reach the source once, cheaply, the way a sync would (the folder opened, the export's
+        first records parsed, one authenticated request), and raise what a sync would meet: a
+        ``SourceAuthError`` for a refused credential, a ``SourceError`` (404: no such path, project
+        or folder; 403: not readable; 422: not what the kind reads) whose hint names what to fix.
+        Called when a connector is added, so a wrong path or token is found then, not at its first
+        sync."""
         ...
 
     def close(self) -> None:

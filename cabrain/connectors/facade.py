@@ -14,11 +14,14 @@ surface, with the grants checked in SQL (:mod:`cabrain.store.access`):
 - **add**: an admin (a connector reads the host's files and environment and reaches the network
   from the server) that may write the namespace; the connector then writes as that admin. Its
   URLs pass the egress policy and its credential's name is one the operator allows
-  (:mod:`cabrain.egress`), when it is added and on every request;
+  (:mod:`cabrain.egress`), when it is added and on every request. Its source is reached once
+  then (:meth:`~cabrain.connectors.base.Source.check`: the path, the credential, the project), so
+  a wrong one fails the add, not the first sync; ``check=False`` adds one not reachable yet;
 - **list / get / runs**: admins see every connector; another agent sees those writing to a
   namespace it may write;
 - **sync**: an agent that may write the connector's namespace; the writes are the connector's
-  agent's, checked as any retain is;
+  agent's, checked as any retain is. A **dry run** (same callers) lists, fetches and compares as a
+  sync does and writes nothing: no memory, no item, no run;
 - **remove**: an admin, or the namespace's owner (whose role may sync). The memories stay; the
   connector stops.
 """
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import socket
 import uuid
@@ -37,14 +39,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cabrain.connectors import sources
+from cabrain.connectors import checks, sources
 from cabrain.connectors.base import ItemRef, Source, SourceSpec
+from cabrain.connectors.preview import DryRunReport, preview
 from cabrain.connectors.retry import Retry
 from cabrain.connectors.sync import Counts, Sync
 from cabrain.egress import Egress
 from cabrain.engine import Engine
 from cabrain.errors import (
-    AccessDenied,
     CabrainError,
     ConfigError,
     ConflictError,
@@ -53,15 +55,16 @@ from cabrain.errors import (
     SourceAuthError,
 )
 from cabrain.gate import Read, operation, system
-from cabrain.localfiles import ArchiveLimits, LinkRefused, open_confined
+from cabrain.localfiles import ArchiveLimits
 from cabrain.policy import Op
+from cabrain.progress import Progress, Say, as_progress
 from cabrain.redact import redact
 from cabrain.settings import Settings
 from cabrain.store import access
 from cabrain.store import connectors as sql
 from cabrain.types import Visibility
 
-__all__ = ["Connectors", "SyncReport"]
+__all__ = ["Connectors", "DryRunReport", "SyncReport"]
 
 log = logging.getLogger("cabrain.connectors")
 
@@ -134,8 +137,9 @@ class Connectors:
         *,
         visibility: str = "team",
         every_s: int | None = None,
+        check: bool = True,
     ) -> sql.Connector:
-        """Register a connector (a source synced into a namespace the agent may write); its credentials are kept as references, never as text."""
+        """Register a connector (a source synced into a namespace the agent may write); its credentials are kept as references, never as text. Its source is reached first (the path, the credential, the project or folder) and a wrong one refused with what to fix; ``check`` false skips that, for a source not reachable yet."""
         if not isinstance(name, str) or not sql_name(name):
             raise InputError(f"connector name {name!r} is not valid: {NAME_HINT}")
         try:
@@ -151,14 +155,19 @@ class Connectors:
             elif key in URL_KEYS and value is not None:
                 self.egress.check_url(value, f"a {kind} connector's {key}")
         if sources.is_local(kind):
-            self._check_local(kind, checked)
+            checks.local_path(kind, checked, self.local_roots)
             if self.local_roots is None:  # the operator's command line: read the path as given
                 checked[ANY_PATH] = True
+        if check:
+            async with self.engine.pool.acquire() as conn:  # refused before the source is reached
+                await access.require_writer(conn, agent, namespace)
+                await _name_free(conn, name)
+            what = f"connector {name!r}'s credential"
+            await checks.reach(name, lambda retry: self._build(kind, checked, what, retry), self.retry)
         now = self.engine.clock()
         async with self.engine.pool.acquire() as conn, conn.transaction():
             await access.require_writer(conn, agent, namespace)
-            if await sql.by_name(conn, name) is not None:
-                raise ConflictError(f"a connector named {name!r} exists", hint="pick another name, or remove that one")
+            await _name_free(conn, name)
             return await sql.insert(
                 conn,
                 {
@@ -174,26 +183,6 @@ class Connectors:
                     "created_at": now,
                 },
             )
-
-    def _check_local(self, kind: str, config: Mapping[str, Any]) -> None:
-        if self.local_roots is None:
-            return
-        path = Path(str(config["path"])).expanduser().resolve()
-        if not self.local_roots:
-            raise AccessDenied(
-                f"a {kind} connector reads files on the server, and no folder is open to connectors added this way",
-                hint='the operator sets CABRAIN_CONNECTOR_ROOTS (JSON, e.g. ["/srv/docs"]), or adds it with the '
-                "command line on the server",
-            )
-        if not any(path == root or root in path.parents for root in self.local_roots):
-            roots = ", ".join(str(r) for r in self.local_roots)
-            raise AccessDenied(f"{path} is outside the folders connectors may read ({roots})")
-        try:  # reached from its root without a link, as every sync will read it
-            os.close(open_confined(str(config["path"]), self.local_roots))
-        except LinkRefused as exc:
-            raise AccessDenied(str(exc), hint="name the folder itself, not a link to it") from None
-        except OSError:
-            pass  # not there yet: each sync looks again
 
     @operation(Op.READ, reads=Read.OWN, http="GET /v1/connectors", client="connectors", cli="connectors list")
     async def listing(self, agent: str) -> list[sql.Connector]:
@@ -285,40 +274,62 @@ class Connectors:
     def credential(self, connector: sql.Connector) -> str | None:
         """The connector's credential, read from the variable (or secrets file) its config names, if
         the egress policy allows that name (:meth:`cabrain.egress.Egress.secret`)."""
-        env = connector.config.get("token_env")
+        return self._secret(connector.config, f"connector {connector.name!r}'s credential")
+
+    def _secret(self, config: Mapping[str, Any], what: str) -> str | None:
+        env = config.get("token_env")
         if not env:
             return None
         try:
-            return self.egress.secret(env, f"connector {connector.name!r}'s credential")
+            return self.egress.secret(env, what)
         except ConfigError as exc:
             raise SourceAuthError(exc.message, hint=exc.hint) from None
 
     @system("a connector's source, for a sync already let through")
     def source(self, connector: sql.Connector) -> Source:
         """The connector's source, with its credential from the environment."""
-        secret = self.credential(connector)
+        return self._build(connector.kind, connector.config, f"connector {connector.name!r}'s credential", self.retry)
+
+    def _build(self, kind: str, config: Mapping[str, Any], what: str, retry: Retry) -> Source:
         s = self.settings
         spec = SourceSpec(
-            connector.kind,
-            {k: v for k, v in connector.config.items() if k != ANY_PATH},
-            secret,
+            kind,
+            {k: v for k, v in config.items() if k != ANY_PATH},
+            self._secret(config, what),
             max_file_bytes=s.connector_max_file_bytes,
             part_chars=s.connector_part_chars,
             egress=self.egress,
-            roots=self.read_roots(connector),
+            roots=self._roots(config),
             archive=ArchiveLimits.from_settings(s),
         )
-        return sources.build(spec, self.retry)
+        return sources.build(spec, retry)
 
     @system("the folders a local connector's sync may read, for a sync already let through")
     def read_roots(self, connector: sql.Connector) -> tuple[str, ...] | None:
         """Where a local connector's files are read from, checked per file at read time: the path an
         operator's command line added as given (None), any other under ``CABRAIN_CONNECTOR_ROOTS``
         as they are now (a folder swapped for a link, or a root removed since, is refused)."""
-        if connector.config.get(ANY_PATH) is True:
+        return self._roots(connector.config)
+
+    def _roots(self, config: Mapping[str, Any]) -> tuple[str, ...] | None:
+        if config.get(ANY_PATH) is True:
             return None
         roots = self.local_roots if self.local_roots is not None else self.settings.connector_roots
         return tuple(str(r) for r in roots)
+
+    @operation(Op.SYNC, http="POST /v1/connectors/{name}/dry-run", client="dry_run_connector", cli="connectors sync")
+    async def dry_run(self, agent: str, name: str, *, say: Say | None = None) -> DryRunReport:
+        """What a sync of ``name`` would do now, writing nothing (no memory, no item, no run): the source listed and compared with what the connector holds, the new and changed items fetched and converted, and the parts that would be added, revised, kept and forgotten, the items deleted at the source and what the source skipped, by reason."""
+        async with self.engine.pool.acquire() as conn:
+            connector = await self._visible(conn, agent, name)
+            await access.require_writer(conn, agent, connector.namespace)
+        started = self.engine.clock()
+        source = self.source(connector)
+        try:
+            found = await preview(Sync(self.engine, connector, source, say=say, batch=self.settings.connector_batch))
+        finally:
+            source.close()
+        return DryRunReport(name, found, (self.engine.clock() - started).total_seconds())
 
     @operation(Op.SYNC)
     async def sync(
@@ -326,7 +337,7 @@ class Connectors:
         agent: str,
         name: str,
         *,
-        say: Callable[[str], None] = lambda line: None,
+        say: Say | None = None,
         fan_out: FanOut | None = None,
         run_id: uuid.UUID | None = None,
         started: asyncio.Event | None = None,
@@ -336,7 +347,7 @@ class Connectors:
         what is gone. A refused credential stops the connector (status ``stopped``) until a sync
         succeeds; any other failure marks it ``failed``. Either way the run records what it did."""
         try:
-            return await self._sync_now(agent, name, say, fan_out, run_id or uuid.uuid4(), started)
+            return await self._sync_now(agent, name, as_progress(say), fan_out, run_id or uuid.uuid4(), started)
         finally:
             if started is not None:  # set once the run is recorded; here too when it never was
                 started.set()
@@ -345,7 +356,7 @@ class Connectors:
         self,
         agent: str,
         name: str,
-        say: Callable[[str], None],
+        say: Progress,
         fan_out: FanOut | None,
         run_id: uuid.UUID,
         started: asyncio.Event | None,
@@ -398,7 +409,7 @@ class Connectors:
         connector: sql.Connector,
         source: Source,
         counts: Counts,
-        say: Callable[[str], None],
+        say: Progress,
         fan_out: FanOut | None,
         conn: Any,
         run_id: uuid.UUID,
@@ -450,6 +461,11 @@ class Connectors:
         """The operator's: connectors whose schedule says a sync is due now."""
         async with self.engine.pool.acquire() as conn:
             return await sql.due(conn, self.engine.clock())
+
+
+async def _name_free(conn: Any, name: str) -> None:
+    if await sql.by_name(conn, name) is not None:
+        raise ConflictError(f"a connector named {name!r} exists", hint="pick another name, or remove that one")
 
 
 def sql_name(name: str) -> bool:

@@ -22,6 +22,7 @@ from cabrain.connectors.facade import Connectors, FanOut
 from cabrain.connectors.sync import Counts
 from cabrain.engine import Engine
 from cabrain.errors import CabrainError, NotFound
+from cabrain.progress import Progress, Say, as_progress
 from cabrain.settings import Settings, load_settings, settings_for_replicas
 from cabrain.store import connectors as sql
 
@@ -36,19 +37,32 @@ def sync_here(
     *,
     due: bool = False,
     use_ray: bool = False,
-    say: Callable[[str], None] = lambda line: None,
+    dry_run: bool = False,
+    say: Say | None = None,
 ) -> list[dict[str, Any]]:
     """Sync ``names`` (and, with ``due``, every connector whose schedule is due) on the hot tier;
-    a report per connector, failures included (the others still run)."""
+    a report per connector, failures included (the others still run). ``say`` gets the progress
+    (bars on a terminal: :func:`cabrain.progress.for_terminal`); ``dry_run``: what each sync would
+    do, writing nothing (here, never on Ray)."""
     from cabrain.ray_runtime import ray_session  # Ray only where asked
     from cabrain.store.db import hot_tier
 
-    with ray_session(settings, inline=not use_ray, say=say), hot_tier(settings) as dsn:
-        return asyncio.run(_sync_all(settings, dsn, names, due=due, use_ray=use_ray, say=say))
+    progress = as_progress(say)
+    with ray_session(settings, inline=not use_ray or dry_run, say=progress), hot_tier(settings) as dsn:
+        return asyncio.run(
+            _sync_all(settings, dsn, names, due=due, use_ray=use_ray and not dry_run, dry_run=dry_run, say=progress)
+        )
 
 
 async def _sync_all(
-    settings: Settings, dsn: str, names: Sequence[str], *, due: bool, use_ray: bool, say: Callable[[str], None]
+    settings: Settings,
+    dsn: str,
+    names: Sequence[str],
+    *,
+    due: bool,
+    use_ray: bool,
+    dry_run: bool,
+    say: Progress,
 ) -> list[dict[str, Any]]:
     engine = await Engine.open(settings, dsn=dsn)
     try:
@@ -68,6 +82,9 @@ async def _sync_all(
         reports = []
         for connector in chosen:
             try:
+                if dry_run:
+                    reports.append((await hub.dry_run(connector.agent_id, connector.name, say=say)).to_json())
+                    continue
                 report = await hub.sync(connector.agent_id, connector.name, say=say, fan_out=fan_out)
                 reports.append(report.to_json())
             except CabrainError as exc:

@@ -16,6 +16,10 @@ Incremental and idempotent by construction:
 - an item missing from a *complete* listing was deleted at the source: its memories are
   forgotten (never erased). A listing cut short by an error deletes nothing.
 
+:mod:`cabrain.connectors.preview` is the same listing, fetching and comparing with nothing written
+(a dry run). Progress (the listing, the items indexed) goes to a :data:`~cabrain.progress.Say`: bars
+with rate and time left on a terminal, lines to a line callable.
+
 Every write is the connector's agent's, so the namespace's access rules apply as to any retain.
 """
 
@@ -24,9 +28,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -35,6 +38,7 @@ from cabrain import failpoints
 from cabrain.connectors.base import Document, ItemRef, Source
 from cabrain.engine import Engine
 from cabrain.errors import SourceError
+from cabrain.progress import Say, as_progress
 from cabrain.redact import redact
 from cabrain.store import connectors as sql
 from cabrain.store import requests
@@ -44,7 +48,7 @@ from cabrain.write import retain as retain_pipeline
 from cabrain.write.tally import Decided, skipped_line
 from cabrain.write.threads import MAX_FIELD_CHARS
 
-__all__ = ["Counts", "Plan", "Sync", "part_hash"]
+__all__ = ["Counts", "Plan", "Sync", "fate", "owned", "part_hash"]
 
 
 @dataclass
@@ -97,8 +101,9 @@ def _short(value: str | None) -> str | None:
 
 
 class Sync:
-    """One connector's sync on ``engine``, writing as the connector's agent. ``say`` gets progress
-    lines; ``batch`` is how many changed items are staged and indexed together."""
+    """One connector's sync on ``engine``, writing as the connector's agent. ``say`` gets its
+    progress (a :class:`~cabrain.progress.Progress`, or a line callable); ``batch`` is how many
+    changed items are staged and indexed together."""
 
     def __init__(
         self,
@@ -106,17 +111,14 @@ class Sync:
         connector: sql.Connector,
         source: Source,
         *,
-        say: Callable[[str], None] = lambda line: None,
+        say: Say | None = None,
         batch: int = 32,
-        every_s: float = 5.0,
     ) -> None:
         self.engine = engine
         self.connector = connector
         self.source = source
-        self.say = say
+        self.progress = as_progress(say)
         self.batch = batch
-        self.every_s = every_s
-        self._last_said = 0.0
 
     # --- listing -----------------------------------------------------------------------------------
     async def plan(self) -> Plan:
@@ -127,13 +129,13 @@ class Sync:
         seen: set[str] = set()
 
         def scan() -> None:
-            for ref in self.source.scan():
-                if ref.key in seen:
-                    continue
-                seen.add(ref.key)
-                refs.append(ref)
-                if len(refs) % 1000 == 0:
-                    self._progress(f"listed {len(refs)} items")
+            with self.progress.track(f"{self.connector.name}: listing") as listing:
+                for ref in self.source.scan():
+                    if ref.key in seen:
+                        continue
+                    seen.add(ref.key)
+                    refs.append(ref)
+                    listing.advance()
 
         before = _skips(self.source)
         await asyncio.to_thread(scan)
@@ -146,23 +148,26 @@ class Sync:
             else:
                 changed.append(ref)
         gone = sorted(k for k, s in held.items() if s.stage != "deleted" and k not in seen)
-        self._progress(f"listed {len(refs)} items: {len(changed)} new or changed, {len(gone)} gone", force=True)
+        self._progress(f"listed {len(refs)} items: {len(changed)} new or changed, {len(gone)} gone")
         return Plan(changed, gone, counts)
 
     # --- staging and indexing ------------------------------------------------------------------------
     async def apply(self, refs: Sequence[ItemRef], counts: Counts | None = None) -> Counts:
         """Fetch, stage and index ``refs``, a batch at a time."""
         counts = counts if counts is not None else Counts()
-        done = 0
-        for start in range(0, len(refs), self.batch):
-            chunk = refs[start : start + self.batch]
-            docs = await asyncio.to_thread(self._fetch_all, chunk, counts)
-            staged = await self._stage(docs)
-            failpoints.hit("connector.after_stage")  # tests: killed between staging and indexing
-            await self._index(staged, counts)
-            done += len(chunk)
-            self._progress(f"indexed {done}/{len(refs)} changed items ({counts.added} memories added)")
+        with self.progress.track(f"{self.connector.name}: indexing", len(refs)) as indexing:
+            for start in range(0, len(refs), self.batch):
+                chunk = refs[start : start + self.batch]
+                docs = await asyncio.to_thread(self._fetch_all, chunk, counts)
+                staged = await self._stage(docs)
+                failpoints.hit("connector.after_stage")  # tests: killed between staging and indexing
+                await self._index(staged, counts)
+                indexing.advance(len(chunk))
         return counts
+
+    async def fetch(self, refs: Sequence[ItemRef], counts: Counts) -> list[Document]:
+        """``refs`` fetched and converted (in a worker thread), none staged: for a dry run."""
+        return await asyncio.to_thread(self._fetch_all, refs, counts)
 
     async def resume(self, counts: Counts) -> int:
         """Index the items a previous, interrupted sync staged but did not index."""
@@ -194,42 +199,46 @@ class Sync:
                 counts.skipped[why] = counts.skipped.get(why, 0) + n
         return docs
 
-    async def _stage(self, docs: Sequence[Document]) -> list[tuple[sql.ItemState, dict[str, Any]]]:
+    def pending(self, doc: Document) -> dict[str, Any]:
+        """A fetched item as it is staged: its parts redacted, hashed, their anchors unique."""
         scrub = self.engine.settings.redact_secrets
+        parts = []
+        for part in doc.parts:
+            text = redact(part.text) if scrub else part.text
+            if not text.strip():
+                continue
+            # a part's own time is part of it; the item's (a file's mtime) is not: an edit
+            # elsewhere in the file moves it, and must leave this part alone
+            own = part.valid_at.isoformat() if part.valid_at else None
+            when = part.valid_at or doc.valid_at
+            speaker, thread = _short(part.speaker), _short(part.thread)
+            title = _short(part.title or doc.title)
+            parts.append(
+                {
+                    "anchor": part.anchor,
+                    "text": text,
+                    "valid_at": when.isoformat() if when else None,
+                    "speaker": speaker,
+                    "thread": thread,
+                    "title": title,
+                    "hash": part_hash(text, speaker, own, thread, title),
+                }
+            )
+        return {
+            "version": doc.ref.version,
+            "url": doc.ref.url,
+            "title": doc.title,
+            "metadata": dict(doc.metadata),
+            "parts": _unique(parts),
+        }
+
+    async def _stage(self, docs: Sequence[Document]) -> list[tuple[sql.ItemState, dict[str, Any]]]:
         now = self.engine.clock()
         out = []
         async with self.engine.pool.acquire() as conn:
             held = await sql.some_items(conn, self.connector.id, [d.ref.key for d in docs])
             for doc in docs:
-                parts = []
-                for part in doc.parts:
-                    text = redact(part.text) if scrub else part.text
-                    if not text.strip():
-                        continue
-                    # a part's own time is part of it; the item's (a file's mtime) is not: an edit
-                    # elsewhere in the file moves it, and must leave this part alone
-                    own = part.valid_at.isoformat() if part.valid_at else None
-                    when = part.valid_at or doc.valid_at
-                    speaker, thread = _short(part.speaker), _short(part.thread)
-                    title = _short(part.title or doc.title)
-                    parts.append(
-                        {
-                            "anchor": part.anchor,
-                            "text": text,
-                            "valid_at": when.isoformat() if when else None,
-                            "speaker": speaker,
-                            "thread": thread,
-                            "title": title,
-                            "hash": part_hash(text, speaker, own, thread, title),
-                        }
-                    )
-                pending = {
-                    "version": doc.ref.version,
-                    "url": doc.ref.url,
-                    "title": doc.title,
-                    "metadata": dict(doc.metadata),
-                    "parts": _unique(parts),
-                }
+                pending = self.pending(doc)
                 await sql.stage(conn, self.connector.id, doc.ref.key, doc.ref.url, pending, now)
                 previous = held.get(doc.ref.key)
                 state = sql.ItemState(
@@ -259,14 +268,15 @@ class Sync:
                 before = old.pop(part["anchor"], None)
                 slot: dict[str, Any] = {"anchor": part["anchor"], "hash": part["hash"]}
                 slots.append(slot)
-                if before is not None and before["hash"] == part["hash"] and before.get("memory_id"):
+                found = fate(before, part, current)
+                if before is not None and found == "kept":
                     slot.update(memory_id=before["memory_id"], own=before.get("own", False))
                     counts.kept += 1
-                elif before is not None and before.get("own") and uuid.UUID(before["memory_id"]) in current:
+                elif before is not None and found == "revised":
                     revisions.append((pending, part, uuid.UUID(before["memory_id"]), slot))
                 else:
                     adds.append((pending, part, slot))
-            forgets += [uuid.UUID(p["memory_id"]) for p in old.values() if p.get("own") and p.get("memory_id")]
+            forgets += owned(old.values())
             if not pending["parts"]:
                 counts.empty += 1
             plans.append((state, pending, slots))
@@ -387,11 +397,24 @@ class Sync:
     def _key(self, *parts: object) -> str:
         return f"connector-{requests.digest(str(self.connector.id), *map(str, parts)).hex()[:48]}"
 
-    def _progress(self, line: str, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if force or now - self._last_said >= self.every_s:
-            self._last_said = now
-            self.say(f"{self.connector.name}: {line}")
+    def _progress(self, line: str) -> None:
+        self.progress(f"{self.connector.name}: {line}")
+
+
+def fate(before: dict[str, Any] | None, part: dict[str, Any], current: set[uuid.UUID]) -> str:
+    """What indexing does with a staged part, given the part held at its anchor (``before``):
+    ``kept`` (the same part: its memory stays), ``revised`` (changed, and its own memory, still
+    current, is superseded with the new text) or ``added`` (new, or its memory is no longer there)."""
+    if before is not None and before["hash"] == part["hash"] and before.get("memory_id"):
+        return "kept"
+    if before is not None and before.get("own") and uuid.UUID(before["memory_id"]) in current:
+        return "revised"
+    return "added"
+
+
+def owned(parts: Iterable[dict[str, Any]]) -> list[uuid.UUID]:
+    """The memories of ``parts`` that the connector wrote itself (not one a decision merged into)."""
+    return [uuid.UUID(p["memory_id"]) for p in parts if p.get("own") and p.get("memory_id")]
 
 
 def _skips(source: Source) -> dict[str, int]:

@@ -127,3 +127,44 @@ async def test_a_killed_chat_sync_resumes_and_a_missing_export_fails_clearly(
         await hub.sync("root", "launch")
     assert (await hub.get("root", "launch")).status == "failed"
     assert len([r for r in await memories(db_dsn, "chats") if r["invalid_at"] is None]) == 9
+
+
+async def test_chat_exports_are_checked_when_added(hub: Connectors, tmp_path: Path) -> None:
+    from cabrain.errors import SourceError
+
+    async def refused(kind: str, path: Path, match: str) -> SourceError:
+        with pytest.raises(SourceError, match=match) as caught:
+            await hub.add("root", "chat", kind, "chats", {"path": str(path)})
+        assert "--no-check" in (caught.value.hint or "")
+        return caught.value
+
+    assert (await refused("whatsapp", tmp_path / "nowhere.txt", "does not exist")).status_code == 404
+    (tmp_path / "notes.txt").write_text("Shopping: milk, eggs, bread.\n", encoding="utf-8")
+    assert (await refused("whatsapp", tmp_path / "notes.txt", "is not a WhatsApp chat export")).status_code == 422
+
+    assert (await refused("slack-export", tmp_path / "nowhere.zip", "does not exist")).status_code == 404
+    assert (await refused("slack-export", tmp_path / "notes.txt", "is not a ZIP or a folder")).status_code == 422
+    photos = tmp_path / "photos.zip"
+    with zipfile.ZipFile(photos, "w") as z:
+        z.writestr("beach.txt", "not a picture, not an export")
+    await refused("slack-export", photos, "is not a Slack export")
+    broken = tmp_path / "broken.zip"
+    with zipfile.ZipFile(broken, "w") as z:
+        z.writestr("channels.json", '[{"id": "C1", "name": "general"}]')
+        z.writestr("general/2024-01-15.json", '{"not": "a list"}')
+    assert (await refused("slack-export", broken, "is not a list of messages")).status_code == 422
+    assert await hub.listing("root") == []
+
+    export = tmp_path / "WhatsApp Chat with Ops Team.txt"
+    export.write_text(CHAT, encoding="utf-8")
+    await hub.add("root", "ops-whatsapp", "whatsapp", "chats", {"path": str(export)})
+    archive = tmp_path / "slack.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for name, data in slack_files().items():
+            z.writestr(name, data)
+    await hub.add("root", "acme-slack", "slack-export", "chats", {"path": str(archive)})
+    unpacked = tmp_path / "slack"
+    with zipfile.ZipFile(archive) as z:
+        z.extractall(unpacked)
+    await hub.add("root", "acme-slack-folder", "slack-export", "chats", {"path": str(unpacked)})
+    assert [c.name for c in await hub.listing("root")] == ["acme-slack", "acme-slack-folder", "ops-whatsapp"]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from cabrain.connectors.facade import Connectors
-from cabrain.errors import SourceAuthError
+from cabrain.errors import SourceAuthError, SourceError
 from cabrain.types import RecallQuery
 from tests.conftest import brings, cli_env, run_cli_process, start_fake
 from tests.integration.connector_kit import edit_state, memories, recorded_hub
@@ -49,11 +49,15 @@ def _pdf() -> str:
     return base64.b64encode(bytes(pdf.output())).decode()
 
 
+TOP = folder("top", "Team", "root")  # the connector's folder itself, read when it is added
+
+
 def files() -> list[dict[str, Any]]:
     """Folder top: a Doc, a Word file, a PDF, an Arabic Doc, a PNG and folder sub with a text file;
     a file outside the folder and one in the trash."""
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
     return [
+        TOP,
         entry("g1", "Launch plan", mime=DOC, text=PLAN, lastModifyingUser=BO),
         entry("w2", "runbook.docx", mime=DOCX, text=None, data_b64=_docx("Page the platform team after ten minutes.")),
         entry("p3", "report", mime="application/pdf", text=None, data_b64=_pdf()),
@@ -163,6 +167,7 @@ async def test_a_drive_folder_syncs_incrementally(hub: Connectors, drive, db_dsn
 
 async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, drive, db_dsn: str) -> None:
     url, state = drive
+    await hub.add("root", "team-drive", "gdrive", "drive", _config(url))
     edit_state(
         state,
         lambda d: d.update(
@@ -173,7 +178,6 @@ async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, dri
             ]
         ),
     )
-    await hub.add("root", "team-drive", "gdrive", "drive", _config(url))
     report = await hub.sync("root", "team-drive")
     assert report.status == "done" and report.counts["listed"] == 6 and report.counts["fetched"] == 6
     assert len(hub.waits) == 4 and max(hub.waits) >= 2  # type: ignore[attr-defined]
@@ -182,7 +186,8 @@ async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, dri
 
 async def test_a_refused_token_stops_the_connector(hub: Connectors, drive) -> None:
     url, _ = drive
-    await hub.add("root", "team-drive", "gdrive", "drive", _config(url, "OLD_TOKEN"))
+    # a token expired after the connector was added (one refused then is refused then)
+    await hub.add("root", "team-drive", "gdrive", "drive", _config(url, "OLD_TOKEN"), check=False)
     with pytest.raises(SourceAuthError, match="OLD_TOKEN"):
         await hub.sync("root", "team-drive")
     connector = await hub.get("root", "team-drive")
@@ -195,7 +200,7 @@ async def test_a_killed_drive_sync_resumes_without_duplicates(hub: Connectors, d
     notes = [
         entry(f"n{i}", f"note {i}.txt", text=f"Meeting note {i}: the team agreed on item {i}.") for i in range(1, 10)
     ]
-    edit_state(state, lambda d: d.update(files=notes))
+    edit_state(state, lambda d: d.update(files=[TOP, *notes]))
     await hub.add("root", "team-drive", "gdrive", "drive", _config(url))
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="2")
     crashed = run_cli_process(
@@ -213,3 +218,19 @@ async def test_a_killed_drive_sync_resumes_without_duplicates(hub: Connectors, d
     assert all(any(f"Meeting note {i}:" in c for c in current) for i in range(1, 10))
     runs = await hub.runs("root", "team-drive")
     assert [r["status"] for r in runs] == ["done", "interrupted"]  # the killed run, found by the next
+
+
+async def test_a_drive_folder_is_checked_when_added(hub: Connectors, drive) -> None:
+    url, _ = drive
+    with pytest.raises(SourceAuthError, match=r"not added: .*OLD_TOKEN was refused") as refused:
+        await hub.add("root", "team-drive", "gdrive", "drive", _config(url, "OLD_TOKEN"))
+    assert "fresh OAuth 2.0 access token" in (refused.value.hint or "")
+    with pytest.raises(SourceError, match="no folder nope is visible") as missing:
+        await hub.add("root", "team-drive", "gdrive", "drive", {**_config(url), "folder_id": "nope"})
+    assert missing.value.status_code == 404 and "shared_drives" in (missing.value.hint or "")
+    with pytest.raises(SourceError, match="'Launch plan', a file, not a folder"):
+        await hub.add("root", "team-drive", "gdrive", "drive", {**_config(url), "folder_id": "g1"})
+    assert await hub.listing("root") == []
+    assert (await hub.add("root", "team-drive", "gdrive", "drive", _config(url))).status == "new"
+    whole = {k: v for k, v in _config(url).items() if k != "folder_id"}  # the whole drive: one file listed
+    assert (await hub.add("root", "whole-drive", "gdrive", "drive", whole)).status == "new"

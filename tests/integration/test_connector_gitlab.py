@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cabrain.connectors.facade import Connectors
-from cabrain.errors import SourceAuthError
+from cabrain.errors import SourceAuthError, SourceError
 from tests.conftest import brings, cli_env, run_cli_process, start_fake
 from tests.integration.connector_kit import edit_state, memories, recorded_hub
 from tests.unit.test_gitlab_source import ANN, BO, TOKEN, at, issue, project
@@ -115,7 +115,8 @@ async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, git
 
 async def test_a_refused_token_stops_the_connector(hub: Connectors, gitlab) -> None:
     url, _ = gitlab
-    await hub.add("root", "app-gitlab", "gitlab", "app", _config(url, "OLD_TOKEN"))
+    # a token revoked after the connector was added (one refused then is refused then)
+    await hub.add("root", "app-gitlab", "gitlab", "app", _config(url, "OLD_TOKEN"), check=False)
     with pytest.raises(SourceAuthError, match="OLD_TOKEN"):
         await hub.sync("root", "app-gitlab")
     connector = await hub.get("root", "app-gitlab")
@@ -143,3 +144,17 @@ async def test_a_killed_gitlab_sync_resumes_without_duplicates(
     assert len(current) == len(set(current))
     # nine issues, and the two merge requests the stand-in's project makes from the same template
     assert sum(f"What issue {i} is about." in c for c in current for i in range(1, 10)) == 9 + 2
+
+
+async def test_a_gitlab_project_is_checked_when_added(hub: Connectors, gitlab) -> None:
+    url, _ = gitlab
+    with pytest.raises(SourceAuthError, match=r"not added: .*refused the token .*OLD_TOKEN") as refused:
+        await hub.add("root", "app-gitlab", "gitlab", "app", _config(url, "OLD_TOKEN"))
+    assert "read_api" in (refused.value.hint or "") and "--no-check" in (refused.value.hint or "")
+    with pytest.raises(SourceError, match="no project 'team/nope'") as missing:
+        await hub.add("root", "app-gitlab", "gitlab", "app", {**_config(url), "project": "team/nope"})
+    assert missing.value.status_code == 404 and "group/name" in (missing.value.hint or "")
+    with pytest.raises(SourceAuthError, match="without a token"):
+        await hub.add("root", "app-gitlab", "gitlab", "app", {"url": url, "project": "team/app"})
+    assert await hub.listing("root") == []
+    assert (await hub.add("root", "app-gitlab", "gitlab", "app", _config(url))).status == "new"

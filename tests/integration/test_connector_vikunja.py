@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cabrain.connectors.facade import Connectors
-from cabrain.errors import SourceAuthError
+from cabrain.errors import SourceAuthError, SourceError
 from cabrain.types import RecallQuery
 from tests.conftest import brings, cli_env, run_cli_process, start_fake
 from tests.integration.connector_kit import edit_state, memories, recorded_hub
@@ -146,6 +146,7 @@ async def test_projects_tasks_and_comments_sync_incrementally(hub: Connectors, v
 
 async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, vikunja, db_dsn: str) -> None:
     url, state = vikunja
+    await hub.add("root", "team-tasks", "vikunja", "tasks", _config(url))
     edit_state(
         state,
         lambda d: d.update(
@@ -155,7 +156,6 @@ async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, vik
             ]
         ),
     )
-    await hub.add("root", "team-tasks", "vikunja", "tasks", _config(url))
     report = await hub.sync("root", "team-tasks")
     assert report.status == "done" and report.counts["listed"] == 5 and report.counts["fetched"] == 5
     assert len(hub.waits) == 3 and max(hub.waits) >= 2  # type: ignore[attr-defined]
@@ -164,7 +164,8 @@ async def test_rate_limits_and_server_errors_are_waited_out(hub: Connectors, vik
 
 async def test_a_refused_token_stops_the_connector(hub: Connectors, vikunja) -> None:
     url, _ = vikunja
-    await hub.add("root", "team-tasks", "vikunja", "tasks", _config(url, "OLD_TOKEN"))
+    # a token revoked after the connector was added (one refused then is refused then)
+    await hub.add("root", "team-tasks", "vikunja", "tasks", _config(url, "OLD_TOKEN"), check=False)
     with pytest.raises(SourceAuthError, match="OLD_TOKEN"):
         await hub.sync("root", "team-tasks")
     connector = await hub.get("root", "team-tasks")
@@ -195,3 +196,19 @@ async def test_a_killed_vikunja_sync_resumes_without_duplicates(
     assert all(any(f"migrate shard {i}." in c for c in current) for i in range(1, 10))
     runs = await hub.runs("root", "team-tasks")
     assert [r["status"] for r in runs] == ["done", "interrupted"]  # the killed run, found by the next
+
+
+async def test_a_vikunja_instance_is_checked_when_added(hub: Connectors, vikunja) -> None:
+    url, _ = vikunja
+    with pytest.raises(SourceAuthError, match=r"not added: .*OLD_TOKEN was refused") as refused:
+        await hub.add("root", "team-tasks", "vikunja", "tasks", _config(url, "OLD_TOKEN"))
+    assert "--no-check" in (refused.value.hint or "")
+    with pytest.raises(SourceError, match="project 42 is not visible") as hidden:
+        await hub.add("root", "team-tasks", "vikunja", "tasks", {**_config(url), "projects": [1, 42]})
+    assert "share the project" in (hidden.value.hint or "")
+    with pytest.raises(SourceError, match="has no Vikunja API") as elsewhere:
+        await hub.add("root", "team-tasks", "vikunja", "tasks", _config(f"{url}/vikunja"))
+    assert "instance's address" in (elsewhere.value.hint or "")
+    assert await hub.listing("root") == []
+    made = await hub.add("root", "team-tasks", "vikunja", "tasks", {**_config(url), "projects": [1]})
+    assert made.status == "new"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cabrain.connectors.facade import Connectors
-from cabrain.errors import SourceAuthError
+from cabrain.errors import SourceAuthError, SourceError
 from tests.conftest import REPO, brings, cli_env, free_port, run_cli_process, wait_for_port
 from tests.integration.connector_kit import memories
 
@@ -122,7 +122,8 @@ async def test_webdav_files_sync_edit_delete(hub: Connectors, dav: tuple[str, Pa
 
 async def test_a_wrong_password_stops_the_connector(hub: Connectors, dav: tuple[str, Path]) -> None:
     url, _ = dav
-    await hub.add("root", "team-cloud", "webdav", "cloud", _config(url, "WRONG_PASSWORD"))
+    # a password that went wrong after the connector was added (one wrong then is refused then)
+    await hub.add("root", "team-cloud", "webdav", "cloud", _config(url, "WRONG_PASSWORD"), check=False)
     with pytest.raises(SourceAuthError, match="refused the credential"):
         await hub.sync("root", "team-cloud")
     connector = await hub.get("root", "team-cloud")
@@ -148,3 +149,18 @@ async def test_a_killed_webdav_sync_resumes(hub: Connectors, dav: tuple[str, Pat
     current = [r["content"] for r in await memories(db_dsn, "cloud") if r["invalid_at"] is None]
     assert len(current) == len(set(current)) == 6, "a note was written twice, or lost"
     assert all(any(f"Room {i} seats {i + 4} people" in c for c in current) for i in range(6))
+
+
+async def test_a_webdav_folder_is_checked_when_added(hub: Connectors, dav: tuple[str, Path]) -> None:
+    url, share = dav
+    (share / "Documents" / "README.md").write_text("# Team cloud\n")
+    with pytest.raises(SourceAuthError, match=r"not added: .*refused the credential") as refused:
+        await hub.add("root", "team-cloud", "webdav", "cloud", _config(url, "WRONG_PASSWORD"))
+    assert "WRONG_PASSWORD" in refused.value.message and "app password" in (refused.value.hint or "")
+    with pytest.raises(SourceError, match="there is no folder /Missing") as missing:
+        await hub.add("root", "team-cloud", "webdav", "cloud", {**_config(url), "path": "/Missing"})
+    assert missing.value.status_code == 404 and "remote.php/dav/files/USER" in (missing.value.hint or "")
+    with pytest.raises(SourceError, match="is a file, not a folder"):
+        await hub.add("root", "team-cloud", "webdav", "cloud", {**_config(url), "path": "/Documents/README.md"})
+    assert await hub.listing("root") == []
+    assert (await hub.add("root", "team-cloud", "webdav", "cloud", _config(url))).status == "new"

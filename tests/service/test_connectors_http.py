@@ -52,6 +52,14 @@ def test_connectors_over_http(service: Service) -> None:
         )
         assert secret.status_code == 400 and "CaBrain setting" in secret.json()["error"]["message"]
 
+        # the source is reached when it is added: a wrong path is refused then, unless added unchecked
+        missing = {**body, "name": "http-missing", "config": {"path": str(shared / "missing")}}
+        refused = admin.post("/v1/connectors", json=missing)
+        assert refused.status_code == 502 and "does not exist" in refused.json()["error"]["message"], refused.text
+        assert '"check": false' in refused.json()["error"]["hint"]
+        assert admin.post("/v1/connectors", json={**missing, "check": False}).status_code == 201
+        assert admin.delete("/v1/connectors/http-missing").status_code == 200
+
         made = admin.post("/v1/connectors", json=body)
         assert made.status_code == 201, made.text
         assert made.json()["agent_id"] == "admin" and made.json()["status"] == "new"
@@ -64,6 +72,14 @@ def test_connectors_over_http(service: Service) -> None:
         assert bob.get("/v1/connectors").json()["connectors"] == []
         assert bob.get("/v1/connectors/http-handbook").status_code == 404
         assert bob.post("/v1/connectors/http-handbook/sync").status_code == 404
+
+        # a dry run says what the sync would do, and records nothing
+        assert bob.post("/v1/connectors/http-handbook/dry-run").status_code == 404
+        dry = alice.post("/v1/connectors/http-handbook/dry-run")
+        assert dry.status_code == 200, dry.text
+        assert dry.json()["dry_run"] and dry.json()["added"] == ["travel.md#Travel"], dry.text
+        assert dry.json()["counts"]["listed"] == 1 and dry.json()["counts"]["added"] == 1
+        assert alice.get("/v1/connectors/http-handbook/runs").json()["runs"] == []
 
         started = alice.post("/v1/connectors/http-handbook/sync")
         assert started.status_code == 202, started.text
@@ -86,6 +102,10 @@ def test_the_cli_follows_a_sync_in_the_service(service: Service) -> None:
     env = cli_env(api_url=service.url, api_key=service.keys["admin"])
     added = run_cli("connectors", "add", "cli-notes", "folder", "-n", "proj", "--set", f"path={shared}", env=env)
     assert added.returncode == 0, added.stderr
+    dry = run_cli("connectors", "sync", "cli-notes", "--dry-run", "--json", env=env)
+    assert dry.returncode == 0, dry.stderr
+    [preview] = json.loads(dry.stdout)
+    assert preview["dry_run"] and preview["counts"]["added"] == 1 and preview["added"] == ["oncall.md#On call"]
     synced = run_cli("connectors", "sync", "cli-notes", "--json", env=env)
     assert synced.returncode == 0, synced.stderr
     [report] = json.loads(synced.stdout)

@@ -121,7 +121,9 @@ async def test_a_zip_bomb_export_is_refused(service: Service) -> None:
     name = f"bomb-{uuid.uuid4().hex[:6]}"
     body = {"name": name, "kind": "slack-export", "namespace": "proj", "config": {"path": str(bomb)}}
     with service.client("admin") as admin:
-        assert admin.post("/v1/connectors", json=body).status_code == 201
+        refused = admin.post("/v1/connectors", json=body)  # read when it is added, within the limits
+        assert refused.status_code == 413 and "users.json unpacks to" in refused.json()["error"]["message"]
+        assert admin.post("/v1/connectors", json={**body, "check": False}).status_code == 201  # and at each sync
         run = _sync(admin, name)
         assert run["status"] == "failed", run
         assert "users.json unpacks to" in run["error"], run

@@ -50,6 +50,7 @@ ALIASES = {
     "connector": "Connectors.get",
     "remove_connector": "Connectors.remove",
     "sync_connector": "Connectors.start_sync",
+    "dry_run_connector": "Connectors.dry_run",
     "connector_runs": "Connectors.runs",
     "connector_run": "Connectors.run",
 }

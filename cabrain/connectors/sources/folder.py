@@ -101,6 +101,37 @@ class FolderSource:
     def _skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
+    # --- checking ------------------------------------------------------------------------------------
+    def check(self) -> None:
+        """The folder is there, is a folder (not a file, not reached through a link) and can be listed."""
+        where = str(self.root)
+        try:
+            fd = open_confined(self.root, self.roots, folder=True)
+        except LinkRefused as exc:
+            if exc.why == "is not a folder":
+                raise _not_a_folder(where) from None
+            raise SourceError(
+                f"folder: {exc}",
+                hint="name the folder itself, not a link to it, under the folders connectors may read",
+                status_code=403,
+            ) from None
+        except FileNotFoundError:
+            raise SourceError(
+                f"folder: {where} does not exist",
+                hint="check the path; it is read on the machine that runs the sync",
+                status_code=404,
+            ) from None
+        except NotADirectoryError:
+            raise _not_a_folder(where) from None
+        except OSError as exc:
+            raise _unreadable(where, exc) from None
+        try:
+            os.listdir(fd)
+        except OSError as exc:
+            raise _unreadable(where, exc) from None
+        finally:
+            os.close(fd)
+
     # --- listing -------------------------------------------------------------------------------------
     def scan(self) -> Iterator[ItemRef]:
         folder = self._folder()
@@ -217,6 +248,23 @@ class FolderSource:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _not_a_folder(where: str) -> SourceError:
+    return SourceError(
+        f"folder: {where} is a file, not a folder",
+        hint="point path at the folder that holds the documents (a chat export has its own kinds: "
+        "slack-export, whatsapp)",
+        status_code=422,
+    )
+
+
+def _unreadable(where: str, exc: OSError) -> SourceError:
+    return SourceError(
+        f"folder: {where} cannot be read ({exc.strerror or exc})",
+        hint="give the user the sync runs as permission to read and enter the folder",
+        status_code=403,
+    )
 
 
 def build(spec: SourceSpec, retry: Retry) -> FolderSource:

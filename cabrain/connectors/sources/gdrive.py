@@ -156,6 +156,46 @@ class DriveSource:
         )
         self.files = self.service.files()
 
+    # --- checking --------------------------------------------------------------------------------
+    def check(self) -> None:
+        """One request with the token: the folder read (a folder the token's account sees, not in
+        the trash), or without one the drive's first file listed."""
+        if self.folder is None:
+            params: dict[str, Any] = {"q": "trashed = false", "pageSize": 1, "fields": "files(id)"}
+            if self.shared:
+                params |= {"supportsAllDrives": True, "includeItemsFromAllDrives": True, "corpora": "allDrives"}
+            self._call("list files", self.files.list(**params).execute)
+            return
+        params = {"fileId": self.folder, "fields": "id,name,mimeType,trashed"}
+        if self.shared:
+            params["supportsAllDrives"] = True
+        try:
+            item: dict[str, Any] = self._call("read the folder", self.files.get(**params).execute)
+        except SourceAuthError:
+            raise
+        except SourceError as exc:
+            if exc.status_code != 404:
+                raise
+            raise SourceError(
+                f"{KIND}: no folder {self.folder} is visible to the access token in ${self.token_env}",
+                hint="check folder_id (https://drive.google.com/drive/folders/<folder_id>), share the folder with "
+                "the token's account, and set shared_drives true for a folder in a shared drive",
+                status_code=404,
+            ) from None
+        name = item.get("name") or self.folder
+        if item.get("mimeType") != FOLDER:
+            raise SourceError(
+                f"{KIND}: folder_id {self.folder} is {name!r}, a file, not a folder",
+                hint="copy the id of the folder that holds the files, from its address",
+                status_code=422,
+            )
+        if item.get("trashed"):
+            raise SourceError(
+                f"{KIND}: the folder {name!r} ({self.folder}) is in the trash",
+                hint="restore it from Drive's trash, or name another folder",
+                status_code=404,
+            )
+
     # --- listing ---------------------------------------------------------------------------------
     def scan(self) -> Iterator[ItemRef]:
         """Every non-trashed file (not folders or shortcuts): under the folder breadth first, a

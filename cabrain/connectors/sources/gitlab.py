@@ -98,6 +98,12 @@ class GitLabSource:
         self._include: list[str] = list(config["include"])
         self._part_chars = part_chars
 
+    # --- checking -------------------------------------------------------------------------------------
+    def check(self) -> None:
+        """The project, read with the token (one request): a refused token, a missing scope or a
+        project the token's user cannot see fails here with what to fix."""
+        self._api.load_project()
+
     # --- listing --------------------------------------------------------------------------------------
     def scan(self) -> Iterator[ItemRef]:
         project = self._api.load_project()

@@ -218,6 +218,10 @@ class SlackExportSource:
         self._messages = None
         self._by_key = {}
 
+    def check(self) -> None:
+        """The export is there, readable and a Slack export: read as each sync reads it, not kept."""
+        self._read()
+
     def _load(self) -> list[Message]:
         """Every message of the export, oldest first, read once until :meth:`close`."""
         if self._messages is None:

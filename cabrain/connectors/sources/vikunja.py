@@ -126,6 +126,36 @@ class VikunjaSource:
         )
         self._route: tuple[str, bool] | None = None  # the task listing this server answers, and with comments
 
+    # --- checking --------------------------------------------------------------------------------
+    def check(self) -> None:
+        """Requests with the token: the first project listed (the instance and the token), then
+        each project the config names read (visible to the token's user)."""
+        where = "check that url is the Vikunja instance's address (its API is under /api/v1)"
+        try:
+            response = self._get("list projects", "/projects", {"page": 1, "per_page": 1})
+        except SourceAuthError:
+            raise
+        except SourceError as exc:
+            if exc.status_code not in (404, 405):
+                raise
+            raise SourceError(
+                f"{KIND}: {self.url} has no Vikunja API ({exc.message})", hint=where, status_code=404
+            ) from None
+        if not isinstance(_loads(response), list | None):
+            raise SourceError(f"{KIND}: {self.url} answered something other than Vikunja's JSON", hint=where)
+        for ident in sorted(self.wanted or ()):
+            try:
+                self._get("read project", f"/projects/{ident}")
+            except SourceError as exc:
+                if exc.status_code not in (403, 404):
+                    raise
+                raise type(exc)(
+                    f"{KIND}: project {ident} is not visible to the token in ${self.token_env} ({exc.message})",
+                    hint="check projects (the number in https://HOST/projects/<id>), and share the project with "
+                    "the token's user",
+                    status_code=exc.status_code,
+                ) from None
+
     # --- listing ---------------------------------------------------------------------------------
     def scan(self) -> Iterator[ItemRef]:
         """The projects by id, then their tasks by id."""

@@ -121,6 +121,28 @@ class WebDavSource:
         except httpx.TransportError as exc:
             raise SourceError(f"{what}: cannot reach {self.url}: {exc}") from None
 
+    # --- checking ------------------------------------------------------------------------------------
+    def check(self) -> None:
+        """The folder answers the credential as a folder (one ``PROPFIND``, ``Depth: 0``)."""
+        try:
+            folder = self._call(f"reach {self.root}", lambda: self.client.isdir(self.root))
+        except SourceAuthError:
+            raise
+        except SourceError as exc:
+            if exc.status_code != 404:
+                raise
+            raise SourceError(
+                f"webdav: there is no folder {self.root} at {self.url}",
+                hint="check url (Nextcloud's is https://HOST/remote.php/dav/files/USER) and path, the folder under it",
+                status_code=404,
+            ) from None
+        if not folder:
+            raise SourceError(
+                f"webdav: {self.root} at {self.url} is a file, not a folder",
+                hint="point path at the folder that holds the documents",
+                status_code=422,
+            )
+
     # --- listing -------------------------------------------------------------------------------------
     def scan(self) -> Iterator[ItemRef]:
         pending = [self.root]

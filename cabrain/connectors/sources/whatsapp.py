@@ -217,6 +217,10 @@ class WhatsAppSource:
         self._messages = None
         self._by_key = {}
 
+    def check(self) -> None:
+        """The export (or each in the folder) is there, readable and a chat: read as each sync reads it, not kept."""
+        self._read()
+
     def _load(self) -> list[Message]:
         """Every message of the export, oldest first, read once until :meth:`close`."""
         if self._messages is None:

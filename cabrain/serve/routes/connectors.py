@@ -32,6 +32,11 @@ class ConnectorIn(Body):
     every_s: int | None = Field(
         default=None, ge=60, le=2**31 - 1, description="Sync on a schedule, every this many seconds."
     )
+    check: bool = Field(
+        default=True,
+        description="Reach the source first (the path, the credential, the project or folder) and refuse a wrong "
+        "one; false adds a source not reachable yet.",
+    )
 
 
 @routes.post("/v1/connectors", status_code=201, summary="Add a connector (admin)")
@@ -45,6 +50,7 @@ async def add_connector(body: ConnectorIn, svc: Svc, p: Caller) -> dict[str, Any
             body.config,
             visibility=body.visibility,
             every_s=body.every_s,
+            check=body.check,
         )
     )
     return made.to_json()
@@ -71,6 +77,11 @@ async def remove_connector(name: str, svc: Svc, p: Caller) -> dict[str, Any]:
 async def sync_connector(name: str, svc: Svc, p: Caller) -> dict[str, Any]:
     run_id = await svc.run(lambda b: svc.connectors(b).start_sync(p.agent_id, name, spawn=svc.spawn_sync))
     return {"run_id": str(run_id), "status": "running"}
+
+
+@routes.post("/v1/connectors/{name}/dry-run", summary="What a sync would do now, writing nothing")
+async def dry_run_connector(name: str, svc: Svc, p: Caller) -> dict[str, Any]:
+    return (await svc.run(lambda b: svc.connectors(b).dry_run(p.agent_id, name))).to_json()
 
 
 @routes.get("/v1/connectors/{name}/runs", summary="A connector's recent syncs, newest first")
