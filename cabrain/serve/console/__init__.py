@@ -12,7 +12,18 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
-from cabrain.serve.console import actions, admin, capture, entities, health, pages, playground, sleep, workflows
+from cabrain.serve.console import (
+    actions,
+    admin,
+    capture,
+    connectors,
+    entities,
+    health,
+    pages,
+    playground,
+    sleep,
+    workflows,
+)
 from cabrain.serve.console.session import PATH
 
 
@@ -27,6 +38,7 @@ def mount(app: FastAPI) -> None:
     app.include_router(capture.routes)
     app.include_router(health.routes)
     app.include_router(workflows.routes)
+    app.include_router(connectors.routes)
     app.include_router(actions.routes)
 
 
