@@ -173,11 +173,12 @@ class ServiceCalls(Transport):
             "format": fmt,
             "visibility": visibility,
             "decide": decide,
-            "filename": path.name,
-            "source": source if source is not None else str(path.resolve()),
+            "filename": str(path.resolve()),
             "mirror": mirror,
             "dry_run": dry_run,
         }
+        if source is not None:
+            params["source"] = source
         if namespace:
             params["namespace"] = namespace
         return await self.request("POST", "/v1/import", params=params, content=path.read_bytes())

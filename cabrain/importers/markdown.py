@@ -38,8 +38,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 

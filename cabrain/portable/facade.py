@@ -26,10 +26,10 @@ from cabrain.errors import InputError
 from cabrain.gate import Read, operation
 from cabrain.localfiles import ArchiveLimits
 from cabrain.policy import Op
-from cabrain.progress import Say, as_progress
 from cabrain.portable.export import ExportReport, export
 from cabrain.portable.imports import ImportReport, import_parsed
 from cabrain.portable.restore import RestoreReport, restore
+from cabrain.progress import Say, as_progress
 from cabrain.store import access
 from cabrain.store import portable as sql
 from cabrain.types import Visibility
@@ -94,14 +94,15 @@ class Portable:
         decide: bool = True,
         as_agent: str = "admin",
         source: str | None = None,
-        shown: str | None = None,
+        origin: str | None = None,
         mirror: bool = False,
         dry_run: bool = False,
         progress: Say | None = None,
     ) -> ImportReport | RestoreReport:
         """Import ``path`` as ``fmt``. ``as_agent`` is whom the operator (``agent`` None) writes as;
         ``source`` names the source the records' keys are scoped by (default: the file's real path);
-        ``shown`` is what messages call the file (an upload's name); ``mirror`` forgets the records
+        ``origin`` is where an uploaded file is at its origin (the path the client read it from: what
+        messages call it, and the default source); ``mirror`` forgets the records
         the source no longer holds; ``dry_run`` says what would be done and writes nothing."""
         if fmt == "cabrain":
             if namespace is not None:
@@ -110,11 +111,11 @@ class Portable:
                 raise InputError("--mirror and --dry-run are for other tools' files, not a CaBrain export")
             try:
                 with open(path, encoding="utf-8") as f:
-                    return await self.restore(agent, f, where=shown or str(path), progress=progress)
+                    return await self.restore(agent, f, where=origin or str(path), progress=progress)
             except UnicodeDecodeError:
-                raise InputError(f"{shown or path} is not UTF-8 text: not a CaBrain export") from None
+                raise InputError(f"{origin or path} is not UTF-8 text: not a CaBrain export") from None
             except OSError as exc:
-                raise InputError(f"cannot read {shown or path}: {exc.strerror or exc}") from None
+                raise InputError(f"cannot read {origin or path}: {exc.strerror or exc}") from None
         if fmt not in importers.FORMATS:
             raise InputError(f"unknown import format {fmt!r}", hint=f"use one of: {', '.join(FORMATS)}")
         if not namespace:
@@ -129,10 +130,10 @@ class Portable:
         try:
             parsed = await asyncio.to_thread(functools.partial(importers.parse, fmt, path, limits=limits))
         except InputError as exc:
-            if shown is None:
+            if origin is None:
                 raise
             raise InputError(
-                exc.message.replace(str(path), shown).replace(str(path.parent), "the upload"),
+                exc.message.replace(str(path), origin).replace(str(path.parent), "the upload"),
                 hint=exc.hint,
                 fix=exc.fix,
             ) from None
@@ -147,7 +148,7 @@ class Portable:
             namespace,
             fmt,
             parsed,
-            source=source.strip() if source is not None else str(Path(path).resolve()),
+            source=source.strip() if source is not None else origin or str(Path(path).resolve()),
             named=source is not None,
             visibility=seen,
             decide=decide,

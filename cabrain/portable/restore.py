@@ -51,8 +51,8 @@ from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
 from cabrain.store import portable as portable_sql
 from cabrain.store.keyword import IndexedDoc
-from cabrain.text.chunking import chunk
 from cabrain.write.threads import ThreadContext
+from cabrain.write.vectors import memory_vectors
 
 __all__ = ["RestoreReport", "restore"]
 
@@ -236,26 +236,12 @@ class _Restore:
     async def _embed(
         self, batch: list[dict[str, Any]]
     ) -> list[tuple[dict[str, Any], list[float], list[str], list[list[float]]]]:
-        s = self.engine.settings
-        texts: list[str] = []
-        pieces: list[list[str]] = []
-        for record in batch:
-            parts = chunk(record["content"], target_chars=s.chunk_chars, min_chars=s.chunk_min_chars)
-            pieces.append(parts)
-            if not (self.vectors_fit and record.get("embedding")):
-                texts.append(record["content"])
-            texts += parts
-        vectors = await self.engine.embed_documents(texts) if texts else []
-        out = []
-        at = 0
-        for record, parts in zip(batch, pieces, strict=True):
-            if self.vectors_fit and record.get("embedding"):
-                vector = json.loads(record["embedding"])
-            else:
-                vector, at = vectors[at], at + 1
-            out.append((record, vector, parts, vectors[at : at + len(parts)]))
-            at += len(parts)
-        return out
+        known = [
+            json.loads(record["embedding"]) if self.vectors_fit and record.get("embedding") else None
+            for record in batch
+        ]
+        done = await memory_vectors(self.engine, [record["content"] for record in batch], known=known)
+        return [(record, vector, parts, theirs) for record, (vector, parts, theirs) in zip(batch, done, strict=True)]
 
     async def _write(
         self, batch: list[tuple[dict[str, Any], list[float], list[str], list[list[float]]]], read: int

@@ -164,6 +164,13 @@ class CoreSettings(BaseModel):
         default=400, ge=50, description="Memories longer than this are also embedded passage by passage."
     )
     chunk_chars: int = Field(default=250, ge=50, description="Target passage length, in characters.")
+    embed_pooled_chars: int = Field(
+        default=2000,
+        ge=100,
+        description="A memory longer than this (about one 512-token window of the embedder) gets the "
+        "length-weighted mean of its passages' vectors as its own instead of a pass over the whole text "
+        "(cabrain/write/vectors.py).",
+    )
     embed_batch_size: int = Field(default=32, ge=1, le=4096, description="Texts per embedder call.")
     duplicate_similarity: float = Field(
         default=0.95, gt=0, le=1, description="Cosine similarity at or above which a write is a duplicate (NOOP)."

@@ -27,9 +27,9 @@ from cabrain.store import inbox as inbox_sql
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
 from cabrain.store.keyword import IndexedDoc
-from cabrain.text.chunking import chunk
 from cabrain.types import Decision, Memory, MemoryInput, RetainResult
 from cabrain.write.retain import retain
+from cabrain.write.vectors import memory_vectors
 
 
 async def writable(
@@ -163,11 +163,10 @@ Restorable = tuple[Memory, list[str], list[list[float]]]  # the memory, its pass
 
 async def prepare_restore(engine: Engine, memories: Sequence[Memory]) -> list[Restorable]:
     """What bringing archived memories back needs before the transaction: their passages and vectors."""
-    settings = engine.settings
     out: list[Restorable] = []
     for memory in memories:
-        passages = chunk(memory.content, target_chars=settings.chunk_chars, min_chars=settings.chunk_min_chars)
-        out.append((memory, passages, await engine.embed_documents([memory.content, *passages])))
+        [(vector, passages, theirs)] = await memory_vectors(engine, [memory.content])
+        out.append((memory, passages, [vector, *theirs]))
     return out
 
 

@@ -23,12 +23,12 @@ from cabrain.redact import redact, redact_deep
 from cabrain.store import access, requests
 from cabrain.store import namespaces as namespace_sql
 from cabrain.text import entities as entity_extraction
-from cabrain.text.chunking import chunk
 from cabrain.types import MemoryInput, RetainResult
 from cabrain.write import threads
 from cabrain.write.item import Item
 from cabrain.write.llm import llm_decide, llm_entities
 from cabrain.write.neighbours import deterministic, neighbours_of, origin
+from cabrain.write.vectors import memory_vectors, passages_of
 from cabrain.write.writer import Writer
 
 
@@ -161,7 +161,7 @@ async def retain(
         for namespace in targets:
             await access.require_writer(conn, agent, namespace)
     for item in items:
-        item.chunks = chunk(item.content, target_chars=settings.chunk_chars, min_chars=settings.chunk_min_chars)
+        item.chunks = passages_of(engine, item.content)
     # A call larger than one embedder batch is written group by group while the next group embeds
     # (one transaction, so it stays all or nothing). The chat model, when there is one, is
     # consulted on the whole call before anything is locked, so it needs every vector first.
@@ -223,11 +223,8 @@ def _groups(items: list[Item], batch: int) -> list[list[Item]]:
 
 
 async def _embed(engine: Engine, items: list[Item]) -> None:
-    """Give ``items`` their vectors and their passages' vectors."""
-    texts = [i.content for i in items] + [c for i in items for c in i.chunks]
-    vectors = await engine.embed_documents(texts)
-    position = len(items)
-    for item, vec in zip(items, vectors[: len(items)], strict=True):
-        item.embedding = vec
-        item.chunk_embeddings = vectors[position : position + len(item.chunks)]
-        position += len(item.chunks)
+    """Give ``items`` their vectors and their passages' vectors (:mod:`cabrain.write.vectors`)."""
+    done = await memory_vectors(engine, [i.content for i in items], passages=[i.chunks for i in items])
+    for item, (vector, _, theirs) in zip(items, done, strict=True):
+        item.embedding = vector
+        item.chunk_embeddings = theirs

@@ -135,6 +135,18 @@ def test_export_and_import_over_http(service: Service, tmp_path: Path) -> None:
         assert restore.status_code == 403  # a CaBrain export is an admin's to import
         bad = alice.post("/v1/import", params={"format": "mem0", "namespace": "proj"}, content=b"{nope")
         assert bad.status_code == 400 and "not" in bad.json()["error"]["message"]
+        # an upload's errors name the file uploaded, never the server's temporary folder
+        named = {"format": "mem0", "namespace": "proj", "filename": "/home/a/exports/memories.json"}
+        bad = alice.post("/v1/import", params=named, content=b"{nope")
+        message = bad.json()["error"]["message"]
+        assert bad.status_code == 400 and message.startswith("/home/a/exports/memories.json: not valid JSON"), message
+        assert "cabrain-import-" not in message and "/tmp" not in message
+        # a newer version of the record, tried first, revises it
+        newer = json.dumps([{"id": "m-1", "memory": "Likes the aisle seat on long flights", "user_id": "alice"}])
+        dry = alice.post("/v1/import", params={"format": "mem0", "namespace": "proj", "dry_run": True}, content=newer)
+        assert dry.status_code == 200 and dry.json()["dry_run"] and dry.json()["revised"] == 1, dry.text
+        done = alice.post("/v1/import", params={"format": "mem0", "namespace": "proj"}, content=newer)
+        assert done.json()["revised"] == 1 and done.json()["added"] == 0, done.text
 
 
 def test_an_admin_backs_up_the_running_service(service: Service) -> None:

@@ -64,7 +64,12 @@ async def import_file(
     visibility: str = "team",
     decide: bool = True,
     filename: Annotated[
-        str | None, Query(max_length=255, description="the file's name, as messages call it (the client sends it)")
+        str | None,
+        Query(
+            max_length=1000,
+            description="where the file is at its origin (the client sends its path): what messages call it, "
+            "and the source its records' keys are scoped by unless `source` names one",
+        ),
     ] = None,
     source: Annotated[
         str | None,
@@ -87,8 +92,8 @@ async def import_file(
                 namespace,
                 visibility=visibility,
                 decide=decide,
-                source=source if source is not None else name,
-                shown=name,
+                source=source,
+                origin=filename or name,
                 mirror=mirror,
                 dry_run=dry_run,
             )
