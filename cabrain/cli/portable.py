@@ -145,8 +145,8 @@ def import_summary(report: dict[str, Any]) -> list[str]:
         )
         for why, n in sorted(report["reasons"].items(), key=lambda kv: -kv[1]):
             lines.append(f"    {n} {why}")
-        if report["taken_out"]:
-            lines.append(f"  taken out of recall: {', '.join(report['taken_out'])}")
+    if report["taken_out"]:
+        lines.append(f"  taken out of recall (revised or superseded): {', '.join(report['taken_out'])}")
     if not dry and (report.get("revised") or report.get("superseded") or report.get("retracted")):
         lines.append(f"  to undo: {report['revert']}")
     if not dry and report.get("forgotten"):

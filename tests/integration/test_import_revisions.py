@@ -121,8 +121,8 @@ async def test_a_newer_version_of_a_record_revises_its_memory_and_the_revision_r
     [old_id] = report.taken_out
     judgments = await brain.judgments("alice", lisbon["id"])
     assert any("re-imported mem0 source" in (j.get("reason") or "") for j in judgments), judgments
-    # the revision is a judgment: reverted, Boston is current again
-    await brain.revert("alice", memory_id=lisbon["id"])
+    # the revision is a judgment: reverted by the id the report lists, Boston is current again
+    await brain.revert("alice", memory_id=old_id)
     assert "Lives in Boston" in [m["content"] for m in await _current(brain, "mem0")]
     assert str(old_id) in {str(m["id"]) for m in await _current(brain, "mem0")}
 
