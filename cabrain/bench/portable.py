@@ -10,7 +10,10 @@ it is there), it measures:
   same texts (each memory's text and its passages, in the embedder's batch size): the ratio is
   what import keeps of the embedder's throughput;
 - **import with the vectors kept** (an export made with ``--with-embeddings``) of the same sample:
-  the write path alone, with no model in it.
+  the write path alone, with no model in it;
+- **another tool's file**: the sample's texts as a mem0 export, imported through the write decisions
+  into an empty database, then imported again unchanged (reading it, and comparing each record with
+  what is held).
 
 Importing the whole corpus would embed every memory again (hours on a CPU); the import's cost per
 memory does not grow with the namespace (each memory is one row, its postings and passages, under
@@ -32,6 +35,8 @@ from cabrain.bench.progress import say
 from cabrain.bench.scale import corpus_brain
 from cabrain.bench.scale_spec import ScaleSpec, corpus_for
 from cabrain.portable.export import export
+from cabrain.portable.facade import Portable
+from cabrain.portable.imports import ImportReport
 from cabrain.portable.restore import restore
 from cabrain.providers.embedders import load_embedder
 from cabrain.scratch import scratch_brain
@@ -122,12 +127,49 @@ async def run_portable_bench(
                     "per_s": round(added / restored.seconds, 1),
                 }
         result["import_ratio"] = round(result["import"]["per_s"] / result["bare_embedder"]["memories_per_s"], 3)
+        say(f"  import of the {len(texts):,} texts as a mem0 export, then again unchanged", quiet)
+        result.update(await _tool_import(settings, embedder, texts))
         result["machine"] = {
             "cpus": os.cpu_count(),
             "embedder": str(s.embedding_provider.value),
             "model": s.embedding_model,
         }
     return result
+
+
+def mem0_export(texts: list[str]) -> dict[str, Any]:
+    """``texts`` as mem0's ``get_all()`` answer: one user's memories, each with an id and a time."""
+    return {
+        "results": [
+            {"id": f"bench-{n:06d}", "memory": text, "user_id": "bench", "created_at": "2025-01-01T00:00:00+00:00"}
+            for n, text in enumerate(texts)
+        ]
+    }
+
+
+async def _tool_import(settings: Settings, embedder: Any, texts: list[str]) -> dict[str, Any]:
+    """Another tool's file (mem0) imported into an empty database through the write decisions, then
+    imported again unchanged (what a re-import costs: reading, and comparing with what is held)."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="cabrain-bench-mem0-") as folder:
+        path = Path(folder) / "mem0.json"
+        path.write_text(json.dumps(mem0_export(texts)), encoding="utf-8")
+        async with scratch_brain(settings, embedder, prefix="cabrain_bench_mem0") as (target, _, _):
+            await target.create_agent("bench")
+            await target.create_namespace("bench", "bench")
+            for key in ("import_mem0", "reimport_mem0"):
+                started = time.perf_counter()
+                report = await Portable(target.engine).import_file("bench", "mem0", path, "bench")
+                seconds = time.perf_counter() - started
+                assert isinstance(report, ImportReport)
+                out[key] = {
+                    "records": report.read,
+                    "added": report.added,
+                    "unchanged": report.already,
+                    "seconds": round(seconds, 2),
+                    "per_s": round(report.read / seconds, 1),
+                }
+    return out
 
 
 def render_portable(result: dict[str, Any]) -> str:
@@ -148,4 +190,11 @@ def render_portable(result: dict[str, Any]) -> str:
     lines.append(
         f"  {'import, vectors kept':<40} {v['per_s']:>10,.1f} memories/s  ({v['memories']:,} in {v['seconds']} s)"
     )
+    for key, label in (("import_mem0", "import of a mem0 file"), ("reimport_mem0", "the same file again, unchanged")):
+        if key in result:
+            m = result[key]
+            lines.append(
+                f"  {label:<40} {m['per_s']:>10,.1f} records/s   "
+                f"({m['records']:,} in {m['seconds']} s: {m['added']:,} added, {m['unchanged']:,} unchanged)"
+            )
     return "\n".join(lines)

@@ -73,6 +73,10 @@ class Digest:
         self._sha.update(line.rstrip("\r\n").encode("utf-8", "surrogatepass"))
         self._sha.update(b"\n")
 
+    def add_bytes(self, data: bytes) -> None:
+        """Lines already in UTF-8, each with its newline (and no ``\\r`` before it)."""
+        self._sha.update(data)
+
     def hexdigest(self) -> str:
         return self._sha.hexdigest()
 
@@ -80,29 +84,64 @@ class Digest:
 SAY_EVERY = 256  # memories between two updates of the progress (a bar's redraw costs more than a line)
 
 
+FLUSH_BYTES = 1 << 20  # lines are digested and written a megabyte at a time
+
+
 class _Out:
-    """Lines to the file, counted by type and digested."""
+    """Lines to the file, counted by type and digested. The database's lines arrive as UTF-8 bytes
+    and stay bytes: digested and written to a UTF-8 file's buffer as they came, a megabyte at a time,
+    never decoded and encoded again (an export with vectors is half a gigabyte a 100,000 memories);
+    a stream of another kind takes them as text. A line is JSON: no line break of its own."""
 
     def __init__(self, out: IO[str]) -> None:
         self.out = out
         self.counts: dict[str, int] = {}
         self.digest = Digest()
         self.tracker = Tracker()
+        buffer, encoding = getattr(out, "buffer", None), str(getattr(out, "encoding", "") or "")
+        self._binary: IO[bytes] | None = buffer if encoding.lower().replace("-", "") == "utf8" else None
+        if self._binary is not None:
+            out.flush()  # what its text layer holds goes first
+        self._lines: list[bytes] = []
+        self._size = 0
 
-    def write(self, kind: str, line: str) -> None:
-        self.out.write(line)
-        self.out.write("\n")
-        self.digest.add(line)
+    def write(self, kind: str, line: bytes) -> None:
+        self._lines.append(line)
+        self._size += len(line)
+        if self._size >= FLUSH_BYTES:
+            self.flush()
         n = self.counts[kind] = self.counts.get(kind, 0) + 1
         if kind == "memory" and n % SAY_EVERY == 0:
             self.tracker.update(n)
 
     def record(self, value: dict[str, Any]) -> None:
-        self.write(value["type"], json.dumps(value, ensure_ascii=False, default=str))
+        self.write(value["type"], json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+
+    def flush(self, *, digest: bool = True) -> None:
+        """Digest and write the lines that wait."""
+        if not self._lines:
+            return
+        self._lines.append(b"")
+        blob = b"\n".join(self._lines)
+        self._lines, self._size = [], 0
+        if digest:
+            self.digest.add_bytes(blob)
+        if self._binary is not None:
+            self._binary.write(blob)
+        else:
+            self.out.write(blob.decode("utf-8", "surrogatepass"))
+
+    def close(self) -> None:
+        """Write what waits, and flush the file's buffer."""
+        self.flush(digest=False)
+        if self._binary is not None:
+            self._binary.flush()
 
 
 async def _stream(conn: asyncpg.Connection, out: _Out, kind: str, query: str, *args: Any) -> None:
-    async for row in conn.cursor(query, *args, prefetch=5000):
+    """The query's rows (one JSON text each) to ``out``, as the UTF-8 bytes the server sends."""
+    as_bytes = f"SELECT convert_to(q.line, 'UTF8') FROM ({query}) AS q(line)"
+    async for row in conn.cursor(as_bytes, *args, prefetch=5000):
         out.write(kind, row[0])
 
 
@@ -164,7 +203,9 @@ async def export(
     exported = sink.counts.get("memory", 0)
     sink.tracker.update(exported, exported)
     sink.tracker.close()
+    sink.flush()  # every line before the end record digested
     sink.record({"type": "end", "counts": dict(sink.counts), "sha256": sink.digest.hexdigest()})
+    sink.close()
     say(f"exported {exported} memories of {len(names)} namespace(s)")
     return ExportReport(names, dict(sink.counts), time.perf_counter() - started)
 
