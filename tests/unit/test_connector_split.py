@@ -140,3 +140,16 @@ def test_blank_text_gives_no_parts() -> None:
     assert split("", markdown=True) == []
     assert split(" \n\t\n", markdown=False) == []
     assert split("\n\n", markdown=True, title="empty.md") == []
+
+
+def test_a_real_mdx_pages_front_matter_is_not_kept_in_its_parts() -> None:
+    from pathlib import Path
+
+    from cabrain.connectors.convert import to_text
+
+    sample = Path(__file__).parent.parent / "data" / "samples" / "mdx" / "browser-support.mdx"
+    converted = to_text(sample.read_bytes(), name=sample.name)
+    assert converted is not None and converted.markdown
+    parts = split(converted.text, markdown=True)
+    assert parts[0].text.startswith("Browser support\n\nDocusaurus allows sites")
+    assert not any("description:" in p.text or p.text.startswith("---") for p in parts)
