@@ -338,3 +338,23 @@ class SourceAuthError(SourceError):
     @property
     def transient(self) -> bool:
         return False
+
+
+class SourceRefused(SourceError):
+    """While a connector was being added, its source refused what the config names (a path that is
+    not there or not a folder, a project or folder not visible): the request is what is wrong, so
+    nothing is added and the caller is told so (422), unlike a sync's failure of the source (502)."""
+
+    status = 422
+    kind = "source_refused"
+
+    @property
+    def transient(self) -> bool:
+        return False
+
+
+class SourceAuthRefused(SourceAuthError):
+    """While a connector was being added, its source refused the credential the config names (422)."""
+
+    status = 422
+    kind = "source_unauthorized_at_add"

@@ -5,7 +5,9 @@
   operator's command line may name any path);
 - :func:`reach`: the source itself, reached once (:meth:`Source.check
   <cabrain.connectors.base.Source.check>`): the path there and readable, the credential accepted,
-  the project or folder visible. Its failure is raised as the source's own error, naming the
+  the project or folder visible. A refusal (a path not there, a credential or project refused) is
+  :class:`~cabrain.errors.SourceRefused` or :class:`~cabrain.errors.SourceAuthRefused` (422: the
+  request is wrong); a source unreachable or failing is its own error (502); each names the
   connector not added and how to add one that is not reachable yet (``--no-check``).
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 from cabrain.connectors.base import Source
 from cabrain.connectors.retry import Retry
-from cabrain.errors import AccessDenied, SourceError
+from cabrain.errors import AccessDenied, SourceAuthError, SourceAuthRefused, SourceError, SourceRefused
 from cabrain.localfiles import LinkRefused, open_confined
 
 __all__ = ["TRIES", "UNCHECKED_HINT", "local_path", "reach"]
@@ -66,7 +68,14 @@ async def reach(name: str, build: Callable[[Retry], Source], retry: Retry) -> No
     try:
         await asyncio.to_thread(check)
     except SourceError as exc:
-        raise type(exc)(
+        # what the config names was refused (a 4xx, a path not there): the request is wrong (422);
+        # the source unreachable, or failing (5xx): as a sync would say it (502)
+        kind: type[SourceError] = type(exc)
+        if isinstance(exc, SourceAuthError):
+            kind = SourceAuthRefused
+        elif not exc.transient:
+            kind = SourceRefused
+        raise kind(
             f"connector {name!r} was not added: {exc.message}",
             hint=f"{exc.hint}; {UNCHECKED_HINT}" if exc.hint else UNCHECKED_HINT,
             status_code=exc.status_code,

@@ -140,8 +140,7 @@ class _Out:
 
 async def _stream(conn: asyncpg.Connection, out: _Out, kind: str, query: str, *args: Any) -> None:
     """The query's rows (one JSON text each) to ``out``, as the UTF-8 bytes the server sends."""
-    as_bytes = f"SELECT convert_to(q.line, 'UTF8') FROM ({query}) AS q(line)"
-    async for row in conn.cursor(as_bytes, *args, prefetch=5000):
+    async for row in conn.cursor(sql.as_utf8(query), *args, prefetch=5000):
         out.write(kind, row[0])
 
 

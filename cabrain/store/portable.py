@@ -11,6 +11,12 @@ from cabrain.store.access import private_id_to_others, private_to_others
 
 # --- export: one consistent read of the namespaces (cabrain.portable.export) ------------------------
 # about how many memories an export writes, for its progress: the hot rows (kept count of on each namespace)
+def as_utf8(query: str) -> str:
+    """An export query (one JSON text a row) answering its rows as the UTF-8 bytes of the text: the
+    export writes and digests them as they come, never decoding and encoding them again."""
+    return f"SELECT convert_to(q.line, 'UTF8') FROM ({query}) AS q(line)"
+
+
 EXPORT_HOT_SIZE = "SELECT coalesce(sum(memory_count), 0)::bigint FROM namespaces WHERE name = ANY($1::text[])"
 EXPORT_AGENTS = """
 SELECT jsonb_build_object('type', 'agent', 'id', a.id, 'display_name', a.display_name, 'is_admin', a.is_admin,

@@ -13,7 +13,16 @@ import asyncpg
 import pytest
 
 from cabrain.connectors.facade import Connectors
-from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound, SourceAuthError, SourceError
+from cabrain.errors import (
+    AccessDenied,
+    ConflictError,
+    InputError,
+    NotFound,
+    SourceAuthError,
+    SourceAuthRefused,
+    SourceError,
+    SourceRefused,
+)
 from cabrain.types import RecallQuery
 from tests.conftest import cli_env, run_cli, run_cli_process
 
@@ -164,6 +173,7 @@ async def test_a_missing_credential_stops_the_connector(hub: Connectors) -> None
     with pytest.raises(SourceAuthError, match=r"not added: .*DAV_PASSWORD") as refused:  # found when added
         await hub.add("root", "team-cloud", "webdav", "docs", config)
     assert "export DAV_PASSWORD" in (refused.value.hint or "") and "--no-check" in (refused.value.hint or "")
+    assert isinstance(refused.value, SourceAuthRefused) and refused.value.status == 422
     assert await hub.listing("root") == []
     await hub.add("root", "team-cloud", "webdav", "docs", config, check=False)  # set where the sync runs, say
     with pytest.raises(SourceAuthError, match="DAV_PASSWORD"):
@@ -269,6 +279,7 @@ async def test_a_folder_is_checked_when_added(hub: Connectors, folder: Path, tmp
     with pytest.raises(SourceError, match="does not exist") as missing:
         await hub.add("root", "handbook", "folder", "docs", {"path": str(tmp_path / "nowhere")})
     assert missing.value.status_code == 404 and "not added" in missing.value.message
+    assert isinstance(missing.value, SourceRefused) and missing.value.status == 422  # the request is wrong: a 4xx
     assert "check the path" in (missing.value.hint or "") and "--no-check" in (missing.value.hint or "")
     # unreadable to this process: a file where the folder is expected (the tests run as root, whom
     # no permission bit stops)

@@ -55,7 +55,7 @@ def test_connectors_over_http(service: Service) -> None:
         # the source is reached when it is added: a wrong path is refused then, unless added unchecked
         missing = {**body, "name": "http-missing", "config": {"path": str(shared / "missing")}}
         refused = admin.post("/v1/connectors", json=missing)
-        assert refused.status_code == 502 and "does not exist" in refused.json()["error"]["message"], refused.text
+        assert refused.status_code == 422 and "does not exist" in refused.json()["error"]["message"], refused.text
         assert '"check": false' in refused.json()["error"]["hint"]
         assert admin.post("/v1/connectors", json={**missing, "check": False}).status_code == 201
         assert admin.delete("/v1/connectors/http-missing").status_code == 200

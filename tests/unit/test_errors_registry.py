@@ -43,6 +43,8 @@ EXPECTED = {
     "model_failed": (502, errors.ModelError),
     "source_failed": (502, errors.SourceError),
     "source_unauthorized": (502, errors.SourceAuthError),
+    "source_refused": (422, errors.SourceRefused),
+    "source_unauthorized_at_add": (422, errors.SourceAuthRefused),
     "database_unavailable": (503, errors.DatabaseUnreachable),
     "model_unavailable": (503, errors.EmbedderError),
     "cache_unavailable": (503, errors.CacheError),
