@@ -93,6 +93,11 @@ def _prefix(record: ImportRecord, source: str, named: bool) -> str:
     return source_ref(record, source, named=named)[: -len(record.key)]
 
 
+def group_of(record: ImportRecord, ref: str) -> str | None:
+    """The record's group in its scope (``ref`` is its key there), or None."""
+    return f"{ref[: -len(record.key)]}{record.group}" if record.group else None
+
+
 def content_hash(record: ImportRecord) -> str:
     return hashlib.sha256(record.content.encode("utf-8")).hexdigest()[:32]
 
@@ -109,8 +114,8 @@ def _input(
     metadata: dict[str, Any] = {**record.metadata, "imported_from": fmt, "import_hash": content_hash(record)}
     if reason:
         metadata["reason"] = reason
-    if record.group:
-        metadata["import_group"] = record.group
+    if record.group:  # scoped as the key is: a group of this source only
+        metadata["import_group"] = group_of(record, ref)
     if record.ref:
         metadata["ref"] = record.ref
     if record.author:
@@ -166,8 +171,9 @@ class _Importer:
         return source_ref(record, self.source, named=self.named)
 
     async def plan(self, records: Sequence[ImportRecord]) -> _Plan:
+        """``records`` (a batch of the source's) against what is held; :attr:`read_refs` must hold
+        the keys of every record of the source, so no record of a later batch is taken for gone."""
         refs = [self.ref(r) for r in records]
-        self.read_refs.update(refs)
         async with self.engine.pool.acquire() as conn:
             rows = await conn.fetch(sql.HELD, self.namespace, self.kind, refs, self.agent)
         held: dict[str, list[Any]] = {}
@@ -181,9 +187,7 @@ class _Importer:
                 continue
             current = [v for v in versions if v["current"]]
             latest = current[-1] if current else versions[-1]
-            same = (latest["hash"] or hashlib.sha256(latest["content"].encode()).hexdigest()[:32]) == content_hash(
-                record
-            ) or latest["content"] == record.content
+            same = latest["hash"] == content_hash(record) or latest["content"] == record.content  # or before hashes
             if same:
                 self.report.already += 1
             elif current:
@@ -198,7 +202,8 @@ class _Importer:
     async def _pair(self, new: list[tuple[ImportRecord, str]], plan: _Plan) -> None:
         """A group's new records revise its records gone from the source, most alike first; the
         rest are added."""
-        groups = sorted({r.group for r, _ in new if r.group})
+        grouped = {ref: g for r, ref in new if (g := group_of(r, ref))}
+        groups = sorted(set(grouped.values()))
         if not groups:
             plan.adds.extend(new)
             return
@@ -209,7 +214,7 @@ class _Importer:
             if row["source_ref"] not in self.read_refs and row["id"] not in self.paired:
                 gone.setdefault(row["grp"], []).append(row)
         for group in groups:
-            fresh = [(r, ref) for r, ref in new if r.group == group]
+            fresh = [(r, ref) for r, ref in new if grouped.get(ref) == group]
             old = gone.get(group, [])
             scored = sorted(
                 (
@@ -313,6 +318,7 @@ async def import_parsed(
         else:
             records.append(record)
     work = _Importer(engine, agent, namespace, fmt, report, source=source, named=named, visibility=visibility)
+    work.read_refs = {work.ref(r) for r in records}
     size = batch or min(settings.max_batch, 256)
     with say.track(f"{'planning' if dry_run else 'importing'} {fmt}", total=len(records), unit="records") as bar:
         for start in range(0, len(records), size):

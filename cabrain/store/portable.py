@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from cabrain.store.access import private_id_to_others, private_to_others
 
+
 # --- export: one consistent read of the namespaces (cabrain.portable.export) ------------------------
 # about how many memories an export writes, for its progress: the hot rows (kept count of on each namespace)
 def as_utf8(query: str) -> str:

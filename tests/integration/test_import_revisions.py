@@ -248,3 +248,32 @@ async def test_an_import_named_by_source_keeps_its_own_keys(brain, tmp_path: Pat
         m["source_ref"].startswith(("sandbox copy#", "letta", "mem0")) for m in await _current(brain, fmt)
     )
     assert named.added + named.duplicates == named.read
+
+
+async def test_a_groups_bullets_pair_within_their_own_source_and_across_batches(brain, tmp_path: Path) -> None:
+    from cabrain import importers
+    from cabrain.portable.imports import import_parsed
+
+    files = []
+    for project in ("billing", "search"):
+        (tmp_path / project).mkdir()
+        path = tmp_path / project / "CLAUDE.md"
+        rules = [f"Rule {n}: keep {project} module {n} under 500 lines" for n in range(7)]
+        path.write_text("# Rules\n\n" + "".join(f"- {r}\n" for r in rules))
+        files.append(path)
+
+    async def run(path: Path):
+        parsed = importers.parse("markdown", path)
+        return await import_parsed(brain.engine, "alice", "proj", "markdown", parsed, source=str(path), batch=2)
+
+    for path in files:
+        assert (await run(path)).added == 7
+    files[0].write_text(files[0].read_text().replace("billing module 5 under 500", "billing module 5 under 400"))
+    again = await run(files[0])
+    assert (again.revised, again.added, again.already) == (1, 0, 6), again  # its rules came in batches of two
+    current = [m["content"] for m in await _current(brain, "markdown")]
+    assert sorted(c for c in current if "module 5 under" in c) == [
+        "Rules\n\nRule 5: keep billing module 5 under 400 lines",
+        "Rules\n\nRule 5: keep search module 5 under 500 lines",  # the other project's rule, untouched
+    ]
+    assert (await run(files[1])).already == 7
