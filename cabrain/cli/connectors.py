@@ -238,8 +238,8 @@ def _print_dry_run(report: dict[str, Any]) -> None:
         f"{c['fetched']} fetched; parts: {c['added']} to add, {c['revised']} to revise, {c['kept']} kept, "
         f"{c['forgotten']} to forget; {c['deleted']} deleted at the source"
     )
-    if report.get("skipped"):
-        print("  skipped: " + ", ".join(f"{n} {why}" for why, n in sorted(report["skipped"].items())))
+    if c.get("skipped"):
+        print("  skipped: " + ", ".join(f"{n} {why}" for why, n in sorted(c["skipped"].items())))
     for what, verb in (("added", "add"), ("revised", "revise"), ("forgotten", "forget"), ("deleted", "delete")):
         names = report.get(what) or []
         for name in names:

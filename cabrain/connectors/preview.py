@@ -73,7 +73,6 @@ class Preview:
             "revised": list(self.revised),
             "forgotten": list(self.forgotten),
             "deleted": list(self.deleted),
-            "skipped": dict(self.counts.skipped),
         }
 
 

@@ -333,7 +333,7 @@ async def test_a_dry_run_says_what_a_sync_would_do_and_writes_nothing(
     assert counts["kept"] >= 1
     assert counts["deleted"] == 1 and report["deleted"] == ["notes.txt"]
     assert counts["forgotten"] == 1 and [f.split("#")[0] for f in report["forgotten"]] == ["notes.txt"]
-    assert report["skipped"] == {"unreadable": 1}
+    assert report["counts"]["skipped"] == {"unreadable": 1}
     assert "handbook: listed 4 items: 3 new or changed, 1 gone" in said
 
     # the sync then does what the dry run said
