@@ -639,6 +639,23 @@ def run_cli_process(*args: str, env: dict[str, str], timeout: float = 300) -> su
     )
 
 
+async def crashed_sessions_gone(dsn: str) -> None:
+    """Wait until the server has ended the sessions of a process that was killed (SIGKILL), and
+    so let go of the session locks they held (a connector's sync lock): it ends one when it reads
+    the socket's end, which a busy machine may schedule late. Bounded by the test's own timeout."""
+    import asyncio
+
+    conn = await connect(dsn)
+    try:
+        while await conn.fetchval(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND a.datname = current_database() AND l.pid <> pg_backend_pid()"
+        ):
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
+
+
 @pytest.fixture(scope="session")
 @brings("subprocess")
 def llm_server() -> Iterator[str]:

