@@ -318,7 +318,7 @@ async def import_parsed(
         else:
             records.append(record)
     work = _Importer(engine, agent, namespace, fmt, report, source=source, named=named, visibility=visibility)
-    work.read_refs = {work.ref(r) for r in records}
+    work.read_refs = {work.ref(r) for r in parsed.records}  # a record skipped as too long is still at the source
     size = batch or min(settings.max_batch, 256)
     with say.track(f"{'planning' if dry_run else 'importing'} {fmt}", total=len(records), unit="records") as bar:
         for start in range(0, len(records), size):
