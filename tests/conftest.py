@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 import psutil
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from cabrain.egress import Egress
 from cabrain.settings import Settings, default_schema_dir, load_settings
@@ -42,6 +43,10 @@ from cabrain.store.db import connect
 from cabrain.store.embedded import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parent.parent
+# No example may fail for taking long: a busy machine slows any of them, and each test already has
+# the suite's own limit (pytest-timeout). Hypothesis's default 200 ms deadline would be tighter.
+hypothesis_settings.register_profile("cabrain", deadline=None)
+hypothesis_settings.load_profile("cabrain")
 F = TypeVar("F", bound=Callable[..., Any])
 EMBEDDING_MODEL = "intfloat/multilingual-e5-small"
 EMBEDDING_DIM = 384

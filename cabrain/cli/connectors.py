@@ -89,31 +89,15 @@ def _print_connector(c: dict[str, Any]) -> None:
 
 def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
     config = _config(args)
+    options: dict[str, Any] = {"visibility": args.visibility, "every_s": args.every, "check": not args.no_check}
     if settings.api_url:
         with remote(settings) as client:
-            made = client.add_connector(
-                args.name,
-                args.kind,
-                args.namespace,
-                config,
-                visibility=args.visibility,
-                every_s=args.every,
-                check=not args.no_check,
-            )
+            made = client.add_connector(args.name, args.kind, args.namespace, config, **options)
     else:
         agent = args.as_agent
 
         async def work(hub: Connectors) -> dict[str, Any]:
-            c = await hub.add(
-                agent,
-                args.name,
-                args.kind,
-                args.namespace,
-                config,
-                visibility=args.visibility,
-                every_s=args.every,
-                check=not args.no_check,
-            )
+            c = await hub.add(agent, args.name, args.kind, args.namespace, config, **options)
             return c.to_json()
 
         made = _local(settings, work)

@@ -67,20 +67,18 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     path = Path(args.path)
     if args.format == "cabrain" and (args.mirror or args.dry_run or args.source):
         raise UsageError("--source, --mirror and --dry-run are for other tools' files, not a CaBrain export")
+    options: dict[str, Any] = {
+        "visibility": args.visibility,
+        "decide": not args.no_decide,
+        "source": args.source,
+        "mirror": args.mirror,
+        "dry_run": args.dry_run,
+    }
     if settings.api_url:
         if path.is_dir():
             raise UsageError("a folder is imported on the server's own command line; over the API send one file")
         with remote(settings) as client:
-            report = client.import_file(
-                args.format,
-                path,
-                args.namespace,
-                visibility=args.visibility,
-                decide=not args.no_decide,
-                source=args.source,
-                mirror=args.mirror,
-                dry_run=args.dry_run,
-            )
+            report = client.import_file(args.format, path, args.namespace, **options)
     else:
         from cabrain.engine import Engine  # lazy: start-up time (common.py)
         from cabrain.portable.facade import Portable
@@ -91,17 +89,7 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
             try:
                 with for_terminal(args.quiet) as progress:
                     done = await Portable(engine).import_file(
-                        None,
-                        args.format,
-                        path,
-                        args.namespace,
-                        visibility=args.visibility,
-                        decide=not args.no_decide,
-                        as_agent=args.as_agent,
-                        source=args.source,
-                        mirror=args.mirror,
-                        dry_run=args.dry_run,
-                        progress=progress,
+                        None, args.format, path, args.namespace, as_agent=args.as_agent, progress=progress, **options
                     )
                 return done.to_json()
             finally:

@@ -180,27 +180,27 @@ RESTORE_REVERTED = "UPDATE judgments SET reverted_by = $2 WHERE id = $1 AND reve
 # --- importing another tool's records (cabrain.portable.imports) ---------------------------------------
 # what the namespace holds of these records (by their scoped keys), every version, oldest first; an
 # agent's private memories are another agent's to see and change only when it is theirs ($4)
-HELD = """
+HELD = f"""
 SELECT id, source_ref, content, metadata->>'import_hash' AS hash, metadata->>'import_group' AS grp,
        invalid_at IS NULL AND tier = 'hot' AS current, invalid_at IS NOT NULL AND superseded_by IS NULL AS forgotten
-FROM memories
+FROM memories m
 WHERE namespace = $1 AND source_kind = $2 AND source_ref = ANY($3::text[])
-  AND (visibility <> 'private' OR owner_agent_id = $4)
+  AND NOT {private_to_others("m", "$4")}
 ORDER BY created_at, id
 """
 # the current records of the groups named (a section's bullets), to pair with a group's new ones
-HELD_GROUPS = """
+HELD_GROUPS = f"""
 SELECT id, source_ref, content, metadata->>'import_group' AS grp
-FROM memories
+FROM memories m
 WHERE namespace = $1 AND source_kind = $2 AND metadata->>'import_group' = ANY($3::text[])
-  AND invalid_at IS NULL AND tier = 'hot' AND (visibility <> 'private' OR owner_agent_id = $4)
+  AND invalid_at IS NULL AND tier = 'hot' AND NOT {private_to_others("m", "$4")}
 ORDER BY created_at, id
 """
 # the current records under the scopes named (the sources re-imported with --mirror)
-HELD_UNDER = """
-SELECT id, source_ref FROM memories
+HELD_UNDER = f"""
+SELECT id, source_ref FROM memories m
 WHERE namespace = $1 AND source_kind = $2 AND invalid_at IS NULL AND tier = 'hot'
   AND EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(prefix) WHERE starts_with(source_ref, p.prefix))
-  AND (visibility <> 'private' OR owner_agent_id = $4)
+  AND NOT {private_to_others("m", "$4")}
 ORDER BY source_ref
 """

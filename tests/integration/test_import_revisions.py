@@ -277,3 +277,17 @@ async def test_a_groups_bullets_pair_within_their_own_source_and_across_batches(
         "Rules\n\nRule 5: keep search module 5 under 500 lines",  # the other project's rule, untouched
     ]
     assert (await run(files[1])).already == 7
+
+
+async def test_bad_import_options_are_refused_and_write_nothing(brain, tmp_path: Path) -> None:
+    from cabrain.errors import InputError
+
+    hub = Portable(brain.engine)
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps([{"id": "m-1", "memory": "Likes jazz", "user_id": "sara"}]))
+    before = await _counts(brain)
+    with pytest.raises(InputError, match="--source names the source"):
+        await hub.import_file("alice", "mem0", path, "proj", source="  ")
+    with pytest.raises(InputError, match="not a CaBrain export"):
+        await hub.import_file("alice", "cabrain", path, None, mirror=True)
+    assert await _counts(brain) == before
