@@ -26,8 +26,12 @@ from cabrain.clock import Clock, utc_now
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.gate import Read, field, first_namespace, operation, system
+from cabrain.corrections import Corrections
+from cabrain.entity_care import EntityCare
+from cabrain.explain import Explaining
 from cabrain.judging import Judging
 from cabrain.membership import Membership, as_uuid
+from cabrain.overview import Overview
 from cabrain.policy import Op
 from cabrain.providers.embedders import Embedder
 from cabrain.providers.rerankers import Reranker
@@ -64,7 +68,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Brain(Judging, Membership):
+class Brain(Judging, Corrections, Explaining, Overview, EntityCare, Membership):
     """Every method is one operation of the memory organ, on behalf of one agent."""
 
     def __init__(self, engine: Engine) -> None:

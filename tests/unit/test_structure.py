@@ -139,7 +139,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("write", frozenset({"write"})),
     ("trust", frozenset({"actions", "gate", "membership"})),
     ("offline", frozenset({"sleep", "workflows"})),
-    ("brain", frozenset({"brain", "judging"})),
+    ("brain", frozenset({"brain", "judging", "corrections", "explain", "overview", "entity_care"})),
     ("faces", frozenset("client faces facades connectors importers channels notify portable".split())),
     ("serve", frozenset({"serve"})),
     (
