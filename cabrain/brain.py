@@ -23,12 +23,12 @@ from typing import Any, TypeVar
 
 from cabrain import edge
 from cabrain.clock import Clock, utc_now
-from cabrain.engine import Engine
-from cabrain.errors import InputError
-from cabrain.gate import Read, field, first_namespace, operation, system
 from cabrain.corrections import Corrections
+from cabrain.engine import Engine
 from cabrain.entity_care import EntityCare
+from cabrain.errors import InputError
 from cabrain.explain import Explaining
+from cabrain.gate import Read, field, first_namespace, operation, system
 from cabrain.judging import Judging
 from cabrain.membership import Membership, as_uuid
 from cabrain.overview import Overview

@@ -106,7 +106,14 @@ def test_every_public_method_of_a_facade_is_declared(facade: type) -> None:
 
 def test_every_class_with_a_declared_method_is_a_facade_this_test_knows() -> None:
     owners = {spec.name.split(".")[0] for spec in gate.REGISTRY.values()}
-    known = {f.__name__ for f in FACADES} | {"Membership", "Judging", "Corrections", "Explaining", "Overview", "EntityCare"}  # the parts of Brain
+    known = {f.__name__ for f in FACADES} | {
+        "Membership",
+        "Judging",
+        "Corrections",
+        "Explaining",
+        "Overview",
+        "EntityCare",
+    }  # the parts of Brain
     assert owners <= known, f"new facades: add them to FACADES: {sorted(owners - known)}"
 
 
