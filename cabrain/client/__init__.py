@@ -36,6 +36,10 @@ from cabrain.client.base import (
     raise_for,
     recall_body,
 )
+from cabrain.client.corrections import CorrectionCalls
+from cabrain.client.entity_care import EntityCareCalls
+from cabrain.client.explain import ExplainCalls
+from cabrain.client.overview import OverviewCalls
 from cabrain.client.service import ServiceCalls
 from cabrain.errors import InputError, ServiceError
 from cabrain.types import (
@@ -60,7 +64,7 @@ from cabrain.types import (
 )
 
 
-class AsyncClient(ServiceCalls):
+class AsyncClient(ServiceCalls, CorrectionCalls, ExplainCalls, OverviewCalls, EntityCareCalls):
     """Asynchronous client. ``api_key`` is an agent's key (``cbk_...``). Every method is an
     operation's face (``tests/unit/test_faces.py`` holds each to the operation that declares it);
     the service's own operations (governance, channels, pushes, connectors) come from
@@ -384,6 +388,10 @@ class Client:
     connector_run = _sync(AsyncClient.connector_run)
     health = _sync(AsyncClient.health)
     ready = _sync(AsyncClient.ready)
+    # corrections and the audit (cabrain/client/corrections.py)
+    # explain (cabrain/client/explain.py)
+    # overview (cabrain/client/overview.py)
+    # entity care (cabrain/client/entity_care.py)
 
 
 __all__ = ["AsyncClient", "Client", "Transport", "memory_body", "raise_for", "recall_body"]

@@ -28,6 +28,7 @@ from cabrain.serve.routes import (
     capture,
     channels,
     connectors,
+    corrections,
     entities,
     governance,
     health,
@@ -35,6 +36,7 @@ from cabrain.serve.routes import (
     memories,
     memory_tool,
     namespaces,
+    overview,
     portable,
     pushes,
     recall,
@@ -44,10 +46,12 @@ from cabrain.serve.routes import (
 
 ROUTERS = (
     health,
+    overview,
     agents,
     memories,
     memory_tool,
     judgments,
+    corrections,
     recall,
     capture,
     entities,

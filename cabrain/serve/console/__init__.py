@@ -15,13 +15,16 @@ from starlette.staticfiles import StaticFiles
 from cabrain.serve.console import (
     actions,
     admin,
+    audit,
     capture,
     connectors,
     entities,
     health,
+    overview,
     pages,
     playground,
     sleep,
+    transfer,
     workflows,
 )
 from cabrain.serve.console.session import PATH
@@ -40,6 +43,9 @@ def mount(app: FastAPI) -> None:
     app.include_router(workflows.routes)
     app.include_router(connectors.routes)
     app.include_router(actions.routes)
+    app.include_router(overview.routes)
+    app.include_router(audit.routes)
+    app.include_router(transfer.routes)
 
 
 __all__ = ["mount"]
