@@ -22,11 +22,14 @@ from cabrain.cli import (
     agents,
     backup,
     connectors,
+    corrections,
     db,
+    entities,
     faces,
     live,
     measure,
     memories,
+    overview,
     portable,
     service,
     sleep,
@@ -62,11 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
     memories.add_remember(sub)
     memories.add_recall(sub)
     memories.add_get(sub)
-    memories.add_entities(sub)
+    entities.add_entities(sub)
     memories.add_entity(sub)
     memories.add_forget(sub)
     memories.add_judgments(sub)
     memories.add_revert(sub)
+    corrections.add_correct(sub)
+    corrections.add_unforget(sub)
+    corrections.add_audit(sub)
+    overview.add_overview(sub)
     agents.add_namespaces(sub)
     agents.add_share(sub)
     workflows.add_workflows(sub)

@@ -122,10 +122,22 @@ class AsyncClient(ServiceCalls, CorrectionCalls, ExplainCalls, OverviewCalls, En
         return memory_from_dict(await self.request("POST", f"/v1/memories/{memory_id}/unarchive"))
 
     async def entities(
-        self, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
+        self,
+        namespace: str,
+        *,
+        query: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        sort: str = "name",
     ) -> EntityPage:
-        """Entities of ``namespace`` with their summaries; see :meth:`cabrain.brain.Brain.entities`."""
-        params = {"namespace": namespace, "limit": limit, **{k: v for k, v in (("q", query), ("cursor", cursor)) if v}}
+        """Entities of ``namespace`` with their summaries and mention counts; see
+        :meth:`cabrain.brain.Brain.entities`."""
+        params = {
+            "namespace": namespace,
+            "limit": limit,
+            "sort": sort,
+            **{k: v for k, v in (("q", query), ("cursor", cursor)) if v},
+        }
         return entity_page_from_dict(await self.request("GET", "/v1/entities", params=params))
 
     async def entity(
@@ -389,9 +401,17 @@ class Client:
     health = _sync(AsyncClient.health)
     ready = _sync(AsyncClient.ready)
     # corrections and the audit (cabrain/client/corrections.py)
+    correct = _sync(AsyncClient.correct)
+    restore = _sync(AsyncClient.restore)
+    audit = _sync(AsyncClient.audit)
+    revert_judgments = _sync(AsyncClient.revert_judgments)
     # explain (cabrain/client/explain.py)
+    explain_recall = _sync(AsyncClient.explain_recall)
     # overview (cabrain/client/overview.py)
+    overview = _sync(AsyncClient.overview)
     # entity care (cabrain/client/entity_care.py)
+    rename_entity = _sync(AsyncClient.rename_entity)
+    merge_entity = _sync(AsyncClient.merge_entity)
 
 
 __all__ = ["AsyncClient", "Client", "Transport", "memory_body", "raise_for", "recall_body"]

@@ -9,6 +9,7 @@ keys are always sent unless marked ``NotRequired``.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Annotated, Any, NotRequired
 
@@ -105,11 +106,19 @@ class JudgmentOut(TypedDict):
     namespace: str
     kind: Annotated[
         str,
-        Field(description="supersede | invalidate | merge | revert | distill | summarize | decay | archive | alias"),
+        Field(
+            description="supersede | invalidate | merge | revert | distill | summarize | decay | archive | alias "
+            "| correction | forget | restore"
+        ),
     ]
     origin: Annotated[
-        str, Field(description="write | correction | dedup | reconsolidate | revert | consolidate | decay | demote")
+        str,
+        Field(
+            description="The step that made it: write | correction | dedup | reconsolidate | revert | consolidate "
+            "| decay | demote | person"
+        ),
     ]
+    decided_by: Annotated[str, Field(description="Who decided it: write | sleep | person | import")]
     agent: str | None
     run_id: Annotated[str | None, Field(description="The sleep run that made it (every change a run makes)")]
     reason: str
@@ -245,3 +254,111 @@ class AgentDisabledOut(TypedDict):
     agent_id: str
     disabled: bool
     changed: Annotated[bool, Field(description="False: it was disabled already.")]
+
+
+# --- overview (cabrain/overview.py) ---------------------------------------------------------------
+@with_config(CLOSED)
+class OverviewNamespaceOut(TypedDict):
+    name: str
+    current: int
+    superseded: int
+    forgotten: int
+    archived: int
+    hot: int
+    cold: int
+    private_of_others: Annotated[
+        int, Field(description="Other agents' private memories it holds: a number, told to who sees it whole.")
+    ]
+
+
+@with_config(CLOSED)
+class OverviewTotalsOut(TypedDict):
+    memories: int
+    by_state: Annotated[dict[str, int], Field(description="current, superseded, forgotten (hot); archived (cold)")]
+    by_tier: dict[str, int]
+    by_type: Annotated[dict[str, int], Field(description="Current hot memories per memory type.")]
+    by_source: Annotated[dict[str, int], Field(description="Current hot memories per source kind.")]
+
+
+@with_config(CLOSED)
+class ActivityOut(TypedDict):
+    start: datetime
+    retained: int
+    recalled: int
+    judged: int
+    slept: int
+
+
+@with_config(CLOSED)
+class StorageOut(TypedDict):
+    hot_bytes: Annotated[int | None, Field(description="Admins only.")]
+    cold_bytes: Annotated[int | None, Field(description="Admins only; from the Iceberg snapshot summary.")]
+    cold_records: int | None
+    cold_note: str | None
+
+
+@with_config(CLOSED)
+class RunBriefOut(TypedDict):
+    id: uuid.UUID
+    started_at: datetime
+    finished_at: datetime | None
+    status: str
+    namespaces: list[str]
+
+
+@with_config(CLOSED)
+class OverviewOut(TypedDict):
+    generated_at: datetime
+    namespace: str | None
+    namespaces: list[OverviewNamespaceOut]
+    totals: OverviewTotalsOut
+    days: Annotated[list[ActivityOut], Field(description="The last 7 UTC days, oldest first.")]
+    hours: Annotated[list[ActivityOut], Field(description="The last 24 UTC hours, oldest first.")]
+    storage: StorageOut
+    last_runs: list[RunBriefOut]
+    pending_actions: int
+    excluded: str
+
+
+# --- corrections and the audit of judgments --------------------------------------------------------
+@with_config(CLOSED)
+class SideOut(TypedDict):
+    memory_id: Annotated[str | None, Field(description="None: a text that is no memory (a retraction's).")]
+    content: Annotated[str | None, Field(description="None: the memory is archived (in the cold tier).")]
+
+
+@with_config(CLOSED)
+class AuditJudgmentOut(JudgmentOut):
+    before: Annotated[list[SideOut], Field(description="What it took out of recall, with its text.")]
+    after: Annotated[list[SideOut], Field(description="What it brought into recall (or the retraction's text).")]
+    touched: Annotated[list[SideOut], Field(description="What it changed otherwise (importance, metadata).")]
+
+
+@with_config(CLOSED)
+class AuditCountOut(TypedDict):
+    decided_by: str
+    kind: str
+    count: int
+
+
+@with_config(CLOSED)
+class AuditOut(TypedDict):
+    namespace: str
+    judgments: list[AuditJudgmentOut]
+    counts: Annotated[list[AuditCountOut], Field(description="Per origin and kind, in the window, visible ones.")]
+    counts_capped: Annotated[bool, Field(description="The counts stopped at the newest 2,000 judgments.")]
+    next_cursor: str | None
+
+
+@with_config(CLOSED)
+class RevertResultOut(TypedDict):
+    id: str
+    ok: bool
+    revert: NotRequired[Annotated[str, Field(description="The revert judgment's id (ok).")]]
+    status: NotRequired[Annotated[int, Field(description="Why not (not ok): the HTTP status of the error.")]]
+    error: NotRequired[str]
+
+
+@with_config(CLOSED)
+class RevertsOut(TypedDict):
+    results: list[RevertResultOut]
