@@ -35,20 +35,15 @@ from cabrain.overview import Overview
 from cabrain.policy import Op
 from cabrain.providers.embedders import Embedder
 from cabrain.providers.rerankers import Reranker
-from cabrain.search import archive, graph, lookup
+from cabrain.search import archive, lookup
 from cabrain.search import recall as recall_pipeline
 from cabrain.settings import Settings
-from cabrain.store import access, generations, reconnect
 from cabrain.store import db as db_sql
-from cabrain.store import entities as entity_sql
-from cabrain.store import memories as sql
+from cabrain.store import generations, reconnect
 from cabrain.store.browse import BrowseFilters
-from cabrain.text.entities import entity_key
 from cabrain.types import (
     ArchiveQuery,
     ArchiveResult,
-    EntityPage,
-    EntityWithMemories,
     Memory,
     MemoryInput,
     MemoryPage,
@@ -352,75 +347,6 @@ class Brain(Judging, Corrections, Explaining, Overview, EntityCare, Membership):
         validity, provenance and links: it is recalled again (its passages and keyword postings are
         rebuilt). The cold tier keeps its copy. Needs write access to the namespace."""
         return await changes.unarchive(self.engine, agent, as_uuid(memory_id))
-
-    # --- entities --------------------------------------------------------------------------------
-    @operation(
-        Op.READ,
-        namespace="namespace",
-        reads=Read.NAMESPACE,
-        http="GET /v1/entities",
-        client="entities",
-        backend="entities",
-        mcp="memory_entities",
-        cli="entities",
-    )
-    async def entities(
-        self, agent: str, namespace: str, *, query: str | None = None, limit: int = 50, cursor: str | None = None
-    ) -> EntityPage:
-        """Entities of ``namespace`` in name order, with their summaries, as :mod:`cabrain.store.entities`
-        scopes them (an agent that may not read the namespace gets :class:`NotFound`). ``query`` keeps
-        names that contain it (any case); ``cursor`` is a page's ``next_cursor``."""
-        if not 1 <= limit <= 200:
-            raise InputError(f"limit must be between 1 and 200, got {limit}")
-        key_part = entity_key(query) if query is not None and query.strip() else None
-        async with self.engine.pool.acquire() as conn:
-            (await access.caller(conn, agent, namespace)).require_team_read()
-            found, next_cursor = await entity_sql.page(
-                conn, namespace, agent, key_part=key_part, after=cursor or None, limit=limit
-            )
-        return EntityPage(found, next_cursor)
-
-    @operation(
-        Op.READ,
-        namespace="namespace",
-        reads=Read.MEMORIES,
-        http="GET /v1/entities/{name_or_id:path}",
-        client="entity",
-        backend="entity",
-        mcp="memory_entity",
-        cli="entity",
-    )
-    async def entity(
-        self, agent: str, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
-    ) -> EntityWithMemories:
-        """One entity of ``namespace`` (by name, in any case, or by id) with its summary when the caller
-        may read every memory it was made from, and the hot memories that mention it the caller may
-        read, newest first (``history``: superseded and forgotten ones too), at most ``limit``; how
-        many current ones mention it, and the entities it shares readable facts with (at most ``limit``).
-        Unknown, unreadable and never-mentioned-to-the-caller entities are all :class:`NotFound`."""
-        if not 1 <= limit <= 200:
-            raise InputError(f"limit must be between 1 and 200, got {limit}")
-        if not isinstance(name_or_id, str) or not name_or_id.strip():
-            raise InputError("give an entity's name or id")
-        try:
-            entity_id: uuid.UUID | None = uuid.UUID(name_or_id)
-        except ValueError:
-            entity_id = None
-        async with self.engine.pool.acquire() as conn:
-            (await access.caller(conn, agent, namespace)).require_team_read()
-            entity = await entity_sql.one(
-                conn, namespace, agent, entity_id=entity_id, key=entity_key(name_or_id), name=name_or_id
-            )
-            rows = await entity_sql.memories(conn, namespace, agent, entity.id, history=history, limit=limit)
-            mentions = await entity_sql.mentions(conn, namespace, agent, entity.id)
-            related = await entity_sql.related(conn, namespace, agent, entity.id, limit=limit)
-        return EntityWithMemories(entity, [sql.to_memory(r) for r in rows], mentions, related)
-
-    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
-    async def entity_graph(self, agent: str, namespace: str, name_or_id: str, *, limit: int = 300) -> dict[str, Any]:
-        """An entity's neighbourhood as a graph (``{"center", "nodes", "edges"}``): the entities and
-        the memories the caller may read that mention them (:func:`cabrain.search.graph.neighbourhood`)."""
-        return await graph.neighbourhood(self.engine, agent, namespace, name_or_id, limit=limit)
 
     @operation(Op.READ, reads=Read.MEMORIES)
     async def access_history(self, agent: str, memory_id: uuid.UUID | str) -> list[dict[str, object]]:

@@ -263,6 +263,9 @@ class Entity:
     summary: str | None  # None: not summarised yet, or made from memories the caller may not read
     summarized_at: datetime | None  # None whenever summary is
     updated_at: datetime
+    mentions: int = 0  # current team and global memories that mention it (every reader may read them)
+    own_private_mentions: int = 0  # and the caller's own private ones (nobody else's are counted)
+    merged_into: uuid.UUID | None = None  # merged by a person into this entity (its mentions moved there)
 
 
 @with_config(JSON_FORM)
@@ -421,6 +424,9 @@ def entity_from_dict(d: Mapping[str, Any]) -> Entity:
         summary=d["summary"],
         summarized_at=_parse_dt(d["summarized_at"]),
         updated_at=datetime.fromisoformat(d["updated_at"]),
+        mentions=int(d.get("mentions", 0)),
+        own_private_mentions=int(d.get("own_private_mentions", 0)),
+        merged_into=uuid.UUID(d["merged_into"]) if d.get("merged_into") else None,
     )
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -164,30 +163,7 @@ def add_get(sub: Subparsers) -> None:
     get.set_defaults(func=cmd_get)
 
 
-# --- entities ----------------------------------------------------------------------------------------------
-def cmd_entities(settings: Settings, args: argparse.Namespace) -> int:
-    from cabrain.types import to_json
-
-    if not 1 <= args.limit <= 200:
-        raise UsageError(f"--limit must be between 1 and 200, got {args.limit}")
-    with remote(settings) as client:
-        page = client.entities(args.namespace, query=args.query, limit=args.limit, cursor=args.cursor)
-    if args.json:
-        print(json.dumps(to_json(page), ensure_ascii=False, indent=2))
-        return EXIT_OK
-    for e in page.entities:
-        about = " ".join(e.summary.split()) if e.summary else "(no summary you may read)"
-        print(f"{e.name:<32} {about[:200]}")
-    if not page.entities:
-        print("no entities" + (f" matching {args.query!r}" if args.query else ""))
-    if page.next_cursor:
-        print(
-            f"more: cabrain entities {shlex.quote(args.namespace)} --cursor {shlex.quote(page.next_cursor)}"
-            + (f" --query {shlex.quote(args.query)}" if args.query else "")
-        )
-    return EXIT_OK
-
-
+# --- entities (the listing and its actions: cabrain/cli/entities.py) ------------------------------------
 def cmd_entity(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain.types import to_json
 
@@ -210,21 +186,6 @@ def cmd_entity(settings: Settings, args: argparse.Namespace) -> int:
     if not found.memories:
         print("no current memory you may read mentions it" + ("" if args.history else " (--history: older ones too)"))
     return EXIT_OK
-
-
-def add_entities(sub: Subparsers) -> None:
-    entities = sub.add_parser(
-        "entities",
-        help="list what a namespace's memories are about, with summaries",
-        description="List the entities (people, projects, tools, files ...) a namespace's "
-        "memories mention, in name order, with what sleep summarised of each." + REMOTE_NOTE,
-        parents=[json_flag("print the answer as JSON")],
-    )
-    entities.add_argument("namespace")
-    entities.add_argument("--query", "-q", default=None, help="only names containing this (any case)")
-    entities.add_argument("--limit", type=int, default=50, help="entities per page (1-200, default 50)")
-    entities.add_argument("--cursor", default=None, help="the next page (printed under a full page)")
-    entities.set_defaults(func=cmd_entities)
 
 
 def add_entity(sub: Subparsers) -> None:

@@ -6,6 +6,8 @@ scoped as :meth:`cabrain.brain.Brain.entity` is (a namespace the caller may not 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
+from itertools import combinations
 from typing import Any
 
 from cabrain.engine import Engine
@@ -15,14 +17,16 @@ from cabrain.store import entities as entity_sql
 from cabrain.text.entities import entity_key
 
 MAX_MEMORIES = 2000
+MAX_ENTITY_EDGES = 300  # the entity-to-entity edges drawn at most, the heaviest
 
 
 async def neighbourhood(
     engine: Engine, agent: str, namespace: str, name_or_id: str, *, limit: int = 300
 ) -> dict[str, Any]:
     """``{"center", "nodes", "edges"}``: nodes are entities (``kind`` "entity") and memories (``kind``
-    "memory"); an edge is a memory mentioning an entity (``kind`` "mentions") or the entity sharing
-    facts with another (``kind`` "shares facts", ``weight`` how many)."""
+    "memory"); an edge is a memory mentioning an entity (``kind`` "mentions") or two entities mentioned
+    together (``kind`` "mentioned together", ``weight`` in how many of the graph's memories, or for the
+    entity itself in how many readable facts, whichever is more; the heaviest ``MAX_ENTITY_EDGES``)."""
     if not 1 <= limit <= MAX_MEMORIES:
         raise InputError(f"limit must be between 1 and {MAX_MEMORIES}, got {limit}")
     try:
@@ -40,13 +44,21 @@ async def neighbourhood(
         f"e:{center.id}": {"id": f"e:{center.id}", "kind": "entity", "label": center.name, "ref": str(center.id)}
     }
     edges: list[dict[str, Any]] = []
+    mentioned: dict[str, list[str]] = {}
     for r in rows:
         memory, entity = f"m:{r['memory_id']}", f"e:{r['entity_id']}"
         nodes.setdefault(memory, {"id": memory, "kind": "memory", "label": r["content"], "ref": str(r["memory_id"])})
         nodes.setdefault(entity, {"id": entity, "kind": "entity", "label": r["name"], "ref": str(r["entity_id"])})
         edges.append({"source": memory, "target": entity, "kind": "mentions"})
-    for r in related:  # entity to entity: the facts they share
+        mentioned.setdefault(memory, []).append(entity)
+    together: Counter[tuple[str, str]] = Counter()
+    for names in mentioned.values():  # entity to entity: mentioned together in a memory of the graph
+        together.update(combinations(sorted(set(names)), 2))
+    for r in related:  # and the facts the entity shares, over every readable fact (not only those drawn)
         entity = f"e:{r.id}"
         nodes.setdefault(entity, {"id": entity, "kind": "entity", "label": r.name, "ref": str(r.id)})
-        edges.append({"source": f"e:{center.id}", "target": entity, "kind": "shares facts", "weight": r.shared_facts})
+        pair = (min(entity, f"e:{center.id}"), max(entity, f"e:{center.id}"))
+        together[pair] = max(together[pair], r.shared_facts)
+    for (a, b), weight in together.most_common(MAX_ENTITY_EDGES):
+        edges.append({"source": a, "target": b, "kind": "mentioned together", "weight": weight})
     return {"center": f"e:{center.id}", "nodes": list(nodes.values()), "edges": edges}

@@ -18,7 +18,7 @@ import uuid
 
 import asyncpg
 
-from cabrain.errors import NotFound
+from cabrain.errors import InputError, NotFound
 from cabrain.fixes import Fix
 from cabrain.store.access import ACCESS_CTE, READABLE, RECALL_FILTER, readable_id
 from cabrain.store.memories import COLUMNS
@@ -33,7 +33,9 @@ SUMMARY_READABLE = f"""
 MENTIONED = f"EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id AND {readable_id('me.memory_id')})"
 ENTITY_COLUMNS = """e.id, e.namespace, e.name, e.kind, e.updated_at,
 CASE WHEN v.summary_ok THEN e.summary END AS summary,
-CASE WHEN v.summary_ok THEN e.summarized_at END AS summarized_at"""
+CASE WHEN v.summary_ok THEN e.summarized_at END AS summarized_at,
+e.mentions, (SELECT p.n FROM entity_private_mentions p WHERE p.entity_id = e.id AND p.owner_agent_id = :agent) AS own,
+(e.metadata ->> 'merged_into')::uuid AS merged_into"""
 
 # A page of entities after the key :after (the last of the page before) whose key holds :part.
 LIST = Statement(
@@ -50,14 +52,33 @@ ORDER BY e.key
 LIMIT :limit
 """
 )
-# One entity, by :id or :key.
+# The same, the most mentioned first (by the current team and global memories that mention them: the
+# count every reader of the namespace shares, kept in ``entities.mentions``; migration 0023), after the
+# entity (:after_n, :after) ending the page before.
+BY_MENTIONS = Statement(
+    f"""
+WITH {ACCESS_CTE}
+SELECT {ENTITY_COLUMNS}, e.key
+FROM entities e
+CROSS JOIN LATERAL (SELECT {SUMMARY_READABLE} AS summary_ok) v
+WHERE e.namespace = :namespace
+  AND (:after::text IS NULL OR e.mentions < :after_n::int OR (e.mentions = :after_n::int AND e.key > :after))
+  AND (:part::text IS NULL OR strpos(e.key, :part) > 0)
+  AND {MENTIONED}
+ORDER BY e.mentions DESC, e.key
+LIMIT :limit
+"""
+)
+# One entity, by :id or :key (one merged into another is shown while that one is).
 ONE = Statement(
     f"""
 WITH {ACCESS_CTE}
 SELECT {ENTITY_COLUMNS}
 FROM entities e
 CROSS JOIN LATERAL (SELECT {SUMMARY_READABLE} AS summary_ok) v
-WHERE e.namespace = :namespace AND (e.id = :id::uuid OR e.key = :key::text) AND {MENTIONED}
+WHERE e.namespace = :namespace AND (e.id = :id::uuid OR e.key = :key::text)
+  AND ({MENTIONED} OR EXISTS (SELECT 1 FROM entities t WHERE t.id = (e.metadata ->> 'merged_into')::uuid
+                              AND {MENTIONED.replace("e.id", "t.id")}))
 ORDER BY e.id = :id::uuid DESC NULLS LAST
 LIMIT 1
 """
@@ -154,19 +175,47 @@ def to_entity(row: asyncpg.Record) -> Entity:
         summary=row["summary"],
         summarized_at=row["summarized_at"],
         updated_at=row["updated_at"],
+        mentions=int(row["mentions"]),
+        own_private_mentions=int(row["own"] or 0),
+        merged_into=row["merged_into"],
     )
 
 
 async def page(
-    conn: asyncpg.Connection, namespace: str, agent: str, *, key_part: str | None, after: str | None, limit: int
+    conn: asyncpg.Connection,
+    namespace: str,
+    agent: str,
+    *,
+    key_part: str | None,
+    after: str | None,
+    limit: int,
+    by_mentions: bool = False,
 ) -> tuple[list[Entity], str | None]:
-    """Up to ``limit`` entities after key ``after`` whose key holds ``key_part``, and the cursor of the
-    next page (None on the last)."""
-    args = LIST.args(namespace=namespace, agent=agent, after=after, part=key_part, limit=limit + 1)
-    rows = await conn.fetch(LIST.sql, *args)
+    """Up to ``limit`` entities after cursor ``after`` whose key holds ``key_part``, in key order (or
+    the most mentioned first), and the cursor of the next page (None on the last). A cursor by
+    mentions is ``"<mentions>:<key>"``; a malformed one is :class:`InputError`."""
+    if by_mentions:
+        count, _, key = (after or "").partition(":")
+        if after is not None and not count.isdigit():
+            raise InputError(f"cursor {after!r} is not one this listing gave (by mentions)")
+        args = BY_MENTIONS.args(
+            namespace=namespace,
+            agent=agent,
+            after=key if after is not None else None,
+            after_n=int(count) if after is not None else None,
+            part=key_part,
+            limit=limit + 1,
+        )
+        rows = await conn.fetch(BY_MENTIONS.sql, *args)
+    else:
+        args = LIST.args(namespace=namespace, agent=agent, after=after, part=key_part, limit=limit + 1)
+        rows = await conn.fetch(LIST.sql, *args)
     more = len(rows) > limit
     rows = rows[:limit]
-    return [to_entity(r) for r in rows], rows[-1]["key"] if more else None
+    if not more:
+        return [to_entity(r) for r in rows], None
+    last = rows[-1]
+    return [to_entity(r) for r in rows], f"{last['mentions']}:{last['key']}" if by_mentions else last["key"]
 
 
 async def one(
@@ -216,16 +265,17 @@ async def recall_summaries(
 
 # --- naming and linking on write (cabrain.write.writer, cabrain.sleep.writing) ---------------------------
 KNOWN_ENTITY_KEYS = "SELECT key FROM entities WHERE namespace = $1 AND key = ANY($2::text[])"
-# The entities (by key) and the memories' links to them, in one statement.
+# The entities (by key) and the memories' links to them, in one statement (a name merged into another
+# entity by a person links to that one).
 UPSERT_AND_LINK = """
 WITH up AS (
     INSERT INTO entities (namespace, name, key)
     SELECT $1, t.name, t.key FROM unnest($2::text[], $3::text[]) AS t(name, key) ORDER BY t.key
     ON CONFLICT (namespace, key) DO UPDATE SET updated_at = now()
-    RETURNING id, key
+    RETURNING id, key, (metadata ->> 'merged_into')::uuid AS merged_into
 )
 INSERT INTO memory_entities (memory_id, entity_id)
-SELECT l.memory_id, up.id FROM unnest($4::uuid[], $5::text[]) AS l(memory_id, key) JOIN up USING (key)
+SELECT l.memory_id, coalesce(up.merged_into, up.id) FROM unnest($4::uuid[], $5::text[]) AS l(memory_id, key) JOIN up USING (key)
 ORDER BY 1, 2
 ON CONFLICT DO NOTHING
 """

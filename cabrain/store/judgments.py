@@ -21,6 +21,7 @@ import asyncpg
 
 from cabrain.errors import ConflictError
 from cabrain.store import entities as entity_sql
+from cabrain.store import entity_changes
 
 # The state a judgment changes, per memory.
 STATE = ("invalid_at", "superseded_by", "metadata", "importance", "access_count", "pinned")
@@ -39,8 +40,9 @@ WHERE m.id = $1 AND m.valid_at = $2
 """
 INSERT = """
 INSERT INTO judgments (id, namespace, kind, origin, agent_id, run_id, reason, inputs, changes, links, memory_ids, reverts,
-                       entities)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::uuid[], $12, $13::jsonb)
+                       entities, decided_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::uuid[], $12, $13::jsonb,
+        coalesce($14::text, judgment_decided_by($4, $6, $7)))
 """
 ENTITY_STATE = """
 SELECT id, name, summary, summary_sources, summarized_at FROM entities WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
@@ -58,7 +60,20 @@ GET = "SELECT * FROM judgments WHERE id = $1"
 OF_MEMORY = """
 SELECT * FROM judgments WHERE memory_ids @> ARRAY[$1::uuid] ORDER BY created_at DESC, id LIMIT $2
 """
+FORGOTTEN_ONE = "SELECT forgotten_at IS NOT NULL FROM memory_ids WHERE id = $1"
 FORGOTTEN = "SELECT id FROM memory_ids WHERE id = ANY($1::uuid[]) AND forgotten_at IS NOT NULL"
+# A forget undone (a forget judgment reverted, a memory restored): its identity no longer says
+# forgotten, so recall and archive recall find it again. Not once the cold tier purged it.
+UNFORGET = """
+UPDATE memory_ids SET forgotten_at = NULL, forgotten_by = NULL, forget_reason = NULL
+WHERE id = ANY($1::uuid[]) AND purged_at IS NULL RETURNING id
+"""
+# A forget done again (a restore reverted): $1 ids, $2 agent, $3 reason.
+REFORGET = """
+UPDATE memory_ids SET forgotten_at = coalesce(forgotten_at, now()), forgotten_by = coalesce(forgotten_by, $2),
+                      forget_reason = coalesce(forget_reason, $3)
+WHERE id = ANY($1::uuid[])
+"""
 MARK_REVERTED = "UPDATE judgments SET reverted_by = $2 WHERE id = $1 AND reverted_by IS NULL RETURNING id"
 ADD_LINK = """
 INSERT INTO memory_sources (memory_id, source_id, relation, run_id) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
@@ -132,8 +147,8 @@ class Change:
 @dataclass
 class Judgment:
     namespace: str
-    kind: str  # supersede | invalidate | merge | revert
-    origin: str  # write | correction | dedup | reconsolidate | revert
+    kind: str  # supersede | invalidate | merge | revert | correction | forget | restore | a sleep step's
+    origin: str  # write | correction | dedup | reconsolidate | revert | person | a sleep step's
     reason: str
     agent_id: str | None = None
     run_id: uuid.UUID | None = None
@@ -145,6 +160,8 @@ class Judgment:
     # entity summaries it changed: {entity_id, name, before, after} (states as entity_state gives them)
     entities: list[dict[str, Any]] = field(default_factory=list)
     id: uuid.UUID = field(default_factory=uuid.uuid4)
+    # write | sleep | person | import (None: derived from origin, run and reason: judgment_decided_by)
+    decided_by: str | None = None
 
 
 async def record(conn: asyncpg.Connection, judgment: Judgment) -> uuid.UUID:
@@ -163,6 +180,7 @@ async def record(conn: asyncpg.Connection, judgment: Judgment) -> uuid.UUID:
         sorted({c.memory_id for c in judgment.changes} | judgment.related),
         judgment.reverts,
         json.dumps(judgment.entities, ensure_ascii=False, default=str),
+        judgment.decided_by,
     )
     return judgment.id
 
@@ -221,6 +239,16 @@ async def supersede(
     return done is not None
 
 
+async def with_new_version(conn: asyncpg.Connection, judgment: Judgment, new_id: uuid.UUID, now: datetime) -> None:
+    """Make a correction's new version part of it: its state before the correction is recorded as
+    out of recall since it was written, so reverting the correction takes it out of recall again
+    (and the old version, current again, is the only one that ever held)."""
+    [row] = await conn.fetch(CURRENT_STATE, [new_id])
+    after = _state(row)
+    before = {**after, "invalid_at": now.isoformat(), "metadata": {**after["metadata"], "withdrawn_by": str(judgment.id)}}
+    judgment.changes.append(Change(new_id, row["valid_at"], before, after))
+
+
 async def of_memory(conn: asyncpg.Connection, memory_id: uuid.UUID, limit: int = 50) -> list[asyncpg.Record]:
     return await conn.fetch(OF_MEMORY, memory_id, limit)
 
@@ -268,6 +296,8 @@ async def undo_into(conn: asyncpg.Connection, row: asyncpg.Record, undo: Judgmen
             hint="revert that revert to bring this judgment back",
         )
     undo.related |= set(row["memory_ids"])
+    inputs = json.loads(row["inputs"])
+    await unforget(conn, inputs.get("forgotten", []), undo)
     changes = [_as_change(c) for c in json.loads(row["changes"])]
     forgotten = {r["id"] for r in await conn.fetch(FORGOTTEN, [c.memory_id for c in changes])}
     for c in reversed(changes):
@@ -298,6 +328,9 @@ async def undo_into(conn: asyncpg.Connection, row: asyncpg.Record, undo: Judgmen
         undo.changes.append(Change(c.memory_id, now["valid_at"], state, target))
     entities = list(json.loads(row["entities"])) if "entities" in row.keys() else []
     for e in reversed(entities):
+        if e.get("change") in ("merge", "rename"):  # a person's (cabrain.entity_care)
+            undo.entities.append(await entity_changes.undo(conn, e))
+            continue
         if "alias_of" in e:  # an alias merge (cabrain.sleep.aliases), or the undoing of one
             undone = await (entity_sql.merge_alias_again if e.get("unmerged") else entity_sql.unmerge_alias)(conn, e)
             undo.entities.append(undone)
@@ -323,6 +356,22 @@ async def undo_into(conn: asyncpg.Connection, row: asyncpg.Record, undo: Judgmen
         else:
             await conn.execute(ADD_LINK, *args, uuid.UUID(link["run_id"]) if link.get("run_id") else None)
         undo.links.append({**link, "op": "remove" if link["op"] == "add" else "add"})
+    if inputs.get("unforgotten"):  # a restore (or a forget's revert) undone: forgotten again
+        ids = [uuid.UUID(i) for i in inputs["unforgotten"]]
+        await conn.execute(REFORGET, ids, undo.agent_id, undo.reason)
+        undo.inputs["forgotten"] = [*undo.inputs.get("forgotten", []), *inputs["unforgotten"]]
+
+
+async def unforget(conn: asyncpg.Connection, forgotten: list[str], undo: Judgment) -> None:
+    """A forget undone: the identities of ``forgotten`` no longer say forgotten (first, so the
+    memories may be made current again); refused for one the cold tier has purged since."""
+    if not forgotten:
+        return
+    ids = [uuid.UUID(i) for i in forgotten]
+    back = {r["id"] for r in await conn.fetch(UNFORGET, ids)}
+    if gone := [str(i) for i in ids if i not in back]:
+        raise ConflictError(f"memory {gone[0]} was purged from the cold tier after it was forgotten; it cannot come back")
+    undo.inputs["unforgotten"] = [*undo.inputs.get("unforgotten", []), *forgotten]
 
 
 def _as_change(c: dict[str, Any]) -> Change:
@@ -336,6 +385,7 @@ def describe(row: asyncpg.Record) -> dict[str, Any]:
         "namespace": row["namespace"],
         "kind": row["kind"],
         "origin": row["origin"],
+        "decided_by": row["decided_by"],
         "agent": row["agent_id"],
         "run_id": str(row["run_id"]) if row["run_id"] else None,
         "reason": row["reason"],
@@ -368,4 +418,6 @@ __all__ = [
     "revert",
     "supersede",
     "undo_into",
+    "unforget",
+    "with_new_version",
 ]

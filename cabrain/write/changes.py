@@ -57,18 +57,36 @@ async def writable(
 
 
 async def forget(engine: Engine, agent: str, memory_id: uuid.UUID, *, reason: str | None) -> None:
-    """Soft-forget (see :meth:`cabrain.brain.Brain.forget`)."""
+    """Soft-forget (see :meth:`cabrain.brain.Brain.forget`), as a revertible judgment of kind
+    ``forget``: its revert (or :func:`cabrain.write.corrections.restore`) brings the memory back. A
+    memory forgotten already is left as it is (no second judgment)."""
     if reason and engine.settings.redact_secrets:
         reason = redact(reason)  # stored with the memory and its identity
     meta: dict[str, Any] = {"forgotten_by": agent, **({"forget_reason": reason} if reason else {})}
     async with engine.pool.acquire() as conn, conn.transaction():
         memory, namespace = await writable(conn, agent, memory_id, archived_too=True)
+        if await conn.fetchval(judgments.FORGOTTEN_ONE, memory_id):
+            return
+        judgment = judgments.Judgment(
+            namespace,
+            "forget",
+            "person",
+            reason or "forgotten",
+            agent_id=agent,
+            inputs={"forgotten": [str(memory_id)], **({"tier": "cold"} if memory is None else {})},
+            related={memory_id},
+            decided_by="person",
+        )
         if memory is None:
-            meta["tier"] = "cold"
+            meta["tier"] = "cold"  # kept in the cold tier as it was; its identity records the forget
         else:
-            await conn.fetchval(sql.INVALIDATE, memory_id, json.dumps(meta, ensure_ascii=False), None)
+            update: dict[str, Any] = {"metadata": {**meta, "judgment": str(judgment.id)}}
+            if memory.invalid_at is None:
+                update["invalid_at"] = engine.clock().isoformat()
+            await judgments.change(conn, judgment, memory_id, update)
         await conn.execute(sql.FORGET_IDENTITY, memory_id, agent, reason)
         await conn.execute(inbox_sql.FORGET, memory_id)  # the raw captured text it came from, if still kept
+        await judgments.record(conn, judgment)
         await sql.insert_events(
             conn,
             [{"namespace": namespace, "op": "forget", "memory_id": memory_id, "agent_id": agent, "metadata": meta}],
@@ -84,9 +102,11 @@ async def reconsolidate(
     reason: str | None,
     source_ref: str | None,
     idempotency_key: str | None = None,
+    origin: str = "correction",
 ) -> RetainResult:
-    """Replace a memory with a corrected version (see :meth:`cabrain.brain.Brain.reconsolidate`)."""
-    request = requests.digest("reconsolidate", old_id, corrected_content, reason, source_ref)
+    """Replace a memory with a corrected version (see :meth:`cabrain.brain.Brain.reconsolidate`);
+    ``origin`` "person": a person's correction (:meth:`cabrain.brain.Brain.correct`)."""
+    request = requests.digest("reconsolidate" if origin == "correction" else origin, old_id, corrected_content, reason, source_ref)
     async with engine.pool.acquire() as conn:
         old, _ = await writable(conn, agent, old_id)
         done = None
@@ -113,7 +133,14 @@ async def reconsolidate(
         metadata={**old.metadata, "reconsolidated_from": str(old_id), **({"reason": reason} if reason else {})},
     )
     [result] = await retain(
-        engine, agent, [item], decide_writes=False, supersede=old_id, idempotency_key=idempotency_key, request=request
+        engine,
+        agent,
+        [item],
+        decide_writes=False,
+        supersede=old_id,
+        supersede_origin=origin,
+        idempotency_key=idempotency_key,
+        request=request,
     )
     return _corrected(result, old_id, reason)
 
@@ -230,7 +257,10 @@ async def restore_rows(
 
 
 async def may_see_judgment(conn: asyncpg.Connection, agent: str, row: asyncpg.Record) -> bool:
-    """Every memory a judgment is about is readable by ``agent`` (it shows their states)."""
+    """Every memory a judgment is about is readable by ``agent`` (it shows their states); one about no
+    memory (a person's entity merge or rename) by whoever may read its namespace."""
+    if not row["memory_ids"]:
+        return (await access.caller(conn, agent, row["namespace"])).team_ok
     return await access.may_read_all(conn, agent, row["namespace"], list(row["memory_ids"]))
 
 

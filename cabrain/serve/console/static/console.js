@@ -13,23 +13,45 @@ document.addEventListener("keydown", (event) => {
   }
 });
 
-// The entity graph: nodes and edges from the page's graph.json, laid out by a force simulation
-// whose repulsion only looks at neighbouring grid cells (linear in the nodes, so thousands stay
-// smooth), drawn on a canvas. Text is drawn as text (fillText) and listed with textContent only.
+// ==== The entity graph (issue 36, entities) ==========================================================
+// Nodes and edges from the page's graph.json, laid out by a force simulation whose repulsion only
+// looks at neighbouring grid cells (linear in the nodes, so thousands stay smooth), drawn on a canvas
+// fitted to the nodes' bounding box (refitted on resize until the person pans or zooms). Labels are
+// drawn as text (fillText) and listed with textContent only. Colours come from the page's CSS
+// variables (dark mode). Keyboard: arrow keys move the selection to the nearest node that way, Enter
+// opens it, + and - zoom, 0 fits again. Each node's place on the canvas (CSS pixels) is kept on its
+// item of the text list (data-x, data-y) and the selection on the canvas (data-selected).
 (function () {
   const canvas = document.getElementById("graph");
   if (!canvas) return;
   const status = document.getElementById("graph-status");
   const list = document.getElementById("graph-list");
+  const edgeList = document.getElementById("graph-edges");
   const namespace = canvas.dataset.namespace;
   const ctx = canvas.getContext("2d");
-  let nodes = [], edges = [], byId = new Map();
-  let view = { x: 0, y: 0, k: 1 }, hover = null, ticks = 0;
+  const PAD = 24, LABEL = 28;  // px kept free at the edges; characters of a label drawn
+  let nodes = [], edges = [], byId = new Map(), items = new Map();
+  let view = { x: 0, y: 0, k: 1 }, fitted = true, hover = null, selected = null, ticks = 0;
 
+  function colour(name, fallback) {
+    const value = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    return value || fallback;
+  }
+  function palette() {
+    return {
+      edge: colour("--graph-edge", "rgba(90,100,110,0.35)"), center: colour("--graph-center", "#b3261e"),
+      entity: colour("--graph-entity", "#0b5cad"), memory: colour("--graph-memory", "#8a96a0"),
+      label: colour("--graph-label", colour("--fg", "#1d2327")), focus: colour("--accent", "#0b5cad"),
+    };
+  }
+  function short(text) { return text.length > LABEL ? text.slice(0, LABEL - 1) + "…" : text; }
   function href(node) {
     return node.kind === "entity"
       ? "/console/entity?namespace=" + encodeURIComponent(namespace) + "&name=" + encodeURIComponent(node.ref)
       : "/console/memories/" + encodeURIComponent(node.ref);
+  }
+  function screen(n) {
+    return { x: canvas.clientWidth / 2 + view.x + n.x * view.k, y: canvas.clientHeight / 2 + view.y + n.y * view.k };
   }
 
   function resize() {
@@ -37,6 +59,16 @@ document.addEventListener("keydown", (event) => {
     canvas.width = canvas.clientWidth * ratio;
     canvas.height = canvas.clientHeight * ratio;
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  }
+
+  function fit() {  // every node (and the start of its label) inside the canvas
+    if (!nodes.length) return;
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (const n of nodes) { x0 = Math.min(x0, n.x); y0 = Math.min(y0, n.y); x1 = Math.max(x1, n.x); y1 = Math.max(y1, n.y); }
+    const w = Math.max(1, canvas.clientWidth - 2 * PAD - 60), h = Math.max(1, canvas.clientHeight - 2 * PAD);
+    view.k = Math.min(3, w / Math.max(1, x1 - x0), h / Math.max(1, y1 - y0));
+    view.x = -((x0 + x1) / 2) * view.k - 30;  // room on the right for labels
+    view.y = -((y0 + y1) / 2) * view.k;
   }
 
   function step() {
@@ -53,7 +85,7 @@ document.addEventListener("keydown", (event) => {
         if (!near) continue;
         for (const m of near) {
           if (m === n) continue;
-          let ex = n.x - m.x, ey = n.y - m.y, d2 = ex * ex + ey * ey || 0.01;
+          const ex = n.x - m.x, ey = n.y - m.y, d2 = ex * ex + ey * ey || 0.01;
           if (d2 > cell * cell) continue;
           const f = 120 / d2;
           n.vx += ex * f; n.vy += ey * f;
@@ -63,7 +95,7 @@ document.addEventListener("keydown", (event) => {
     }
     for (const e of edges) {
       const a = e.a, b = e.b, ex = b.x - a.x, ey = b.y - a.y;
-      const d = Math.sqrt(ex * ex + ey * ey) || 0.01, f = (d - 50) * 0.02;
+      const d = Math.sqrt(ex * ex + ey * ey) || 0.01, f = (d - (e.together ? 90 : 50)) * (e.together ? 0.005 : 0.02);
       a.vx += ex / d * f; a.vy += ey / d * f; b.vx -= ex / d * f; b.vy -= ey / d * f;
     }
     for (const n of nodes) {
@@ -74,39 +106,51 @@ document.addEventListener("keydown", (event) => {
   }
 
   function draw() {
-    const w = canvas.clientWidth, h = canvas.clientHeight;
+    const w = canvas.clientWidth, h = canvas.clientHeight, c = palette();
+    if (fitted) fit();
     ctx.clearRect(0, 0, w, h);
     ctx.save();
     ctx.translate(w / 2 + view.x, h / 2 + view.y);
     ctx.scale(view.k, view.k);
-    ctx.strokeStyle = "rgba(90,100,110,0.25)";
-    ctx.lineWidth = 1 / view.k;
-    ctx.beginPath();
-    for (const e of edges) { ctx.moveTo(e.a.x, e.a.y); ctx.lineTo(e.b.x, e.b.y); }
-    ctx.stroke();
+    ctx.strokeStyle = c.edge;
+    for (const e of edges) {
+      ctx.lineWidth = (e.together ? 1.5 + Math.min(6, Math.log2(1 + e.weight)) : 1) / view.k;
+      ctx.beginPath(); ctx.moveTo(e.a.x, e.a.y); ctx.lineTo(e.b.x, e.b.y); ctx.stroke();
+    }
     for (const n of nodes) {
-      ctx.fillStyle = n.center ? "#b3261e" : n.kind === "entity" ? "#0b5cad" : "#8a96a0";
+      ctx.fillStyle = n.center ? c.center : n.kind === "entity" ? c.entity : c.memory;
       ctx.beginPath();
-      ctx.arc(n.x, n.y, (n.kind === "entity" ? 6 : 3.5) / Math.sqrt(view.k), 0, 2 * Math.PI);
+      if (n.kind === "entity") ctx.arc(n.x, n.y, 7 / view.k, 0, 2 * Math.PI);
+      else ctx.rect(n.x - 4 / view.k, n.y - 4 / view.k, 8 / view.k, 8 / view.k);
       ctx.fill();
+      if (n === selected) {
+        ctx.strokeStyle = c.focus; ctx.lineWidth = 3 / view.k;
+        ctx.beginPath(); ctx.arc(n.x, n.y, 12 / view.k, 0, 2 * Math.PI); ctx.stroke();
+        ctx.strokeStyle = c.edge;
+      }
     }
-    ctx.fillStyle = "#1d2327";
-    ctx.font = (12 / view.k) + "px system-ui, sans-serif";
+    ctx.fillStyle = c.label;
     const labelAll = nodes.length < 150 || view.k > 1.5;
+    let drawn = 0;
     for (const n of nodes) {
-      if (n.kind === "entity" && (labelAll || n.center)) ctx.fillText(n.label, n.x + 8 / view.k, n.y + 4 / view.k);
-    }
-    if (hover) {
-      ctx.fillStyle = "#000";
-      ctx.fillText(hover.label.slice(0, 120), hover.x + 8 / view.k, hover.y - 8 / view.k);
+      if (!(labelAll || n.center || n.kind === "entity" || n === selected || n === hover)) continue;
+      ctx.font = (n.kind === "entity" ? "600 " : "") + (12 / view.k) + "px system-ui, sans-serif";
+      ctx.fillText(n === hover || n === selected ? n.label.slice(0, 120) : short(n.label), n.x + 10 / view.k, n.y + 4 / view.k);
+      drawn++;
     }
     ctx.restore();
+    canvas.dataset.labels = String(drawn);
+    for (const n of nodes) {
+      const p = screen(n), li = items.get(n.id);
+      if (li) { li.dataset.x = p.x.toFixed(1); li.dataset.y = p.y.toFixed(1); }
+    }
   }
 
   function animate() {
     for (let i = 0; i < 5 && ticks < 400; i++, ticks++) step();
     draw();
     if (ticks < 400) requestAnimationFrame(animate);
+    else canvas.dataset.settled = "true";
   }
 
   function at(event) {
@@ -121,12 +165,49 @@ document.addEventListener("keydown", (event) => {
     return best;
   }
 
+  function select(n) {
+    selected = n;
+    canvas.dataset.selected = n ? n.id : "";
+    if (n) status.textContent = (n.kind === "entity" ? "Entity: " : "Memory: ") + n.label.slice(0, 200) + " (Enter opens it)";
+    draw();
+  }
+
+  function nearest(dx, dy) {  // the closest node in the direction (dx, dy) on screen from the selection
+    if (!selected) return byId.get(canvas.dataset.center) || nodes[0];
+    const from = screen(selected);
+    let best = null, bestScore = Infinity;
+    for (const n of nodes) {
+      if (n === selected) continue;
+      const p = screen(n), ex = p.x - from.x, ey = p.y - from.y, along = ex * dx + ey * dy;
+      if (along <= 0) continue;
+      const across = Math.abs(ex * dy - ey * dx), score = along + 2 * across;
+      if (score < bestScore) { best = n; bestScore = score; }
+    }
+    return best || selected;
+  }
+
+  function zoom(factor) {
+    fitted = false;
+    view.k = Math.max(0.1, Math.min(8, view.k * factor));
+    draw();
+  }
+
+  canvas.addEventListener("keydown", (e) => {
+    const moves = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1] };
+    if (moves[e.key]) { e.preventDefault(); select(nearest(moves[e.key][0], moves[e.key][1])); }
+    else if (e.key === "Enter" && selected) { e.preventDefault(); window.location.href = href(selected); }
+    else if (e.key === "+" || e.key === "=") { e.preventDefault(); zoom(1.25); }
+    else if (e.key === "-") { e.preventDefault(); zoom(1 / 1.25); }
+    else if (e.key === "0") { e.preventDefault(); fitted = true; draw(); }
+  });
+  canvas.addEventListener("focus", () => { if (!selected && nodes.length) select(nearest(0, 0)); });
+
   let drag = null, moved = false;
   canvas.addEventListener("pointerdown", (e) => { drag = { x: e.clientX, y: e.clientY }; moved = false; canvas.setPointerCapture(e.pointerId); });
   canvas.addEventListener("pointermove", (e) => {
     if (drag) {
       const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
-      if (Math.abs(dx) + Math.abs(dy) > 2) moved = true;
+      if (Math.abs(dx) + Math.abs(dy) > 2) { moved = true; fitted = false; }
       view.x += dx; view.y += dy; drag = { x: e.clientX, y: e.clientY }; draw();
     } else {
       const found = at(e);
@@ -137,12 +218,9 @@ document.addEventListener("keydown", (event) => {
     drag = null;
     if (!moved) { const found = at(e); if (found) window.location.href = href(found); }
   });
-  canvas.addEventListener("wheel", (e) => {
-    e.preventDefault();
-    view.k = Math.max(0.1, Math.min(8, view.k * (e.deltaY < 0 ? 1.15 : 1 / 1.15)));
-    draw();
-  }, { passive: false });
+  canvas.addEventListener("wheel", (e) => { e.preventDefault(); zoom(e.deltaY < 0 ? 1.15 : 1 / 1.15); }, { passive: false });
   window.addEventListener("resize", () => { resize(); draw(); });
+  if (window.matchMedia) window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", draw);
 
   fetch(canvas.dataset.src, { credentials: "same-origin" })
     .then((r) => r.ok ? r.json() : Promise.reject(new Error("the graph could not be loaded (" + r.status + ")")))
@@ -152,22 +230,31 @@ document.addEventListener("keydown", (event) => {
         return Object.assign({}, n, { x: radius * Math.cos(angle), y: radius * Math.sin(angle), vx: 0, vy: 0 });
       });
       byId = new Map(nodes.map((n) => [n.id, n]));
+      canvas.dataset.center = data.center;
       const center = byId.get(data.center);
       if (center) { center.center = true; center.fixed = true; center.x = center.y = 0; }
-      edges = data.edges.map((e) => ({ a: byId.get(e.source), b: byId.get(e.target) })).filter((e) => e.a && e.b);
-      const entities = nodes.filter((n) => n.kind === "entity").length;
+      edges = data.edges.map((e) => ({ a: byId.get(e.source), b: byId.get(e.target), together: e.kind !== "mentions", weight: e.weight || 1 }))
+        .filter((e) => e.a && e.b);
+      const entities = nodes.filter((n) => n.kind === "entity").length, together = edges.filter((e) => e.together);
       status.textContent = entities + " entities, " + (nodes.length - entities) + " memories, " + edges.length + " links";
       canvas.dataset.nodes = String(nodes.length);
       for (const n of nodes) {
         const li = document.createElement("li"), a = document.createElement("a");
         a.href = href(n); a.textContent = (n.kind === "entity" ? "entity: " : "memory: ") + n.label;
-        a.dir = "auto"; li.appendChild(a); list.appendChild(li);
+        a.dir = "auto"; li.dataset.id = n.id; li.appendChild(a); list.appendChild(li); items.set(n.id, li);
+      }
+      for (const e of together) {
+        const li = document.createElement("li");
+        li.className = "together";
+        li.textContent = e.a.label + " and " + e.b.label + ": mentioned together " + e.weight + " time" + (e.weight === 1 ? "" : "s");
+        edgeList.appendChild(li);
       }
       resize();
       animate();
     })
     .catch((error) => { status.textContent = error.message; });
 })();
+// ==== end of the entity graph ========================================================================
 
 // The capture feed: polls capture.json for what was stored since the newest item shown and adds it
 // on top, built with text nodes only (the [REDACTED] marks included).
@@ -254,3 +341,65 @@ document.addEventListener("keydown", (event) => {
   source.onopen = function () { if (status) status.textContent = "Live: connected"; };
   source.onerror = function () { if (status) status.textContent = "Live: reconnecting"; };
 })();
+
+// --- Import/export (the transfer page): the upload sent with XMLHttpRequest, its progress drawn
+// from the upload's events, then "importing" until the server's answer, whose main part (the
+// summary, or the refusal with the form as it was sent) replaces the page's. Without this script the
+// form posts as it is. The answer is parsed with DOMParser, which runs none of it.
+(function () {
+  function wire() {
+    const form = document.getElementById("import-form");
+    if (!form || !window.FormData || !window.XMLHttpRequest || !window.DOMParser) return;
+    const box = document.getElementById("upload-progress");
+    const bar = document.getElementById("upload-bar");
+    const status = document.getElementById("upload-status");
+    const button = form.querySelector("button[type=submit]");
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const xhr = new XMLHttpRequest();
+      xhr.open("POST", form.action);
+      xhr.responseType = "text";
+      box.hidden = false;
+      bar.max = 100;
+      bar.value = 0;
+      status.textContent = "Uploading…";
+      button.disabled = true;
+      xhr.upload.addEventListener("progress", (e) => {
+        if (!e.lengthComputable) return;
+        bar.value = Math.round((100 * e.loaded) / e.total);
+        status.textContent = "Uploading… " + bar.value + "%";
+      });
+      xhr.upload.addEventListener("load", () => {
+        bar.removeAttribute("value");  // indeterminate: the server imports now
+        status.textContent = "Uploaded; importing…";
+      });
+      xhr.addEventListener("load", () => {
+        const type = xhr.getResponseHeader("Content-Type") || "";
+        if (type.startsWith("text/html")) {
+          const fresh = new DOMParser().parseFromString(xhr.responseText, "text/html").getElementById("main");
+          const main = document.getElementById("main");
+          if (fresh && main) {
+            main.replaceWith(document.importNode(fresh, true));
+            wire();
+            const said = document.getElementById("import-summary") || document.getElementById("transfer-error");
+            if (said) { said.tabIndex = -1; said.focus(); }
+            return;
+          }
+        }
+        let message = "the server answered " + xhr.status;
+        try { message = JSON.parse(xhr.responseText).error.message || message; } catch (_) { /* not JSON */ }
+        status.textContent = "The import failed: " + message;
+        bar.value = 0;
+        button.disabled = false;
+      });
+      xhr.addEventListener("error", () => {
+        status.textContent = "The upload failed: the connection to the server was lost.";
+        bar.value = 0;
+        button.disabled = false;
+      });
+      xhr.send(new FormData(form));
+    });
+  }
+  wire();
+})();
+// --- end of import/export ---

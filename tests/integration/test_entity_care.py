@@ -1,0 +1,134 @@
+"""Entities looked after by people: mention counts that never count another agent's private memory,
+kept as memories change; rename and merge as judgments that ``revert`` undoes exactly."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound
+from cabrain.types import MemoryInput, Network, Visibility
+
+TEAM = [
+    "We moved the job queue to Valkey last sprint.",
+    "Valkey needs 4 GB of memory on the cache node.",
+    "The team watches Valkey with Grafana dashboards.",
+    "Grafana alerts page the on-call engineer.",
+]
+BOB_PRIVATE = "Bob's note: Valkey and Grafana both need upgrades."
+
+
+async def _retain(brain, agent: str, text: str, visibility: Visibility = Visibility.TEAM) -> uuid.UUID:
+    [r] = await brain.retain(agent, MemoryInput(text, "proj", visibility=visibility, network=Network.FACT))
+    return r.memory_id
+
+
+@pytest.fixture
+async def team(brain) -> dict[str, uuid.UUID]:
+    """alice's team memories in proj; bob may read and write it and keeps a private memory there."""
+    ids = {text: await _retain(brain, "alice", text) for text in TEAM}
+    await brain.share("alice", "proj", "bob", can_read=True, can_write=True)
+    await brain.accept_grant("bob", "proj")
+    ids[BOB_PRIVATE] = await _retain(brain, "bob", BOB_PRIVATE, Visibility.PRIVATE)
+    return ids
+
+
+async def _links(dsn: str, name: str) -> set[uuid.UUID]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT me.memory_id FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
+            "WHERE e.namespace = 'proj' AND e.name = $1",
+            name,
+        )
+        return {r["memory_id"] for r in rows}
+    finally:
+        await conn.close()
+
+
+def _counts(page) -> dict[str, tuple[int, int]]:
+    return {e.name: (e.mentions, e.own_private_mentions) for e in page.entities}
+
+
+async def test_counts_are_of_readable_memories_only_and_follow_forgets(brain, team) -> None:
+    alice = _counts(await brain.entities("alice", "proj", limit=200))
+    bob = _counts(await brain.entities("bob", "proj", limit=200))
+    # bob's private memory counts for bob (as his own) and never for alice
+    assert alice["Valkey"] == (3, 0) and bob["Valkey"] == (3, 1)
+    assert alice["Grafana"] == (2, 0) and bob["Grafana"] == (2, 1)
+    # the count is what the entity's page counts
+    assert (await brain.entity("alice", "proj", "Valkey")).mentions == 3
+    assert (await brain.entity("bob", "proj", "Valkey")).mentions == 4
+    # forgetting a memory takes it out of the count; the order by mentions follows
+    await brain.forget("alice", team[TEAM[0]])
+    assert _counts(await brain.entities("alice", "proj", limit=200))["Valkey"] == (2, 0)
+    ranked = await brain.entities("alice", "proj", sort="mentions", limit=200)
+    mentions = [e.mentions for e in ranked.entities]
+    assert mentions == sorted(mentions, reverse=True)
+    # paging by mentions walks the same order
+    first = await brain.entities("alice", "proj", sort="mentions", limit=1)
+    second = await brain.entities("alice", "proj", sort="mentions", limit=1, cursor=first.next_cursor)
+    assert [first.entities[0].name, second.entities[0].name] == [e.name for e in ranked.entities[:2]]
+    with pytest.raises(InputError):
+        await brain.entities("alice", "proj", sort="size")
+    with pytest.raises(InputError):
+        await brain.entities("alice", "proj", sort="mentions", cursor="not-a-cursor")
+
+
+async def test_merge_then_revert_puts_every_link_back_exactly(brain, team, db_dsn) -> None:
+    valkey, grafana = await _links(db_dsn, "Valkey"), await _links(db_dsn, "Grafana")
+    judgment = await brain.merge_entity("alice", "proj", "Grafana", "Valkey", reason="one dashboard")
+    assert (judgment["kind"], judgment["origin"]) == ("entity_merge", "person")
+    assert await _links(db_dsn, "Grafana") == set() and await _links(db_dsn, "Valkey") == valkey | grafana
+    merged = (await brain.entity("alice", "proj", "Grafana")).entity  # kept, marked
+    assert merged.merged_into == (await brain.entity("alice", "proj", "Valkey")).entity.id
+    assert "Grafana" not in _counts(await brain.entities("alice", "proj", limit=200))
+    # a memory that names it after the merge mentions the entity it was merged into
+    later = await _retain(brain, "alice", "Grafana got a new theme.")
+    assert later in await _links(db_dsn, "Valkey")
+    undo = await brain.revert("alice", judgment_id=judgment["id"])
+    assert await _links(db_dsn, "Grafana") == grafana
+    assert await _links(db_dsn, "Valkey") == valkey | {later}
+    assert (await brain.entity("alice", "proj", "Grafana")).entity.merged_into is None
+    assert _counts(await brain.entities("alice", "proj", limit=200))["Grafana"] == (2, 0)
+    # and the revert of the revert merges them again
+    await brain.revert("alice", judgment_id=undo["id"])
+    assert await _links(db_dsn, "Grafana") == set()
+
+
+async def test_rename_then_revert_and_a_taken_name(brain, team) -> None:
+    judgment = await brain.rename_entity("alice", "proj", "Valkey", "Valkey cluster")
+    assert judgment["kind"] == "entity_rename"
+    assert (await brain.entity("alice", "proj", "valkey CLUSTER")).entity.name == "Valkey cluster"
+    with pytest.raises(NotFound):
+        await brain.entity("alice", "proj", "Valkey")
+    with pytest.raises(ConflictError) as taken:
+        await brain.rename_entity("alice", "proj", "Grafana", "valkey cluster")
+    assert "merge" in (taken.value.hint or "")
+    await brain.revert("alice", judgment_id=judgment["id"])
+    assert (await brain.entity("alice", "proj", "Valkey")).entity.name == "Valkey"
+
+
+async def test_only_writers_of_the_namespace_merge_or_rename(brain, team) -> None:
+    await brain.share("alice", "proj", "carol", can_read=True)
+    with pytest.raises((AccessDenied, NotFound)):
+        await brain.rename_entity("carol", "proj", "Valkey", "Redis")
+    with pytest.raises((AccessDenied, NotFound)):
+        await brain.merge_entity("carol", "proj", "Grafana", "Valkey")
+    with pytest.raises(ConflictError):
+        await brain.merge_entity("alice", "proj", "Valkey", "Valkey")
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(max_size=300))
+async def test_any_new_name_is_renamed_or_refused_clearly(brain, team, name: str) -> None:
+    try:
+        judgment = await brain.rename_entity("alice", "proj", "Grafana", name)
+    except (InputError, ConflictError) as refused:
+        assert refused.message
+        return
+    await brain.revert("alice", judgment_id=judgment["id"])
