@@ -57,6 +57,34 @@ class Candidate:
     fused: float = 0.0
     thread_boost: float = 0.0
     speaker_boost: float = 0.0
+    # each term of ``fused`` as :func:`fuse` added it (the recall playground shows them,
+    # cabrain.search.explain): fused = vector_term + bm25_term + thread_boost + speaker_boost + salience_term
+    vector_term: float = 0.0
+    bm25_term: float = 0.0
+    salience_term: float = 0.0
+    sitting: str | None = None  # the sitting whose cohesion it shares (None: a sitting of its own)
+    sitting_share: float = 0.0  # its sitting's score over the best sitting's
+    speaker: str | None = None  # the speaker the query named, when the speaker term applied
+
+
+@dataclass(frozen=True)
+class Scales:
+    """What each list's scores are brought to [0, 1] by (``score``) and the BM25 list's weight."""
+
+    lowest: float  # the vector list's lowest similarity
+    highest: float  # and its highest
+    best_bm25: float  # the BM25 list's best score
+    bm25_weight: float  # coverage ** coverage_power
+
+    @classmethod
+    def of(cls, vector_rows: list, bm25_rows: list, *, bm25_coverage: float, coverage_power: float) -> Scales:
+        sims = [1.0 - float(row["distance"]) for row in vector_rows]
+        return cls(
+            min(sims, default=0.0),
+            max(sims, default=0.0),
+            max((float(row["score"]) for row in bm25_rows), default=0.0),
+            max(0.0, min(1.0, bm25_coverage)) ** coverage_power,
+        )
 
 
 def conversation_fields(row: Any) -> tuple[str | None, str | None]:
@@ -112,7 +140,8 @@ def conversation(
         score = {key: sum(sorted(values.values(), reverse=True)[:top]) for key, values in answers.items()}
         best = max(score.values())
         if best > 0:
-            for c, key in zip(candidates, keys, strict=True):
+            for c, key, (sitting, _) in zip(candidates, keys, fields, strict=True):
+                c.sitting, c.sitting_share = sitting, score[key] / best
                 c.thread_boost = cohesion * unit * score[key] / best
     if speaker_weight > 0:
         speaking = {s: set(name) for _, s in fields if s and (name := tokenize(s))}
@@ -125,7 +154,7 @@ def conversation(
         if len(named) == 1:
             for c, (_, s) in zip(candidates, fields, strict=True):
                 if s in named:
-                    c.speaker_boost = speaker_weight * unit
+                    c.speaker, c.speaker_boost = s, speaker_weight * unit
     for c in candidates:
         c.fused += c.thread_boost + c.speaker_boost
 
@@ -149,24 +178,25 @@ def fuse(
 ) -> list[Candidate]:
     """Fuse the two ranked lists (each best first); best first. ``same``: see :func:`conversation`."""
     candidates: dict[uuid.UUID, Candidate] = {}
-    bm25_weight = max(0.0, min(1.0, bm25_coverage)) ** coverage_power
-    sims = [1.0 - float(row["distance"]) for row in vector_rows]
-    lo, hi = (min(sims), max(sims)) if sims else (0.0, 0.0)
-    best_bm25 = max((float(row["score"]) for row in bm25_rows), default=0.0)
-    for rank, (row, sim) in enumerate(zip(vector_rows, sims, strict=True), start=1):
+    scales = Scales.of(vector_rows, bm25_rows, bm25_coverage=bm25_coverage, coverage_power=coverage_power)
+    lo, hi, best_bm25, bm25_weight = scales.lowest, scales.highest, scales.best_bm25, scales.bm25_weight
+    for rank, row in enumerate(vector_rows, start=1):
         c = candidates.setdefault(row["id"], Candidate(row))
+        sim = 1.0 - float(row["distance"])
         c.vector_rank, c.vector_similarity = rank, sim
         if method == "rrf":
-            c.fused += 1.0 / (k + rank)
+            c.vector_term = 1.0 / (k + rank)
         else:
-            c.fused += alpha * ((sim - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0)
+            c.vector_term = alpha * ((sim - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0)
+        c.fused += c.vector_term
     for rank, row in enumerate(bm25_rows, start=1):
         c = candidates.setdefault(row["id"], Candidate(row))
         c.bm25_rank, c.bm25_score = rank, float(row["score"])
         if method == "rrf":
-            c.fused += bm25_weight / (k + rank)
+            c.bm25_term = bm25_weight / (k + rank)
         else:
-            c.fused += (1.0 - alpha) * bm25_weight * (c.bm25_score / best_bm25 if best_bm25 > 0 else 0.0)
+            c.bm25_term = (1.0 - alpha) * bm25_weight * (c.bm25_score / best_bm25 if best_bm25 > 0 else 0.0)
+        c.fused += c.bm25_term
     unit = 1.0 / (k + 1) if method == "rrf" else 1.0
     conversation(
         list(candidates.values()),
@@ -179,5 +209,6 @@ def fuse(
         context=context,
     )
     for c in candidates.values():
-        c.fused += salience_weight * float(c.row["importance"]) * unit
+        c.salience_term = salience_weight * float(c.row["importance"]) * unit
+        c.fused += c.salience_term
     return sorted(candidates.values(), key=lambda c: (-c.fused, str(c.row["id"])))

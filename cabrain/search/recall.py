@@ -10,7 +10,8 @@
    and beside it (one more query) the summaries sleep wrote of the entities the hits mention most,
    each only when the caller may read every memory it was made from.
 6. After answering: ``access_count`` / ``last_accessed_at`` bumped and a ``memory_events`` row,
-   in the background, off the response path.
+   in the background, off the response path - unless the recall is the playground's
+   (``count=False``, :mod:`cabrain.search.explain`): a recall looked at is not a use.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import hashlib
 import json
 import time
 import uuid
+from dataclasses import dataclass, field
 
 from cabrain import edge
 from cabrain.engine import Engine
@@ -100,8 +102,26 @@ def filters_for(agent: str, query: RecallQuery, *, sitting_summaries: bool = Fal
     )
 
 
-async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult:
-    """Run one recall; ``query`` was validated by the caller (``Brain.recall``, before its cache)."""
+@dataclass
+class Trace:
+    """What one recall saw on its way (filled in by :func:`recall`): each list as it was searched,
+    the fused candidates before the rerank, and what the rerank scored."""
+
+    candidates: int = 0  # N: how many each list was searched for
+    vector_rows: list = field(default_factory=list)
+    bm25_rows: list = field(default_factory=list)
+    coverage: float = 1.0  # the BM25 list's coverage of the query (cabrain.search.fusion)
+    fused: list[Candidate] = field(default_factory=list)  # best first, before the rerank
+    rerank: dict[uuid.UUID, float] = field(default_factory=dict)  # empty: not reranked
+    reranked: list[uuid.UUID] = field(default_factory=list)  # the rerank's order of what it scored
+
+
+async def recall(
+    engine: Engine, agent: str, query: RecallQuery, *, count: bool = True, trace: Trace | None = None
+) -> RecallResult:
+    """Run one recall; ``query`` was validated by the caller (``Brain.recall``, before its cache).
+    ``count``: queue the hits' use and the recall's event (the bookkeeping), as every recall an agent
+    makes does; off for a recall that is only looked at. ``trace``: filled in with what it saw."""
     settings = engine.settings
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -229,6 +249,9 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         speaker_weight=settings.speaker_weight,
         same={p["memory_id"]: p["source_id"] for p in pairs},
     )
+    if trace is not None:
+        trace.candidates, trace.vector_rows, trace.bm25_rows = n, vec_rows, bm25.rows
+        trace.coverage, trace.fused = coverage, list(fused)
     rerank_scores: dict = {}
     if query.rerank and engine.reranker is not None and fused:
         t0 = time.perf_counter()
@@ -237,6 +260,8 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         rerank_scores = {c.row["id"]: s for c, s in zip(pool, scores, strict=True)}
         fused = sorted(pool, key=lambda c: -rerank_scores[c.row["id"]])
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
+        if trace is not None:
+            trace.rerank, trace.reranked = rerank_scores, [c.row["id"] for c in fused]
     if pairs:
         folded = fold(
             fused,
@@ -276,7 +301,8 @@ async def recall(engine: Engine, agent: str, query: RecallQuery) -> RecallResult
         related = [sql.to_memory(r) for r in rows]
         timings["expand_ms"] = (time.perf_counter() - t0) * 1000
     timings["total_ms"] = (time.perf_counter() - started) * 1000
-    record(engine, agent, query, [h.memory.id for h in hits], timings["total_ms"])
+    if count:
+        record(engine, agent, query, [h.memory.id for h in hits], timings["total_ms"])
     return RecallResult(hits=hits, related=related, timings_ms=timings, entities=entities)
 
 
