@@ -38,6 +38,29 @@ if TYPE_CHECKING:
 # Platforms whose signed payloads name the sender as the platform knows it: their users may approve.
 VERIFIED_SENDERS = frozenset({"slack", "whatsapp", "talk"})
 
+# What a held call asks for, in words, by the method it runs. The kind (``op``) is the policy that
+# held it, which groups several methods: accepting a grant is held under ``share``, but what a person
+# approves is an acceptance. A method not named here is its name in words.
+LABELS = {
+    "reconsolidate": "correct",
+    "revert": "revert a judgment",
+    "revert_run": "revert a sleep run",
+    "revoke": "revoke a grant",
+    "accept_grant": "accept grant",
+    "decline_grant": "decline grant",
+}
+
+
+def label(method: str) -> str:
+    """The held call of ``method`` in words (``accept_grant``: "accept grant")."""
+    return LABELS.get(method, method.replace("_", " "))
+
+
+def memory_of(args: dict[str, Any]) -> uuid.UUID | None:
+    """The memory a held call's arguments name (``memory_id``, or a kept call's ``old_id``), if any."""
+    memory = args.get("memory_id") or args.get("old_id")
+    return uuid.UUID(str(memory)) if memory and _is_uuid(memory) else None
+
 
 @dataclass(frozen=True)
 class Person:
@@ -70,15 +93,11 @@ async def hold(
     now = engine.clock()
     if engine.settings.redact_secrets:  # what waits for a person is stored text too
         args = cast(dict[str, Any], redact_deep(args))
+    memory = memory_of(args)  # not a memory id: the method will say so when it runs
     async with engine.pool.acquire() as conn:
-        if namespace is None:
-            memory = args.get("memory_id") or args.get("old_id")
-            if memory:
-                try:
-                    namespace = await conn.fetchval(access.NAMESPACE_OF, uuid.UUID(str(memory)))
-                except ValueError:
-                    pass  # not a memory id: the method will say so when it runs
-        error = held(agent, role, op, action_id)
+        if namespace is None and memory is not None:
+            namespace = await conn.fetchval(access.NAMESPACE_OF, memory)
+        error = held(agent, role, op, action_id, what=label(method))
         await conn.execute(
             actions_sql.INSERT,
             action_id,
@@ -91,7 +110,6 @@ async def hold(
             now + timedelta(seconds=engine.settings.action_ttl_s),
         )
         if namespace is not None:  # its namespace's people may subscribe to hear of it (action_pending)
-            memory = args.get("memory_id") or args.get("old_id")
             await notify_sql.insert_event(
                 conn,
                 "action_pending",
@@ -99,8 +117,8 @@ async def hold(
                 f"action:{action_id}",
                 now=now,
                 importance=1.0,
-                body=f"{agent} asks to {method} ({error.policy}). Approve: cabrain actions approve {action_id}",
-                memory_ids=[uuid.UUID(str(memory))] if memory and _is_uuid(memory) else [],
+                body=f"{agent} asks to {label(method)} ({error.policy}). Approve: cabrain actions approve {action_id}",
+                memory_ids=[memory] if memory is not None else [],
                 data={"action": str(action_id), "agent": agent, "op": op.value},
             )
     return error
@@ -128,6 +146,7 @@ async def pending_by_prefix(engine: Engine, prefix: str) -> list[uuid.UUID]:
 def _out(row: Any) -> dict[str, Any]:
     out = dict(row)
     out["args"] = json.loads(out["args"]) if isinstance(out["args"], str) else out["args"]
+    out["label"] = label(str(out["args"].get("method") or out["op"]))
     if isinstance(out.get("result"), str):
         out["result"] = json.loads(out["result"])
     return out
@@ -221,4 +240,4 @@ async def decide(brain: Any, who: Person | ChatApprover, action_id: uuid.UUID, *
     return {**action, "status": status, "result": out, "error": error}
 
 
-__all__ = ["ChatApprover", "Person", "decide", "hold", "listing", "pending_by_prefix"]
+__all__ = ["ChatApprover", "Person", "decide", "hold", "label", "listing", "memory_of", "pending_by_prefix"]

@@ -14,7 +14,7 @@ from cabrain.clock import utc_today
 from cabrain.engine import Engine
 from cabrain.errors import AccessDenied, AlreadyExists, InputError, NotFound
 from cabrain.gate import Read, operation, system
-from cabrain.policy import Op
+from cabrain.policy import Op, Role
 from cabrain.store import access
 from cabrain.store import namespaces as namespace_sql
 from cabrain.store import usage as usage_sql
@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 
 # The kinds of model call made for an agent that a cap may name besides the operations' meters.
 MODEL_CALLS = frozenset({"embed", "chat", "workflow"})
+
+
+def roles() -> list[str]:
+    """The roles an agent may be given (:mod:`cabrain.policy`), for the faces that offer them."""
+    return [role.value for role in Role]
 
 
 def cap_kinds() -> frozenset[str]:
@@ -365,6 +370,15 @@ class Membership:
             found = await usage_sql.caps(conn, agent_id)
         self.engine.governor.forget_profiles()
         return found
+
+    @operation(Op.ADMIN, operator=True, admin=True)
+    async def caps(self, agent_id: str, *, agent: str | None = None) -> list[dict[str, Any]]:
+        """Agent ``agent_id``'s daily caps (op, per_day, set_by, set_at), as admin ``agent`` (None:
+        the operator): what :meth:`set_cap` answers, read without a change (the console's agent page)."""
+        async with self.engine.pool.acquire() as conn:
+            if not await conn.fetchval(namespace_sql.AGENT_EXISTS, agent_id):
+                raise NotFound(f"agent {agent_id!r} does not exist")
+            return await usage_sql.caps(conn, agent_id)
 
 
 def as_uuid(value: uuid.UUID | str, what: str = "memory id") -> uuid.UUID:

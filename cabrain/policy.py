@@ -105,10 +105,14 @@ def refuse(agent: str, role: Role | str, op: Op) -> PolicyDenied:
     )
 
 
-def held(agent: str, role: Role | str, op: Op, action_id: uuid.UUID) -> ConfirmationRequired:
+def held(
+    agent: str, role: Role | str, op: Op, action_id: uuid.UUID, *, what: str | None = None
+) -> ConfirmationRequired:
+    """The answer to a held call; ``what`` names the call in words (an "accept grant" is held under
+    the share policy), else its kind."""
     role = Role(role)
     return ConfirmationRequired(
-        f"policy '{policy_name(role, op)}' holds this {op.value} for a person's confirmation: pending action "
+        f"policy '{policy_name(role, op)}' holds this {what or op.value} for a person's confirmation: pending action "
         f"{action_id} (agent {agent!r}, role {role.value!r})",
         policy=policy_name(role, op),
         fix=Fix("approve_action", {"action": str(action_id)}),

@@ -315,7 +315,7 @@ async def test_every_surface_holds_the_live_agents_forget_and_a_person_approves_
     # alice, who owns the namespace, decides in the console. Approval never widens grants: scout
     # reads GATE_NS but may not write it, so the approved forget fails, and says so
     page = await sign_in(browser, service, "alice", "/console/actions")
-    await page.locator(f'tr[data-action="{held[0]["id"]}"]').get_by_role("button", name="Approve forget").click()
+    await page.locator(f'#pending [data-action="{held[0]["id"]}"]').get_by_role("button", name="Approve forget").click()
     await expect(page.locator("#done")).to_contain_text("failed")
     await expect(page.locator("#decided")).to_contain_text("write")
     # alice offers scout write access; scout's acceptance is held too, and alice approves it
@@ -328,15 +328,15 @@ async def test_every_surface_holds_the_live_agents_forget_and_a_person_approves_
     assert accept.status_code == 403 and accept.json()["error"]["type"] == "confirmation_required"
     await page.reload()
     share = accept.json()["error"]["fix"]["params"]["action"]
-    await page.locator(f'tr[data-action="{share}"]').get_by_role("button", name="Approve share").click()
+    await page.locator(f'#pending [data-action="{share}"]').get_by_role("button", name="Approve accept grant").click()
     await expect(page.locator("#done")).to_contain_text("done")
     # now an approved forget runs, once, as scout; the other one alice denies
     again = service.client("scout").post(f"/v1/memories/{memory_id}/forget", json={"reason": "outdated"})
     action = again.json()["error"]["fix"]["params"]["action"]
     await page.reload()
-    await page.locator(f'tr[data-action="{action}"]').get_by_role("button", name="Approve forget").click()
+    await page.locator(f'#pending [data-action="{action}"]').get_by_role("button", name="Approve forget").click()
     await expect(page.locator("#done")).to_contain_text("done")
-    await page.locator(f'tr[data-action="{held[1]["id"]}"]').get_by_role("button", name="Deny forget").click()
+    await page.locator(f'#pending [data-action="{held[1]["id"]}"]').get_by_role("button", name="Deny forget").click()
     await expect(page.locator("#done")).to_contain_text("denied")
     await page.context.close()
     memory = service.client("alice").get(f"/v1/memories/{memory_id}").json()["memory"]

@@ -1,11 +1,13 @@
 """Agents, keys and grants: an admin creates agents (their key shown once, in the answer to the form,
-never in a URL), makes and revokes keys and disables agents; every signed-in agent sees its
+never in a URL), makes and revokes keys, gives an agent its role (behind a confirmation) and its
+daily caps, sees its usage of the last week drawn, and disables agents; every signed-in agent sees its
 namespaces, shares those it owns, revokes grants, and accepts or declines grants offered to it.
 Each change is a form with its CSRF token; who may make it is the gate's, as for the API."""
 
 from __future__ import annotations
 
 import urllib.parse
+from datetime import date, timedelta
 from typing import Any
 
 from fastapi import Request
@@ -14,7 +16,8 @@ from fastapi.responses import Response
 from cabrain.brain import Brain
 from cabrain.errors import InputError, NotFound
 from cabrain.identity import NewKey
-from cabrain.serve.console import filters
+from cabrain.membership import cap_kinds, roles
+from cabrain.serve.console import charts, filters
 from cabrain.serve.console import session as sessions
 from cabrain.serve.console.render import page
 from cabrain.serve.console.routing import Current, change_form, router, see_other, text
@@ -55,6 +58,8 @@ async def _agent_page(
     if not known:
         raise NotFound(f"agent {agent_id!r} does not exist")
     keys = await svc.run(lambda b: b.keys(agent_id, agent=session.agent))
+    caps = await svc.run(lambda b: b.caps(agent_id, agent=session.agent))
+    usage = await svc.run(lambda b: b.usage(session.agent, agent_id=agent_id))
     done = "" if new_key else filters.field(request.query_params, "done")
     return page(
         request,
@@ -65,7 +70,27 @@ async def _agent_page(
         new_key=new_key,
         done=done,
         status=status,
+        roles=roles(),
+        caps=caps,
+        cap_kinds=["*", *sorted(cap_kinds())],
+        **usage_charts(usage),
     )
+
+
+def usage_charts(usage: dict[str, Any]) -> dict[str, Any]:
+    """An agent's usage report as a line of its calls per day (every day of the range, none left
+    out) and bars of its calls per kind."""
+    first, last = date.fromisoformat(usage["since"]), date.fromisoformat(usage["until"])
+    per_day = {(first + timedelta(days=i)).isoformat(): 0.0 for i in range((last - first).days + 1)}
+    per_kind: dict[str, float] = {}
+    for row in usage["rows"]:
+        per_day[row["day"]] = per_day.get(row["day"], 0.0) + row["calls"]
+        per_kind[row["op"]] = per_kind.get(row["op"], 0.0) + row["calls"]
+    return {
+        "calls": charts.line(list(per_day.items())) if per_kind else None,
+        "kinds": charts.bars(dict(sorted(per_kind.items(), key=lambda kv: -kv[1]))),
+        "usage_range": (usage["since"], usage["until"]),
+    }
 
 
 @routes.get("/agents/{agent_id}")
@@ -91,6 +116,42 @@ async def revoke_key(request: Request, agent_id: str, key_id: str, svc: Svc, ses
         raise NotFound(f"agent {agent_id!r} has no active key {key_id}")
     svc.forget_keys()
     return see_other(f"{sessions.PATH}/agents/{urllib.parse.quote(agent_id)}?done=revoked")
+
+
+def _back(agent_id: str, done: str) -> Response:
+    """Back to the agent's page, saying what was done."""
+    return see_other(f"{sessions.PATH}/agents/{urllib.parse.quote(agent_id)}?done={urllib.parse.quote(done)}")
+
+
+@routes.post("/agents/{agent_id}/role")
+async def set_role(request: Request, agent_id: str, svc: Svc, session: Current) -> Response:
+    form = await change_form(request, session)
+    role = text(form, "role")
+    if text(form, "confirm") != "yes":
+        raise InputError(
+            "tick the confirmation to change this agent's role", hint="the role decides what the agent may do at once"
+        )
+    done = await svc.run(lambda b: b.set_role(agent_id, role, agent=session.agent))
+    return _back(agent_id, f"role {done}")
+
+
+@routes.post("/agents/{agent_id}/caps")
+async def set_cap(request: Request, agent_id: str, svc: Svc, session: Current) -> Response:
+    form = await change_form(request, session)
+    op, raw = text(form, "op"), text(form, "per_day")
+    if text(form, "clear") == "yes":
+        await svc.run(lambda b: b.set_cap(session.agent, agent_id, op, None))
+        return _back(agent_id, f"cap on {op} removed")
+    try:
+        per_day = int(raw)
+    except ValueError:
+        raise InputError(
+            f"calls per day: {raw!r} is not a whole number", hint="0 or more; 0 refuses every call"
+        ) from None
+    if not 0 <= per_day <= 2**63 - 1:
+        raise InputError(f"calls per day must be between 0 and {2**63 - 1}, got {per_day}")
+    await svc.run(lambda b: b.set_cap(session.agent, agent_id, op, per_day))
+    return _back(agent_id, f"cap on {op} set")
 
 
 @routes.post("/agents/{agent_id}/disable")

@@ -1,0 +1,145 @@
+"""Import and export in the console, in chromium (issue 36): a namespace's owner uploads a mem0
+file (a dry run first, which writes nothing), watches the upload and the import, reads the summary
+and finds the memories; downloads the namespace's export and reads its lines; an agent that may
+not write the namespace is refused on the page, with the form as it sent it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, Route, expect
+
+from tests.service.conftest import Service, sign_in
+from tests.service.test_console import _signed_in_client, shot
+
+NS = "transfer/notes"
+FACTS = ["Dana prefers window seats on long flights.", "Dana works from the Lisbon office on Fridays."]
+
+
+@pytest.fixture(scope="module")
+def mem0_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """mem0's get_all answer (v1.1): two memories of one user, and a graph relation (no memory)."""
+    memories = [
+        {"id": f"mem0-{i}", "memory": text, "user_id": "dana", "created_at": "2025-03-0{i}T10:00:00-07:00"}
+        for i, text in enumerate(FACTS, 1)
+    ]
+    relations = [{"source": "dana", "relationship": "works_at", "target": "lisbon"}]
+    path = tmp_path_factory.mktemp("mem0") / "dana-mem0.json"
+    path.write_text(json.dumps({"results": memories, "relations": relations}))
+    return path
+
+
+def _contents(service: Service) -> list[str]:
+    listed = service.client("alice").get("/v1/memories", params={"namespace": NS})
+    assert listed.status_code == 200, listed.text
+    return [m["content"] for m in listed.json()["memories"]]
+
+
+async def test_an_owner_imports_a_mem0_file_dry_run_first_then_downloads_the_export(
+    browser: Browser, service: Service, mem0_file: Path
+) -> None:
+    with service.client("alice") as alice:
+        assert alice.post("/v1/namespaces", json={"name": NS}).status_code == 201
+    page = await sign_in(browser, service, "alice", "/console/transfer")
+
+    async def fill(dry_run: bool) -> None:
+        form = page.locator("#import-form")
+        await form.get_by_label("File", exact=True).set_input_files(str(mem0_file))
+        await form.get_by_label("Format").select_option("mem0")
+        await form.get_by_label("Into namespace").fill(NS)
+        await form.get_by_label("Dry run", exact=False).set_checked(dry_run)
+
+    # the dry run: what would be done, nothing written
+    await fill(dry_run=True)
+    await page.get_by_role("button", name="Import").click()
+    summary = page.locator("#import-summary")
+    await expect(summary).to_contain_text("Dry run of dana-mem0.json: nothing was written")
+    await expect(summary.locator('[data-count="added"]')).to_have_text("2")
+    await expect(summary.locator('[data-count="read"]')).to_have_text("2")
+    await expect(summary).to_contain_text("skipped")
+    assert _contents(service) == []
+    assert page.url == f"{service.url}/console/transfer"  # sent by the page's script, which showed its progress
+
+    # the import itself, held a moment on its way so its states can be seen: uploading, then importing
+    async def slow(route: Route) -> None:
+        await asyncio.sleep(1.5)
+        await route.continue_()
+
+    await page.route("**/console/transfer/import", slow)
+    await fill(dry_run=False)
+    await page.get_by_role("button", name="Import").click()
+    await expect(page.locator("#upload-progress")).to_be_visible()
+    await expect(page.locator("#upload-status")).to_contain_text("importing")
+    await expect(page.get_by_role("button", name="Import")).to_be_disabled()
+    await expect(summary).to_contain_text("Imported dana-mem0.json")
+    await expect(summary.locator('[data-count="added"]')).to_have_text("2")
+    await page.unroute("**/console/transfer/import")
+    assert sorted(_contents(service)) == sorted(FACTS)
+    await shot(page, "transfer")
+
+    # the memories are there, in the console too
+    await summary.get_by_role("link", name=NS).click()
+    await expect(page.locator("#memories")).to_contain_text(FACTS[0])
+
+    # the export, downloaded: the namespace's lines, its memories among them, its end record last
+    await page.goto(f"{service.url}/console/transfer")
+    await page.locator("#export-form").get_by_label("Namespace").select_option(NS)
+    async with page.expect_download() as waiting:
+        await page.get_by_role("button", name="Download the export").click()
+    download = await waiting.value
+    assert download.suggested_filename == "cabrain-transfer_notes.jsonl"
+    lines = [json.loads(line) for line in Path(await download.path()).read_text().splitlines()]
+    assert lines[0]["type"] == "cabrain-export" and lines[-1]["type"] == "end"
+    assert sorted(r["content"] for r in lines if r["type"] == "memory") == sorted(FACTS)
+    await page.context.close()
+
+
+async def test_an_agent_that_may_not_write_the_namespace_is_refused_on_the_page(
+    browser: Browser, service: Service, mem0_file: Path
+) -> None:
+    with service.client("alice") as alice:
+        alice.post("/v1/namespaces", json={"name": NS})  # made by the test above, or now
+    before = _contents(service)
+    page = await sign_in(browser, service, "bob", "/console/transfer")
+    form = page.locator("#import-form")
+    await form.get_by_label("File", exact=True).set_input_files(str(mem0_file))
+    await form.get_by_label("Format").select_option("mem0")
+    await form.get_by_label("Into namespace").fill(NS)
+    await form.get_by_role("button", name="Import").click()
+    refused = page.locator("#transfer-error")
+    await expect(refused).to_contain_text("The import was refused")
+    await expect(refused).to_contain_text(NS)
+    assert "POST /v1" not in (await refused.text_content() or "")
+    await expect(page.locator("#import-form").get_by_label("Into namespace")).to_have_value(NS)  # the form kept
+    assert _contents(service) == before
+    # nor may bob take alice's namespace away
+    response = await page.goto(f"{service.url}/console/transfer/export?namespace={urllib.parse.quote(NS)}")
+    assert response is not None and response.status in (403, 404)
+
+    # at a phone's width the page fits
+    await page.goto(f"{service.url}/console/transfer")
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await page.reload()
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+    await shot(page, "transfer-phone")
+    await page.context.close()
+
+
+def test_the_upload_needs_its_csrf_token_a_file_and_a_namespace(service: Service, mem0_file: Path) -> None:
+    with _signed_in_client(service, "alice") as client:
+        token = client.get("/console/transfer").text.split('name="csrf" value="')[1].split('"')[0]
+        files = {"file": ("dana-mem0.json", mem0_file.read_bytes(), "application/json")}
+        refused = client.post("/console/transfer/import", data={"format": "mem0", "namespace": NS}, files=files)
+        assert refused.status_code == 403 and "CSRF" in refused.text
+        nothing = client.post("/console/transfer/import", data={"csrf": token, "format": "mem0", "namespace": NS})
+        assert nothing.status_code == 400 and "choose a file" in nothing.text
+        nowhere = client.post("/console/transfer/import", data={"csrf": token, "format": "mem0"}, files=files)
+        assert nowhere.status_code == 400 and "choose the namespace" in nowhere.text
+        odd = client.post(
+            "/console/transfer/import", data={"csrf": token, "format": "zip", "namespace": NS}, files=files
+        )
+        assert odd.status_code == 400 and "format" in odd.text
