@@ -44,6 +44,10 @@ class MemoryBackend(Protocol):
         self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
     ) -> RetainResult: ...
 
+    async def correct(self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None) -> RetainResult: ...
+
+    async def restore(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> dict[str, Any]: ...
+
     async def list_memories(
         self,
         namespace: str,
@@ -113,6 +117,12 @@ class BrainBackend:
         self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
     ) -> RetainResult:
         return await self.brain.reconsolidate(self.agent, memory_id, content, reason=reason, source_ref=source_ref)
+
+    async def correct(self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None) -> RetainResult:
+        return await self.brain.correct(self.agent, memory_id, content, reason=reason)
+
+    async def restore(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> dict[str, Any]:
+        return await self.brain.restore(self.agent, memory_id, reason=reason)
 
     async def list_memories(
         self,
@@ -204,6 +214,12 @@ class HttpBackend:
         self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None, source_ref: str | None = None
     ) -> RetainResult:
         return await self.client.reconsolidate(memory_id, content, reason=reason, source_ref=source_ref)
+
+    async def correct(self, memory_id: uuid.UUID | str, content: str, *, reason: str | None = None) -> RetainResult:
+        return await self.client.correct(memory_id, content, reason=reason)
+
+    async def restore(self, memory_id: uuid.UUID | str, *, reason: str | None = None) -> dict[str, Any]:
+        return await self.client.restore(memory_id, reason=reason)
 
     async def list_memories(
         self,

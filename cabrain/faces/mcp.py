@@ -1,7 +1,7 @@
 """MCP tools (SPEC §5.1): ``memory_retain``, ``memory_recall``, ``memory_recall_archive``,
 ``memory_get``, ``memory_forget``, ``memory_share``, ``memory_reconsolidate``, ``memory_namespaces``,
 ``memory_create_namespace``, ``memory_entities``, ``memory_entity``, ``memory_judgments``,
-``memory_revert``; and workflow learning's
+``memory_revert``, ``memory_correct``, ``memory_restore``; and workflow learning's
 ``workflow_dispatch``.
 
 One tool set, two transports:
@@ -346,6 +346,31 @@ def build_server(
             "memory_id": str(result.memory_id),
             "superseded": [str(s) for s in result.superseded],
         }
+
+    @server.tool(annotations=ToolAnnotations(title="Correct a memory for a person", destructive_hint=False))
+    async def memory_correct(
+        memory_id: MemoryId,
+        content: Annotated[
+            str, Field(min_length=1, max_length=32000, description="The memory's corrected text, complete on its own")
+        ],
+        ctx: Context,
+        reason: Annotated[str | None, Field(max_length=2000, description="Why it is corrected")] = None,
+    ) -> dict[str, Any]:
+        """Correct a memory as a person asked: the text becomes a new version and the old one is
+        superseded (kept). Recorded as a correction; memory_revert undoes it (the old one current
+        again, the new one out of recall)."""
+        result = await run(ctx, lambda b: b.correct(memory_id, content, reason=reason))
+        return {"memory_id": str(result.memory_id), "superseded": [str(s) for s in result.superseded]}
+
+    @server.tool(annotations=ToolAnnotations(title="Bring a forgotten memory back", destructive_hint=False))
+    async def memory_restore(
+        memory_id: MemoryId,
+        ctx: Context,
+        reason: Annotated[str | None, Field(max_length=2000, description="Why it comes back")] = None,
+    ) -> dict[str, Any]:
+        """Bring a forgotten memory back to recall (its forget undone). Returns the judgment that did,
+        which memory_revert undoes (forgetting it again)."""
+        return await run(ctx, lambda b: b.restore(memory_id, reason=reason))
 
     @server.tool(annotations=ToolAnnotations(title="Why a memory changed", read_only_hint=True))
     async def memory_judgments(memory_id: MemoryId, ctx: Context) -> dict[str, Any]:

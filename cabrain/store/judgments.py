@@ -245,7 +245,11 @@ async def with_new_version(conn: asyncpg.Connection, judgment: Judgment, new_id:
     (and the old version, current again, is the only one that ever held)."""
     [row] = await conn.fetch(CURRENT_STATE, [new_id])
     after = _state(row)
-    before = {**after, "invalid_at": now.isoformat(), "metadata": {**after["metadata"], "withdrawn_by": str(judgment.id)}}
+    before = {
+        **after,
+        "invalid_at": now.isoformat(),
+        "metadata": {**after["metadata"], "withdrawn_by": str(judgment.id)},
+    }
     judgment.changes.append(Change(new_id, row["valid_at"], before, after))
 
 
@@ -370,7 +374,9 @@ async def unforget(conn: asyncpg.Connection, forgotten: list[str], undo: Judgmen
     ids = [uuid.UUID(i) for i in forgotten]
     back = {r["id"] for r in await conn.fetch(UNFORGET, ids)}
     if gone := [str(i) for i in ids if i not in back]:
-        raise ConflictError(f"memory {gone[0]} was purged from the cold tier after it was forgotten; it cannot come back")
+        raise ConflictError(
+            f"memory {gone[0]} was purged from the cold tier after it was forgotten; it cannot come back"
+        )
     undo.inputs["unforgotten"] = [*undo.inputs.get("unforgotten", []), *forgotten]
 
 

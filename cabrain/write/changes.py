@@ -106,7 +106,9 @@ async def reconsolidate(
 ) -> RetainResult:
     """Replace a memory with a corrected version (see :meth:`cabrain.brain.Brain.reconsolidate`);
     ``origin`` "person": a person's correction (:meth:`cabrain.brain.Brain.correct`)."""
-    request = requests.digest("reconsolidate" if origin == "correction" else origin, old_id, corrected_content, reason, source_ref)
+    request = requests.digest(
+        "reconsolidate" if origin == "correction" else origin, old_id, corrected_content, reason, source_ref
+    )
     async with engine.pool.acquire() as conn:
         old, _ = await writable(conn, agent, old_id)
         done = None

@@ -132,10 +132,12 @@ async def retain(
     *,
     decide_writes: bool = True,
     supersede: uuid.UUID | None = None,
+    supersede_origin: str = "correction",
     idempotency_key: str | None = None,
     request: bytes | None = None,
 ) -> list[RetainResult]:
-    """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one. With an
+    """Write ``inputs``; with ``supersede``, the (single) new memory replaces that one (a judgment of
+    ``supersede_origin``: "person" makes it a person's correction). With an
     ``idempotency_key``, a call already answered under that key is answered again and writes
     nothing (:mod:`cabrain.store.requests`); ``request`` is what the caller was asked, as a digest
     (default: ``inputs`` and the options)."""
@@ -187,7 +189,7 @@ async def retain(
                 following = asyncio.create_task(_embed(engine, groups[index + 1])) if index + 1 < len(groups) else None
                 try:
                     if supersede is not None:
-                        results.append(await writer.write_superseding(group[0], supersede))
+                        results.append(await writer.write_superseding(group[0], supersede, origin=supersede_origin))
                     elif decide_writes:
                         results.extend(await writer.write_batch(group))
                     else:

@@ -132,8 +132,10 @@ class Writer:
             now=self.engine.clock(),
         )
 
-    async def write_superseding(self, item: Item, target: uuid.UUID) -> RetainResult:
-        """Reconsolidation: ``item`` replaces ``target``, which must still be current (locked here)."""
+    async def write_superseding(self, item: Item, target: uuid.UUID, *, origin: str = "correction") -> RetainResult:
+        """Reconsolidation: ``item`` replaces ``target``, which must still be current (locked here).
+        ``origin`` "person": a person's correction (a judgment of kind ``correction`` whose revert
+        also takes the new version out of recall)."""
         if not await self.conn.fetchval(sql.CURRENT_FOR_UPDATE, target):
             raise InputError(f"memory {target} was superseded or forgotten meanwhile", hint="get it and retry")
         why = item.input.metadata.get("reason")
@@ -145,9 +147,7 @@ class Writer:
         memory_id = uuid.uuid4()
         names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))
         self._pending.add(self.agent, item, memory_id, importance, names, await self._place(item))
-        self._pending.invalidations.append(
-            (target, WriteDecision(Decision.UPDATE, target, reason), memory_id, "correction")
-        )
+        self._pending.invalidations.append((target, WriteDecision(Decision.UPDATE, target, reason), memory_id, origin))
         await self._flush_pending()
         self.events.append(self._event(ns, "reconsolidate", target, {"superseded_by": str(memory_id)}))
         self.events.append(
@@ -414,9 +414,13 @@ class Writer:
         if by is not None:
             inputs["new_memory_id"] = str(by)
         kind = "supersede" if by is not None else "invalidate"
+        if origin == "person" and by is not None:
+            kind = "correction"
         judgment = judgments.Judgment(namespace, kind, origin, choice.reason, agent_id=self.agent, inputs=inputs)
         if not await judgments.supersede(self.conn, judgment, target, by=by, metadata=metadata, now=await self._now()):
             return False
+        if kind == "correction" and by is not None:
+            await judgments.with_new_version(self.conn, judgment, by, await self._now())
         await judgments.record(self.conn, judgment)
         return True
 
