@@ -21,7 +21,9 @@ from cabrain.errors import InputError
 from cabrain.gate import Read, operation
 from cabrain.policy import Op
 from cabrain.settings import Settings
+from cabrain.store import browse as browse_sql
 from cabrain.store import overview as sql
+from cabrain.store.browse import BrowseFilters
 
 COLD_TTL_S = 60.0
 KINDS = ("retained", "recalled", "judged", "slept")
@@ -52,6 +54,18 @@ async def cold_size(settings: Settings, *, now: float | None = None) -> dict[str
             cached = (moment, await asyncio.to_thread(_cold_size_now, settings))
             _cold_cache[key] = cached
         return cached[1] | {"cold_read_at": cached[0]}
+
+
+def size(n: int | None) -> str:
+    """Bytes in words a person reads (``12.3 MiB``); ``-`` when unknown."""
+    if n is None:
+        return "-"
+    value, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
 
 
 def check_runs(runs: int) -> None:
@@ -159,6 +173,23 @@ class Overview:
             "excluded": EXCLUDED,
         }
 
+    @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)
+    async def browse_count(self, agent: str, namespace: str, filters: BrowseFilters) -> dict[str, Any]:
+        """How many of ``namespace``'s hot memories ``agent`` may read the list narrowed by
+        ``filters`` holds: ``count`` exact from the kept counts when nothing but ``history`` narrows
+        it; else counted up to a cap (``more``: there are more than ``count``); ``count`` ``None``
+        with an importance floor (no index serves it). Reads nothing else, counts no use."""
+        async with self.engine.pool.acquire() as conn:
+            if not filters.narrowed:
+                rows = await sql.counts(conn, agent, namespace)
+                states = {"current", "superseded", "forgotten"} if filters.history else {"current"}
+                n = sum(r["n"] for r in rows if r["tier"] == "hot" and r["state"] in states)
+                return {"count": n, "more": False}
+            found = await browse_sql.count(conn, namespace, agent, filters)
+        if found is None:
+            return {"count": None, "more": False}
+        return {"count": min(found, browse_sql.COUNT_CAP), "more": found > browse_sql.COUNT_CAP}
+
     @operation(Op.READ, reads=Read.MEMORIES)
     async def last_written(self, agent: str) -> str | None:
         """The namespace ``agent`` may read that memories it may read were last written to (over the
@@ -168,4 +199,4 @@ class Overview:
             return await sql.last_written(conn, agent, since)
 
 
-__all__ = ["COLD_TTL_S", "Overview", "check_runs", "cold_size"]
+__all__ = ["COLD_TTL_S", "Overview", "check_runs", "cold_size", "size"]

@@ -10,20 +10,10 @@ from cabrain.cli.common import EXIT_OK, REMOTE_NOTE, Subparsers, json_flag, name
 from cabrain.settings import Settings
 
 
-def size(n: int | None) -> str:
-    """Bytes in words a person reads (``12.3 MiB``); ``-`` when unknown."""
-    if n is None:
-        return "-"
-    value, unit = float(n), "B"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            break
-        value /= 1024
-    return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-
-
 def render(found: dict[str, Any]) -> list[str]:
     """The overview as lines of text."""
+    from cabrain.overview import size  # lazy: start-up time
+
     totals = found["totals"]
     states = totals["by_state"]
     lines = [

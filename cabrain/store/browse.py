@@ -20,26 +20,61 @@ from cabrain.errors import InputError
 from cabrain.store.access import ACCESS_CTE, READABLE
 from cabrain.store.memories import COLUMNS
 from cabrain.store.statement import Statement
+from cabrain.text.tokenizer import query_terms
 from cabrain.types import MemoryType, Network
 
 MAX_LIMIT = 200
+MAX_WORDS = 200  # characters of a search, a speaker or a thread
+COUNT_CAP = 1000  # a narrowed list is counted up to this many ("more than 1,000")
 
-# The rows a page may hold (every filter but the importance floor), newest first after the keyset.
-BROWSED = f"""
-FROM memories m
-WHERE m.namespace = :namespace AND m.tier = 'hot'
+# The rows a page may hold (every filter but the importance floor and the words).
+WHERE_BROWSED = f"""
+m.namespace = :namespace AND m.tier = 'hot'
   AND (:history::boolean OR m.invalid_at IS NULL OR m.invalid_at > :as_of::timestamptz)
   AND (:as_of::timestamptz IS NULL OR m.valid_at <= :as_of::timestamptz)
   AND (:networks::text[] IS NULL OR m.network = ANY(:networks::text[]))
   AND (:memory_types::text[] IS NULL OR m.memory_type = ANY(:memory_types::text[]))
   AND (:source_kinds::text[] IS NULL OR m.source_kind = ANY(:source_kinds::text[]))
+  AND (:speaker::text IS NULL OR (m.metadata ? 'speaker' AND m.metadata ->> 'speaker' = :speaker::text))
+  AND (:thread::text IS NULL OR (m.metadata ? 'thread' AND m.metadata ->> 'thread' = :thread::text))
   AND (:valid_from::timestamptz IS NULL OR m.valid_at >= :valid_from::timestamptz)
   AND (:valid_to::timestamptz IS NULL OR m.valid_at < :valid_to::timestamptz)
   AND (:after_at::timestamptz IS NULL OR (m.valid_at, m.id) < (:after_at::timestamptz, :after_id::uuid))
   AND {READABLE}
+"""
+# newest first after the keyset
+BROWSED = f"""
+FROM memories m
+WHERE {WHERE_BROWSED}
 ORDER BY m.valid_at DESC, m.id DESC
 LIMIT :limit
 """
+# With words: the memories keyword-indexed by every one of them (cabrain.store.keyword's postings,
+# the BM25 index), found from the rarest word's strongest :window postings. A filter, not a recall:
+# nothing is scored, counted as a use or recorded.
+SEARCHED = f"""
+, rarest AS (
+    SELECT t.term FROM unnest(:terms::text[]) AS t(term)
+    LEFT JOIN bm25_terms b ON b.namespace = :namespace AND b.term = t.term
+    ORDER BY coalesce(b.df, 0), t.term LIMIT 1
+), found AS (
+    SELECT p.memory_id, p.valid_at FROM memory_terms p, rarest
+    WHERE p.namespace = :namespace AND p.term = rarest.term
+    ORDER BY p.impact DESC LIMIT :window
+)
+SELECT {{columns}}
+FROM found JOIN memories m ON m.id = found.memory_id AND m.valid_at = found.valid_at
+WHERE {WHERE_BROWSED}
+  AND NOT EXISTS (SELECT 1 FROM unnest(:terms::text[]) AS t(term)
+                  WHERE NOT EXISTS (SELECT 1 FROM memory_terms x WHERE x.memory_id = m.id AND x.term = t.term))
+ORDER BY m.valid_at DESC, m.id DESC
+LIMIT :limit
+"""
+SEARCH = Statement(f"WITH {ACCESS_CTE}" + SEARCHED.replace("{columns}", COLUMNS))
+SEARCH_WINDOW = 10_000  # postings of the rarest word a search reads at most
+# At most :limit matching rows, counted (a bounded count: "more than 1,000").
+COUNT = Statement(f"WITH {ACCESS_CTE}\nSELECT count(*) FROM (SELECT 1 {BROWSED}) x")
+COUNT_SEARCH = Statement(f"SELECT count(*) FROM (WITH {ACCESS_CTE}" + SEARCHED.replace("{columns}", "1") + ") x")
 BROWSE = Statement(f"WITH {ACCESS_CTE}\nSELECT {COLUMNS}\n{BROWSED}")
 # With an importance floor: the keys of the next :limit rows (a window) and whether each clears it.
 # Importance has no index (decay rewrites it, and an index on it would make those updates leave
@@ -105,14 +140,53 @@ class BrowseFilters:
     min_importance: float | None = None
     history: bool = False
     as_of: datetime | None = None
+    # words every memory shown is keyword-indexed by (a filter over the BM25 index, not a recall)
+    text: str | None = None
+    # the speaker and the thread of a conversation's turns (``metadata.speaker``, ``metadata.thread``)
+    speaker: str | None = None
+    thread: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("text", "speaker", "thread"):
+            value = getattr(self, name)
+            if value is not None and (not value.strip() or len(value) > MAX_WORDS):
+                raise InputError(
+                    f"{name} must be 1 to {MAX_WORDS} characters", hint=f"leave {name} empty for every memory"
+                )
+        if self.text is not None and self.min_importance is not None:
+            raise InputError("a search and an importance floor do not go together", hint="leave one of them empty")
+        if self.text is not None and not self.terms():
+            raise InputError(
+                f"{self.text!r} holds no word the keyword index keeps", hint="search for a word of the memories"
+            )
         if self.as_of is not None:
             object.__setattr__(self, "as_of", edge.check_moment(self.as_of, "as_of"))
         if self.min_importance is not None and not 0.0 <= self.min_importance <= 1.0:
             raise InputError(f"min_importance must be between 0 and 1, got {self.min_importance}")
         if self.valid_from and self.valid_to and self.valid_from >= self.valid_to:
             raise InputError("valid_from must be before valid_to")
+
+    def terms(self) -> list[str]:
+        """The words searched for, as the keyword index keeps them (none without ``text``)."""
+        return sorted(query_terms([self.text])) if self.text else []
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether anything but ``history`` narrows the list (else the kept counts answer its size)."""
+        return any(
+            (
+                self.networks,
+                self.memory_types,
+                self.source_kinds,
+                self.valid_from,
+                self.valid_to,
+                self.min_importance is not None,
+                self.as_of,
+                self.text,
+                self.speaker,
+                self.thread,
+            )
+        )
 
 
 def cursor_of(valid_at: datetime, memory_id: uuid.UUID) -> str:
@@ -177,6 +251,11 @@ async def archived_page(
             "the archive is browsed as it is: as_of looks at hot memories only",
             hint="leave as_of out, or browse the hot tier as of that time",
         )
+    if filters.text or filters.speaker or filters.thread:
+        raise InputError(
+            "the archive is browsed by time and source; words, speakers and threads are searched in the hot tier",
+            hint="search the archive with archive recall, or browse the hot tier",
+        )
     if filters.networks or filters.memory_types or filters.min_importance is not None:
         raise InputError(
             "the archive is browsed by time and source; network, type and importance are not filters there",
@@ -184,6 +263,31 @@ async def archived_page(
         )
     args = ARCHIVED.args(_common(namespace, agent, filters, limit, cursor))
     return _next(list(await conn.fetch(ARCHIVED.sql, *args)), limit)
+
+
+def _hot(namespace: str, agent: str, filters: BrowseFilters, limit: int, cursor: str | None) -> dict[str, Any]:
+    """The parameters of a page of hot memories (WHERE_BROWSED's)."""
+    return _common(namespace, agent, filters, limit, cursor) | {
+        "networks": [n.value for n in filters.networks] or None,
+        "memory_types": [t.value for t in filters.memory_types] or None,
+        "as_of": filters.as_of,
+        "speaker": filters.speaker,
+        "thread": filters.thread,
+    }
+
+
+async def count(conn: asyncpg.Connection, namespace: str, agent: str, filters: BrowseFilters) -> int | None:
+    """How many hot memories the list narrowed by ``filters`` holds, counted up to :data:`COUNT_CAP`
+    + 1 (more: there are more than the cap); ``None`` with an importance floor, which no index
+    serves (a count could read the whole namespace). Unnarrowed lists are counted from the kept
+    counts instead (:mod:`cabrain.store.overview`)."""
+    if filters.min_importance is not None:
+        return None
+    common = _hot(namespace, agent, filters, COUNT_CAP, None)
+    if filters.text:
+        search = common | {"terms": filters.terms(), "window": SEARCH_WINDOW}
+        return int(await conn.fetchval(COUNT_SEARCH.sql, *COUNT_SEARCH.args(search)))
+    return int(await conn.fetchval(COUNT.sql, *COUNT.args(common)))
 
 
 async def page(
@@ -200,11 +304,11 @@ async def page(
     (``None`` on the last page). With an importance floor a page reads at most ``scan`` rows: it
     may hold fewer than ``limit`` (none, even) and still have a next page."""
     _limit(limit)
-    common = _common(namespace, agent, filters, limit, cursor) | {
-        "networks": [n.value for n in filters.networks] or None,
-        "memory_types": [t.value for t in filters.memory_types] or None,
-        "as_of": filters.as_of,
-    }
+    common = _hot(namespace, agent, filters, limit, cursor)
+    if filters.text:
+        search = common | {"terms": filters.terms(), "window": SEARCH_WINDOW}
+        rows = list(await conn.fetch(SEARCH.sql, *SEARCH.args(search)))
+        return _next(rows, limit)
     if filters.min_importance is None:
         return _next(list(await conn.fetch(BROWSE.sql, *BROWSE.args(common))), limit)
     hits: list[asyncpg.Record] = []

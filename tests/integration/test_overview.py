@@ -12,9 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cabrain import overview as overview_mod
-from cabrain.cli.overview import render, size
+from cabrain.cli.overview import render
 from cabrain.errors import InputError
+from cabrain.overview import size
 from cabrain.sleep.cycle import run_cycle
+from cabrain.store import browse as browse_sql
+from cabrain.store.browse import BrowseFilters
 from cabrain.types import MemoryInput, MemoryType, RecallQuery, Visibility
 
 # What the counters must always equal: the rows themselves, grouped (the test's own scan).
@@ -184,3 +187,85 @@ async def test_the_operation_refuses_a_bad_number_of_runs(brain) -> None:
 
 def test_sizes_read_as_a_person_reads_them() -> None:
     assert [size(None), size(512), size(2048), size(5 * 1024**3)] == ["-", "512 B", "2.0 KiB", "5.0 GiB"]
+
+
+async def _turns(brain) -> list:
+    said = [
+        ("Dana", "t-1", "The invoice service moves to Frankfurt next sprint."),
+        ("Omar", "t-1", "Then the invoice exports need the new bucket name."),
+        ("Dana", "t-2", "Lunch on Friday is at the harbour."),
+        ("Omar", "t-2", "I will book the harbour table for Friday."),
+    ]
+    items = [
+        MemoryInput(
+            text, "proj", visibility=Visibility.TEAM, source_kind="chat", metadata={"speaker": who, "thread": t}
+        )
+        for who, t, text in said
+    ]
+    return [r.memory_id for r in await brain.retain("alice", items, decide=False)]
+
+
+async def test_search_speaker_and_thread_filter_the_list_and_count_it_without_counting_a_use(brain, db_dsn) -> None:
+    ids = await _turns(brain)
+    await _seed(brain)
+
+    async def listed(**narrow) -> list:
+        return [m.id for m in (await brain.browse("bob", "proj", BrowseFilters(**narrow), limit=50)).memories]
+
+    await brain.share("alice", "proj", "bob", can_write=False)
+    invoice = await listed(text="invoice")
+    assert set(invoice) >= {ids[0], ids[1]} and ids[2] not in invoice
+    # every word, as the keyword index holds it: a turn is found by the turns before it too (recall's rule)
+    assert set(await listed(text="invoice Frankfurt")) == {ids[0], ids[1]}
+    assert await listed(text="harbour table") == [ids[3]]
+    assert sorted(await listed(speaker="Dana")) == sorted([ids[2], ids[0]])
+    assert sorted(await listed(thread="t-2")) == sorted([ids[3], ids[2]])
+    assert await listed(speaker="Omar", thread="t-1") == [ids[1]]
+    assert await listed(text="nothing-like-this-word") == []
+
+    # counts: the whole list from the kept counts (exact), a narrowed one counted up to a cap
+    whole = await brain.browse_count("bob", "proj", BrowseFilters())
+    assert whole == {"count": 9, "more": False}  # alice's private note is not bob's to count
+    assert await brain.browse_count("bob", "proj", BrowseFilters(speaker="Dana")) == {"count": 2, "more": False}
+    assert await brain.browse_count("bob", "proj", BrowseFilters(text="harbour")) == {"count": 2, "more": False}
+    assert (await brain.browse_count("bob", "proj", BrowseFilters(min_importance=0.1)))["count"] is None
+    assert (await brain.browse_count("alice", "proj", BrowseFilters()))["count"] == 10
+
+    # browsing and searching are not uses
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        assert await conn.fetchval("SELECT sum(access_count) FROM memories") == 0
+        assert await conn.fetchval("SELECT count(*) FROM memory_events WHERE op IN ('recall', 'read')") == 0
+    finally:
+        await conn.close()
+
+    # the list opens where memories the agent may read were written last
+    await brain.create_namespace("bob", "bobs")
+    assert await brain.last_written("bob") == "proj"
+    await brain.retain("bob", [MemoryInput("Bob's own plan.", "bobs")], decide=False)
+    assert await brain.last_written("bob") in {"bobs", "proj"}  # the same hour: either
+    assert await brain.last_written("carol") == "proj"  # a global memory there
+
+
+async def test_a_cap_says_more_than(brain, monkeypatch) -> None:
+    await _turns(brain)
+    monkeypatch.setattr(browse_sql, "COUNT_CAP", 1)
+    assert await brain.browse_count("alice", "proj", BrowseFilters(speaker="Dana")) == {"count": 1, "more": True}
+
+
+@settings(max_examples=40)
+@given(text=st.text(max_size=300))
+def test_a_search_is_words_or_a_clear_refusal(text: str) -> None:
+    try:
+        chosen = BrowseFilters(text=text)
+    except InputError as exc:
+        assert "characters" in str(exc) or "no word" in str(exc)
+        return
+    assert chosen.terms() and chosen.narrowed and len(text) <= 200
+
+
+def test_a_search_and_an_importance_floor_and_the_archive_are_refused_together() -> None:
+    with pytest.raises(InputError, match="do not go together"):
+        BrowseFilters(text="invoice", min_importance=0.5)
+    with pytest.raises(InputError, match="characters"):
+        BrowseFilters(speaker="  ")

@@ -45,3 +45,39 @@ class Bar:
 def bars(values: dict[str, float]) -> list[Bar]:
     high = max((abs(v) for v in values.values()), default=0.0) or 1.0
     return [Bar(k, v, round(100 * abs(v) / high, 1)) for k, v in values.items()]
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A column chart's geometry: one column per value (x, y, width, height, its tooltip), the axis labels."""
+
+    columns: list[tuple[float, float, float, float, str]]
+    first: str
+    last: str
+    top: str
+    total: float
+    width: int
+    height: int
+
+
+def columns(series: list[tuple[str, float]], *, width: int = 280, height: int = 120) -> Columns:
+    """``series`` of (label, value), oldest first, as columns scaled to its largest value (an empty
+    series, or one of zeros, draws no column but keeps its axis)."""
+    high = max((v for _, v in series), default=0.0) or 1.0
+    pad, left = 20, 28
+    slot = (width - left - 4) / max(1, len(series))
+    out = []
+    for i, (label, value) in enumerate(series):
+        h = (height - 2 * pad) * (value / high)
+        out.append(
+            (
+                round(left + i * slot + slot * 0.1, 1),
+                round(height - pad - h, 1),
+                round(slot * 0.8, 1),
+                round(h, 1),
+                f"{label}: {value:g}",
+            )
+        )
+    first, last = (series[0][0], series[-1][0]) if series else ("", "")
+    top = max((v for _, v in series), default=0.0)
+    return Columns(out, first, last, f"{top:g}", sum(v for _, v in series), width, height)

@@ -3,6 +3,7 @@ changes a person may make to it (forget, revert a judgment), each behind a confi
 
 from __future__ import annotations
 
+import dataclasses
 import urllib.parse
 from typing import Any
 
@@ -30,6 +31,9 @@ BROWSE_FIELDS = [
     "min_importance",
     "history",
     "as_of",
+    "q",
+    "speaker",
+    "thread",
 ]
 TIERS = ["hot", "cold"]
 PAGE_SIZE = 50
@@ -42,7 +46,7 @@ async def readable_namespaces(svc: Svc, agent: str) -> list[dict[str, Any]]:
 @routes.get("")
 @routes.get("/")
 async def home() -> Response:
-    return see_other(f"{sessions.PATH}/memories")
+    return see_other(f"{sessions.PATH}/overview")
 
 
 @routes.get("/login")
@@ -90,21 +94,39 @@ async def logout(request: Request, svc: Svc, session: Current) -> Response:
     return response
 
 
+async def opening_namespace(svc: Svc, agent: str, namespaces: list[dict[str, Any]]) -> str:
+    """Where the memory list opens: the namespace written to last among those the agent may read,
+    else its own, else the first."""
+    names = [n["name"] for n in namespaces]
+    last = await svc.run(lambda b: b.last_written(agent))
+    if last in names:
+        return str(last)
+    own = [n["name"] for n in namespaces if n.get("owner_agent_id") == agent]
+    return own[0] if own else (names[0] if names else "")
+
+
 @routes.get("/memories")
 async def memories(request: Request, svc: Svc, session: Current) -> Response:
     params = request.query_params
     namespaces = await readable_namespaces(svc, session.agent)
-    namespace = filters.field(params, "namespace") or (namespaces[0]["name"] if namespaces else "")
+    namespace = filters.field(params, "namespace") or await opening_namespace(svc, session.agent, namespaces)
     values = filters.form_values(params, BROWSE_FIELDS) | {"namespace": namespace}
-    found, next_cursor = [], None
+    found, next_cursor, counted = [], None, None
     if namespace:
-        chosen = filters.browse_filters(params)
+        chosen = dataclasses.replace(
+            filters.browse_filters(params),
+            text=filters.field(params, "q") or None,
+            speaker=filters.field(params, "speaker") or None,
+            thread=filters.field(params, "thread") or None,
+        )
         cursor = filters.field(params, "cursor") or None
         archived = filters.choice(params, "tier", TIERS) == "cold"
         result = await svc.run(
             lambda b: b.browse(session.agent, namespace, chosen, limit=PAGE_SIZE, cursor=cursor, archived=archived)
         )
         found, next_cursor = result.memories, result.next_cursor
+        if not archived:
+            counted = await svc.run(lambda b: b.browse_count(session.agent, namespace, chosen))
     next_url = None
     if next_cursor:
         query = {k: v for k, v in values.items() if v} | {"cursor": next_cursor}
@@ -116,6 +138,7 @@ async def memories(request: Request, svc: Svc, session: Current) -> Response:
         namespaces=namespaces,
         values=values,
         memories=found,
+        counted=counted,
         next_url=next_url,
         first_page=not filters.field(params, "cursor"),
         networks=filters.NETWORKS,
