@@ -11,7 +11,7 @@ from starlette.requests import Request
 
 from cabrain.errors import AccessDenied, InputError
 from cabrain.serve.console import filters, session
-from cabrain.serve.console.health import quantile, summarize
+from cabrain.serve.console.health import MIN_REQUESTS, bound, summarize
 from cabrain.store.browse import BrowseFilters, cursor_of, parse_cursor
 from cabrain.types import Network
 
@@ -92,12 +92,16 @@ def test_filter_fields_become_browse_filters_with_clear_errors() -> None:
             filters.browse_filters(params)
 
 
-def test_quantiles_interpolate_within_their_bucket() -> None:
+def test_percentiles_are_the_bounds_of_their_buckets_and_need_enough_requests() -> None:
     buckets = [(10.0, 50.0), (20.0, 90.0), (50.0, 100.0), (float("inf"), 100.0)]
-    assert quantile(buckets, 0.5) == 10.0
-    assert quantile(buckets, 0.7) == pytest.approx(15.0)
-    assert quantile(buckets, 0.95) == pytest.approx(35.0)
-    assert quantile([], 0.5) is None and quantile([(10.0, 0.0)], 0.5) is None
+    assert bound(buckets, 0.5) == 10.0
+    assert bound(buckets, 0.7) == 20.0  # at most 20 ms: not 15, a point no request was measured at
+    assert bound(buckets, 0.95) == 50.0
+    assert bound([(10.0, 90.0), (float("inf"), 100.0)], 0.95) == float("inf")  # above the last bound
+    # five requests, one slow: no "p95 2125 ms" drawn from a bucket's width, but too few to tell
+    five = [(5.0, 4.0), (2500.0, 4.0), (5000.0, 5.0), (float("inf"), 5.0)]
+    assert bound(five, 0.95) is None and bound([], 0.5) is None
+    assert bound([(10.0, MIN_REQUESTS)], 0.95) == 10.0
 
 
 def test_the_metrics_page_is_summed_over_replicas() -> None:
@@ -139,3 +143,32 @@ def test_line_charts_scale_to_their_top_and_bars_to_the_largest() -> None:
         ("c", 25.0),
         ("d", 0.0),
     ]
+
+
+async def test_a_slow_check_runs_once_then_in_the_background_when_stale() -> None:
+    import asyncio
+
+    from cabrain.serve.console.health import Cached, Part
+
+    calls: list[int] = []
+    release = asyncio.Event()
+
+    async def check() -> Part:
+        calls.append(1)
+        if len(calls) > 1:
+            await release.wait()
+        return Part("cold tier (Iceberg)", True, f"check {len(calls)}")
+
+    cached = Cached(ttl=60.0)
+    first = await cached.get(check)  # the first view waits for it
+    assert first.detail == "check 1" and first.checked_at is not None
+    assert (await cached.get(check)).detail == "check 1" and len(calls) == 1  # fresh: not run again
+    stale = first.checked_at + 61.0
+    again = await cached.get(check, now=stale)  # stale: the last result at once, a check behind it
+    assert again.detail == "check 1"
+    await asyncio.sleep(0)
+    assert len(calls) == 2 and cached.task is not None
+    assert (await cached.get(check, now=stale)).detail == "check 1" and len(calls) == 2  # one at a time
+    release.set()
+    await asyncio.sleep(0.01)
+    assert cached.task is None and (await cached.get(check)).detail == "check 2"
