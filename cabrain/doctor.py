@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 import asyncpg
 
+from cabrain.client import AsyncClient
 from cabrain.errors import CabrainError, EmbeddingDimensionMismatch
 from cabrain.providers.cache import probe_redis
 from cabrain.providers.cold_store import probe
@@ -24,6 +25,8 @@ from cabrain.store import db as db_sql
 from cabrain.store import migrations
 from cabrain.store import sleep as sleep_sql
 from cabrain.store.db import check_server, connect, describe_target, hot_tier, server_facts
+
+API_TIMEOUT_S = 10.0  # how long each of the API's answers may take (a busy machine answers slowly)
 
 
 class Status(str, enum.Enum):
@@ -71,6 +74,7 @@ async def run_doctor(settings: Settings, *, unknown: Sequence[tuple[str, str | N
     checks.append(await asyncio.to_thread(_check_reranker, settings))
     checks.append(await _check_redis(settings))
     checks.append(await asyncio.to_thread(_check_cold_store, settings))
+    checks.append(await _check_api(settings))
     return checks
 
 
@@ -240,6 +244,48 @@ def _check_cold_store(settings: Settings) -> Check:
         return Check("cold tier (iceberg)", Status.OK, probe(settings))
     except CabrainError as exc:
         return _failed("cold tier (iceberg)", exc)
+
+
+async def _check_api(settings: Settings) -> Check:
+    """The service at ``CABRAIN_API_URL`` answers (``/v1/health``), is ready (``/v1/ready``) and,
+    with ``CABRAIN_API_KEY`` set, accepts the key (``/v1/whoami``)."""
+    if not settings.api_url:
+        return Check(
+            "api", Status.OK, "not configured (CABRAIN_API_URL unset): the commands work on the hot tier directly"
+        )
+    url = settings.api_url.rstrip("/")
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    start_it = "start it (cabrain up prints the URL and key to export), or correct CABRAIN_API_URL"
+    async with AsyncClient(url, key, timeout_s=API_TIMEOUT_S) as client:
+        try:
+            await client.health()
+        except CabrainError as exc:
+            return Check("api", Status.FAIL, f"no answer from {url}/v1/health: {exc.message}", start_it)
+        try:
+            ready = await client.ready()
+        except CabrainError as exc:
+            return Check("api", Status.FAIL, f"{url}/v1/ready: {exc.message}", start_it)
+        if not ready:
+            return Check(
+                "api",
+                Status.FAIL,
+                f"{url} answers but is not ready (models loading, or the database unreachable)",
+                "wait for cabrain up to print that it is up; GET /v1/ready says why it is not",
+            )
+        if key is None:
+            return Check(
+                "api",
+                Status.WARN,
+                f"{url} answers and is ready; CABRAIN_API_KEY is not set",
+                "export CABRAIN_API_KEY (cabrain up prints the line; an admin makes keys: cabrain agents key NAME)",
+            )
+        try:
+            me = await client.whoami()
+        except CabrainError as exc:
+            hint = exc.hint_for("cli") or "ask an admin for a new key (cabrain agents key NAME)"
+            return Check("api", Status.FAIL, f"{url} refused CABRAIN_API_KEY: {exc.message}", hint)
+    admin = "an admin" if me.get("is_admin") else "not an admin"
+    return Check("api", Status.OK, f"{url} answers and is ready; the key is {me.get('agent_id')!r}'s ({admin})")
 
 
 def render(checks: list[Check]) -> str:

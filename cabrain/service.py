@@ -2,9 +2,11 @@
 
 ``cabrain up`` on a fresh machine: embedded PostgreSQL -> migrate -> first admin key -> a local Ray
 (listeners on loopback) -> the Serve app on ``CABRAIN_API_HOST:CABRAIN_API_PORT`` -> wait until
-``/v1/ready`` -> print how to call it -> block. Ctrl-C (or SIGTERM) stops what it started: the Serve
-app, the local Ray, and its lease on the embedded server (the server stops when no CaBrain process
-uses it any more).
+``/v1/ready`` -> print how to call it (the lines to export, and examples that run as printed) ->
+block. Ctrl-C (or SIGTERM) stops what it started: the Serve app (its replicas get
+``CABRAIN_SERVE_STOP_TIMEOUT_S`` to finish their requests), the local Ray, and its lease on the
+embedded server (the server stops when no CaBrain process uses it any more). Ctrl-C is how a local
+``cabrain up`` is meant to end: it exits 0, without Ray's words about the work it cut short.
 
 With ``CABRAIN_RAY_ADDRESS`` it deploys onto that cluster instead (which needs
 ``CABRAIN_DATABASE_URL``: other nodes cannot reach an embedded server's unix socket) and returns;
@@ -15,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,7 @@ from cabrain import identity
 from cabrain.clock import Clock, utc_now, utc_today
 from cabrain.errors import ConfigError, ServiceError
 from cabrain.providers.embedders import load_embedder
-from cabrain.ray_runtime import cluster_address, init_ray
+from cabrain.ray_runtime import cluster_address, init_ray, ray_temp_dir
 from cabrain.settings import Settings, settings_for_replicas
 from cabrain.store import migrations
 from cabrain.store.db import check_server, connect, server_facts
@@ -153,16 +157,41 @@ def admin_line(admin: identity.AdminBootstrap) -> str:
     )
 
 
+def cabrain_command() -> str:
+    """How a shell calls this installation's ``cabrain``: the bare name when ``PATH`` finds this very
+    one, else its absolute path (a virtual environment's, after ``scripts/run``)."""
+    here = Path(sys.executable).parent / "cabrain"  # not resolved: a venv's python is a link out of it
+    if not here.is_file():
+        return "cabrain"  # run as `python -m cabrain.cli` from an installation without the script
+    found = shutil.which("cabrain")
+    return "cabrain" if found and Path(found).resolve() == here.resolve() else str(here)
+
+
+def exports(settings: Settings, admin: identity.AdminBootstrap) -> list[str]:
+    """The shell lines that point the ``cabrain`` commands (and ``curl``) at this service: its URL,
+    the first admin's key (while it works) and, when ``PATH`` does not find ``cabrain``, its folder."""
+    lines = [f"export CABRAIN_API_URL={api_url(settings)}"]
+    if admin.active and admin.path.exists():
+        lines.append(f"export CABRAIN_API_KEY=$(cat {admin.path})")
+    command = cabrain_command()
+    if command != "cabrain":
+        lines.append(f'export PATH="{Path(command).parent}:$PATH"  # cabrain is {command}')
+    return lines
+
+
 def usage(settings: Settings, admin: identity.AdminBootstrap) -> str:
+    """What ``cabrain up`` prints once the API answers: where it is, the lines to export, and
+    examples that run as printed once those lines ran."""
     url = api_url(settings)
-    key_file = admin.path
     lines = [
         f"CaBrain is up at {url}  (API described at {url}/openapi.json)",
         f"console: {url}/console  (sign in with an API key)",
         admin_line(admin),
         "",
+        "point your shell at it (the cabrain commands read these):",
+        *(f"  {line}" for line in exports(settings, admin)),
+        "",
         "try it:",
-        f"  export CABRAIN_API_KEY=$(cat {key_file})",
         f'  curl -s -H "Authorization: Bearer $CABRAIN_API_KEY" {url}/v1/whoami',
         "  curl -s -H \"Authorization: Bearer $CABRAIN_API_KEY\" -H 'content-type: application/json' \\",
         f'       -d \'{{"name": "notes"}}\' {url}/v1/namespaces',
@@ -170,7 +199,7 @@ def usage(settings: Settings, admin: identity.AdminBootstrap) -> str:
         f'       -d \'{{"content": "We chose pgvector.", "namespace": "notes"}}\' {url}/v1/memories',
         "  curl -s -H \"Authorization: Bearer $CABRAIN_API_KEY\" -H 'content-type: application/json' \\",
         f'       -d \'{{"query": "which vector store?", "namespace": "notes"}}\' {url}/v1/recall',
-        "  cabrain agents create my-agent      # a key for each agent",
+        f"  {cabrain_command()} agents create my-agent      # a key for each agent",
     ]
     return "\n".join(lines)
 
@@ -180,9 +209,11 @@ def up(
     *,
     app_args: dict[str, Any] | None = None,
     stop: threading.Event | None = None,
-) -> None:
-    """``cabrain up``: see the module docstring. Returns when stopped (local) or deployed (cluster)."""
+) -> bool:
+    """``cabrain up``: see the module docstring. Returns when stopped (local) or deployed (cluster):
+    True when Ctrl-C stopped it (everything it started is stopped then)."""
     remote = bool(cluster_address(settings))
+    stopping_since: list[float] = []  # when Ctrl-C came
     if remote and settings.embedded:
         raise ConfigError(
             "deploying onto a Ray cluster needs a shared database",
@@ -212,7 +243,7 @@ def up(
         )
         started_ray = init_ray(settings)
         if started_ray:
-            stack.callback(_stop_ray)
+            stack.callback(_stop_ray, settings)
         print("deploying the CaBrain Serve application (loading models)", file=sys.stderr)
         deploy(settings, dsn, app_args)  # returns once every replica runs
         if remote:  # the API is on the cluster's nodes, not necessarily on this machine
@@ -224,14 +255,23 @@ def up(
                 f"remove it with: cabrain down (CABRAIN_RAY_ADDRESS={cluster_address(settings)})",
                 flush=True,
             )
-            return
+            return False
         wait_ready(settings)
         if threading.current_thread() is threading.main_thread():
             # it says Ctrl-C stops it: so it does, even when started with SIGINT ignored (a background job)
             signal.signal(signal.SIGINT, signal.default_int_handler)
         print(usage(settings, admin), flush=True)
         print("\nCtrl-C stops everything.", flush=True)
-        (stop or threading.Event()).wait()
+        try:
+            (stop or threading.Event()).wait()
+        except KeyboardInterrupt:  # how a local `cabrain up` is meant to stop: not an error
+            stopping_since.append(time.monotonic())
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the stop short
+            print("\nCtrl-C: stopping what cabrain up started", file=sys.stderr, flush=True)
+    if stopping_since:
+        print(f"stopped in {time.monotonic() - stopping_since[0]:.1f} s", file=sys.stderr, flush=True)
+    return bool(stopping_since)
 
 
 @contextmanager
@@ -255,16 +295,53 @@ def _supervised(server: Any, stop: threading.Event, interval_s: float) -> Iterat
         thread.join(10)
 
 
-def _stop_ray() -> None:
+def _stop_ray(settings: Settings) -> None:
+    """Stop the Serve application, giving its replicas ``CABRAIN_SERVE_STOP_TIMEOUT_S`` to finish
+    their requests, then the local Ray. What Ray says about the work it cuts short (the
+    controller's shutdown task "failed ... retries remaining") goes to a log file beside the Ray's
+    own logs, not to the terminal."""
     import ray  # Ray (seconds to import) only where a command uses it
-    from ray import serve
+    from ray.serve import context as serve_context  # serve.shutdown() waits 30 s; its client takes a limit
+
+    with _ray_quiet(ray_temp_dir(settings) / "cabrain-stop.log") as say:
+        try:
+            say("stopping the Serve application")
+            client = serve_context._get_global_client(raise_if_no_controller_running=False)
+            if client is not None:
+                client.shutdown(timeout_s=settings.serve_stop_timeout_s)
+        finally:
+            say("stopping Ray")
+            ray.shutdown()
+
+
+@contextmanager
+def _ray_quiet(log_path: Path) -> Iterator[Callable[[str], None]]:
+    """While Ray stops: its Python loggers and this process's stderr (where its C++ core writes) go to
+    ``log_path``; yields how to still tell the terminal something."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    ray_logger = logging.getLogger("ray")
+    level, propagate = ray_logger.level, ray_logger.propagate
+    try:
+        target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError:
+        target = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(target, 2)
+    os.close(target)
+    ray_logger.setLevel(logging.CRITICAL)
+    ray_logger.propagate = False
+
+    def say(text: str) -> None:
+        os.write(saved, f"{text}\n".encode())
 
     try:
-        print("stopping the Serve application", file=sys.stderr, flush=True)
-        serve.shutdown()  # lets replicas finish their requests, 30 s at most
+        yield say
     finally:
-        print("stopping Ray", file=sys.stderr, flush=True)
-        ray.shutdown()
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        ray_logger.setLevel(level)
+        ray_logger.propagate = propagate
 
 
 def down(settings: Settings) -> bool:

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from cabrain.cli.common import EXIT_OK, REMOTE_NOTE, Subparsers, remote
+from cabrain.cli.common import EXIT_OK, REMOTE_NOTE, Subparsers, acting_as, remote, require_acting
 from cabrain.errors import NotFound, UsageError
 from cabrain.settings import Settings
 
@@ -208,21 +208,28 @@ def add_agents(sub: Subparsers) -> None:
 
 # --- namespaces and grants ---------------------------------------------------------------------------------
 def cmd_namespaces(settings: Settings, args: argparse.Namespace) -> int:
-    with remote(settings) as client:
-        if args.create:
-            made = client.create_namespace(args.create)
-            print(f"namespace {args.create} {'created' if made else 'already yours'}")
-            return EXIT_OK
-        if args.accept:
-            row = client.accept_grant(args.accept)
-            what = "read and write" if row["can_write"] else "read"
-            print(f"accepted: you may {what} {args.accept}'s team memories, and capture may use them")
-            return EXIT_OK
-        if args.decline:
-            gone = client.decline_grant(args.decline)
-            print(f"{'declined' if gone else 'you held no grant on'} {args.decline}")
-            return EXIT_OK
-        for ns in client.namespaces():
+    answer: Any
+    if not settings.api_url:
+        answer = _namespaces_here(settings, args)
+    else:
+        with remote(settings) as client:
+            if args.create:
+                answer = client.create_namespace(args.create)
+            elif args.accept:
+                answer = client.accept_grant(args.accept)
+            elif args.decline:
+                answer = client.decline_grant(args.decline)
+            else:
+                answer = client.namespaces()
+    if args.create:
+        print(f"namespace {args.create} {'created' if answer else 'already yours'}")
+    elif args.accept:
+        what = "read and write" if answer["can_write"] else "read"
+        print(f"accepted: you may {what} {args.accept}'s team memories, and capture may use them")
+    elif args.decline:
+        print(f"{'declined' if answer else 'you held no grant on'} {args.decline}")
+    else:
+        for ns in answer:
             access = "rw" if ns["can_write"] else "r"
             grant = ns.get("grant")
             pending = ""
@@ -233,6 +240,30 @@ def cmd_namespaces(settings: Settings, args: argparse.Namespace) -> int:
                 )
             print(f"{ns['name']:<40} {access:<3} owner {ns['owner_agent_id']}{pending}")
     return EXIT_OK
+
+
+def _namespaces_here(settings: Settings, args: argparse.Namespace) -> Any:
+    """``cabrain namespaces`` without a service: the same operations on the hot tier, as ``--as AGENT``
+    (the operator, who owns the database, acting for it; by default the first admin)."""
+    from cabrain.brain import Brain
+
+    agent = args.as_agent
+
+    async def run() -> Any:
+        brain = await Brain.open(settings)
+        try:
+            await require_acting(brain.engine, agent)
+            if args.create:
+                return await brain.create_namespace(agent, args.create)
+            if args.accept:
+                return await brain.accept_grant(agent, args.accept)
+            if args.decline:
+                return await brain.decline_grant(agent, args.decline)
+            return await brain.namespaces(agent)
+        finally:
+            await brain.close()
+
+    return asyncio.run(run())
 
 
 def cmd_share(settings: Settings, args: argparse.Namespace) -> int:
@@ -258,8 +289,9 @@ def add_namespaces(sub: Subparsers) -> None:
     namespaces = sub.add_parser(
         "namespaces",
         help="list or create namespaces; accept or decline grants",
-        description="List your namespaces (and grants offered to you), create one, or "
-        "accept or decline a grant." + REMOTE_NOTE,
+        description="List your namespaces (and grants offered to you), create one, or accept or decline a "
+        "grant. With CABRAIN_API_URL set, as the agent of CABRAIN_API_KEY; otherwise on the hot tier, as --as AGENT.",
+        parents=[acting_as()],
     )
     namespaces_action = namespaces.add_mutually_exclusive_group()
     namespaces_action.add_argument("--create", metavar="NAME", default=None, help="create a namespace you own")

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from cabrain import edge
-from cabrain.errors import ConfigError, InputError, UsageError
+from cabrain.errors import ConfigError, InputError, NotFound, UsageError
 from cabrain.settings import Settings
 
 if TYPE_CHECKING:
     from cabrain.client import Client
+    from cabrain.engine import Engine
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -82,6 +83,20 @@ def synthetic_vectors() -> argparse.ArgumentParser:
     parent.add_argument("--real-vectors", type=int, default=2000, help="memories embedded for real (default 2000)")
     parent.add_argument("--noise", type=float, default=0.02, help="per-dimension noise of derived vectors")
     return parent
+
+
+# the agent a command without a service acts as by default: the first admin, made once per database by
+# `cabrain migrate` or `cabrain up` (identity.ensure_admin_key)
+FIRST_ADMIN = "admin"
+
+
+@functools.cache
+def acting_as(text: str = "without a service: act as this agent") -> argparse.ArgumentParser:
+    """``--as AGENT``: who a command acts as on the hot tier when no service is configured (the
+    operator, who owns the database, acting for an agent; by default the first admin)."""
+    return _parent(
+        "--as", dest="as_agent", default=FIRST_ADMIN, metavar="AGENT", help=f"{text} (default: {FIRST_ADMIN})"
+    )
 
 
 # --- arguments argparse does not know ----------------------------------------------------------------------
@@ -156,7 +171,40 @@ def remote(settings: Settings) -> Client:
     if not settings.api_url:
         raise ConfigError(
             "this command talks to a running CaBrain API and CABRAIN_API_URL is not set",
-            hint="export CABRAIN_API_URL=http://127.0.0.1:8000 and CABRAIN_API_KEY=<key> (cabrain up prints both)",
+            hint=f"start it (cabrain up) and set the two lines it prints: {api_exports(settings)}",
         )
     key = settings.api_key.get_secret_value() if settings.api_key else None
     return Client(settings.api_url, key)
+
+
+def api_exports(settings: Settings) -> str:
+    """The shell lines that point the commands at this machine's ``cabrain up``: its real port, and
+    the first admin's key file."""
+    from cabrain import identity  # lazy: an error's words need it, not the parser
+    from cabrain.service import api_url
+
+    return f"export CABRAIN_API_URL={api_url(settings)} CABRAIN_API_KEY=$(cat {identity.admin_key_path(settings.home)})"
+
+
+async def require_acting(engine: Engine, name: str) -> None:
+    """Refuse to act as ``name`` on the hot tier (``--as``) unless it is an active agent, naming
+    the one command that fixes it."""
+    from cabrain import identity  # lazy: start-up time (above)
+
+    async with engine.pool.acquire() as conn:
+        agents = {a.id: a for a in await identity.list_agents(conn)}
+    found = agents.get(name)
+    if found is not None and found.disabled_at is None:
+        return
+    admins = sorted(a.id for a in agents.values() if a.is_admin and a.disabled_at is None)
+    if found is None and name == FIRST_ADMIN and not any(a.is_admin for a in agents.values()):
+        raise NotFound(
+            f"no agent {name!r} to act as yet: the first admin is made once per database",
+            hint="run: cabrain migrate (it makes the first admin, as cabrain up does)",
+        )
+    state = "unknown" if found is None else "disabled"
+    if admins:
+        hint = f"act as an active agent: --as {admins[0]} (cabrain agents list shows them all)"
+    else:
+        hint = "make an admin and act as it: cabrain agents create NAME --admin, then --as NAME"
+    raise NotFound(f"cannot act as agent {name!r}: it is {state}", hint=hint)

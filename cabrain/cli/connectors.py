@@ -22,10 +22,12 @@ from cabrain.cli.common import (
     EXIT_FAIL,
     EXIT_OK,
     Subparsers,
+    acting_as,
     json_flag,
     namespace_option,
     quiet_flag,
     remote,
+    require_acting,
     serve_config,
 )
 from cabrain.errors import UsageError
@@ -97,6 +99,7 @@ def cmd_add(settings: Settings, args: argparse.Namespace) -> int:
         agent = args.as_agent
 
         async def work(hub: Connectors) -> dict[str, Any]:
+            await require_acting(hub.engine, agent)
             c = await hub.add(agent, args.name, args.kind, args.namespace, config, **options)
             return c.to_json()
 
@@ -258,10 +261,7 @@ def add_connectors(sub: Subparsers) -> None:
         "set, commands go to the service; otherwise they work on the hot tier as --as AGENT.",
     )
     csub = connectors.add_subparsers(dest="connectors_command", metavar="COMMAND", required=True)
-    as_agent = argparse.ArgumentParser(add_help=False)
-    as_agent.add_argument(
-        "--as", dest="as_agent", default="admin", metavar="AGENT", help="without a service: act as this agent (admin)"
-    )
+    as_agent = acting_as()
 
     add = csub.add_parser(
         "add",

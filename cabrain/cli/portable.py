@@ -14,7 +14,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cabrain.cli.common import EXIT_OK, Subparsers, json_flag, namespace_option, only_namespaces, quiet_flag, remote
+from cabrain.cli.common import (
+    EXIT_OK,
+    Subparsers,
+    acting_as,
+    json_flag,
+    namespace_option,
+    only_namespaces,
+    quiet_flag,
+    remote,
+    require_acting,
+)
 from cabrain.errors import UsageError
 from cabrain.settings import Settings
 
@@ -87,6 +97,7 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
         async def run() -> Any:
             engine = await Engine.open(settings)
             try:
+                await require_acting(engine, args.as_agent)
                 with for_terminal(args.quiet) as progress:
                     done = await Portable(engine).import_file(
                         None, args.format, path, args.namespace, as_agent=args.as_agent, progress=progress, **options
@@ -161,7 +172,12 @@ def add_import(sub: Subparsers) -> None:
 
     imp = sub.add_parser(
         "import",
-        parents=[json_flag("print the report as JSON"), quiet_flag(), namespace_option(required=False)],
+        parents=[
+            json_flag("print the report as JSON"),
+            quiet_flag(),
+            namespace_option(required=False),
+            acting_as("without a service: write as this agent"),
+        ],
         help="import a CaBrain export, or another tool's memories",
         description="Formats: cabrain (an export), " + ", ".join(sorted(FORMATS)) + ". Idempotent: importing the "
         "same file again adds nothing; records changed since revise their memories (each revision can be "
@@ -179,7 +195,4 @@ def add_import(sub: Subparsers) -> None:
     )
     imp.add_argument("--mirror", action="store_true", help="forget the records the source no longer holds")
     imp.add_argument("--dry-run", action="store_true", help="say what would be added, revised, skipped; write nothing")
-    imp.add_argument(
-        "--as", dest="as_agent", default="admin", metavar="AGENT", help="without a service: write as this agent"
-    )
     imp.set_defaults(func=cmd_import)

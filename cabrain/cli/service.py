@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
+import threading
 
 from cabrain.cli.common import EXIT_FAIL, EXIT_OK, Subparsers, json_flag, read_app_config, serve_config
 from cabrain.settings import Settings, unknown_variables
@@ -14,7 +16,9 @@ from cabrain.settings import Settings, unknown_variables
 
 # --- migrate -----------------------------------------------------------------------------------------------
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain import identity
     from cabrain.providers.embedders import load_embedder  # lazy, here and below: start-up time (common.py)
+    from cabrain.service import admin_line
     from cabrain.store import migrations
     from cabrain.store.db import check_server, connect, describe_target, hot_tier, server_facts
 
@@ -32,6 +36,9 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             report = await migrations.migrate(
                 conn, settings.schema_dir, embedding_dim=dim, embedding_model=settings.embedding_model
             )
+            # the first admin, once per database, as `cabrain up` makes it: the commands that work on
+            # the hot tier without a service act as it (--as admin)
+            admin = await identity.ensure_admin_key(conn, settings.home)
         finally:
             await conn.close()
         if report.applied:
@@ -40,6 +47,7 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             print(f"schema up to date ({len(report.already_applied)} migrations)")
         print(f"partitions: {', '.join(report.partitions)}")
         print(report.sleep_role)
+        print(admin_line(admin))
         return EXIT_OK
 
     print(f"migrating {describe_target(settings)}")
@@ -52,7 +60,8 @@ def add_migrate(sub: Subparsers) -> None:
         "migrate",
         help="create or upgrade the database schema",
         description="Apply pending migrations from cabrain/schema/ in one transaction (safe to run "
-        "concurrently; re-running is a no-op), create monthly partitions and the sleep role.",
+        "concurrently; re-running is a no-op), create monthly partitions and the sleep role, and on the first "
+        "run the first admin and its key (CABRAIN_HOME/admin.key), as cabrain up does.",
     )
     migrate.add_argument("--dry-run", action="store_true", help="list pending migrations only")
     migrate.set_defaults(func=cmd_migrate)
@@ -93,7 +102,14 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain import service
 
     app_args = read_app_config(args.config) if args.config else None
-    service.up(settings, app_args=app_args)
+    stopped = service.up(settings, app_args=app_args)
+    if stopped and threading.current_thread() is threading.main_thread():
+        # Ctrl-C stopped everything `up` started. What is left is the interpreter's teardown of the
+        # torch and Ray it imported: seconds spent on nothing, so the process ends now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(EXIT_OK)
     return EXIT_OK
 
 

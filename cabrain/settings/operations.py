@@ -213,6 +213,12 @@ class OperationsSettings(BaseModel):
     serve_ready_timeout_s: float = Field(
         default=300.0, gt=0, description="How long cabrain up waits for the models and the API to be ready."
     )
+    serve_stop_timeout_s: float = Field(
+        default=0.5,
+        ge=0,
+        description="How long Ctrl-C of cabrain up lets the Serve application finish its requests before the "
+        "local Ray stops.",
+    )
 
     # --- capture (Claude Code hooks) ---------------------------------------------------------------
     # The hook reads these itself (standard library only, cabrain.faces.capture.CaptureConfig); they
