@@ -1,4 +1,7 @@
-"""Reading the console's filter fields (query strings) into CaBrain's types, with clear errors."""
+"""Reading the console's filter fields (query strings) into CaBrain's types, with clear errors.
+
+A bad value raises :class:`FieldError`, which names its field: the page is then shown again
+without it, its form keeping what was typed (:mod:`cabrain.serve.console.routing`)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,14 @@ MEMORY_TYPES = [t.value for t in MemoryType]
 MODES = [m.value for m in RecallMode]
 
 
+class FieldError(InputError):
+    """A filter field's value is not one the page can use."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def field(params: Any, name: str) -> str:
     value = params.get(name)
     return value.strip() if isinstance(value, str) else ""
@@ -23,7 +34,7 @@ def field(params: Any, name: str) -> str:
 def choice(params: Any, name: str, allowed: list[str]) -> str:
     value = field(params, name)
     if value and value not in allowed:
-        raise InputError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+        raise FieldError(name, f"{name}: {value!r} is not one of {', '.join(allowed)}")
     return value
 
 
@@ -35,11 +46,11 @@ def day(params: Any, name: str, *, end: bool = False) -> datetime | None:
     try:
         if len(value) == 10:
             parsed = datetime.combine(datetime.fromisoformat(value).date(), time(), tzinfo=UTC)
-            return edge.check_datetime(parsed + timedelta(days=1) if end else parsed)
+            return _kept(name, parsed + timedelta(days=1) if end else parsed)
         parsed = datetime.fromisoformat(value)
     except (ValueError, OverflowError):
-        raise InputError(f"{name}: {value!r} is not a date (YYYY-MM-DD) CaBrain keeps") from None
-    return edge.check_datetime(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
+        raise FieldError(name, f"{name}: {value!r} is not a date (YYYY-MM-DD) CaBrain keeps") from None
+    return _kept(name, parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
 
 
 def number(params: Any, name: str, *, low: float, high: float, integer: bool = False) -> float | None:
@@ -49,10 +60,18 @@ def number(params: Any, name: str, *, low: float, high: float, integer: bool = F
     try:
         parsed = int(value) if integer else float(value)
     except ValueError:
-        raise InputError(f"{name}: {value!r} is not a {'whole ' if integer else ''}number") from None
+        raise FieldError(name, f"{name}: {value!r} is not a {'whole ' if integer else ''}number") from None
     if not low <= parsed <= high:
-        raise InputError(f"{name} must be between {low:g} and {high:g}, got {value}")
+        raise FieldError(name, f"{name} must be between {low:g} and {high:g}, got {value}")
     return parsed
+
+
+def _kept(name: str, moment: datetime) -> datetime:
+    """``moment``, when CaBrain can keep it (:func:`cabrain.edge.check_datetime`)."""
+    try:
+        return edge.check_datetime(moment)
+    except InputError as exc:
+        raise FieldError(name, f"{name}: {exc.message}") from None
 
 
 def flag(params: Any, name: str) -> bool:

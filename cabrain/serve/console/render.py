@@ -4,13 +4,16 @@ Content is only ever text: templates autoescape everything (no value is marked s
 built here from ids and never from memory text, and every page is sent with a Content Security
 Policy that runs only the console's own script files (no inline script, no ``javascript:`` URL, no
 other origin), so a memory holding ``<script>`` or a ``javascript:`` link is shown, never run.
+
+A page shown again after an error (:mod:`cabrain.serve.console.routing`) carries the errors above
+its content, and its form keeps what was typed in the fields it was shown without.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
@@ -31,6 +34,17 @@ HEADERS = {
     "Cache-Control": "no-store",
     APP_ANSWER: "console",  # Serve's proxy passes a page's own error status through as it is
 }
+
+
+ERRORS = "console_errors"  # request.state: the errors to show above the page
+TYPED = "console_typed"  # request.state: the fields a page was shown without, as typed
+
+
+class Shown(NamedTuple):
+    """An error shown above a page: what went wrong and what to do about it."""
+
+    message: str
+    hint: str | None
 
 
 def _when(value: datetime | str | None) -> str:
@@ -64,5 +78,11 @@ def page(request: Request, template: str, *, status: int = 200, **context: Any) 
     """``template`` rendered with ``context`` (and the session, when signed in) as an HTML answer."""
     context.setdefault("session", getattr(request.state, "console_session", None))
     context.setdefault("title", "")
+    state = request.scope.get("state") or {}
+    context.setdefault("errors", list(state.get(ERRORS, ())))
+    typed = dict(state.get(TYPED) or {})
+    context.setdefault("typed", typed)
+    if typed and isinstance(context.get("values"), dict):
+        context["values"] = context["values"] | typed
     html = ENV.get_template(template).render(request_path=request.url.path, **context)
     return HTMLResponse(html, status_code=status, headers=HEADERS)
