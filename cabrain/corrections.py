@@ -64,7 +64,7 @@ class Corrections:
         Op.READ,
         namespace="namespace",
         reads=Read.MEMORIES,
-        http="GET /v1/namespaces/{namespace}/judgments",
+        http="GET /v1/namespaces/{namespace:path}/judgments",
         client="audit",
         cli="audit",
     )

@@ -24,8 +24,12 @@ TOOLS = {
     "memory_create_namespace",
     "memory_entities",
     "memory_entity",
+    "memory_entity_rename",
+    "memory_entity_merge",
     "memory_judgments",
     "memory_revert",
+    "memory_correct",
+    "memory_restore",
     "workflow_dispatch",
 }
 # What an MCP client must never be told to do: call CaBrain's Python, or use another surface's route or command.

@@ -81,6 +81,8 @@ async def forget(engine: Engine, agent: str, memory_id: uuid.UUID, *, reason: st
             meta["tier"] = "cold"  # kept in the cold tier as it was; its identity records the forget
         else:
             update: dict[str, Any] = {"metadata": {**meta, "judgment": str(judgment.id)}}
+            if memory.metadata.get("restored_by"):  # restored once before: forgotten again now
+                update["metadata"]["restored_by"] = None
             if memory.invalid_at is None:
                 update["invalid_at"] = engine.clock().isoformat()
             await judgments.change(conn, judgment, memory_id, update)

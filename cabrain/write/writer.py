@@ -143,6 +143,8 @@ class Writer:
             item.input.namespace,
             f"corrected by the caller: {why}" if why else "reconsolidated: corrected by the caller",
         )
+        if origin == "person":  # a person's correction: their words, or what it is
+            reason = str(why) if why else "corrected by a person"
         importance = self._importance(item, None, revision=True)
         memory_id = uuid.uuid4()
         names = entity_extraction.extract(item.content, await self._known_keys(ns, item.content))

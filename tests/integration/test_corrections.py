@@ -46,7 +46,7 @@ async def test_a_correction_is_a_new_version_and_its_revert_brings_the_old_one_b
 
     [judgment] = [j for j in await brain.judgments("alice", old.memory_id) if j["kind"] == "correction"]
     assert (judgment["origin"], judgment["decided_by"], judgment["agent"]) == ("person", "person", "alice")
-    assert "typo" in judgment["reason"]
+    assert judgment["reason"] == "typo"  # the person's own words
 
     undo = await brain.revert("alice", judgment_id=judgment["id"], reason="the old port was right")
     assert undo["kind"] == "revert" and undo["decided_by"] == "person"
@@ -111,7 +111,7 @@ async def test_a_memory_forgotten_before_forgets_were_judgments_is_restored_dire
     conn = await asyncpg.connect(db_dsn)
     try:  # a forget as it was recorded before: the memory invalid, its identity forgotten, no judgment
         await conn.execute(
-            "UPDATE memories SET invalid_at = now(), metadata = metadata || '{\"forgotten_by\": \"alice\"}' "
+            'UPDATE memories SET invalid_at = now(), metadata = metadata || \'{"forgotten_by": "alice"}\' '
             "WHERE id = $1",
             memory.memory_id,
         )
@@ -195,7 +195,9 @@ async def test_the_audit_lists_judgments_with_both_texts_filters_and_pages(brain
     assert [j["kind"] for j in (await brain.audit("alice", "proj", kind="forget"))["judgments"]] == ["forget"]
     later = await brain.audit("alice", "proj", since=datetime.fromisoformat(correction["created_at"]))
     assert {j["kind"] for j in later["judgments"]} == {"forget", "correction"}
-    assert (await brain.audit("alice", "proj", until=datetime.fromisoformat(supersede["created_at"])))["judgments"] == []
+    assert (await brain.audit("alice", "proj", until=datetime.fromisoformat(supersede["created_at"])))[
+        "judgments"
+    ] == []
 
     first = await brain.audit("alice", "proj", limit=2)
     assert [j["id"] for j in first["judgments"]] == [forget["id"], correction["id"]]

@@ -49,7 +49,7 @@ async def restore(memory_id: str, svc: Svc, p: Caller, body: RestoreIn | None = 
 
 
 @routes.get(
-    "/v1/namespaces/{namespace}/judgments",
+    "/v1/namespaces/{namespace:path}/judgments",
     summary="The audit: a namespace's judgments newest first, by kind, origin and time, with both sides' texts",
 )
 async def audit(
