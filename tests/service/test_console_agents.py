@@ -88,6 +88,9 @@ async def test_an_admin_sees_the_real_role_changes_it_and_the_caps_and_sees_usag
     await page.reload()
     assert await page.evaluate("document.documentElement.scrollWidth") <= 390
     await shot(page, "agent-phone")
+    await page.goto(f"{service.url}/console/agents")
+    await expect(page.locator("#agents")).to_contain_text(AGENT)
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390
     await page.context.close()
     with service.client("admin") as admin:
         assert admin.put(f"/v1/agents/{AGENT}/role", json={"role": "live"}).status_code == 200

@@ -111,11 +111,12 @@ async def test_an_agent_that_may_not_write_the_namespace_is_refused_on_the_page(
     await form.get_by_label("Into namespace").fill(NS)
     await form.get_by_role("button", name="Import").click()
     refused = page.locator("#transfer-error")
-    await expect(refused).to_contain_text("The import was refused")
+    await expect(refused).to_contain_text("The import was refused (dana-mem0.json)")
     await expect(refused).to_contain_text(NS)
     assert "POST /v1" not in (await refused.text_content() or "")
     await expect(page.locator("#import-form").get_by_label("Into namespace")).to_have_value(NS)  # the form kept
     assert _contents(service) == before
+    await shot(page, "transfer-refused")
     # nor may bob take alice's namespace away
     response = await page.goto(f"{service.url}/console/transfer/export?namespace={urllib.parse.quote(NS)}")
     assert response is not None and response.status in (403, 404)

@@ -64,7 +64,7 @@ async def _page(request: Request, svc: Svc, session: Session, *, status: int = 2
         writable=writable,
         owned=owned,
         max_bytes=svc.settings.api_max_body_bytes,
-        **{"report": None, "error": None, **context},
+        **{"report": None, "error": None, "filename": None, **context},
     )
 
 
@@ -97,7 +97,8 @@ async def import_file(request: Request, svc: Svc, session: Current) -> Response:
     except CabrainError as exc:
         # the plain hint; a fix names the API's and the CLI's ways, which are not this page's
         error = {"kind": exc.kind, "message": exc.message, "hint": exc.hint if exc.fix is None else None}
-        return await _page(request, svc, session, status=exc.status, chosen=chosen, error=error)
+        named = upload.filename if isinstance(upload, UploadFile) else None
+        return await _page(request, svc, session, status=exc.status, chosen=chosen, error=error, filename=named)
     finally:
         if isinstance(upload, UploadFile):
             await upload.close()
