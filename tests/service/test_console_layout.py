@@ -241,6 +241,8 @@ async def test_at_390_px_no_page_scrolls_sideways_and_the_menu_is_one_row(
     await expect(links.first).to_be_visible()
     await on_screen(page, links, "navigation links")
     assert (await page.evaluate(MEASURE))["header"] < 60
+    if name == "/memories":
+        await shot(page, "layout-390-menu-open")
     if name == "/sleep/{run_id}":
         await menu.click()
         await expect(page.locator("#steps")).to_contain_text("merged 1")
