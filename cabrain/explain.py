@@ -27,6 +27,7 @@ class Explaining:
         reads=Read.MEMORIES,
         http="POST /v1/recall/explain",
         client="explain_recall",
+        cli="recall",
     )
     async def explain_recall(
         self, agent: str, query: RecallQuery, *, why_not: uuid.UUID | str | None = None

@@ -46,8 +46,10 @@ def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
 
     if not args.archive and (args.valid_from or args.valid_to):
         raise UsageError("--from and --to go with --archive", hint="add --archive to search the cold tier by time")
-    if args.archive and (args.as_of or args.context):
-        raise UsageError("--as-of and --context are for hot recall", hint="leave out --archive")
+    if args.archive and (args.as_of or args.context or args.explain or args.why_not):
+        raise UsageError("--as-of, --context, --explain and --why-not are for hot recall", hint="leave out --archive")
+    if args.explain or args.why_not:
+        return _explain(settings, args)
     result: RecallResult | ArchiveResult
     with remote(settings) as client:
         if args.archive:
@@ -69,6 +71,38 @@ def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
     if not hits:
         scanned = f" ({result.scanned} archived memories searched)" if isinstance(result, ArchiveResult) else ""
         print("no memories matched" + scanned)
+    return EXIT_OK
+
+
+def _explain(settings: Settings, args: argparse.Namespace) -> int:
+    """``recall --explain``: the recall taken apart, not counted as a use (Brain.explain_recall)."""
+    from cabrain.types import RecallQuery
+
+    query = RecallQuery(args.query, args.namespace, k=args.k, as_of=args.as_of, context=tuple(args.context))
+    with remote(settings) as client:
+        explained = client.explain_recall(query, why_not=args.why_not)
+    if args.json:
+        print(json.dumps(explained, ensure_ascii=False, indent=2))
+        return EXIT_OK
+
+    def place(p: dict | None) -> str:
+        return "not searched" if p is None else f"#{p['rank']} {p['score']:.4f}" if p["rank"] else "-"
+
+    print(f"not counted as a use; {explained['fusion']}; rerank: {explained['rerank']}")
+    for hit in explained["hits"]:
+        memory = hit["memory"]
+        gone = f" (superseded by {memory['superseded_by']})" if memory["superseded_by"] else ""
+        gone = gone or (" (forgotten)" if memory["invalid_at"] else "")
+        print(f"{hit['rank']:>2}. [{hit['score']:.4f}] {memory['content']}{gone}  ({memory['id']})")
+        print(f"    vector {place(hit['dense'])}, keyword {place(hit['keyword'])}, fused {place(hit['fused'])}")
+        for term in hit["terms"]:
+            print(f"    {term['name']} = {term['expression']} = {term['value']:.4f}")
+        print(f"    {hit['formula']}; {hit['score_formula']}")
+    why = explained["why_not"]
+    if why is not None:
+        print(f"why not {why['memory_id']}:")
+        for reason in why["reasons"]:
+            print(f"  {reason}")
     return EXIT_OK
 
 
@@ -146,6 +180,18 @@ def add_recall(sub: Subparsers) -> None:
         default=[],
         metavar="TURN",
         help="an earlier turn of the conversation the query continues (repeat it, oldest first)",
+    )
+    recall.add_argument(
+        "--explain",
+        action="store_true",
+        help="take the recall apart, as the console's playground does: each hit's rank and score in the "
+        "vector list, the keyword list and after fusion, and the formula of its score; not counted as a use",
+    )
+    recall.add_argument(
+        "--why-not",
+        default=None,
+        metavar="MEMORY_ID",
+        help="with --explain (implied): where this memory stood in each list and what kept it out of the hits",
     )
     recall.set_defaults(func=cmd_recall)
 

@@ -79,6 +79,7 @@ class WhyNot:
     fused: Place | None
     cutoff: float | None  # the score of the k-th hit (None: fewer than k hits)
     reasons: tuple[str, ...]
+    filtered: bool = False  # a filter (or its validity, or the cold tier) kept it out of both lists
 
 
 @with_config(JSON_FORM)
@@ -237,15 +238,20 @@ async def _why_not(
     candidate = next(((i, c) for i, c in enumerate(trace.fused, 1) if c.row["id"] == memory_id), None)
     fused = Place(candidate[0], candidate[1].fused) if candidate else Place(None, None)
     reasons: list[str] = []
+    filtered = False
     if returned is not None:
         reasons.append(f"it was returned, at rank {returned}")
     elif archived or memory is None:
         reasons.append("it is archived (in the cold tier): hot recall does not search it; search the archive")
+        filtered = True
     else:
         reasons += _filtered(memory, query, engine)
+        filtered = bool(reasons)
         if not reasons:
             reasons += _ranked(memory_id, query, trace, hits, fused, cutoff, dense, keyword)
-    return WhyNot(memory_id, True, scope["namespace"], returned, dense, keyword, fused, cutoff, tuple(reasons))
+    return WhyNot(
+        memory_id, True, scope["namespace"], returned, dense, keyword, fused, cutoff, tuple(reasons), filtered
+    )
 
 
 def _place(rows: list, memory_id: uuid.UUID, key: str) -> Place:

@@ -157,7 +157,7 @@ async def test_why_not_a_returned_memory_says_where_it_is(brain) -> None:
     ids = await store(brain)
     explained, reasons = await why(brain, ids[0], k=3)
     w = explained.why_not
-    assert reasons == ["it was returned, at rank 1"] and w is not None and w.returned == 1
+    assert reasons == ["it was returned, at rank 1"] and w is not None and w.returned == 1 and not w.filtered
     assert w.dense is not None and w.dense.rank == explained.hits[0].dense.rank
     assert w.fused is not None and w.fused.score == explained.hits[0].fused.score
 
@@ -167,7 +167,7 @@ async def test_why_not_below_the_cut_off(brain) -> None:
     explained, reasons = await why(brain, ids[1], k=1)
     w = explained.why_not
     assert w is not None and w.returned is None and w.fused is not None and w.fused.rank is not None
-    assert w.fused.rank > 1 and w.cutoff == explained.hits[0].score and w.fused.score < w.cutoff
+    assert w.fused.rank > 1 and w.cutoff == explained.hits[0].score and w.fused.score < w.cutoff and not w.filtered
     assert reasons == [
         f"below the cut-off: fused rank {w.fused.rank}, score {w.fused.score:.4f} < the k-th hit's {w.cutoff:.4f} (k = 1)"
     ]
@@ -193,7 +193,8 @@ async def test_why_not_a_memory_neither_search_reached(open_brain) -> None:
 async def test_why_not_a_superseded_or_forgotten_memory(brain) -> None:
     ids = await store(brain)
     newer = await brain.reconsolidate("alice", ids[0], "The staging database runs PostgreSQL 19 on the storage node.")
-    _, reasons = await why(brain, ids[0])
+    explained, reasons = await why(brain, ids[0])
+    assert explained.why_not is not None and explained.why_not.filtered
     assert len(reasons) == 1 and reasons[0].startswith(f"it was superseded by {newer.memory_id} on ")
     assert reasons[0].endswith("tick 'with history'")
     # with history it competes, and its hit carries what superseded it (the console's badge)

@@ -1,9 +1,12 @@
 """The recall playground: a query against a namespace (hot recall, or the cold tier's archive recall)
-with every hit's score breakdown, the timing of each stage, and what one hop through entities reached.
-It runs the very recall the API runs, as the signed-in agent."""
+taken apart - each hit's place in the vector list, the keyword list and after fusion, each term of
+its score with its formula, the timing of each stage, what one hop through entities reached - and
+"why not this memory?". It runs the very recall the API runs, as the signed-in agent, but as a
+look, not a use (:meth:`cabrain.brain.Brain.explain_recall`): nothing it shows is counted."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from fastapi import Request
@@ -19,8 +22,50 @@ from cabrain.types import ArchiveQuery, MemoryType, Network, RecallMode, RecallQ
 
 routes = router()
 
-FIELDS = ["q", "namespace", "mode", "k", "network", "memory_type", "source_kind", "from", "to", "as_of", "context"]
+FIELDS = [
+    "q",
+    "namespace",
+    "mode",
+    "k",
+    "network",
+    "memory_type",
+    "source_kind",
+    "from",
+    "to",
+    "as_of",
+    "context",
+    "why_not",
+]
 FLAGS = ["rerank", "expand", "include_invalid", "archive"]
+# each stage's timing, in words
+STAGES = {
+    "lookups_ms": "lookups",
+    "embed_ms": "embedding",
+    "vector_ms": "vector search",
+    "bm25_ms": "keyword search",
+    "rerank_ms": "rerank",
+    "expand_ms": "through entities",
+    "scan_ms": "cold scan",
+    "score_ms": "scoring",
+    "fetch_ms": "fetch",
+    "total_ms": "total",
+}
+NO_RERANKER = "no reranker configured: set CABRAIN_RERANKER_PROVIDER (cross-encoder or http)"
+
+
+def stages(timings: dict[str, float]) -> list[tuple[str, float]]:
+    """A recall's timings as (what, milliseconds), named in words."""
+    return [(STAGES.get(key, key.removesuffix("_ms").replace("_", " ")), ms) for key, ms in timings.items()]
+
+
+def memory_id(params: Any) -> uuid.UUID | None:
+    value = filters.field(params, "why_not")
+    if not value:
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise filters.FieldError("why_not", f"why not: {value!r} is not a memory id (a UUID)") from None
 
 
 @routes.get("/recall")
@@ -29,8 +74,11 @@ async def recall(request: Request, svc: Svc, session: Current) -> Response:
     namespaces = await readable_namespaces(svc, session.agent)
     values = filters.form_values(params, FIELDS)
     asked = bool(values["q"])
-    # an empty form starts with reranking and expansion on, as the API's defaults are
-    flags = {name: filters.flag(params, name) if asked else name in {"rerank", "expand"} for name in FLAGS}
+    # the replica's own settings never name a reranker (it is a deployment of its own, when configured)
+    reranker = "reranker" in svc.models
+    # an empty form starts with expansion on, and reranking when there is a reranker to rerank with
+    defaults = {"expand", "rerank"} if reranker else {"expand"}
+    flags = {name: filters.flag(params, name) if asked else name in defaults for name in FLAGS}
     values["namespace"] = values["namespace"] or (namespaces[0]["name"] if namespaces else "")
     result = archive = None
     if asked:
@@ -38,6 +86,7 @@ async def recall(request: Request, svc: Svc, session: Current) -> Response:
         k = int(filters.number(params, "k", low=1, high=svc.settings.recall_max_k, integer=True) or 10)
         network = filters.choice(params, "network", filters.NETWORKS)
         memory_type = filters.choice(params, "memory_type", filters.MEMORY_TYPES)
+        why_not = memory_id(params)
         scope: dict[str, Any] = {
             "query": values["q"],
             "namespace": values["namespace"],
@@ -54,13 +103,14 @@ async def recall(request: Request, svc: Svc, session: Current) -> Response:
         # the earlier turns of a conversation, one a line, oldest first
         context = tuple(line.strip() for line in values["context"].splitlines() if line.strip())
         if flags["archive"]:
-            if as_of is not None or context:
-                raise InputError("as of and earlier turns are for hot recall", hint="untick the archive")
+            if as_of is not None or context or why_not is not None:
+                raise InputError("as of, earlier turns and why not are for hot recall", hint="untick the archive")
             archive_query = ArchiveQuery(**scope)
             archive = await svc.run(lambda b: b.recall_archive(session.agent, archive_query))
         else:
             query = RecallQuery(**scope, rerank=flags["rerank"], expand=flags["expand"], as_of=as_of, context=context)
-            result = await svc.run(lambda b: b.recall(session.agent, query))
+            result = await svc.run(lambda b: b.explain_recall(session.agent, query, why_not=why_not))
+    answered = result or archive
     return page(
         request,
         "recall.html",
@@ -70,7 +120,10 @@ async def recall(request: Request, svc: Svc, session: Current) -> Response:
         flags=flags,
         result=result,
         archive=archive,
+        timings=stages(dict(answered.timings_ms)) if answered is not None else [],
         asked=asked,
+        reranker=reranker,
+        no_reranker=NO_RERANKER,
         modes=filters.MODES,
         networks=filters.NETWORKS,
         memory_types=filters.MEMORY_TYPES,
