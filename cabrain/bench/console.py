@@ -72,6 +72,7 @@ async def measure_console(brain: Brain, rng: random.Random, requests: int = 50) 
     ns = urllib.parse.quote(NAMESPACE)
     ids = await _ids(brain, requests, rng)
     queries = synthetic_queries(rng, requests)
+    words = [max(q.split(), key=len).strip("?.,!") for q in queries]  # a word of each query, to search for
     async with brain.engine.pool.acquire() as conn:  # a month in the middle of the corpus' time span
         middle = await conn.fetchval(sql.MIDDLE_VALID_AT, NAMESPACE)
     start = (middle or datetime.now(UTC)).date().replace(day=1)
@@ -97,6 +98,12 @@ async def measure_console(brain: Brain, rng: random.Random, requests: int = 50) 
             "memories, filtered (one month)": lambda i: (
                 f"/console/memories?namespace={ns}&from={month[0]}&to={month[1]}"
             ),
+            "memories, search (one word)": lambda i: (
+                f"/console/memories?namespace={ns}&q={urllib.parse.quote(words[i])}"
+            ),
+            "memories, search (two words)": lambda i: (
+                f"/console/memories?namespace={ns}&q={urllib.parse.quote(words[i] + ' ' + words[i - 1])}"
+            ),
             "a memory": lambda i: f"/console/memories/{ids[i % len(ids)]}",
             "recall playground": lambda i: f"/console/recall?namespace={ns}&q={urllib.parse.quote(queries[i])}",
             "entities": lambda i: f"/console/entities?namespace={ns}",
@@ -105,6 +112,8 @@ async def measure_console(brain: Brain, rng: random.Random, requests: int = 50) 
             "namespaces": lambda i: "/console/namespaces",
             "workflows": lambda i: "/console/workflows",
             "health": lambda i: "/console/health",
+            "overview": lambda i: "/console/overview",
+            "overview, one namespace": lambda i: f"/console/overview?namespace={ns}",
         }
         for name, url in pages.items():
             first = await client.get(url(0))  # warm-up, and a check that the page answers
