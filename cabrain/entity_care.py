@@ -126,6 +126,8 @@ class EntityCare:
         held=True,
         http="POST /v1/entities/{name_or_id:path}/rename",
         client="rename_entity",
+        backend="rename_entity",
+        mcp="memory_entity_rename",
         cli="entities rename",
     )
     async def rename_entity(
@@ -157,6 +159,8 @@ class EntityCare:
         held=True,
         http="POST /v1/entities/{name_or_id:path}/merge",
         client="merge_entity",
+        backend="merge_entity",
+        mcp="memory_entity_merge",
         cli="entities merge",
     )
     async def merge_entity(

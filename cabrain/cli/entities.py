@@ -15,14 +15,14 @@ from cabrain.settings import Settings
 ACTIONS = ("list", "rename", "merge")
 
 
-class _AnyName(dict):  # type: ignore[type-arg]
+class _AnyName(dict[str, argparse.ArgumentParser]):
     """Parsers by name that let argparse pass any first word on to :class:`_ListByDefault`."""
 
     def __contains__(self, name: object) -> bool:
         return True
 
 
-class _ListByDefault(argparse._SubParsersAction):  # type: ignore[type-arg]
+class _ListByDefault(argparse._SubParsersAction):
     """``cabrain entities NAMESPACE`` is ``cabrain entities list NAMESPACE``, as it was before the
     entities had actions of their own (its parsers by name are an :class:`_AnyName` once added)."""
 

@@ -88,6 +88,14 @@ class MemoryBackend(Protocol):
         self, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
     ) -> EntityWithMemories: ...
 
+    async def rename_entity(
+        self, namespace: str, name_or_id: str, new_name: str, *, reason: str | None = None
+    ) -> dict[str, Any]: ...
+
+    async def merge_entity(
+        self, namespace: str, name_or_id: str, into: str, *, reason: str | None = None
+    ) -> dict[str, Any]: ...
+
     async def dispatch(self, task: dict[str, Any]) -> dict[str, Any]: ...
 
 
@@ -181,6 +189,16 @@ class BrainBackend:
         self, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
     ) -> EntityWithMemories:
         return await self.brain.entity(self.agent, namespace, name_or_id, history=history, limit=limit)
+
+    async def rename_entity(
+        self, namespace: str, name_or_id: str, new_name: str, *, reason: str | None = None
+    ) -> dict[str, Any]:
+        return await self.brain.rename_entity(self.agent, namespace, name_or_id, new_name, reason=reason)
+
+    async def merge_entity(
+        self, namespace: str, name_or_id: str, into: str, *, reason: str | None = None
+    ) -> dict[str, Any]:
+        return await self.brain.merge_entity(self.agent, namespace, name_or_id, into, reason=reason)
 
     async def dispatch(self, task: dict[str, Any]) -> dict[str, Any]:
         return (await self.brain.workflows.dispatch(self.agent, task)).to_json()
@@ -277,6 +295,16 @@ class HttpBackend:
         self, namespace: str, name_or_id: str, *, history: bool = False, limit: int = 20
     ) -> EntityWithMemories:
         return await self.client.entity(namespace, name_or_id, history=history, limit=limit)
+
+    async def rename_entity(
+        self, namespace: str, name_or_id: str, new_name: str, *, reason: str | None = None
+    ) -> dict[str, Any]:
+        return await self.client.rename_entity(namespace, name_or_id, new_name, reason=reason)
+
+    async def merge_entity(
+        self, namespace: str, name_or_id: str, into: str, *, reason: str | None = None
+    ) -> dict[str, Any]:
+        return await self.client.merge_entity(namespace, name_or_id, into, reason=reason)
 
     async def dispatch(self, task: dict[str, Any]) -> dict[str, Any]:
         return await self.client.dispatch(task)

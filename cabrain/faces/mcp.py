@@ -1,6 +1,7 @@
 """MCP tools (SPEC §5.1): ``memory_retain``, ``memory_recall``, ``memory_recall_archive``,
 ``memory_get``, ``memory_forget``, ``memory_share``, ``memory_reconsolidate``, ``memory_namespaces``,
-``memory_create_namespace``, ``memory_entities``, ``memory_entity``, ``memory_judgments``,
+``memory_create_namespace``, ``memory_entities``, ``memory_entity``, ``memory_entity_rename``,
+``memory_entity_merge``, ``memory_judgments``,
 ``memory_revert``, ``memory_correct``, ``memory_restore``; and workflow learning's
 ``workflow_dispatch``.
 
@@ -328,6 +329,30 @@ def build_server(
         """One entity: its summary, and the memories that mention it, newest first."""
         found = await run(ctx, lambda b: b.entity(namespace, name, history=include_history, limit=limit))
         return {"entity": entity_json(found.entity), "memories": [memory_json(m) for m in found.memories]}
+
+    @server.tool(annotations=ToolAnnotations(title="Rename an entity", destructive_hint=False))
+    async def memory_entity_rename(
+        namespace: Namespace,
+        name: Annotated[str, Field(min_length=1, max_length=200, description="The entity's name (any case) or id")],
+        new_name: Annotated[str, Field(min_length=1, max_length=200, description="Its new name")],
+        ctx: Context,
+        reason: Annotated[str | None, Field(max_length=2000, description="Why (kept with the judgment)")] = None,
+    ) -> dict[str, Any]:
+        """Rename an entity (writers of the namespace). A name another entity has is refused: merge
+        them with memory_entity_merge instead. Returns the judgment; memory_revert with its id undoes it."""
+        return await run(ctx, lambda b: b.rename_entity(namespace, name, new_name, reason=reason))
+
+    @server.tool(annotations=ToolAnnotations(title="Merge an entity into another", destructive_hint=False))
+    async def memory_entity_merge(
+        namespace: Namespace,
+        name: Annotated[str, Field(min_length=1, max_length=200, description="The entity merged away (name or id)")],
+        into: Annotated[str, Field(min_length=1, max_length=200, description="The entity it becomes (name or id)")],
+        ctx: Context,
+        reason: Annotated[str | None, Field(max_length=2000, description="Why (kept with the judgment)")] = None,
+    ) -> dict[str, Any]:
+        """Merge two names for the same thing (writers of the namespace): every memory that mentions
+        `name` mentions `into` instead. Returns the judgment; memory_revert with its id undoes it exactly."""
+        return await run(ctx, lambda b: b.merge_entity(namespace, name, into, reason=reason))
 
     @server.tool(annotations=ToolAnnotations(title="Correct a memory", destructive_hint=False))
     async def memory_reconsolidate(

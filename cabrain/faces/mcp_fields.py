@@ -79,6 +79,7 @@ def entity_json(e: Entity) -> dict[str, Any]:
         "kind": e.kind,
         "summary": e.summary,
         "summarized_at": when(e.summarized_at),
+        "mentions": e.mentions + e.own_private_mentions,  # current memories the caller may read
     }
 
 

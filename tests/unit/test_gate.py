@@ -139,6 +139,8 @@ def test_declarations_are_whole() -> None:
         "correct",
         "restore",
         "revert_judgments",
+        "rename_entity",
+        "merge_entity",
     }
     assert {s.name.split(".")[-1] for s in gate.REGISTRY.values() if s.admin} >= {
         "create_agent",

@@ -44,7 +44,10 @@ document.addEventListener("keydown", (event) => {
       label: colour("--graph-label", colour("--fg", "#1d2327")), focus: colour("--accent", "#0b5cad"),
     };
   }
-  function short(text) { return text.length > LABEL ? text.slice(0, LABEL - 1) + "…" : text; }
+  function short(text) {  // a label as drawn: shorter on a narrow canvas
+    const most = canvas.clientWidth < 500 ? LABEL / 2 : LABEL;
+    return text.length > most ? text.slice(0, most - 1) + "…" : text;
+  }
   function href(node) {
     return node.kind === "entity"
       ? "/console/entity?namespace=" + encodeURIComponent(namespace) + "&name=" + encodeURIComponent(node.ref)
@@ -61,13 +64,19 @@ document.addEventListener("keydown", (event) => {
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
   }
 
-  function fit() {  // every node (and the start of its label) inside the canvas
+  function fit() {  // every node and its label inside the canvas
     if (!nodes.length) return;
-    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-    for (const n of nodes) { x0 = Math.min(x0, n.x); y0 = Math.min(y0, n.y); x1 = Math.max(x1, n.x); y1 = Math.max(y1, n.y); }
-    const w = Math.max(1, canvas.clientWidth - 2 * PAD - 60), h = Math.max(1, canvas.clientHeight - 2 * PAD);
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity, room = 0;
+    ctx.font = "600 12px system-ui, sans-serif";
+    for (const n of nodes) {
+      x0 = Math.min(x0, n.x); y0 = Math.min(y0, n.y); x1 = Math.max(x1, n.x); y1 = Math.max(y1, n.y);
+      room = Math.max(room, ctx.measureText(short(n.label)).width + 12);
+    }
+    const width = canvas.clientWidth, height = canvas.clientHeight;
+    room = Math.min(room, width / 2);
+    const w = Math.max(1, width - 2 * PAD - room), h = Math.max(1, height - 2 * PAD);
     view.k = Math.min(3, w / Math.max(1, x1 - x0), h / Math.max(1, y1 - y0));
-    view.x = -((x0 + x1) / 2) * view.k - 30;  // room on the right for labels
+    view.x = PAD - width / 2 - x0 * view.k + Math.max(0, (w - (x1 - x0) * view.k) / 2);
     view.y = -((y0 + y1) / 2) * view.k;
   }
 
@@ -132,17 +141,22 @@ document.addEventListener("keydown", (event) => {
     ctx.fillStyle = c.label;
     const labelAll = nodes.length < 150 || view.k > 1.5;
     let drawn = 0;
+    const labelled = new Set();
     for (const n of nodes) {
       if (!(labelAll || n.center || n.kind === "entity" || n === selected || n === hover)) continue;
       ctx.font = (n.kind === "entity" ? "600 " : "") + (12 / view.k) + "px system-ui, sans-serif";
       ctx.fillText(n === hover || n === selected ? n.label.slice(0, 120) : short(n.label), n.x + 10 / view.k, n.y + 4 / view.k);
+      labelled.add(n);
       drawn++;
     }
     ctx.restore();
     canvas.dataset.labels = String(drawn);
-    for (const n of nodes) {
+    for (const n of nodes) {  // where each node (and its short label's end) is on the canvas, in CSS px
       const p = screen(n), li = items.get(n.id);
-      if (li) { li.dataset.x = p.x.toFixed(1); li.dataset.y = p.y.toFixed(1); }
+      if (!li) continue;
+      li.dataset.x = p.x.toFixed(1); li.dataset.y = p.y.toFixed(1);
+      ctx.font = (n.kind === "entity" ? "600 " : "") + "12px system-ui, sans-serif";
+      li.dataset.right = labelled.has(n) ? (p.x + 10 + ctx.measureText(short(n.label)).width).toFixed(1) : li.dataset.x;
     }
   }
 
