@@ -114,6 +114,8 @@ async def measure_console(brain: Brain, rng: random.Random, requests: int = 50) 
             "health": lambda i: "/console/health",
             "overview": lambda i: "/console/overview",
             "overview, one namespace": lambda i: f"/console/overview?namespace={ns}",
+            "audit of judgments": lambda i: f"/console/audit?namespace={ns}",
+            "audit, a person's judgments": lambda i: f"/console/audit?namespace={ns}&origin=person",
         }
         for name, url in pages.items():
             first = await client.get(url(0))  # warm-up, and a check that the page answers

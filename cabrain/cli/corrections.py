@@ -70,7 +70,7 @@ def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_OK
     counts = ", ".join(f"{c['decided_by']}/{c['kind']} {c['count']}" for c in page["counts"])
     print(
-        f"{page['namespace']}: {counts or 'no judgments'}{' (the newest 2,000 counted)' if page['counts_capped'] else ''}"
+        f"{page['namespace']}: {counts or 'no judgments'}{' (the newest 1,000 counted)' if page['counts_capped'] else ''}"
     )
     for j in page["judgments"]:
         state = f" (reverted by {j['reverted_by']})" if j["reverted_by"] else ""

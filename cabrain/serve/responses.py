@@ -346,7 +346,7 @@ class AuditOut(TypedDict):
     namespace: str
     judgments: list[AuditJudgmentOut]
     counts: Annotated[list[AuditCountOut], Field(description="Per origin and kind, in the window, visible ones.")]
-    counts_capped: Annotated[bool, Field(description="The counts stopped at the newest 2,000 judgments.")]
+    counts_capped: Annotated[bool, Field(description="The counts stopped at the newest 1,000 judgments.")]
     next_cursor: str | None
 
 

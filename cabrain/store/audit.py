@@ -56,7 +56,7 @@ TEXTS = """
 SELECT m.id, m.content, m.invalid_at FROM memory_ids i JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
 WHERE i.id = ANY($1::uuid[])
 """
-COUNTED = 2000
+COUNTED = 1000
 MANY = "SELECT id, created_at FROM judgments WHERE id = ANY($1::uuid[]) ORDER BY created_at DESC, id DESC"
 
 
