@@ -51,8 +51,8 @@ def _start_up(home: Path, env: dict[str, str], name: str) -> tuple[subprocess.Po
 def _stop(proc: subprocess.Popen, err: Path) -> list[psutil.Process]:
     started = _descendants(proc.pid)
     proc.send_signal(signal.SIGINT)
-    try:  # Serve's graceful shutdown alone may take 30 s on a loaded machine
-        assert proc.wait(180) == 130
+    try:  # Ctrl-C is how a local `cabrain up` is meant to stop: exit code 0
+        assert proc.wait(180) == 0
     except subprocess.TimeoutExpired:
         raise AssertionError(
             f"`cabrain up` did not stop on Ctrl-C; its last words:\n{err.read_text()[-2000:]}"
@@ -139,7 +139,7 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
             p.kill()  # the database's watchdog among them: stop its server too, or it outlives a failed test
         server.stop(force=True)
     stopped = err.read_text()
-    assert "interrupted" in stopped
+    assert "Ctrl-C: stopping what cabrain up started" in stopped
     assert (
         stopped.index("stopping the Serve application")
         < stopped.index("stopping Ray")

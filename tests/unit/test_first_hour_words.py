@@ -57,8 +57,7 @@ def test_a_remote_only_command_without_a_url_names_the_configured_port_and_key(t
     assert result.returncode == 2
     assert "CABRAIN_API_URL is not set" in result.stderr
     assert (
-        f"export CABRAIN_API_URL=http://127.0.0.1:8121 CABRAIN_API_KEY=$(cat {tmp_path / 'admin.key'})"
-        in result.stderr
+        f"export CABRAIN_API_URL=http://127.0.0.1:8121 CABRAIN_API_KEY=$(cat {tmp_path / 'admin.key'})" in result.stderr
     )
     assert "8000" not in result.stderr
 
