@@ -144,4 +144,12 @@ async def test_the_actions_page_fits_a_phone(browser: Browser, service: Service,
     box = await button.bounding_box()
     assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
     await shot(page, "actions-phone")
+    # and in dark mode: the page's own colours, the failure still in the danger colour
+    await page.emulate_media(color_scheme="dark")
+    background, text = await page.evaluate(
+        """() => [getComputedStyle(document.body).backgroundColor,
+                  getComputedStyle(document.querySelector("#pending .held-what")).color]"""
+    )
+    assert background != text and background != "rgb(247, 249, 250)"  # not the light page's background
+    await shot(page, "actions-dark")
     await page.context.close()

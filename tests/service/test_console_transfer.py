@@ -5,13 +5,12 @@ not write the namespace is refused on the page, with the form as it sent it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import urllib.parse
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Route, expect
+from playwright.async_api import Browser, expect
 
 from tests.service.conftest import Service, sign_in
 from tests.service.test_console import _signed_in_client, shot
@@ -64,22 +63,30 @@ async def test_an_owner_imports_a_mem0_file_dry_run_first_then_downloads_the_exp
     assert _contents(service) == []
     assert page.url == f"{service.url}/console/transfer"  # sent by the page's script, which showed its progress
 
-    # the import itself, held a moment on its way so its states can be seen: uploading, then importing
-    async def slow(route: Route) -> None:
-        await asyncio.sleep(1.5)
-        await route.continue_()
-
-    await page.route("**/console/transfer/import", slow)
+    # the import itself: the page's status says what happens (uploading, then importing) while the
+    # import button waits, then the summary takes its place
     await fill(dry_run=False)
+    await page.evaluate(
+        """() => {
+            window.__states = [];
+            const status = document.getElementById("upload-status");
+            const button = document.querySelector("#import-form button[type=submit]");
+            new MutationObserver(() => window.__states.push([status.textContent, button.disabled]))
+                .observe(status, {childList: true, characterData: true, subtree: true});
+        }"""
+    )
     await page.get_by_role("button", name="Import").click()
-    await expect(page.locator("#upload-progress")).to_be_visible()
-    await expect(page.locator("#upload-status")).to_contain_text("importing")
-    await expect(page.get_by_role("button", name="Import")).to_be_disabled()
     await expect(summary).to_contain_text("Imported dana-mem0.json")
     await expect(summary.locator('[data-count="added"]')).to_have_text("2")
-    await page.unroute("**/console/transfer/import")
+    states = await page.evaluate("window.__states")
+    assert states[0] == ["Uploading…", True], states
+    assert ["Uploaded; importing…", True] in states, states
+    await expect(page.get_by_role("button", name="Import")).to_be_enabled()  # the fresh form
     assert sorted(_contents(service)) == sorted(FACTS)
     await shot(page, "transfer")
+    await page.emulate_media(color_scheme="dark")
+    await shot(page, "transfer-dark")
+    await page.emulate_media(color_scheme="light")
 
     # the memories are there, in the console too
     await summary.get_by_role("link", name=NS).click()
