@@ -262,6 +262,7 @@ async def test_at_1280_px_no_page_scrolls_sideways_and_the_menu_is_open(
 ) -> None:
     page = await visit(browser, service, world, name, viewport=DESKTOP)
     measured = await page.evaluate(MEASURE)
+    await shot(page, f"layout-1280-{_slug(name)}")
     assert measured["scroll"] <= DESKTOP["width"], (name, measured)
     await expect(page.locator("details.menu > summary")).to_be_hidden()
     await expect(page.get_by_role("link", name="Memories", exact=True)).to_be_visible()  # no click needed
