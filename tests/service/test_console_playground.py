@@ -143,7 +143,7 @@ async def test_the_playground_looks_without_using(browser: Browser, service: Ser
     assert await badge.get_by_role("link").get_attribute("href") == f"/console/memories/{seeded['new']}"
     current = hits.filter(has=page.locator(f"a[title='{seeded['new']}']", has_text="open"))
     await expect(current.locator(".badge")).to_have_count(0)
-    await shot(page, "recall")
+    await shot(page, "recall-breakdown")
 
     # why not: the superseded memory without history, then one this agent may not read
     await page.get_by_label("with history").uncheck()
