@@ -88,6 +88,13 @@ async def measure_console(brain: Brain, rng: random.Random, requests: int = 50) 
             if marker not in page.text:
                 break
             deep = page.text.split(marker)[1].split('"')[0].replace("&amp;", "&")
+        # the most mentioned entity, as the entities page sorted by mentions links it
+        ranked = (await client.get(f"/console/entities?namespace={ns}&sort=mentions")).text
+        top = (
+            ranked.split("/console/entity?", 1)[1].split('"')[0].replace("&amp;", "&")
+            if "/console/entity?" in ranked
+            else ""
+        )
         pages: dict[str, Callable[[int], str]] = {
             "memories, first page": lambda i: f"/console/memories?namespace={ns}",
             "memories, 20 pages deep": lambda i: deep,
@@ -107,6 +114,12 @@ async def measure_console(brain: Brain, rng: random.Random, requests: int = 50) 
             "a memory": lambda i: f"/console/memories/{ids[i % len(ids)]}",
             "recall playground": lambda i: f"/console/recall?namespace={ns}&q={urllib.parse.quote(queries[i])}",
             "entities": lambda i: f"/console/entities?namespace={ns}",
+            "entities, most mentioned first": lambda i: f"/console/entities?namespace={ns}&sort=mentions",
+            "entities, a name filter": lambda i: (
+                f"/console/entities?namespace={ns}&q={urllib.parse.quote(words[i][:4])}"
+            ),
+            "the most mentioned entity": lambda i: f"/console/entity?{top}",
+            "its graph (300 memories)": lambda i: f"/console/graph.json?{top.replace('name=', 'entity=')}&limit=300",
             "capture feed": lambda i: f"/console/capture?namespace={ns}",
             "sleep runs": lambda i: "/console/sleep",
             "namespaces": lambda i: "/console/namespaces",

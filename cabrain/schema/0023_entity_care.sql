@@ -18,8 +18,11 @@ CREATE TABLE entity_private_mentions (
 );
 
 -- Add `delta` to the count `entity` keeps for a memory of this tier, validity, visibility and owner.
+-- The database keeps the counts whoever writes the memories (the offline plane's role included, which
+-- holds no grant on the counts), so this runs as its owner.
 CREATE FUNCTION entity_mentions_add(entity uuid, tier text, invalid_at timestamptz, visibility text,
-                                    owner text, delta integer) RETURNS void LANGUAGE plpgsql AS $$
+                                    owner text, delta integer) RETURNS void LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
     IF tier IS DISTINCT FROM 'hot' OR invalid_at IS NOT NULL THEN
         RETURN;

@@ -139,7 +139,7 @@ async def test_the_graph_is_labelled_fitted_with_a_legend_and_keyboard(
     assert points and all(0 <= x <= right <= box[0] and 0 <= y <= box[1] for x, y, right in points), json.dumps(
         [box, points]
     )
-    await shot(page, "entity")
+    await shot(page, "entity-graph")
 
     # refitted on resize (a phone's width): still inside
     await page.set_viewport_size({"width": 390, "height": 800})
@@ -148,14 +148,14 @@ async def test_the_graph_is_labelled_fitted_with_a_legend_and_keyboard(
     points = await page.locator("#graph-list li").evaluate_all(POSITIONS)
     assert all(0 <= x <= right <= box[0] and 0 <= y <= box[1] for x, y, right in points), json.dumps([box, points])
     assert await page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    await shot(page, "entity-390")
+    await shot(page, "entity-graph-390")
     await page.set_viewport_size({"width": 1200, "height": 900})
     # dark mode: the canvas is drawn in the page's colours (read from its CSS variables)
     light = await canvas.evaluate("c => c.toDataURL()")
     await page.emulate_media(color_scheme="dark")
     await page.wait_for_timeout(300)
     assert await canvas.evaluate("c => c.toDataURL()") != light
-    await shot(page, "entity-dark")
+    await shot(page, "entity-graph-dark")
     await page.emulate_media(color_scheme="light")
 
     # keyboard: focus selects the entity, arrows move the selection, Enter opens it

@@ -64,20 +64,18 @@ document.addEventListener("keydown", (event) => {
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
   }
 
-  function fit() {  // every node and its label inside the canvas
+  function fit() {  // every node and its label inside the canvas, the entity itself in the middle
     if (!nodes.length) return;
-    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity, room = 0;
+    let left = 1, right = 1, up = 1, room = 0;
     ctx.font = "600 12px system-ui, sans-serif";
     for (const n of nodes) {
-      x0 = Math.min(x0, n.x); y0 = Math.min(y0, n.y); x1 = Math.max(x1, n.x); y1 = Math.max(y1, n.y);
+      left = Math.max(left, -n.x); right = Math.max(right, n.x); up = Math.max(up, Math.abs(n.y));
       room = Math.max(room, ctx.measureText(short(n.label)).width + 12);
     }
-    const width = canvas.clientWidth, height = canvas.clientHeight;
-    room = Math.min(room, width / 2);
-    const w = Math.max(1, width - 2 * PAD - room), h = Math.max(1, height - 2 * PAD);
-    view.k = Math.min(3, w / Math.max(1, x1 - x0), h / Math.max(1, y1 - y0));
-    view.x = PAD - width / 2 - x0 * view.k + Math.max(0, (w - (x1 - x0) * view.k) / 2);
-    view.y = -((y0 + y1) / 2) * view.k;
+    const halfW = canvas.clientWidth / 2 - PAD, halfH = canvas.clientHeight / 2 - PAD;
+    room = Math.min(room, halfW / 2);
+    view.k = Math.max(0.02, Math.min(3, (halfW - room) / right, halfW / left, halfH / up));
+    view.x = view.y = 0;
   }
 
   function step() {
@@ -151,7 +149,8 @@ document.addEventListener("keydown", (event) => {
     }
     ctx.restore();
     canvas.dataset.labels = String(drawn);
-    for (const n of nodes) {  // where each node (and its short label's end) is on the canvas, in CSS px
+    if (ticks < 400) return;  // settled: where each node (and its short label's end) is on the canvas, in CSS px
+    for (const n of nodes) {
       const p = screen(n), li = items.get(n.id);
       if (!li) continue;
       li.dataset.x = p.x.toFixed(1); li.dataset.y = p.y.toFixed(1);
