@@ -108,7 +108,7 @@ class JudgmentOut(TypedDict):
         str,
         Field(
             description="supersede | invalidate | merge | revert | distill | summarize | decay | archive | alias "
-            "| correction | forget | restore"
+            "| correction | forget | restore | entity_merge | entity_rename"
         ),
     ]
     origin: Annotated[
@@ -132,8 +132,10 @@ class JudgmentOut(TypedDict):
     entities: Annotated[
         list[dict[str, Any]],
         Field(
-            description="Entity summaries it changed ({entity_id, name, before, after}) and names it merged "
-            "({entity_id, name, alias_of, long_name, moved, added})"
+            description="Entity summaries it changed ({entity_id, name, before, after}), names it merged "
+            "({entity_id, name, alias_of, long_name, moved, added}), and a person's entity changes: a rename "
+            "({change: rename, entity_id, name, before, after}) or a merge ({change: merge, entity_id, name, into, "
+            "into_name, moved, added})"
         ),
     ]
 
