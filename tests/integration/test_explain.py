@@ -9,9 +9,12 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cabrain.errors import InputError
 from cabrain.search.explain import NOT_FOUND, ExplainedHit, Explanation
+from cabrain.sleep.cycle import run_cycle
 from cabrain.types import MemoryInput, MemoryType, Network, RecallQuery
 
 NOTES = [
@@ -253,3 +256,31 @@ async def test_a_bad_memory_id_is_a_clear_input_error(brain, bad: str) -> None:
     await store(brain, NOTES[:1])
     with pytest.raises(InputError, match="memory id"):
         await brain.explain_recall("alice", RecallQuery(QUESTION, "proj"), why_not=bad)
+
+
+async def test_why_not_an_archived_memory(brain, db_dsn) -> None:
+    when = datetime.now(UTC) - timedelta(days=90)
+    [old] = await brain.retain("alice", [mem(NOTES[0], valid_at=when)], decide=False)
+    await store(brain, NOTES[1:])
+    async with brain.engine.pool.acquire() as conn:
+        await conn.execute("UPDATE memories SET created_at = now() - interval '90 days' WHERE id = $1", old.memory_id)
+    demoting = brain.settings.model_copy(update={"sleep_demote_after_days": 30, "sleep_demote_keep_importance": 1.0})
+    report = await run_cycle(demoting, db_dsn, steps=["demote"], use_ray=False)
+    assert report.steps["demote"]["demoted"] == 1
+    explained, reasons = await why(brain, old.memory_id)
+    assert explained.why_not is not None and explained.why_not.found and explained.why_not.filtered
+    assert reasons == ["it is archived (in the cold tier): hot recall does not search it; search the archive"]
+    assert old.memory_id not in {h.memory.id for h in explained.hits}
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(st.text(max_size=60), st.uuids().map(str), st.uuids().map(lambda u: u.hex.upper())))
+async def test_any_text_as_a_memory_id_is_a_clear_answer(brain, text: str) -> None:
+    """Any text asked about: an id is answered ("not found" for one nobody holds), anything else is
+    refused as not a memory id; never a server error."""
+    try:
+        explained = await brain.explain_recall("alice", RecallQuery(QUESTION, "proj", k=1), why_not=text)
+    except InputError as exc:
+        assert "is not a memory id" in str(exc)
+    else:
+        assert explained.why_not is not None and explained.why_not.reasons == (NOT_FOUND,)
