@@ -5,8 +5,8 @@
 ``/v1/ready`` -> print how to call it (the lines to export, and examples that run as printed) ->
 block. Ctrl-C (or SIGTERM) stops what it started: the Serve app (its replicas get
 ``CABRAIN_SERVE_STOP_TIMEOUT_S`` to finish their requests), the local Ray, and its lease on the
-embedded server (the server stops when no CaBrain process uses it any more). Ctrl-C is how a local
-``cabrain up`` is meant to end: it exits 0, without Ray's words about the work it cut short.
+embedded server (the server stops when no CaBrain process uses it any more). Ctrl-C (or SIGTERM) is
+how a local ``cabrain up`` is meant to end: it exits 0, without Ray's words about the work it cut short.
 
 With ``CABRAIN_RAY_ADDRESS`` it deploys onto that cluster instead (which needs
 ``CABRAIN_DATABASE_URL``: other nodes cannot reach an embedded server's unix socket) and returns;
@@ -211,7 +211,7 @@ def up(
     stop: threading.Event | None = None,
 ) -> bool:
     """``cabrain up``: see the module docstring. Returns when stopped (local) or deployed (cluster):
-    True when Ctrl-C stopped it (everything it started is stopped then)."""
+    True when Ctrl-C or SIGTERM stopped it (everything it started is stopped then)."""
     remote = bool(cluster_address(settings))
     stopping_since: list[float] = []  # when Ctrl-C came
     if remote and settings.embedded:
@@ -258,17 +258,20 @@ def up(
             return False
         wait_ready(settings)
         if threading.current_thread() is threading.main_thread():
-            # it says Ctrl-C stops it: so it does, even when started with SIGINT ignored (a background job)
+            # it says Ctrl-C stops it: so it does, even when started with SIGINT ignored (a background job);
+            # SIGTERM (a service manager's stop) the same way, in place of the handler Ray put there
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
         print(usage(settings, admin), flush=True)
         print("\nCtrl-C stops everything.", flush=True)
         try:
             (stop or threading.Event()).wait()
-        except KeyboardInterrupt:  # how a local `cabrain up` is meant to stop: not an error
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: how a local `cabrain up` is meant to stop, not an error
             stopping_since.append(time.monotonic())
             if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the stop short
-            print("\nCtrl-C: stopping what cabrain up started", file=sys.stderr, flush=True)
+                for signum in (signal.SIGINT, signal.SIGTERM):  # a second one does not cut the stop short
+                    signal.signal(signum, signal.SIG_IGN)
+            print("\nstopping what cabrain up started", file=sys.stderr, flush=True)
     if stopping_since:
         print(f"stopped in {time.monotonic() - stopping_since[0]:.1f} s", file=sys.stderr, flush=True)
     return bool(stopping_since)

@@ -104,7 +104,7 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     app_args = read_app_config(args.config) if args.config else None
     stopped = service.up(settings, app_args=app_args)
     if stopped and threading.current_thread() is threading.main_thread():
-        # Ctrl-C stopped everything `up` started. What is left is the interpreter's teardown of the
+        # Ctrl-C (or SIGTERM) stopped everything `up` started. What is left is the interpreter's teardown of the
         # torch and Ray it imported: seconds spent on nothing, so the process ends now.
         sys.stdout.flush()
         sys.stderr.flush()

@@ -139,7 +139,7 @@ def test_up_serves_the_api_on_loopback_only_and_ctrl_c_leaves_nothing_behind() -
             p.kill()  # the database's watchdog among them: stop its server too, or it outlives a failed test
         server.stop(force=True)
     stopped = err.read_text()
-    assert "Ctrl-C: stopping what cabrain up started" in stopped
+    assert "stopping what cabrain up started" in stopped
     assert (
         stopped.index("stopping the Serve application")
         < stopped.index("stopping Ray")
