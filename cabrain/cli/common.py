@@ -171,7 +171,7 @@ def remote(settings: Settings) -> Client:
     if not settings.api_url:
         raise ConfigError(
             "this command talks to a running CaBrain API and CABRAIN_API_URL is not set",
-            hint=f"start it (cabrain up) and set the two lines it prints: {api_exports(settings)}",
+            hint=f"start it (cabrain up), then point this shell at it as cabrain up prints: {api_exports(settings)}",
         )
     key = settings.api_key.get_secret_value() if settings.api_key else None
     return Client(settings.api_url, key)
