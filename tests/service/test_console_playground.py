@@ -73,7 +73,7 @@ async def usage(service: Service, ids: list[str]) -> tuple[dict, int]:
         rows = await conn.fetch(
             "SELECT id::text, access_count, last_accessed_at FROM memories WHERE id = ANY($1::uuid[])", ids
         )
-        events = await conn.fetchval("SELECT count(*) FROM memory_events WHERE op = 'recall'")
+        events = await conn.fetchval("SELECT count(*) FROM memory_events WHERE op = 'recall' AND namespace = $1", NS)
     finally:
         await conn.close()
     return {r["id"]: (r["access_count"], r["last_accessed_at"]) for r in rows}, events
