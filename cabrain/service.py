@@ -319,30 +319,35 @@ def _stop_ray(settings: Settings) -> None:
 
 @contextmanager
 def _ray_quiet(log_path: Path) -> Iterator[Callable[[str], None]]:
-    """While Ray stops: its Python loggers and this process's stderr (where its C++ core writes) go to
-    ``log_path``; yields how to still tell the terminal something."""
+    """While Ray stops: its Python loggers and this process's stdout and stderr (where its C++ core
+    writes, and where it relays what the raylet says) go to ``log_path``; yields how to still tell
+    the terminal something (on stderr)."""
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
     ray_logger = logging.getLogger("ray")
     level, propagate = ray_logger.level, ray_logger.propagate
     try:
         target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
     except OSError:
         target = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(target, 2)
+    for fd in saved:
+        os.dup2(target, fd)
     os.close(target)
     ray_logger.setLevel(logging.CRITICAL)
     ray_logger.propagate = False
 
     def say(text: str) -> None:
-        os.write(saved, f"{text}\n".encode())
+        os.write(saved[2], f"{text}\n".encode())
 
     try:
         yield say
     finally:
+        sys.stdout.flush()
         sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
         ray_logger.setLevel(level)
         ray_logger.propagate = propagate
 

@@ -143,13 +143,13 @@ def test_doctor_without_an_api_configured_says_so_and_passes(readonly_dsn: str, 
 
 
 # --- cabrain up -------------------------------------------------------------------------------------------
-def _wait_for(path: Path, needle: str, proc: subprocess.Popen[bytes]) -> str:
+def _wait_for(path: Path, needle: str, proc: subprocess.Popen[bytes], err: Path) -> str:
     """``path``'s text once it holds ``needle`` (bounded by the test's own time limit)."""
     while True:
         text = path.read_text()
         if needle in text:
             return text
-        assert proc.poll() is None, f"`cabrain up` ended early:\n{text[-3000:]}"
+        assert proc.poll() is None, f"`cabrain up` ended early:\n{text[-2000:]}\n{err.read_text()[-3000:]}"
         time.sleep(0.5)
 
 
@@ -173,7 +173,7 @@ def test_cabrain_up_prints_what_a_shell_needs_its_examples_run_as_printed_and_ct
         proc = subprocess.Popen([str(CABRAIN), "up"], env=env, stdout=stdout, stderr=stderr)
     server = EmbeddedPostgres(home / "pg")
     try:
-        text = _wait_for(out, "Ctrl-C stops everything", proc)
+        text = _wait_for(out, "Ctrl-C stops everything", proc, err)
         url, key_file = f"http://127.0.0.1:{port}", home / "admin.key"
         exports = _block(text, "point your shell at it", "try it:")
         assert exports == [
