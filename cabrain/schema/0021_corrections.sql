@@ -33,6 +33,15 @@ UPDATE judgments SET decided_by = judgment_decided_by(origin, run_id, reason);
 ALTER TABLE judgments ALTER COLUMN decided_by SET NOT NULL;
 ALTER TABLE judgments ADD CONSTRAINT judgments_decided_by_check
     CHECK (decided_by IN ('write', 'sleep', 'person', 'import'));
+-- A row inserted without it (a CaBrain export made before this migration, imported) gets it the same way.
+CREATE FUNCTION cabrain_judgment_decided_by() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.decided_by := coalesce(NEW.decided_by, judgment_decided_by(NEW.origin, NEW.run_id, NEW.reason));
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER judgments_decided_by BEFORE INSERT ON judgments
+    FOR EACH ROW EXECUTE FUNCTION cabrain_judgment_decided_by();
 
 -- 3. The audit reads a namespace's judgments newest first, a keyset page at a time (created_at, id),
 --    optionally of one kind or one decider: each filter has an index that serves the page in order.

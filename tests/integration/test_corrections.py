@@ -287,3 +287,36 @@ async def test_a_cold_forget_is_undone_on_its_identity(brain, db_dsn):
     assert memory.memory_id in await archived()
     with pytest.raises(ConflictError):
         await brain.revert("alice", judgment_id=forget["id"])  # reverted by the restore already
+
+
+async def test_a_judgment_written_without_its_decider_is_given_one(brain, db_dsn):
+    """An export made before judgments said who decided them imports with it derived (schema 0021)."""
+    [memory] = await brain.retain("alice", _team("The release notes live in the wiki."))
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        rows = []
+        for origin, run, reason in (
+            ("write", None, "a revision"),
+            ("dedup", None, "a duplicate"),
+            ("decay", "00000000-0000-0000-0000-000000000009", "decayed"),
+            (
+                "correction",
+                None,
+                "corrected by the caller: a newer version of the record in the re-imported mem0 source",
+            ),
+            ("correction", None, "corrected by the caller: typo"),
+        ):
+            rows.append(
+                await conn.fetchval(
+                    "INSERT INTO judgments (id, namespace, kind, origin, run_id, reason, changes, memory_ids) "
+                    "VALUES (gen_random_uuid(), 'proj', 'supersede', $1, $2::uuid, $3, '[]', ARRAY[$4::uuid]) "
+                    "RETURNING decided_by",
+                    origin,
+                    run,
+                    reason,
+                    memory.memory_id,
+                )
+            )
+    finally:
+        await conn.close()
+    assert rows == ["write", "sleep", "sleep", "import", "person"]
