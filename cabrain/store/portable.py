@@ -43,7 +43,7 @@ FROM namespace_grants g WHERE namespace = ANY($1) ORDER BY namespace, agent_id
 """
 # $2: the agent the export is for (NULL: the operator's, everything)
 EXPORT_ENTITIES = f"""
-SELECT (jsonb_build_object('type', 'entity') || to_jsonb(e)
+SELECT (jsonb_build_object('type', 'entity') || (to_jsonb(e) - 'mentions')  -- counted again on import
         || CASE WHEN EXISTS (SELECT 1 FROM unnest(e.summary_sources) s(id) WHERE {private_id_to_others("s.id", "$2")})
                 THEN jsonb_build_object('summary', NULL, 'summary_sources', '{{}}'::uuid[], 'summarized_at', NULL)
                 ELSE '{{}}'::jsonb END)::text
@@ -138,8 +138,9 @@ RESTORE_GRANT = """
 INSERT INTO namespace_grants (agent_id, namespace, can_read, can_write, granted_by, granted_at, accepted_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (agent_id, namespace) DO NOTHING RETURNING agent_id
 """
+# (its mention count starts at nought: the triggers of migration 0023 count its links as they come back)
 RESTORE_ENTITY = """
-INSERT INTO entities SELECT * FROM jsonb_populate_record(NULL::entities, $1::jsonb)
+INSERT INTO entities SELECT * FROM jsonb_populate_record(NULL::entities, $1::jsonb || '{"mentions": 0}')
 ON CONFLICT DO NOTHING RETURNING id
 """
 ENTITY_BY_KEY = "SELECT id FROM entities WHERE namespace = $1 AND key = $2"

@@ -3,6 +3,7 @@ kept as memories change; rename and merge as judgments that ``revert`` undoes ex
 
 from __future__ import annotations
 
+import io
 import uuid
 
 import asyncpg
@@ -11,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cabrain.errors import AccessDenied, ConflictError, InputError, NotFound
+from cabrain.portable.facade import Portable
 from cabrain.types import MemoryInput, Network, Visibility
+from tests.conftest import _create_database, _drop_database
 
 TEAM = [
     "We moved the job queue to Valkey last sprint.",
@@ -25,6 +28,13 @@ BOB_PRIVATE = "Bob's note: Valkey and Grafana both need upgrades."
 async def _retain(brain, agent: str, text: str, visibility: Visibility = Visibility.TEAM) -> uuid.UUID:
     [r] = await brain.retain(agent, MemoryInput(text, "proj", visibility=visibility, network=Network.FACT))
     return r.memory_id
+
+
+@pytest.fixture
+async def second_dsn(pg_server, template_db):
+    name = await _create_database(pg_server, template_db)
+    yield pg_server.dsn(name)
+    await _drop_database(pg_server, name)
 
 
 @pytest.fixture
@@ -132,3 +142,23 @@ async def test_any_new_name_is_renamed_or_refused_clearly(brain, team, name: str
         assert refused.message
         return
     await brain.revert("alice", judgment_id=judgment["id"])
+
+
+async def test_counts_come_back_with_an_export_imported_elsewhere(
+    brain, team, settings_for, second_dsn, embedder
+) -> None:
+    from cabrain.brain import Brain
+
+    await brain.merge_entity("alice", "proj", "Grafana", "Valkey")  # a merged entity travels marked
+    exported = io.StringIO()
+    await Portable(brain.engine).export(None, ["proj"], exported)
+    assert '"mentions"' not in exported.getvalue()  # derived: counted again where it is imported
+    before = {e.name: e.mentions for e in (await brain.entities("alice", "proj", limit=200)).entities}
+    other = await Brain.open(settings_for(second_dsn), dsn=second_dsn, embedder=embedder)
+    try:
+        await Portable(other.engine).restore(None, io.StringIO(exported.getvalue()))
+        after = {e.name: e.mentions for e in (await other.entities("alice", "proj", limit=200)).entities}
+        assert after == before and after["Valkey"] == 4
+        assert (await other.entity("alice", "proj", "Grafana")).entity.merged_into is not None
+    finally:
+        await other.close()

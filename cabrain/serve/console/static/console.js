@@ -73,7 +73,7 @@ document.addEventListener("keydown", (event) => {
       room = Math.max(room, ctx.measureText(short(n.label)).width + 12);
     }
     const halfW = canvas.clientWidth / 2 - PAD, halfH = canvas.clientHeight / 2 - PAD;
-    room = Math.min(room, halfW / 2);
+    room = Math.min(room, halfW * 0.6);
     view.k = Math.max(0.02, Math.min(3, (halfW - room) / right, halfW / left, halfH / up));
     view.x = view.y = 0;
   }
@@ -138,24 +138,27 @@ document.addEventListener("keydown", (event) => {
     }
     ctx.fillStyle = c.label;
     const labelAll = nodes.length < 150 || view.k > 1.5;
-    let drawn = 0;
-    const labelled = new Set();
+    const labels = new Map();  // node -> [text, where it ends on screen]: cut to end inside the canvas
     for (const n of nodes) {
       if (!(labelAll || n.center || n.kind === "entity" || n === selected || n === hover)) continue;
+      ctx.font = (n.kind === "entity" ? "600 " : "") + "12px system-ui, sans-serif";
+      const start = screen(n).x + 10, room = w - 4 - start;
+      let text = n === hover || n === selected ? n.label.slice(0, 120) : short(n.label);
+      while (text.length > 1 && ctx.measureText(text).width > room) text = text.slice(0, -2) + "…";
+      if (ctx.measureText(text).width <= room) labels.set(n, [text, start + ctx.measureText(text).width]);
+    }
+    for (const [n, [text]] of labels) {
       ctx.font = (n.kind === "entity" ? "600 " : "") + (12 / view.k) + "px system-ui, sans-serif";
-      ctx.fillText(n === hover || n === selected ? n.label.slice(0, 120) : short(n.label), n.x + 10 / view.k, n.y + 4 / view.k);
-      labelled.add(n);
-      drawn++;
+      ctx.fillText(text, n.x + 10 / view.k, n.y + 4 / view.k);
     }
     ctx.restore();
-    canvas.dataset.labels = String(drawn);
-    if (ticks < 400) return;  // settled: where each node (and its short label's end) is on the canvas, in CSS px
+    canvas.dataset.labels = String(labels.size);
+    if (ticks < 400) return;  // settled: where each node (and its label's end) is on the canvas, in CSS px
     for (const n of nodes) {
       const p = screen(n), li = items.get(n.id);
       if (!li) continue;
       li.dataset.x = p.x.toFixed(1); li.dataset.y = p.y.toFixed(1);
-      ctx.font = (n.kind === "entity" ? "600 " : "") + "12px system-ui, sans-serif";
-      li.dataset.right = labelled.has(n) ? (p.x + 10 + ctx.measureText(short(n.label)).width).toFixed(1) : li.dataset.x;
+      li.dataset.right = labels.has(n) ? labels.get(n)[1].toFixed(1) : li.dataset.x;
     }
   }
 
