@@ -4,7 +4,7 @@ Playwright) against the running service.
 
 At 390 x 844 no page scrolls sideways, the navigation is one row (a "Menu" disclosure), and the
 controls a person came for (a sleep run's counts, Approve and Deny) are on screen; at 1280 nothing
-scrolls sideways either. In dark mode the text's colours meet WCAG AA contrast on their background.
+scrolls sideways either and the links need no "Menu" to open. In dark mode the text's colours meet WCAG AA contrast on their background.
 A bad filter value shows the same page again with what was typed and the error (400); a wrong key
 shows the sign-in page again with its ``next`` (401); a refused change shows the page it came from
 with the error, worded for the console. Screenshots go to ``$CABRAIN_TEST_SHOTS`` (or a temp dir).
@@ -264,6 +264,7 @@ async def test_at_1280_px_no_page_scrolls_sideways_and_the_menu_is_open(
     measured = await page.evaluate(MEASURE)
     await shot(page, f"layout-1280-{_slug(name)}")
     assert measured["scroll"] <= DESKTOP["width"], (name, measured)
+    assert measured["header"] < 90, (name, measured)  # one row of links (two for an admin's longer menu)
     await expect(page.locator("details.menu > summary")).to_be_hidden()
     await expect(page.get_by_role("link", name="Memories", exact=True)).to_be_visible()  # no click needed
     await page.context.close()
