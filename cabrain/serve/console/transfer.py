@@ -25,7 +25,7 @@ from cabrain.brain import Brain
 from cabrain.errors import CabrainError, InputError
 from cabrain.serve.console import filters
 from cabrain.serve.console.render import HEADERS, page
-from cabrain.serve.console.routing import Current, change_form, router, text
+from cabrain.serve.console.routing import Current, change_form, console_hint, router, text
 from cabrain.serve.console.session import Session
 from cabrain.serve.deps import Svc
 from cabrain.serve.routes.portable import CHUNK, _upload_name
@@ -95,8 +95,7 @@ async def import_file(request: Request, svc: Svc, session: Current) -> Response:
             raise InputError("choose the namespace to import into", hint="one you own, or may write")
         report = await _import(svc, session, upload, fmt, None if fmt == "cabrain" else namespace, chosen)
     except CabrainError as exc:
-        # the plain hint; a fix names the API's and the CLI's ways, which are not this page's
-        error = {"kind": exc.kind, "message": exc.message, "hint": exc.hint if exc.fix is None else None}
+        error = {"kind": exc.kind, "message": exc.message, "hint": console_hint(exc)}
         named = upload.filename if isinstance(upload, UploadFile) else None
         return await _page(request, svc, session, status=exc.status, chosen=chosen, error=error, filename=named)
     finally:
