@@ -97,7 +97,8 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
         async def run() -> Any:
             engine = await Engine.open(settings)
             try:
-                await require_acting(engine, args.as_agent)
+                if args.format != "cabrain":  # an export restores as the operator, agents and all
+                    await require_acting(engine, args.as_agent)
                 with for_terminal(args.quiet) as progress:
                     done = await Portable(engine).import_file(
                         None, args.format, path, args.namespace, as_agent=args.as_agent, progress=progress, **options
