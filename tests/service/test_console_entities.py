@@ -134,6 +134,9 @@ async def test_the_graph_is_labelled_fitted_with_a_legend_and_keyboard(
     assert int(await canvas.get_attribute("data-labels") or 0) >= 3
     await expect(page.locator("#graph-legend")).to_contain_text("mentioned together")
     await expect(page.locator("#graph-edges li", has_text="Osprey")).to_contain_text("mentioned together")
+    shared = page.locator("#graph-list li", has_text="share one queue")
+    await expect(shared).to_contain_text("mentions")  # a memory's edges, in words
+    await expect(shared).to_contain_text("Osprey")
     box = await canvas.evaluate("c => [c.clientWidth, c.clientHeight]")
     points = await page.locator("#graph-list li").evaluate_all(POSITIONS)
     assert points and all(0 <= x <= right <= box[0] and 0 <= y <= box[1] for x, y, right in points), json.dumps(

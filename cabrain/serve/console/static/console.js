@@ -137,15 +137,24 @@ document.addEventListener("keydown", (event) => {
       }
     }
     ctx.fillStyle = c.label;
-    const labelAll = nodes.length < 150 || view.k > 1.5;
-    const labels = new Map();  // node -> [text, where it ends on screen]: cut to end inside the canvas
-    for (const n of nodes) {
-      if (!(labelAll || n.center || n.kind === "entity" || n === selected || n === hover)) continue;
+    // Labels, the most telling first (the entity, the selection, the hovered node, the most linked
+    // entities, other entities, memories), each cut to end inside the canvas and left out where it would
+    // cover one already placed: a thousand-node graph stays readable.
+    const labels = new Map();  // node -> [text, where it ends on screen]
+    const placed = [], memories = nodes.length < 150 || view.k > 1.5;  // a big graph's memories: zoom in
+    for (const n of ranked()) {
+      if (n.kind !== "entity" && !memories && n !== selected && n !== hover) continue;
       ctx.font = (n.kind === "entity" ? "600 " : "") + "12px system-ui, sans-serif";
-      const start = screen(n).x + 10, room = w - 4 - start;
+      const p = screen(n), start = p.x + 10, room = w - 4 - start;
       let text = n === hover || n === selected ? n.label.slice(0, 120) : short(n.label);
       while (text.length > 1 && ctx.measureText(text).width > room) text = text.slice(0, -2) + "…";
-      if (ctx.measureText(text).width <= room) labels.set(n, [text, start + ctx.measureText(text).width]);
+      const width = ctx.measureText(text).width;
+      if (width > room) continue;
+      const box = [start, p.y - 9, start + width, p.y + 5];
+      const must = n.center || n === selected || n === hover;
+      if (!must && placed.some((b) => box[0] < b[2] && b[0] < box[2] && box[1] < b[3] && b[1] < box[3])) continue;
+      placed.push(box);
+      labels.set(n, [text, start + width]);
     }
     for (const [n, [text]] of labels) {
       ctx.font = (n.kind === "entity" ? "600 " : "") + (12 / view.k) + "px system-ui, sans-serif";
@@ -160,6 +169,11 @@ document.addEventListener("keydown", (event) => {
       li.dataset.x = p.x.toFixed(1); li.dataset.y = p.y.toFixed(1);
       li.dataset.right = labels.has(n) ? labels.get(n)[1].toFixed(1) : li.dataset.x;
     }
+  }
+
+  function ranked() {  // the nodes by how much their label tells
+    const rank = (n) => (n.center || n === selected || n === hover ? 0 : n.kind === "entity" ? 1 : 2);
+    return nodes.slice().sort((a, b) => rank(a) - rank(b) || b.degree - a.degree);
   }
 
   function animate() {
@@ -251,13 +265,18 @@ document.addEventListener("keydown", (event) => {
       if (center) { center.center = true; center.fixed = true; center.x = center.y = 0; }
       edges = data.edges.map((e) => ({ a: byId.get(e.source), b: byId.get(e.target), together: e.kind !== "mentions", weight: e.weight || 1 }))
         .filter((e) => e.a && e.b);
+      for (const n of nodes) n.degree = 0;
+      for (const e of edges) { e.a.degree++; e.b.degree++; }
       const entities = nodes.filter((n) => n.kind === "entity").length, together = edges.filter((e) => e.together);
       status.textContent = entities + " entities, " + (nodes.length - entities) + " memories, " + edges.length + " links";
       canvas.dataset.nodes = String(nodes.length);
+      const mentions = new Map();  // memory -> the entities it mentions (its edges, said in words)
+      for (const e of edges) if (!e.together) mentions.set(e.a.id, (mentions.get(e.a.id) || []).concat([e.b.label]));
       for (const n of nodes) {
         const li = document.createElement("li"), a = document.createElement("a");
         a.href = href(n); a.textContent = (n.kind === "entity" ? "entity: " : "memory: ") + n.label;
         a.dir = "auto"; li.dataset.id = n.id; li.appendChild(a); list.appendChild(li); items.set(n.id, li);
+        if (mentions.has(n.id)) li.appendChild(document.createTextNode(" (mentions " + mentions.get(n.id).join(", ") + ")"));
       }
       for (const e of together) {
         const li = document.createElement("li");
