@@ -161,6 +161,8 @@ async def run_size(settings: Settings, embedder, size: int, spec: ScaleSpec, red
             }
         say("  console pages, server time", spec.quiet)
         result["console"] = await measure_console(brain, rng)
+        for line in render_console(result["console"]):  # now: a later step's failure does not lose them
+            say(line, spec.quiet)
         if settings.reranker_provider != RerankerProvider.NONE:
             say("  recall in process, reranked", spec.quiet)
             result["recall_rerank"] = await measure_recall(brain, rng, spec, rerank=True)

@@ -118,6 +118,8 @@ def test_the_api_returns_no_planted_memory(service: Service, planted: list[str])
             for memory_id in planted:
                 assert client.get(f"/v1/memories/{memory_id}").status_code == 404
                 assert client.get(f"/v1/memories/{memory_id}/judgments").status_code == 404
+            overview = client.get("/v1/overview")
+            _clean(f"{reader}'s overview", overview.text, planted)
             everything = client.get("/v1/events", params={"seconds": 0.5})
             _clean(f"{reader}'s event stream", everything.text, planted)
             _ok(client.post("/v1/subscriptions", json={"subscriber": reader, "kinds": ["contradiction", "stale"]}), 201)
@@ -160,6 +162,10 @@ async def test_the_console_shows_no_planted_memory(service: Service, planted: li
             "/console/sleep",
             "/console/pushes",
             "/console/actions",
+            "/console/overview",
+            f"/console/overview?namespace={HOT}",
+            f"/console/memories?namespace={HOT}&q={QUERY.replace(' ', '+')}",
+            "/console/health",
             *(f"/console/memories/{memory_id}" for memory_id in planted),
         ]
         for path in pages:
