@@ -99,7 +99,8 @@ class EntityCare:
         """One entity of ``namespace`` (by name, in any case, or by id) with its summary when the caller
         may read every memory it was made from, and the hot memories that mention it the caller may
         read, newest first (``history``: superseded and forgotten ones too), at most ``limit``; how
-        many current ones mention it, and the entities it shares readable facts with (at most ``limit``).
+        many current ones mention it (kept counts: no scan), and the entities it shares readable facts with
+        (over its newest 2,000 such facts; at most ``limit``).
         Unknown, unreadable and never-mentioned-to-the-caller entities are all :class:`NotFound`."""
         if not 1 <= limit <= 200:
             raise InputError(f"limit must be between 1 and 200, got {limit}")
@@ -108,8 +109,8 @@ class EntityCare:
             (await access.caller(conn, agent, namespace)).require_team_read()
             entity = await entity_sql.one(conn, namespace, agent, entity_id=entity_id, key=key, name=name_or_id)
             rows = await entity_sql.memories(conn, namespace, agent, entity.id, history=history, limit=limit)
-            mentions = await entity_sql.mentions(conn, namespace, agent, entity.id)
             related = await entity_sql.related(conn, namespace, agent, entity.id, limit=limit)
+        mentions = entity.mentions + entity.own_private_mentions  # kept counts (migration 0023): no scan
         return EntityWithMemories(entity, [sql.to_memory(r) for r in rows], mentions, related)
 
     @operation(Op.READ, namespace="namespace", reads=Read.MEMORIES)

@@ -118,28 +118,26 @@ JOIN entities e ON e.id = me.entity_id AND e.namespace = :namespace
 ORDER BY mem.valid_at DESC, mem.id, e.key
 """
 )
-# How many current hot memories the caller may read mention :entity.
-MENTIONS = Statement(
-    f"""
-WITH {ACCESS_CTE}
-SELECT count(*) FROM memory_entities me
-JOIN memory_ids i ON i.id = me.memory_id AND i.namespace = :namespace
-JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-WHERE me.entity_id = :entity AND m.tier = 'hot' AND m.invalid_at IS NULL AND {READABLE}
-"""
-)
-# The entities :entity shares facts with (current hot facts the caller may read that mention both):
-# the graph's entity-to-entity edges, the most shared first.
+# The entities :entity shares facts with (current hot facts the caller may read that mention both),
+# over its newest RELATED_FACTS such facts (bounded, whatever the namespace's size): the graph's
+# entity-to-entity edges, the most shared first.
+RELATED_FACTS = 2000
 RELATED = Statement(
     f"""
-WITH {ACCESS_CTE}
-SELECT e.id, e.name, e.kind, count(DISTINCT m.id) AS shared
-FROM memory_entities a
-JOIN memory_entities b ON b.memory_id = a.memory_id AND b.entity_id <> a.entity_id
-JOIN memory_ids i ON i.id = a.memory_id AND i.namespace = :namespace
-JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+WITH {ACCESS_CTE},
+facts AS (
+    SELECT m.id
+    FROM memory_entities a
+    JOIN memory_ids i ON i.id = a.memory_id AND i.namespace = :namespace
+    JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+    WHERE a.entity_id = :entity AND m.network = 'fact' AND m.tier = 'hot' AND m.invalid_at IS NULL AND {READABLE}
+    ORDER BY m.valid_at DESC
+    LIMIT {RELATED_FACTS}
+)
+SELECT e.id, e.name, e.kind, count(*) AS shared
+FROM facts f
+JOIN memory_entities b ON b.memory_id = f.id AND b.entity_id <> :entity
 JOIN entities e ON e.id = b.entity_id AND e.namespace = :namespace
-WHERE a.entity_id = :entity AND m.network = 'fact' AND m.tier = 'hot' AND m.invalid_at IS NULL AND {READABLE}
 GROUP BY e.id, e.name, e.kind
 ORDER BY shared DESC, e.name
 LIMIT :limit
@@ -235,10 +233,6 @@ async def memories(
 ) -> list[asyncpg.Record]:
     args = MEMORIES.args(namespace=namespace, agent=agent, entity=entity_id, history=history, limit=limit)
     return list(await conn.fetch(MEMORIES.sql, *args))
-
-
-async def mentions(conn: asyncpg.Connection, namespace: str, agent: str, entity_id: uuid.UUID) -> int:
-    return int(await conn.fetchval(MENTIONS.sql, *MENTIONS.args(namespace=namespace, agent=agent, entity=entity_id)))
 
 
 async def related(
