@@ -78,8 +78,7 @@ def cmd_rename(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_merge(settings: Settings, args: argparse.Namespace) -> int:
     with remote(settings) as client:
         judgment = client.merge_entity(args.namespace, args.name, args.into, reason=args.reason)
-    moved = len(judgment["entities"][0]["moved"]) if judgment["entities"] else 0
-    return _done(args, judgment, f"merged {args.name!r} into {args.into!r} ({moved} memory links moved)")
+    return _done(args, judgment, f"merged {args.name!r} into {args.into!r}")
 
 
 def _list_arguments(parser: argparse.ArgumentParser) -> None:

@@ -135,7 +135,7 @@ class JudgmentOut(TypedDict):
             description="Entity summaries it changed ({entity_id, name, before, after}), names it merged "
             "({entity_id, name, alias_of, long_name, moved, added}), and a person's entity changes: a rename "
             "({change: rename, entity_id, name, before, after}) or a merge ({change: merge, entity_id, name, into, "
-            "into_name, moved, added})"
+            "into_name}); a merge sleep found says how many mentions it moved (moved, added: counts, never ids)"
         ),
     ]
 

@@ -402,8 +402,21 @@ def describe(row: asyncpg.Record) -> dict[str, Any]:
         "created_at": row["created_at"].isoformat(),
         "reverts": str(row["reverts"]) if row["reverts"] else None,
         "reverted_by": str(row["reverted_by"]) if row["reverted_by"] else None,
-        "entities": json.loads(row["entities"]) if "entities" in row.keys() else [],
+        "entities": [_shown(e) for e in json.loads(row["entities"])] if "entities" in row.keys() else [],
     }
+
+
+def _shown(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entity entry as shown, without the ids of the memories a merge moved (kept in the row for
+    its revert). A person's merge is shown to every reader of its namespace, and the mentions it
+    moved may be other agents' private memories: not even their number is shown. A merge sleep
+    found is shown only to those who may read every memory it moved: their number is."""
+    person = entry.get("change") == "merge"
+    shown = {k: v for k, v in entry.items() if not (person and k in ("moved", "added"))}
+    for k in ("moved", "added"):
+        if isinstance(shown.get(k), list):
+            shown[k] = len(shown[k])
+    return shown
 
 
 async def of_run(conn: asyncpg.Connection, run_id: uuid.UUID, namespace: str) -> list[asyncpg.Record]:

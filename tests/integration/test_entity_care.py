@@ -162,3 +162,15 @@ async def test_counts_come_back_with_an_export_imported_elsewhere(
         assert (await other.entity("alice", "proj", "Grafana")).entity.merged_into is not None
     finally:
         await other.close()
+
+
+async def test_a_merge_shows_no_trace_of_the_private_mentions_it_moved(brain, team) -> None:
+    # bob's private memory mentions Grafana: alice's merge moves its link, and says nothing of it
+    judgment = await brain.merge_entity("alice", "proj", "Grafana", "Valkey")
+    [entry] = judgment["entities"]
+    assert (entry["change"], entry["name"], entry["into_name"]) == ("merge", "Grafana", "Valkey")
+    assert "moved" not in entry and "added" not in entry
+    assert str(team[BOB_PRIVATE]) not in repr(judgment)
+    # the same for any reader of the namespace later, through the memory it names
+    for seen in await brain.judgments("alice", team[TEAM[0]]):
+        assert str(team[BOB_PRIVATE]) not in repr(seen)
