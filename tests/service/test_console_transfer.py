@@ -16,6 +16,7 @@ from tests.service.conftest import Service, sign_in
 from tests.service.test_console import _signed_in_client, shot
 
 NS = "transfer/notes"
+ADMIN_NS = "transfer/admin-notes"
 FACTS = ["Dana prefers window seats on long flights.", "Dana works from the Lisbon office on Fridays."]
 
 
@@ -39,7 +40,7 @@ def _contents(service: Service) -> list[str]:
 
 
 async def test_an_owner_imports_a_mem0_file_dry_run_first_then_downloads_the_export(
-    browser: Browser, service: Service, mem0_file: Path
+    browser: Browser, service: Service, mem0_file: Path, tmp_path: Path
 ) -> None:
     with service.client("alice") as alice:
         assert alice.post("/v1/namespaces", json={"name": NS}).status_code == 201
@@ -99,10 +100,41 @@ async def test_an_owner_imports_a_mem0_file_dry_run_first_then_downloads_the_exp
         await page.get_by_role("button", name="Download the export").click()
     download = await waiting.value
     assert download.suggested_filename == "cabrain-transfer_notes.jsonl"
-    lines = [json.loads(line) for line in Path(await download.path()).read_text().splitlines()]
+    saved = tmp_path / download.suggested_filename
+    await download.save_as(saved)
+    lines = [json.loads(line) for line in saved.read_text().splitlines()]
     assert lines[0]["type"] == "cabrain-export" and lines[-1]["type"] == "end"
     assert sorted(r["content"] for r in lines if r["type"] == "memory") == sorted(FACTS)
     await page.context.close()
+
+    # an admin brings a CaBrain export back: not over a namespace another agent owns (said on the
+    # page), and its own namespace's export is checked line by line, what is stored already kept
+    admin = await sign_in(browser, service, "admin", "/console/transfer")
+
+    async def restore(path: Path) -> None:
+        form = admin.locator("#import-form")
+        await form.get_by_label("File", exact=True).set_input_files(str(path))
+        await form.get_by_label("Format").select_option("cabrain")
+        await form.get_by_role("button", name="Import").click()
+
+    await restore(saved)
+    await expect(admin.locator("#transfer-error")).to_contain_text("which agent 'alice' owns here")
+    with service.client("admin") as api:
+        assert api.post("/v1/namespaces", json={"name": ADMIN_NS}).status_code == 201
+        body = {"content": "The backup bucket rotates its keys quarterly.", "namespace": ADMIN_NS, "visibility": "team"}
+        assert api.post("/v1/memories", json=body).status_code == 200
+    await admin.goto(f"{service.url}/console/transfer?namespace={urllib.parse.quote(ADMIN_NS)}")
+    async with admin.expect_download() as waiting:
+        await admin.get_by_role("button", name="Download the export").click()
+    own = tmp_path / "admin-export.jsonl"
+    await (await waiting.value).save_as(own)
+    await restore(own)
+    restored = admin.locator("#import-summary")
+    await expect(restored).to_contain_text("Restored")
+    await expect(restored).to_contain_text(ADMIN_NS)
+    await expect(restored.locator('[data-count="skipped-memory"]')).to_have_text("1")
+    await shot(admin, "transfer-restored")
+    await admin.context.close()
 
 
 async def test_an_agent_that_may_not_write_the_namespace_is_refused_on_the_page(
