@@ -71,7 +71,7 @@ ORDER BY m.valid_at DESC, m.id DESC
 LIMIT :limit
 """
 SEARCH = Statement(f"WITH {ACCESS_CTE}" + SEARCHED.replace("{columns}", COLUMNS))
-SEARCH_WINDOW = 10_000  # postings of the rarest word a search reads at most
+SEARCH_WINDOW = 1_000  # postings of the rarest word a search reads at most (its strongest: a bounded cost)
 # At most :limit matching rows, counted (a bounded count: "more than 1,000").
 COUNT = Statement(f"WITH {ACCESS_CTE}\nSELECT count(*) FROM (SELECT 1 {BROWSED}) x")
 COUNT_SEARCH = Statement(f"SELECT count(*) FROM (WITH {ACCESS_CTE}" + SEARCHED.replace("{columns}", "1") + ") x")

@@ -125,7 +125,9 @@ async def memories(request: Request, svc: Svc, session: Current) -> Response:
             lambda b: b.browse(session.agent, namespace, chosen, limit=PAGE_SIZE, cursor=cursor, archived=archived)
         )
         found, next_cursor = result.memories, result.next_cursor
-        if not archived:
+        if not archived and cursor is None and next_cursor is None and chosen.narrowed:
+            counted = {"count": len(found), "more": False}  # the whole list is on this page
+        elif not archived:
             counted = await svc.run(lambda b: b.browse_count(session.agent, namespace, chosen))
     next_url = None
     if next_cursor:
