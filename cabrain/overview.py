@@ -185,10 +185,10 @@ class Overview:
                 states = {"current", "superseded", "forgotten"} if filters.history else {"current"}
                 n = sum(r["n"] for r in rows if r["tier"] == "hot" and r["state"] in states)
                 return {"count": n, "more": False}
-            found = await browse_sql.count(conn, namespace, agent, filters)
+            found, cap = await browse_sql.count(conn, namespace, agent, filters)
         if found is None:
             return {"count": None, "more": False}
-        return {"count": min(found, browse_sql.COUNT_CAP), "more": found > browse_sql.COUNT_CAP}
+        return {"count": min(found, cap), "more": found > cap}
 
     @operation(Op.READ, reads=Read.MEMORIES)
     async def last_written(self, agent: str) -> str | None:

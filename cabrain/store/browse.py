@@ -26,6 +26,7 @@ from cabrain.types import MemoryType, Network
 MAX_LIMIT = 200
 MAX_WORDS = 200  # characters of a search, a speaker or a thread
 COUNT_CAP = 1000  # a narrowed list is counted up to this many ("more than 1,000")
+SEARCH_COUNT_CAP = 200  # a searched one up to this many (each match is a row read)
 
 # The rows a page may hold (every filter but the importance floor and the words).
 WHERE_BROWSED = f"""
@@ -50,8 +51,9 @@ ORDER BY m.valid_at DESC, m.id DESC
 LIMIT :limit
 """
 # With words: the memories keyword-indexed by every one of them (cabrain.store.keyword's postings,
-# the BM25 index), found from the rarest word's strongest :window postings. A filter, not a recall:
-# nothing is scored, counted as a use or recorded.
+# the BM25 index), found from the rarest word's strongest :window postings, then walked newest first
+# (the postings carry valid_at) and each row read only until the page (or the count) is full. A
+# filter, not a recall: nothing is scored, counted as a use or recorded.
 SEARCHED = f"""
 , rarest AS (
     SELECT t.term FROM unnest(:terms::text[]) AS t(term)
@@ -63,16 +65,21 @@ SEARCHED = f"""
     ORDER BY p.impact DESC LIMIT :window
 )
 SELECT {{columns}}
-FROM found JOIN memories m ON m.id = found.memory_id AND m.valid_at = found.valid_at
-WHERE {WHERE_BROWSED}
-  AND NOT EXISTS (SELECT 1 FROM unnest(:terms::text[]) AS t(term)
-                  WHERE NOT EXISTS (SELECT 1 FROM memory_terms x WHERE x.memory_id = m.id AND x.term = t.term))
-ORDER BY m.valid_at DESC, m.id DESC
+FROM (SELECT f.memory_id, f.valid_at FROM found f
+      WHERE :after_at::timestamptz IS NULL OR (f.valid_at, f.memory_id) < (:after_at::timestamptz, :after_id::uuid)
+      ORDER BY f.valid_at DESC, f.memory_id DESC) k
+CROSS JOIN LATERAL (
+    SELECT m.* FROM memories m
+    WHERE m.id = k.memory_id AND m.valid_at = k.valid_at AND {WHERE_BROWSED}
+      AND NOT EXISTS (SELECT 1 FROM unnest(:terms::text[]) AS t(term)
+                      WHERE NOT EXISTS (SELECT 1 FROM memory_terms x WHERE x.memory_id = m.id AND x.term = t.term))
+) m
+ORDER BY k.valid_at DESC, k.memory_id DESC
 LIMIT :limit
 """
 SEARCH = Statement(f"WITH {ACCESS_CTE}" + SEARCHED.replace("{columns}", COLUMNS))
 SEARCH_WINDOW = 1_000  # postings of the rarest word a search reads at most (its strongest: a bounded cost)
-# At most :limit matching rows, counted (a bounded count: "more than 1,000").
+# At most :limit matching rows, counted (a bounded count: "more than 1,000"; a search's, "more than 200").
 COUNT = Statement(f"WITH {ACCESS_CTE}\nSELECT count(*) FROM (SELECT 1 {BROWSED}) x")
 COUNT_SEARCH = Statement(f"SELECT count(*) FROM (WITH {ACCESS_CTE}" + SEARCHED.replace("{columns}", "1") + ") x")
 BROWSE = Statement(f"WITH {ACCESS_CTE}\nSELECT {COLUMNS}\n{BROWSED}")
@@ -276,18 +283,21 @@ def _hot(namespace: str, agent: str, filters: BrowseFilters, limit: int, cursor:
     }
 
 
-async def count(conn: asyncpg.Connection, namespace: str, agent: str, filters: BrowseFilters) -> int | None:
-    """How many hot memories the list narrowed by ``filters`` holds, counted up to :data:`COUNT_CAP`
-    + 1 (more: there are more than the cap); ``None`` with an importance floor, which no index
-    serves (a count could read the whole namespace). Unnarrowed lists are counted from the kept
-    counts instead (:mod:`cabrain.store.overview`)."""
+async def count(conn: asyncpg.Connection, namespace: str, agent: str, filters: BrowseFilters) -> tuple[int | None, int]:
+    """How many hot memories the list narrowed by ``filters`` holds, counted up to a cap + 1 (more:
+    there are more than the cap), and that cap (:data:`COUNT_CAP`; :data:`SEARCH_COUNT_CAP` for a
+    search); ``None`` with an importance floor, which no index serves (a count could read the whole
+    namespace). Unnarrowed lists are counted from the kept counts instead (:mod:`cabrain.store.overview`)."""
     if filters.min_importance is not None:
-        return None
-    common = _hot(namespace, agent, filters, COUNT_CAP, None)
+        return None, COUNT_CAP
     if filters.text:
-        search = common | {"terms": filters.terms(), "window": SEARCH_WINDOW}
-        return int(await conn.fetchval(COUNT_SEARCH.sql, *COUNT_SEARCH.args(search)))
-    return int(await conn.fetchval(COUNT.sql, *COUNT.args(common)))
+        search = _hot(namespace, agent, filters, SEARCH_COUNT_CAP, None) | {
+            "terms": filters.terms(),
+            "window": SEARCH_WINDOW,
+        }
+        return int(await conn.fetchval(COUNT_SEARCH.sql, *COUNT_SEARCH.args(search))), SEARCH_COUNT_CAP
+    common = _hot(namespace, agent, filters, COUNT_CAP, None)
+    return int(await conn.fetchval(COUNT.sql, *COUNT.args(common))), COUNT_CAP
 
 
 async def page(

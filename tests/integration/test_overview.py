@@ -269,3 +269,14 @@ def test_a_search_and_an_importance_floor_and_the_archive_are_refused_together()
         BrowseFilters(text="invoice", min_importance=0.5)
     with pytest.raises(InputError, match="characters"):
         BrowseFilters(speaker="  ")
+
+
+async def test_a_search_pages_newest_first_with_its_cursor(brain) -> None:
+    ids = await _turns(brain)
+    pages, cursor = [], None
+    while True:
+        found = await brain.browse("alice", "proj", BrowseFilters(text="harbour"), limit=1, cursor=cursor)
+        pages += [m.id for m in found.memories]
+        if not (cursor := found.next_cursor):
+            break
+    assert sorted(pages) == sorted([ids[2], ids[3]]) and len(pages) == 2
