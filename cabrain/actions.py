@@ -117,7 +117,10 @@ async def hold(
                 f"action:{action_id}",
                 now=now,
                 importance=1.0,
-                body=f"{agent} asks to {label(method)} ({error.policy}). Approve: cabrain actions approve {action_id}",
+                body=(
+                    f"{agent} asks to {label(method)} ({error.policy}). A person approves or denies it on the "
+                    f"console's Actions page, or: cabrain actions approve {action_id}"
+                ),
                 memory_ids=[memory] if memory is not None else [],
                 data={"action": str(action_id), "agent": agent, "op": op.value},
             )

@@ -23,6 +23,7 @@ from cabrain.serve import console
 from cabrain.serve.console.session import COOKIE
 from cabrain.store import bench as sql
 
+ADMIN = "bench-admin"  # who reads the admin pages
 T = TypeVar("T")
 
 
@@ -129,21 +130,44 @@ async def measure_console(brain: Brain, rng: random.Random, requests: int = 50) 
             "overview, one namespace": lambda i: f"/console/overview?namespace={ns}",
             "audit of judgments": lambda i: f"/console/audit?namespace={ns}",
             "audit, a person's judgments": lambda i: f"/console/audit?namespace={ns}&origin=person",
+            "recall playground, why not a memory": lambda i: (
+                f"/console/recall?namespace={ns}&q={urllib.parse.quote(queries[i])}&why_not={ids[-1 - i % len(ids)]}"
+            ),
+            "actions": lambda i: "/console/actions",
+            "pushes": lambda i: "/console/pushes",
+            "connectors": lambda i: "/console/connectors",
+            "import/export": lambda i: "/console/transfer",
         }
-        for name, url in pages.items():
-            first = await client.get(url(0))  # warm-up, and a check that the page answers
-            if first.status_code != 200:
-                out[name] = {"error": f"HTTP {first.status_code}"}
-                continue
-            times = []
-            for i in range(requests):
-                t0 = time.perf_counter()
-                answer = await client.get(url(i))
-                times.append((time.perf_counter() - t0) * 1000)
-                if answer.status_code != 200:
-                    raise RuntimeError(f"console page {name!r} answered {answer.status_code}")
-            out[name] = percentiles(times)
+        admin_pages: dict[str, Callable[[int], str]] = {
+            "agents (an admin)": lambda i: "/console/agents",
+            "an agent, its usage chart (an admin)": lambda i: f"/console/agents/{AGENT}",
+        }
+        await _time_pages(client, pages, requests, out)
+        await brain.create_agent(ADMIN, is_admin=True)
+        admin_key = (await brain.create_key(ADMIN, label="bench-console")).key
+        admin_session, _ = await brain.open_console_session(admin_key)
+        client.cookies.set(COOKIE, admin_session)
+        await _time_pages(client, admin_pages, requests, out)
     return out
+
+
+async def _time_pages(
+    client: httpx.AsyncClient, pages: dict[str, Callable[[int], str]], requests: int, out: dict[str, Any]
+) -> None:
+    """Each page's server time, ``requests`` times after one untimed request, into ``out``."""
+    for name, url in pages.items():
+        first = await client.get(url(0))  # warm-up, and a check that the page answers
+        if first.status_code != 200:
+            out[name] = {"error": f"HTTP {first.status_code}"}
+            continue
+        times = []
+        for i in range(requests):
+            t0 = time.perf_counter()
+            answer = await client.get(url(i))
+            times.append((time.perf_counter() - t0) * 1000)
+            if answer.status_code != 200:
+                raise RuntimeError(f"console page {name!r} answered {answer.status_code}")
+        out[name] = percentiles(times)
 
 
 def render_console(result: dict[str, Any]) -> list[str]:

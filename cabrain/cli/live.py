@@ -178,7 +178,7 @@ def cmd_release(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_actions(settings: Settings, args: argparse.Namespace) -> int:
     found = _call(settings, lambda client: client.pending_actions(status=args.status))
     lines = [
-        f"{a['id']}  {a['status']:<8} {a['agent_id']:<16} {a['op']:<8} {a['namespace'] or '-':<16} "
+        f"{a['id']}  {a['status']:<8} {a['agent_id']:<16} {a.get('label') or a['op']:<14} {a['namespace'] or '-':<16} "
         f"{json.dumps(a['args'].get('args', {}), ensure_ascii=False)[:80]}"
         for a in found
     ]

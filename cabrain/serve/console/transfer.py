@@ -13,12 +13,11 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from starlette.datastructures import UploadFile
 
 from cabrain.brain import Brain
@@ -28,7 +27,7 @@ from cabrain.serve.console.render import HEADERS, page
 from cabrain.serve.console.routing import Current, change_form, console_hint, router, text
 from cabrain.serve.console.session import Session
 from cabrain.serve.deps import Svc
-from cabrain.serve.routes.portable import CHUNK, _upload_name
+from cabrain.serve.routes.portable import CHUNK, _upload_name, export_download
 
 routes = router()
 
@@ -134,21 +133,5 @@ async def export(request: Request, svc: Svc, session: Current) -> Response:
     namespace = filters.field(request.query_params, "namespace")
     if not namespace:
         raise InputError("choose a namespace to export")
-    spool = tempfile.TemporaryFile("w+", encoding="utf-8")
-    try:
-        await svc.run(lambda b: svc.portable(b).export(session.agent, [namespace], spool))
-    except BaseException:
-        spool.close()
-        raise
-    spool.seek(0)
-
-    async def body() -> AsyncIterator[bytes]:
-        try:
-            while chunk := spool.read(CHUNK):
-                yield chunk.encode("utf-8")
-        finally:
-            spool.close()
-
     name = _upload_name(namespace.replace("/", "_"), "cabrain")[:80]
-    headers = {**HEADERS, "Content-Disposition": f'attachment; filename="cabrain-{name}.jsonl"'}
-    return StreamingResponse(body(), media_type="application/x-ndjson", headers=headers)
+    return await export_download(svc, session.agent, [namespace], name, headers=HEADERS)

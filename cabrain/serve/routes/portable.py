@@ -34,9 +34,25 @@ async def export(
     namespace: Annotated[list[str], Query(min_length=1)],
     with_embeddings: bool = False,
 ) -> StreamingResponse:
+    name = "-".join(namespace).replace("/", "_")[:80]
+    return await export_download(svc, p.agent_id, namespace, name, with_embeddings=with_embeddings)
+
+
+async def export_download(
+    svc: Svc,
+    agent: str,
+    namespaces: list[str],
+    name: str,
+    *,
+    with_embeddings: bool = False,
+    headers: dict[str, str] | None = None,
+) -> StreamingResponse:
+    """The export of ``namespaces`` as ``agent`` (written to a spool file first, so a refusal is an
+    error answer, never a cut download), streamed as ``cabrain-<name>.jsonl``; the API's route and
+    the console's download both."""
     spool = tempfile.TemporaryFile("w+", encoding="utf-8")
     try:
-        await svc.run(lambda b: svc.portable(b).export(p.agent_id, namespace, spool, with_embeddings=with_embeddings))
+        await svc.run(lambda b: svc.portable(b).export(agent, namespaces, spool, with_embeddings=with_embeddings))
     except BaseException:
         spool.close()
         raise
@@ -49,9 +65,8 @@ async def export(
         finally:
             spool.close()
 
-    name = "-".join(namespace).replace("/", "_")[:80]
-    headers = {"Content-Disposition": f'attachment; filename="cabrain-{name}.jsonl"'}
-    return StreamingResponse(body(), media_type="application/x-ndjson", headers=headers)
+    disposition = {"Content-Disposition": f'attachment; filename="cabrain-{name}.jsonl"'}
+    return StreamingResponse(body(), media_type="application/x-ndjson", headers={**(headers or {}), **disposition})
 
 
 @routes.post("/v1/import", summary="Import a file: a CaBrain export (admin), or mem0, claude-mem, letta, markdown")
