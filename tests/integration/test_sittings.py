@@ -136,8 +136,15 @@ async def test_entities_count_their_mentions_and_link_through_shared_facts(brain
     boston = await brain.entity("alice", "chat", "Boston")
     assert "Yosemite" not in {r.name for r in boston.related}  # no fact mentions both
     graph = await brain.entity_graph("alice", "chat", "Yosemite")
-    weights = {e["target"]: e["weight"] for e in graph["edges"] if e["kind"] == "shares facts"}
-    assert weights and all(w >= 1 for w in weights.values()) and len(weights) == len(yosemite.related)
+    # the entities it shares facts with are joined to it, at least as heavily as the facts they share
+    names = {n["id"]: n["label"] for n in graph["nodes"]}
+    center = graph["center"]
+    weights = {
+        names[e["target"] if e["source"] == center else e["source"]]: e["weight"]
+        for e in graph["edges"]
+        if e["kind"] == "mentioned together" and center in (e["source"], e["target"])
+    }
+    assert yosemite.related and all(weights.get(r.name, 0) >= r.shared_facts >= 1 for r in yosemite.related)
     # another agent without access sees neither the entity nor its edges
     with pytest.raises(NotFound):
         await brain.entity("bob", "chat", "Yosemite")
