@@ -32,6 +32,7 @@ CREATE TABLE activity_hours (
     owner_agent_id text        NOT NULL DEFAULT '',
     visibility     text        NOT NULL DEFAULT '',
     n              bigint      NOT NULL,
+    last_at        timestamptz,  -- retained: when the newest of them was written (the list opens there)
     PRIMARY KEY (namespace, hour, kind, owner_agent_id, visibility)
 );
 CREATE INDEX activity_hours_hour ON activity_hours (hour DESC, namespace);
@@ -81,10 +82,12 @@ BEGIN
                      coalesce(source_kind, '') AS source_kind, cabrain_memory_state(invalid_at, superseded_by) AS state,
                      count(*) AS n
               FROM added GROUP BY 1, 2, 3, 4, 5, 6, 7) g;
-        INSERT INTO activity_hours AS a (namespace, hour, kind, owner_agent_id, visibility, n)
-        SELECT namespace, date_trunc('hour', created_at, 'UTC'), 'retained', coalesce(owner_agent_id, ''), visibility, count(*)
+        INSERT INTO activity_hours AS a (namespace, hour, kind, owner_agent_id, visibility, n, last_at)
+        SELECT namespace, date_trunc('hour', created_at, 'UTC'), 'retained', coalesce(owner_agent_id, ''), visibility, count(*),
+               max(created_at)
         FROM added GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
-        ON CONFLICT (namespace, hour, kind, owner_agent_id, visibility) DO UPDATE SET n = a.n + excluded.n;
+        ON CONFLICT (namespace, hour, kind, owner_agent_id, visibility)
+        DO UPDATE SET n = a.n + excluded.n, last_at = greatest(a.last_at, excluded.last_at);
     ELSE  -- DELETE: a demotion (memories are never deleted otherwise); the identity counts it cold
         PERFORM cabrain_add_counts(coalesce(jsonb_agg(g), '[]'))
         FROM (SELECT namespace, coalesce(owner_agent_id, '') AS owner_agent_id, visibility, tier, memory_type,
@@ -164,8 +167,9 @@ INSERT INTO memory_counts (namespace, owner_agent_id, visibility, tier, memory_t
 SELECT namespace, coalesce(owner_agent_id, ''), coalesce(visibility, 'private'), 'cold', '', coalesce(source_kind, ''),
        CASE WHEN forgotten_at IS NULL THEN 'archived' ELSE 'forgotten' END, count(*)
 FROM memory_ids WHERE tier = 'cold' GROUP BY 1, 2, 3, 4, 5, 6, 7;
-INSERT INTO activity_hours (namespace, hour, kind, owner_agent_id, visibility, n)
-SELECT namespace, date_trunc('hour', created_at, 'UTC'), 'retained', coalesce(owner_agent_id, ''), visibility, count(*)
+INSERT INTO activity_hours (namespace, hour, kind, owner_agent_id, visibility, n, last_at)
+SELECT namespace, date_trunc('hour', created_at, 'UTC'), 'retained', coalesce(owner_agent_id, ''), visibility, count(*),
+       max(created_at)
 FROM memories WHERE created_at > now() - interval '8 days' GROUP BY 1, 2, 3, 4, 5;
 INSERT INTO activity_hours (namespace, hour, kind, n)
 SELECT namespace, date_trunc('hour', ts, 'UTC'), 'recalled', count(*)

@@ -67,7 +67,7 @@ LAST_WRITTEN = f"""
 WITH {_WHOLE}
 SELECT c.namespace FROM activity_hours c
 WHERE c.kind = 'retained' AND c.hour > $2 AND {_READABLE}
-ORDER BY c.hour DESC, c.n DESC LIMIT 1
+ORDER BY c.hour DESC, c.last_at DESC NULLS LAST, c.n DESC LIMIT 1
 """
 
 # Sleep runs started in a window, touching a namespace in $2 (every run: $1 admin).
