@@ -192,8 +192,7 @@ MEASURE = """() => {
 
 async def visit(browser: Browser, service: Service, world: dict[str, Any], name: str, **options: Any) -> Page:
     """The page ``name`` open in a new context: as alice, or as the admin where alice may not see it."""
-    if name not in console_pages():
-        pytest.skip(f"{name}: the console registers no such page yet (its part of issue 36 has not landed)")
+    assert name in console_pages(), f"{name}: the console no longer registers this page"
     url = page_urls(world)[name]
     context = await context_for(browser, service, "alice", **options)
     page = await context.new_page()
