@@ -153,6 +153,28 @@ def pytest_runtest_call(item: pytest.Item):
     return result
 
 
+SESSION_PG: list[EmbeddedPostgres] = []  # the session's server while it runs (for failure reports)
+# what the server's log says when it crashed, restarted or refused (a failure's likely cause)
+_PG_TROUBLE = ("PANIC", "FATAL", "terminated by signal", "was terminated", "out of memory", "database system", "restart")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failed test that used the session's PostgreSQL gets the server's and its watchdog's last
+    troubled log lines in its report: a server that crashed or restarted under a busy machine says
+    so there, instead of leaving only a broken connection to guess from."""
+    report = yield
+    if report.failed and SESSION_PG and "pg_server" in getattr(item, "fixturenames", ()):
+        log_dir = SESSION_PG[0].log_dir
+        for name in ("postgresql.log", "reaper.log"):
+            with contextlib.suppress(OSError):
+                lines = (log_dir / name).read_text(errors="replace").splitlines()
+                troubled = [line for line in lines if any(word in line for word in _PG_TROUBLE)]
+                if troubled:
+                    report.sections.append((f"session PostgreSQL: {name}", "\n".join(troubled[-40:])))
+    return report
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -252,7 +274,9 @@ def pg_server(scratch: Path) -> Iterator[EmbeddedPostgres]:
         scratch / "pg", reaper_interval_s=0.5, shared_buffers=TEST_SHARED_BUFFERS, server_options=NOT_DURABLE
     )
     server.acquire()
+    SESSION_PG.append(server)
     yield server
+    SESSION_PG.remove(server)
     server.release()
 
 
