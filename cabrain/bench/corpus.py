@@ -25,6 +25,14 @@ AR_WORDS = """
 اختبار وحدة تكامل قياس ملف وحدة معالجة قرص تخزين أرشيف فريق مهندس مدير منتج مصمم محلل شريك مورد عقد
 ربع أسبوع شهر الاثنين الثلاثاء الأربعاء الخميس الجمعة صباح مساء القاهرة الإسكندرية دبي الرياض لندن
 """.split()
+# The proper names among the words (places, tools): the corpus's entities, linked to every memory
+# whose text names them, as retain's entity linking would.
+ENTITY_NAMES = tuple(
+    """
+cairo alexandria dubai riyadh london berlin kafka redis postgres python rust golang kubernetes docker
+iceberg parquet القاهرة الإسكندرية دبي الرياض لندن
+""".split()
+)
 AGENT = "bench"
 NAMESPACE = "bench"
 

@@ -2,7 +2,7 @@
 
 What it writes is what retain would have written for the same rows (the ``memories`` rows with
 their ``memory_ids`` entries, the BM25 postings from the real tokenizer, the per-term document
-frequencies and per-namespace counters), but the way a bulk import is done: the secondary indexes
+frequencies and per-namespace counters, the entities the texts name with their links and mention counts), but the way a bulk import is done: the secondary indexes
 of ``memories`` and ``memory_terms`` (and ``memory_terms``' keys) are dropped, the rows go in with
 COPY, and the very same index definitions are rebuilt once at the end (HNSW builds in bulk several
 times faster than it grows row by row). What is synthetic: the texts come from word lists; only
@@ -24,10 +24,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import psutil
 
-from cabrain.bench.corpus import AGENT, NAMESPACE, synthetic_text
+from cabrain.bench.corpus import AGENT, ENTITY_NAMES, NAMESPACE, synthetic_text
 from cabrain.bench.progress import bar, say
 from cabrain.store import bench as sql
 from cabrain.store.migrations import ensure_partitions
+from cabrain.text.entities import entity_key
 from cabrain.text.tokenizer import term_frequencies
 
 CHUNK = 50_000  # memories per COPY round
@@ -46,6 +47,7 @@ MEMORY_COLUMNS = (
     "content_hash",
 )
 POSTING_COLUMNS = ("namespace", "term", "memory_id", "valid_at", "tf", "doc_len", "impact")
+LINK_COLUMNS = ("memory_id", "entity_id")
 BULK_TABLES = ("memories", "memory_terms", "memory_vectors")
 
 
@@ -95,8 +97,13 @@ async def bulk_load(
     real = max(1, min(corpus.real, corpus.total))
     for namespace in corpus.sizes:
         await brain.create_namespace(AGENT, namespace)
+    entity_of: dict[str, dict[str, uuid.UUID]] = {}  # namespace -> a name's word -> its entity
     async with brain.engine.pool.acquire() as conn:
         await ensure_partitions(conn, now.date(), months_back=13, months_ahead=1)
+        keys = {entity_key(name): name for name in ENTITY_NAMES}
+        for namespace in corpus.sizes:
+            made = await conn.fetch(sql.BENCH_ENTITIES, namespace, list(keys.values()), list(keys))
+            entity_of[namespace] = {keys[r["key"]]: r["id"] for r in made}
 
     started = time.perf_counter()
     base_texts = [synthetic_text(rng) for _ in range(real)]
@@ -114,6 +121,7 @@ async def bulk_load(
             await conn.execute(sql.drop_constraint(name))
         for name, _ in indexes:
             await conn.execute(sql.drop_index(name))
+        await conn.execute(sql.LINK_TRIGGER_OFF)
 
         started = time.perf_counter()
         loaded, real_used = 0, 0
@@ -127,7 +135,8 @@ async def bulk_load(
                     np.float32
                 )
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-                rows, postings_in = [], []
+                rows, postings_in, links = [], [], []
+                named = entity_of[namespace]
                 for i in range(size):
                     if real_used < real:  # the real texts with their own vectors come first
                         text, vector = base_texts[real_used], base_matrix[real_used]
@@ -152,6 +161,7 @@ async def bulk_load(
                             hashlib.sha256(text.encode()).digest(),
                         )
                     )
+                    links.extend((memory_id, named[w]) for w in set(text.split()) if w in named)
                     tfs, length = term_frequencies(text)
                     if length:
                         postings_in.append((memory_id, valid_at, tfs, length))
@@ -171,6 +181,7 @@ async def bulk_load(
                             (namespace, term, memory_id, valid_at, min(tf, 32767), length, tf * (k1 + 1) / (tf + norm))
                         )
                 await conn.copy_records_to_table("memory_terms", records=postings, columns=POSTING_COLUMNS)
+                await conn.copy_records_to_table("memory_entities", records=links, columns=LINK_COLUMNS)
                 loaded += size
                 rate = loaded / (time.perf_counter() - started)
                 bar("loaded memories", loaded, corpus.total, quiet, f" ({rate:,.0f}/s)")
@@ -188,6 +199,7 @@ async def bulk_load(
                 *lengths[namespace],
             )
             await conn.execute(sql.MEMORY_COUNT, namespace, corpus.sizes[namespace])
+        await conn.execute(sql.LINK_TRIGGER_ON)
         timings["copy_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -201,9 +213,11 @@ async def bulk_load(
             say(f"  building {name}", quiet)
             await conn.execute(sql.build_index(definition))  # and every partition's
         await conn.execute(sql.RESET_MAINTENANCE_WORK_MEM)
+        for namespace in corpus.sizes:  # the mention counts, once the memories' keys are back
+            await conn.execute(sql.BENCH_MENTIONS, namespace)
         timings["index_s"] = time.perf_counter() - started
         started = time.perf_counter()
-        for table in ("memories", "memory_ids", "memory_vectors", "memory_terms", "bm25_terms"):
+        for table in ("memories", "memory_ids", "memory_vectors", "memory_terms", "bm25_terms", "memory_entities"):
             await conn.execute(sql.vacuum_analyze(table))
         timings["vacuum_s"] = time.perf_counter() - started
     return timings

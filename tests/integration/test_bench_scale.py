@@ -7,7 +7,7 @@ import random
 import psutil
 import pytest
 
-from cabrain.bench.corpus import AGENT, synthetic_text
+from cabrain.bench.corpus import AGENT, ENTITY_NAMES, synthetic_text
 from cabrain.bench.load import Corpus, bulk_load, graph_build_memory, index_definitions
 from cabrain.bench.measure import local_service
 from cabrain.errors import ConfigError
@@ -52,6 +52,23 @@ async def test_bulk_load_writes_what_retain_would_and_restores_every_index(open_
         assert stats["total_len"] == await conn.fetchval(
             "SELECT sum(doc_len) FROM (SELECT DISTINCT memory_id, doc_len FROM memory_terms WHERE namespace = 'big') d"
         )
+        # the entities the texts name, linked to exactly the memories naming them, counted as 0023 keeps them
+        rows = await conn.fetch(
+            "SELECT m.id, m.content, coalesce(array_agg(e.name) FILTER (WHERE e.name IS NOT NULL), '{}') AS named "
+            "FROM memories m LEFT JOIN memory_entities me ON me.memory_id = m.id "
+            "LEFT JOIN entities e ON e.id = me.entity_id WHERE m.namespace = 'small' GROUP BY m.id, m.content"
+        )
+        for row in rows:
+            assert set(row["named"]) == set(row["content"].split()) & set(ENTITY_NAMES)
+        assert any(row["named"] for row in rows)
+        wrong_mentions = await conn.fetchval(
+            "SELECT count(*) FROM entities e WHERE e.mentions <> "
+            "(SELECT count(*) FROM memory_entities me WHERE me.entity_id = e.id)"
+        )
+        assert wrong_mentions == 0
+        assert (
+            await conn.fetchval("SELECT tgenabled::text FROM pg_trigger WHERE tgname = 'entity_mentions_links'") == "O"
+        )  # the trigger the load turned off is on again
     text = synthetic_text(random.Random(Corpus.seed))  # the first real text (it keeps its own vector)
     result = await brain.recall(AGENT, RecallQuery(text, "big", k=3, rerank=False))
     assert result.hits[0].memory.content == text  # found by both indexes
@@ -124,7 +141,10 @@ def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path,
             assert "skipped" in r["recall_rerank"]  # no reranker configured: said, not faked
             console = r["console"]  # each console page's server time, and none failed
             pages = [name for name, page in console.items() if isinstance(page, dict)]
-            assert len(pages) >= 12 and all(console[name].get("p95", 0) > 0 for name in pages), console
+            assert len(pages) >= 14 and all(console[name].get("p95", 0) > 0 for name in pages), console
+            assert (
+                "the most mentioned entity" in pages and "its graph (300 memories)" in pages
+            )  # the corpus names entities
             memory = r["http"]["memory"]
             assert memory["total_mb"] > 0 and any("Replica" in name for name in memory["processes_mb"])
         assert (out / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
