@@ -7,8 +7,8 @@ both. It says two things:
 
 - ``progress(line)``: a line worth saying once ("listed 1,204 items: 31 changed");
 - ``progress.track(what, total, unit)``: a count of work that advances, shown as a bar on a terminal
-  (rich), as a line with rate and time left at most every ``every_s`` to a line callable, and not
-  at all when quiet.
+  (rich), as a line with rate and time left at most every ``every_s`` to a line callable, as
+  events to a page (:class:`Events`: the console's import streams them), and not at all when quiet.
 
 :func:`for_terminal` is what a command line uses: bars on a terminal, silence otherwise (a cron job's
 log gets the command's summary, not a line every few seconds).
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import IO, Any, TypeAlias
 
-__all__ = ["Bars", "Lines", "Progress", "Say", "Tracker", "as_progress", "for_terminal"]
+__all__ = ["Bars", "Events", "Lines", "Progress", "Say", "Tracker", "as_progress", "for_terminal"]
 
 
 class Tracker:
@@ -124,6 +124,43 @@ class Lines(Progress):
 
     def track(self, what: str, total: int | None = None, unit: str = "items") -> Tracker:
         return _LineTracker(self, what, total, unit)
+
+
+class _EventTracker(Tracker):
+    def __init__(self, out: Events, what: str, total: int | None, unit: str) -> None:
+        super().__init__(total)
+        self.out, self.what, self.unit = out, what, unit
+        self.said: float | None = None
+
+    def _show(self, *, final: bool) -> None:
+        now = self.out.clock()
+        if not final and self.said is not None and now - self.said < self.out.every_s:
+            return
+        self.said = now
+        self.out.emit({"what": self.what, "done": self.done, "total": self.total, "unit": self.unit, "final": final})
+
+
+class Events(Progress):
+    """Progress as events (dicts) to ``emit``, for a page that draws them: ``{"line": ...}`` for each
+    line, and ``{"what", "done", "total", "unit", "final"}`` for a count: its first update at once,
+    then at most every ``every_s`` seconds, and its end."""
+
+    def __init__(
+        self,
+        emit: Callable[[dict[str, Any]], None],
+        *,
+        every_s: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.emit, self.every_s, self.clock = emit, every_s, clock
+
+    def __call__(self, line: str) -> None:
+        self.emit({"line": line})
+
+    def track(self, what: str, total: int | None = None, unit: str = "items") -> Tracker:
+        tracker = _EventTracker(self, what, total, unit)
+        tracker.update(0)
+        return tracker
 
 
 def as_progress(progress: Say | None) -> Progress:

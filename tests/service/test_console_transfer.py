@@ -82,6 +82,7 @@ async def test_an_owner_imports_a_mem0_file_dry_run_first_then_downloads_the_exp
     states = await page.evaluate("window.__states")
     assert states[0] == ["Uploading…", True], states
     assert ["Uploaded; importing…", True] in states, states
+    assert ["importing mem0: 2 of 2 records", True] in states, states  # the server's own count
     await expect(page.get_by_role("button", name="Import")).to_be_enabled()  # the fresh form
     assert sorted(_contents(service)) == sorted(FACTS)
     await shot(page, "transfer")
@@ -183,3 +184,42 @@ def test_the_upload_needs_its_csrf_token_a_file_and_a_namespace(service: Service
             "/console/transfer/import", data={"csrf": token, "format": "zip", "namespace": NS}, files=files
         )
         assert odd.status_code == 400 and "format" in odd.text
+
+
+def test_the_import_streams_its_progress_then_the_page_it_would_have_answered(service: Service) -> None:
+    """Asked for it (as the page's script asks), the import answers with its counts as it runs, one
+    JSON event a line, then the page the form would have answered, with its status: the summary, or
+    a refusal found once the import began (403 in the event, not a lost form)."""
+    ns = "transfer/streamed"
+    with service.client("alice") as alice:
+        assert alice.post("/v1/namespaces", json={"name": ns}).status_code == 201
+    notes = "\n".join(f"- The rack {i} in Lisbon was moved to row {i + 10} on Tuesday." for i in range(30))
+    files = {"file": ("racks.md", f"# Racks\n\n{notes}\n".encode(), "text/markdown")}
+
+    def streamed(agent: str) -> list[dict]:
+        with _signed_in_client(service, agent) as client:
+            token = client.get("/console/transfer").text.split('name="csrf" value="')[1].split('"')[0]
+            data = {"csrf": token, "format": "markdown", "namespace": ns}
+            headers = {"Accept": "application/x-ndjson, text/html"}
+            with client.stream("POST", "/console/transfer/import", data=data, files=files, headers=headers) as answer:
+                assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/x-ndjson")
+                assert "default-src" in answer.headers["content-security-policy"]
+                return [json.loads(line) for line in answer.iter_lines() if line]
+
+    events = streamed("alice")
+    counts = [e for e in events if "done" in e]
+    assert counts and counts[0]["done"] == 0 and counts[0]["total"] == 30 and counts[0]["unit"] == "records"
+    assert counts[-1] == {"what": "importing markdown", "done": 30, "total": 30, "unit": "records", "final": True}
+    last = events[-1]
+    assert last["status"] == 200 and 'id="import-summary"' in last["html"] and "Imported racks.md" in last["html"]
+    assert 'data-count="added">30<' in last["html"]
+    listed = service.client("alice").get("/v1/memories", params={"namespace": ns, "limit": 100}).json()["memories"]
+    assert len(listed) == 30
+
+    refused = streamed("bob")  # bob may not write alice's namespace: found when the import begins
+    assert refused[-1]["status"] == 403 and 'id="transfer-error"' in refused[-1]["html"]
+    assert f'value="{ns}"' in refused[-1]["html"]  # the form as it was sent
+    assert (
+        len(service.client("alice").get("/v1/memories", params={"namespace": ns, "limit": 100}).json()["memories"])
+        == 30
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from cabrain.progress import Bars, Lines, Progress, as_progress, for_terminal
+from cabrain.progress import Bars, Events, Lines, Progress, as_progress, for_terminal
 
 
 class Clock:
@@ -28,6 +28,22 @@ def test_a_count_is_said_at_most_every_few_seconds_with_its_rate_and_time_left()
     assert said[1] == "importing letta: 50/100 records (5.0/s, about 10 s left)"
     assert said[-1] == "importing letta: 50/100 records (5.0/s, 10 s in all)"
     assert len(said) == 3
+
+
+def test_events_for_a_page_come_at_once_then_at_most_every_quarter_second_and_at_the_end() -> None:
+    events: list[dict] = []
+    clock = Clock()
+    progress = Events(events.append, clock=clock)
+    progress("checking the export")
+    with progress.track("importing mem0", total=10, unit="records") as tracker:
+        for _ in range(10):
+            clock.now += 0.1
+            tracker.advance()
+    assert events[0] == {"line": "checking the export"}
+    counts = events[1:]
+    assert counts[0] == {"what": "importing mem0", "done": 0, "total": 10, "unit": "records", "final": False}
+    assert [e["done"] for e in counts] == [0, 3, 6, 9, 10]  # each 0.3 s apart (not 0.2), then the end
+    assert counts[-1]["final"] and not any(e["final"] for e in counts[:-1])
 
 
 def test_short_work_says_nothing_and_lines_pass_through() -> None:

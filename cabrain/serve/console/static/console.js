@@ -378,10 +378,14 @@ document.addEventListener("keydown", (event) => {
 })();
 
 // --- Import/export (the transfer page): the upload sent with XMLHttpRequest, its progress drawn
-// from the upload's events, then "importing" until the server's answer, whose main part (the
-// summary, or the refusal with the form as it was sent) replaces the page's. Without this script the
-// form posts as it is. The answer is parsed with DOMParser, which runs none of it.
+// from the upload's events; the server is asked for the import's progress too (one JSON event a
+// line as it runs: a count's "what", "done", "total" and "unit"), drawn on the same bar, and its
+// last line is the page the form would have answered, whose main part (the summary, or the refusal
+// with the form as it was sent) replaces the page's. A refusal before the import starts comes back
+// as that page itself. Without this script the form posts as it is. The answer is parsed with
+// DOMParser, which runs none of it.
 (function () {
+  const STREAM = "application/x-ndjson";
   function wire() {
     const form = document.getElementById("import-form");
     if (!form || !window.FormData || !window.XMLHttpRequest || !window.DOMParser) return;
@@ -389,43 +393,85 @@ document.addEventListener("keydown", (event) => {
     const bar = document.getElementById("upload-bar");
     const status = document.getElementById("upload-status");
     const button = form.querySelector("button[type=submit]");
+    function failed(message) {
+      status.textContent = "The import failed: " + message;
+      bar.value = 0;
+      button.disabled = false;
+    }
+    function showPage(html) {
+      const fresh = new DOMParser().parseFromString(html, "text/html").getElementById("main");
+      const main = document.getElementById("main");
+      if (!fresh || !main) return false;
+      main.replaceWith(document.importNode(fresh, true));
+      wire();
+      const said = document.getElementById("import-summary") || document.getElementById("transfer-error");
+      if (said) { said.tabIndex = -1; said.focus(); }
+      return true;
+    }
+    function showEvent(event) {
+      if (typeof event.done === "number") {
+        const unit = event.unit || "items";
+        if (typeof event.total === "number" && event.total > 0) {
+          bar.max = event.total;
+          bar.value = Math.min(event.done, event.total);
+          status.textContent = event.what + ": " + event.done.toLocaleString() + " of " +
+            event.total.toLocaleString() + " " + unit;
+        } else {
+          bar.removeAttribute("value");
+          status.textContent = event.what + ": " + event.done.toLocaleString() + " " + unit;
+        }
+      } else if (typeof event.line === "string") {
+        status.textContent = event.line;
+      }
+    }
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       const xhr = new XMLHttpRequest();
       xhr.open("POST", form.action);
+      xhr.setRequestHeader("Accept", STREAM + ", text/html");
       xhr.responseType = "text";
       box.hidden = false;
       bar.max = 100;
       bar.value = 0;
       status.textContent = "Uploading…";
       button.disabled = true;
+      let read = 0;  // how much of the answer's text is read as events
+      let last = null;  // the answer's last event: the page, or why it failed
+      function readEvents() {
+        if (!(xhr.getResponseHeader("Content-Type") || "").startsWith(STREAM)) return;
+        const text = xhr.responseText;
+        let end;
+        while ((end = text.indexOf("\n", read)) !== -1) {
+          const line = text.slice(read, end);
+          read = end + 1;
+          if (!line) continue;
+          let parsed;
+          try { parsed = JSON.parse(line); } catch (_) { continue; }
+          if ("status" in parsed) last = parsed; else showEvent(parsed);
+        }
+      }
       xhr.upload.addEventListener("progress", (e) => {
         if (!e.lengthComputable) return;
         bar.value = Math.round((100 * e.loaded) / e.total);
         status.textContent = "Uploading… " + bar.value + "%";
       });
       xhr.upload.addEventListener("load", () => {
-        bar.removeAttribute("value");  // indeterminate: the server imports now
+        bar.removeAttribute("value");  // indeterminate until the server says how far the import is
         status.textContent = "Uploaded; importing…";
       });
+      xhr.addEventListener("progress", readEvents);
       xhr.addEventListener("load", () => {
         const type = xhr.getResponseHeader("Content-Type") || "";
-        if (type.startsWith("text/html")) {
-          const fresh = new DOMParser().parseFromString(xhr.responseText, "text/html").getElementById("main");
-          const main = document.getElementById("main");
-          if (fresh && main) {
-            main.replaceWith(document.importNode(fresh, true));
-            wire();
-            const said = document.getElementById("import-summary") || document.getElementById("transfer-error");
-            if (said) { said.tabIndex = -1; said.focus(); }
-            return;
-          }
+        if (type.startsWith(STREAM)) {
+          readEvents();
+          if (last && last.html && showPage(last.html)) return;
+          failed(last && last.message ? last.message : "the server's answer ended early");
+          return;
         }
+        if (type.startsWith("text/html") && showPage(xhr.responseText)) return;
         let message = "the server answered " + xhr.status;
         try { message = JSON.parse(xhr.responseText).error.message || message; } catch (_) { /* not JSON */ }
-        status.textContent = "The import failed: " + message;
-        bar.value = 0;
-        button.disabled = false;
+        failed(message);
       });
       xhr.addEventListener("error", () => {
         status.textContent = "The upload failed: the connection to the server was lost.";
