@@ -320,3 +320,33 @@ async def test_a_judgment_written_without_its_decider_is_given_one(brain, db_dsn
     finally:
         await conn.close()
     assert rows == ["write", "sleep", "sleep", "import", "person"]
+
+
+async def test_every_reason_a_person_gives_is_stored_with_its_secrets_redacted(brain, db_dsn):
+    """A reason is free text a person types: a key pasted into it is redacted before it is stored,
+    in the judgment and in the memory's metadata alike (correct, forget, restore, revert, bulk
+    revert, an entity's rename and merge)."""
+    secret = "AKIAIOSFODNN7EXAMPLE"
+    said = f"the old key {secret} leaked"
+    [old] = await brain.retain("alice", _team("The nightly export job runs at 02:00 on Lisbon's replica."))
+    fixed = await brain.correct("alice", old.memory_id, "The nightly export job runs at 03:00.", reason=said)
+    await brain.forget("alice", fixed.memory_id, reason=said)
+    await brain.restore("alice", fixed.memory_id, reason=said)
+    [judgment] = [j for j in await brain.judgments("alice", old.memory_id) if j["kind"] == "correction"]
+    undo = await brain.revert("alice", judgment_id=judgment["id"], reason=said)
+    await brain.revert_judgments("alice", [undo["id"]], reason=said)
+    await brain.retain("alice", _team("Lisbon and Porto share the export replica."))
+    await brain.rename_entity("alice", "proj", "Porto", "Oporto", reason=said)
+    await brain.merge_entity("alice", "proj", "Oporto", "Lisbon", reason=said)
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        stored = [
+            *(r["reason"] for r in await conn.fetch("SELECT reason FROM judgments")),
+            *(r["metadata"] for r in await conn.fetch("SELECT metadata::text AS metadata FROM memories")),
+            *(r["metadata"] for r in await conn.fetch("SELECT metadata::text AS metadata FROM entities")),
+            *(r["forget_reason"] for r in await conn.fetch("SELECT forget_reason FROM memory_ids")),
+        ]
+    finally:
+        await conn.close()
+    assert sum("leaked" in (text or "") for text in stored) >= 5  # the reasons are there...
+    assert not any(secret in (text or "") for text in stored)  # ...without the key
