@@ -135,7 +135,8 @@ async def bulk_load(
                     np.float32
                 )
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-                rows, postings_in, links = [], [], []
+                rows, postings_in = [], []
+                links: list[tuple[uuid.UUID, uuid.UUID]] = []
                 named = entity_of[namespace]
                 for i in range(size):
                     if real_used < real:  # the real texts with their own vectors come first

@@ -235,6 +235,17 @@ def cmd_bench_portable(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_counts(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.bench.counts import render_counts, run_counts_bench
+
+    if args.batch < 1 or args.rounds < 2 or args.rounds % 2:
+        raise UsageError("--batch must be at least 1, and --rounds an even number of at least 2")
+    result = asyncio.run(run_counts_bench(settings, batch=args.batch, rounds=args.rounds, quiet=args.quiet))
+    print(render_counts(result))
+    write_results(args.json, json.dumps(result, indent=2, default=str) + "\n")
+    return EXIT_OK
+
+
 def cmd_bench_http(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain import bench
 
@@ -352,6 +363,18 @@ def add_bench(sub: Subparsers) -> None:
     bp.add_argument("--sample", type=int, default=2000, help="memories imported (default 2000)")
     bp.add_argument("--scratch", action="store_true", help="build the corpus in a scratch database, dropped after")
     bp.set_defaults(func=cmd_bench_portable)
+
+    bk = bench_sub.add_parser(
+        "counts",
+        help="what the kept counts (the overview's, the entities' mentions) cost each write",
+        description="On a scratch database, time retain (batched and one at a time), forget and recall with the "
+        "triggers that keep the overview's counts and the entities' mention counts on, and with them off, in "
+        "alternating rounds; report each write's time both ways.",
+        parents=[json_file(), quiet_flag()],
+    )
+    bk.add_argument("--batch", type=int, default=32, help="texts per retain call, and writes per round (default 32)")
+    bk.add_argument("--rounds", type=int, default=8, help="alternating rounds per write, even (default 8)")
+    bk.set_defaults(func=cmd_bench_counts)
 
     bh = bench_sub.add_parser(
         "http",

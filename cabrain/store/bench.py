@@ -2,7 +2,7 @@
 bulk loader's (the secondary indexes and keys of ``memories``, ``memory_terms`` and
 ``memory_vectors`` dropped and rebuilt, the ``bm25_terms``, ``bm25_namespaces`` and ``namespaces``
 counters, the entities and their mention counts, the vacuum after), the floor's bare index probes (``memory_vectors``' HNSW graph,
-``memory_terms``' postings), the console bench's sample of ``memories``, the scale bench's size and
+``memory_terms``' postings), the console bench's sample of ``memories``, the count triggers the counts bench turns off and on, the scale bench's size and
 ``pg_prewarm`` of the hot path, and the sleep bench's scratch databases."""
 
 from __future__ import annotations
@@ -64,6 +64,11 @@ def drop_index(name: str) -> str:
 def build_index(definition: str) -> str:
     """An index definition from :data:`INDEXES`, built on the table and every partition's."""
     return definition.replace(" ON ONLY ", " ON ", 1)
+
+
+def set_trigger(table: str, trigger: str, on: bool) -> str:
+    """Turn one trigger of a table on or off (``cabrain bench counts`` times writes both ways)."""
+    return f'ALTER TABLE {table} {"ENABLE" if on else "DISABLE"} TRIGGER "{trigger}"'
 
 
 def vacuum_analyze(table: str) -> str:

@@ -247,3 +247,35 @@ def test_eval_facts_refuses_bad_arguments_before_touching_a_database(tmp_path, h
     assert which.returncode != 0 and "--corpus" in which.stderr  # whose conversations: said, nothing run
     stray = run_cli("eval", str(tmp_path), "--corpus", str(unnamed), env=env)
     assert stray.returncode == 2 and "cabrain eval facts SET" in stray.stderr
+
+
+@pytest.mark.subprocess
+def test_bench_counts_times_each_write_with_the_kept_counts_on_and_off(tmp_path, pg_server, home):
+    """`cabrain bench counts`: retain (batched, single), forget and recall, each timed with the
+    triggers that keep the overview's and the entities' counts on and off; a usage error for an odd
+    number of rounds."""
+    out = tmp_path / "counts.json"
+    env = cli_env(database_url=pg_server.dsn(), home=str(home))
+    result = run_cli("bench", "counts", "--batch", "4", "--rounds", "2", "--json", str(out), env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert set(data["writes"]) == {"retain_batched", "retain_single", "forget", "recall"}
+    for write in data["writes"].values():
+        assert write["ms_each_counted"] > 0 and write["ms_each_uncounted"] > 0 and write["operations"] > 0
+        assert write["added_ms"] == pytest.approx(write["ms_each_counted"] - write["ms_each_uncounted"], abs=0.002)
+    assert "retain batched:" in result.stdout and "without (" in result.stdout
+    odd = run_cli("bench", "counts", "--rounds", "3", env=env)
+    assert odd.returncode == 2 and "even number" in odd.stderr
+
+
+async def test_the_counts_bench_texts_name_entities_retain_links(brain):
+    """The counts bench's texts name places and tools as people write them, so its retains keep the
+    entities' mention counters too (the triggers it times)."""
+    import random
+
+    from cabrain.bench.counts import named_text
+    from cabrain.types import MemoryInput
+
+    text = named_text(random.Random(3))
+    [kept] = await brain.retain("alice", [MemoryInput(text, "proj")])
+    assert len(kept.entities) >= 2, (text, kept.entities)
