@@ -23,21 +23,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, expect
 
-from cabrain.serve.console import (
-    actions,
-    admin,
-    audit,
-    capture,
-    connectors,
-    entities,
-    health,
-    overview,
-    pages,
-    playground,
-    sleep,
-    transfer,
-    workflows,
-)
+from cabrain.serve.console import MODULES
 from tests.service.conftest import Service, sign_in
 from tests.unit.test_chat_notices import slack_zip
 
@@ -60,21 +46,7 @@ NOT_PAGES = {"", "/", "/login", "/events", "/capture.json", "/graph.json", "/tra
 def console_pages() -> set[str]:
     """Every GET page the console registers (paths under /console, path parameters as written)."""
     found = set()
-    for module in (
-        pages,
-        playground,
-        entities,
-        sleep,
-        admin,
-        capture,
-        health,
-        workflows,
-        connectors,
-        actions,
-        overview,
-        audit,
-        transfer,
-    ):
+    for module in MODULES:
         for route in module.routes.routes:
             path = getattr(route, "path", "")
             if "GET" in (getattr(route, "methods", None) or ()):

@@ -29,23 +29,29 @@ from cabrain.serve.console import (
 )
 from cabrain.serve.console.session import PATH
 
+# Every module of pages, in the order their routes are added.
+MODULES = (
+    pages,
+    playground,
+    entities,
+    sleep,
+    admin,
+    capture,
+    health,
+    workflows,
+    connectors,
+    actions,
+    overview,
+    audit,
+    transfer,
+)
+
 
 def mount(app: FastAPI) -> None:
     """Add the console's pages and its static files to ``app``."""
     app.mount(f"{PATH}/static", StaticFiles(packages=[("cabrain.serve.console", "static")]), name="console-static")
-    app.include_router(pages.routes)
-    app.include_router(playground.routes)
-    app.include_router(entities.routes)
-    app.include_router(sleep.routes)
-    app.include_router(admin.routes)
-    app.include_router(capture.routes)
-    app.include_router(health.routes)
-    app.include_router(workflows.routes)
-    app.include_router(connectors.routes)
-    app.include_router(actions.routes)
-    app.include_router(overview.routes)
-    app.include_router(audit.routes)
-    app.include_router(transfer.routes)
+    for module in MODULES:
+        app.include_router(module.routes)
 
 
-__all__ = ["mount"]
+__all__ = ["MODULES", "mount"]
