@@ -100,7 +100,7 @@ class EntityCare:
         may read every memory it was made from, and the hot memories that mention it the caller may
         read, newest first (``history``: superseded and forgotten ones too), at most ``limit``; how
         many current ones mention it (kept counts: no scan), and the entities it shares readable facts with
-        (over its newest 2,000 such facts; at most ``limit``).
+        (among its newest 5,000 mentions; at most ``limit``).
         Unknown, unreadable and never-mentioned-to-the-caller entities are all :class:`NotFound`."""
         if not 1 <= limit <= 200:
             raise InputError(f"limit must be between 1 and 200, got {limit}")

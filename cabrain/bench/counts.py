@@ -33,7 +33,7 @@ from cabrain.settings import Settings
 from cabrain.store import bench as sql
 from cabrain.types import MemoryInput, RecallQuery, Visibility
 
-# The triggers that keep the counts (schema 0022 and 0023), by table.
+# The triggers that keep the counts (schema 0022, 0023 and 0027), by table.
 COUNT_TRIGGERS: dict[str, tuple[str, ...]] = {
     "memories": (
         "memories_count_insert",
@@ -45,7 +45,7 @@ COUNT_TRIGGERS: dict[str, tuple[str, ...]] = {
     "memory_ids": ("memory_ids_count",),
     "memory_events": ("memory_events_count",),
     "judgments": ("judgments_count",),
-    "memory_entities": ("entity_mentions_links",),
+    "memory_entities": ("entity_mentions_links_in", "entity_mentions_links_out"),
 }
 
 

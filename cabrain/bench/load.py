@@ -47,7 +47,7 @@ MEMORY_COLUMNS = (
     "content_hash",
 )
 POSTING_COLUMNS = ("namespace", "term", "memory_id", "valid_at", "tf", "doc_len", "impact")
-LINK_COLUMNS = ("memory_id", "entity_id")
+LINK_COLUMNS = ("memory_id", "entity_id", "valid_at")
 BULK_TABLES = ("memories", "memory_terms", "memory_vectors")
 
 
@@ -136,7 +136,7 @@ async def bulk_load(
                 )
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
                 rows, postings_in = [], []
-                links: list[tuple[uuid.UUID, uuid.UUID]] = []
+                links: list[tuple[uuid.UUID, uuid.UUID, datetime]] = []
                 named = entity_of[namespace]
                 for i in range(size):
                     if real_used < real:  # the real texts with their own vectors come first
@@ -162,7 +162,7 @@ async def bulk_load(
                             hashlib.sha256(text.encode()).digest(),
                         )
                     )
-                    links.extend((memory_id, named[w]) for w in set(text.split()) if w in named)
+                    links.extend((memory_id, named[w], valid_at) for w in set(text.split()) if w in named)
                     tfs, length = term_frequencies(text)
                     if length:
                         postings_in.append((memory_id, valid_at, tfs, length))

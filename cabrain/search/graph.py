@@ -26,7 +26,8 @@ async def neighbourhood(
     """``{"center", "nodes", "edges"}``: nodes are entities (``kind`` "entity") and memories (``kind``
     "memory"); an edge is a memory mentioning an entity (``kind`` "mentions") or two entities mentioned
     together (``kind`` "mentioned together", ``weight`` in how many of the graph's memories, or for the
-    entity itself in how many readable facts, whichever is more; the heaviest ``MAX_ENTITY_EDGES``)."""
+    entity itself in how many readable facts among its newest mentions, whichever is more; the
+    heaviest ``MAX_ENTITY_EDGES``)."""
     if not 1 <= limit <= MAX_MEMORIES:
         raise InputError(f"limit must be between 1 and {MAX_MEMORIES}, got {limit}")
     try:
@@ -54,11 +55,11 @@ async def neighbourhood(
     together: Counter[tuple[str, str]] = Counter()
     for names in mentioned.values():  # entity to entity: mentioned together in a memory of the graph
         together.update(combinations(sorted(set(names)), 2))
-    for r in related:  # and the facts the entity shares, over every readable fact (not only those drawn)
-        entity = f"e:{r.id}"
-        nodes.setdefault(entity, {"id": entity, "kind": "entity", "label": r.name, "ref": str(r.id)})
+    for rel in related:  # and the facts the entity shares (among its newest mentions; not only those drawn)
+        entity = f"e:{rel.id}"
+        nodes.setdefault(entity, {"id": entity, "kind": "entity", "label": rel.name, "ref": str(rel.id)})
         pair = (min(entity, f"e:{center.id}"), max(entity, f"e:{center.id}"))
-        together[pair] = max(together[pair], r.shared_facts)
+        together[pair] = max(together[pair], rel.shared_facts)
     for (a, b), weight in together.most_common(MAX_ENTITY_EDGES):
         edges.append({"source": a, "target": b, "kind": "mentioned together", "weight": weight})
     return {"center": f"e:{center.id}", "nodes": list(nodes.values()), "edges": edges}

@@ -31,8 +31,8 @@ INSERT INTO entities (namespace, name, key) SELECT $1, n, k FROM unnest($2::text
 ON CONFLICT (namespace, key) DO UPDATE SET updated_at = now()
 RETURNING id, key
 """
-LINK_TRIGGER_OFF = "ALTER TABLE memory_entities DISABLE TRIGGER entity_mentions_links"
-LINK_TRIGGER_ON = "ALTER TABLE memory_entities ENABLE TRIGGER entity_mentions_links"
+LINK_TRIGGER_OFF = "ALTER TABLE memory_entities DISABLE TRIGGER entity_mentions_links_in"
+LINK_TRIGGER_ON = "ALTER TABLE memory_entities ENABLE TRIGGER entity_mentions_links_in"
 BENCH_MENTIONS = """
 UPDATE entities e SET mentions = c.n
 FROM (

@@ -52,7 +52,9 @@ LIMIT :limit
 """
 # With words: the memories keyword-indexed by every one of them (cabrain.store.keyword's postings,
 # the BM25 index), found from the rarest word's strongest :window postings, then walked newest first
-# (the postings carry valid_at) and each row read only until the page (or the count) is full. A
+# (the postings carry valid_at): a posting whose memory lacks one of the other words is passed over in
+# the index alone (memory_terms' key), and a row is read only for those that hold every word, until the
+# page (or the count) is full. A
 # filter, not a recall: nothing is scored, counted as a use or recorded.
 SEARCHED = f"""
 , rarest AS (
@@ -60,20 +62,24 @@ SEARCHED = f"""
     LEFT JOIN bm25_terms b ON b.namespace = :namespace AND b.term = t.term
     ORDER BY coalesce(b.df, 0), t.term LIMIT 1
 ), found AS (
-    SELECT p.memory_id, p.valid_at FROM memory_terms p, rarest
-    WHERE p.namespace = :namespace AND p.term = rarest.term
-    ORDER BY p.impact DESC LIMIT :window
+    SELECT p.memory_id, p.valid_at FROM rarest
+    CROSS JOIN LATERAL (
+        SELECT p.memory_id, p.valid_at FROM memory_terms p
+        WHERE p.namespace = :namespace AND p.term = rarest.term
+        ORDER BY p.impact DESC LIMIT :window
+    ) p
 )
 SELECT {{columns}}
 FROM (SELECT f.memory_id, f.valid_at FROM found f
       WHERE :after_at::timestamptz IS NULL OR (f.valid_at, f.memory_id) < (:after_at::timestamptz, :after_id::uuid)
-      ORDER BY f.valid_at DESC, f.memory_id DESC) k
+      ORDER BY f.valid_at DESC, f.memory_id DESC
+      OFFSET 0) k
 CROSS JOIN LATERAL (
     SELECT m.* FROM memories m
     WHERE m.id = k.memory_id AND m.valid_at = k.valid_at AND {WHERE_BROWSED}
-      AND NOT EXISTS (SELECT 1 FROM unnest(:terms::text[]) AS t(term)
-                      WHERE NOT EXISTS (SELECT 1 FROM memory_terms x WHERE x.memory_id = m.id AND x.term = t.term))
 ) m
+WHERE NOT EXISTS (SELECT 1 FROM unnest(:terms::text[]) AS t(term), rarest WHERE t.term <> rarest.term
+                  AND NOT EXISTS (SELECT 1 FROM memory_terms x WHERE x.memory_id = k.memory_id AND x.term = t.term))
 ORDER BY k.valid_at DESC, k.memory_id DESC
 LIMIT :limit
 """

@@ -15,6 +15,7 @@ Scoping is that of the memories they come from (:mod:`cabrain.store.access`):
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import asyncpg
 
@@ -30,7 +31,27 @@ SUMMARY_READABLE = f"""
 (e.summary IS NOT NULL AND cardinality(e.summary_sources) > 0
  AND NOT EXISTS (SELECT 1 FROM unnest(e.summary_sources) AS s(id) WHERE NOT {readable_id("s.id")}))
 """
-MENTIONED = f"EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id AND {readable_id('me.memory_id')})"
+
+
+# "Some memory the caller may read mentions it" (entities aliased ``e``): at once for an entity a
+# current hot team or global memory mentions (the kept count, migration 0023: every reader of the
+# namespace's entities reads those), else looked for among its links (mentioned only by the caller's
+# own private memories, by superseded, forgotten or archived ones, or by no readable memory at all).
+def mentioned(alias: str = "e") -> str:
+    return f"""({alias}.mentions > 0 OR EXISTS (
+    SELECT 1 FROM memory_entities me WHERE me.entity_id = {alias}.id AND {readable_id("me.memory_id")}))"""
+
+
+# The same for a list, as a join that looks at one entity at a time (a LATERAL with a LIMIT is never
+# flattened): a planner that hashes the readable memories of a whole namespace for an EXISTS would
+# read every one of them; the list's condition is then ``seen.at IS NOT NULL``.
+SEEN = f"""
+LEFT JOIN LATERAL (
+    SELECT 1 AS at WHERE e.mentions > 0
+    UNION ALL
+    (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id AND {readable_id("me.memory_id")} LIMIT 1)
+    LIMIT 1
+) seen ON true"""
 ENTITY_COLUMNS = """e.id, e.namespace, e.name, e.kind, e.updated_at,
 CASE WHEN v.summary_ok THEN e.summary END AS summary,
 CASE WHEN v.summary_ok THEN e.summarized_at END AS summarized_at,
@@ -43,11 +64,11 @@ LIST = Statement(
 WITH {ACCESS_CTE}
 SELECT {ENTITY_COLUMNS}, e.key
 FROM entities e
-CROSS JOIN LATERAL (SELECT {SUMMARY_READABLE} AS summary_ok) v
+CROSS JOIN LATERAL (SELECT {SUMMARY_READABLE} AS summary_ok) v{SEEN}
 WHERE e.namespace = :namespace
   AND (:after::text IS NULL OR e.key > :after)
   AND (:part::text IS NULL OR strpos(e.key, :part) > 0)
-  AND {MENTIONED}
+  AND seen.at IS NOT NULL
 ORDER BY e.key
 LIMIT :limit
 """
@@ -60,11 +81,11 @@ BY_MENTIONS = Statement(
 WITH {ACCESS_CTE}
 SELECT {ENTITY_COLUMNS}, e.key
 FROM entities e
-CROSS JOIN LATERAL (SELECT {SUMMARY_READABLE} AS summary_ok) v
+CROSS JOIN LATERAL (SELECT {SUMMARY_READABLE} AS summary_ok) v{SEEN}
 WHERE e.namespace = :namespace
   AND (:after::text IS NULL OR e.mentions < :after_n::int OR (e.mentions = :after_n::int AND e.key > :after))
   AND (:part::text IS NULL OR strpos(e.key, :part) > 0)
-  AND {MENTIONED}
+  AND seen.at IS NOT NULL
 ORDER BY e.mentions DESC, e.key
 LIMIT :limit
 """
@@ -77,62 +98,64 @@ SELECT {ENTITY_COLUMNS}
 FROM entities e
 CROSS JOIN LATERAL (SELECT {SUMMARY_READABLE} AS summary_ok) v
 WHERE e.namespace = :namespace AND (e.id = :id::uuid OR e.key = :key::text)
-  AND ({MENTIONED} OR EXISTS (SELECT 1 FROM entities t WHERE t.id = (e.metadata ->> 'merged_into')::uuid
-                              AND {MENTIONED.replace("e.id", "t.id")}))
+  AND ({mentioned("e")} OR EXISTS (SELECT 1 FROM entities t WHERE t.id = (e.metadata ->> 'merged_into')::uuid
+                                   AND {mentioned("t")}))
 ORDER BY e.id = :id::uuid DESC NULLS LAST
 LIMIT 1
 """
 )
-# The hot memories that mention the entity and the caller may read, newest first (:history: superseded
-# and forgotten ones too).
-MEMORIES = Statement(
-    f"""
-WITH {ACCESS_CTE}
-SELECT {COLUMNS}
-FROM memory_entities me
-JOIN memory_ids i ON i.id = me.memory_id AND i.namespace = :namespace
-JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-WHERE me.entity_id = :entity AND m.tier = 'hot' AND (:history::boolean OR m.invalid_at IS NULL) AND {READABLE}
-ORDER BY m.valid_at DESC, m.created_at DESC, m.id
-LIMIT :limit
-"""
-)
-# An entity's neighbourhood: the newest current hot memories that mention :entity and the caller may
-# read (at most :limit), and every entity each of them mentions (one row per memory and entity).
-NEIGHBOURHOOD = Statement(
+# A window of an entity's links, newest first, after the link (:after_at, :after_id) ending the window
+# before, each with the hot memory it names when the caller may read it and it is current (or :history);
+# otherwise its columns are null: the walk goes on past it and it is never shown. The links are read by
+# their own time (memory_entities.valid_at, migration 0027), so a page reads about as many rows as it
+# shows, however often the entity is mentioned.
+LINKED = Statement(
     f"""
 WITH {ACCESS_CTE},
-mem AS (
-    SELECT m.id, m.content, m.valid_at
-    FROM memory_entities me
-    JOIN memory_ids i ON i.id = me.memory_id AND i.namespace = :namespace
-    JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-    WHERE me.entity_id = :entity AND m.tier = 'hot' AND m.invalid_at IS NULL AND {READABLE}
-    ORDER BY m.valid_at DESC, m.id
-    LIMIT :limit
+links AS MATERIALIZED (
+    SELECT me.memory_id, me.valid_at FROM memory_entities me
+    WHERE me.entity_id = :entity
+      AND (:after_at::timestamptz IS NULL OR (me.valid_at, me.memory_id) < (:after_at::timestamptz, :after_id::uuid))
+    ORDER BY me.valid_at DESC, me.memory_id DESC
+    LIMIT :window
 )
-SELECT mem.id AS memory_id, left(mem.content, 200) AS content, e.id AS entity_id, e.name, e.kind
-FROM mem
-JOIN memory_entities me ON me.memory_id = mem.id
+SELECT l.valid_at AS link_at, l.memory_id AS link_id, {COLUMNS}
+FROM links l
+LEFT JOIN memories m ON m.id = l.memory_id AND m.valid_at = l.valid_at AND m.namespace = :namespace
+     AND m.tier = 'hot' AND (:history::boolean OR m.invalid_at IS NULL) AND {READABLE}
+ORDER BY l.valid_at DESC, l.memory_id DESC
+"""
+)
+LINK_WINDOW = 100  # links read in a first window (then four times as many each time, up to LINK_WINDOW_MAX)
+LINK_WINDOW_MAX = 20_000
+# The entities of the namespace that the memories :ids mention (the graph's other nodes).
+MENTIONED_BY = Statement(
+    """
+SELECT me.memory_id, e.id AS entity_id, e.name, e.kind
+FROM memory_entities me
 JOIN entities e ON e.id = me.entity_id AND e.namespace = :namespace
-ORDER BY mem.valid_at DESC, mem.id, e.key
+WHERE me.memory_id = ANY(:ids::uuid[])
+ORDER BY e.key
 """
 )
 # The entities :entity shares facts with (current hot facts the caller may read that mention both),
-# over its newest RELATED_FACTS such facts (bounded, whatever the namespace's size): the graph's
-# entity-to-entity edges, the most shared first.
-RELATED_FACTS = 2000
+# among its newest RELATED_MENTIONS mentions (bounded, whatever the namespace's size or how few of them
+# are facts): the graph's entity-to-entity edges, the most shared first.
+RELATED_MENTIONS = 5000
 RELATED = Statement(
     f"""
 WITH {ACCESS_CTE},
+newest AS (
+    SELECT a.memory_id, a.valid_at FROM memory_entities a
+    WHERE a.entity_id = :entity
+    ORDER BY a.valid_at DESC
+    LIMIT {RELATED_MENTIONS}
+),
 facts AS (
     SELECT m.id
-    FROM memory_entities a
-    JOIN memory_ids i ON i.id = a.memory_id AND i.namespace = :namespace
-    JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
-    WHERE a.entity_id = :entity AND m.network = 'fact' AND m.tier = 'hot' AND m.invalid_at IS NULL AND {READABLE}
-    ORDER BY m.valid_at DESC
-    LIMIT {RELATED_FACTS}
+    FROM newest a
+    JOIN memories m ON m.id = a.memory_id AND m.valid_at = a.valid_at
+    WHERE m.namespace = :namespace AND m.network = 'fact' AND m.tier = 'hot' AND m.invalid_at IS NULL AND {READABLE}
 )
 SELECT e.id, e.name, e.kind, count(*) AS shared
 FROM facts f
@@ -231,8 +254,27 @@ async def one(
 async def memories(
     conn: asyncpg.Connection, namespace: str, agent: str, entity_id: uuid.UUID, *, history: bool, limit: int
 ) -> list[asyncpg.Record]:
-    args = MEMORIES.args(namespace=namespace, agent=agent, entity=entity_id, history=history, limit=limit)
-    return list(await conn.fetch(MEMORIES.sql, *args))
+    """The newest ``limit`` hot memories mentioning the entity that ``agent`` may read (``history``:
+    superseded and forgotten ones too), newest first: the entity's links walked a window at a time."""
+    found: list[asyncpg.Record] = []
+    after: tuple = (None, None)
+    window = max(LINK_WINDOW, 2 * limit)
+    while True:
+        args = LINKED.args(
+            namespace=namespace,
+            agent=agent,
+            entity=entity_id,
+            history=history,
+            after_at=after[0],
+            after_id=after[1],
+            window=window,
+        )
+        rows = await conn.fetch(LINKED.sql, *args)
+        found.extend(r for r in rows if r["id"] is not None)
+        if len(found) >= limit or len(rows) < window:
+            return found[:limit]
+        after = (rows[-1]["link_at"], rows[-1]["link_id"])
+        window = min(window * 4, LINK_WINDOW_MAX)
 
 
 async def related(
@@ -244,9 +286,26 @@ async def related(
 
 async def neighbourhood(
     conn: asyncpg.Connection, namespace: str, agent: str, entity_id: uuid.UUID, *, limit: int
-) -> list[asyncpg.Record]:
-    args = NEIGHBOURHOOD.args(namespace=namespace, agent=agent, entity=entity_id, limit=limit)
-    return list(await conn.fetch(NEIGHBOURHOOD.sql, *args))
+) -> list[dict[str, Any]]:
+    """The entity's newest ``limit`` current hot memories ``agent`` may read, and every entity of the
+    namespace each mentions: one row (``memory_id``, ``content``, ``entity_id``, ``name``, ``kind``) per
+    memory and entity, the newest memory first."""
+    shown = await memories(conn, namespace, agent, entity_id, history=False, limit=limit)
+    args = MENTIONED_BY.args(namespace=namespace, ids=[m["id"] for m in shown])
+    by_memory: dict[uuid.UUID, list[asyncpg.Record]] = {}
+    for r in await conn.fetch(MENTIONED_BY.sql, *args):
+        by_memory.setdefault(r["memory_id"], []).append(r)
+    return [
+        {
+            "memory_id": m["id"],
+            "content": m["content"][:200],
+            "entity_id": e["entity_id"],
+            "name": e["name"],
+            "kind": e["kind"],
+        }
+        for m in shown
+        for e in by_memory.get(m["id"], [])
+    ]
 
 
 async def recall_summaries(

@@ -190,3 +190,52 @@ async def test_a_sleep_run_writes_summaries_that_recall_and_get_entity_then_show
     assert opened.entity.summary == found.entities[0].summary and opened.memories
     await brain.share("alice", "proj", "bob")  # team facts, team summaries: a granted agent reads them
     assert [e.name for e in (await brain.recall("bob", RecallQuery("staging database host", "proj"))).entities]
+
+
+async def test_an_entity_shows_its_newest_readable_memories_past_any_number_it_may_not_read(brain, db_dsn) -> None:
+    """An entity's memories are its links walked newest first, a window at a time, by the time each
+    link carries (memory_entities.valid_at, migration 0027): with 130 newer private memories of
+    another agent naming it (more than the first window), alice's page still holds her own newest
+    readable ones, in order, exactly; the graph draws the same ones; bob sees his."""
+    from datetime import UTC, datetime, timedelta
+
+    await brain.share("alice", "proj", "bob", can_write=True)
+    await brain.accept_grant("bob", "proj")
+    start = datetime(2026, 1, 30, 23, 0, tzinfo=UTC)  # across a month's end: links and rows in two partitions
+    team = [
+        MemoryInput(
+            f"The night shift checked Valkey rack {i}.",
+            "proj",
+            visibility=Visibility.TEAM,
+            valid_at=start + timedelta(minutes=20 * i),
+        )
+        for i in range(8)
+    ]
+    mine = [r.memory_id for r in await brain.retain("alice", team, decide=False)]
+    private = [
+        MemoryInput(f"A private note {i} about Valkey.", "proj", valid_at=start + timedelta(days=2, seconds=i))
+        for i in range(130)
+    ]
+    his = [r.memory_id for r in await brain.retain("bob", private, decide=False)]
+
+    page = await brain.entity("alice", "proj", "Valkey", limit=5)
+    assert [m.id for m in page.memories] == mine[::-1][:5]  # newest first, none of bob's
+    assert page.mentions == 8
+    everything = await brain.entity("alice", "proj", "Valkey", limit=200)
+    assert [m.id for m in everything.memories] == mine[::-1]
+    graph = await brain.entity_graph("alice", "proj", "Valkey", limit=3)
+    drawn = [n["ref"] for n in graph["nodes"] if n["kind"] == "memory"]
+    assert drawn == [str(i) for i in mine[::-1][:3]]
+    bobs = await brain.entity("bob", "proj", "Valkey", limit=140)
+    assert [m.id for m in bobs.memories] == his[::-1] + mine[::-1][: 140 - 130]
+
+    conn = await asyncpg.connect(db_dsn)
+    try:  # every link carries its memory's time, filled in by the database where the writer left it out
+        wrong = await conn.fetchval(
+            "SELECT count(*) FROM memory_entities me JOIN memory_ids i ON i.id = me.memory_id "
+            "WHERE me.valid_at IS DISTINCT FROM i.valid_at"
+        )
+        linked = await conn.fetchval("SELECT count(*) FROM memory_entities")
+    finally:
+        await conn.close()
+    assert wrong == 0 and linked >= 138

@@ -174,3 +174,52 @@ async def test_a_merge_shows_no_trace_of_the_private_mentions_it_moved(brain, te
     # the same for any reader of the namespace later, through the memory it names
     for seen in await brain.judgments("alice", team[TEAM[0]]):
         assert str(team[BOB_PRIVATE]) not in repr(seen)
+
+
+RECOUNT = """
+WITH live AS (
+    SELECT me.entity_id, m.visibility, m.owner_agent_id
+    FROM memory_entities me
+    JOIN memory_ids i ON i.id = me.memory_id
+    JOIN memories m ON m.id = i.id AND m.valid_at = i.valid_at
+    WHERE m.tier = 'hot' AND m.invalid_at IS NULL
+)
+SELECT
+    (SELECT count(*) FROM entities e
+     WHERE e.mentions <> (SELECT count(*) FROM live WHERE live.entity_id = e.id AND live.visibility <> 'private'))
+  + (SELECT count(*) FROM (
+        SELECT entity_id, owner_agent_id, count(*) AS n FROM live WHERE visibility = 'private' GROUP BY 1, 2
+     ) r FULL JOIN (SELECT * FROM entity_private_mentions WHERE n <> 0) p USING (entity_id, owner_agent_id)
+     WHERE r.n IS DISTINCT FROM p.n)
+"""
+
+
+async def test_the_kept_counts_equal_a_recount_after_batches_merges_reverts_forgets_and_restores(
+    brain, team, db_dsn
+) -> None:
+    """The mention counts are kept once per statement (migration 0027): a batch linking many
+    memories to several entities at once, a merge (links deleted and inserted), its revert, a forget
+    and a restore leave them equal to a recount of the current hot links, shared and per owner."""
+
+    async def wrong() -> int:
+        conn = await asyncpg.connect(db_dsn)
+        try:
+            return int(await conn.fetchval(RECOUNT))
+        finally:
+            await conn.close()
+
+    batch = [
+        MemoryInput(f"Valkey and Grafana checked on node {i}.", "proj", visibility=v)
+        for i, v in enumerate([Visibility.TEAM, Visibility.PRIVATE, Visibility.TEAM, Visibility.GLOBAL])
+    ]
+    kept = await brain.retain("bob", batch, decide=False)
+    assert await wrong() == 0
+    merged = await brain.merge_entity("alice", "proj", "Grafana", "Valkey", reason="one tool")
+    assert await wrong() == 0
+    await brain.revert("alice", judgment_id=merged["id"])
+    assert await wrong() == 0
+    await brain.forget("bob", kept[1].memory_id)
+    await brain.forget("alice", team[TEAM[0]])
+    assert await wrong() == 0
+    await brain.restore("bob", kept[1].memory_id)
+    assert await wrong() == 0
