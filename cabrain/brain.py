@@ -112,6 +112,16 @@ class Brain(Judging, Corrections, Explaining, Overview, EntityCare, Membership):
             await self.engine.pool.expire_connections()
             raise
 
+    @system("the hot tier's read replicas and their lag, for /v1/health and the console's health page")
+    async def read_replicas(self) -> list[dict[str, Any]]:
+        """Each replica of CABRAIN_DATABASE_REPLICA_URLS: up, behind or down, its lag and the reads it served."""
+        return [] if self.engine.replicas is None else await self.engine.replicas.status()
+
+    @system("the WAL position a write answers with (CaBrain-LSN), so the caller's next read can see it")
+    async def wal_position(self) -> str:
+        """The primary's WAL position now (:meth:`Engine.wal_position`)."""
+        return await self.engine.wal_position()
+
     async def riding_out(self, op: Callable[[], Awaitable[T]]) -> T:
         """``await op()``, run again on fresh connections when the database connection is lost
         (a restart, a failover), until ``db_connect_timeout_s`` (:mod:`cabrain.store.reconnect`).
@@ -196,12 +206,18 @@ class Brain(Judging, Corrections, Explaining, Overview, EntityCare, Membership):
     async def recall(self, agent: str, query: RecallQuery) -> RecallResult:
         """Hybrid recall (SPEC §4.2), through the L1 cache when there is one. ``query.as_of``: what
         the brain held true then; ``query.context``: the dialogue's earlier turns, oldest first."""
-        settings, cache = self.engine.settings, self.engine.cache
+        settings = self.engine.settings
         recall_pipeline.validate(query, max_k=settings.recall_max_k, max_chars=settings.max_query_chars)
+        # from a replica of the hot tier when one may serve it (cabrain.store.replicas)
+        return await self.engine.reading(lambda: self._recall(agent, query))
+
+    async def _recall(self, agent: str, query: RecallQuery) -> RecallResult:
+        cache = self.engine.cache
         key = None
         if cache is not None:
             started = time.perf_counter()
-            async with self.engine.pool.acquire() as conn:  # read before the answer is computed: see providers/cache.py
+            # read before the answer is computed, where it is (see providers/cache.py)
+            async with self.engine.read_pool().acquire() as conn:
                 scope = await generations.of_namespace(conn, query.namespace)
             if scope is not None:
                 key = f"recall:{scope['gen']}:{scope['cache_gen']}:{recall_pipeline.cache_digest(agent, query)}"
@@ -265,12 +281,13 @@ class Brain(Judging, Corrections, Explaining, Overview, EntityCare, Membership):
         superseded or forgotten then; a naive time is UTC), with its own history; :class:`NotFound`
         when none was."""
         moment = edge.check_moment(as_of, "as_of") if as_of is not None else None
-        return await self._get(agent, as_uuid(memory_id), as_of=moment)
+        memory = as_uuid(memory_id)
+        return await self.engine.reading(lambda: self._get(agent, memory, as_of=moment))
 
     async def _get(self, agent: str, memory_id: uuid.UUID, *, as_of: datetime | None = None) -> MemoryWithHistory:
         cache = self.engine.cache
         key = None
-        async with self.engine.pool.acquire() as conn:
+        async with self.engine.read_pool().acquire() as conn:
             scope = await generations.of_memory(conn, memory_id)
             if scope is None:
                 raise lookup.not_found(memory_id, agent)
@@ -330,8 +347,8 @@ class Brain(Judging, Corrections, Explaining, Overview, EntityCare, Membership):
     ) -> MemoryPage:
         """A keyset page of ``namespace``'s memories, newest first, hot or ``archived``
         (:func:`lookup.browse`); ``filters.as_of``: the hot memories as they stood then."""
-        return await lookup.browse(
-            self.engine, agent, namespace, filters, limit=limit, cursor=cursor, archived=archived
+        return await self.engine.reading(
+            lambda: lookup.browse(self.engine, agent, namespace, filters, limit=limit, cursor=cursor, archived=archived)
         )
 
     @operation(

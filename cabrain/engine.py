@@ -2,10 +2,11 @@
 
 It holds the dependencies (settings, clock, the connection pool, the embedder behind the L1
 embedding cache, the keyword backend, the reranker, the chat model, the L1 cache, recall's
-bookkeeping, the cold tier) and nothing else. The pipelines (:mod:`cabrain.search.recall`,
-:mod:`cabrain.search.archive`, :mod:`cabrain.write.retain`, :mod:`cabrain.write.changes`, the
-capture inbox, workflow dispatch) take an ``Engine``; the faces never do: they call the
-:class:`cabrain.brain.Brain` facade, which validates, caches and calls a pipeline.
+bookkeeping, the cold tier, the hot tier's read replicas) and nothing else. The pipelines
+(:mod:`cabrain.search.recall`, :mod:`cabrain.search.archive`, :mod:`cabrain.write.retain`,
+:mod:`cabrain.write.changes`, the capture inbox, workflow dispatch) take an ``Engine``; the faces
+never do: they call the :class:`cabrain.brain.Brain` facade, which validates, caches and calls a
+pipeline.
 
 The import order is one way: faces -> brain -> pipelines -> engine -> store / providers.
 """
@@ -35,6 +36,8 @@ from cabrain.store.bookkeeping import Bookkeeper
 from cabrain.store.embedded import EmbeddedPostgres
 from cabrain.store.keyword import KeywordBackend, PostgresBM25
 from cabrain.store.pool import create_pool
+from cabrain.store.reconnect import CONNECTION_LOST
+from cabrain.store.replicas import PINNED, PRIMARY, READ_AFTER, Replicas, wal_position
 
 if TYPE_CHECKING:  # pyiceberg loads only when the cold tier is first used
     from cabrain.store.cold import ColdTier
@@ -58,10 +61,12 @@ class Engine:
         chat: ChatModel | None = None,
         on_close: list[Callable[[], None]] | None = None,
         clock: Clock = utc_now,
+        replicas: Replicas | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock  # "now" for the write path's default valid_at, salience recency, inbox retention
-        self.pool = pool
+        self.pool = pool  # the primary: every write, and reads that are not routed (read_pool)
+        self.replicas = replicas  # CABRAIN_DATABASE_REPLICA_URLS (cabrain.store.replicas)
         self.embedder = embedder
         self.keyword: KeywordBackend = keyword or PostgresBM25(
             k1=settings.bm25_k1,
@@ -144,17 +149,65 @@ class Engine:
                 embedding_ttl_s=settings.cache_embedding_ttl_s,
                 timeout_s=settings.cache_timeout_s,
             )
-        return cls(settings, pool, model, reranker=reranker, cache=cache, chat=chat, on_close=on_close, clock=clock)
+        # each replica is connected to and measured on first use (a read, or health)
+        standbys = Replicas(settings.replica_dsns, settings, pool) if settings.replica_dsns else None
+        return cls(
+            settings,
+            pool,
+            model,
+            reranker=reranker,
+            cache=cache,
+            chat=chat,
+            on_close=on_close,
+            clock=clock,
+            replicas=standbys,
+        )
 
     async def close(self) -> None:
         await self.governor.close()
         await self.bookkeeper.close()
         if self.cache is not None:
             await self.cache.close()
+        if self.replicas is not None:
+            await self.replicas.close()
         await self.pool.close()
         for release in self._on_close:
             await asyncio.to_thread(release)
         self._on_close = []
+
+    # --- reads from replicas --------------------------------------------------------------------
+    def read_pool(self) -> asyncpg.Pool:
+        """The pool a read runs on: the replica :meth:`reading` chose for this call, else the primary."""
+        pinned = PINNED.get()
+        return self.pool if pinned is None else pinned
+
+    async def reading(self, op: Callable[[], Awaitable[T]], *, again: bool = True) -> T:
+        """Run the read ``op`` with :meth:`read_pool` on a replica when one may serve it (up, within
+        ``replica_max_lag_s``, and past the caller's last write, :data:`READ_AFTER`), else
+        on the primary. A replica lost during the read leaves the rotation, and the read runs once
+        more on the primary (``again``; an export that has begun writing its output does not)."""
+        if self.replicas is None or PINNED.get() is not None or PRIMARY.get():
+            return await op()
+        pool = await self.replicas.choose(READ_AFTER.get())
+        if pool is None:
+            return await op()
+        token = PINNED.set(pool)
+        try:
+            return await op()
+        except CONNECTION_LOST as exc:
+            await self.replicas.lost(pool, exc)
+            if not again:
+                raise
+        except asyncpg.SerializationError:  # a query cancelled by a conflict with the replica's recovery
+            if not again:
+                raise
+        finally:
+            PINNED.reset(token)
+        return await op()
+
+    async def wal_position(self) -> str:
+        """The primary's WAL position now: a read naming it sees every write committed before."""
+        return await wal_position(self.pool)
 
     # --- embeddings ----------------------------------------------------------------------------
     def _embedding_key(self, kind: str, text: str) -> str:

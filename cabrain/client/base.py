@@ -56,6 +56,17 @@ WRITE_RETRIES = 2
 RETRY_PAUSE_S = 0.2
 
 
+# The service's answer to a write, where it reads from replicas of its database: the WAL position
+# after the write. The client sends the last one back on every request, so a read after its own write
+# is served by a replica that has it (or by the primary): cabrain.serve.standbys.
+LSN_HEADER = "CaBrain-LSN"
+
+
+def _position(lsn: str) -> int:
+    high, _, low = lsn.partition("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
 def _keyed(key: str | None) -> dict[str, Any]:
     return {"headers": {"Idempotency-Key": key or str(uuid.uuid4())}, "retry": True}
 
@@ -78,6 +89,24 @@ class Transport:
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=headers, timeout=timeout_s, limits=limits, transport=transport
         )
+        self.lsn: str | None = None  # the latest CaBrain-LSN the service answered with
+
+    def _seen(self, response: httpx.Response) -> None:
+        """Keep the newer of the client's CaBrain-LSN and the one ``response`` carries."""
+        given = response.headers.get(LSN_HEADER)
+        if not given:
+            return
+        try:
+            newer = self.lsn is None or _position(given) > _position(self.lsn)
+        except ValueError:
+            return  # not a position: the service's answer is used as it is, the header ignored
+        if newer:
+            self.lsn = given
+
+    def _headers(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self.lsn is None:
+            return kwargs
+        return {**kwargs, "headers": {**(kwargs.get("headers") or {}), LSN_HEADER: self.lsn}}
 
     async def __aenter__(self) -> Self:
         return self
@@ -92,7 +121,7 @@ class Transport:
         """One call; ``retry`` (a keyed write) is sent again after a transport fault."""
         for attempt in range(WRITE_RETRIES + 1 if retry else 1):
             try:
-                response = await self._http.request(method, path, **kwargs)
+                response = await self._http.request(method, path, **self._headers(kwargs))
                 break
             except httpx.TransportError as exc:
                 if not retry or attempt == WRITE_RETRIES:
@@ -100,12 +129,13 @@ class Transport:
                 await asyncio.sleep(RETRY_PAUSE_S * (attempt + 1))
             except httpx.HTTPError as exc:
                 raise _unreachable(self.base_url, exc) from exc
+        self._seen(response)
         return raise_for(response)
 
     async def download(self, path: str, out: IO[str], **kwargs: Any) -> None:
         """A streamed text answer (an export) written to ``out`` as it arrives."""
         try:
-            async with self._http.stream("GET", path, **kwargs) as response:
+            async with self._http.stream("GET", path, **self._headers(kwargs)) as response:
                 if not response.is_success:
                     await response.aread()
                     raise_for(response)

@@ -173,7 +173,7 @@ async def export(
         }
     )
     cold_ids: dict[str, list[asyncpg.Record]] = {}
-    async with engine.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+    async with engine.read_pool().acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         # about how many: the hot rows (another agent's private ones among them), the archived added below
         sink.tracker = say.track("exporting memories", await conn.fetchval(sql.EXPORT_HOT_SIZE, names), "memories")
         await _stream(conn, sink, "agent", sql.EXPORT_AGENTS, names)

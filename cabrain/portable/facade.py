@@ -53,8 +53,24 @@ class Portable:
         with_embeddings: bool = False,
         progress: Callable[[str], None] = lambda line: None,
     ) -> ExportReport:
-        """Stream the namespaces the agent may read as CaBrain's portable JSON Lines export (hot and cold tier, history and judgments)."""
-        async with self.engine.pool.acquire() as conn:
+        """Stream the namespaces the agent may read as CaBrain's portable JSON Lines export (hot and cold tier, history and judgments).
+
+        Read from a replica of the hot tier when one may serve it (:meth:`Engine.reading`)."""
+        return await self.engine.reading(
+            lambda: self._export(agent, namespaces, out, with_embeddings=with_embeddings, progress=progress),
+            again=False,  # what was written to ``out`` stays written: a lost replica is an error here
+        )
+
+    async def _export(
+        self,
+        agent: str | None,
+        namespaces: Sequence[str],
+        out: IO[str],
+        *,
+        with_embeddings: bool,
+        progress: Callable[[str], None],
+    ) -> ExportReport:
+        async with self.engine.read_pool().acquire() as conn:
             if not namespaces:
                 if agent is not None:
                     raise InputError("name the namespaces to export")

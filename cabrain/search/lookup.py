@@ -53,7 +53,7 @@ async def get(
 
 
 async def _get(engine: Engine, namespace: str, agent: str, memory_id: uuid.UUID) -> MemoryWithHistory:
-    async with engine.pool.acquire() as conn:
+    async with engine.read_pool().acquire() as conn:
         row = await sql.get_readable(conn, namespace, agent, memory_id)
         if row is not None:
             memory = sql.to_memory(row)
@@ -64,7 +64,7 @@ async def _get(engine: Engine, namespace: str, agent: str, memory_id: uuid.UUID)
                 raise not_found(memory_id, agent)
     if row is None:
         memory = await read_cold(engine, namespace, memory_id, cold)
-        async with engine.pool.acquire() as other:
+        async with engine.read_pool().acquire() as other:
             following, previous, entities = await history(
                 other, namespace, agent, memory_id, memory.superseded_by, successor=True
             )
@@ -199,7 +199,7 @@ async def browse(
     """See :meth:`cabrain.brain.Brain.browse`. A missing namespace is :class:`NotFound`; in one the
     agent may not read as a whole it sees what it may read row by row, as recall does."""
     page = browse_sql.archived_page if archived else browse_sql.page
-    async with engine.pool.acquire() as conn:
+    async with engine.read_pool().acquire() as conn:
         (await access.caller(conn, agent, namespace)).require_namespace()
         rows, next_cursor = await page(conn, namespace, agent, filters, limit=limit, cursor=cursor)
     if archived:  # read from the cold tier with no connection held

@@ -130,7 +130,7 @@ async def recall(
     earlier = dialogue.counted(query.context, settings)  # a dialogue's earlier turns (cabrain.search.dialogue)
 
     async def caller() -> None:
-        async with engine.pool.acquire() as conn:
+        async with engine.read_pool().acquire() as conn:
             (await access.caller(conn, agent, query.namespace)).require_namespace()
 
     async def terms() -> tuple[QueryTerms | None, float]:
@@ -141,7 +141,7 @@ async def recall(
         # the dates the query's relative time words name ("last month"), in the words memories'
         # dates are indexed by (cabrain.text.dates)
         expansion = relative_terms(query.query, engine.clock()) if settings.index_dates else ""
-        async with engine.pool.acquire() as conn:
+        async with engine.read_pool().acquire() as conn:
             read = await engine.keyword.read_terms(
                 conn,
                 query.query,
@@ -157,11 +157,13 @@ async def recall(
     async def named() -> list[tuple[str, ...]]:
         if query.mode is RecallMode.BM25 or not settings.recall_embed_without_speakers:
             return []
-        async with engine.pool.acquire() as conn:
+        async with engine.read_pool().acquire() as conn:
             return await speakers.named(conn, dialogue.dialogue_text(earlier, query.query), query.namespace, agent)
 
     async def sizes() -> tuple | None:
-        return None if query.mode is RecallMode.BM25 else await vector.namespace_sizes(engine.pool, query.namespace)
+        return (
+            None if query.mode is RecallMode.BM25 else await vector.namespace_sizes(engine.read_pool(), query.namespace)
+        )
 
     async def embed(names: list[tuple[str, ...]], say: float) -> list[float] | None:
         if query.mode is RecallMode.BM25:
@@ -181,7 +183,7 @@ async def recall(
         if terms is None or query.mode is RecallMode.VECTOR:
             return KeywordResult([], 0.0)
         t0 = time.perf_counter()
-        async with engine.pool.acquire() as conn:
+        async with engine.read_pool().acquire() as conn:
             result = await engine.keyword.search(conn, query.query, filters, n, terms=terms)
         timings["bm25_ms"] = (time.perf_counter() - t0) * 1000
         return result
@@ -191,7 +193,7 @@ async def recall(
             return []
         t0 = time.perf_counter()
         rows = await vector.search_with_passages(
-            engine.pool,
+            engine.read_pool(),
             vec,
             filters,
             n,
@@ -231,7 +233,7 @@ async def recall(
     # before fusion, so a sitting's cohesion counts them once, and folded after it
     pairs: list = []
     if settings.recall_fold_distilled != "off" and any(r["network"] == "fact" for r in (*vec_rows, *bm25.rows)):
-        async with engine.pool.acquire() as conn:
+        async with engine.read_pool().acquire() as conn:
             pairs = await conn.fetch(sql.DISTILLED_PAIRS, list({r["id"] for r in (*vec_rows, *bm25.rows)}))
     fused = fuse(
         vec_rows,
@@ -283,7 +285,7 @@ async def recall(
         async def neighbours() -> list:
             if not settings.related_limit:
                 return []
-            async with engine.pool.acquire() as conn:
+            async with engine.read_pool().acquire() as conn:
                 return await conn.fetch(
                     entity_sql.ONE_HOP.sql,
                     *entity_sql.ONE_HOP.args(filters.params(), limit=settings.related_limit, hits=ids),
@@ -292,7 +294,7 @@ async def recall(
         async def summaries() -> list[EntitySummary]:
             if not settings.recall_entity_summaries or query.as_of is not None:  # summaries are of now
                 return []
-            async with engine.pool.acquire() as conn:
+            async with engine.read_pool().acquire() as conn:
                 return await entity_sql.recall_summaries(
                     conn, query.namespace, agent, ids, settings.recall_entity_summaries
                 )

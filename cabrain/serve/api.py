@@ -43,6 +43,7 @@ from cabrain.serve.routes import (
     sleep,
     workflows,
 )
+from cabrain.serve.standbys import ReadYourWrites
 
 ROUTERS = (
     health,
@@ -90,6 +91,7 @@ def create_api(svc: Replica) -> FastAPI:
     )
     app.state.replica = svc
     settings = svc.settings
+    app.add_middleware(ReadYourWrites, svc=svc)  # innermost: CaBrain-LSN (cabrain.serve.standbys)
     app.add_middleware(EdgeGuard)  # inside Guard: the body is bounded before it is read here
     app.add_middleware(
         Guard,

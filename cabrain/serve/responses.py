@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import ConfigDict, Field, with_config
 
@@ -52,9 +52,27 @@ class ErrorOut(TypedDict):
 
 # --- health and identity ---------------------------------------------------------------------------
 @with_config(CLOSED)
+class ReplicaOut(TypedDict):
+    url: Annotated[str, Field(description="The replica's URL, without its password.")]
+    state: Annotated[
+        Literal["ok", "behind", "down", "not a replica"],
+        Field(description="ok: reads go to it; behind: further than CABRAIN_REPLICA_MAX_LAG_S; down: unreachable."),
+    ]
+    replayed_lsn: Annotated[str | None, Field(description="The WAL position it has replayed.")]
+    lag_bytes: Annotated[int | None, Field(description="WAL bytes the primary has written that it has not replayed.")]
+    lag_s: Annotated[float | None, Field(description="How stale its data may be, in seconds (0: caught up).")]
+    replay_paused: bool
+    reads: Annotated[int, Field(description="Reads this ingress replica sent to it.")]
+    error: str | None
+
+
+@with_config(CLOSED)
 class HealthOut(TypedDict):
     status: str
     version: str
+    replicas: NotRequired[
+        Annotated[list[ReplicaOut], Field(description="The hot tier's read replicas (CABRAIN_DATABASE_REPLICA_URLS).")]
+    ]
 
 
 @with_config(CLOSED)

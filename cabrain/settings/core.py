@@ -72,6 +72,30 @@ class CoreSettings(BaseModel):
     db_connect_timeout_s: float = Field(default=10.0, gt=0, description="Connect timeout.")
     db_pool_min: int = Field(default=2, ge=1, le=100, description="Connections kept open.")
     db_pool_max: int = Field(default=10, ge=1, le=1000, description="Most connections at once.")
+    database_replica_urls: SecretStr | None = Field(
+        default=None,
+        description="postgresql:// URLs of streaming replicas of the hot tier, comma-separated (cabrain db replica "
+        "makes one of the embedded server). Recall, get, browse and export read from one that is up and within "
+        "replica_max_lag_s; writes, and reads naming a newer LSN than a replica has replayed, go to the primary.",
+    )
+    replica_max_lag_s: float = Field(
+        default=5.0, gt=0, description="A replica further behind the primary than this many seconds is not read from."
+    )
+    replica_wait_s: float = Field(
+        default=0.5,
+        ge=0,
+        description="How long a read naming an LSN (CaBrain-LSN: the caller's last write) waits for a replica to "
+        "replay it before it goes to the primary.",
+    )
+    replica_check_s: float = Field(
+        default=1.0, gt=0, description="How often a replica's lag is measured again (at most; on use)."
+    )
+    replica_retry_s: float = Field(
+        default=10.0, gt=0, description="How long a replica that failed is left alone before it is tried again."
+    )
+    replica_timeout_s: float = Field(
+        default=2.0, gt=0, description="How long a replica has to connect and answer a check before it counts as down."
+    )
     embedded_pg_os_user: str = Field(
         default="cabrain-pg",
         min_length=1,
@@ -407,6 +431,23 @@ class CoreSettings(BaseModel):
             return None
         check_url(value.get_secret_value(), POSTGRES_SCHEMES)
         return value
+
+    @field_validator("database_replica_urls")
+    @classmethod
+    def _check_replica_urls(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        for url in value.get_secret_value().split(","):
+            if url.strip():
+                check_url(url.strip(), POSTGRES_SCHEMES)
+        return value
+
+    @property
+    def replica_dsns(self) -> list[str]:
+        """The replicas' URLs (``database_replica_urls``), in order."""
+        if self.database_replica_urls is None:
+            return []
+        return [url.strip() for url in self.database_replica_urls.get_secret_value().split(",") if url.strip()]
 
     @field_validator("redis_url")
     @classmethod

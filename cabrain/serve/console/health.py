@@ -26,6 +26,7 @@ from cabrain.errors import CabrainError
 from cabrain.overview import size
 from cabrain.providers.cache import probe_redis
 from cabrain.providers.cold_store import probe
+from cabrain.serve import standbys
 from cabrain.serve.console.render import page
 from cabrain.serve.console.routing import Current, router
 from cabrain.serve.deps import Svc
@@ -165,6 +166,13 @@ async def health(request: Request, svc: Svc, session: Current) -> Response:
         _cold.get(lambda: _timed("cold tier (Iceberg)", cold)),
         _timed("sleep", sleep),
     )
+    started = time.perf_counter()
+    replicas = await standbys.health(svc)
+    ms = (time.perf_counter() - started) * 1000
+    shown = [
+        *parts,
+        *(Part(f"database replica {r['url']}", r["state"] == "ok", standbys.summary(r), ms) for r in replicas),
+    ]
     held = await svc.run(lambda b: b.overview(session.agent, runs=0))
     metrics = None
     if session.principal.is_admin:
@@ -176,7 +184,7 @@ async def health(request: Request, svc: Svc, session: Current) -> Response:
         request,
         "health.html",
         title="Health",
-        parts=parts,
+        parts=shown,
         metrics=metrics,
         held=held,
         hot_size=size(held["storage"]["hot_bytes"]),

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import hmac
+from typing import cast
 
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from cabrain import __version__
+from cabrain.serve import standbys
 from cabrain.serve.deps import Credentials, Svc, caller
-from cabrain.serve.responses import HealthOut, ReadyOut
+from cabrain.serve.responses import HealthOut, ReadyOut, ReplicaOut
 from cabrain.serve.routing import answer, router
 
 routes = router(tags=["health"])
 
 
-@routes.get("/v1/health", summary="Liveness: the process answers")
-async def health() -> HealthOut:
-    return {"status": "ok", "version": __version__}
+@routes.get("/v1/health", summary="Liveness: the process answers (and the hot tier's read replicas' lag)")
+async def health(svc: Svc) -> HealthOut:
+    out: HealthOut = {"status": "ok", "version": __version__}
+    if svc.settings.replica_dsns:
+        out["replicas"] = cast(list[ReplicaOut], await standbys.health(svc))
+    return out
 
 
 @routes.get(

@@ -27,19 +27,22 @@ service is refused (stop the service first).
 The server listens on a unix socket only (no TCP), with trust authentication; the socket
 directory is private to the server's OS account (and root).
 
-The package: :mod:`.server` (:class:`EmbeddedPostgres`: start, share, stop, heal), :mod:`.leases`
+The package: :mod:`.server` (:class:`EmbeddedPostgres`: start, share, stop, heal), :mod:`.standby`
+(:class:`EmbeddedReplica`: a streaming replica of it, ``cabrain db replica``), :mod:`.leases`
 (lease files and the lock), :mod:`.host` (the binaries, the OS account, memory settings) and
 ``__main__`` (the watchdog process).
 """
 
 from cabrain.store.embedded.host import memory_settings, wheel_install_dir
 from cabrain.store.embedded.server import DATABASE, PORT, SUPERUSER, EmbeddedPostgres, ServerStatus
+from cabrain.store.embedded.standby import EmbeddedReplica
 
 __all__ = [
     "DATABASE",
     "PORT",
     "SUPERUSER",
     "EmbeddedPostgres",
+    "EmbeddedReplica",
     "ServerStatus",
     "memory_settings",
     "wheel_install_dir",
