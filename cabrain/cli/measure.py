@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+from cabrain.cli.bench_replicas import add_bench_replicas
 from cabrain.cli.common import (
     EXIT_OK,
     Subparsers,
@@ -351,6 +352,7 @@ def add_bench(sub: Subparsers) -> None:
     br.add_argument("--queries", type=int, default=300, help="recalls timed per mode (default 300)")
     br.set_defaults(func=cmd_bench_recall)
 
+    add_bench_replicas(bench_sub)
     bp = bench_sub.add_parser(
         "portable",
         help="export and import throughput at N memories",
