@@ -10,7 +10,8 @@ it is there), it measures:
   same texts (each memory's text and its passages, in the embedder's batch size): the ratio is
   what import keeps of the embedder's throughput;
 - **import with the vectors kept** (an export made with ``--with-embeddings``) of the same sample:
-  the write path alone, with no model in it;
+  the write path alone, with no model in it, row by row and in bulk (:mod:`cabrain.portable.bulk`,
+  what an import of such an export takes);
 - **another tool's file**: the sample's texts as a mem0 export, imported through the write decisions
   into an empty database, then imported again unchanged (reading it, and comparing each record with
   what is held).
@@ -76,13 +77,16 @@ async def run_portable_bench(
     *,
     memories: int,
     sample: int,
+    bulk_sample: int | None = None,
     keep: bool = True,
     quiet: bool = False,
 ) -> dict[str, Any]:
+    """``bulk_sample``: the memories the bulk import (vectors kept) takes, when more than ``sample``
+    (the other imports re-embed, or go row by row: a large sample would take hours)."""
     embedder = load_embedder(settings)
     spec = ScaleSpec(sizes=[memories], keep=keep, quiet=quiet)
     corpus = corpus_for(memories, spec)
-    result: dict[str, Any] = {"memories": memories, "sample": sample}
+    result: dict[str, Any] = {"memories": memories, "sample": sample, "bulk_sample": bulk_sample or sample}
     async with corpus_brain(settings, embedder, corpus, spec) as (brain, _facts, _dsn, load):
         result["load"] = load
         with tempfile.TemporaryDirectory(prefix="cabrain-bench-portable-") as folder:
@@ -100,6 +104,7 @@ async def run_portable_bench(
                 }
             lines, texts = _sample(plain, sample)
             with_vectors, _ = _sample(vectors, sample)
+            bulk_vectors = _sample(vectors, bulk_sample)[0] if bulk_sample else with_vectors
 
         s = brain.settings
         pieces = [
@@ -113,13 +118,14 @@ async def run_portable_bench(
         bare_s = time.perf_counter() - started
         result["bare_embedder"] = {"texts": len(pieces), "memories_per_s": round(len(texts) / bare_s, 1)}
 
-        for key, source in (("import", lines), ("import_vectors", with_vectors)):
-            say(
-                f"  import of {len(texts):,} memories {'with their vectors' if key == 'import_vectors' else 're-embedded'}",
-                quiet,
-            )
+        for key, source, bulk in (
+            ("import", lines, False),
+            ("import_vectors_rows", with_vectors, False),
+            ("import_vectors", bulk_vectors, True),
+        ):
+            say(f"  import of {len(source) - 4:,} memories {IMPORTS[key]}", quiet)
             async with scratch_brain(settings, embedder, prefix="cabrain_bench_import") as (target, _, _):
-                restored = await restore(target.engine, io.StringIO("".join(source)))
+                restored = await restore(target.engine, io.StringIO("".join(source)), bulk=bulk)
                 added = restored.added.get("memory", 0)
                 result[key] = {
                     "memories": added,
@@ -135,6 +141,13 @@ async def run_portable_bench(
             "model": s.embedding_model,
         }
     return result
+
+
+IMPORTS = {
+    "import": "re-embedded",
+    "import_vectors_rows": "with their vectors, row by row",
+    "import_vectors": "with their vectors, in bulk (staged with COPY)",
+}
 
 
 def mem0_export(texts: list[str]) -> dict[str, Any]:
@@ -183,13 +196,17 @@ def render_portable(result: dict[str, Any]) -> str:
     lines.append(
         f"  {'bare embedder on the sample':<40} {b['memories_per_s']:>10,.1f} memories/s  ({b['texts']:,} texts)"
     )
-    i, v = result["import"], result["import_vectors"]
+    i = result["import"]
     lines.append(
         f"  {'import, re-embedded':<40} {i['per_s']:>10,.1f} memories/s  ({result['import_ratio']:.0%} of the embedder)"
     )
-    lines.append(
-        f"  {'import, vectors kept':<40} {v['per_s']:>10,.1f} memories/s  ({v['memories']:,} in {v['seconds']} s)"
-    )
+    for key, label in (
+        ("import_vectors_rows", "import, vectors kept, row by row"),
+        ("import_vectors", "import, vectors kept, bulk"),
+    ):
+        if key in result:
+            v = result[key]
+            lines.append(f"  {label:<40} {v['per_s']:>10,.1f} memories/s  ({v['memories']:,} in {v['seconds']} s)")
     for key, label in (("import_mem0", "import of a mem0 file"), ("reimport_mem0", "the same file again, unchanged")):
         if key in result:
             m = result[key]

@@ -16,6 +16,10 @@ midway (the model fails, the process is killed, the file changes under it) leave
 it was. Progress: the records checked, then the memories written, of how many, with the rate and
 the time left (:mod:`cabrain.progress`).
 
+An export that kept its vectors (made by this brain's model) is written in bulk
+(:mod:`cabrain.portable.bulk`): each batch staged with ``COPY`` and written with one statement per
+table, to the same rows the batch-by-batch path writes (``bulk`` chooses either way).
+
 Idempotent: a memory, entity, link, judgment or held action whose id is already stored is skipped,
 so importing an export twice adds nothing.
 Agents are created without keys and never as admins (the operator makes keys for those who need
@@ -41,6 +45,7 @@ import asyncpg
 from cabrain import failpoints
 from cabrain.engine import Engine
 from cabrain.errors import InputError
+from cabrain.portable import bulk as staged
 from cabrain.portable import checks
 from cabrain.portable.checks import NOTHING, Plan, records
 from cabrain.portable.checks import when as _time
@@ -110,6 +115,8 @@ class _Restore:
     ) -> None:
         self.engine, self.conn, self.report, self.tracker = engine, conn, report, tracker
         self.batch, self.plan = batch, plan
+        self.bulk = False  # written a staged batch at a time (cabrain.portable.bulk): decided by the header
+        self.graphs: list[tuple[str, str]] = []  # the vector graphs a bulk import builds at its end
         self.entity_ids: dict[uuid.UUID, uuid.UUID] = {}  # the export's entity id -> the one stored here
         self.superseded: list[tuple[uuid.UUID, uuid.UUID]] = []
         self.forgotten: list[tuple[uuid.UUID, datetime, str | None, str | None]] = []
@@ -235,16 +242,19 @@ class _Restore:
 
     async def _embed(
         self, batch: list[dict[str, Any]]
-    ) -> list[tuple[dict[str, Any], list[float], list[str], list[list[float]]]]:
-        known = [
-            json.loads(record["embedding"]) if self.vectors_fit and record.get("embedding") else None
-            for record in batch
-        ]
+    ) -> list[tuple[dict[str, Any], list[float] | str, list[str], list[list[float]]]]:
+        """Each record with its vector (the export's, or the embedder's), its passages and theirs. In
+        bulk, the export's vector stays its text, which the database reads (no float in Python)."""
+        given = [record.get("embedding") if self.vectors_fit else None for record in batch]
+        known = [(([] if self.bulk else json.loads(text)) if text else None) for text in given]
         done = await memory_vectors(self.engine, [record["content"] for record in batch], known=known)
-        return [(record, vector, parts, theirs) for record, (vector, parts, theirs) in zip(batch, done, strict=True)]
+        return [
+            (record, text if self.bulk and text else vector, parts, theirs)
+            for record, text, (vector, parts, theirs) in zip(batch, given, done, strict=True)
+        ]
 
     async def _write(
-        self, batch: list[tuple[dict[str, Any], list[float], list[str], list[list[float]]]], read: int
+        self, batch: list[tuple[dict[str, Any], list[float] | str, list[str], list[list[float]]]], read: int
     ) -> None:
         """Write the batch's new memories (of ``read`` records) on the import's connection: the first
         batch takes the writer locks of every namespace the export holds, in one order, until the
@@ -259,6 +269,8 @@ class _Restore:
             for name in sorted(self.plan.namespaces):
                 await namespace_sql.lock(conn, name)
             self.locked = True
+            if self.bulk:
+                self.graphs = await staged.defer_graphs(self.engine, conn, self.plan.counts.get("memory", 0))
         threads = ThreadContext(conn, turns=s.thread_context_turns, chars=s.thread_context_chars, gap_s=s.sitting_gap_s)
         for record, vector, parts, part_vectors in batch:
             memory_id = uuid.UUID(record["id"])
@@ -298,27 +310,34 @@ class _Restore:
             ]
             forgotten = _time(record.get("forgotten_at"))
             invalid = _time(record.get("invalid_at")) or forgotten
-            states.append((memory_id, record, invalid))
+            states.append(
+                {
+                    "created_at": _time(record["created_at"]),
+                    "invalid_at": invalid,
+                    "access_count": int(record.get("access_count") or 0),
+                    "last_accessed_at": _time(record.get("last_accessed_at")),
+                    "consolidated_at": _time(record.get("consolidated_at")),
+                    "decayed_at": _time(record.get("decayed_at")),
+                }
+            )
             if record.get("superseded_by"):
                 self.superseded.append((memory_id, uuid.UUID(record["superseded_by"])))
             if forgotten is not None:
                 self.forgotten.append((memory_id, forgotten, record.get("forgotten_by"), record.get("forget_reason")))
             if record.get("tier") == "cold":
                 self.report.came_back_hot += 1
-        await sql.insert_memories(conn, rows)
+        if self.bulk:
+            await staged.write(self.engine, conn, rows, states, docs, chunks)
+        else:
+            await sql.insert_memories(conn, rows)
+            await self.engine.keyword.index(conn, docs)
+            await sql.insert_chunks(conn, chunks)
+            await conn.execute(
+                portable_sql.RESTORE_STATE,
+                [r["id"] for r in rows],
+                *([state[c] for state in states] for c in portable_sql.RESTORE_STATE_COLUMNS),
+            )
         await threads.written(rows)
-        await self.engine.keyword.index(conn, docs)
-        await sql.insert_chunks(conn, chunks)
-        await conn.execute(
-            portable_sql.RESTORE_STATE,
-            [m for m, _, _ in states],
-            [_time(r["created_at"]) for _, r, _ in states],
-            [i for _, _, i in states],
-            [int(r.get("access_count") or 0) for _, r, _ in states],
-            [_time(r.get("last_accessed_at")) for _, r, _ in states],
-            [_time(r.get("consolidated_at")) for _, r, _ in states],
-            [_time(r.get("decayed_at")) for _, r, _ in states],
-        )
         failpoints.hit("import.after_batch")  # tests: killed with batches written, none committed
         for _ in rows:
             self.report.count("memory", True)
@@ -372,6 +391,8 @@ class _Restore:
             body = scrub({k: v for k, v in action.items() if k != "type"}, self.engine.settings.redact_secrets)
             made = await conn.fetchval(portable_sql.RESTORE_ACTION, json.dumps(body, ensure_ascii=False))
             self.report.count("action", made is not None)
+        if self.graphs:
+            await staged.build_graphs(self.engine, conn, self.graphs)
 
 
 async def restore(
@@ -382,11 +403,13 @@ async def restore(
     where: str = "the export",
     progress: Say | None = None,
     batch: int | None = None,
+    bulk: bool | None = None,
 ) -> RestoreReport:
     """Import a CaBrain export read from ``lines``, checked whole first, then written in one
     transaction (module docstring), for ``agent`` (an admin over the API: the API's namespace and
     consent rules apply) or the operator (None: everything as it was). Whether ``agent`` may import
-    at all is the gate's."""
+    at all is the gate's. ``bulk``: write staged batches (:mod:`cabrain.portable.bulk`); None: when
+    the export kept vectors this brain can use (its memories are then not embedded again)."""
     started = time.perf_counter()
     say = as_progress(progress)
     reread = _rereadable(lines)
@@ -398,7 +421,7 @@ async def restore(
         async with engine.pool.acquire() as conn, conn.transaction():
             work = _Restore(engine, conn, report, tracker, batch or max(engine.settings.embed_batch_size, 64), plan)
             try:
-                await _write_all(work, reread(), where, plan)
+                await _write_all(work, reread(), where, plan, bulk, batch)
             except (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError) as exc:
                 raise InputError(
                     f"{where} could not be written: {exc} ({NOTHING})",
@@ -411,12 +434,17 @@ async def restore(
     return report
 
 
-async def _write_all(work: _Restore, lines: Iterable[str], where: str, plan: Plan) -> None:
+async def _write_all(
+    work: _Restore, lines: Iterable[str], where: str, plan: Plan, bulk: bool | None, batch: int | None
+) -> None:
     """The import's writes, from its second reading of the file, which must read as its first did."""
     digest = Digest()
     stream = records(lines, where, digest)
     header = next(stream)
     work.vectors_fit = bool(header.get("with_embeddings")) and header.get("embedding_dim") == work.engine.embedder.dim
+    work.bulk = work.vectors_fit if bulk is None else bulk
+    if work.bulk and batch is None:
+        work.batch = staged.BATCH
     links: list[dict[str, Any]] = []
     judgments: list[dict[str, Any]] = []
     held: list[dict[str, Any]] = []

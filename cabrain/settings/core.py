@@ -196,6 +196,13 @@ class CoreSettings(BaseModel):
         "(cabrain/write/vectors.py).",
     )
     embed_batch_size: int = Field(default=32, ge=1, le=4096, description="Texts per embedder call.")
+    import_rebuild_index_at: int = Field(
+        default=20_000,
+        ge=1,
+        description="An import of a CaBrain export with its vectors that brings at least this many memories, more "
+        "than the hot tier's vector index holds, builds that index once after its rows (several times faster than "
+        "growing it a row at a time); vector searches and writes wait for the import's commit meanwhile.",
+    )
     duplicate_similarity: float = Field(
         default=0.95, gt=0, le=1, description="Cosine similarity at or above which a write is a duplicate (NOOP)."
     )

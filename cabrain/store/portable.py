@@ -145,6 +145,14 @@ ON CONFLICT DO NOTHING RETURNING id
 """
 ENTITY_BY_KEY = "SELECT id FROM entities WHERE namespace = $1 AND key = $2"
 KNOWN_IDS = "SELECT id FROM memory_ids WHERE id = ANY($1::uuid[])"
+RESTORE_STATE_COLUMNS = (
+    "created_at",
+    "invalid_at",
+    "access_count",
+    "last_accessed_at",
+    "consolidated_at",
+    "decayed_at",
+)
 RESTORE_STATE = """
 UPDATE memories m SET created_at = s.created_at, invalid_at = s.invalid_at, access_count = s.access_count,
                       last_accessed_at = s.last_accessed_at, consolidated_at = s.consolidated_at,

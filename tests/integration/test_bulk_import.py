@@ -1,0 +1,149 @@
+"""Issue 37: the bulk import (:mod:`cabrain.portable.bulk`) writes what the row-by-row import writes.
+
+The same export (with its vectors) is imported into two empty brains, one row by row and one in
+staged batches; everything a reader sees is the same: every record an export of it holds, the rows
+of every table, the overview's counts, the entities' mentions, the keyword index and its
+statistics, the answers to recall. Importing it again adds nothing, and an import the database
+refuses midway leaves nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from cabrain.errors import InputError
+from cabrain.portable.facade import Portable
+from cabrain.portable.restore import restore
+from cabrain.store.backup import row_counts
+from cabrain.types import MemoryInput, RecallQuery, Visibility
+from tests.conftest import _create_database, _drop_database
+from tests.integration.test_portable import _fill, _held, _lines, _records
+
+LONG = " ".join(  # longer than CABRAIN_CHUNK_MIN_CHARS: stored with its passages, re-embedded on import
+    f"Step {n}: the runbook for the payments cluster in Riyadh says to drain node {n} before patching it."
+    for n in range(1, 8)
+)
+QUERIES = [("bob", "which port does staging use"), ("alice", "من مسؤول عن التصميم"), ("alice", "payments runbook")]
+# What the two imports may differ in: when each ran (activity_hours counts an import when it ran).
+ACTIVITY = """
+SELECT namespace, kind, owner_agent_id, visibility, sum(n) AS n FROM activity_hours
+GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+"""
+TABLES = {
+    "memory_counts": "SELECT * FROM memory_counts ORDER BY 1, 2, 3, 4, 5, 6, 7",
+    "postings": "SELECT namespace, term, memory_id, valid_at, tf, doc_len FROM memory_terms ORDER BY 1, 2, 3",
+    "bm25_terms": "SELECT * FROM bm25_terms ORDER BY 1, 2",
+    "bm25_namespaces": "SELECT * FROM bm25_namespaces ORDER BY 1",
+    # created_at: the exported time in both, compared through the export
+    "memories": "SELECT to_jsonb(m) - 'created_at' AS row FROM memories m ORDER BY id",
+    "memory_ids": "SELECT to_jsonb(i) AS row FROM memory_ids i ORDER BY id",
+    "memory_vectors": "SELECT id, valid_at, embedding::text FROM memory_vectors ORDER BY id",
+    "passages": "SELECT memory_id, chunk_no, content, embedding::text FROM memory_chunks ORDER BY 1, 2",
+    "entities": "SELECT id, key, mentions FROM entities ORDER BY id",
+    "links": "SELECT * FROM memory_entities ORDER BY 1, 2",
+    "namespaces": "SELECT name, memory_count, chunk_count FROM namespaces ORDER BY name",
+    "graphs": "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memory_vectors' ORDER BY 1",
+}
+GRAPH = "SELECT 'memory_vectors_hnsw'::regclass::oid"
+
+
+@pytest.fixture
+async def two_dsns(pg_server, template_db):
+    names = [await _create_database(pg_server, template_db) for _ in range(2)]
+    yield [pg_server.dsn(name) for name in names]
+    for name in names:
+        await _drop_database(pg_server, name)
+
+
+async def _graph(engine) -> int:
+    async with engine.pool.acquire() as conn:
+        return await conn.fetchval(GRAPH)
+
+
+async def _state(engine) -> dict:
+    async with engine.pool.acquire() as conn:
+        seen = {name: [dict(r) for r in await conn.fetch(query)] for name, query in TABLES.items()}
+        seen["activity"] = [dict(r) for r in await conn.fetch(ACTIVITY)]
+        seen["rows"] = await row_counts(conn)
+    return seen
+
+
+async def test_a_bulk_import_is_the_row_by_row_import(brain, settings_for, two_dsns, embedder) -> None:
+    from cabrain.brain import Brain
+
+    await _fill(brain)
+    await brain.retain("alice", MemoryInput(LONG, "proj", visibility=Visibility.TEAM))
+    out = io.StringIO()
+    report = await Portable(brain.engine).export(None, ["proj"], out, with_embeddings=True)
+    text = out.getvalue()
+    exported = _records(text)
+    assert all("embedding" in m for m in exported["memory"])
+
+    # the bulk import of this small export builds the vector graph once, after its rows, as a large one does
+    rowwise, bulky = [
+        await Brain.open(settings_for(d, import_rebuild_index_at=1), dsn=d, embedder=embedder) for d in two_dsns
+    ]
+    try:
+        graphs = [await _graph(b.engine) for b in (rowwise, bulky)]
+        one = await restore(rowwise.engine, io.StringIO(text), bulk=False)
+        other = await Portable(bulky.engine).restore(None, io.StringIO(text))  # vectors kept: the bulk path
+        assert await _graph(rowwise.engine) == graphs[0]  # grown row by row
+        assert await _graph(bulky.engine) != graphs[1]  # dropped, and built again as it was defined
+        assert one.added == other.added and one.added["memory"] == report.counts["memory"]
+        assert one.skipped == other.skipped
+
+        states = [await _state(b.engine) for b in (rowwise, bulky)]
+        for name in states[0]:
+            assert states[0][name] == states[1][name], name
+        assert states[1]["postings"] and states[1]["passages"] and states[1]["memory_counts"]
+        for b in (rowwise, bulky):
+            again = io.StringIO()
+            await Portable(b.engine).export(None, ["proj"], again, with_embeddings=True)
+            assert _records(again.getvalue()) == exported
+
+        for agent, query in QUERIES:
+            answers = [
+                [
+                    (h.memory.id, round(h.score, 6))
+                    for h in (await b.recall(agent, RecallQuery(query, "proj", k=4))).hits
+                ]
+                for b in (rowwise, bulky)
+            ]
+            assert answers[0] == answers[1] and answers[0], query
+
+        before = await _held(bulky.engine)
+        twice = await restore(bulky.engine, io.StringIO(text), bulk=True)
+        assert twice.added == {} and twice.skipped["memory"] == report.counts["memory"]
+        assert await _held(bulky.engine) == before
+    finally:
+        await rowwise.close()
+        await bulky.close()
+
+
+async def test_a_bulk_import_the_database_refuses_midway_leaves_nothing(
+    brain, settings_for, two_dsns, embedder
+) -> None:
+    """Its last memory names an owner that is no agent: the batches before it were staged and
+    written, the database refuses that one, and none of the import stays; fixed, it imports whole."""
+    from cabrain.brain import Brain
+
+    await _fill(brain)
+    out = io.StringIO()
+    await Portable(brain.engine).export(None, ["proj"], out, with_embeddings=True)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    last = max(i for i, r in enumerate(records) if r["type"] == "memory")
+    records[last]["owner_agent_id"] = "ghost"
+    other = await Brain.open(settings_for(two_dsns[0]), dsn=two_dsns[0], embedder=embedder)
+    try:
+        before = await _held(other.engine)
+        with pytest.raises(InputError, match="could not be written") as refused:
+            await restore(other.engine, _lines(records), batch=2, bulk=True)
+        assert "nothing of it was written" in refused.value.message
+        assert await _held(other.engine) == before
+        records[last]["owner_agent_id"] = "alice"
+        report = await restore(other.engine, _lines(records), batch=2, bulk=True)
+        assert report.added["memory"] == sum(1 for r in records if r["type"] == "memory")
+    finally:
+        await other.close()
