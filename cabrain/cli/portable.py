@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -87,27 +88,17 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     if settings.api_url:
         if path.is_dir():
             raise UsageError("a folder is imported on the server's own command line; over the API send one file")
+        if args.ray:
+            raise UsageError("--ray is for an import on the server's own command line (without CABRAIN_API_URL)")
         with remote(settings) as client:
             report = client.import_file(args.format, path, args.namespace, **options)
+    elif args.ray:
+        from cabrain.ray_runtime import ray_session  # Ray (seconds to import) only where asked
+
+        with ray_session(settings, inline=False, say=lambda line: None if args.quiet else print(line, file=sys.stderr)):
+            report = asyncio.run(_import_here(settings, args, path, options))
     else:
-        from cabrain.engine import Engine  # lazy: start-up time (common.py)
-        from cabrain.portable.facade import Portable
-        from cabrain.progress import for_terminal
-
-        async def run() -> Any:
-            engine = await Engine.open(settings)
-            try:
-                if args.format != "cabrain":  # an export restores as the operator, agents and all
-                    await require_acting(engine, args.as_agent)
-                with for_terminal(args.quiet) as progress:
-                    done = await Portable(engine).import_file(
-                        None, args.format, path, args.namespace, as_agent=args.as_agent, progress=progress, **options
-                    )
-                return done.to_json()
-            finally:
-                await engine.close()
-
-        report = asyncio.run(run())
+        report = asyncio.run(_import_here(settings, args, path, options))
     if args.json:
         print(json.dumps(report, indent=2, default=str, ensure_ascii=False))
     elif args.format == "cabrain":
@@ -119,7 +110,40 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     else:
         for line in import_summary(report):
             print(line)
+    if report.get("embedded_on") and not args.json:
+        spread = ", ".join(f"{n} on {node[:12]}" for node, n in sorted(report["embedded_on"].items()))
+        print(f"embedded on {len(report['embedded_on'])} Ray nodes: {spread} texts")
     return EXIT_OK
+
+
+async def _import_here(settings: Settings, args: argparse.Namespace, path: Path, options: dict[str, Any]) -> Any:
+    """The import on the hot tier directly, as the operator; with ``--ray``, its embedding spread over
+    the nodes of the Ray this process is connected to (:mod:`cabrain.portable.spread`), the texts each
+    node embedded reported under ``embedded_on``."""
+    from cabrain.engine import Engine  # lazy: start-up time (common.py)
+    from cabrain.portable.facade import Portable
+    from cabrain.portable.spread import EmbedderPool
+    from cabrain.progress import for_terminal
+
+    pool = await EmbedderPool.start(settings) if args.ray else None
+    try:
+        engine = await Engine.open(settings, embedder=pool)
+        try:
+            if args.format != "cabrain":  # an export restores as the operator, agents and all
+                await require_acting(engine, args.as_agent)
+            with for_terminal(args.quiet) as progress:
+                done = await Portable(engine).import_file(
+                    None, args.format, path, args.namespace, as_agent=args.as_agent, progress=progress, **options
+                )
+            report = done.to_json()
+        finally:
+            await engine.close()
+    finally:
+        if pool is not None:
+            pool.close()
+    if pool is not None:
+        report["embedded_on"] = dict(pool.nodes)
+    return report
 
 
 def import_summary(report: dict[str, Any]) -> list[str]:
@@ -196,4 +220,10 @@ def add_import(sub: Subparsers) -> None:
     )
     imp.add_argument("--mirror", action="store_true", help="forget the records the source no longer holds")
     imp.add_argument("--dry-run", action="store_true", help="say what would be added, revised, skipped; write nothing")
+    imp.add_argument(
+        "--ray",
+        action="store_true",
+        help="embed on every node of the Ray cluster (CABRAIN_RAY_ADDRESS, or a local Ray for this run): for an "
+        "export without vectors or another tool's file",
+    )
     imp.set_defaults(func=cmd_import)
