@@ -226,9 +226,16 @@ def cmd_bench_portable(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.memories < 1 or not 1 <= args.sample <= args.memories:
         raise UsageError("--memories must be at least 1, and --sample between 1 and --memories")
+    if args.bulk_sample is not None and not 1 <= args.bulk_sample <= args.memories:
+        raise UsageError("--bulk-sample must be between 1 and --memories")
     result = asyncio.run(
         run_portable_bench(
-            settings, memories=args.memories, sample=args.sample, keep=not args.scratch, quiet=args.quiet
+            settings,
+            memories=args.memories,
+            sample=args.sample,
+            bulk_sample=args.bulk_sample,
+            keep=not args.scratch,
+            quiet=args.quiet,
         )
     )
     print(render_portable(result))
@@ -363,6 +370,11 @@ def add_bench(sub: Subparsers) -> None:
     )
     bp.add_argument("--memories", type=int, default=100_000, help="corpus size (default 100000)")
     bp.add_argument("--sample", type=int, default=2000, help="memories imported (default 2000)")
+    bp.add_argument(
+        "--bulk-sample",
+        type=int,
+        help="memories the bulk import with vectors takes (default: --sample; up to --memories)",
+    )
     bp.add_argument("--scratch", action="store_true", help="build the corpus in a scratch database, dropped after")
     bp.set_defaults(func=cmd_bench_portable)
 
