@@ -254,6 +254,30 @@ def cmd_bench_counts(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_archive(settings: Settings, args: argparse.Namespace) -> int:
+    from cabrain.bench.archive import render_archive, run_archive_bench
+
+    sizes = int_list(args.rows, "--rows")
+    if not sizes or min(sizes) < 1 or args.queries < 1 or args.k < 1 or args.real_vectors < 1:
+        raise UsageError("--rows sizes, --queries, --k and --real-vectors must be at least 1")
+    if args.probes is not None and args.probes < 1:
+        raise UsageError("--probes must be at least 1")
+    result = asyncio.run(
+        run_archive_bench(
+            settings,
+            sizes=sizes,
+            queries=args.queries,
+            k=args.k,
+            probes=args.probes,
+            real=args.real_vectors,
+            quiet=args.quiet,
+        )
+    )
+    print(render_archive(result))
+    write_results(args.json, json.dumps(result, indent=2, default=str) + "\n")
+    return EXIT_OK
+
+
 def cmd_bench_http(settings: Settings, args: argparse.Namespace) -> int:
     from cabrain import bench
 
@@ -389,6 +413,24 @@ def add_bench(sub: Subparsers) -> None:
     bk.add_argument("--batch", type=int, default=32, help="texts per retain call, and writes per round (default 32)")
     bk.add_argument("--rounds", type=int, default=8, help="alternating rounds per write, even (default 8)")
     bk.set_defaults(func=cmd_bench_counts)
+
+    ba = bench_sub.add_parser(
+        "archive",
+        help="archive recall over N cold rows: the exact scan beside the cold tier's vector index",
+        description="Make N synthetic cold rows directly in the Iceberg format (in a scratch database and a "
+        "temporary warehouse, removed after), build the namespace's vector index as the sleep cycle's maintain "
+        "does, and time archive recall (hybrid and vector) scanning every row and through the index: p50/p95, rows "
+        "read per query, and the index's recall@k against the scan. Sizes grow one from the last.",
+        parents=[json_file(), quiet_flag()],
+    )
+    ba.add_argument("--rows", default="100000", help="cold rows, comma-separated sizes (default 100000)")
+    ba.add_argument(
+        "--queries", type=int, default=10, help="archive recalls timed each way per size and mode (default 10)"
+    )
+    ba.add_argument("--k", type=int, default=10, help="hits per recall (default 10)")
+    ba.add_argument("--probes", type=int, default=None, help="clusters read (default CABRAIN_COLD_INDEX_PROBES)")
+    ba.add_argument("--real-vectors", type=int, default=256, help="texts really embedded (default 256)")
+    ba.set_defaults(func=cmd_bench_archive)
 
     bh = bench_sub.add_parser(
         "http",

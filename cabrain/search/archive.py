@@ -18,6 +18,11 @@ rows for the namespace's owner, its readers and admins.
    (a second pass over the same files, without embeddings), and returned with their provenance:
    source kind and reference, the demotion batch, the memories distilled from them and the
    memories they were made from.
+
+Once ``maintain`` has built the namespace's vector index (:mod:`cabrain.store.cold_index`), a hybrid
+or vector query reads only the ``CABRAIN_COLD_INDEX_PROBES`` clusters nearest it, and the rows demoted
+since the build, instead of every row (:mod:`cabrain.search.archive_index`): the same ranking over
+fewer rows, an approximate answer. ``probes=0`` is the exact scan.
 """
 
 from __future__ import annotations
@@ -119,7 +124,7 @@ class _Pass:
         self.demoted.extend(batch.column("demoted_at").to_pylist())
         self.importance.extend(batch.column("importance").to_pylist())
         if self.qvec is not None:
-            self.sims.append(_similarities(batch.column("embedding").to_pylist(), self.qvec))
+            self.sims.append(_column_similarities(batch.column("embedding"), self.qvec))
         if self.terms:
             self._count_terms(batch, base)
 
@@ -151,6 +156,35 @@ class _Pass:
             self.matches[base + int(i)] = {names[j]: int(counts[i, j]) for j in np.flatnonzero(counts[i])}
 
 
+def _column_similarities(column: Any, qvec: np.ndarray) -> np.ndarray:
+    """:func:`_similarities` of an Arrow binary column, read in place when every row has an
+    embedding of the query's dimension (the same matrix, so the same similarities)."""
+    import pyarrow as pa
+
+    dim = qvec.shape[0]
+    if (
+        column.null_count == 0
+        and len(column)
+        and (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type))
+    ):
+        width = np.int64 if pa.types.is_large_binary(column.type) else np.int32
+        offsets = np.frombuffer(column.buffers()[1], dtype=width)[column.offset : column.offset + len(column) + 1]
+        if np.all(np.diff(offsets) == 4 * dim):
+            data = np.frombuffer(column.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+            return _cosines(data.view("<f4").reshape(len(column), dim), qvec)
+    return _similarities(column.to_pylist(), qvec)
+
+
+def _cosines(matrix: np.ndarray, qvec: np.ndarray) -> np.ndarray:
+    """Each row's cosine with ``qvec``, in float64 then rounded to float32: a row's similarity does
+    not depend on the rows read with it (float32 BLAS rounds a row differently by its place in a
+    batch), so reading the same rows through the index ranks them exactly as the scan does."""
+    rows = matrix.astype(np.float64)
+    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+    norms[norms == 0] = 1.0
+    return (np.einsum("ij,j->i", rows, qvec.astype(np.float64)) / norms).astype(np.float32)
+
+
 def _similarities(blobs: list[bytes | None], qvec: np.ndarray) -> np.ndarray:
     """Cosine similarity of each stored embedding with the query (NaN where there is none, or
     where it was made by a model of another dimension)."""
@@ -161,9 +195,7 @@ def _similarities(blobs: list[bytes | None], qvec: np.ndarray) -> np.ndarray:
         matrix = np.frombuffer(
             b"".join(blob for blob in blobs if blob is not None and len(blob) == 4 * dim), dtype="<f4"
         ).reshape(len(rows), dim)
-        norms = np.linalg.norm(matrix, axis=1)
-        norms[norms == 0] = 1.0
-        out[rows] = (matrix @ qvec) / norms
+        out[rows] = _cosines(matrix, qvec)
     return out
 
 
@@ -228,13 +260,21 @@ def memory_of(row: dict) -> Memory:
     return to_memory(row, tier="cold")
 
 
-async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery) -> ArchiveResult:
-    """Search the namespace's cold tier; ``query`` was validated by the caller."""
+async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes: int | None = None) -> ArchiveResult:
+    """Search the namespace's cold tier; ``query`` was validated by the caller. ``probes``: the
+    clusters of the namespace's vector index to read (:mod:`cabrain.search.archive_index`; default
+    ``CABRAIN_COLD_INDEX_PROBES``, 0: the exact scan of every row)."""
+    from cabrain.search import archive_index  # pyarrow: loaded with the cold tier
+    from cabrain.store.cold import ROW_COLUMNS
+
     settings = engine.settings
     started = time.perf_counter()
     timings: dict[str, float] = {}
+    probes = settings.cold_index_probes if probes is None else probes
     async with engine.pool.acquire() as conn:
         caller = (await access.caller(conn, agent, query.namespace)).require_namespace()
+        use_index = probes > 0 and query.mode is not RecallMode.BM25
+        index = await archive_index.load(conn, query.namespace) if use_index else None
     expression = row_filter(agent, caller.team_ok, query)
     cold = await asyncio.to_thread(engine.cold_tier)
 
@@ -250,7 +290,17 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery) -> Arc
     def plan() -> tuple[int, Any]:
         return cold.batches(query.namespace, expression, SCORE_COLUMNS)
 
-    (files, batches), qvec = await asyncio.gather(asyncio.to_thread(plan), embed())
+    probe = None
+    if index is None:
+        (files, batches), qvec = await asyncio.gather(asyncio.to_thread(plan), embed())
+    else:  # the query's vector picks the clusters to read
+        qvec = await embed()
+        if qvec is not None:
+            probe = await asyncio.to_thread(archive_index.plan, cold, index, qvec, probes, expression)
+        if probe is None:
+            files, batches = await asyncio.to_thread(plan)
+        else:
+            files, batches = await asyncio.to_thread(probe.batches, SCORE_COLUMNS)
     terms = Counter() if query.mode is RecallMode.VECTOR else query_terms([query.query])
     state = _Pass(terms, qvec)
 
@@ -275,7 +325,11 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery) -> Arc
     async with engine.pool.acquire() as conn:
         cold_ids = {r["id"] for r in await conn.fetch(sql.COLD_IDS, query.namespace, pool_ids)}
     top = [c for c in fused if c.row["id"] in cold_ids][: query.k]
-    rows = await asyncio.to_thread(cold.newest, query.namespace, [str(c.row["id"]) for c in top], expression)
+    top_ids = [str(c.row["id"]) for c in top]
+    if probe is None:
+        rows = await asyncio.to_thread(cold.newest, query.namespace, top_ids, expression)
+    else:
+        rows = await asyncio.to_thread(probe.newest, top_ids, ROW_COLUMNS)
     top = [c for c in top if str(c.row["id"]) in rows]
     links: dict[uuid.UUID, dict[str, list[Link]]] = {}
     if top:

@@ -8,6 +8,8 @@ emptied a partition enough to matter.
 - ``REINDEX`` of a month partition when the rows demoted from it since the last maintain are at
   least ``sleep_reindex_dead_ratio`` of what it held (an HNSW graph keeps the holes of deleted
   rows until rebuilt). Old partitions take no writes, so the lock is harmless.
+- The cold tier's vector index of each namespace with enough cold rows, built or rebuilt once the
+  rows demoted since reach a share of it (:mod:`cabrain.sleep.index_cold`).
 - With ``CABRAIN_COLD_FORGOTTEN_RETENTION_DAYS`` set: the cold table's snapshots from before the
   last hour are expired and the files only they held deleted (see :mod:`cabrain.sleep.purge`).
 
@@ -21,6 +23,7 @@ from datetime import date
 
 from cabrain.clock import utc_today
 from cabrain.sleep.context import StepContext, StepResult
+from cabrain.sleep.index_cold import index_cold_tier
 from cabrain.sleep.purge import expire_history
 from cabrain.store import maintain as maintain_sql
 
@@ -61,6 +64,7 @@ async def maintain(ctx: StepContext, namespace: str = "", month: str = "") -> St
         for table in ("memories", "memory_terms", "bm25_terms", "memory_chunks", "entities", "memory_ids"):
             await conn.execute(maintain_sql.ANALYZE, table)
             result.add("tables_analyzed")
+    await index_cold_tier(ctx, result)
     await expire_history(ctx, result)
     return result
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 NAMESPACE = "cabrain"
 TABLE = f"{NAMESPACE}.memories"
+INDEX_TABLE = f"{NAMESPACE}.memory_index"  # the clustered copy archive recall probes (cabrain.store.cold_index)
 BATCH_PROPERTY = "cabrain.batch"
 # No column statistics of the texts in the manifests: their lower and upper bounds would copy the
 # first characters of memories there, where a purge of forgotten rows could not reach them.
@@ -331,12 +332,34 @@ class ColdTier:
                 table.delete(expression, snapshot_properties={"cabrain.purge": str(len(ids))})
 
         self._commit(delete, f"removing forgotten memories of {namespace!r} from {TABLE}")
+        index = self.index_table()
+        if index is not None:  # the index's copy of them too
+
+            def delete_copy(_: Table) -> None:
+                copy = index.refresh()
+                if copy.current_snapshot() is not None:
+                    copy.delete(expression, snapshot_properties={"cabrain.purge": str(len(ids))})
+
+            self._commit(delete_copy, f"removing forgotten memories of {namespace!r} from {INDEX_TABLE}")
+
+    def index_table(self) -> Table | None:
+        """The index's clustered copy (:mod:`cabrain.store.cold_index`), once one was built."""
+        if not self._catalog.table_exists(INDEX_TABLE):
+            return None
+        return self._catalog.load_table(INDEX_TABLE)
 
     def expire(self, older_than: datetime) -> dict[str, int]:
-        """Drop the table's snapshots taken before ``older_than`` (never the current one), then delete
-        the files no remaining snapshot uses and older than it: what purged rows were still kept in.
-        Returns counts."""
-        table = self.refresh()
+        """Drop the snapshots of the table (and of the index's copy) taken before ``older_than`` (never
+        the current one), then delete the files no remaining snapshot uses and older than it: what
+        purged rows were still kept in. Returns counts."""
+        counts = self._expire(self.refresh(), older_than)
+        index = self.index_table()
+        if index is not None:
+            for key, n in self._expire(index, older_than).items():
+                counts[key] += n
+        return counts
+
+    def _expire(self, table: Table, older_than: datetime) -> dict[str, int]:
         current = table.current_snapshot()
         if current is None:
             return {"snapshots_expired": 0, "files_deleted": 0}
@@ -349,7 +372,7 @@ class ColdTier:
         if old:
             with private_files():
                 table.maintenance.expire_snapshots().by_ids(old).commit()
-            table = self.refresh()
+            table = table.refresh()
         live = {table.metadata_location}
         for snap in table.snapshots():
             live.add(snap.manifest_list)
@@ -454,4 +477,4 @@ def vectors_of(table: pa.Table) -> np.ndarray:
     return out
 
 
-__all__ = ["COLUMNS", "ColdTier", "equal", "month_of", "one_of", "to_arrow", "vectors_of"]
+__all__ = ["COLUMNS", "INDEX_TABLE", "ColdTier", "equal", "month_of", "one_of", "to_arrow", "vectors_of"]

@@ -1,0 +1,93 @@
+"""Archive recall through the cold tier's vector index (:mod:`cabrain.store.cold_index`).
+
+When the namespace has an index, ``CABRAIN_COLD_INDEX_PROBES`` is above 0 and the query has a vector
+(hybrid and vector modes), archive recall reads only the ``probes`` clusters whose centroids are
+nearest the query, plus every row demoted since the index was built, instead of the whole namespace.
+The rows read are ranked exactly as the scan ranks (:mod:`cabrain.search.archive`), BM25 with their
+own statistics: the answer is approximate, and ``cabrain bench archive`` measures its recall@k
+against the exact scan. ``probes=0`` (or a BM25 query) is the exact scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+import numpy as np
+
+from cabrain.store import cold_index as sql
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.table import FileScanTask
+
+    from cabrain.store.cold import ColdTier
+
+# (namespace, built_at, snapshot) -> centroids and the data files indexed
+_BUILDS: dict[tuple[str, Any, int], tuple[np.ndarray, frozenset[str]]] = {}
+
+
+@dataclass(frozen=True)
+class Index:
+    """A namespace's index as recorded in ``cold_indexes``, with its centroids."""
+
+    namespace: str
+    centroids: np.ndarray  # clusters x dim, unit rows
+    files: frozenset[str]  # the data files of cabrain.memories it was built from
+
+    def probes(self, qvec: np.ndarray, n: int) -> list[int]:
+        """The ``n`` clusters whose centroids are nearest ``qvec`` (a unit vector)."""
+        sims = self.centroids @ qvec
+        n = min(n, len(sims))
+        return sorted(int(c) for c in np.argpartition(-sims, n - 1)[:n])
+
+
+async def load(conn: asyncpg.Connection, namespace: str) -> Index | None:
+    """The namespace's index, or None (centroids are cached per build)."""
+    row = await conn.fetchrow(sql.INDEX_OF, namespace)
+    if row is None:
+        return None
+    key = (namespace, row["built_at"], row["snapshot_id"])
+    build = _BUILDS.get(key)
+    if build is None:
+        found = await conn.fetchrow(sql.CENTROIDS_OF, namespace, row["built_at"])
+        if found is None:  # rebuilt meanwhile
+            return None
+        centroids = np.frombuffer(found["centroids"], dtype="<f4").reshape(row["clusters"], row["dim"])
+        if len(_BUILDS) > 64:
+            _BUILDS.clear()
+        build = _BUILDS[key] = (centroids, frozenset(found["files"]))
+    return Index(namespace, *build)
+
+
+@dataclass
+class Probe:
+    """One approximate read: the clusters probed and the files read whole."""
+
+    reader: sql.ColdIndex
+    namespace: str
+    clusters: list[int]
+    remainder: list[FileScanTask]
+    row_filter: BooleanExpression
+
+    def batches(self, columns: Sequence[str]) -> tuple[int, Iterator[pa.RecordBatch]]:
+        return self.reader.batches(self.namespace, self.clusters, self.row_filter, columns, self.remainder)
+
+    def newest(self, ids: Sequence[str], columns: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return self.reader.newest(self.namespace, ids, self.clusters, self.row_filter, columns, self.remainder)
+
+
+def plan(cold: ColdTier, index: Index, qvec: np.ndarray, probes: int, row_filter: BooleanExpression) -> Probe | None:
+    """The approximate read of ``index``'s namespace for ``qvec`` (None: scan instead, when the
+    query's vector is of another dimension)."""
+    if qvec.shape[0] != index.centroids.shape[1]:
+        return None
+    reader = sql.ColdIndex(cold)
+    remainder = reader.remainder(index.namespace, index.files, row_filter)
+    return Probe(reader, index.namespace, index.probes(qvec, probes), remainder, row_filter)
+
+
+__all__ = ["Index", "Probe", "load", "plan"]
