@@ -28,22 +28,9 @@ class OperationsSettings(BaseModel):
         description="Days a forgotten memory's text stays in the cold tier (with the table's history) before the "
         "sleep cycle removes it. Unset: the cold tier keeps everything; forgotten memories only leave archive recall.",
     )
-    cold_index_probes: int = Field(
-        default=32,
-        ge=0,
-        description="Clusters of the cold tier's vector index an archive recall reads (the nearest to the query), "
-        "besides the rows demoted since the index was built. 0: every archive recall scans the whole namespace.",
-    )
-    cold_index_min_rows: int = Field(
-        default=100_000,
-        ge=1,
-        description="Cold rows a namespace needs before the sleep cycle's maintain step builds its vector index.",
-    )
-    cold_index_stale_ratio: float = Field(
-        default=0.1,
-        gt=0,
-        description="maintain rebuilds a namespace's index once the rows demoted since are this share of those indexed.",
-    )
+    cold_index_probes: int = Field(default=32, ge=0, description="Index clusters an archive recall reads; 0: all.")
+    cold_index_min_rows: int = Field(default=100_000, ge=1, description="Cold rows before a namespace is indexed.")
+    cold_index_stale_ratio: float = Field(default=0.1, gt=0, description="Reindex at this share demoted since.")
     cold_s3_endpoint: str | None = Field(default=None, description="S3-compatible endpoint URL.")
     cold_s3_region: str | None = Field(default=None, description="S3 region.")
     cold_s3_access_key: SecretStr | None = Field(default=None, description="S3 access key id.")
