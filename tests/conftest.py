@@ -155,7 +155,15 @@ def pytest_runtest_call(item: pytest.Item):
 
 SESSION_PG: list[EmbeddedPostgres] = []  # the session's server while it runs (for failure reports)
 # what the server's log says when it crashed, restarted or refused (a failure's likely cause)
-_PG_TROUBLE = ("PANIC", "FATAL", "terminated by signal", "was terminated", "out of memory", "database system", "restart")
+_PG_TROUBLE = (
+    "PANIC",
+    "FATAL",
+    "terminated by signal",
+    "was terminated",
+    "out of memory",
+    "database system",
+    "restart",
+)
 
 
 @pytest.hookimpl(wrapper=True)

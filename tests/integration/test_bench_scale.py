@@ -67,7 +67,8 @@ async def test_bulk_load_writes_what_retain_would_and_restores_every_index(open_
         )
         assert wrong_mentions == 0
         assert (
-            await conn.fetchval("SELECT tgenabled::text FROM pg_trigger WHERE tgname = 'entity_mentions_links_in'") == "O"
+            await conn.fetchval("SELECT tgenabled::text FROM pg_trigger WHERE tgname = 'entity_mentions_links_in'")
+            == "O"
         )  # the trigger the load turned off is on again
     text = synthetic_text(random.Random(Corpus.seed))  # the first real text (it keeps its own vector)
     result = await brain.recall(AGENT, RecallQuery(text, "big", k=3, rerank=False))
