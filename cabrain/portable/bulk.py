@@ -13,10 +13,11 @@ points at memories: supersession, forgets, mentions, links, judgments) is alread
 the same for both paths.
 
 A large import into a small hot tier (at least ``CABRAIN_IMPORT_REBUILD_INDEX_AT`` memories, more
-than the hot tier's vectors) drops the HNSW graph of ``memory_vectors`` in its transaction and
-builds it again, as it was defined, once every row is in: pgvector builds a graph in bulk several
-times faster than it grows one a row at a time (the benchmarks' loader does the same). Until the
-import commits, vector searches and writes wait for it; a crash rolls the drop back with the rest. Everything happens in the import's one transaction: a crash midway leaves
+than the hot tier's vectors) drops what grows a row at a time in its transaction - the HNSW graph of
+``memory_vectors``, the keys and keyword index of ``memory_terms`` - and makes them again, as they
+were defined, once every row is in: an index built in bulk costs several times less than one grown
+a row at a time (the benchmarks' loader does the same). Until the import commits, searches and
+writes wait for it; a crash rolls the drop back with the rest. Everything happens in the import's one transaction: a crash midway leaves
 nothing, and running it again imports it whole.
 
 What differs from the row path: nothing a reader sees. A posting's ``impact`` (the BM25 tf part the
@@ -43,7 +44,7 @@ from cabrain.store import memories as memory_sql
 from cabrain.store.keyword import IndexedDoc, PostgresBM25
 from cabrain.text.tokenizer import term_frequencies
 
-__all__ = ["BATCH", "build_graphs", "defer_graphs", "write"]
+__all__ = ["BATCH", "build_indexes", "defer_indexes", "write"]
 
 BATCH = 2000  # memories per staged batch
 
@@ -111,16 +112,17 @@ async def write(
     await memory_sql.insert_chunks(conn, chunks)
 
 
-async def defer_graphs(engine: Engine, conn: asyncpg.Connection, memories: int) -> list[tuple[str, str]]:
+async def defer_indexes(engine: Engine, conn: asyncpg.Connection, memories: int) -> list[tuple[str, str]]:
     """An import of ``memories`` memories, at least ``CABRAIN_IMPORT_REBUILD_INDEX_AT`` and more
-    than the hot tier holds, builds its vector graph once after its rows (:func:`build_graphs`)
-    rather than growing it by each: the graphs dropped until then (inside the import's transaction,
-    which holds them until it commits), or none."""
+    than the hot tier holds, builds the indexes that grow a row at a time (the vector graph, the
+    keyword postings' keys and index) once after its rows (:func:`build_indexes`): what was dropped
+    until then (inside the import's transaction, which holds those tables until it commits), or
+    nothing."""
     if memories < engine.settings.import_rebuild_index_at:
         return []
-    return await sql.drop_graphs(conn, memories)
+    return await sql.drop_indexes(conn, memories)
 
 
-async def build_graphs(engine: Engine, conn: asyncpg.Connection, graphs: list[tuple[str, str]]) -> None:
-    """Build what :func:`defer_graphs` dropped, before the import commits."""
-    await sql.build_graphs(conn, graphs, engine.embedder.dim)
+async def build_indexes(engine: Engine, conn: asyncpg.Connection, dropped: list[tuple[str, str]]) -> None:
+    """Make again what :func:`defer_indexes` dropped, before the import commits."""
+    await sql.build_indexes(conn, dropped, engine.embedder.dim)

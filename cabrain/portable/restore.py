@@ -116,7 +116,7 @@ class _Restore:
         self.engine, self.conn, self.report, self.tracker = engine, conn, report, tracker
         self.batch, self.plan = batch, plan
         self.bulk = False  # written a staged batch at a time (cabrain.portable.bulk): decided by the header
-        self.graphs: list[tuple[str, str]] = []  # the vector graphs a bulk import builds at its end
+        self.deferred: list[tuple[str, str]] = []  # the indexes a large bulk import builds at its end
         self.entity_ids: dict[uuid.UUID, uuid.UUID] = {}  # the export's entity id -> the one stored here
         self.superseded: list[tuple[uuid.UUID, uuid.UUID]] = []
         self.forgotten: list[tuple[uuid.UUID, datetime, str | None, str | None]] = []
@@ -270,7 +270,7 @@ class _Restore:
                 await namespace_sql.lock(conn, name)
             self.locked = True
             if self.bulk:
-                self.graphs = await staged.defer_graphs(self.engine, conn, self.plan.counts.get("memory", 0))
+                self.deferred = await staged.defer_indexes(self.engine, conn, self.plan.counts.get("memory", 0))
         threads = ThreadContext(conn, turns=s.thread_context_turns, chars=s.thread_context_chars, gap_s=s.sitting_gap_s)
         for record, vector, parts, part_vectors in batch:
             memory_id = uuid.UUID(record["id"])
@@ -391,8 +391,8 @@ class _Restore:
             body = scrub({k: v for k, v in action.items() if k != "type"}, self.engine.settings.redact_secrets)
             made = await conn.fetchval(portable_sql.RESTORE_ACTION, json.dumps(body, ensure_ascii=False))
             self.report.count("action", made is not None)
-        if self.graphs:
-            await staged.build_graphs(self.engine, conn, self.graphs)
+        if self.deferred:
+            await staged.build_indexes(self.engine, conn, self.deferred)
 
 
 async def restore(

@@ -44,9 +44,16 @@ TABLES = {
     "entities": "SELECT id, key, mentions FROM entities ORDER BY id",
     "links": "SELECT * FROM memory_entities ORDER BY 1, 2",
     "namespaces": "SELECT name, memory_count, chunk_count FROM namespaces ORDER BY name",
-    "graphs": "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memory_vectors' ORDER BY 1",
+    "indexes": """SELECT tablename, indexname, indexdef FROM pg_indexes
+                  WHERE tablename IN ('memory_vectors', 'memory_terms') ORDER BY 1, 2""",
+    "keys": """SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
+               WHERE conrelid IN ('memory_terms'::regclass, 'memory_vectors'::regclass) ORDER BY 1""",
 }
-GRAPH = "SELECT 'memory_vectors_hnsw'::regclass::oid"
+# what a large import into a small brain builds again after its rows (CABRAIN_IMPORT_REBUILD_INDEX_AT)
+REBUILT = """
+SELECT array['memory_vectors_hnsw'::regclass::oid, 'memory_terms_lookup'::regclass::oid,
+             'memory_terms_pkey'::regclass::oid]
+"""
 
 
 @pytest.fixture
@@ -57,9 +64,9 @@ async def two_dsns(pg_server, template_db):
         await _drop_database(pg_server, name)
 
 
-async def _graph(engine) -> int:
+async def _indexes(engine) -> list[int]:
     async with engine.pool.acquire() as conn:
-        return await conn.fetchval(GRAPH)
+        return await conn.fetchval(REBUILT)
 
 
 async def _state(engine) -> dict:
@@ -81,16 +88,17 @@ async def test_a_bulk_import_is_the_row_by_row_import(brain, settings_for, two_d
     exported = _records(text)
     assert all("embedding" in m for m in exported["memory"])
 
-    # the bulk import of this small export builds the vector graph once, after its rows, as a large one does
+    # the bulk import of this small export builds its indexes once, after its rows, as a large one does
     rowwise, bulky = [
         await Brain.open(settings_for(d, import_rebuild_index_at=1), dsn=d, embedder=embedder) for d in two_dsns
     ]
     try:
-        graphs = [await _graph(b.engine) for b in (rowwise, bulky)]
+        indexes = [await _indexes(b.engine) for b in (rowwise, bulky)]
         one = await restore(rowwise.engine, io.StringIO(text), bulk=False)
         other = await Portable(bulky.engine).restore(None, io.StringIO(text))  # vectors kept: the bulk path
-        assert await _graph(rowwise.engine) == graphs[0]  # grown row by row
-        assert await _graph(bulky.engine) != graphs[1]  # dropped, and built again as it was defined
+        assert await _indexes(rowwise.engine) == indexes[0]  # grown row by row
+        rebuilt = await _indexes(bulky.engine)  # dropped, and made again as they were defined
+        assert all(a != b for a, b in zip(rebuilt, indexes[1], strict=True))
         assert one.added == other.added and one.added["memory"] == report.counts["memory"]
         assert one.skipped == other.skipped
 
