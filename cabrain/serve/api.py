@@ -44,6 +44,7 @@ from cabrain.serve.routes import (
     workflows,
 )
 from cabrain.serve.standbys import ReadYourWrites
+from cabrain.serve.timing import ServerTiming
 
 ROUTERS = (
     health,
@@ -99,6 +100,8 @@ def create_api(svc: Replica) -> FastAPI:
         metrics=svc.metrics,
         limit_of=limit_by_path(settings.api_max_body_bytes, settings.channel_max_body_bytes),
     )
+    if settings.api_server_timing:  # outermost: its app stage is the whole of the ingress
+        app.add_middleware(ServerTiming)
     app.router.routes.append(mcp)
     add_handlers(app)
     for area in ROUTERS:

@@ -10,6 +10,7 @@ from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from cabrain.identity import Principal
+from cabrain.serve import timing
 from cabrain.serve.replica import Replica
 
 bearer = HTTPBearer(auto_error=False, description="An agent's API key (cbk_...).")
@@ -25,7 +26,7 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
 
 
 async def caller(svc: Svc, creds: Credentials) -> Principal:
-    return await svc.authenticate(creds.credentials if creds else None)
+    return await timing.timed("auth", svc.authenticate(creds.credentials if creds else None))
 
 
 Caller = Annotated[Principal, Depends(caller)]

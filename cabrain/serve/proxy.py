@@ -8,12 +8,15 @@ when an ingress replica dies gets ``500 Internal Server Error``, a request while
 that CaBrain starts), turns those into JSON: a replica that died under a request is a ``503
 service_unavailable`` with ``Retry-After``, as the API documents for a dependency that is down.
 Answers the app made itself (JSON, or a console page, which says so in ``X-CaBrain-Answer``) pass
-through untouched.
+through untouched, but for one header: an answer that carries ``Server-Timing`` (the app's stages,
+``CABRAIN_API_SERVER_TIMING``, :mod:`cabrain.serve.timing`) gets the proxy's own, ``proxy;dur=``, the
+milliseconds from this middleware to the answer's start.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from starlette.middleware import Middleware
@@ -24,6 +27,7 @@ from cabrain.serve.errors import error_json
 
 RETRY_AFTER_S = 2
 APP_ANSWER = "X-CaBrain-Answer"  # set by the app on answers that are not JSON (the console's pages)
+SERVER_TIMING = b"server-timing"
 
 
 class JsonErrors:
@@ -37,6 +41,7 @@ class JsonErrors:
             await self.app(scope, receive, send)
             return
         state: dict[str, Any] = {"start": None, "replaced": False, "sent": False, "text": b""}
+        started = time.perf_counter()
 
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -47,6 +52,10 @@ class JsonErrors:
                     state["start"] = message  # the proxy's own plain-text error: replaced when its body ends
                     return
                 state["sent"] = True
+                if SERVER_TIMING in headers:  # the app times its stages: add the proxy's
+                    proxy_ms = (time.perf_counter() - started) * 1000
+                    timed = (SERVER_TIMING, f"proxy;dur={proxy_ms:.2f}".encode())
+                    message = {**message, "headers": [*message.get("headers", []), timed]}
                 await send(message)
                 return
             if state["start"] is not None:  # the body of a replaced error

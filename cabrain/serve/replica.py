@@ -25,7 +25,7 @@ from cabrain.fixes import Fix
 from cabrain.identity import Principal
 from cabrain.limits import AgentSlots
 from cabrain.providers.embedders import load_embedder
-from cabrain.serve import loops
+from cabrain.serve import loops, timing
 from cabrain.serve.metrics import IngressMetrics
 from cabrain.serve.models import LocalQueries, RemoteEmbedder, RemoteReranker, call_with_retry
 from cabrain.serve.responses import ReadyOut
@@ -171,7 +171,7 @@ class Replica(Facades):
         reconnect and retry until ``db_connect_timeout_s`` (:mod:`cabrain.store.reconnect`). Writes
         retried this way carry an idempotency key (routes/memories.py)."""
         brain = await self.get_brain()
-        return await brain.riding_out(lambda: op(brain))
+        return await timing.timed("brain", brain.riding_out(lambda: op(brain)))
 
     # --- identity ---------------------------------------------------------------------------------
     async def authenticate(self, key: str | None) -> Principal:
@@ -181,7 +181,8 @@ class Replica(Facades):
         now = time.monotonic()
         if cached is not None and cached[1] > now:
             return cached[0]
-        principal = await self.run(lambda b: b.authenticate(key))
+        brain = await self.get_brain()  # not run(): the key check is its own stage (cabrain.serve.timing)
+        principal = await brain.riding_out(lambda: brain.authenticate(key))
         if ttl > 0:
             if len(self._keys) > 10_000:
                 self._keys.clear()

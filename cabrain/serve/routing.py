@@ -7,6 +7,7 @@ makes it - the one JSON form the CLI and the L1 cache use too - without validati
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 
+from cabrain.serve import timing
 from cabrain.types import jsonable
 
 
@@ -39,8 +41,18 @@ def _answering(endpoint: Callable[..., Any], status_code: int) -> Callable[..., 
 
     @functools.wraps(endpoint)  # FastAPI reads the parameters and the return type through this
     async def answering(*args: Any, **kwargs: Any) -> Any:
+        stages = timing.current()  # None unless CABRAIN_API_SERVER_TIMING (cabrain.serve.timing)
+        if stages is None:
+            value = await endpoint(*args, **kwargs)
+            return value if isinstance(value, Response) else answer(value, status_code)
+        stages.route_started()
         value = await endpoint(*args, **kwargs)
-        return value if isinstance(value, Response) else answer(value, status_code)
+        if isinstance(value, Response):
+            return value
+        started = time.perf_counter()
+        response = answer(value, status_code)
+        stages.add("encode", (time.perf_counter() - started) * 1000)
+        return response
 
     _answering_endpoints.add(answering)
     return answering
