@@ -33,7 +33,7 @@ from cabrain.settings import Settings
 from cabrain.store import bench as sql
 from cabrain.types import MemoryInput, RecallQuery, Visibility
 
-# The triggers that keep the counts (schema 0022, 0023 and 0027), by table.
+# The triggers that keep the counts (schema 0022, 0023 and 0025), by table.
 COUNT_TRIGGERS: dict[str, tuple[str, ...]] = {
     "memories": (
         "memories_count_insert",

@@ -107,7 +107,7 @@ LIMIT 1
 # A window of an entity's links, newest first, after the link (:after_at, :after_id) ending the window
 # before, each with the hot memory it names when the caller may read it and it is current (or :history);
 # otherwise its columns are null: the walk goes on past it and it is never shown. The links are read by
-# their own time (memory_entities.valid_at, migration 0027), so a page reads about as many rows as it
+# their own time (memory_entities.valid_at, migration 0025), so a page reads about as many rows as it
 # shows, however often the entity is mentioned.
 LINKED = Statement(
     f"""

@@ -194,7 +194,7 @@ async def test_a_sleep_run_writes_summaries_that_recall_and_get_entity_then_show
 
 async def test_an_entity_shows_its_newest_readable_memories_past_any_number_it_may_not_read(brain, db_dsn) -> None:
     """An entity's memories are its links walked newest first, a window at a time, by the time each
-    link carries (memory_entities.valid_at, migration 0027): with 130 newer private memories of
+    link carries (memory_entities.valid_at, migration 0025): with 130 newer private memories of
     another agent naming it (more than the first window), alice's page still holds her own newest
     readable ones, in order, exactly; the graph draws the same ones; bob sees his."""
     from datetime import UTC, datetime, timedelta

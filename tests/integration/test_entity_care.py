@@ -197,7 +197,7 @@ SELECT
 async def test_the_kept_counts_equal_a_recount_after_batches_merges_reverts_forgets_and_restores(
     brain, team, db_dsn
 ) -> None:
-    """The mention counts are kept once per statement (migration 0027): a batch linking many
+    """The mention counts are kept once per statement (migration 0025): a batch linking many
     memories to several entities at once, a merge (links deleted and inserted), its revert, a forget
     and a restore leave them equal to a recount of the current hot links, shared and per owner."""
 
