@@ -298,14 +298,23 @@ class Archive:
     declared sizes before it is read, and the bytes it actually unpacks to counted while reading."""
 
     def __init__(self, file: str | Path | IO[bytes], limits: ArchiveLimits, *, name: str) -> None:
+        """``file`` a path, or a file object the archive then owns: closed with it, or at once when it
+        is not a ZIP within the limits (never left to the garbage collector, whose late close of a
+        descriptor number reused by then would close someone else's file or socket)."""
         self.name = name
         self.limits = limits
-        self.zip = zipfile.ZipFile(file)
+        self.file = None if isinstance(file, (str, Path)) else file
         self.total = 0
         try:
-            limits.check_members(name, len(self.zip.infolist()))
+            self.zip = zipfile.ZipFile(file)
+            try:
+                limits.check_members(name, len(self.zip.infolist()))
+            except BaseException:
+                self.zip.close()
+                raise
         except BaseException:
-            self.zip.close()
+            if self.file is not None:
+                self.file.close()
             raise
 
     def __enter__(self) -> Archive:
@@ -333,6 +342,8 @@ class Archive:
 
     def close(self) -> None:
         self.zip.close()
+        if self.file is not None:
+            self.file.close()
 
 
 def check_declared(data: bytes, limits: ArchiveLimits, *, name: str) -> None:

@@ -3,6 +3,7 @@ a folder, a path with '..', and roots named through a link of the operator's own
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import struct
@@ -11,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from cabrain.localfiles import Archive, ArchiveLimits, ArchiveTooLarge, LinkRefused, open_below, open_confined
+from cabrain.localfiles import (
+    Archive,
+    ArchiveLimits,
+    ArchiveTooLarge,
+    LinkRefused,
+    open_below,
+    open_confined,
+    open_file,
+)
 
 
 def _lying_zip(real: int, claimed: int) -> bytes:
@@ -70,3 +79,41 @@ def test_fifos_dotdot_and_operator_roots(tmp_path: Path) -> None:
         os.close(fd)
     with pytest.raises(LinkRefused, match="outside"):
         open_confined(real / "docs" / ".." / ".." / "etc", [str(real)])
+
+
+@pytest.mark.parametrize("content", [b"notes, not a zip", b""])
+def test_a_file_that_is_not_a_zip_is_closed_once_and_at_once(tmp_path: Path, content: bytes) -> None:
+    """The archive owns the file it was given: refused, it closes it then, and nothing closes the
+    descriptor's number again later (a file object left to the garbage collector did, after its
+    caller had closed the number: by then an unrelated socket held it - a database connection
+    broken in the middle of another test)."""
+    notes = tmp_path / "notes.zip"
+    notes.write_bytes(content)
+    fd = os.open(notes, os.O_RDONLY)
+    with pytest.raises(zipfile.BadZipFile) as refused:
+        Archive(open_file(fd), ArchiveLimits(), name=str(notes))
+    reused = os.open(notes, os.O_RDONLY)  # the lowest free number: fd's, if it was closed
+    try:
+        assert reused == fd
+        del refused
+        gc.collect()  # whatever held the file object goes now
+        os.fstat(reused)  # still open: nothing closed the number a second time
+    finally:
+        os.close(reused)
+
+
+def test_a_zip_over_the_limits_closes_its_file(tmp_path: Path) -> None:
+    many = tmp_path / "many.zip"
+    with zipfile.ZipFile(many, "w") as zf:
+        for i in range(3):
+            zf.writestr(f"{i}.json", "[]")
+    fd = os.open(many, os.O_RDONLY)
+    with pytest.raises(ArchiveTooLarge):
+        Archive(open_file(fd), ArchiveLimits(max_members=2), name=str(many))
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed by the archive that refused it
+    fd = os.open(many, os.O_RDONLY)
+    with Archive(open_file(fd), ArchiveLimits(), name=str(many)) as archive:
+        assert sorted(archive.namelist()) == ["0.json", "1.json", "2.json"]
+    with pytest.raises(OSError):
+        os.fstat(fd)  # and by one closed after use

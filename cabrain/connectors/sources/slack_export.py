@@ -131,11 +131,7 @@ class _Export:
             self.folder = fd
             names = [f"{d}/{f}" if d else f for d, _, files in walk(fd) for f in files if f.endswith(".json")]
         else:
-            try:
-                self.archive = Archive(open_file(fd), limits, name=str(path))
-            except BaseException:
-                os.close(fd)
-                raise
+            self.archive = Archive(open_file(fd), limits, name=str(path))  # owns fd from here, closed either way
             names = [n for n in self.archive.namelist() if n.endswith(".json")]
         self.path = path
         self.limits = limits

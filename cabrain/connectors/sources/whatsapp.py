@@ -309,11 +309,7 @@ class WhatsAppSource:
             if len(data) > self.limits.max_member_bytes:
                 raise ArchiveTooLarge(f"whatsapp: {path} is over {self.limits.max_member_bytes:,} bytes")
             return str(path), _chat_name(path.stem), _decode(data)
-        try:
-            archive = Archive(open_file(fd), self.limits, name=str(path))
-        except BaseException:
-            os.close(fd)
-            raise
+        archive = Archive(open_file(fd), self.limits, name=str(path))  # owns fd from here, closed either way
         with archive:
             members = [n for n in archive.namelist() if _EXPORT_MEMBER.match(n.rsplit("/", 1)[-1])]
             if not members:
