@@ -17,3 +17,15 @@ CREATE TABLE cold_indexes (
     indexed_rows bigint NOT NULL,
     built_at     timestamptz NOT NULL
 );
+
+-- A hybrid archive query's words pick clusters too: each word of the namespace's indexed rows (as the
+-- cold tier tokenized them), in how many rows it occurs (df) and in which clusters. Archive recall reads
+-- the clusters that hold the query's rarest words besides those nearest its vector; the rows read are
+-- ranked as the scan ranks them. Made and dropped with the namespace's index.
+CREATE TABLE cold_index_terms (
+    namespace text NOT NULL REFERENCES cold_indexes (namespace) ON DELETE CASCADE,
+    term      text NOT NULL,
+    df        integer NOT NULL CHECK (df > 0),
+    clusters  integer[] NOT NULL,
+    PRIMARY KEY (namespace, term)
+);

@@ -271,10 +271,14 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
     started = time.perf_counter()
     timings: dict[str, float] = {}
     probes = settings.cold_index_probes if probes is None else probes
+    terms = Counter() if query.mode is RecallMode.VECTOR else query_terms([query.query])
+    words: list[int] = []
     async with engine.pool.acquire() as conn:
         caller = (await access.caller(conn, agent, query.namespace)).require_namespace()
         use_index = probes > 0 and query.mode is not RecallMode.BM25
         index = await archive_index.load(conn, query.namespace) if use_index else None
+        if index is not None:  # a hybrid query's words pick clusters too
+            words = await index.word_probes(conn, terms, probes)
     expression = row_filter(agent, caller.team_ok, query)
     cold = await asyncio.to_thread(engine.cold_tier)
 
@@ -296,12 +300,11 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
     else:  # the query's vector picks the clusters to read
         qvec = await embed()
         if qvec is not None:
-            probe = await asyncio.to_thread(archive_index.plan, cold, index, qvec, probes, expression)
+            probe = await asyncio.to_thread(archive_index.plan, cold, index, qvec, probes, expression, words)
         if probe is None:
             files, batches = await asyncio.to_thread(plan)
         else:
             files, batches = await asyncio.to_thread(probe.batches, SCORE_COLUMNS)
-    terms = Counter() if query.mode is RecallMode.VECTOR else query_terms([query.query])
     state = _Pass(terms, qvec)
 
     def first_pass() -> tuple[list, int]:

@@ -3,14 +3,17 @@
 When the namespace has an index, ``CABRAIN_COLD_INDEX_PROBES`` is above 0 and the query has a vector
 (hybrid and vector modes), archive recall reads only the ``probes`` clusters whose centroids are
 nearest the query, plus every row demoted since the index was built, instead of the whole namespace.
-The rows read are ranked exactly as the scan ranks (:mod:`cabrain.search.archive`), BM25 with their
-own statistics: the answer is approximate, and ``cabrain bench archive`` measures its recall@k
-against the exact scan. ``probes=0`` (or a BM25 query) is the exact scan.
+A hybrid query's words pick up to ``probes`` clusters more: those whose rows hold the most of its
+words, each word weighted by its rarity in the namespace (``cold_index_terms``), so that its keyword
+list is found where its vector is not. The rows read are ranked exactly as the scan ranks
+(:mod:`cabrain.search.archive`), BM25 with their own statistics (the reader's own rows: nothing of
+rows it may not read counts): the answer is approximate, and ``cabrain bench archive`` measures its
+recall@k against the exact scan. ``probes=0`` (or a BM25 query) is the exact scan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +21,7 @@ import asyncpg
 import numpy as np
 
 from cabrain.store import cold_index as sql
+from cabrain.store.keyword import idf
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -35,6 +39,7 @@ class Index:
     """A namespace's index as recorded in ``cold_indexes``, with its centroids."""
 
     namespace: str
+    rows: int  # the rows indexed
     centroids: np.ndarray  # clusters x dim, unit rows
     files: frozenset[str]  # the data files of cabrain.memories it was built from
 
@@ -43,6 +48,20 @@ class Index:
         sims = self.centroids @ qvec
         n = min(n, len(sims))
         return sorted(int(c) for c in np.argpartition(-sims, n - 1)[:n])
+
+    async def word_probes(self, conn: asyncpg.Connection, terms: Mapping[str, int], n: int) -> list[int]:
+        """The ``n`` clusters whose rows hold the most of the query's ``terms`` (word -> times in
+        the query), each word weighted by its idf over the rows indexed: a rare word's few clusters
+        first, a word in every cluster choosing none."""
+        if not terms or n <= 0:
+            return []
+        weight: dict[int, float] = {}
+        for row in await conn.fetch(sql.TERMS_OF, self.namespace, list(terms)):
+            w = terms[row["term"]] * idf(self.rows, row["df"])
+            for c in row["clusters"]:
+                weight[c] = weight.get(c, 0.0) + w
+        best = sorted(weight.items(), key=lambda item: (-item[1], item[0]))[:n]
+        return sorted(c for c, _ in best)
 
 
 async def load(conn: asyncpg.Connection, namespace: str) -> Index | None:
@@ -60,7 +79,7 @@ async def load(conn: asyncpg.Connection, namespace: str) -> Index | None:
         if len(_BUILDS) > 64:
             _BUILDS.clear()
         build = _BUILDS[key] = (centroids, frozenset(found["files"]))
-    return Index(namespace, *build)
+    return Index(namespace, row["indexed_rows"], *build)
 
 
 @dataclass
@@ -80,14 +99,23 @@ class Probe:
         return self.reader.newest(self.namespace, ids, self.clusters, self.row_filter, columns, self.remainder)
 
 
-def plan(cold: ColdTier, index: Index, qvec: np.ndarray, probes: int, row_filter: BooleanExpression) -> Probe | None:
-    """The approximate read of ``index``'s namespace for ``qvec`` (None: scan instead, when the
-    query's vector is of another dimension)."""
+def plan(
+    cold: ColdTier,
+    index: Index,
+    qvec: np.ndarray,
+    probes: int,
+    row_filter: BooleanExpression,
+    words: Sequence[int] = (),
+) -> Probe | None:
+    """The approximate read of ``index``'s namespace for ``qvec``, and the clusters its ``words``
+    picked (:meth:`Index.word_probes`); None: scan instead, when the query's vector is of another
+    dimension."""
     if qvec.shape[0] != index.centroids.shape[1]:
         return None
     reader = sql.ColdIndex(cold)
     remainder = reader.remainder(index.namespace, index.files, row_filter)
-    return Probe(reader, index.namespace, index.probes(qvec, probes), remainder, row_filter)
+    clusters = sorted({*index.probes(qvec, probes), *words})
+    return Probe(reader, index.namespace, clusters, remainder, row_filter)
 
 
 __all__ = ["Index", "Probe", "load", "plan"]

@@ -35,17 +35,23 @@ async def build(conn: asyncpg.Connection, cold: ColdTier, namespace: str) -> sql
         built = await asyncio.to_thread(sql.ColdIndex(cold).build, namespace)
         if built is not None:
             centroids = built.centroids
-            await conn.execute(
-                sql.SAVE_INDEX,
-                namespace,
-                built.snapshot_id,
-                centroids.shape[1],
-                centroids.shape[0],
-                centroids.astype("<f4").tobytes(),
-                built.files,
-                built.rows,
-                datetime.now(UTC),  # a record of when, not a decision: wall clock
-            )
+            async with conn.transaction():  # the centroids and their words together
+                await conn.execute(
+                    sql.SAVE_INDEX,
+                    namespace,
+                    built.snapshot_id,
+                    centroids.shape[1],
+                    centroids.shape[0],
+                    centroids.astype("<f4").tobytes(),
+                    built.files,
+                    built.rows,
+                    datetime.now(UTC),  # a record of when, not a decision: wall clock
+                )
+                await conn.copy_records_to_table(
+                    "cold_index_terms",
+                    records=[(namespace, term, df, clusters) for term, df, clusters in built.terms],
+                    columns=sql.TERM_COLUMNS,
+                )
         return built
     finally:
         await conn.execute(sql.BUILD_UNLOCK, namespace)

@@ -53,7 +53,10 @@ INDEX_OF = """
 SELECT snapshot_id, dim, clusters, indexed_rows, built_at FROM cold_indexes WHERE namespace = $1
 """
 CENTROIDS_OF = "SELECT centroids, files FROM cold_indexes WHERE namespace = $1 AND built_at = $2"
-DROP_INDEX = "DELETE FROM cold_indexes WHERE namespace = $1"
+DROP_INDEX = "DELETE FROM cold_indexes WHERE namespace = $1"  # its words with it (ON DELETE CASCADE)
+TERM_COLUMNS = ("namespace", "term", "df", "clusters")
+# The query's words as the namespace's index holds them (a word it lacks is in no cluster).
+TERMS_OF = "SELECT term, df, clusters FROM cold_index_terms WHERE namespace = $1 AND term = ANY($2::text[])"
 SAVE_INDEX = """
 INSERT INTO cold_indexes (namespace, snapshot_id, dim, clusters, centroids, files, indexed_rows, built_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -77,12 +80,13 @@ BUILD_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended('cabrain.cold_index:'
 @dataclass(frozen=True)
 class Built:
     """What a build made: the source snapshot and the namespace's data files in it, the centroids
-    (unit rows) and the rows copied."""
+    (unit rows), the rows copied and their words (``cold_index_terms``)."""
 
     snapshot_id: int
     files: list[str]
     centroids: np.ndarray
     rows: int
+    terms: list[tuple[str, int, list[int]]]  # each word: the rows and the clusters it occurs in
 
 
 def cluster_count(rows: int) -> int:
@@ -131,6 +135,28 @@ def embeddings(column: pa.ChunkedArray | pa.Array, dim: int) -> tuple[np.ndarray
             -1, dim
         )
     return out, has
+
+
+def term_clusters(terms: pa.ChunkedArray | pa.Array, cluster: np.ndarray) -> list[tuple[str, int, list[int]]]:
+    """Each word of the rows' ``terms`` (the cold tier's tokens, " t1  t2 "): the rows it occurs in
+    and the clusters of those rows (ascending), from the rows' ``cluster``."""
+    import pyarrow.compute as pc
+
+    column = terms.combine_chunks() if isinstance(terms, pa.ChunkedArray) else terms
+    words = pc.split_pattern(pc.utf8_trim(pc.fill_null(column, ""), " "), "  ")
+    rows = pc.list_parent_indices(words)
+    table = pa.table({"term": pc.list_flatten(words), "row": rows, "cluster": pa.array(cluster).take(rows)})
+    table = table.filter(pc.not_equal(table.column("term"), ""))
+    grouped = table.group_by("term").aggregate([("row", "count_distinct"), ("cluster", "distinct")])
+    return [
+        (term, int(df), sorted(int(c) for c in clusters))
+        for term, df, clusters in zip(
+            grouped.column("term").to_pylist(),
+            grouped.column("row_count_distinct").to_pylist(),
+            grouped.column("cluster_distinct").to_pylist(),
+            strict=True,
+        )
+    ]
 
 
 def _schema() -> Any:
@@ -207,9 +233,10 @@ class ColdIndex:
         cluster[has] = nearest(unit(vectors[has]), centroids)
         data = data.cast(arrow_schema().remove(arrow_schema().get_field_index("cluster")))
         data = data.append_column(arrow_schema().field("cluster"), pa.array(cluster, type=pa.int32()))
+        words = term_clusters(data.column("terms"), cluster)
         data = data.sort_by([("cluster", "ascending")])
         self._commit(lambda table: table.overwrite(data, overwrite_filter=equal("namespace", namespace)))
-        return Built(snapshot.snapshot_id, files, centroids, data.num_rows)
+        return Built(snapshot.snapshot_id, files, centroids, data.num_rows, words)
 
     def _commit(self, change: Any, attempts: int = 8) -> None:
         from pyiceberg.exceptions import CommitFailedException
@@ -308,4 +335,4 @@ def _read(
     yield from scan.to_record_batches(tasks)
 
 
-__all__ = ["Built", "ColdIndex", "kmeans", "nearest", "probe_filter"]
+__all__ = ["Built", "ColdIndex", "kmeans", "nearest", "probe_filter", "term_clusters"]

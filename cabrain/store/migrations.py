@@ -312,7 +312,7 @@ GRANT INSERT, UPDATE ON memories, memory_ids, entities, memory_entities, memory_
 -- memory_entities: alias merges; cold_indexes: an index rebuilt
 GRANT DELETE ON memories, memory_terms, memory_chunks, memory_entities, cold_indexes TO {SLEEP_ROLE};
 GRANT UPDATE (memory_count, chunk_count) ON namespaces TO {SLEEP_ROLE};
-GRANT INSERT, UPDATE ON memory_sources, cold_batches, cold_indexes, sleep_runs, sleep_steps, sleep_watermarks, judgments
+GRANT INSERT, UPDATE ON memory_sources, cold_batches, cold_indexes, cold_index_terms, sleep_runs, sleep_steps, sleep_watermarks, judgments
     TO {SLEEP_ROLE};
 GRANT EXECUTE ON FUNCTION cabrain_ensure_memories_partition(date) TO {SLEEP_ROLE};
 GRANT EXECUTE ON FUNCTION cabrain_maintain(text, text) TO {SLEEP_ROLE};

@@ -43,11 +43,21 @@ class Corpus:
         self.invalid: set[str] = set()
         self.alice_reads: set[str] = set()  # the rows the namespace's owner may read
 
-    async def add(self, n: int) -> list[str]:
+    async def add(self, n: int, word: str | None = None) -> list[str]:
+        """``n`` more rows (each also saying ``word``, when given)."""
         if self.base is None:
             texts = [synthetic_text(self.rng) for _ in range(24)]
             self.base = np.asarray(await self.brain.engine.embed_documents(texts), dtype=np.float32)
         table = cold_rows(self.rng, self.np_rng, self.base, n, 0.02, datetime.now(UTC))
+        if word is not None:
+            said = {
+                "content": [f"{text} {word}" for text in table.column("content").to_pylist()],
+                "terms": [f"{terms} {word} " for terms in table.column("terms").to_pylist()],
+                "term_count": [count + 1 for count in table.column("term_count").to_pylist()],
+            }
+            for name, values in said.items():
+                at = table.schema.get_field_index(name)
+                table = table.set_column(at, table.schema.field(at), pa.array(values, type=table.schema.field(at).type))
         owners = [self.rng.choice(["alice", "bob", "carol"]) for _ in range(n)]
         visibility = [self.rng.choice(["private", "team", "global"]) for _ in range(n)]
         invalid = [datetime.now(UTC) if self.rng.random() < 0.1 else None for _ in range(n)]
@@ -147,10 +157,30 @@ async def test_a_few_clusters_read_a_fraction_and_find_most_hits(brain, corpus: 
             f"{mode.value}: recall@10 {recall[mode]:.3f} with 8 of {len(built.centroids)} clusters, rows read {read} of {scanned}"
         )
         assert read < 0.4 * scanned
-    # the clusters are chosen by the vector: its list is found; a hybrid query's keyword list ranks
-    # only the rows read (see cabrain.search.archive_index)
+    # the clusters are chosen by the vector, and a hybrid query's also by its words: the vector list
+    # is found; the keyword list of words every cluster holds (this corpus's) only in part, ranked
+    # over the rows read (see cabrain.search.archive_index); a rare word's rows are (the next test)
     assert recall[RecallMode.VECTOR] >= 0.9
     assert recall[RecallMode.HYBRID] > 0
+
+
+async def test_a_rare_word_finds_its_rows_far_from_the_querys_vector(brain, corpus: Corpus) -> None:
+    marked = set(await corpus.add(8, word="quokkavale"))  # 8 rows of 3008, their vectors anywhere
+    async with brain.engine.pool.acquire() as conn:
+        built = await build(conn, brain.engine.cold_tier(), NS)
+        assert built is not None
+        word = await conn.fetchrow(
+            "SELECT df, clusters FROM cold_index_terms WHERE namespace = $1 AND term = $2", NS, "quokkavale"
+        )
+    assert word["df"] == 8 and 1 <= len(word["clusters"]) <= 8
+    assert len(word["clusters"]) > 1  # spread: the rows are near different vectors
+    query = ArchiveQuery("where was quokkavale mentioned", NS, k=10, mode=RecallMode.HYBRID)
+    scan = await recall_archive(brain.engine, "alice", query, probes=0)
+    found = {str(h.memory.id) for h in scan.hits} & marked
+    assert found == (marked & corpus.alice_reads) - corpus.forgotten  # the word's rows lead
+    probed = await recall_archive(brain.engine, "alice", query, probes=8)  # of 55 clusters
+    assert probed.scanned < 0.5 * scan.scanned
+    assert {str(h.memory.id) for h in probed.hits} >= found  # read where the word is, not only near the vector
 
 
 async def test_rows_demoted_after_the_build_and_purged_rows(brain, corpus: Corpus) -> None:
