@@ -161,7 +161,8 @@ _PG_TROUBLE = (
     "terminated by signal",
     "was terminated",
     "out of memory",
-    "database system",
+    "database system is in recovery",
+    "database system was interrupted",
     "restart",
 )
 
