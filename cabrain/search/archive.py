@@ -28,6 +28,7 @@ fewer rows, an approximate answer. ``probes=0`` is the exact scan.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 import uuid
 from collections import Counter
@@ -104,6 +105,16 @@ class _Pass:
     sims: list[np.ndarray] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     matches: dict[int, dict[str, int]] = field(default_factory=dict)  # row -> tf of query terms
+    # with ``keep`` (a read through the index: a fraction of the rows), the rows' other columns are
+    # kept too, so that the hits are read from them rather than by a second pass
+    keep: bool = False
+    kept: list[Any] = field(default_factory=list)  # the batches' ROW_COLUMNS
+    starts: list[int] = field(default_factory=list)  # each kept batch's first row
+
+    def row_at(self, i: int) -> dict[str, Any]:
+        """Row ``i`` of the pass, read back in full (``keep`` only)."""
+        b = bisect.bisect_right(self.starts, i) - 1
+        return self.kept[b].slice(i - self.starts[b], 1).to_pylist()[0]
 
     def add(self, batch: Any, query: ArchiveQuery) -> None:
         import pyarrow.compute as pc
@@ -120,6 +131,11 @@ class _Pass:
         if batch.num_rows == 0:
             return
         base = len(self.ids)
+        if self.keep:
+            from cabrain.store.cold import ROW_COLUMNS
+
+            self.kept.append(batch.select([c for c in ROW_COLUMNS if c in batch.schema.names]))
+            self.starts.append(base)
         self.ids.extend(batch.column("id").to_pylist())
         self.demoted.extend(batch.column("demoted_at").to_pylist())
         self.importance.extend(batch.column("importance").to_pylist())
@@ -252,7 +268,13 @@ def _rank(state: _Pass, query: ArchiveQuery, settings: Any) -> tuple[list, int]:
 
 
 def _row(state: _Pass, i: int, **extra: float) -> dict:
-    return {"id": uuid.UUID(state.ids[i]), "importance": state.importance[i], "demoted_at": state.demoted[i], **extra}
+    return {
+        "id": uuid.UUID(state.ids[i]),
+        "importance": state.importance[i],
+        "demoted_at": state.demoted[i],
+        "at": i,  # the row of the pass (the newest copy of its id)
+        **extra,
+    }
 
 
 def memory_of(row: dict) -> Memory:
@@ -304,8 +326,9 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
         if probe is None:
             files, batches = await asyncio.to_thread(plan)
         else:
-            files, batches = await asyncio.to_thread(probe.batches, SCORE_COLUMNS)
-    state = _Pass(terms, qvec)
+            # the whole rows at once: the hits are then read from the first pass (_Pass.keep)
+            files, batches = await asyncio.to_thread(probe.batches, tuple(dict.fromkeys(SCORE_COLUMNS + ROW_COLUMNS)))
+    state = _Pass(terms, qvec, keep=probe is not None)
 
     def first_pass() -> tuple[list, int]:
         t0 = time.perf_counter()
@@ -332,7 +355,7 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
     if probe is None:
         rows = await asyncio.to_thread(cold.newest, query.namespace, top_ids, expression)
     else:
-        rows = await asyncio.to_thread(probe.newest, top_ids, ROW_COLUMNS)
+        rows = {str(c.row["id"]): state.row_at(c.row["at"]) for c in top}
     top = [c for c in top if str(c.row["id"]) in rows]
     links: dict[uuid.UUID, dict[str, list[Link]]] = {}
     if top:

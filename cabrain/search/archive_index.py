@@ -95,9 +95,6 @@ class Probe:
     def batches(self, columns: Sequence[str]) -> tuple[int, Iterator[pa.RecordBatch]]:
         return self.reader.batches(self.namespace, self.clusters, self.row_filter, columns, self.remainder)
 
-    def newest(self, ids: Sequence[str], columns: Sequence[str]) -> dict[str, dict[str, Any]]:
-        return self.reader.newest(self.namespace, ids, self.clusters, self.row_filter, columns, self.remainder)
-
 
 def plan(
     cold: ColdTier,

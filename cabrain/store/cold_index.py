@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from cabrain.errors import ColdStoreError
 from cabrain.providers.cold_store import private_files
-from cabrain.store.cold import COLUMNS, FIELDS, INDEX_TABLE, NAMESPACE, TABLE_PROPERTIES, ColdTier, equal, one_of
+from cabrain.store.cold import COLUMNS, FIELDS, INDEX_TABLE, NAMESPACE, TABLE_PROPERTIES, ColdTier, equal
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
@@ -291,30 +291,6 @@ class ColdIndex:
             yield from _read(self.cold.table(), namespace, row_filter, columns, remainder)
 
         return len(tasks) + len(remainder), stream()
-
-    def newest(
-        self,
-        namespace: str,
-        ids: Sequence[str],
-        clusters: Sequence[int],
-        row_filter: BooleanExpression,
-        columns: Sequence[str],
-        remainder: list[FileScanTask],
-    ) -> dict[str, dict[str, Any]]:
-        """The newest copy of each of ``ids`` among the probed clusters and the remainder."""
-        from pyiceberg.expressions import And
-
-        if not ids:
-            return {}
-        by_id = And(row_filter, one_of("id", ids))
-        _, batches = self.batches(namespace, clusters, by_id, columns, remainder)
-        newest: dict[str, dict[str, Any]] = {}
-        for batch in batches:
-            for row in batch.to_pylist():
-                seen = newest.get(row["id"])
-                if seen is None or row["demoted_at"] > seen["demoted_at"]:
-                    newest[row["id"]] = row
-        return newest
 
 
 def _read(
