@@ -9,6 +9,7 @@ indexed (archive recall reads those rows whole, so a stale index costs time, nev
 from __future__ import annotations
 
 import asyncio
+import functools
 from datetime import UTC, datetime
 
 import asyncpg
@@ -25,14 +26,17 @@ def due(cold_rows: int, indexed: int | None, min_rows: int, stale_ratio: float) 
     return indexed is None or cold_rows - indexed >= stale_ratio * max(indexed, 1)
 
 
-async def build(conn: asyncpg.Connection, cold: ColdTier, namespace: str) -> sql.Built | None:
+async def build(
+    conn: asyncpg.Connection, cold: ColdTier, namespace: str, *, group_rows: int = sql.GROUP_ROWS
+) -> sql.Built | None:
     """Build ``namespace``'s index now (see :mod:`cabrain.store.cold_index` for the order of its
-    writes); None when another build holds it, or it has no embeddings."""
+    writes; ``group_rows``: the rows it sorts at once); None when another build holds it, or it has
+    no embeddings."""
     if not await conn.fetchval(sql.TRY_BUILD_LOCK, namespace):
         return None
     try:
         await conn.execute(sql.DROP_INDEX, namespace)
-        built = await asyncio.to_thread(sql.ColdIndex(cold).build, namespace)
+        built = await asyncio.to_thread(functools.partial(sql.ColdIndex(cold).build, namespace, group_rows=group_rows))
         if built is not None:
             centroids = built.centroids
             async with conn.transaction():  # the centroids and their words together

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask, Table
 
 ROW_GROUP_ROWS = 2048  # rows per Parquet row group of the copy: the unit a probe reads
+GROUP_ROWS = 500_000  # about this many rows of the copy sorted at once while building (its memory)
 MAX_CLUSTERS = 8192
 SAMPLE_PER_CLUSTER = 40  # k-means runs on at most this many rows per centroid (and at least 20,000)
 KMEANS_ROUNDS = 10
@@ -137,9 +138,9 @@ def embeddings(column: pa.ChunkedArray | pa.Array, dim: int) -> tuple[np.ndarray
     return out, has
 
 
-def term_clusters(terms: pa.ChunkedArray | pa.Array, cluster: np.ndarray) -> list[tuple[str, int, list[int]]]:
-    """Each word of the rows' ``terms`` (the cold tier's tokens, " t1  t2 "): the rows it occurs in
-    and the clusters of those rows (ascending), from the rows' ``cluster``."""
+def _word_pairs(terms: pa.ChunkedArray | pa.Array, cluster: np.ndarray) -> pa.Table:
+    """The rows' words by cluster: (term, cluster, rows), from the rows' ``terms`` (the cold tier's
+    tokens, " t1  t2 ") and ``cluster``."""
     import pyarrow.compute as pc
 
     column = terms.combine_chunks() if isinstance(terms, pa.ChunkedArray) else terms
@@ -147,16 +148,56 @@ def term_clusters(terms: pa.ChunkedArray | pa.Array, cluster: np.ndarray) -> lis
     rows = pc.list_parent_indices(words)
     table = pa.table({"term": pc.list_flatten(words), "row": rows, "cluster": pa.array(cluster).take(rows)})
     table = table.filter(pc.not_equal(table.column("term"), ""))
-    grouped = table.group_by("term").aggregate([("row", "count_distinct"), ("cluster", "distinct")])
+    return (
+        table.group_by(["term", "cluster"])
+        .aggregate([("row", "count_distinct")])
+        .rename_columns(["term", "cluster", "rows"])
+    )
+
+
+def _words(pairs: Sequence[pa.Table]) -> list[tuple[str, int, list[int]]]:
+    """Each word of the :func:`_word_pairs` of disjoint sets of rows: the rows it occurs in and its
+    clusters (ascending)."""
+    if not pairs:
+        return []
+    merged = pa.concat_tables(pairs).group_by(["term", "cluster"]).aggregate([("rows", "sum")])
+    grouped = merged.group_by("term").aggregate([("rows_sum", "sum"), ("cluster", "list")])
     return [
         (term, int(df), sorted(int(c) for c in clusters))
         for term, df, clusters in zip(
             grouped.column("term").to_pylist(),
-            grouped.column("row_count_distinct").to_pylist(),
-            grouped.column("cluster_distinct").to_pylist(),
+            grouped.column("rows_sum_sum").to_pylist(),
+            grouped.column("cluster_list").to_pylist(),
             strict=True,
         )
     ]
+
+
+def term_clusters(terms: pa.ChunkedArray | pa.Array, cluster: np.ndarray) -> list[tuple[str, int, list[int]]]:
+    """Each word of the rows' ``terms``: the rows it occurs in and the clusters of those rows."""
+    return _words([_word_pairs(terms, cluster)])
+
+
+def _sample(scan: Any, upper: int, seed: int) -> tuple[int | None, int, np.ndarray]:
+    """The namespace's embedding dimension (the most common), how many rows have one of it, and a
+    seeded sample of those embeddings, enough for k-means over :func:`cluster_count` of them."""
+    rng = np.random.default_rng(seed)
+    want = max(20_000, SAMPLE_PER_CLUSTER * cluster_count(max(upper, 1)))
+    keep = min(1.0, want / max(upper, 1))
+    counts: dict[int, int] = {}
+    kept: dict[int, list[np.ndarray]] = {}
+    for batch in scan.to_arrow_batch_reader():
+        dims = batch.column("embedding_dim").to_pylist()
+        for d in {d for d in dims if d}:
+            vectors, has = embeddings(batch.column("embedding"), d)
+            counts[d] = counts.get(d, 0) + int(has.sum())
+            chosen = has & (rng.random(len(has)) < keep) if keep < 1.0 else has
+            if chosen.any():
+                kept.setdefault(d, []).append(vectors[chosen])
+    if not counts:
+        return None, 0, np.zeros((0, 0), dtype=np.float32)
+    dim = max(sorted(counts), key=lambda d: counts[d])
+    return dim, counts[dim], np.concatenate(kept.get(dim, [np.zeros((0, dim), dtype=np.float32)]))
 
 
 def _schema() -> Any:
@@ -212,41 +253,88 @@ class ColdIndex:
         return self._table.refresh()
 
     # --- building ------------------------------------------------------------------------------------
-    def build(self, namespace: str, *, seed: int = 0) -> Built | None:
-        """Cluster the namespace's cold rows and replace its copy; None when it has no embeddings."""
+    def build(self, namespace: str, *, seed: int = 0, group_rows: int = GROUP_ROWS) -> Built | None:
+        """Cluster the namespace's cold rows and replace its copy; None when it has no embeddings.
+
+        Streamed, so that its memory does not grow with the namespace: a first pass reads the
+        embeddings and keeps a seeded sample (what k-means runs on); a second reads every row, gives
+        it its nearest centroid and its words' counts, and spills it to a private temporary folder
+        in groups of clusters of about ``group_rows`` rows; each group is then sorted by cluster and
+        written, the whole copy replaced in one Iceberg commit."""
+        import tempfile
+
         main = self.cold.refresh()
         snapshot = main.current_snapshot()
         if snapshot is None:
             return None
-        scan = main.scan(
-            row_filter=equal("namespace", namespace), snapshot_id=snapshot.snapshot_id, selected_fields=tuple(COLUMNS)
-        )
-        files = sorted(task.file.file_path for task in scan.plan_files())
-        data = scan.to_arrow()
-        dims = [d for d in data.column("embedding_dim").to_pylist() if d]
-        if not dims:
-            return None
-        dim = max(set(dims), key=dims.count)
-        vectors, has = embeddings(data.column("embedding"), dim)
-        centroids = kmeans(vectors[has], cluster_count(int(has.sum())), seed)
-        cluster = np.full(data.num_rows, UNCLUSTERED, dtype=np.int32)
-        cluster[has] = nearest(unit(vectors[has]), centroids)
-        data = data.cast(arrow_schema().remove(arrow_schema().get_field_index("cluster")))
-        data = data.append_column(arrow_schema().field("cluster"), pa.array(cluster, type=pa.int32()))
-        words = term_clusters(data.column("terms"), cluster)
-        data = data.sort_by([("cluster", "ascending")])
-        self._commit(lambda table: table.overwrite(data, overwrite_filter=equal("namespace", namespace)))
-        return Built(snapshot.snapshot_id, files, centroids, data.num_rows, words)
 
-    def _commit(self, change: Any, attempts: int = 8) -> None:
+        def scan(columns: Sequence[str]) -> Any:
+            return main.scan(
+                row_filter=equal("namespace", namespace),
+                snapshot_id=snapshot.snapshot_id,
+                selected_fields=tuple(columns),
+            )
+
+        tasks = list(scan(COLUMNS).plan_files())
+        files = sorted(task.file.file_path for task in tasks)
+        upper = sum(task.file.record_count for task in tasks)  # rows at most (some may be deleted)
+        dim, rows_with, sample = _sample(scan(("embedding", "embedding_dim")), upper, seed)
+        if dim is None:
+            return None
+        centroids = kmeans(sample, cluster_count(rows_with), seed)
+        k = len(centroids)
+        groups = max(1, min(k, math.ceil(upper / max(group_rows, 1))))
+        without_cluster = arrow_schema().remove(arrow_schema().get_field_index("cluster"))
+        pairs: list[pa.Table] = []
+        with tempfile.TemporaryDirectory(prefix="cabrain-cold-index-") as spill:
+            writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
+            try:
+                for batch in scan(COLUMNS).to_arrow_batch_reader():
+                    if batch.num_rows == 0:
+                        continue
+                    vectors, has = embeddings(batch.column("embedding"), dim)
+                    cluster = np.full(batch.num_rows, UNCLUSTERED, dtype=np.int32)
+                    if has.any():
+                        cluster[has] = nearest(unit(vectors[has]), centroids)
+                    table = pa.Table.from_batches([batch]).cast(without_cluster)
+                    table = table.append_column(arrow_schema().field("cluster"), pa.array(cluster, type=pa.int32()))
+                    pairs.append(_word_pairs(table.column("terms"), cluster))
+                    group = np.maximum(cluster, 0).astype(np.int64) * groups // k
+                    for g in np.unique(group):
+                        part = table.filter(pa.array(group == g))
+                        if int(g) not in writers:
+                            writers[int(g)] = pa.ipc.new_file(f"{spill}/{int(g)}.arrow", arrow_schema())
+                        writers[int(g)].write_table(part)
+            finally:
+                for writer in writers.values():
+                    writer.close()
+            written = sorted(writers)
+
+            def sorted_group(g: int) -> pa.Table:
+                with pa.memory_map(f"{spill}/{g}.arrow") as source:
+                    return pa.ipc.open_file(source).read_all().sort_by([("cluster", "ascending")])
+
+            def replace(table: Table) -> int:
+                rows = 0
+                with table.transaction() as tx:
+                    tx.delete(equal("namespace", namespace))
+                    for g in written:
+                        data = sorted_group(g)
+                        rows += data.num_rows
+                        tx.append(data)
+                return rows
+
+            copied = self._commit(replace)
+        return Built(snapshot.snapshot_id, files, centroids, copied, _words(pairs))
+
+    def _commit(self, change: Any, attempts: int = 8) -> Any:
         from pyiceberg.exceptions import CommitFailedException
 
         delay = 0.05
         for attempt in range(attempts):
             try:
                 with private_files():
-                    change(self.table())
-                return
+                    return change(self.table())
             except CommitFailedException:
                 if attempt == attempts - 1:
                     raise

@@ -9,12 +9,14 @@ once enough rows were demoted since."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import uuid
 from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from cabrain.bench.archive import cold_rows, recall_at_k
@@ -135,6 +137,32 @@ async def test_reading_every_cluster_answers_what_the_scan_answers(brain, corpus
             assert not {memory_id for memory_id, _ in scan} & corpus.invalid
     # alice owns the namespace: she reads its team rows, bob and carol (no grant) only theirs and global ones
     assert {len(s) for (agent, _), s in scans.items() if agent == "alice"} == {10}
+
+
+async def test_a_build_in_groups_answers_as_one_in_memory_bound(brain, corpus: Corpus) -> None:
+    """A namespace larger than the build's group (here 700 rows of 3,000) is sorted a group of
+    clusters at a time: the copy is several files, each sorted by cluster, and reading every
+    cluster still answers what the scan answers."""
+    cold = brain.engine.cold_tier()
+    async with brain.engine.pool.acquire() as conn:
+        built = await build(conn, cold, NS, group_rows=700)
+    assert built is not None and built.rows == 3000
+    copy = cold.index_table()
+    assert copy is not None
+    tasks = list(copy.scan(row_filter=equal("namespace", NS)).plan_files())
+    assert len(tasks) >= 4
+    spans = []
+    for task in tasks:
+        clusters = pq.read_table(task.file.file_path.removeprefix("file://"), columns=["cluster"]).column(0)
+        values = clusters.to_pylist()
+        assert values == sorted(values)
+        spans.append((values[0], values[-1]))
+    spans.sort()
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(spans))  # each group its own clusters
+    for mode in (RecallMode.HYBRID, RecallMode.VECTOR):
+        query = ArchiveQuery(synthetic_queries(random.Random(4), 1)[0], NS, k=10, mode=mode)
+        scan = await _answer(brain, "alice", query, probes=0)
+        assert scan and await _answer(brain, "alice", query, probes=len(built.centroids)) == scan
 
 
 async def test_a_few_clusters_read_a_fraction_and_find_most_hits(brain, corpus: Corpus) -> None:
