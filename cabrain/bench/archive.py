@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from cabrain.bench.corpus import AGENT, NAMESPACE, synthetic_queries, synthetic_text
+from cabrain.bench.measure import peak_rss
 from cabrain.bench.progress import bar, say
 from cabrain.eval import percentiles
 from cabrain.providers.embedders import load_embedder
@@ -126,16 +127,18 @@ async def _time(
     return took, read, answers
 
 
-async def _measure(brain, texts: list[str], k: int, mode: RecallMode, probes: int) -> dict[str, Any]:
-    """One mode's queries timed scanning every row, then through the index."""
-    exact_ms, exact_read, exact = await _time(brain, texts, k, mode, 0)
+async def _measure(brain, texts: list[str], k: int, mode: RecallMode, probes: int, exact_n: int) -> dict[str, Any]:
+    """One mode's queries timed scanning every row (the first ``exact_n``), then through the index;
+    recall@k over the queries done both ways."""
+    exact_ms, exact_read, exact = await _time(brain, texts[:exact_n], k, mode, 0)
     approx_ms, approx_read, approximate = await _time(brain, texts, k, mode, probes)
     return {
         "exact_ms": {key: round(v, 1) for key, v in percentiles(exact_ms).items()},
         "approximate_ms": {key: round(v, 1) for key, v in percentiles(approx_ms).items()},
         "exact_rows_read": round(float(np.mean(exact_read)), 1),
         "approximate_rows_read": round(float(np.mean(approx_read)), 1),
-        "recall_at_k": round(recall_at_k(approximate, exact), 4),
+        "recall_at_k": round(recall_at_k(approximate[:exact_n], exact), 4),
+        "exact_queries": exact_n,
     }
 
 
@@ -153,13 +156,17 @@ async def run_archive_bench(
     k: int = 10,
     modes: tuple[RecallMode, ...] = (RecallMode.HYBRID, RecallMode.VECTOR),
     probes: int | None = None,
+    exact_queries: int | None = None,
     real: int = 256,
     noise: float = 0.02,
     seed: int = 7,
     quiet: bool = False,
 ) -> dict[str, Any]:
-    """Archive recall at each of ``sizes`` cold rows, exact and through the index (module docstring)."""
+    """Archive recall at each of ``sizes`` cold rows, exact and through the index (module docstring);
+    ``exact_queries``: how many of the queries also scan every row (default all: at ten million rows
+    a scan takes minutes)."""
     probes = settings.cold_index_probes if probes is None else probes
+    exact_n = queries if exact_queries is None else min(exact_queries, queries)
     embedder = load_embedder(settings)
     folder = tempfile.mkdtemp(prefix="cabrain-archivebench-")
     os.makedirs(f"{folder}/warehouse", exist_ok=True)
@@ -183,20 +190,22 @@ async def run_archive_bench(
                 say(f"  {size:,} cold rows", quiet)
                 write_s = await _grow(brain, cold, size, have, state, quiet)
                 have = size
-                started = time.perf_counter()
                 async with brain.engine.pool.acquire() as conn:
                     await conn.execute(sql.vacuum_analyze("memory_ids"))
-                    built = await build(conn, cold, NAMESPACE)
-                build_s = time.perf_counter() - started
+                    started = time.perf_counter()
+                    with peak_rss() as memory:
+                        built = await build(conn, cold, NAMESPACE)
+                    build_s = time.perf_counter() - started
                 await _time(brain, texts[:1], k, RecallMode.HYBRID, 0)  # warm-up: metadata, the embedder
                 entry: dict[str, Any] = {
                     "write_s": round(write_s, 1),
                     "index_build_s": round(build_s, 1),
+                    "index_build_memory_mib": memory,  # this process's resident memory before and at its peak
                     "clusters": 0 if built is None else len(built.centroids),
                     "modes": {},
                 }
                 for mode in modes:
-                    measured = entry["modes"][mode.value] = await _measure(brain, texts, k, mode, probes)
+                    measured = entry["modes"][mode.value] = await _measure(brain, texts, k, mode, probes, exact_n)
                     say(
                         f"    {mode.value}: exact p95 {measured['exact_ms']['p95']:.0f} ms, through the index p95 "
                         f"{measured['approximate_ms']['p95']:.0f} ms, recall@{k} {measured['recall_at_k']:.3f}",
@@ -213,7 +222,7 @@ def render_archive(result: dict[str, Any]) -> str:
     lines = [
         f"archive recall, {result['queries']} queries per mode, k={k}, {result['probes']} clusters probed:",
         f"  {'cold rows':>11} {'mode':>7} {'exact p50':>10} {'p95':>8} {'rows read':>10}   {'index p50':>10} "
-        f"{'p95':>8} {'rows read':>10} {'recall@' + str(k):>10} {'clusters':>9} {'build s':>8}",
+        f"{'p95':>8} {'rows read':>10} {'recall@' + str(k):>10} {'clusters':>9} {'build s':>8} {'build MiB':>10}",
     ]
     for size, entry in result["sizes"].items():
         for mode, e in entry["modes"].items():
@@ -221,9 +230,15 @@ def render_archive(result: dict[str, Any]) -> str:
                 f"  {int(size):>11,} {mode:>7} {e['exact_ms']['p50']:>10.0f} {e['exact_ms']['p95']:>8.0f} "
                 f"{e['exact_rows_read']:>10,.0f}   {e['approximate_ms']['p50']:>10.0f} "
                 f"{e['approximate_ms']['p95']:>8.0f} {e['approximate_rows_read']:>10,.0f} {e['recall_at_k']:>10.3f} "
-                f"{entry['clusters']:>9} {entry['index_build_s']:>8.1f}"
+                f"{entry['clusters']:>9} {entry['index_build_s']:>8.1f} {_growth(entry):>10}"
             )
     return "\n".join(lines)
+
+
+def _growth(entry: dict[str, Any]) -> str:
+    """What the build added to the process's resident memory at its peak, in MiB."""
+    memory = entry.get("index_build_memory_mib") or {}
+    return f"+{memory['peak_mib'] - memory['before_mib']:,.0f}" if "peak_mib" in memory else "-"
 
 
 __all__ = ["cold_rows", "recall_at_k", "render_archive", "run_archive_bench"]

@@ -7,7 +7,9 @@ import asyncio
 import contextlib
 import os
 import platform
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -119,3 +121,40 @@ async def local_service(settings: Settings, dsn: str, app_args: dict[str, Any] |
 
         await asyncio.to_thread(serve.shutdown)
         await asyncio.to_thread(ray.shutdown)
+
+
+def _rss() -> int | None:
+    """This process's resident memory in bytes (Linux: /proc/self/statm), None elsewhere."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextlib.contextmanager
+def peak_rss(every_s: float = 0.02) -> Iterator[dict[str, float]]:
+    """The process's resident memory while the block runs, sampled every ``every_s``: the dict
+    yielded gets ``before_mib`` and ``peak_mib`` when the block ends (nothing where /proc is not)."""
+    out: dict[str, float] = {}
+    before = _rss()
+    if before is None:
+        yield out
+        return
+    peak, done = [before], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(every_s):
+            now = _rss()
+            if now is not None and now > peak[0]:
+                peak[0] = now
+
+    sampler = threading.Thread(target=sample, name="cabrain-peak-rss", daemon=True)
+    sampler.start()
+    try:
+        yield out
+    finally:
+        done.set()
+        sampler.join()
+        now = _rss()
+        out.update(before_mib=round(before / 2**20, 1), peak_mib=round(max(peak[0], now or 0) / 2**20, 1))

@@ -260,8 +260,8 @@ def cmd_bench_archive(settings: Settings, args: argparse.Namespace) -> int:
     sizes = int_list(args.rows, "--rows")
     if not sizes or min(sizes) < 1 or args.queries < 1 or args.k < 1 or args.real_vectors < 1:
         raise UsageError("--rows sizes, --queries, --k and --real-vectors must be at least 1")
-    if args.probes is not None and args.probes < 1:
-        raise UsageError("--probes must be at least 1")
+    if (args.probes is not None and args.probes < 1) or (args.exact_queries is not None and args.exact_queries < 1):
+        raise UsageError("--probes and --exact-queries must be at least 1")
     result = asyncio.run(
         run_archive_bench(
             settings,
@@ -269,6 +269,7 @@ def cmd_bench_archive(settings: Settings, args: argparse.Namespace) -> int:
             queries=args.queries,
             k=args.k,
             probes=args.probes,
+            exact_queries=args.exact_queries,
             real=args.real_vectors,
             quiet=args.quiet,
         )
@@ -430,6 +431,9 @@ def add_bench(sub: Subparsers) -> None:
     ba.add_argument("--k", type=int, default=10, help="hits per recall (default 10)")
     ba.add_argument("--probes", type=int, default=None, help="clusters read (default CABRAIN_COLD_INDEX_PROBES)")
     ba.add_argument("--real-vectors", type=int, default=256, help="texts really embedded (default 256)")
+    ba.add_argument(
+        "--exact-queries", type=int, default=None, help="of those, how many also scan every row (default all)"
+    )
     ba.set_defaults(func=cmd_bench_archive)
 
     bh = bench_sub.add_parser(

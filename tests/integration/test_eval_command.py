@@ -279,3 +279,29 @@ async def test_the_counts_bench_texts_name_entities_retain_links(brain):
     text = named_text(random.Random(3))
     [kept] = await brain.retain("alice", [MemoryInput(text, "proj")])
     assert len(kept.entities) >= 2, (text, kept.entities)
+
+
+def test_bench_archive_times_the_scan_beside_the_index_at_each_size(tmp_path, pg_server, home):
+    """`cabrain bench archive` at a tiny scale: two sizes of synthetic cold rows, each indexed as
+    maintain indexes them (the build's time and memory said), archive recall timed scanning every
+    row for the first queries and through the index for all, with the index's recall@k against the
+    scan; a usage error for a size of 0."""
+    out = tmp_path / "archive.json"
+    env = cli_env(database_url=pg_server.dsn(), home=str(home))
+    args = ["bench", "archive", "--rows", "1200,2000", "--queries", "3", "--exact-queries", "2", "--probes", "4"]
+    result = run_cli(*args, "--real-vectors", "8", "--json", str(out), env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert data["probes"] == 4 and set(data["sizes"]) == {"1200", "2000"}
+    for size, entry in data["sizes"].items():
+        assert entry["clusters"] == round(int(size) ** 0.5)
+        assert entry["index_build_s"] > 0 and entry["index_build_memory_mib"]["peak_mib"] > 0
+        for mode in ("hybrid", "vector"):
+            measured = entry["modes"][mode]
+            assert measured["exact_queries"] == 2 and measured["exact_rows_read"] == int(size)
+            assert 0 < measured["approximate_rows_read"] < int(size)  # 4 of ~40 clusters read
+            assert 0 <= measured["recall_at_k"] <= 1 and measured["approximate_ms"]["p50"] > 0
+        assert entry["modes"]["vector"]["recall_at_k"] >= 0.5
+    assert "archive recall, 3 queries per mode" in result.stdout and "build MiB" in result.stdout
+    bad = run_cli("bench", "archive", "--rows", "0", env=env)
+    assert bad.returncode == 2 and "--rows" in bad.stderr
