@@ -103,8 +103,8 @@ class _Pass:
     demoted: list[Any] = field(default_factory=list)
     importance: list[float] = field(default_factory=list)
     sims: list[np.ndarray] = field(default_factory=list)
-    lengths: list[int] = field(default_factory=list)
-    matches: dict[int, dict[str, int]] = field(default_factory=dict)  # row -> tf of query terms
+    lengths: list[np.ndarray] = field(default_factory=list)  # per batch: each row's token count
+    counts: list[np.ndarray] = field(default_factory=list)  # per batch: rows x query terms, their tf
     # with ``keep`` (a read through the index: a fraction of the rows), the rows' other columns are
     # kept too, so that the hits are read from them rather than by a second pass
     keep: bool = False
@@ -142,9 +142,9 @@ class _Pass:
         if self.qvec is not None:
             self.sims.append(_column_similarities(batch.column("embedding"), self.qvec))
         if self.terms:
-            self._count_terms(batch, base)
+            self._count_terms(batch)
 
-    def _count_terms(self, batch: Any, base: int) -> None:
+    def _count_terms(self, batch: Any) -> None:
         """Doc lengths and the query terms' frequencies: from the stored tokens, one vectorised
         substring count per term; rows archived before tokens were stored are tokenized here."""
         import pyarrow.compute as pc
@@ -166,10 +166,8 @@ class _Pass:
             for i in np.flatnonzero(~stored):
                 tf, lengths[i] = term_frequencies(contents[i])
                 counts[i] = [tf.get(t, 0) for t in self.terms]
-        self.lengths.extend(lengths.tolist())
-        names = list(self.terms)
-        for i in np.flatnonzero(counts.any(axis=1)):
-            self.matches[base + int(i)] = {names[j]: int(counts[i, j]) for j in np.flatnonzero(counts[i])}
+        self.lengths.append(lengths)
+        self.counts.append(counts)
 
 
 def _column_similarities(column: Any, qvec: np.ndarray) -> np.ndarray:
@@ -232,26 +230,7 @@ def _rank(state: _Pass, query: ArchiveQuery, settings: Any) -> tuple[list, int]:
     bm25_rows: list[dict] = []
     coverage = 1.0
     if state.terms and kept:
-        n_docs = len(kept)
-        avgdl = max(sum(state.lengths[i] for i in kept) / n_docs, 1.0)
-        live = [i for i in kept if i in state.matches]
-        df = Counter(t for i in live for t in state.matches[i])
-        max_idf = idf(n_docs, 1)
-        total = sum(q * (idf(n_docs, df[t]) if df[t] else max_idf) for t, q in state.terms.items())
-        found = sum(q * idf(n_docs, df[t]) for t, q in state.terms.items() if df[t])
-        coverage = found / total if total else 0.0
-        k1, b = settings.bm25_k1, settings.bm25_b
-        scored = []
-        for i in live:
-            norm = k1 * (1 - b + b * state.lengths[i] / avgdl)
-            score = sum(
-                q * idf(n_docs, df[t]) * tf * (k1 + 1) / (tf + norm)
-                for t, q in state.terms.items()
-                if (tf := state.matches[i].get(t))
-            )
-            scored.append((score, state.ids[i], i))
-        scored.sort(key=lambda s: (-s[0], s[1]))
-        bm25_rows = [_row(state, i, score=score) for score, _, i in scored[:n]]
+        bm25_rows, coverage = _bm25(state, kept, n, settings)
     if query.mode is RecallMode.BM25:
         coverage = 1.0
     fused = fuse(
@@ -265,6 +244,30 @@ def _rank(state: _Pass, query: ArchiveQuery, settings: Any) -> tuple[list, int]:
         coverage_power=settings.bm25_coverage_power,
     )
     return fused, len(kept)
+
+
+def _bm25(state: _Pass, kept: list[int], n: int, settings: Any) -> tuple[list[dict], float]:
+    """The ``n`` best of the ``kept`` rows by BM25 with their own statistics (ties by id), and the
+    share of the query's term weight found among them; vectorised over the rows."""
+    counts = np.concatenate(state.counts)[kept].astype(np.float64)  # rows x terms
+    lengths = np.concatenate(state.lengths)[kept].astype(np.float64)
+    n_docs = len(kept)
+    avgdl = max(float(lengths.sum()) / n_docs, 1.0)
+    df = (counts > 0).sum(axis=0)
+    weights = np.array(list(state.terms.values()), dtype=np.float64)
+    idfs = np.array([idf(n_docs, int(d)) for d in df], dtype=np.float64)
+    max_idf = idf(n_docs, 1)
+    total = float(sum(q * (i if d else max_idf) for q, i, d in zip(weights, idfs, df, strict=True)))
+    found = float(sum(q * i for q, i, d in zip(weights, idfs, df, strict=True) if d))
+    coverage = found / total if total else 0.0
+    k1, b = settings.bm25_k1, settings.bm25_b
+    norm = (k1 * (1 - b + b * lengths / avgdl))[:, None]
+    scores = (weights * idfs * counts * (k1 + 1) / (counts + norm)).sum(axis=1)
+    live = np.flatnonzero((counts > 0).any(axis=1))
+    if len(live) > n:  # those at or above the n-th best score, then ordered exactly
+        live = live[scores[live] >= np.partition(scores[live], len(live) - n)[len(live) - n]]
+    best = sorted(((float(scores[j]), state.ids[kept[j]], kept[j]) for j in live), key=lambda s: (-s[0], s[1]))
+    return [_row(state, i, score=score) for score, _, i in best[:n]], coverage
 
 
 def _row(state: _Pass, i: int, **extra: float) -> dict:

@@ -52,11 +52,15 @@ class Index:
     async def word_probes(self, conn: asyncpg.Connection, terms: Mapping[str, int], n: int) -> list[int]:
         """The ``n`` clusters whose rows hold the most of the query's ``terms`` (word -> times in
         the query), each word weighted by its idf over the rows indexed: a rare word's few clusters
-        first, a word in every cluster choosing none."""
+        first. Only a word found in at most ``2 n`` clusters chooses: one spread wider says nothing
+        about where its best rows are (reading ``n`` of its clusters would be a guess), so a query of
+        common words reads no more than its vector's clusters."""
         if not terms or n <= 0:
             return []
         weight: dict[int, float] = {}
         for row in await conn.fetch(sql.TERMS_OF, self.namespace, list(terms)):
+            if len(row["clusters"]) > 2 * n:
+                continue
             w = terms[row["term"]] * idf(self.rows, row["df"])
             for c in row["clusters"]:
                 weight[c] = weight.get(c, 0.0) + w
