@@ -243,7 +243,7 @@ def up(
         )
         started_ray = init_ray(settings)
         if started_ray:
-            stack.callback(_stop_ray, settings)
+            stack.callback(stop_ray, settings)
         print("deploying the CaBrain Serve application (loading models)", file=sys.stderr)
         deploy(settings, dsn, app_args)  # returns once every replica runs
         if remote:  # the API is on the cluster's nodes, not necessarily on this machine
@@ -298,22 +298,24 @@ def _supervised(server: Any, stop: threading.Event, interval_s: float) -> Iterat
         thread.join(10)
 
 
-def _stop_ray(settings: Settings) -> None:
+def stop_ray(settings: Settings, *, tell: bool = True) -> None:
     """Stop the Serve application, giving its replicas ``CABRAIN_SERVE_STOP_TIMEOUT_S`` to finish
-    their requests, then the local Ray. What Ray says about the work it cuts short (the
-    controller's shutdown task "failed ... retries remaining") goes to a log file beside the Ray's
-    own logs, not to the terminal."""
+    their requests, then the local Ray (saying so on stderr with ``tell``). What Ray says about the
+    work it cuts short (the controller's shutdown task "failed ... retries remaining") goes to a
+    log file beside the Ray's own logs, not to the terminal."""
     import ray  # Ray (seconds to import) only where a command uses it
     from ray.serve import context as serve_context  # serve.shutdown() waits 30 s; its client takes a limit
 
     with _ray_quiet(ray_temp_dir(settings) / "cabrain-stop.log") as say:
         try:
-            say("stopping the Serve application")
+            if tell:
+                say("stopping the Serve application")
             client = serve_context._get_global_client(raise_if_no_controller_running=False)
             if client is not None:
                 client.shutdown(timeout_s=settings.serve_stop_timeout_s)
         finally:
-            say("stopping Ray")
+            if tell:
+                say("stopping Ray")
             ray.shutdown()
 
 

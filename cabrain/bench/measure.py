@@ -116,11 +116,8 @@ async def local_service(settings: Settings, dsn: str, app_args: dict[str, Any] |
         await asyncio.to_thread(service.deploy, settings, dsn, app_args)
         await asyncio.to_thread(service.wait_ready, settings, progress=not quiet)
         yield service.api_url(settings)
-    finally:
-        from ray import serve
-
-        await asyncio.to_thread(serve.shutdown)
-        await asyncio.to_thread(ray.shutdown)
+    finally:  # as `cabrain up` stops: what Ray says of the work it cuts short goes to its log, not here
+        await asyncio.to_thread(service.stop_ray, settings, tell=not quiet)
 
 
 def _rss() -> int | None:

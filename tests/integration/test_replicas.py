@@ -157,10 +157,15 @@ def after(position: str) -> Iterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def paused(url: str) -> AsyncIterator[None]:
-    """The replica replays nothing more until the block ends."""
+async def paused(url: str, brain: Brain) -> AsyncIterator[None]:
+    """The replica replays nothing more until the block ends: paused once it has replayed every
+    write ``brain`` made before (on a busy machine it may be behind when the block starts)."""
+    async with brain.engine.pool.acquire() as primary:
+        position = parse_lsn(await primary.fetchval("SELECT pg_current_wal_lsn()::text"))
     conn = await connect(url)
     try:
+        while parse_lsn(await conn.fetchval("SELECT pg_last_wal_replay_lsn()::text")) < position:
+            await asyncio.sleep(0.05)  # bounded by the test's own timeout
         await conn.execute("SELECT pg_wal_replay_pause()")
         yield
     finally:
@@ -194,7 +199,7 @@ async def test_reads_come_from_the_replica_and_a_read_after_a_write_sees_it(open
         assert first.memory_id in await recalled(brain, "ops", "where is the deploy key")
     assert (await state(brain))["reads"] == 1
 
-    async with paused(replica[1]):
+    async with paused(replica[1], brain):
         [second] = await brain.retain("ops", [MemoryInput("The staging database moved to port 6543.", "ops")])
         position = await brain.wal_position()
         # the replica answers, without the write: recall, get, browse and export alike
@@ -295,7 +300,7 @@ async def test_over_http_a_write_answers_its_position_and_the_client_reads_after
     key = (await brain.create_key("web")).key
     app = httpx.ASGITransport(api(InProcess(brain)))
     async with (
-        paused(replica[1]),
+        paused(replica[1], brain),
         AsyncClient("http://cabrain.test", key, transport=app) as writer,
         AsyncClient("http://cabrain.test", key, transport=app) as other,
     ):
