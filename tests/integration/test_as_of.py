@@ -109,12 +109,20 @@ async def test_recall_as_of_each_time_finds_the_version_current_then(open_brain,
 
 
 async def graph_walks(brain) -> int:
-    """How often the HNSW graph of memory_vectors was walked."""
-    async with brain.engine.pool.acquire() as conn:
-        await conn.execute("SELECT pg_stat_force_next_flush()")
-        await conn.execute("SELECT pg_stat_clear_snapshot()")
+    """How often the HNSW graph of memory_vectors was walked. A backend reports its counts when it
+    goes idle at most once a second, else some seconds later: every connection of the pool (those
+    that ran the recalls among them) is told to report them before the count is read."""
+    pool = brain.engine.pool
+    held = [await pool.acquire() for _ in range(pool.get_max_size())]
+    try:
+        for conn in held:  # the flush happens as the statement ends, before its answer comes back
+            await conn.execute("SELECT pg_stat_force_next_flush()")
+        await held[0].execute("SELECT pg_stat_clear_snapshot()")
         sql = "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'memory_vectors_hnsw'"
-        return await conn.fetchval(sql)
+        return await held[0].fetchval(sql)
+    finally:
+        for conn in held:
+            await pool.release(conn)
 
 
 async def test_recall_without_as_of_is_what_it_was(brain):
