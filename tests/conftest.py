@@ -584,6 +584,18 @@ def cli_env(**settings: str) -> dict[str, str]:
     return env
 
 
+def bench_env(pg_server: Any, home: Path) -> dict[str, str]:
+    """:func:`cli_env` for a benchmark that starts its own local Ray and Serve application: on a
+    free API port, with a small object store and the machine's two CPUs."""
+    return cli_env(
+        database_url=pg_server.dsn(),
+        home=str(home),
+        api_port=str(free_port()),
+        ray_object_store_bytes=str(80 * 2**20),
+        ray_num_cpus="2",
+    )
+
+
 def run_cli(*args: str, env: dict[str, str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
     """``cabrain ARGS`` with environment ``env``, run in this process through ``cabrain.cli.main``
     (on a thread of its own, as a command runs its own event loop), its output captured: what the

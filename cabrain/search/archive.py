@@ -105,14 +105,14 @@ class _Pass:
     sims: list[np.ndarray] = field(default_factory=list)
     lengths: list[np.ndarray] = field(default_factory=list)  # per batch: each row's token count
     counts: list[np.ndarray] = field(default_factory=list)  # per batch: rows x query terms, their tf
-    # with ``keep`` (a read through the index: a fraction of the rows), the rows' other columns are
-    # kept too, so that the hits are read from them rather than by a second pass
-    keep: bool = False
-    kept: list[Any] = field(default_factory=list)  # the batches' ROW_COLUMNS
+    # the columns kept of every row read (a read through the index: a fraction of the rows), so that
+    # the hits are taken from them rather than by a second pass; none: nothing kept (the scan)
+    keep: tuple[str, ...] = ()
+    kept: list[Any] = field(default_factory=list)  # the batches' ``keep`` columns
     starts: list[int] = field(default_factory=list)  # each kept batch's first row
 
     def row_at(self, i: int) -> dict[str, Any]:
-        """Row ``i`` of the pass, read back in full (``keep`` only)."""
+        """Row ``i`` of the pass, its ``keep`` columns."""
         b = bisect.bisect_right(self.starts, i) - 1
         return self.kept[b].slice(i - self.starts[b], 1).to_pylist()[0]
 
@@ -132,9 +132,7 @@ class _Pass:
             return
         base = len(self.ids)
         if self.keep:
-            from cabrain.store.cold import ROW_COLUMNS
-
-            self.kept.append(batch.select([c for c in ROW_COLUMNS if c in batch.schema.names]))
+            self.kept.append(batch.select([c for c in self.keep if c in batch.schema.names]))
             self.starts.append(base)
         self.ids.extend(batch.column("id").to_pylist())
         self.demoted.extend(batch.column("demoted_at").to_pylist())
@@ -331,7 +329,7 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
         else:
             # the whole rows at once: the hits are then read from the first pass (_Pass.keep)
             files, batches = await asyncio.to_thread(probe.batches, tuple(dict.fromkeys(SCORE_COLUMNS + ROW_COLUMNS)))
-    state = _Pass(terms, qvec, keep=probe is not None)
+    state = _Pass(terms, qvec, keep=() if probe is None else ROW_COLUMNS)
 
     def first_pass() -> tuple[list, int]:
         t0 = time.perf_counter()

@@ -173,11 +173,6 @@ def _words(pairs: Sequence[pa.Table]) -> list[tuple[str, int, list[int]]]:
     ]
 
 
-def term_clusters(terms: pa.ChunkedArray | pa.Array, cluster: np.ndarray) -> list[tuple[str, int, list[int]]]:
-    """Each word of the rows' ``terms``: the rows it occurs in and the clusters of those rows."""
-    return _words([_word_pairs(terms, cluster)])
-
-
 def _sample(scan: Any, upper: int, seed: int) -> tuple[int | None, int, np.ndarray]:
     """The namespace's embedding dimension (the most common), how many rows have one of it, and a
     seeded sample of those embeddings, enough for k-means over :func:`cluster_count` of them."""
@@ -275,7 +270,8 @@ class ColdIndex:
                 selected_fields=tuple(columns),
             )
 
-        tasks = list(scan(COLUMNS).plan_files())
+        rows = scan(COLUMNS)
+        tasks = list(rows.plan_files())
         files = sorted(task.file.file_path for task in tasks)
         upper = sum(task.file.record_count for task in tasks)  # rows at most (some may be deleted)
         dim, rows_with, sample = _sample(scan(("embedding", "embedding_dim")), upper, seed)
@@ -289,7 +285,7 @@ class ColdIndex:
         with tempfile.TemporaryDirectory(prefix="cabrain-cold-index-") as spill:
             writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
             try:
-                for batch in scan(COLUMNS).to_arrow_batch_reader():
+                for batch in rows.to_arrow_batch_reader():
                     if batch.num_rows == 0:
                         continue
                     vectors, has = embeddings(batch.column("embedding"), dim)
@@ -315,14 +311,14 @@ class ColdIndex:
                     return pa.ipc.open_file(source).read_all().sort_by([("cluster", "ascending")])
 
             def replace(table: Table) -> int:
-                rows = 0
+                copied = 0
                 with table.transaction() as tx:
                     tx.delete(equal("namespace", namespace))
                     for g in written:
                         data = sorted_group(g)
-                        rows += data.num_rows
+                        copied += data.num_rows
                         tx.append(data)
-                return rows
+                return copied
 
             copied = self._commit(replace)
         return Built(snapshot.snapshot_id, files, centroids, copied, _words(pairs))
@@ -399,4 +395,4 @@ def _read(
     yield from scan.to_record_batches(tasks)
 
 
-__all__ = ["Built", "ColdIndex", "kmeans", "nearest", "probe_filter", "term_clusters"]
+__all__ = ["Built", "ColdIndex", "kmeans", "nearest", "probe_filter"]

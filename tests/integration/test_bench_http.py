@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.conftest import cli_env, free_port, run_cli_process
+from tests.conftest import bench_env, run_cli_process
 
 HTTP_STAGES = {"total", "client", "proxy_hop", "app", "before", "auth", "brain", "recall", "embed", "encode", "other"}
 
@@ -14,13 +14,7 @@ HTTP_STAGES = {"total", "client", "proxy_hop", "app", "before", "auth", "brain",
 @pytest.mark.subprocess
 def test_bench_http_says_where_each_recalls_time_goes(tmp_path, pg_server, home):
     out = tmp_path / "http.json"
-    env = cli_env(
-        database_url=pg_server.dsn(),
-        home=str(home),
-        api_port=str(free_port()),
-        ray_object_store_bytes=str(80 * 2**20),
-        ray_num_cpus="2",
-    )
+    env = bench_env(pg_server, home)
     args = ["bench", "http", "--memories", "200", "--queries", "8", "--concurrency", "1,2", "--json", str(out)]
     # a process of its own: the benchmark starts its own local Ray (never the service tests' one)
     result = run_cli_process(*args, env=env, timeout=400)

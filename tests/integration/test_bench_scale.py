@@ -15,7 +15,7 @@ from cabrain.settings import load_settings
 from cabrain.store.db import connect
 from cabrain.text.tokenizer import term_frequencies
 from cabrain.types import RecallQuery
-from tests.conftest import cli_env, free_port, run_cli, run_cli_process
+from tests.conftest import bench_env, run_cli, run_cli_process
 
 
 async def test_bulk_load_writes_what_retain_would_and_restores_every_index(open_brain):
@@ -80,13 +80,7 @@ async def test_bulk_load_writes_what_retain_would_and_restores_every_index(open_
 @pytest.mark.subprocess
 def test_bench_measures_everything_in_one_run_and_reuses_a_kept_corpus(tmp_path, pg_server, home):
     out = tmp_path / "out"
-    env = cli_env(
-        database_url=pg_server.dsn(),
-        home=str(home),
-        api_port=str(free_port()),
-        ray_object_store_bytes=str(80 * 2**20),
-        ray_num_cpus="2",
-    )
+    env = bench_env(pg_server, home)
     args = [
         "bench",
         "--sizes",

@@ -305,3 +305,5 @@ def test_bench_archive_times_the_scan_beside_the_index_at_each_size(tmp_path, pg
     assert "archive recall, 3 queries per mode" in result.stdout and "build MiB" in result.stdout
     bad = run_cli("bench", "archive", "--rows", "0", env=env)
     assert bad.returncode == 2 and "--rows" in bad.stderr
+    bad = run_cli("bench", "archive", "--exact-queries", "0", env=env)
+    assert bad.returncode == 2 and "--exact-queries" in bad.stderr
