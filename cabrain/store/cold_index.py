@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -312,7 +313,9 @@ class ColdIndex:
 
             def replace(table: Table) -> int:
                 copied = 0
-                with table.transaction() as tx:
+                with table.transaction() as tx, warnings.catch_warnings():
+                    # a namespace's first build has no copy to delete: pyiceberg warns of that
+                    warnings.filterwarnings("ignore", "Delete operation did not match any records")
                     tx.delete(equal("namespace", namespace))
                     for g in written:
                         data = sorted_group(g)

@@ -202,13 +202,16 @@ async def test_a_rare_word_finds_its_rows_far_from_the_querys_vector(brain, corp
         )
     assert word["df"] == 8 and 1 <= len(word["clusters"]) <= 8
     assert len(word["clusters"]) > 1  # spread: the rows are near different vectors
-    query = ArchiveQuery("where was quokkavale mentioned", NS, k=10, mode=RecallMode.HYBRID)
+    # k=20: room for the word's rows beside the vector's list, whatever the fusion makes of statistics
+    # over the rows read (a probed read's vector list is all near the query: its scores stay high)
+    query = ArchiveQuery("where was quokkavale mentioned", NS, k=20, mode=RecallMode.HYBRID)
     scan = await recall_archive(brain.engine, "alice", query, probes=0)
     found = {str(h.memory.id) for h in scan.hits} & marked
     assert found == (marked & corpus.alice_reads) - corpus.forgotten  # the word's rows lead
     probed = await recall_archive(brain.engine, "alice", query, probes=8)  # of 55 clusters
     assert probed.scanned < 0.5 * scan.scanned
-    assert {str(h.memory.id) for h in probed.hits} >= found  # read where the word is, not only near the vector
+    keyword = {str(h.memory.id) for h in probed.hits if h.breakdown.bm25_rank is not None}
+    assert keyword >= found  # read where the word is, not only near the vector
 
 
 async def test_rows_demoted_after_the_build_and_purged_rows(brain, corpus: Corpus) -> None:
