@@ -95,13 +95,15 @@ def row_filter(agent: str, team_ok: bool, query: ArchiveQuery) -> BooleanExpress
 
 @dataclass
 class _Pass:
-    """What the first pass keeps per cold row: enough to rank, nothing more."""
+    """What the first pass keeps per cold row: enough to rank, nothing more. Kept as Arrow and
+    numpy columns, not a Python object per row: a read through the index takes tens of thousands
+    of rows, and a scan millions (:meth:`finish` joins the batches' columns)."""
 
     terms: Counter
     qvec: np.ndarray | None
-    ids: list[str] = field(default_factory=list)
-    demoted: list[Any] = field(default_factory=list)
-    importance: list[float] = field(default_factory=list)
+    id_batches: list[Any] = field(default_factory=list)  # pa.Array of str, per batch
+    demoted_batches: list[Any] = field(default_factory=list)  # pa.Array of timestamps, per batch
+    importance_batches: list[np.ndarray] = field(default_factory=list)
     sims: list[np.ndarray] = field(default_factory=list)
     lengths: list[np.ndarray] = field(default_factory=list)  # per batch: each row's token count
     counts: list[np.ndarray] = field(default_factory=list)  # per batch: rows x query terms, their tf
@@ -110,6 +112,10 @@ class _Pass:
     keep: tuple[str, ...] = ()
     kept: list[Any] = field(default_factory=list)  # the batches' ``keep`` columns
     starts: list[int] = field(default_factory=list)  # each kept batch's first row
+    rows: int = 0
+    ids: Any = None  # after finish(): every row's id (pa.Array), demoted_at (pa.Array), importance
+    demoted: Any = None
+    importance: np.ndarray | None = None
 
     def row_at(self, i: int) -> dict[str, Any]:
         """Row ``i`` of the pass, its ``keep`` columns."""
@@ -117,6 +123,7 @@ class _Pass:
         return self.kept[b].slice(i - self.starts[b], 1).to_pylist()[0]
 
     def add(self, batch: Any, query: ArchiveQuery) -> None:
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         if query.valid_from is not None or query.valid_to is not None:
@@ -130,17 +137,49 @@ class _Pass:
             batch = batch.filter(mask)
         if batch.num_rows == 0:
             return
-        base = len(self.ids)
         if self.keep:
             self.kept.append(batch.select([c for c in self.keep if c in batch.schema.names]))
-            self.starts.append(base)
-        self.ids.extend(batch.column("id").to_pylist())
-        self.demoted.extend(batch.column("demoted_at").to_pylist())
-        self.importance.extend(batch.column("importance").to_pylist())
+            self.starts.append(self.rows)
+        self.rows += batch.num_rows
+        self.id_batches.append(batch.column("id").cast(pa.string()))
+        self.demoted_batches.append(batch.column("demoted_at").cast(pa.timestamp("us", tz="UTC")))
+        self.importance_batches.append(
+            np.asarray(batch.column("importance").cast(pa.float64()).fill_null(0.0).to_numpy(), dtype=np.float64)
+        )
         if self.qvec is not None:
             self.sims.append(_column_similarities(batch.column("embedding"), self.qvec))
         if self.terms:
             self._count_terms(batch)
+
+    def finish(self) -> None:
+        """Join the batches' ids, times and importance (after the last :meth:`add`)."""
+        import pyarrow as pa
+
+        self.ids = pa.concat_arrays(self.id_batches) if self.id_batches else pa.array([], pa.string())
+        self.demoted = (
+            pa.concat_arrays(self.demoted_batches)
+            if self.demoted_batches
+            else pa.array([], pa.timestamp("us", tz="UTC"))
+        )
+        self.importance = np.concatenate(self.importance_batches) if self.importance_batches else np.zeros(0)
+        self.id_batches, self.demoted_batches, self.importance_batches = [], [], []
+
+    def newest(self) -> np.ndarray:
+        """The rows that are the newest copy of their id (the latest ``demoted_at``; the first read
+        of equals), ascending."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = len(self.ids)
+        if n == 0 or pc.count_distinct(self.ids).as_py() == n:
+            return np.arange(n)
+        when = self.demoted.cast(pa.int64()).fill_null(np.iinfo(np.int64).min)
+        table = pa.table({"id": self.ids, "when": when, "row": pa.array(np.arange(n))})
+        order = pc.sort_indices(table, sort_keys=[("id", "ascending"), ("when", "descending"), ("row", "ascending")])
+        ids = self.ids.take(order)
+        first = np.ones(n, dtype=bool)
+        first[1:] = np.asarray(pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False), dtype=bool)
+        return np.sort(np.asarray(order.to_numpy())[first])
 
     def _count_terms(self, batch: Any) -> None:
         """Doc lengths and the query terms' frequencies: from the stored tokens, one vectorised
@@ -213,21 +252,17 @@ def _similarities(blobs: list[bytes | None], qvec: np.ndarray) -> np.ndarray:
 
 def _rank(state: _Pass, query: ArchiveQuery, settings: Any) -> tuple[list, int]:
     """Fuse the vector and BM25 lists over the newest copy of each id; (candidates, rows kept)."""
-    newest: dict[str, int] = {}
-    for i, (memory_id, demoted_at) in enumerate(zip(state.ids, state.demoted, strict=True)):
-        seen = newest.get(memory_id)
-        if seen is None or demoted_at > state.demoted[seen]:
-            newest[memory_id] = i
-    kept = sorted(newest.values())
+    state.finish()
+    kept = state.newest()
     n = max(settings.recall_candidates, query.k)
     vector_rows: list[dict] = []
-    if state.qvec is not None and kept:
+    if state.qvec is not None and len(kept):
         sims = np.concatenate(state.sims)[kept]
         order = [j for j in np.argsort(-np.nan_to_num(sims, nan=-2.0), kind="stable")[:n] if not np.isnan(sims[j])]
         vector_rows = [_row(state, kept[j], distance=1.0 - float(sims[j])) for j in order]
     bm25_rows: list[dict] = []
     coverage = 1.0
-    if state.terms and kept:
+    if state.terms and len(kept):
         bm25_rows, coverage = _bm25(state, kept, n, settings)
     if query.mode is RecallMode.BM25:
         coverage = 1.0
@@ -244,7 +279,7 @@ def _rank(state: _Pass, query: ArchiveQuery, settings: Any) -> tuple[list, int]:
     return fused, len(kept)
 
 
-def _bm25(state: _Pass, kept: list[int], n: int, settings: Any) -> tuple[list[dict], float]:
+def _bm25(state: _Pass, kept: np.ndarray, n: int, settings: Any) -> tuple[list[dict], float]:
     """The ``n`` best of the ``kept`` rows by BM25 with their own statistics (ties by id), and the
     share of the query's term weight found among them; vectorised over the rows."""
     counts = np.concatenate(state.counts)[kept].astype(np.float64)  # rows x terms
@@ -264,15 +299,19 @@ def _bm25(state: _Pass, kept: list[int], n: int, settings: Any) -> tuple[list[di
     live = np.flatnonzero((counts > 0).any(axis=1))
     if len(live) > n:  # those at or above the n-th best score, then ordered exactly
         live = live[scores[live] >= np.partition(scores[live], len(live) - n)[len(live) - n]]
-    best = sorted(((float(scores[j]), state.ids[kept[j]], kept[j]) for j in live), key=lambda s: (-s[0], s[1]))
+    best = sorted(
+        ((float(scores[j]), state.ids[int(kept[j])].as_py(), int(kept[j])) for j in live), key=lambda s: (-s[0], s[1])
+    )
     return [_row(state, i, score=score) for score, _, i in best[:n]], coverage
 
 
-def _row(state: _Pass, i: int, **extra: float) -> dict:
+def _row(state: _Pass, i: int | np.integer, **extra: float) -> dict:
+    i = int(i)
+    assert state.importance is not None  # after finish()
     return {
-        "id": uuid.UUID(state.ids[i]),
-        "importance": state.importance[i],
-        "demoted_at": state.demoted[i],
+        "id": uuid.UUID(state.ids[i].as_py()),
+        "importance": float(state.importance[i]),
+        "demoted_at": state.demoted[i].as_py(),
         "at": i,  # the row of the pass (the newest copy of its id)
         **extra,
     }

@@ -114,7 +114,7 @@ def plan(
     if qvec.shape[0] != index.centroids.shape[1]:
         return None
     reader = sql.ColdIndex(cold)
-    remainder = reader.remainder(index.namespace, index.files, row_filter)
+    remainder = reader.remainder(index.namespace, index.files)
     clusters = sorted({*index.probes(qvec, probes), *words})
     return Probe(reader, index.namespace, clusters, remainder, row_filter)
 

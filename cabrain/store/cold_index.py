@@ -8,10 +8,13 @@ The index lets an approximate archive recall read a small part of it:
   sample of the namespace's embeddings, kept in PostgreSQL with the snapshot of ``cabrain.memories``
   the copy was made from;
 - *the clustered copy*: every row of the namespace as that snapshot held it, with its nearest
-  centroid in ``cluster`` (-1: a row without an embedding of the index's dimension), written sorted
-  by ``cluster`` in Parquet row groups of ``ROW_GROUP_ROWS``, partitioned by namespace. A scan
-  filtered on ``cluster IN (the query's nearest centroids)`` reads only the row groups whose
-  ``cluster`` bounds meet them (pyarrow skips the others by their statistics);
+  centroid in ``cluster`` (-1: a row without an embedding of the index's dimension), partitioned by
+  namespace, each cluster written in Parquet row groups of its own (the files added to the Iceberg
+  table as they are). A probe reads the row groups of its clusters and no others, with pyarrow,
+  straight from the data files whose footers it read once per snapshot of the copy
+  (:class:`Layout`): no planning per query, no row of another cluster decoded. Files pyiceberg
+  rewrites later (a purge) have row groups of ``ROW_GROUP_ROWS`` rows of several clusters, whose
+  other clusters' rows are filtered out after the read;
 - *the remainder*: data files of ``cabrain.memories`` that the index's snapshot did not have (rows
   demoted since, files a purge rewrote) are read whole, so nothing is ever missed, however old the
   index.
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.table import FileScanTask, Table
 
-ROW_GROUP_ROWS = 2048  # rows per Parquet row group of the copy: the unit a probe reads
+ROW_GROUP_ROWS = 2048  # rows per Parquet row group of a copy's file pyiceberg rewrites (a purge)
+CLUSTER_GROUP_MAX = 65_536  # rows per row group of one cluster (a build writes each cluster apart)
 GROUP_ROWS = 500_000  # about this many rows of the copy sorted at once while building (its memory)
 MAX_CLUSTERS = 8192
 SAMPLE_PER_CLUSTER = 40  # k-means runs on at most this many rows per centroid (and at least 20,000)
@@ -307,23 +311,32 @@ class ColdIndex:
                     writer.close()
             written = sorted(writers)
 
-            def sorted_group(g: int) -> pa.Table:
-                with pa.memory_map(f"{spill}/{g}.arrow") as source:
-                    return pa.ipc.open_file(source).read_all().sort_by([("cluster", "ascending")])
+            copy = self.table()
+            paths: list[str] = []
+            copied = 0
+            try:
+                for g in written:
+                    with pa.memory_map(f"{spill}/{g}.arrow") as source:
+                        data = pa.ipc.open_file(source).read_all().sort_by([("cluster", "ascending")])
+                    paths.append(_write_clustered(copy, data))
+                    copied += data.num_rows
+                    del data
 
-            def replace(table: Table) -> int:
-                copied = 0
-                with table.transaction() as tx, warnings.catch_warnings():
-                    # a namespace's first build has no copy to delete: pyiceberg warns of that
-                    warnings.filterwarnings("ignore", "Delete operation did not match any records")
-                    tx.delete(equal("namespace", namespace))
-                    for g in written:
-                        data = sorted_group(g)
-                        copied += data.num_rows
-                        tx.append(data)
-                return copied
+                def replace(table: Table) -> None:
+                    with table.transaction() as tx, warnings.catch_warnings():
+                        # a namespace's first build has no copy to delete: pyiceberg warns of that
+                        warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                        tx.delete(equal("namespace", namespace))
+                        tx.add_files(paths, check_duplicate_files=False)
 
-            copied = self._commit(replace)
+                self._commit(replace)
+            except BaseException:
+                for path in paths:  # written but never committed: nothing refers to them
+                    try:
+                        copy.io.delete(path)
+                    except OSError:
+                        pass
+                raise
         return Built(snapshot.snapshot_id, files, centroids, copied, _words(pairs))
 
     def _commit(self, change: Any, attempts: int = 8) -> Any:
@@ -343,16 +356,36 @@ class ColdIndex:
                 raise ColdStoreError(f"writing {INDEX_TABLE} failed: {exc}") from exc
 
     # --- reading -------------------------------------------------------------------------------------
-    def remainder(self, namespace: str, known: frozenset[str], row_filter: BooleanExpression) -> list[FileScanTask]:
-        """The data files of ``cabrain.memories`` a scan of ``namespace`` with ``row_filter`` plans
-        that are not among the ``known`` ones (those the index was built from)."""
-        from pyiceberg.expressions import And
-
+    def remainder(self, namespace: str, known: frozenset[str]) -> list[FileScanTask]:
+        """The data files of ``cabrain.memories`` holding ``namespace``'s rows that are not among the
+        ``known`` ones (those the index was built from): planned once per snapshot of the table."""
         main = self.cold.refresh()
-        if main.current_snapshot() is None:
+        snapshot = main.current_snapshot()
+        if snapshot is None:
             return []
-        tasks = main.scan(row_filter=And(equal("namespace", namespace), row_filter)).plan_files()
-        return [task for task in tasks if task.file.file_path not in known]
+        key = (main.metadata.location, namespace, snapshot.snapshot_id, hash(known))
+        found = _REMAINDERS.get(key)
+        if found is None:
+            tasks = main.scan(row_filter=equal("namespace", namespace)).plan_files()
+            found = [task for task in tasks if task.file.file_path not in known]
+            if len(_REMAINDERS) > 64:
+                _REMAINDERS.clear()
+            _REMAINDERS[key] = found
+        return found
+
+    def layout(self, namespace: str) -> tuple[Table, Layout]:
+        """The copy's table and where ``namespace``'s clusters lie in it (read once per snapshot)."""
+        index = self.table()
+        snapshot = index.current_snapshot()
+        key = (index.metadata.location, namespace, -1 if snapshot is None else snapshot.snapshot_id)
+        found = _LAYOUTS.get(key)
+        if found is None:
+            tasks = [] if snapshot is None else list(index.scan(row_filter=equal("namespace", namespace)).plan_files())
+            found = Layout.of(index, tasks)
+            if len(_LAYOUTS) > 64:
+                _LAYOUTS.clear()
+            _LAYOUTS[key] = found
+        return index, found
 
     def batches(
         self,
@@ -362,22 +395,169 @@ class ColdIndex:
         columns: Sequence[str],
         remainder: list[FileScanTask],
     ) -> tuple[int, Iterator[pa.RecordBatch]]:
-        """Rows of the probed ``clusters`` from the copy, then every row of the ``remainder`` files,
-        matching ``row_filter``; (data files planned, batches)."""
+        """Rows of the probed ``clusters`` (and the rows without one) from the copy, then every row
+        of the ``remainder`` files, matching ``row_filter``; (data files read, batches)."""
         from pyiceberg.expressions import And
 
-        index = self.table()
-        probed = And(row_filter, probe_filter(clusters))
+        clusters = sorted({*(int(c) for c in clusters), UNCLUSTERED})
         try:
-            tasks = list(index.scan(row_filter=And(equal("namespace", namespace), probed)).plan_files())
+            index, layout = self.layout(namespace)
         except Exception as exc:
             raise ColdStoreError(f"reading the cold-tier index of {namespace!r} failed: {exc}") from exc
+        probed = And(equal("namespace", namespace), row_filter)
+        files = len(layout.groups(clusters)) + len(layout.through_iceberg)
 
         def stream() -> Iterator[pa.RecordBatch]:
-            yield from _read(index, namespace, probed, columns, tasks)
+            yield from _read_groups(index, layout, clusters, probed, columns)
+            yield from _read(index, namespace, And(row_filter, probe_filter(clusters)), columns, layout.through_iceberg)
             yield from _read(self.cold.table(), namespace, row_filter, columns, remainder)
 
-        return len(tasks) + len(remainder), stream()
+        return files + len(remainder), stream()
+
+
+def _write_clustered(table: Table, data: pa.Table) -> str:
+    """Write ``data`` (rows of one namespace, sorted by cluster) as a Parquet data file of the copy
+    ``table``, each cluster in row groups of its own (:class:`Layout`), as pyiceberg writes a data
+    file otherwise (its schema with field ids, the table's codec); its path, for ``add_files``."""
+    import uuid
+
+    import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = schema_to_pyarrow(table.schema())
+    data = data.select(schema.names).cast(schema)
+    props = table.properties
+    codec = props.get("write.parquet.compression-codec", "zstd")
+    level = props.get("write.parquet.compression-level")
+    path = table.location_provider().new_data_location(f"{uuid.uuid4()}.parquet")
+    cluster = data.column("cluster").to_numpy()
+    bounds = np.flatnonzero(np.diff(cluster)) + 1
+    starts = np.concatenate([[0], bounds]).astype(int)
+    ends = np.concatenate([bounds, [len(cluster)]]).astype(int)
+    with table.io.new_output(path).create(overwrite=True) as out:
+        with pq.ParquetWriter(
+            out,
+            schema=schema,
+            compression="none" if codec == "uncompressed" else codec,
+            compression_level=None if level is None else int(level),
+        ) as writer:
+            for start, end in zip(starts, ends, strict=True):
+                writer.write_table(data.slice(start, end - start), row_group_size=CLUSTER_GROUP_MAX)
+    return path
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each cluster's rows lie in a namespace's copy: the row groups of its data files, each
+    with the smallest and largest cluster it holds (from the files' footers, read once per snapshot
+    of the copy). A build writes every cluster in row groups of its own, so a probe reads exactly
+    its clusters' rows; files rewritten since (a purge) hold row groups of several clusters, whose
+    rows of other clusters are filtered out after the read."""
+
+    files: list[str]
+    footers: list[Any]  # pyarrow.parquet.FileMetaData, per file
+    file_of: np.ndarray  # per row group: its file
+    group: np.ndarray  # its index in the file
+    low: np.ndarray
+    high: np.ndarray
+    through_iceberg: list[FileScanTask]  # files with delete files (read by pyiceberg, whole)
+
+    @classmethod
+    def of(cls, table: Table, tasks: Sequence[FileScanTask]) -> Layout:
+        import pyarrow.parquet as pq
+
+        files: list[str] = []
+        footers: list[Any] = []
+        through: list[FileScanTask] = []
+        file_of: list[int] = []
+        group: list[int] = []
+        low: list[int] = []
+        high: list[int] = []
+        for task in tasks:
+            if task.delete_files:
+                through.append(task)
+                continue
+            with table.io.new_input(task.file.file_path).open() as source:
+                footer = pq.read_metadata(source)
+            at = footer.schema.to_arrow_schema().get_field_index("cluster")
+            for i in range(footer.num_row_groups):
+                stats = footer.row_group(i).column(at).statistics
+                if stats is None or not stats.has_min_max:  # unknown: always read
+                    lo, hi = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+                else:
+                    lo, hi = int(stats.min), int(stats.max)
+                file_of.append(len(files))
+                group.append(i)
+                low.append(lo)
+                high.append(hi)
+            files.append(task.file.file_path)
+            footers.append(footer)
+        return cls(
+            files,
+            footers,
+            np.asarray(file_of, dtype=np.int64),
+            np.asarray(group, dtype=np.int64),
+            np.asarray(low, dtype=np.int64),
+            np.asarray(high, dtype=np.int64),
+            through,
+        )
+
+    def groups(self, clusters: Sequence[int]) -> dict[int, tuple[list[int], bool]]:
+        """The row groups that may hold rows of ``clusters``, by file: (row groups, whether each
+        holds those clusters only)."""
+        wanted = np.unique(np.asarray(list(clusters), dtype=np.int64))
+        if not len(wanted) or not len(self.low):
+            return {}
+        at = np.searchsorted(wanted, self.low)
+        hit = (at < len(wanted)) & (wanted[np.minimum(at, len(wanted) - 1)] <= self.high)
+        out: dict[int, tuple[list[int], bool]] = {}
+        for j in np.flatnonzero(hit):
+            f = int(self.file_of[j])
+            groups, exact = out.get(f, ([], True))
+            groups.append(int(self.group[j]))
+            out[f] = (groups, exact and self.low[j] == self.high[j])
+        return out
+
+
+# (table, namespace, snapshot) -> the copy's layout; the main table's files not in an index
+_LAYOUTS: dict[tuple[str, str, int], Layout] = {}
+_REMAINDERS: dict[tuple[str, str, int, int], list[FileScanTask]] = {}
+
+
+def _read_groups(
+    table: Table,
+    layout: Layout,
+    clusters: Sequence[int],
+    row_filter: BooleanExpression,
+    columns: Sequence[str],
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``clusters`` in ``layout``'s row groups that match ``row_filter``, read with
+    pyarrow from the data files (their footers known): no planning, no row group of other clusters."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    wanted = pa.array(sorted({int(c) for c in clusters}), type=pa.int32())
+    expression, filtered = arrow_filter(table, row_filter)
+    read = list(dict.fromkeys([*columns, *filtered]))
+    for f, (groups, exact) in sorted(layout.groups(clusters).items()):
+        with table.io.new_input(layout.files[f]).open() as source:
+            data = pq.ParquetFile(source, metadata=layout.footers[f]).read_row_groups(
+                groups, columns=list(dict.fromkeys([*read, "cluster"]))
+            )
+        mask = expression if exact else (pc.field("cluster").isin(wanted) & expression)
+        data = data.filter(mask).select(list(columns))
+        yield from data.to_batches()
+
+
+def arrow_filter(table: Table, row_filter: BooleanExpression) -> tuple[Any, list[str]]:
+    """``row_filter`` as a pyarrow expression over ``table``'s columns, and the columns it reads."""
+    from pyiceberg.expressions.visitors import bind, extract_field_ids
+    from pyiceberg.io.pyarrow import expression_to_pyarrow
+
+    schema = table.schema()
+    bound = bind(schema, row_filter, case_sensitive=True)
+    names = (schema.find_column_name(i) for i in extract_field_ids(bound))
+    return expression_to_pyarrow(bound, schema), sorted(n for n in names if n is not None)
 
 
 def _read(

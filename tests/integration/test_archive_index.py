@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyiceberg.expressions import AlwaysTrue
 
 from cabrain.bench.archive import cold_rows, recall_at_k
 from cabrain.bench.corpus import synthetic_queries, synthetic_text
@@ -163,6 +164,33 @@ async def test_a_build_in_groups_answers_as_one_in_memory_bound(brain, corpus: C
         query = ArchiveQuery(synthetic_queries(random.Random(4), 1)[0], NS, k=10, mode=mode)
         scan = await _answer(brain, "alice", query, probes=0)
         assert scan and await _answer(brain, "alice", query, probes=len(built.centroids)) == scan
+
+
+async def test_each_cluster_is_its_own_row_groups_and_a_probe_reads_only_them(brain, corpus: Corpus) -> None:
+    """The copy's data files hold each cluster in row groups of its own, so a probe decodes the
+    rows of its clusters and no others (the rows without a cluster always)."""
+    cold = brain.engine.cold_tier()
+    async with brain.engine.pool.acquire() as conn:
+        built = await build(conn, cold, NS, group_rows=1000)
+    assert built is not None
+    copy = cold.index_table()
+    assert copy is not None
+    everything = copy.scan(row_filter=equal("namespace", NS), selected_fields=("id", "cluster")).to_arrow()
+    for task in copy.scan(row_filter=equal("namespace", NS)).plan_files():
+        footer = pq.read_metadata(task.file.file_path.removeprefix("file://"))
+        at = footer.schema.to_arrow_schema().get_field_index("cluster")
+        stats = [footer.row_group(i).column(at).statistics for i in range(footer.num_row_groups)]
+        assert all(s.min == s.max for s in stats)
+    reader = cold_index.ColdIndex(cold)
+    clusters = [0, 3, len(built.centroids) - 1]
+    files, batches = reader.batches(NS, clusters, AlwaysTrue(), ["id", "cluster"], [])
+    read = pa.Table.from_batches(list(batches))
+    wanted = {*clusters, cold_index.UNCLUSTERED}
+    expected = {
+        i for i, c in zip(everything["id"].to_pylist(), everything["cluster"].to_pylist(), strict=True) if c in wanted
+    }
+    assert set(read["id"].to_pylist()) == expected and read.num_rows == len(expected)
+    assert 1 <= files <= len(list(copy.scan(row_filter=equal("namespace", NS)).plan_files()))
 
 
 async def test_a_few_clusters_read_a_fraction_and_find_most_hits(brain, corpus: Corpus) -> None:
