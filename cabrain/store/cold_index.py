@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 ROW_GROUP_ROWS = 2048  # rows per Parquet row group of a copy's file pyiceberg rewrites (a purge)
 CLUSTER_GROUP_MAX = 65_536  # rows per row group of one cluster (a build writes each cluster apart)
+PAIRS_MERGED_EVERY = 16  # batches' word counts merged into one table (the build's memory)
 GROUP_ROWS = 500_000  # about this many rows of the copy sorted at once while building (its memory)
 MAX_CLUSTERS = 8192
 SAMPLE_PER_CLUSTER = 40  # k-means runs on at most this many rows per centroid (and at least 20,000)
@@ -160,18 +161,25 @@ def _word_pairs(terms: pa.ChunkedArray | pa.Array, cluster: np.ndarray) -> pa.Ta
     )
 
 
+def _merge_pairs(pairs: Sequence[pa.Table]) -> pa.Table:
+    """The :func:`_word_pairs` of disjoint sets of rows as one table of the same columns (a build
+    merges them as it goes, so that they grow with the words and clusters, not the rows)."""
+    merged = pa.concat_tables(pairs).group_by(["term", "cluster"]).aggregate([("rows", "sum")])
+    return merged.select(["term", "cluster", "rows_sum"]).rename_columns(["term", "cluster", "rows"])
+
+
 def _words(pairs: Sequence[pa.Table]) -> list[tuple[str, int, list[int]]]:
     """Each word of the :func:`_word_pairs` of disjoint sets of rows: the rows it occurs in and its
     clusters (ascending)."""
     if not pairs:
         return []
-    merged = pa.concat_tables(pairs).group_by(["term", "cluster"]).aggregate([("rows", "sum")])
-    grouped = merged.group_by("term").aggregate([("rows_sum", "sum"), ("cluster", "list")])
+    merged = _merge_pairs(pairs)
+    grouped = merged.group_by("term").aggregate([("rows", "sum"), ("cluster", "list")])
     return [
         (term, int(df), sorted(int(c) for c in clusters))
         for term, df, clusters in zip(
             grouped.column("term").to_pylist(),
-            grouped.column("rows_sum_sum").to_pylist(),
+            grouped.column("rows_sum").to_pylist(),
             grouped.column("cluster_list").to_pylist(),
             strict=True,
         )
@@ -300,6 +308,8 @@ class ColdIndex:
                     table = pa.Table.from_batches([batch]).cast(without_cluster)
                     table = table.append_column(arrow_schema().field("cluster"), pa.array(cluster, type=pa.int32()))
                     pairs.append(_word_pairs(table.column("terms"), cluster))
+                    if len(pairs) >= PAIRS_MERGED_EVERY:
+                        pairs = [_merge_pairs(pairs)]
                     group = np.maximum(cluster, 0).astype(np.int64) * groups // k
                     for g in np.unique(group):
                         part = table.filter(pa.array(group == g))

@@ -75,17 +75,6 @@ def test_an_ingress_embedding_queries_gets_the_embedders_threads() -> None:
     assert threads(pinned.ingress_options(True)) == "1"
 
 
-@pytest.mark.parametrize(("cores", "expected"), [(1, "1"), (2, "2"), (16, "4")])
-def test_an_ingress_embedding_queries_uses_the_nodes_cores_unless_threads_are_set(cores: int, expected: str) -> None:
-    """A query's model call is what a recall waits for: by default it gets the node's cores (up to
-    four), not the half CPU the replica reserves."""
-    args = AppArgs.model_validate({"ingress": {"num_cpus": 0.5}})
-    threads = lambda opts: opts["ray_actor_options"]["runtime_env"]["env_vars"]["OMP_NUM_THREADS"]  # noqa: E731
-    assert threads(args.ingress_options(True, cores=cores)) == expected
-    assert threads(args.ingress_options(False, cores=cores)) == "1"  # no model there: its num_cpus
-    assert args.ingress_options(True, cores=cores)["ray_actor_options"]["num_cpus"] == 0.5
-
-
 @pytest.mark.parametrize(
     "bad",
     [
