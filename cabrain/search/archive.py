@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import itertools
 import time
 import uuid
 from collections import Counter
@@ -107,6 +108,7 @@ class _Pass:
     sims: list[np.ndarray] = field(default_factory=list)
     lengths: list[np.ndarray] = field(default_factory=list)  # per batch: each row's token count
     counts: list[np.ndarray] = field(default_factory=list)  # per batch: rows x query terms, their tf
+    counted: list[np.ndarray] = field(default_factory=list)  # per batch: whether its rows' terms were counted
     # the columns kept of every row read (a read through the index: a fraction of the rows), so that
     # the hits are taken from them rather than by a second pass; none: nothing kept (the scan)
     keep: tuple[str, ...] = ()
@@ -122,7 +124,9 @@ class _Pass:
         b = bisect.bisect_right(self.starts, i) - 1
         return self.kept[b].slice(i - self.starts[b], 1).to_pylist()[0]
 
-    def add(self, batch: Any, query: ArchiveQuery) -> None:
+    def add(self, batch: Any, query: ArchiveQuery, count: bool = True) -> None:
+        """Keep ``batch``'s rows (within the query's exact time bounds); ``count``: count the query's
+        words in them too (not for rows whose words the index's postings answer for)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -148,8 +152,12 @@ class _Pass:
         )
         if self.qvec is not None:
             self.sims.append(_column_similarities(batch.column("embedding"), self.qvec))
-        if self.terms:
+        if self.terms and count:
             self._count_terms(batch)
+        elif self.terms:
+            self.lengths.append(np.zeros(batch.num_rows, dtype=np.int64))
+            self.counts.append(np.zeros((batch.num_rows, len(self.terms)), dtype=np.int64))
+        self.counted.append(np.full(batch.num_rows, bool(count), dtype=bool))
 
     def finish(self) -> None:
         """Join the batches' ids, times and importance (after the last :meth:`add`)."""
@@ -250,8 +258,19 @@ def _similarities(blobs: list[bytes | None], qvec: np.ndarray) -> np.ndarray:
     return out
 
 
-def _rank(state: _Pass, query: ArchiveQuery, settings: Any) -> tuple[list, int]:
-    """Fuse the vector and BM25 lists over the newest copy of each id; (candidates, rows kept)."""
+@dataclass(frozen=True)
+class _Keywords:
+    """What the index's postings say of a hybrid query's words (:func:`_bm25_indexed`)."""
+
+    postings: Any  # pa.Table: the words' strongest rows the reader may read
+    avgdl: float  # the mean row length they were weighted with
+    found: dict[str, tuple[int, list[int]]]  # word -> (rows holding it, clusters), over the rows indexed
+    indexed: int  # the rows indexed
+
+
+def _rank(state: _Pass, query: ArchiveQuery, settings: Any, keywords: _Keywords | None = None) -> tuple[list, int]:
+    """Fuse the vector and BM25 lists over the newest copy of each id; (candidates, rows kept).
+    With ``keywords`` the BM25 list comes from the index's postings and the rows demoted since."""
     state.finish()
     kept = state.newest()
     n = max(settings.recall_candidates, query.k)
@@ -262,7 +281,9 @@ def _rank(state: _Pass, query: ArchiveQuery, settings: Any) -> tuple[list, int]:
         vector_rows = [_row(state, kept[j], distance=1.0 - float(sims[j])) for j in order]
     bm25_rows: list[dict] = []
     coverage = 1.0
-    if state.terms and len(kept):
+    if state.terms and keywords is not None:
+        bm25_rows, coverage = _bm25_indexed(state, kept, n, settings, keywords, query)
+    elif state.terms and len(kept):
         bm25_rows, coverage = _bm25(state, kept, n, settings)
     if query.mode is RecallMode.BM25:
         coverage = 1.0
@@ -305,6 +326,86 @@ def _bm25(state: _Pass, kept: np.ndarray, n: int, settings: Any) -> tuple[list[d
     return [_row(state, i, score=score) for score, _, i in best[:n]], coverage
 
 
+def _bm25_indexed(
+    state: _Pass, kept: np.ndarray, n: int, settings: Any, keywords: _Keywords, query: ArchiveQuery
+) -> tuple[list[dict], float]:
+    """The ``n`` best rows by BM25 from the index's postings (each word's strongest rows, weighted
+    when the index was built) and the rows demoted since (counted by the pass), with statistics over
+    the rows indexed and those: the reader's rows among a word's strongest, not every row it may
+    read, so an approximate list. Ties by id; the newest copy of an id counts."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    terms = list(state.terms)
+    weights = np.array([state.terms[t] for t in terms], dtype=np.float64)
+    counted = np.concatenate(state.counted)[kept] if len(kept) else np.zeros(0, dtype=bool)
+    rest = kept[counted]
+    counts = np.concatenate(state.counts)[rest].astype(np.float64) if len(rest) else np.zeros((0, len(terms)))
+    lengths = np.concatenate(state.lengths)[rest].astype(np.float64) if len(rest) else np.zeros(0)
+    n_docs = keywords.indexed + len(rest)
+    df = np.array([keywords.found.get(t, (0, []))[0] for t in terms]) + (counts > 0).sum(axis=0)
+    idfs = np.array([idf(max(n_docs, 1), int(d)) for d in df], dtype=np.float64)
+    max_idf = idf(max(n_docs, 1), 1)
+    total = float(sum(q * (i if d else max_idf) for q, i, d in zip(weights, idfs, df, strict=True)))
+    found = float(sum(q * i for q, i, d in zip(weights, idfs, df, strict=True) if d))
+    coverage = found / total if total else 0.0
+    k1, b = settings.bm25_k1, settings.bm25_b
+    best: dict[str, tuple[float, Any, dict]] = {}  # id -> (score, demoted_at, row)
+
+    def offer(memory_id: str, score: float, demoted_at: Any, row: dict) -> None:
+        seen = best.get(memory_id)
+        if seen is None or demoted_at > seen[1]:
+            best[memory_id] = (score, demoted_at, row)
+
+    if len(rest):
+        norm = (k1 * (1 - b + b * lengths / keywords.avgdl))[:, None]
+        scores = (weights * idfs * counts * (k1 + 1) / (counts + norm)).sum(axis=1)
+        live = np.flatnonzero(scores > 0)
+        if len(live) > n:
+            live = live[scores[live] >= np.partition(scores[live], len(live) - n)[len(live) - n]]
+        for j in live:
+            row = _row(state, rest[j], score=float(scores[j]))
+            offer(str(row["id"]), float(scores[j]), row["demoted_at"], row)
+    postings = keywords.postings
+    if query.valid_from is not None:
+        postings = postings.filter(pc.greater_equal(postings.column("valid_at"), query.valid_from))
+    if query.valid_to is not None:
+        postings = postings.filter(pc.less(postings.column("valid_at"), query.valid_to))
+    if postings.num_rows:
+        weight = {t: float(q * i) for t, q, i in zip(terms, weights, idfs, strict=True)}
+        per = np.array([weight.get(t, 0.0) for t in postings.column("term").to_pylist()], dtype=np.float64)
+        scored = pa.table(
+            {
+                "id": postings.column("id"),
+                "demoted_at": postings.column("demoted_at"),
+                "s": pa.array(per * np.asarray(postings.column("impact").to_numpy(), dtype=np.float64)),
+                "cluster": postings.column("cluster"),
+                "importance": postings.column("importance"),
+            }
+        )
+        summed = scored.group_by(["id", "demoted_at"]).aggregate(
+            [("s", "sum"), ("cluster", "max"), ("importance", "max")]
+        )
+        scores = np.asarray(summed.column("s_sum").to_numpy(), dtype=np.float64)
+        live = np.flatnonzero(scores > 0)
+        if len(live) > n:
+            live = live[scores[live] >= np.partition(scores[live], len(live) - n)[len(live) - n]]
+        ids = summed.column("id")
+        for j in live:
+            memory_id, demoted_at = ids[int(j)].as_py(), summed.column("demoted_at")[int(j)].as_py()
+            row = {
+                "id": uuid.UUID(memory_id),
+                "importance": float(summed.column("importance_max")[int(j)].as_py()),
+                "demoted_at": demoted_at,
+                "at": None,  # read back from the copy if it is a hit (its cluster)
+                "cluster": int(summed.column("cluster_max")[int(j)].as_py()),
+                "score": float(scores[j]),
+            }
+            offer(memory_id, float(scores[j]), demoted_at, row)
+    ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))[:n]
+    return [row for _, (_, _, row) in ranked], coverage
+
+
 def _row(state: _Pass, i: int | np.integer, **extra: float) -> dict:
     i = int(i)
     assert state.importance is not None  # after finish()
@@ -335,14 +436,28 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
     probes = settings.cold_index_probes if probes is None else probes
     terms = Counter() if query.mode is RecallMode.VECTOR else query_terms([query.query])
     words: list[int] = []
+    found: dict[str, tuple[int, list[int]]] = {}
     async with engine.pool.acquire() as conn:
         caller = (await access.caller(conn, agent, query.namespace)).require_namespace()
         use_index = probes > 0 and query.mode is not RecallMode.BM25
         index = await archive_index.load(conn, query.namespace) if use_index else None
-        if index is not None:  # a hybrid query's words pick clusters too
-            words = await index.word_probes(conn, terms, probes)
+        if index is not None and terms:
+            found = await index.words(conn, terms)
     expression = row_filter(agent, caller.team_ok, query)
     cold = await asyncio.to_thread(engine.cold_tier)
+    keywords: _Keywords | None = None
+    # a hybrid query's keyword list: from the index's postings when it reads part of the clusters
+    # (reading all of them, the rows read are every row, and ranked as the scan ranks them)
+    if index is not None and terms and probes < len(index.centroids):
+        from cabrain.store.cold_index import ColdIndex
+
+        t0 = time.perf_counter()
+        held = await asyncio.to_thread(ColdIndex(cold).postings, query.namespace, list(terms), expression)
+        timings["postings_ms"] = (time.perf_counter() - t0) * 1000
+        if held is not None:
+            keywords = _Keywords(held[0], held[1], found, index.rows)
+    if index is not None and keywords is None:  # an index without postings: the words pick clusters
+        words = index.word_probes(found, terms, probes)
 
     async def embed() -> np.ndarray | None:
         if query.mode is RecallMode.BM25:
@@ -367,21 +482,31 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
             files, batches = await asyncio.to_thread(plan)
         else:
             # the whole rows at once: the hits are then read from the first pass (_Pass.keep)
-            files, batches = await asyncio.to_thread(probe.batches, tuple(dict.fromkeys(SCORE_COLUMNS + ROW_COLUMNS)))
+            files, probed, rest = await asyncio.to_thread(
+                probe.parts, tuple(dict.fromkeys(SCORE_COLUMNS + ROW_COLUMNS))
+            )
+            # the probed rows' words are counted unless the postings answer for them
+            batches = itertools.chain(
+                ((b, keywords is None) for b in probed),
+                ((b, True) for b in rest),
+            )
+    if probe is None:
+        keywords = None
+        batches = ((b, True) for b in batches)
     state = _Pass(terms, qvec, keep=() if probe is None else ROW_COLUMNS)
 
     def first_pass() -> tuple[list, int]:
         t0 = time.perf_counter()
         try:
-            for batch in batches:
-                state.add(batch, query)
+            for batch, count in batches:
+                state.add(batch, query, count)
         except ColdStoreError:
             raise
         except Exception as exc:
             raise ColdStoreError(f"reading the cold tier of {query.namespace!r} failed: {exc}") from exc
         timings["scan_ms"] = (time.perf_counter() - t0) * 1000
         t0 = time.perf_counter()
-        ranked = _rank(state, query, settings)
+        ranked = _rank(state, query, settings, keywords)
         timings["score_ms"] = (time.perf_counter() - t0) * 1000
         return ranked
 
@@ -395,7 +520,16 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
     if probe is None:
         rows = await asyncio.to_thread(cold.newest, query.namespace, top_ids, expression)
     else:
-        rows = {str(c.row["id"]): state.row_at(c.row["at"]) for c in top}
+        rows = {str(c.row["id"]): state.row_at(c.row["at"]) for c in top if c.row.get("at") is not None}
+        elsewhere = [(str(c.row["id"]), c.row["cluster"]) for c in top if c.row.get("at") is None]
+        if elsewhere:  # found by their words alone: read back from their clusters
+            from cabrain.store.cold_index import ColdIndex
+
+            read = await asyncio.to_thread(ColdIndex(cold).rows, query.namespace, elsewhere, expression, ROW_COLUMNS)
+            for row in read.to_pylist():
+                seen = rows.get(row["id"])
+                if seen is None or row["demoted_at"] > seen["demoted_at"]:
+                    rows[row["id"]] = row
     top = [c for c in top if str(c.row["id"]) in rows]
     links: dict[uuid.UUID, dict[str, list[Link]]] = {}
     if top:

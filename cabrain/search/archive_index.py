@@ -49,20 +49,30 @@ class Index:
         n = min(n, len(sims))
         return sorted(int(c) for c in np.argpartition(-sims, n - 1)[:n])
 
-    async def word_probes(self, conn: asyncpg.Connection, terms: Mapping[str, int], n: int) -> list[int]:
+    async def words(self, conn: asyncpg.Connection, terms: Mapping[str, int]) -> dict[str, tuple[int, list[int]]]:
+        """The query's words as the index holds them: each one's rows (df) and clusters."""
+        if not terms:
+            return {}
+        return {
+            r["term"]: (int(r["df"]), list(r["clusters"]))
+            for r in await conn.fetch(sql.TERMS_OF, self.namespace, list(terms))
+        }
+
+    def word_probes(self, found: Mapping[str, tuple[int, list[int]]], terms: Mapping[str, int], n: int) -> list[int]:
         """The ``n`` clusters whose rows hold the most of the query's ``terms`` (word -> times in
-        the query), each word weighted by its idf over the rows indexed: a rare word's few clusters
-        first. Only a word found in at most ``2 n`` clusters chooses: one spread wider says nothing
-        about where its best rows are (reading ``n`` of its clusters would be a guess), so a query of
-        common words reads no more than its vector's clusters."""
+        the query; ``found``: :meth:`words`), each word weighted by its idf over the rows indexed:
+        a rare word's few clusters first. Only a word found in at most ``2 n`` clusters chooses:
+        one spread wider says nothing about where its best rows are (reading ``n`` of its clusters
+        would be a guess), so a query of common words reads no more than its vector's clusters.
+        For an index built before it kept each word's strongest rows (``cold_index_word_rows``)."""
         if not terms or n <= 0:
             return []
         weight: dict[int, float] = {}
-        for row in await conn.fetch(sql.TERMS_OF, self.namespace, list(terms)):
-            if len(row["clusters"]) > 2 * n:
+        for term, (df, clusters) in found.items():
+            if term not in terms or len(clusters) > 2 * n:
                 continue
-            w = terms[row["term"]] * idf(self.rows, row["df"])
-            for c in row["clusters"]:
+            w = terms[term] * idf(self.rows, df)
+            for c in clusters:
                 weight[c] = weight.get(c, 0.0) + w
         best = sorted(weight.items(), key=lambda item: (-item[1], item[0]))[:n]
         return sorted(c for c, _ in best)
@@ -98,6 +108,10 @@ class Probe:
 
     def batches(self, columns: Sequence[str]) -> tuple[int, Iterator[pa.RecordBatch]]:
         return self.reader.batches(self.namespace, self.clusters, self.row_filter, columns, self.remainder)
+
+    def parts(self, columns: Sequence[str]) -> tuple[int, Iterator[pa.RecordBatch], Iterator[pa.RecordBatch]]:
+        """(files, the probed clusters' rows, the rows demoted since the build)."""
+        return self.reader.parts(self.namespace, self.clusters, self.row_filter, columns, self.remainder)
 
 
 def plan(

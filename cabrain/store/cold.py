@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 NAMESPACE = "cabrain"
 TABLE = f"{NAMESPACE}.memories"
 INDEX_TABLE = f"{NAMESPACE}.memory_index"  # the clustered copy archive recall probes (cabrain.store.cold_index)
+TERMS_TABLE = f"{NAMESPACE}.memory_index_terms"  # each word's strongest rows (cabrain.store.cold_index)
 BATCH_PROPERTY = "cabrain.batch"
 # No column statistics of the texts in the manifests: their lower and upper bounds would copy the
 # first characters of memories there, where a purge of forgotten rows could not reach them.
@@ -332,15 +333,16 @@ class ColdTier:
                 table.delete(expression, snapshot_properties={"cabrain.purge": str(len(ids))})
 
         self._commit(delete, f"removing forgotten memories of {namespace!r} from {TABLE}")
-        index = self.index_table()
-        if index is not None:  # the index's copy of them too
+        for name, index in ((INDEX_TABLE, self.index_table()), (TERMS_TABLE, self.terms_table())):
+            if index is None:
+                continue  # the index's copy of them too, and their words' postings
 
-            def delete_copy(_: Table) -> None:
+            def delete_copy(_: Table, index: Table = index) -> None:
                 copy = index.refresh()
                 if copy.current_snapshot() is not None:
                     copy.delete(expression, snapshot_properties={"cabrain.purge": str(len(ids))})
 
-            self._commit(delete_copy, f"removing forgotten memories of {namespace!r} from {INDEX_TABLE}")
+            self._commit(delete_copy, f"removing forgotten memories of {namespace!r} from {name}")
 
     def index_table(self) -> Table | None:
         """The index's clustered copy (:mod:`cabrain.store.cold_index`), once one was built."""
@@ -348,15 +350,21 @@ class ColdTier:
             return None
         return self._catalog.load_table(INDEX_TABLE)
 
+    def terms_table(self) -> Table | None:
+        """The index's postings, each word's strongest rows (:mod:`cabrain.store.cold_index`)."""
+        if not self._catalog.table_exists(TERMS_TABLE):
+            return None
+        return self._catalog.load_table(TERMS_TABLE)
+
     def expire(self, older_than: datetime) -> dict[str, int]:
         """Drop the snapshots of the table (and of the index's copy) taken before ``older_than`` (never
         the current one), then delete the files no remaining snapshot uses and older than it: what
         purged rows were still kept in. Returns counts."""
         counts = self._expire(self.refresh(), older_than)
-        index = self.index_table()
-        if index is not None:
-            for key, n in self._expire(index, older_than).items():
-                counts[key] += n
+        for index in (self.index_table(), self.terms_table()):
+            if index is not None:
+                for key, n in self._expire(index, older_than).items():
+                    counts[key] += n
         return counts
 
     def _expire(self, table: Table, older_than: datetime) -> dict[str, int]:

@@ -36,10 +36,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cabrain.errors import ColdStoreError
 from cabrain.providers.cold_store import private_files
-from cabrain.store.cold import COLUMNS, FIELDS, INDEX_TABLE, NAMESPACE, TABLE_PROPERTIES, ColdTier, equal
+from cabrain.store.cold import (
+    COLUMNS,
+    FIELDS,
+    INDEX_TABLE,
+    NAMESPACE,
+    TABLE_PROPERTIES,
+    TERMS_TABLE,
+    ColdTier,
+    equal,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
@@ -53,7 +63,26 @@ MAX_CLUSTERS = 8192
 SAMPLE_PER_CLUSTER = 40  # k-means runs on at most this many rows per centroid (and at least 20,000)
 KMEANS_ROUNDS = 10
 UNCLUSTERED = -1
+POSTING_GROUP_ROWS = 2048  # postings per Parquet row group of the terms table: the unit a query word reads
+# The columns of a posting beside its word: where the row is, its word's count and its length, and
+# every column archive recall filters on, so that a posting is judged without reading its row.
+POSTING_COLUMNS = (
+    "id",
+    "cluster",
+    "importance",
+    "demoted_at",
+    "valid_at",
+    "valid_month",
+    "invalid_at",
+    "owner_agent_id",
+    "visibility",
+    "network",
+    "memory_type",
+    "source_kind",
+)
+AVGDL_KEY = b"cabrain.avgdl"  # a postings file's metadata: the mean length (in tokens) of the rows indexed
 INDEX_PROPERTIES = {**TABLE_PROPERTIES, "write.parquet.row-group-limit": str(ROW_GROUP_ROWS)}
+TERMS_PROPERTIES = {"write.parquet.row-group-limit": str(POSTING_GROUP_ROWS)}
 
 # --- cold_indexes -------------------------------------------------------------------------------------
 INDEX_OF = """
@@ -94,6 +123,7 @@ class Built:
     centroids: np.ndarray
     rows: int
     terms: list[tuple[str, int, list[int]]]  # each word: the rows and the clusters it occurs in
+    postings: int = 0  # the postings kept (each word's strongest rows, cabrain.memory_index_terms)
 
 
 def cluster_count(rows: int) -> int:
@@ -147,7 +177,6 @@ def embeddings(column: pa.ChunkedArray | pa.Array, dim: int) -> tuple[np.ndarray
 def _word_pairs(terms: pa.ChunkedArray | pa.Array, cluster: np.ndarray) -> pa.Table:
     """The rows' words by cluster: (term, cluster, rows), from the rows' ``terms`` (the cold tier's
     tokens, " t1  t2 ") and ``cluster``."""
-    import pyarrow.compute as pc
 
     column = terms.combine_chunks() if isinstance(terms, pa.ChunkedArray) else terms
     words = pc.split_pattern(pc.utf8_trim(pc.fill_null(column, ""), " "), "  ")
@@ -186,15 +215,137 @@ def _words(pairs: Sequence[pa.Table]) -> list[tuple[str, int, list[int]]]:
     ]
 
 
-def _sample(scan: Any, upper: int, seed: int) -> tuple[int | None, int, np.ndarray]:
-    """The namespace's embedding dimension (the most common), how many rows have one of it, and a
-    seeded sample of those embeddings, enough for k-means over :func:`cluster_count` of them."""
+def _tokens(table: pa.Table) -> tuple[pa.Array, np.ndarray]:
+    """The rows' tokens as the cold tier stores them (" t1  t2 "), tokenizing the text of rows
+    archived before tokens were stored, and their counts."""
+    from cabrain.text.tokenizer import tokenize
+
+    terms = table.column("terms").combine_chunks()
+    lengths = np.asarray(table.column("term_count").fill_null(0).to_numpy(), dtype=np.int64).copy()
+    if terms.null_count == 0:
+        return terms, lengths
+    values = terms.to_pylist()
+    contents = table.column("content")
+    for i in np.flatnonzero(np.asarray(terms.is_null().to_numpy(zero_copy_only=False), dtype=bool)):
+        tokens = tokenize(contents[int(i)].as_py() or "")
+        values[i] = " " + "  ".join(tokens) + " " if tokens else ""
+        lengths[i] = len(tokens)
+    return pa.array(values, type=pa.string()), lengths
+
+
+def _postings(table: pa.Table, terms: pa.Array, lengths: np.ndarray, avgdl: float, k1: float, b: float) -> pa.Table:
+    """Every (word, row) of ``table``: the word's count in the row, the row's length, the word's
+    BM25 weight in it without its idf (``impact``, what ranks a word's rows), and the row's
+    :data:`POSTING_COLUMNS`."""
+    words = pc.split_pattern(pc.utf8_trim(pc.fill_null(terms, ""), " "), "  ")
+    pairs = pa.table({"term": pc.list_flatten(words), "row": pc.list_parent_indices(words)})
+    pairs = pairs.filter(pc.not_equal(pairs.column("term"), ""))
+    counted = pairs.group_by(["term", "row"]).aggregate([("row", "count")])
+    rows = counted.column("row")
+    tf = np.asarray(counted.column("row_count").to_numpy(), dtype=np.float64)
+    length = lengths[np.asarray(rows.to_numpy(), dtype=np.int64)].astype(np.float64)
+    impact = tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / max(avgdl, 1.0)))
+    out = table.select(list(POSTING_COLUMNS)).take(rows)
+    out = out.append_column("term", counted.column("term"))
+    out = out.append_column("tf", pa.array(tf.astype(np.int32)))
+    out = out.append_column("length", pa.array(length.astype(np.int32)))
+    return out.append_column("impact", pa.array(impact.astype(np.float32)))
+
+
+def _strongest(postings: Sequence[pa.Table], per_word: int) -> pa.Table:
+    """The ``per_word`` postings of each word with the highest impact (ties: the lower id), sorted
+    by word then impact: what a build keeps of them, merged as it goes."""
+    if not postings:
+        return pa.table({name: pa.array([], type=kind) for name, kind in _POSTING_ARROW})
+    table = pa.concat_tables(postings)
+    if table.num_rows == 0:
+        return table
+    order = pc.sort_indices(table, sort_keys=[("term", "ascending"), ("impact", "descending"), ("id", "ascending")])
+    table = table.take(order)
+    terms = table.column("term").combine_chunks()
+    start = np.ones(len(terms), dtype=bool)
+    if len(terms) > 1:
+        start[1:] = np.asarray(pc.not_equal(terms[1:], terms[:-1]).to_numpy(zero_copy_only=False), dtype=bool)
+    at = np.arange(len(terms))
+    rank = at - np.maximum.accumulate(np.where(start, at, 0))
+    return table.filter(pa.array(rank < per_word))
+
+
+def _postings_arrow() -> list[tuple[str, pa.DataType]]:
+    kinds = {name: kind for name, kind, _ in FIELDS}
+    kinds["cluster"] = pa.int32()
+    return [
+        ("namespace", pa.string()),
+        ("term", pa.string()),
+        ("impact", pa.float32()),
+        ("tf", pa.int32()),
+        ("length", pa.int32()),
+        *((name, kinds[name]) for name in POSTING_COLUMNS),
+    ]
+
+
+_POSTING_ARROW = [(name, kind) for name, kind in _postings_arrow() if name != "namespace"]
+REQUIRED_POSTING = {"namespace", "term", "impact", "tf", "length", "id", "cluster", "importance", "demoted_at"}
+
+
+def _postings_schema() -> Any:
+    """The Iceberg schema of ``cabrain.memory_index_terms``."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import FloatType, IntegerType, NestedField, StringType, TimestamptzType
+
+    kinds = {pa.string(): StringType, pa.float32(): FloatType, pa.int32(): IntegerType}
+    return Schema(
+        *(
+            NestedField(
+                i,
+                name,
+                TimestamptzType() if pa.types.is_timestamp(kind) else kinds[kind](),
+                required=name in REQUIRED_POSTING,
+            )
+            for i, (name, kind) in enumerate(_postings_arrow(), start=1)
+        )
+    )
+
+
+def _write_postings(table: Table, postings: pa.Table, avgdl: float) -> str:
+    """Write a namespace's ``postings`` (sorted by word) as one Parquet data file of ``table``, in
+    row groups of ``POSTING_GROUP_ROWS``, the rows' mean length in its metadata; its path."""
+    import uuid
+
+    import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = schema_to_pyarrow(table.schema())
+    data = postings.select(schema.names).cast(schema)
+    props = table.properties
+    codec = props.get("write.parquet.compression-codec", "zstd")
+    level = props.get("write.parquet.compression-level")
+    path = table.location_provider().new_data_location(f"{uuid.uuid4()}.parquet")
+    with table.io.new_output(path).create(overwrite=True) as out:
+        with pq.ParquetWriter(
+            out,
+            schema=schema.with_metadata({**(schema.metadata or {}), AVGDL_KEY: repr(float(avgdl)).encode()}),
+            compression="none" if codec == "uncompressed" else codec,
+            compression_level=None if level is None else int(level),
+        ) as writer:
+            writer.write_table(data, row_group_size=POSTING_GROUP_ROWS)
+    return path
+
+
+def _sample(scan: Any, upper: int, seed: int) -> tuple[int | None, int, np.ndarray, float]:
+    """The namespace's embedding dimension (the most common), how many rows have one of it, a
+    seeded sample of those embeddings, enough for k-means over :func:`cluster_count` of them, and
+    the rows' mean length in tokens (of those whose tokens are stored)."""
     rng = np.random.default_rng(seed)
     want = max(20_000, SAMPLE_PER_CLUSTER * cluster_count(max(upper, 1)))
     keep = min(1.0, want / max(upper, 1))
     counts: dict[int, int] = {}
     kept: dict[int, list[np.ndarray]] = {}
+    tokens, measured = 0, 0
     for batch in scan.to_arrow_batch_reader():
+        lengths = batch.column("term_count")
+        measured += len(lengths) - lengths.null_count
+        tokens += int(pc.sum(lengths).as_py() or 0)
         dims = batch.column("embedding_dim").to_pylist()
         for d in {d for d in dims if d}:
             vectors, has = embeddings(batch.column("embedding"), d)
@@ -202,10 +353,11 @@ def _sample(scan: Any, upper: int, seed: int) -> tuple[int | None, int, np.ndarr
             chosen = has & (rng.random(len(has)) < keep) if keep < 1.0 else has
             if chosen.any():
                 kept.setdefault(d, []).append(vectors[chosen])
+    avgdl = max(tokens / measured, 1.0) if measured else 1.0
     if not counts:
-        return None, 0, np.zeros((0, 0), dtype=np.float32)
+        return None, 0, np.zeros((0, 0), dtype=np.float32), avgdl
     dim = max(sorted(counts), key=lambda d: counts[d])
-    return dim, counts[dim], np.concatenate(kept.get(dim, [np.zeros((0, dim), dtype=np.float32)]))
+    return dim, counts[dim], np.concatenate(kept.get(dim, [np.zeros((0, dim), dtype=np.float32)])), avgdl
 
 
 def _schema() -> Any:
@@ -223,6 +375,18 @@ def arrow_schema() -> pa.Schema:
         [pa.field(name, kind, nullable=not required) for name, kind, required in FIELDS]
         + [pa.field("cluster", pa.int32(), nullable=False)]
     )
+
+
+def _one_word(words: Sequence[str]) -> BooleanExpression:
+    from pyiceberg.expressions import In, Reference
+    from pyiceberg.expressions.literals import literal
+
+    return In(term=Reference("term"), values={literal(w) for w in words})
+
+
+def arrow_schema_of(columns: Sequence[str]) -> list[tuple[str, pa.DataType]]:
+    kinds = {f.name: f.type for f in arrow_schema()}
+    return [(c, kinds[c]) for c in columns]
 
 
 def probe_filter(clusters: Sequence[int]) -> BooleanExpression:
@@ -287,7 +451,7 @@ class ColdIndex:
         tasks = list(rows.plan_files())
         files = sorted(task.file.file_path for task in tasks)
         upper = sum(task.file.record_count for task in tasks)  # rows at most (some may be deleted)
-        dim, rows_with, sample = _sample(scan(("embedding", "embedding_dim")), upper, seed)
+        dim, rows_with, sample, avgdl = _sample(scan(("embedding", "embedding_dim", "term_count")), upper, seed)
         if dim is None:
             return None
         centroids = kmeans(sample, cluster_count(rows_with), seed)
@@ -295,6 +459,9 @@ class ColdIndex:
         groups = max(1, min(k, math.ceil(upper / max(group_rows, 1))))
         without_cluster = arrow_schema().remove(arrow_schema().get_field_index("cluster"))
         pairs: list[pa.Table] = []
+        postings: list[pa.Table] = []
+        settings = self.cold.settings
+        k1, b, per_word = settings.bm25_k1, settings.bm25_b, settings.cold_index_word_rows
         with tempfile.TemporaryDirectory(prefix="cabrain-cold-index-") as spill:
             writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
             try:
@@ -307,9 +474,12 @@ class ColdIndex:
                         cluster[has] = nearest(unit(vectors[has]), centroids)
                     table = pa.Table.from_batches([batch]).cast(without_cluster)
                     table = table.append_column(arrow_schema().field("cluster"), pa.array(cluster, type=pa.int32()))
-                    pairs.append(_word_pairs(table.column("terms"), cluster))
+                    terms, lengths = _tokens(table)
+                    pairs.append(_word_pairs(terms, cluster))
+                    postings.append(_postings(table, terms, lengths, avgdl, k1, b))
                     if len(pairs) >= PAIRS_MERGED_EVERY:
                         pairs = [_merge_pairs(pairs)]
+                        postings = [_strongest(postings, per_word)]
                     group = np.maximum(cluster, 0).astype(np.int64) * groups // k
                     for g in np.unique(group):
                         part = table.filter(pa.array(group == g))
@@ -347,23 +517,68 @@ class ColdIndex:
                     except OSError:
                         pass
                 raise
-        return Built(snapshot.snapshot_id, files, centroids, copied, _words(pairs))
+            kept = self._replace_postings(namespace, _strongest(postings, per_word), avgdl)
+        return Built(snapshot.snapshot_id, files, centroids, copied, _words(pairs), kept)
 
-    def _commit(self, change: Any, attempts: int = 8) -> Any:
+    def postings_table(self) -> Table:
+        """The index's postings (``cabrain.memory_index_terms``), created on first use."""
+        from pyiceberg.partitioning import PartitionField, PartitionSpec
+        from pyiceberg.transforms import IdentityTransform
+
+        catalog = self.cold._catalog
+        try:
+            with private_files():
+                catalog.create_namespace_if_not_exists(NAMESPACE)
+                schema = _postings_schema()
+                spec = PartitionSpec(
+                    PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")
+                )
+                table = catalog.create_table_if_not_exists(
+                    TERMS_TABLE, schema=schema, partition_spec=spec, properties=TERMS_PROPERTIES
+                )
+        except Exception as exc:
+            raise ColdStoreError(f"cannot open the cold-tier index table {TERMS_TABLE}: {exc}") from exc
+        return table.refresh()
+
+    def _replace_postings(self, namespace: str, postings: pa.Table, avgdl: float) -> int:
+        """Replace ``namespace``'s postings with ``postings`` (sorted by word) in one commit."""
+        table = self.postings_table()
+        postings = postings.append_column("namespace", pa.array([namespace] * postings.num_rows, type=pa.string()))
+        path = _write_postings(table, postings, avgdl) if postings.num_rows else None
+
+        def replace(current: Table) -> None:
+            with current.transaction() as tx, warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                tx.delete(equal("namespace", namespace))
+                if path is not None:
+                    tx.add_files([path], check_duplicate_files=False)
+
+        try:
+            self._commit(replace, table)
+        except BaseException:
+            if path is not None:
+                try:
+                    table.io.delete(path)
+                except OSError:
+                    pass
+            raise
+        return postings.num_rows
+
+    def _commit(self, change: Any, table: Table | None = None, attempts: int = 8) -> Any:
         from pyiceberg.exceptions import CommitFailedException
 
         delay = 0.05
         for attempt in range(attempts):
             try:
                 with private_files():
-                    return change(self.table())
+                    return change(self.table() if table is None else table.refresh())
             except CommitFailedException:
                 if attempt == attempts - 1:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
             except Exception as exc:
-                raise ColdStoreError(f"writing {INDEX_TABLE} failed: {exc}") from exc
+                raise ColdStoreError(f"writing {INDEX_TABLE if table is None else TERMS_TABLE} failed: {exc}") from exc
 
     # --- reading -------------------------------------------------------------------------------------
     def remainder(self, namespace: str, known: frozenset[str]) -> list[FileScanTask]:
@@ -383,19 +598,47 @@ class ColdIndex:
             _REMAINDERS[key] = found
         return found
 
-    def layout(self, namespace: str) -> tuple[Table, Layout]:
-        """The copy's table and where ``namespace``'s clusters lie in it (read once per snapshot)."""
-        index = self.table()
+    def layout(self, namespace: str, postings: bool = False) -> tuple[Table, Layout]:
+        """The copy's table and where ``namespace``'s clusters lie in it, or (``postings``) the
+        postings' table and where each word's are; read once per snapshot."""
+        index = self.postings_table() if postings else self.table()
         snapshot = index.current_snapshot()
         key = (index.metadata.location, namespace, -1 if snapshot is None else snapshot.snapshot_id)
         found = _LAYOUTS.get(key)
         if found is None:
             tasks = [] if snapshot is None else list(index.scan(row_filter=equal("namespace", namespace)).plan_files())
-            found = Layout.of(index, tasks)
+            found = Layout.of(index, tasks, "term" if postings else "cluster")
             if len(_LAYOUTS) > 64:
                 _LAYOUTS.clear()
             _LAYOUTS[key] = found
         return index, found
+
+    def postings(
+        self, namespace: str, words: Sequence[str], row_filter: BooleanExpression
+    ) -> tuple[pa.Table, float] | None:
+        """The postings of ``words`` in ``namespace`` whose rows match ``row_filter``, and the mean
+        row length they were weighted with; None when the namespace's index has no postings (built
+        before them, or its rows had no words)."""
+        from pyiceberg.expressions import And
+
+        if not self.cold._catalog.table_exists(TERMS_TABLE):
+            return None
+        try:
+            table, layout = self.layout(namespace, postings=True)
+        except Exception as exc:
+            raise ColdStoreError(f"reading the cold-tier index of {namespace!r} failed: {exc}") from exc
+        avgdl = layout.avgdl()
+        if avgdl is None:
+            return None
+        columns = [name for name, _ in _POSTING_ARROW]
+        filtered = And(equal("namespace", namespace), row_filter)
+        batches = [
+            *_read_groups(table, layout, list(words), filtered, columns),
+            *_read(table, namespace, And(row_filter, _one_word(words)), columns, layout.through_iceberg),
+        ]
+        schema = pa.schema(_POSTING_ARROW)
+        tables = [pa.Table.from_batches([b]).select(schema.names).cast(schema) for b in batches]
+        return (pa.concat_tables(tables) if tables else schema.empty_table()), avgdl
 
     def batches(
         self,
@@ -407,6 +650,25 @@ class ColdIndex:
     ) -> tuple[int, Iterator[pa.RecordBatch]]:
         """Rows of the probed ``clusters`` (and the rows without one) from the copy, then every row
         of the ``remainder`` files, matching ``row_filter``; (data files read, batches)."""
+
+        files, probed, rest = self.parts(namespace, clusters, row_filter, columns, remainder)
+
+        def stream() -> Iterator[pa.RecordBatch]:
+            yield from probed
+            yield from rest
+
+        return files, stream()
+
+    def parts(
+        self,
+        namespace: str,
+        clusters: Sequence[int],
+        row_filter: BooleanExpression,
+        columns: Sequence[str],
+        remainder: list[FileScanTask],
+    ) -> tuple[int, Iterator[pa.RecordBatch], Iterator[pa.RecordBatch]]:
+        """:meth:`batches` as its two parts: (data files read, the probed clusters' rows, the
+        remainder's rows)."""
         from pyiceberg.expressions import And
 
         clusters = sorted({*(int(c) for c in clusters), UNCLUSTERED})
@@ -417,12 +679,33 @@ class ColdIndex:
         probed = And(equal("namespace", namespace), row_filter)
         files = len(layout.groups(clusters)) + len(layout.through_iceberg)
 
-        def stream() -> Iterator[pa.RecordBatch]:
+        def from_index() -> Iterator[pa.RecordBatch]:
             yield from _read_groups(index, layout, clusters, probed, columns)
             yield from _read(index, namespace, And(row_filter, probe_filter(clusters)), columns, layout.through_iceberg)
-            yield from _read(self.cold.table(), namespace, row_filter, columns, remainder)
 
-        return files + len(remainder), stream()
+        return files + len(remainder), from_index(), _read(self.cold.table(), namespace, row_filter, columns, remainder)
+
+    def rows(
+        self, namespace: str, found: Sequence[tuple[str, int]], row_filter: BooleanExpression, columns: Sequence[str]
+    ) -> pa.Table:
+        """The rows of the copy with these (id, cluster) pairs that match ``row_filter``: what a
+        hit found by its words alone is read back from (its cluster's row groups)."""
+        from pyiceberg.expressions import And
+
+        from cabrain.store.cold import one_of
+
+        if not found:
+            return pa.schema(arrow_schema_of(columns)).empty_table()
+        index, layout = self.layout(namespace)
+        wanted = And(And(equal("namespace", namespace), row_filter), one_of("id", {i for i, _ in found}))
+        clusters = sorted({int(c) for _, c in found})
+        batches = [
+            *_read_groups(index, layout, clusters, wanted, columns),
+            *_read(index, namespace, And(wanted, probe_filter(clusters)), columns, layout.through_iceberg),
+        ]
+        schema = pa.schema(arrow_schema_of(columns))
+        tables = [pa.Table.from_batches([b]).select(schema.names).cast(schema) for b in batches]
+        return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def _write_clustered(table: Table, data: pa.Table) -> str:
@@ -458,11 +741,11 @@ def _write_clustered(table: Table, data: pa.Table) -> str:
 
 @dataclass(frozen=True)
 class Layout:
-    """Where each cluster's rows lie in a namespace's copy: the row groups of its data files, each
-    with the smallest and largest cluster it holds (from the files' footers, read once per snapshot
-    of the copy). A build writes every cluster in row groups of its own, so a probe reads exactly
-    its clusters' rows; files rewritten since (a purge) hold row groups of several clusters, whose
-    rows of other clusters are filtered out after the read."""
+    """Where each cluster's rows lie in a namespace's copy (or each word's postings, ``column``
+    "term"): the row groups of its data files, each with the smallest and largest value it holds
+    (from the files' footers, read once per snapshot). A build writes every cluster in row groups
+    of its own, so a probe reads exactly its clusters' rows; files rewritten since (a purge) hold
+    row groups of several clusters, whose rows of other clusters are filtered out after the read."""
 
     files: list[str]
     footers: list[Any]  # pyarrow.parquet.FileMetaData, per file
@@ -471,9 +754,10 @@ class Layout:
     low: np.ndarray
     high: np.ndarray
     through_iceberg: list[FileScanTask]  # files with delete files (read by pyiceberg, whole)
+    column: str = "cluster"
 
     @classmethod
-    def of(cls, table: Table, tasks: Sequence[FileScanTask]) -> Layout:
+    def of(cls, table: Table, tasks: Sequence[FileScanTask], column: str = "cluster") -> Layout:
         import pyarrow.parquet as pq
 
         files: list[str] = []
@@ -481,52 +765,64 @@ class Layout:
         through: list[FileScanTask] = []
         file_of: list[int] = []
         group: list[int] = []
-        low: list[int] = []
-        high: list[int] = []
+        low: list[Any] = []
+        high: list[Any] = []
+        numeric = column == "cluster"
+        unknown = (np.iinfo(np.int32).min, np.iinfo(np.int32).max) if numeric else ("", "\U0010ffff" * 8)
         for task in tasks:
             if task.delete_files:
                 through.append(task)
                 continue
             with table.io.new_input(task.file.file_path).open() as source:
                 footer = pq.read_metadata(source)
-            at = footer.schema.to_arrow_schema().get_field_index("cluster")
+            at = footer.schema.to_arrow_schema().get_field_index(column)
             for i in range(footer.num_row_groups):
                 stats = footer.row_group(i).column(at).statistics
                 if stats is None or not stats.has_min_max:  # unknown: always read
-                    lo, hi = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+                    lo, hi = unknown
                 else:
-                    lo, hi = int(stats.min), int(stats.max)
+                    lo, hi = stats.min, stats.max
                 file_of.append(len(files))
                 group.append(i)
                 low.append(lo)
                 high.append(hi)
             files.append(task.file.file_path)
             footers.append(footer)
+        kind = np.int64 if numeric else object
         return cls(
             files,
             footers,
             np.asarray(file_of, dtype=np.int64),
             np.asarray(group, dtype=np.int64),
-            np.asarray(low, dtype=np.int64),
-            np.asarray(high, dtype=np.int64),
+            np.asarray(low, dtype=kind),
+            np.asarray(high, dtype=kind),
             through,
+            column,
         )
 
-    def groups(self, clusters: Sequence[int]) -> dict[int, tuple[list[int], bool]]:
-        """The row groups that may hold rows of ``clusters``, by file: (row groups, whether each
-        holds those clusters only)."""
-        wanted = np.unique(np.asarray(list(clusters), dtype=np.int64))
+    def groups(self, values: Sequence[Any]) -> dict[int, tuple[list[int], bool]]:
+        """The row groups that may hold rows of ``values``, by file: (row groups, whether each
+        holds those values only)."""
+        wanted = np.asarray(sorted(set(values)), dtype=self.low.dtype)
         if not len(wanted) or not len(self.low):
             return {}
         at = np.searchsorted(wanted, self.low)
-        hit = (at < len(wanted)) & (wanted[np.minimum(at, len(wanted) - 1)] <= self.high)
+        hit = (at < len(wanted)) & np.asarray(wanted[np.minimum(at, len(wanted) - 1)] <= self.high, dtype=bool)
         out: dict[int, tuple[list[int], bool]] = {}
         for j in np.flatnonzero(hit):
             f = int(self.file_of[j])
             groups, exact = out.get(f, ([], True))
             groups.append(int(self.group[j]))
-            out[f] = (groups, exact and self.low[j] == self.high[j])
+            out[f] = (groups, bool(exact and self.low[j] == self.high[j]))
         return out
+
+    def avgdl(self) -> float | None:
+        """The rows' mean length the postings were weighted with (their files' metadata)."""
+        for footer in self.footers:
+            value = (footer.metadata or {}).get(AVGDL_KEY)
+            if value is not None:
+                return float(value)
+        return None
 
 
 # (table, namespace, snapshot) -> the copy's layout; the main table's files not in an index
@@ -537,24 +833,25 @@ _REMAINDERS: dict[tuple[str, str, int, int], list[FileScanTask]] = {}
 def _read_groups(
     table: Table,
     layout: Layout,
-    clusters: Sequence[int],
+    clusters: Sequence[Any],
     row_filter: BooleanExpression,
     columns: Sequence[str],
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of ``clusters`` in ``layout``'s row groups that match ``row_filter``, read with
-    pyarrow from the data files (their footers known): no planning, no row group of other clusters."""
-    import pyarrow.compute as pc
+    """The rows of ``clusters`` (the values of ``layout.column``) in ``layout``'s row groups that
+    match ``row_filter``, read with pyarrow from the data files (their footers known): no planning,
+    no row group of other clusters."""
     import pyarrow.parquet as pq
 
-    wanted = pa.array(sorted({int(c) for c in clusters}), type=pa.int32())
+    key = layout.column
+    wanted = pa.array(sorted(set(clusters)), type=pa.int32() if key == "cluster" else pa.string())
     expression, filtered = arrow_filter(table, row_filter)
     read = list(dict.fromkeys([*columns, *filtered]))
     for f, (groups, exact) in sorted(layout.groups(clusters).items()):
         with table.io.new_input(layout.files[f]).open() as source:
             data = pq.ParquetFile(source, metadata=layout.footers[f]).read_row_groups(
-                groups, columns=list(dict.fromkeys([*read, "cluster"]))
+                groups, columns=list(dict.fromkeys([*read, key]))
             )
-        mask = expression if exact else (pc.field("cluster").isin(wanted) & expression)
+        mask = expression if exact else (pc.field(key).isin(wanted) & expression)
         data = data.filter(mask).select(list(columns))
         yield from data.to_batches()
 
