@@ -1,14 +1,17 @@
-"""Archive recall through the cold tier's vector index (:mod:`cabrain.store.cold_index`).
+"""Archive recall through the cold tier's index (:mod:`cabrain.store.cold_index`).
 
 When the namespace has an index, ``CABRAIN_COLD_INDEX_PROBES`` is above 0 and the query has a vector
 (hybrid and vector modes), archive recall reads only the ``probes`` clusters whose centroids are
-nearest the query, plus every row demoted since the index was built, instead of the whole namespace.
-A hybrid query's words pick up to ``probes`` clusters more: those whose rows hold the most of its
-words, each word weighted by its rarity in the namespace (``cold_index_terms``), so that its keyword
-list is found where its vector is not. The rows read are ranked exactly as the scan ranks
-(:mod:`cabrain.search.archive`), BM25 with their own statistics (the reader's own rows: nothing of
-rows it may not read counts): the answer is approximate, and ``cabrain bench archive`` measures its
-recall@k against the exact scan. ``probes=0`` (or a BM25 query) is the exact scan.
+nearest the query, plus every row demoted since the index was built, instead of the whole namespace:
+its vector list is ranked over those rows. A hybrid query's keyword list comes from the index's
+postings: each of its words' strongest rows (``CABRAIN_COLD_INDEX_WORD_ROWS``, by BM25 weight, with
+every column the scope filters on, so that the reader's rows are chosen without reading them),
+scored with the words' idf over the rows indexed, beside the rows demoted since (counted as read);
+a hit found by its words alone is read back from its cluster. An index built before it kept
+postings falls back to the words' clusters: those whose rows hold the most of the query's rare
+words are read too (``cold_index_terms``). The answer is approximate, and ``cabrain bench archive``
+measures its recall@k against the exact scan. ``probes=0`` (or a BM25 query) is the exact scan, and
+reading every cluster ranks every row as the scan does (BM25 with the reader's own rows' statistics).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import asyncpg
 import numpy as np
 import pyarrow as pa
 
-from cabrain.search.archive import SCORE_COLUMNS, _Pass
+from cabrain.search.archive import SCORE_COLUMNS
+from cabrain.search.archive_rank import Pass
 from cabrain.sleep.cycle import run_cycle
 from cabrain.store import cold as coldmod
 from cabrain.store.demote import DELETE_ROWS, LOCK_ROWS, MARK_COLD, MONTH_BOUNDS
@@ -81,7 +82,7 @@ async def test_a_table_without_stored_tokens_is_evolved_and_still_searched(brain
     # stored tokens and tokenizing the text count terms the same way
     table_rows = cold.scan("proj", columns=list(SCORE_COLUMNS))
     terms = Counter(query_terms(["the Frankfurt bucket export payroll runs"]))
-    from_tokens, from_text = _Pass(terms, None), _Pass(terms, None)
+    from_tokens, from_text = Pass(terms, None), Pass(terms, None)
     query = ArchiveQuery("x", "proj")
     assert table_rows.num_rows == 2
     from_tokens.add(table_rows.combine_chunks().to_batches()[0], query)

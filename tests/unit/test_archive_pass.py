@@ -11,7 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cabrain.search.archive import _Pass
+from cabrain.search.archive_rank import Pass
 from cabrain.types import ArchiveQuery
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -49,7 +49,7 @@ def _reference(rows: list[tuple[str, int | None]]) -> list[int]:
     st.integers(1, 5),
 )
 def test_the_newest_copy_of_each_id_as_the_row_loop_chose_it(rows: list[tuple[str, int | None]], size: int) -> None:
-    state = _Pass(Counter(), None)
+    state = Pass(Counter(), None)
     for start in range(0, len(rows), size):
         state.add(_batch(rows[start : start + size]), QUERY)
     state.finish()
@@ -58,6 +58,6 @@ def test_the_newest_copy_of_each_id_as_the_row_loop_chose_it(rows: list[tuple[st
 
 
 def test_a_pass_of_no_rows_keeps_none() -> None:
-    state = _Pass(Counter(), None)
+    state = Pass(Counter(), None)
     state.finish()
     assert state.newest().tolist() == [] and len(state.ids) == 0

@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cabrain.store.cold_index import _merge_pairs, _word_pairs, _words
+from cabrain.store.cold_words import merge_pairs, word_pairs, words_of
 
 WORDS = st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta"]), max_size=5)
 
@@ -23,13 +23,13 @@ def _terms(rows: list[list[str]]) -> pa.Array:
 def test_merged_as_it_goes_the_counts_are_those_of_all_rows(rows: list, size: int, every: int) -> None:
     words = [w for w, _ in rows]
     clusters = np.asarray([c for _, c in rows], dtype=np.int32)
-    whole = _words([_word_pairs(_terms(words), clusters)])
+    whole = words_of([word_pairs(_terms(words), clusters)])
     pairs: list[pa.Table] = []
     for start in range(0, len(rows), size):
-        pairs.append(_word_pairs(_terms(words[start : start + size]), clusters[start : start + size]))
+        pairs.append(word_pairs(_terms(words[start : start + size]), clusters[start : start + size]))
         if len(pairs) >= every:
-            pairs = [_merge_pairs(pairs)]
-    assert sorted(_words(pairs)) == sorted(whole)
+            pairs = [merge_pairs(pairs)]
+    assert sorted(words_of(pairs)) == sorted(whole)
     for term, df, found in whole:  # each word: the rows holding it, and their clusters
         holding = [i for i, w in enumerate(words) if term in w]
         assert df == len(holding) and found == sorted({int(clusters[i]) for i in holding})

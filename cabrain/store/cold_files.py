@@ -1,0 +1,251 @@
+"""The cold index's Parquet files (:mod:`cabrain.store.cold_index`): written by a build with the
+layout a query reads (each cluster in row groups of its own; postings sorted by word), added to
+their Iceberg tables as they are, and read straight from the files by their footers (:class:`Layout`,
+read once per snapshot), not through a scan planned per query."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cabrain.store.cold import equal
+from cabrain.store.cold_words import REQUIRED_POSTING, postings_arrow
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.table import FileScanTask, Table
+
+CLUSTER_GROUP_MAX = 65_536  # rows per row group of one cluster (a build writes each cluster apart)
+POSTING_GROUP_ROWS = 2048  # postings per Parquet row group of the terms table: the unit a query word reads
+AVGDL_KEY = b"cabrain.avgdl"  # a postings file's metadata: the mean length (in tokens) of the rows indexed
+TERMS_PROPERTIES = {"write.parquet.row-group-limit": str(POSTING_GROUP_ROWS)}
+
+
+def postings_schema() -> Any:
+    """The Iceberg schema of ``cabrain.memory_index_terms``."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import FloatType, IntegerType, NestedField, StringType, TimestamptzType
+
+    kinds = {pa.string(): StringType, pa.float32(): FloatType, pa.int32(): IntegerType}
+    return Schema(
+        *(
+            NestedField(
+                i,
+                name,
+                TimestamptzType() if pa.types.is_timestamp(kind) else kinds[kind](),
+                required=name in REQUIRED_POSTING,
+            )
+            for i, (name, kind) in enumerate(postings_arrow(), start=1)
+        )
+    )
+
+
+def write_postings(table: Table, postings: pa.Table, avgdl: float) -> str:
+    """Write a namespace's ``postings`` (sorted by word) as one Parquet data file of ``table``, in
+    row groups of ``POSTING_GROUP_ROWS``, the rows' mean length in its metadata; its path."""
+    import uuid
+
+    import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = schema_to_pyarrow(table.schema())
+    data = postings.select(schema.names).cast(schema)
+    props = table.properties
+    codec = props.get("write.parquet.compression-codec", "zstd")
+    level = props.get("write.parquet.compression-level")
+    path = table.location_provider().new_data_location(f"{uuid.uuid4()}.parquet")
+    with table.io.new_output(path).create(overwrite=True) as out:
+        with pq.ParquetWriter(
+            out,
+            schema=schema.with_metadata({**(schema.metadata or {}), AVGDL_KEY: repr(float(avgdl)).encode()}),
+            compression="none" if codec == "uncompressed" else codec,
+            compression_level=None if level is None else int(level),
+        ) as writer:
+            writer.write_table(data, row_group_size=POSTING_GROUP_ROWS)
+    return path
+
+
+def write_clustered(table: Table, data: pa.Table) -> str:
+    """Write ``data`` (rows of one namespace, sorted by cluster) as a Parquet data file of the copy
+    ``table``, each cluster in row groups of its own (:class:`Layout`), as pyiceberg writes a data
+    file otherwise (its schema with field ids, the table's codec); its path, for ``add_files``."""
+    import uuid
+
+    import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = schema_to_pyarrow(table.schema())
+    data = data.select(schema.names).cast(schema)
+    props = table.properties
+    codec = props.get("write.parquet.compression-codec", "zstd")
+    level = props.get("write.parquet.compression-level")
+    path = table.location_provider().new_data_location(f"{uuid.uuid4()}.parquet")
+    cluster = data.column("cluster").to_numpy()
+    bounds = np.flatnonzero(np.diff(cluster)) + 1
+    starts = np.concatenate([[0], bounds]).astype(int)
+    ends = np.concatenate([bounds, [len(cluster)]]).astype(int)
+    with table.io.new_output(path).create(overwrite=True) as out:
+        with pq.ParquetWriter(
+            out,
+            schema=schema,
+            compression="none" if codec == "uncompressed" else codec,
+            compression_level=None if level is None else int(level),
+        ) as writer:
+            for start, end in zip(starts, ends, strict=True):
+                writer.write_table(data.slice(start, end - start), row_group_size=CLUSTER_GROUP_MAX)
+    return path
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each cluster's rows lie in a namespace's copy (or each word's postings, ``column``
+    "term"): the row groups of its data files, each with the smallest and largest value it holds
+    (from the files' footers, read once per snapshot). A build writes every cluster in row groups
+    of its own, so a probe reads exactly its clusters' rows; files rewritten since (a purge) hold
+    row groups of several clusters, whose rows of other clusters are filtered out after the read."""
+
+    files: list[str]
+    footers: list[Any]  # pyarrow.parquet.FileMetaData, per file
+    file_of: np.ndarray  # per row group: its file
+    group: np.ndarray  # its index in the file
+    low: np.ndarray
+    high: np.ndarray
+    through_iceberg: list[FileScanTask]  # files with delete files (read by pyiceberg, whole)
+    column: str = "cluster"
+
+    @classmethod
+    def of(cls, table: Table, tasks: Sequence[FileScanTask], column: str = "cluster") -> Layout:
+        import pyarrow.parquet as pq
+
+        files: list[str] = []
+        footers: list[Any] = []
+        through: list[FileScanTask] = []
+        file_of: list[int] = []
+        group: list[int] = []
+        low: list[Any] = []
+        high: list[Any] = []
+        numeric = column == "cluster"
+        unknown = (np.iinfo(np.int32).min, np.iinfo(np.int32).max) if numeric else ("", "\U0010ffff" * 8)
+        for task in tasks:
+            if task.delete_files:
+                through.append(task)
+                continue
+            with table.io.new_input(task.file.file_path).open() as source:
+                footer = pq.read_metadata(source)
+            at = footer.schema.to_arrow_schema().get_field_index(column)
+            for i in range(footer.num_row_groups):
+                stats = footer.row_group(i).column(at).statistics
+                if stats is None or not stats.has_min_max:  # unknown: always read
+                    lo, hi = unknown
+                else:
+                    lo, hi = stats.min, stats.max
+                file_of.append(len(files))
+                group.append(i)
+                low.append(lo)
+                high.append(hi)
+            files.append(task.file.file_path)
+            footers.append(footer)
+        kind = np.int64 if numeric else object
+        return cls(
+            files,
+            footers,
+            np.asarray(file_of, dtype=np.int64),
+            np.asarray(group, dtype=np.int64),
+            np.asarray(low, dtype=kind),
+            np.asarray(high, dtype=kind),
+            through,
+            column,
+        )
+
+    def groups(self, values: Sequence[Any]) -> dict[int, tuple[list[int], bool]]:
+        """The row groups that may hold rows of ``values``, by file: (row groups, whether each
+        holds those values only)."""
+        wanted = np.asarray(sorted(set(values)), dtype=self.low.dtype)
+        if not len(wanted) or not len(self.low):
+            return {}
+        at = np.searchsorted(wanted, self.low)
+        hit = (at < len(wanted)) & np.asarray(wanted[np.minimum(at, len(wanted) - 1)] <= self.high, dtype=bool)
+        out: dict[int, tuple[list[int], bool]] = {}
+        for j in np.flatnonzero(hit):
+            f = int(self.file_of[j])
+            groups, exact = out.get(f, ([], True))
+            groups.append(int(self.group[j]))
+            out[f] = (groups, bool(exact and self.low[j] == self.high[j]))
+        return out
+
+    def avgdl(self) -> float | None:
+        """The rows' mean length the postings were weighted with (their files' metadata)."""
+        for footer in self.footers:
+            value = (footer.metadata or {}).get(AVGDL_KEY)
+            if value is not None:
+                return float(value)
+        return None
+
+
+# (table, namespace, snapshot) -> the copy's layout; the main table's files not in an index
+
+
+LAYOUTS: dict[tuple[str, str, int], Layout] = {}
+
+
+REMAINDERS: dict[tuple[str, str, int, int], list[FileScanTask]] = {}
+
+
+def read_groups(
+    table: Table,
+    layout: Layout,
+    clusters: Sequence[Any],
+    row_filter: BooleanExpression,
+    columns: Sequence[str],
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``clusters`` (the values of ``layout.column``) in ``layout``'s row groups that
+    match ``row_filter``, read with pyarrow from the data files (their footers known): no planning,
+    no row group of other clusters."""
+    import pyarrow.parquet as pq
+
+    key = layout.column
+    wanted = pa.array(sorted(set(clusters)), type=pa.int32() if key == "cluster" else pa.string())
+    expression, filtered = arrow_filter(table, row_filter)
+    read = list(dict.fromkeys([*columns, *filtered]))
+    for f, (groups, exact) in sorted(layout.groups(clusters).items()):
+        with table.io.new_input(layout.files[f]).open() as source:
+            data = pq.ParquetFile(source, metadata=layout.footers[f]).read_row_groups(
+                groups, columns=list(dict.fromkeys([*read, key]))
+            )
+        mask = expression if exact else (pc.field(key).isin(wanted) & expression)
+        data = data.filter(mask).select(list(columns))
+        yield from data.to_batches()
+
+
+def arrow_filter(table: Table, row_filter: BooleanExpression) -> tuple[Any, list[str]]:
+    """``row_filter`` as a pyarrow expression over ``table``'s columns, and the columns it reads."""
+    from pyiceberg.expressions.visitors import bind, extract_field_ids
+    from pyiceberg.io.pyarrow import expression_to_pyarrow
+
+    schema = table.schema()
+    bound = bind(schema, row_filter, case_sensitive=True)
+    names = (schema.find_column_name(i) for i in extract_field_ids(bound))
+    return expression_to_pyarrow(bound, schema), sorted(n for n in names if n is not None)
+
+
+def read_tasks(
+    table: Table, namespace: str, row_filter: BooleanExpression, columns: Sequence[str], tasks: list[FileScanTask]
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``tasks`` (files of ``table``) matching ``row_filter``, as the scan would give them."""
+    from pyiceberg.expressions import And
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    if not tasks:
+        return
+    scan = ArrowScan(
+        table.metadata,
+        table.io,
+        table.schema().select(*columns),
+        And(equal("namespace", namespace), row_filter),
+    )
+    yield from scan.to_record_batches(tasks)
