@@ -73,7 +73,9 @@ def sample_embeddings(scan: Any, upper: int, seed: int) -> tuple[int | None, int
     counts: dict[int, int] = {}
     kept: dict[int, list[np.ndarray]] = {}
     tokens, measured = 0, 0
-    for batch in scan.to_arrow_batch_reader():
+    from cabrain.store.cold import stream
+
+    for batch in stream(scan):
         lengths = batch.column("term_count")
         measured += len(lengths) - lengths.null_count
         tokens += int(pc.sum(lengths).as_py() or 0)

@@ -54,6 +54,7 @@ from cabrain.store.cold import (
     TERMS_TABLE,
     ColdTier,
     equal,
+    stream,
 )
 from cabrain.store.cold_clusters import cluster_count, embeddings, kmeans, nearest, sample_embeddings, unit
 from cabrain.store.cold_files import (
@@ -236,7 +237,7 @@ class ColdIndex:
         with tempfile.TemporaryDirectory(prefix="cabrain-cold-index-") as spill:
             writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
             try:
-                for batch in rows.to_arrow_batch_reader():
+                for batch in stream(rows, tasks):
                     if batch.num_rows == 0:
                         continue
                     vectors, has = embeddings(batch.column("embedding"), dim)
