@@ -422,7 +422,6 @@ class ColdIndex:
     ) -> tuple[int, Iterator[pa.RecordBatch]]:
         """Rows of the probed ``clusters`` (and the rows without one) from the copy, then every row
         of the ``remainder`` files, matching ``row_filter``; (data files read, batches)."""
-
         files, probed, rest = self.parts(namespace, clusters, row_filter, columns, remainder)
 
         def stream() -> Iterator[pa.RecordBatch]:

@@ -34,7 +34,6 @@ POSTING_COLUMNS = (
 def word_pairs(terms: pa.ChunkedArray | pa.Array, cluster: np.ndarray) -> pa.Table:
     """The rows' words by cluster: (term, cluster, rows), from the rows' ``terms`` (the cold tier's
     tokens, " t1  t2 ") and ``cluster``."""
-
     column = terms.combine_chunks() if isinstance(terms, pa.ChunkedArray) else terms
     words = pc.split_pattern(pc.utf8_trim(pc.fill_null(column, ""), " "), "  ")
     rows = pc.list_parent_indices(words)
