@@ -51,11 +51,17 @@ def cold_rows(
     rng: random.Random, np_rng: np.random.Generator, base: np.ndarray, n: int, noise: float, now: datetime
 ) -> pa.Table:
     """``n`` synthetic cold rows in the cold table's schema (one demotion batch)."""
-    batch, demoted_at = str(uuid.uuid4()), now
     vectors = base[np_rng.integers(0, len(base), n)] + np_rng.normal(0, noise, (n, base.shape[1])).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    blobs = vectors.astype("<f4")
-    texts = [synthetic_text(rng) for _ in range(n)]
+    return cold_table(rng, [synthetic_text(rng) for _ in range(n)], vectors, now)
+
+
+def cold_table(rng: random.Random, texts: list[str], vectors: np.ndarray, now: datetime) -> pa.Table:
+    """Cold rows of ``texts`` with their unit ``vectors``, in the cold table's schema (one demotion
+    batch; seeded ids, times over the year before ``now``, importance)."""
+    n = len(texts)
+    batch, demoted_at = str(uuid.uuid4()), now
+    blobs = np.asarray(vectors, dtype="<f4")
     tokens = [tokenize(text) for text in texts]
     valid = [now - timedelta(days=30, seconds=rng.randint(0, 365 * 86400)) for _ in range(n)]
     data: dict[str, Any] = {
@@ -70,7 +76,7 @@ def cold_rows(
         "source_kind": ["bench"] * n,
         "source_ref": [None] * n,
         "embedding": [row.tobytes() for row in blobs],
-        "embedding_dim": [base.shape[1]] * n,
+        "embedding_dim": [blobs.shape[1]] * n,
         "importance": [round(rng.random(), 3) for _ in range(n)],
         "access_count": [0] * n,
         "last_accessed_at": [None] * n,
@@ -241,4 +247,4 @@ def _growth(entry: dict[str, Any]) -> str:
     return f"+{memory['peak_mib'] - memory['before_mib']:,.0f}" if "peak_mib" in memory else "-"
 
 
-__all__ = ["cold_rows", "recall_at_k", "render_archive", "run_archive_bench"]
+__all__ = ["cold_rows", "cold_table", "recall_at_k", "render_archive", "run_archive_bench"]

@@ -307,3 +307,37 @@ def test_bench_archive_times_the_scan_beside_the_index_at_each_size(tmp_path, pg
     assert bad.returncode == 2 and "--rows" in bad.stderr
     bad = run_cli("bench", "archive", "--exact-queries", "0", env=env)
     assert bad.returncode == 2 and "--exact-queries" in bad.stderr
+
+
+def test_bench_archive_on_a_question_set_reports_recall_and_gold_hits(tmp_path, pg_server, home):
+    """`cabrain bench archive --corpus DIR`: a question -> passage set's passages, really embedded,
+    demoted and indexed; each question asked scanning and through the index: the index's recall@k
+    against the scan and both's hit@k on the gold passages. A folder that is not such a set: exit 2."""
+    topics = ["volcano", "violin", "glacier", "satellite", "orchard", "lighthouse", "submarine", "desert"]
+    folder = tmp_path / "set"
+    folder.mkdir()
+    passages, questions = [], []
+    for t, topic in enumerate(topics):
+        for n in range(5):
+            passages.append(
+                {"id": f"p{t}-{n}", "text": f"Notes on the {topic}, part {n}: the {topic} team met on day {n}."}
+            )
+        questions.append({"query": f"what about the {topic}", "gold": [f"p{t}-0", f"p{t}-1", f"p{t}-2"]})
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(p) for p in passages) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in questions) + "\n")
+    out = tmp_path / "corpus.json"
+    env = cli_env(database_url=pg_server.dsn(), home=str(home))
+    result = run_cli(
+        "bench", "archive", "--corpus", str(folder), "--probes", "2", "--json", str(out), env=env, timeout=600
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert data["rows"] == 40 and data["queries"] == 8 and data["probes"] == 2 and data["clusters"] == 6
+    for mode in ("hybrid", "vector"):
+        measured = data["modes"][mode]
+        assert 0 <= measured["recall_at_k"] <= 1 and 0 < measured["rows_read_share"] < 1
+        assert measured["exact_hit_at_k"] > 0.5  # each question's topic word is in its gold passages
+    assert data["modes"]["hybrid"]["index_hit_at_k"] > 0.5  # the word's postings find them
+    assert "recall@10 vs scan" in result.stdout
+    bad = run_cli("bench", "archive", "--corpus", str(tmp_path / "missing"), env=env)
+    assert bad.returncode == 2 and "corpus.jsonl" in bad.stderr
