@@ -73,7 +73,7 @@ def sample_embeddings(scan: Any, upper: int, seed: int) -> tuple[int | None, int
     counts: dict[int, int] = {}
     kept: dict[int, list[np.ndarray]] = {}
     tokens, measured = 0, 0
-    from cabrain.store.cold import stream
+    from cabrain.store.cold_stream import stream
 
     for batch in stream(scan):
         lengths = batch.column("term_count")

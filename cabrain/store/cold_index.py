@@ -54,7 +54,6 @@ from cabrain.store.cold import (
     TERMS_TABLE,
     ColdTier,
     equal,
-    stream,
 )
 from cabrain.store.cold_clusters import cluster_count, embeddings, kmeans, nearest, sample_embeddings, unit
 from cabrain.store.cold_files import (
@@ -68,6 +67,7 @@ from cabrain.store.cold_files import (
     write_clustered,
     write_postings,
 )
+from cabrain.store.cold_stream import stream
 from cabrain.store.cold_words import (
     POSTING_ARROW,
     merge_pairs,
