@@ -109,9 +109,6 @@ class Probe:
     remainder: list[FileScanTask]
     row_filter: BooleanExpression
 
-    def batches(self, columns: Sequence[str]) -> tuple[int, Iterator[pa.RecordBatch]]:
-        return self.reader.batches(self.namespace, self.clusters, self.row_filter, columns, self.remainder)
-
     def parts(self, columns: Sequence[str]) -> tuple[int, Iterator[pa.RecordBatch], Iterator[pa.RecordBatch]]:
         """(files, the probed clusters' rows, the rows demoted since the build)."""
         return self.reader.parts(self.namespace, self.clusters, self.row_filter, columns, self.remainder)

@@ -49,32 +49,31 @@ def postings_schema() -> Any:
 def write_postings(table: Table, postings: pa.Table, avgdl: float) -> str:
     """Write a namespace's ``postings`` (sorted by word) as one Parquet data file of ``table``, in
     row groups of ``POSTING_GROUP_ROWS``, the rows' mean length in its metadata; its path."""
-    import uuid
-
-    import pyarrow.parquet as pq
-    from pyiceberg.io.pyarrow import schema_to_pyarrow
-
-    schema = schema_to_pyarrow(table.schema())
-    data = postings.select(schema.names).cast(schema)
-    props = table.properties
-    codec = props.get("write.parquet.compression-codec", "zstd")
-    level = props.get("write.parquet.compression-level")
-    path = table.location_provider().new_data_location(f"{uuid.uuid4()}.parquet")
-    with table.io.new_output(path).create(overwrite=True) as out:
-        with pq.ParquetWriter(
-            out,
-            schema=schema.with_metadata({**(schema.metadata or {}), AVGDL_KEY: repr(float(avgdl)).encode()}),
-            compression="none" if codec == "uncompressed" else codec,
-            compression_level=None if level is None else int(level),
-        ) as writer:
-            writer.write_table(data, row_group_size=POSTING_GROUP_ROWS)
-    return path
+    return _write(
+        table, postings, [(0, postings.num_rows)], POSTING_GROUP_ROWS, {AVGDL_KEY: repr(float(avgdl)).encode()}
+    )
 
 
 def write_clustered(table: Table, data: pa.Table) -> str:
     """Write ``data`` (rows of one namespace, sorted by cluster) as a Parquet data file of the copy
-    ``table``, each cluster in row groups of its own (:class:`Layout`), as pyiceberg writes a data
-    file otherwise (its schema with field ids, the table's codec); its path, for ``add_files``."""
+    ``table``, each cluster in row groups of its own (:class:`Layout`); its path, for ``add_files``."""
+    cluster = data.column("cluster").to_numpy()
+    bounds = np.flatnonzero(np.diff(cluster)) + 1
+    starts = np.concatenate([[0], bounds]).astype(int)
+    ends = np.concatenate([bounds, [len(cluster)]]).astype(int)
+    return _write(table, data, list(zip(starts, ends, strict=True)), CLUSTER_GROUP_MAX)
+
+
+def _write(
+    table: Table,
+    data: pa.Table,
+    parts: list[tuple[int, int]],
+    group_rows: int,
+    metadata: dict[bytes, bytes] | None = None,
+) -> str:
+    """``data`` as a new Parquet data file of ``table``, as pyiceberg writes one (its schema with
+    field ids, the table's codec), each of ``parts`` (row ranges) in row groups of its own of
+    ``group_rows`` rows at most; its path."""
     import uuid
 
     import pyarrow.parquet as pq
@@ -82,14 +81,12 @@ def write_clustered(table: Table, data: pa.Table) -> str:
 
     schema = schema_to_pyarrow(table.schema())
     data = data.select(schema.names).cast(schema)
+    if metadata:
+        schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
     props = table.properties
     codec = props.get("write.parquet.compression-codec", "zstd")
     level = props.get("write.parquet.compression-level")
     path = table.location_provider().new_data_location(f"{uuid.uuid4()}.parquet")
-    cluster = data.column("cluster").to_numpy()
-    bounds = np.flatnonzero(np.diff(cluster)) + 1
-    starts = np.concatenate([[0], bounds]).astype(int)
-    ends = np.concatenate([bounds, [len(cluster)]]).astype(int)
     with table.io.new_output(path).create(overwrite=True) as out:
         with pq.ParquetWriter(
             out,
@@ -97,8 +94,8 @@ def write_clustered(table: Table, data: pa.Table) -> str:
             compression="none" if codec == "uncompressed" else codec,
             compression_level=None if level is None else int(level),
         ) as writer:
-            for start, end in zip(starts, ends, strict=True):
-                writer.write_table(data.slice(start, end - start), row_group_size=CLUSTER_GROUP_MAX)
+            for start, end in parts:
+                writer.write_table(data.slice(start, end - start), row_group_size=group_rows)
     return path
 
 

@@ -175,24 +175,32 @@ class ColdIndex:
         self._table: Table | None = None
 
     def table(self) -> Table:
+        """The clustered copy (``cabrain.memory_index``), created on first use."""
+        if self._table is None:
+            self._table = self._open(INDEX_TABLE, _schema(), INDEX_PROPERTIES)
+        return self._table.refresh()
+
+    def postings_table(self) -> Table:
+        """The index's postings (``cabrain.memory_index_terms``), created on first use."""
+        return self._open(TERMS_TABLE, postings_schema(), TERMS_PROPERTIES).refresh()
+
+    def _open(self, name: str, schema: Any, properties: dict[str, str]) -> Table:
+        """Table ``name`` of the catalog, created (partitioned by namespace) if it is not there."""
         from pyiceberg.partitioning import PartitionField, PartitionSpec
         from pyiceberg.transforms import IdentityTransform
 
-        if self._table is None:
-            catalog = self.cold._catalog
-            try:
-                with private_files():
-                    catalog.create_namespace_if_not_exists(NAMESPACE)
-                    schema = _schema()
-                    spec = PartitionSpec(
-                        PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")
-                    )
-                    self._table = catalog.create_table_if_not_exists(
-                        INDEX_TABLE, schema=schema, partition_spec=spec, properties=INDEX_PROPERTIES
-                    )
-            except Exception as exc:
-                raise ColdStoreError(f"cannot open the cold-tier index table {INDEX_TABLE}: {exc}") from exc
-        return self._table.refresh()
+        catalog = self.cold._catalog
+        try:
+            with private_files():
+                catalog.create_namespace_if_not_exists(NAMESPACE)
+                spec = PartitionSpec(
+                    PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")
+                )
+                return catalog.create_table_if_not_exists(
+                    name, schema=schema, partition_spec=spec, properties=properties
+                )
+        except Exception as exc:
+            raise ColdStoreError(f"cannot open the cold-tier index table {name}: {exc}") from exc
 
     # --- building ------------------------------------------------------------------------------------
     def build(self, namespace: str, *, seed: int = 0, group_rows: int = GROUP_ROWS) -> Built | None:
@@ -273,84 +281,63 @@ class ColdIndex:
                     paths.append(write_clustered(copy, data))
                     copied += data.num_rows
                     del data
-
-                def replace(table: Table) -> None:
-                    with table.transaction() as tx, warnings.catch_warnings():
-                        # a namespace's first build has no copy to delete: pyiceberg warns of that
-                        warnings.filterwarnings("ignore", "Delete operation did not match any records")
-                        tx.delete(equal("namespace", namespace))
-                        tx.add_files(paths, check_duplicate_files=False)
-
-                self._commit(replace)
             except BaseException:
-                for path in paths:  # written but never committed: nothing refers to them
-                    try:
-                        copy.io.delete(path)
-                    except OSError:
-                        pass
+                self._discard(copy, paths)
                 raise
+            self._replace(copy, namespace, paths)
             kept = self._replace_postings(namespace, strongest(postings, per_word), avgdl)
         return Built(snapshot.snapshot_id, files, centroids, copied, words_of(pairs), kept)
-
-    def postings_table(self) -> Table:
-        """The index's postings (``cabrain.memory_index_terms``), created on first use."""
-        from pyiceberg.partitioning import PartitionField, PartitionSpec
-        from pyiceberg.transforms import IdentityTransform
-
-        catalog = self.cold._catalog
-        try:
-            with private_files():
-                catalog.create_namespace_if_not_exists(NAMESPACE)
-                schema = postings_schema()
-                spec = PartitionSpec(
-                    PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")
-                )
-                table = catalog.create_table_if_not_exists(
-                    TERMS_TABLE, schema=schema, partition_spec=spec, properties=TERMS_PROPERTIES
-                )
-        except Exception as exc:
-            raise ColdStoreError(f"cannot open the cold-tier index table {TERMS_TABLE}: {exc}") from exc
-        return table.refresh()
 
     def _replace_postings(self, namespace: str, postings: pa.Table, avgdl: float) -> int:
         """Replace ``namespace``'s postings with ``postings`` (sorted by word) in one commit."""
         table = self.postings_table()
         postings = postings.append_column("namespace", pa.array([namespace] * postings.num_rows, type=pa.string()))
-        path = write_postings(table, postings, avgdl) if postings.num_rows else None
+        paths = [write_postings(table, postings, avgdl)] if postings.num_rows else []
+        self._replace(table, namespace, paths)
+        return postings.num_rows
+
+    def _replace(self, table: Table, namespace: str, paths: list[str]) -> None:
+        """Replace ``namespace``'s rows of ``table`` with the data files ``paths`` (written for it)
+        in one commit; when that fails, the files are deleted (nothing refers to them)."""
 
         def replace(current: Table) -> None:
             with current.transaction() as tx, warnings.catch_warnings():
+                # a namespace's first build has nothing to delete: pyiceberg warns of that
                 warnings.filterwarnings("ignore", "Delete operation did not match any records")
                 tx.delete(equal("namespace", namespace))
-                if path is not None:
-                    tx.add_files([path], check_duplicate_files=False)
+                if paths:
+                    tx.add_files(paths, check_duplicate_files=False)
 
         try:
             self._commit(replace, table)
         except BaseException:
-            if path is not None:
-                try:
-                    table.io.delete(path)
-                except OSError:
-                    pass
+            self._discard(table, paths)
             raise
-        return postings.num_rows
 
-    def _commit(self, change: Any, table: Table | None = None, attempts: int = 8) -> Any:
+    @staticmethod
+    def _discard(table: Table, paths: list[str]) -> None:
+        for path in paths:
+            try:
+                table.io.delete(path)
+            except OSError:
+                pass
+
+    def _commit(self, change: Any, table: Table, attempts: int = 8) -> Any:
+        """Run ``change`` on ``table`` as it is now, again (backing off) while another commit wins."""
         from pyiceberg.exceptions import CommitFailedException
 
         delay = 0.05
         for attempt in range(attempts):
             try:
                 with private_files():
-                    return change(self.table() if table is None else table.refresh())
+                    return change(table.refresh())
             except CommitFailedException:
                 if attempt == attempts - 1:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
             except Exception as exc:
-                raise ColdStoreError(f"writing {INDEX_TABLE if table is None else TERMS_TABLE} failed: {exc}") from exc
+                raise ColdStoreError(f"writing {'.'.join(table.name())} failed: {exc}") from exc
 
     # --- reading -------------------------------------------------------------------------------------
     def remainder(self, namespace: str, known: frozenset[str]) -> list[FileScanTask]:
@@ -412,24 +399,6 @@ class ColdIndex:
         tables = [pa.Table.from_batches([b]).select(schema.names).cast(schema) for b in batches]
         return (pa.concat_tables(tables) if tables else schema.empty_table()), avgdl
 
-    def batches(
-        self,
-        namespace: str,
-        clusters: Sequence[int],
-        row_filter: BooleanExpression,
-        columns: Sequence[str],
-        remainder: list[FileScanTask],
-    ) -> tuple[int, Iterator[pa.RecordBatch]]:
-        """Rows of the probed ``clusters`` (and the rows without one) from the copy, then every row
-        of the ``remainder`` files, matching ``row_filter``; (data files read, batches)."""
-        files, probed, rest = self.parts(namespace, clusters, row_filter, columns, remainder)
-
-        def stream() -> Iterator[pa.RecordBatch]:
-            yield from probed
-            yield from rest
-
-        return files, stream()
-
     def parts(
         self,
         namespace: str,
@@ -438,8 +407,9 @@ class ColdIndex:
         columns: Sequence[str],
         remainder: list[FileScanTask],
     ) -> tuple[int, Iterator[pa.RecordBatch], Iterator[pa.RecordBatch]]:
-        """:meth:`batches` as its two parts: (data files read, the probed clusters' rows, the
-        remainder's rows)."""
+        """Rows of the probed ``clusters`` (and the rows without one) from the copy, then every row
+        of the ``remainder`` files, matching ``row_filter``: (data files read, the probed clusters'
+        rows, the remainder's rows)."""
         from pyiceberg.expressions import And
 
         clusters = sorted({*(int(c) for c in clusters), UNCLUSTERED})

@@ -183,8 +183,8 @@ async def test_each_cluster_is_its_own_row_groups_and_a_probe_reads_only_them(br
         assert all(s.min == s.max for s in stats)
     reader = cold_index.ColdIndex(cold)
     clusters = [0, 3, len(built.centroids) - 1]
-    files, batches = reader.batches(NS, clusters, AlwaysTrue(), ["id", "cluster"], [])
-    read = pa.Table.from_batches(list(batches))
+    files, probed, rest = reader.parts(NS, clusters, AlwaysTrue(), ["id", "cluster"], [])
+    read = pa.Table.from_batches([*probed, *rest])
     wanted = {*clusters, cold_index.UNCLUSTERED}
     expected = {
         i for i, c in zip(everything["id"].to_pylist(), everything["cluster"].to_pylist(), strict=True) if c in wanted
