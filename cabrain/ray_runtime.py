@@ -113,6 +113,7 @@ def ray_environment(settings: Settings, *, local: bool) -> dict[str, str]:
     otherwise a cluster's, whose token comes from CABRAIN_RAY_AUTH_TOKEN_FILE or Ray's own lookup:
     RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token)."""
     env = dict(RAY_COMMON_ENV)
+    env.update(direct_ingress_environment(settings))
     if local:
         env.update(RAY_LOOPBACK_ENV)
         env["RAY_AUTH_TOKEN_PATH"] = str(ensure_ray_token(ray_token_path(settings)))
@@ -127,6 +128,23 @@ def ray_environment(settings: Settings, *, local: bool) -> dict[str, str]:
             )
         env["RAY_AUTH_TOKEN_PATH"] = str(settings.ray_auth_token_file)
     return env
+
+
+def direct_ingress_environment(settings: Settings) -> dict[str, str]:
+    """Ray Serve's switches for ``CABRAIN_SERVE_DIRECT_INGRESS``: each node's ingress replica listens on
+    the API's port itself (the one port of its range), so a request skips the hop through Serve's proxy.
+    Serve reads them when its controller and replicas start, from their processes' environment."""
+    if not settings.serve_direct_ingress:
+        return {}
+    port = settings.api_port
+    return {
+        "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1",
+        "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(port),
+        "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(port + 1),  # the range's end is not a port of it
+        # a port freed by a replica that stopped is held back for HAProxy's workers, which CaBrain does not
+        # run: without this, the replica that replaces a dead one waits 150 s for the node's port
+        "RAY_SERVE_PORT_QUARANTINE_S": "0",
+    }
 
 
 def apply_ray_environment(env: dict[str, str]) -> None:

@@ -100,9 +100,12 @@ def deploy(settings: Settings, dsn: str, app_args: dict[str, Any] | None = None)
 
     args = AppArgs.model_validate(app_args or {})
     args.settings = settings_for_replicas(settings, **{"database_url": dsn, **args.settings})
+    # With direct ingress the ingress replicas listen on the API's port and Serve keeps one proxy on the
+    # head, which nothing here calls: on a free loopback port
+    port = 0 if settings.serve_direct_ingress else settings.api_port
     serve.start(
         proxy_location=settings.serve_proxy_location,
-        http_options={"host": settings.api_host, "port": settings.api_port},
+        http_options={"host": settings.api_host, "port": port},
         logging_config={"log_level": "WARNING", "enable_access_log": False},
     )
     serve.run(build_app(args), name=APP_NAME, route_prefix="/", blocking=False)

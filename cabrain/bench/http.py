@@ -197,13 +197,14 @@ async def run_http_bench(
                         f"  http, concurrency {c}: p95 {http[c].get('p95', 0):.1f} ms, errors {http[c]['errors']}",
                         quiet,
                     )
-    machine = machine_facts(facts, embedder)
+    machine = {**machine_facts(facts, embedder), "direct_ingress": settings.serve_direct_ingress}
     return HttpBenchResult(memories, queries, http, in_process, machine, stages, in_process_stages)
 
 
 def render_http(result: HttpBenchResult) -> str:
     lines = [
-        f"recall (hybrid, k=10, no rerank, no cache) over {result.memories} memories, {result.queries} queries per row",
+        f"recall (hybrid, k=10, no rerank, no cache) over {result.memories} memories, {result.queries} queries per row"
+        + (", direct ingress (no proxy hop)" if result.machine.get("direct_ingress") else ""),
         f"{'concurrency':>11} | {'HTTP p50':>9} {'p95':>8} {'p99':>8} {'req/s':>7} | "
         f"{'in-process p50':>14} {'p95':>8} {'p99':>8} {'req/s':>7}",
     ]

@@ -225,6 +225,10 @@ class OperationsSettings(BaseModel):
         pattern="^(EveryNode|HeadOnly)$",
         description="Where Serve runs HTTP proxies: EveryNode (any node's address serves the API) or HeadOnly.",
     )
+    serve_direct_ingress: bool = Field(
+        False,
+        description="Each node's ingress replica answers on CABRAIN_API_PORT itself: no proxy hop (README).",
+    )
     serve_ready_timeout_s: float = Field(
         default=300.0, gt=0, description="How long cabrain up waits for the models and the API to be ready."
     )
