@@ -222,9 +222,11 @@ class _Restore:
         """The batch's memories neither stored before this import nor taken by it already. Stored
         before: read on another connection while the batch before is written on the import's (what
         it sees is what was committed: the import's own rows are in ``taken``), or on the import's
-        once that is written, when the pool has one connection only."""
+        once that is written, when the pool has one connection only or when the import may drop the
+        indexes it builds again (its transaction then holds ``memory_ids`` until it commits)."""
         ids = [uuid.UUID(r["id"]) for r in batch]
-        if self.engine.pool.get_max_size() > 1:
+        may_drop = self.bulk and self.plan.counts.get("memory", 0) >= self.engine.settings.import_rebuild_index_at
+        if self.engine.pool.get_max_size() > 1 and not may_drop:
             async with self.engine.pool.acquire() as conn:
                 known = {r["id"] for r in await conn.fetch(portable_sql.KNOWN_IDS, ids)}
         else:

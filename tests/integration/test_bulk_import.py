@@ -155,3 +155,25 @@ async def test_a_bulk_import_the_database_refuses_midway_leaves_nothing(
         assert report.added["memory"] == sum(1 for r in records if r["type"] == "memory")
     finally:
         await other.close()
+
+
+async def test_a_bulk_import_in_many_batches_that_builds_its_indexes_again_runs_through(
+    brain, settings_for, two_dsns, embedder
+) -> None:
+    """Once its first batch has dropped the indexes it builds again, the import's transaction holds
+    ``memory_ids``: the next batches look for memories stored before on the import's own connection
+    (on another, the lookup waited for the import to commit, and the import for the lookup)."""
+    from cabrain.brain import Brain
+
+    await _fill(brain)
+    out = io.StringIO()
+    report = await Portable(brain.engine).export(None, ["proj"], out, with_embeddings=True)
+    other = await Brain.open(settings_for(two_dsns[1], import_rebuild_index_at=1), dsn=two_dsns[1], embedder=embedder)
+    try:
+        assert other.engine.pool.get_max_size() > 1
+        indexes = await _indexes(other.engine)
+        done = await restore(other.engine, io.StringIO(out.getvalue()), batch=2, bulk=True)
+        assert done.added["memory"] == report.counts["memory"] > 2
+        assert all(a != b for a, b in zip(await _indexes(other.engine), indexes, strict=True))
+    finally:
+        await other.close()
