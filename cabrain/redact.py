@@ -34,6 +34,17 @@ _TAG = r"<\s*(/?)\s*private\b[^>]*>"
 # one command of a pipeline.
 _CMD = r"[^\n;|&]*?"
 
+# A name that holds a secret, then what assigns to it (the two assignment rules below). Trying these
+# names at every word makes them the slowest rules by far, so they run only on a text whose case
+# fold holds one of _NAMES, which each of their matches holds ("credent", not "credential": a
+# dotless ı matches i without regard to case, but its case fold is not i).
+_ASSIGNED = (
+    r"(?P<keep>\b[\w.\-]*(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|apikey|access[_\-]?key"
+    r"|private[_\-]?key|(?:secret|master|license|ssh|root|admin|app|auth|signing|encryption|session)[_\-]?key|credentials?"
+    r"|connection[_\-]?string|conn[_\-]?str)[\"']?\s*"
+)
+_NAMES = ("pass", "pwd", "secret", "token", "key", "credent", "conn")
+
 # (pattern, flags). A pattern either matches the secret itself, or names groups: ``keep`` (kept
 # before the secret), ``secret`` (replaced) and ``tail`` (kept after it).
 RULES: list[tuple[str, int]] = [
@@ -107,20 +118,8 @@ RULES: list[tuple[str, int]] = [
     (r"(?P<keep>-pass(?:in|out)?\s+pass:)(?P<secret>\S+)", 0),
     (r"(?P<keep>-(?:store|key|src|dest|new)?(?:store)?pass\s+)(?P<secret>\S+)", 0),
     # assignments (.env, shell, YAML, JSON, TOML, ini) to names that hold secrets
-    (
-        r"(?P<keep>\b[\w.\-]*(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|apikey|access[_\-]?key"
-        r"|private[_\-]?key|(?:secret|master|license|ssh|root|admin|app|auth|signing|encryption|session)[_\-]?key|credentials?"
-        r"|connection[_\-]?string|conn[_\-]?str)[\"']?\s*(?::=|=>|=)\s*)"
-        r"(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"']+)",
-        re.IGNORECASE,
-    ),
-    (
-        r"(?P<keep>\b[\w.\-]*(?:password|passwd|passphrase|pwd|secret|token|api[_\-]?key|apikey|access[_\-]?key"
-        r"|private[_\-]?key|(?:secret|master|license|ssh|root|admin|app|auth|signing|encryption|session)[_\-]?key|credentials?"
-        r"|connection[_\-]?string|conn[_\-]?str)[\"']?\s*:\s*)"
-        r"(?P<secret>\"[^\"]*\"|'[^']*'|[^\n\"',;}]+)",
-        re.IGNORECASE,
-    ),
+    (_ASSIGNED + r"(?::=|=>|=)\s*)" + r"(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"']+)", re.IGNORECASE),
+    (_ASSIGNED + r":\s*)" + r"(?P<secret>\"[^\"]*\"|'[^']*'|[^\n\"',;}]+)", re.IGNORECASE),
     (
         r"(?P<keep>\b(?:password|passphrase|passcode|pin)\s+(?:is|was)\s+[\"']?)"
         r"(?P<secret>(?=\S*[\d!@#$%^&*])[^\s\"']{6,})",
@@ -145,8 +144,9 @@ RULES: list[tuple[str, int]] = [
 
 
 @functools.cache
-def _compiled() -> tuple[re.Pattern[str], list[re.Pattern[str]]]:
-    return re.compile(_TAG, re.IGNORECASE), [re.compile(p, f) for p, f in RULES]
+def _compiled() -> tuple[re.Pattern[str], list[tuple[re.Pattern[str], bool]]]:
+    """The ``<private>`` tag, and each rule with whether it runs only on texts holding one of _NAMES."""
+    return re.compile(_TAG, re.IGNORECASE), [(re.compile(p, f), p.startswith(_ASSIGNED)) for p, f in RULES]
 
 
 def _replace(match: re.Match[str]) -> str:
@@ -191,8 +191,11 @@ def redact(text: str) -> str:
         return text
     _, rules = _compiled()
     text = strip_private(text)
-    for rule in rules:
-        text = rule.sub(_replace, text)
+    folded = text.casefold()
+    named = any(name in folded for name in _NAMES)
+    for rule, needs_a_name in rules:
+        if named or not needs_a_name:
+            text = rule.sub(_replace, text)
     return text
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cabrain.redact import PRIVATE, REDACTED, redact, redact_deep, strip_private
+from cabrain.redact import PRIVATE, REDACTED, _compiled, _replace, redact, redact_deep, strip_private
 from tests.secrets_table import SECRETS
 
 KEPT = [  # text that looks a little like secrets and must come through unchanged
@@ -59,3 +61,66 @@ def test_private_blocks():
 def test_deep_redaction_reaches_keys_and_nested_values():
     value = {"env": {"DB_PASSWORD=Pl4ntedKeyInKey": 1, "list": ["sk-ant-api03-Pl4ntedNestedKey0123456789abcdef"]}}
     assert "Pl4nted" not in repr(redact_deep(value))
+
+
+# --- the assignment rules run only on texts holding one of the names they look for -----------------
+def _every_rule(text: str) -> str:
+    """What redaction was before the assignment rules were gated: every rule on every text."""
+    _, rules = _compiled()
+    text = strip_private(text)
+    for rule, _ in rules:
+        text = rule.sub(_replace, text)
+    return text
+
+
+FRAGMENTS = st.sampled_from(
+    [
+        "password",
+        "PASSWORD",
+        "paſſword",
+        "Passwd",
+        "pwd",
+        "secret",
+        "SECRET_KEY",
+        "token",
+        "api-key",
+        "apıkey",
+        "credentıals",
+        "Credentials",
+        "connection_string",
+        "conn_str",
+        "ssh_key",
+        "K",
+        "ey",
+        "=",
+        ":",
+        ":=",
+        "=>",
+        " ",
+        "\n",
+        "'",
+        '"',
+        "hunter2",
+        "x9!",
+        "is",
+        "the",
+        "<private>",
+        "</private>",
+        "ß",
+        "İ",
+        "ı",
+        "\x00",
+    ]
+)
+TEXTS = st.lists(st.one_of(FRAGMENTS, st.text(max_size=8)), max_size=24).map("".join)
+
+
+@given(TEXTS)
+@settings(max_examples=400, deadline=None)
+def test_gating_the_assignment_rules_changes_no_answer(text: str) -> None:
+    assert redact(text) == _every_rule(text)
+
+
+@pytest.mark.parametrize(("what", "text", "secret"), SECRETS, ids=[s[0] for s in SECRETS])
+def test_gating_changes_no_planted_secret(what, text, secret) -> None:
+    assert redact(text) == _every_rule(text), what
