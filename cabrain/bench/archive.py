@@ -33,6 +33,7 @@ from cabrain.bench.corpus import AGENT, NAMESPACE, synthetic_queries, synthetic_
 from cabrain.bench.measure import peak_rss
 from cabrain.bench.progress import bar, say
 from cabrain.eval import percentiles
+from cabrain.progress import Lines
 from cabrain.providers.embedders import load_embedder
 from cabrain.scratch import scratch_brain
 from cabrain.search.archive import recall_archive
@@ -92,6 +93,11 @@ def cold_table(rng: random.Random, texts: list[str], vectors: np.ndarray, now: d
     }
     schema = pa.schema([pa.field(name, kind, nullable=not required) for name, kind, required in FIELDS])
     return pa.Table.from_pydict(data, schema=schema)
+
+
+def _build_lines(quiet: bool) -> Lines | None:
+    """The index build's progress on stderr: its rows clustered, every 30 seconds."""
+    return None if quiet else Lines(lambda line: say(f"    {line}", quiet), every_s=30.0)
 
 
 async def _grow(brain, cold, target: int, have: int, state: dict, quiet: bool) -> float:
@@ -200,7 +206,7 @@ async def run_archive_bench(
                     await conn.execute(sql.vacuum_analyze("memory_ids"))
                     started = time.perf_counter()
                     with peak_rss() as memory:
-                        built = await build(conn, cold, NAMESPACE)
+                        built = await build(conn, cold, NAMESPACE, progress=_build_lines(quiet))
                     build_s = time.perf_counter() - started
                 await _time(brain, texts[:1], k, RecallMode.HYBRID, 0)  # warm-up: metadata, the embedder
                 entry: dict[str, Any] = {

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from cabrain.progress import Say
 from cabrain.sleep.context import StepContext, StepResult
 from cabrain.store import cold_index as sql
 from cabrain.store.cold import ColdTier
@@ -27,7 +28,12 @@ def due(cold_rows: int, indexed: int | None, min_rows: int, stale_ratio: float) 
 
 
 async def build(
-    conn: asyncpg.Connection, cold: ColdTier, namespace: str, *, group_rows: int = sql.GROUP_ROWS
+    conn: asyncpg.Connection,
+    cold: ColdTier,
+    namespace: str,
+    *,
+    group_rows: int = sql.GROUP_ROWS,
+    progress: Say | None = None,
 ) -> sql.Built | None:
     """Build ``namespace``'s index now (see :mod:`cabrain.store.cold_index` for the order of its
     writes; ``group_rows``: the rows it sorts at once); None when another build holds it, or it has
@@ -36,7 +42,9 @@ async def build(
         return None
     try:
         await conn.execute(sql.DROP_INDEX, namespace)
-        built = await asyncio.to_thread(functools.partial(sql.ColdIndex(cold).build, namespace, group_rows=group_rows))
+        built = await asyncio.to_thread(
+            functools.partial(sql.ColdIndex(cold).build, namespace, group_rows=group_rows, progress=progress)
+        )
         if built is not None:
             centroids = built.centroids
             async with conn.transaction():  # the centroids and their words together

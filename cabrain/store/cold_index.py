@@ -44,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from cabrain.errors import ColdStoreError
+from cabrain.progress import Say, as_progress
 from cabrain.providers.cold_store import private_files
 from cabrain.store.cold import (
     COLUMNS,
@@ -203,14 +204,17 @@ class ColdIndex:
             raise ColdStoreError(f"cannot open the cold-tier index table {name}: {exc}") from exc
 
     # --- building ------------------------------------------------------------------------------------
-    def build(self, namespace: str, *, seed: int = 0, group_rows: int = GROUP_ROWS) -> Built | None:
+    def build(
+        self, namespace: str, *, seed: int = 0, group_rows: int = GROUP_ROWS, progress: Say | None = None
+    ) -> Built | None:
         """Cluster the namespace's cold rows and replace its copy; None when it has no embeddings.
 
         Streamed, so that its memory does not grow with the namespace: a first pass reads the
         embeddings and keeps a seeded sample (what k-means runs on); a second reads every row, gives
         it its nearest centroid and its words' counts, and spills it to a private temporary folder
         in groups of clusters of about ``group_rows`` rows; each group is then sorted by cluster and
-        written, the whole copy replaced in one Iceberg commit."""
+        written, the whole copy replaced in one Iceberg commit. ``progress`` hears the rows of the
+        second pass as they are clustered."""
         import tempfile
 
         main = self.cold.refresh()
@@ -245,7 +249,9 @@ class ColdIndex:
         with tempfile.TemporaryDirectory(prefix="cabrain-cold-index-") as spill:
             writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
             try:
+                tracker = as_progress(progress).track(f"cold rows of {namespace} clustered", upper, "rows")
                 for batch in stream(rows, tasks):
+                    tracker.advance(batch.num_rows)
                     if batch.num_rows == 0:
                         continue
                     vectors, has = embeddings(batch.column("embedding"), dim)
@@ -266,6 +272,7 @@ class ColdIndex:
                         if int(g) not in writers:
                             writers[int(g)] = pa.ipc.new_file(f"{spill}/{int(g)}.arrow", arrow_schema())
                         writers[int(g)].write_table(part)
+                tracker.close()
             finally:
                 for writer in writers.values():
                     writer.close()

@@ -22,6 +22,7 @@ from pyiceberg.expressions import AlwaysTrue
 
 from cabrain.bench.archive import cold_rows, recall_at_k
 from cabrain.bench.corpus import synthetic_queries, synthetic_text
+from cabrain.progress import Lines
 from cabrain.search.archive import recall_archive
 from cabrain.sleep.context import StepContext
 from cabrain.sleep.index_cold import build
@@ -143,11 +144,13 @@ async def test_reading_every_cluster_answers_what_the_scan_answers(brain, corpus
 async def test_a_build_in_groups_answers_as_one_in_memory_bound(brain, corpus: Corpus) -> None:
     """A namespace larger than the build's group (here 700 rows of 3,000) is sorted a group of
     clusters at a time: the copy is several files, each sorted by cluster, and reading every
-    cluster still answers what the scan answers."""
+    cluster still answers what the scan answers; the build says how far it is as it goes."""
     cold = brain.engine.cold_tier()
+    said: list[str] = []
     async with brain.engine.pool.acquire() as conn:
-        built = await build(conn, cold, NS, group_rows=700)
+        built = await build(conn, cold, NS, group_rows=700, progress=Lines(said.append, every_s=0))
     assert built is not None and built.rows == 3000
+    assert said and said[-1].startswith(f"cold rows of {NS} clustered: 3,000/3,000 rows"), said
     copy = cold.index_table()
     assert copy is not None
     tasks = list(copy.scan(row_filter=equal("namespace", NS)).plan_files())
