@@ -121,6 +121,7 @@ async def test_a_bulk_import_is_the_row_by_row_import(brain, settings_for, two_d
             ]
             assert answers[0] == answers[1] and answers[0], query
 
+        await bulky.engine.bookkeeper.close()  # the recalls' events are written (off their response path)
         before = await _held(bulky.engine)
         twice = await restore(bulky.engine, io.StringIO(text), bulk=True)
         assert twice.added == {} and twice.skipped["memory"] == report.counts["memory"]
