@@ -44,7 +44,7 @@ from cabrain.store import memories as memory_sql
 from cabrain.store.keyword import IndexedDoc, PostgresBM25
 from cabrain.text.tokenizer import term_frequencies
 
-__all__ = ["BATCH", "build_indexes", "defer_indexes", "write"]
+__all__ = ["BATCH", "build_indexes", "defer_indexes", "may_defer", "write"]
 
 BATCH = 2000  # memories per staged batch
 
@@ -118,9 +118,16 @@ async def defer_indexes(engine: Engine, conn: asyncpg.Connection, memories: int)
     keyword postings' keys and index) once after its rows (:func:`build_indexes`): what was dropped
     until then (inside the import's transaction, which holds those tables until it commits), or
     nothing."""
-    if memories < engine.settings.import_rebuild_index_at:
+    if not may_defer(engine, memories):
         return []
     return await sql.drop_indexes(conn, memories)
+
+
+def may_defer(engine: Engine, memories: int) -> bool:
+    """Whether an import of ``memories`` memories is large enough that :func:`defer_indexes` may
+    drop indexes (it does when the hot tier also holds fewer vectors): its transaction then holds
+    those tables, ``memory_ids`` among them, until it commits."""
+    return memories >= engine.settings.import_rebuild_index_at
 
 
 async def build_indexes(engine: Engine, conn: asyncpg.Connection, dropped: list[tuple[str, str]]) -> None:

@@ -225,7 +225,7 @@ class _Restore:
         once that is written, when the pool has one connection only or when the import may drop the
         indexes it builds again (its transaction then holds ``memory_ids`` until it commits)."""
         ids = [uuid.UUID(r["id"]) for r in batch]
-        may_drop = self.bulk and self.plan.counts.get("memory", 0) >= self.engine.settings.import_rebuild_index_at
+        may_drop = self.bulk and staged.may_defer(self.engine, self.plan.counts.get("memory", 0))
         if self.engine.pool.get_max_size() > 1 and not may_drop:
             async with self.engine.pool.acquire() as conn:
                 known = {r["id"] for r in await conn.fetch(portable_sql.KNOWN_IDS, ids)}

@@ -10,6 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cabrain.store.cold_stream import stream
+
 MAX_CLUSTERS = 8192
 SAMPLE_PER_CLUSTER = 40  # k-means runs on at most this many rows per centroid (and at least 20,000)
 KMEANS_ROUNDS = 10
@@ -73,8 +75,6 @@ def sample_embeddings(scan: Any, upper: int, seed: int) -> tuple[int | None, int
     counts: dict[int, int] = {}
     kept: dict[int, list[np.ndarray]] = {}
     tokens, measured = 0, 0
-    from cabrain.store.cold_stream import stream
-
     for batch in stream(scan):
         lengths = batch.column("term_count")
         measured += len(lengths) - lengths.null_count

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cabrain.store.cold import equal
-from cabrain.store.cold_stream import STREAM_FILES
+from cabrain.store.cold_stream import windows
 from cabrain.store.cold_words import REQUIRED_POSTING, postings_arrow
 
 if TYPE_CHECKING:
@@ -246,5 +246,4 @@ def read_tasks(
         table.schema().select(*columns),
         And(equal("namespace", namespace), row_filter),
     )
-    for start in range(0, len(tasks), STREAM_FILES):  # a few files at a time (cabrain.store.cold_stream)
-        yield from scan.to_record_batches(tasks[start : start + STREAM_FILES])
+    yield from windows(scan, tasks)  # a few files at a time

@@ -26,11 +26,14 @@ def stream(scan: Any, tasks: Sequence[FileScanTask] | None = None, window: int =
     planned = list(scan.plan_files()) if tasks is None else list(tasks)
     reader = ArrowScan(scan.table_metadata, scan.io, projected, scan.row_filter, scan.case_sensitive)
 
-    def batches() -> Iterator[pa.RecordBatch]:
-        for start in range(0, len(planned), max(1, window)):
-            yield from reader.to_record_batches(planned[start : start + window])
-
-    return pa.RecordBatchReader.from_batches(target, batches()).cast(target)
+    return pa.RecordBatchReader.from_batches(target, windows(reader, planned, window)).cast(target)
 
 
-__all__ = ["STREAM_FILES", "stream"]
+def windows(reader: Any, tasks: Sequence[FileScanTask], window: int = STREAM_FILES) -> Iterator[pa.RecordBatch]:
+    """The batches of a pyiceberg ``ArrowScan`` over ``tasks``, ``window`` data files at a time."""
+    step = max(1, window)
+    for start in range(0, len(tasks), step):
+        yield from reader.to_record_batches(tasks[start : start + step])
+
+
+__all__ = ["STREAM_FILES", "stream", "windows"]
