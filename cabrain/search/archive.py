@@ -21,8 +21,9 @@ rows for the namespace's owner, its readers and admins.
 
 Once ``maintain`` has built the namespace's vector index (:mod:`cabrain.store.cold_index`), a hybrid
 or vector query reads only the ``CABRAIN_COLD_INDEX_PROBES`` clusters nearest it, and the rows demoted
-since the build, instead of every row (:mod:`cabrain.search.archive_index`): the same ranking over
-fewer rows, an approximate answer. ``probes=0`` is the exact scan.
+since the build, instead of every row (:mod:`cabrain.search.archive_index`): the clusters' rows
+ranked by their codes, the hits' whole rows read back after; an approximate answer. ``probes=0`` is
+the exact scan, and reading every cluster ranks every row by its embedding as the scan does.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ if TYPE_CHECKING:  # pyiceberg loads lazily (see row_filter)
 # Columns of the first pass (the text only for rows archived without their tokens); the second
 # reads ColdTier.ROW_COLUMNS, no embeddings.
 SCORE_COLUMNS = ("id", "content", "embedding", "importance", "valid_at", "demoted_at", "terms", "term_count")
+# A probe's first pass over the index's copy ranks by the rows' 8-bit codes; the words' columns only
+# when the index has no postings to answer for them.
+LIGHT_COLUMNS = ("id", "code", "importance", "valid_at", "demoted_at")
+WORD_COLUMNS = ("content", "terms", "term_count")
 
 
 def row_filter(agent: str, team_ok: bool, query: ArchiveQuery) -> BooleanExpression:
@@ -145,6 +150,7 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
         return cold.batches(query.namespace, expression, SCORE_COLUMNS)
 
     probe = None
+    quantized: np.ndarray | None = None
     if index is None:
         (files, batches), qvec = await asyncio.gather(asyncio.to_thread(plan), embed())
     else:  # the query's vector picks the clusters to read
@@ -154,9 +160,15 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
         if probe is None:
             files, batches = await asyncio.to_thread(plan)
         else:
-            # the whole rows at once: the hits are then read from the first pass (Pass.keep)
+            whole = tuple(dict.fromkeys(SCORE_COLUMNS + ROW_COLUMNS))
+            # reading part of the clusters (an approximate answer): their rows ranked by their 8-bit
+            # codes, the hits' whole rows read back after; reading all of them, the rows as the scan
+            # reads them (the same answer), the hits taken from the first pass (Pass.keep)
+            if len(probe.clusters) < len(index.centroids):
+                quantized = index.quantized
+            light = LIGHT_COLUMNS + (() if keywords is not None or not terms else WORD_COLUMNS)
             files, probed, rest = await asyncio.to_thread(
-                probe.parts, tuple(dict.fromkeys(SCORE_COLUMNS + ROW_COLUMNS))
+                probe.parts, (*(whole if quantized is None else light), "cluster"), whole
             )
             # the probed rows' words are counted unless the postings answer for them
             batches = itertools.chain(
@@ -166,7 +178,13 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
     if probe is None:
         keywords = None
         batches = ((b, True) for b in batches)
-    state = Pass(terms, qvec, keep=() if probe is None else ROW_COLUMNS)
+    state = Pass(
+        terms,
+        qvec,
+        keep=() if probe is None else ROW_COLUMNS,
+        quantized=quantized,
+        centroids=None if index is None else index.centroids,
+    )
 
     def first_pass() -> tuple[list, int]:
         t0 = time.perf_counter()
@@ -190,19 +208,11 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
         cold_ids = {r["id"] for r in await conn.fetch(sql.COLD_IDS, query.namespace, pool_ids)}
     top = [c for c in fused if c.row["id"] in cold_ids][: query.k]
     top_ids = [str(c.row["id"]) for c in top]
+    exact: dict[str, float] = {}  # the hits ranked by their codes: their similarity from their embedding
     if probe is None:
         rows = await asyncio.to_thread(cold.newest, query.namespace, top_ids, expression)
     else:
-        rows = {str(c.row["id"]): state.row_at(c.row["at"]) for c in top if c.row.get("at") is not None}
-        elsewhere = [(str(c.row["id"]), c.row["cluster"]) for c in top if c.row.get("at") is None]
-        if elsewhere:  # found by their words alone: read back from their clusters
-            from cabrain.store.cold_index import ColdIndex
-
-            read = await asyncio.to_thread(ColdIndex(cold).rows, query.namespace, elsewhere, expression, ROW_COLUMNS)
-            for row in read.to_pylist():
-                seen = rows.get(row["id"])
-                if seen is None or row["demoted_at"] > seen["demoted_at"]:
-                    rows[row["id"]] = row
+        rows, exact = await asyncio.to_thread(_whole_rows, cold, state, top, query.namespace, expression, qvec)
     top = [c for c in top if str(c.row["id"]) in rows]
     links: dict[uuid.UUID, dict[str, list[Link]]] = {}
     if top:
@@ -223,7 +233,11 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
                 score=c.fused,
                 breakdown=ScoreBreakdown(
                     vector_rank=c.vector_rank,
-                    vector_similarity=c.vector_similarity,
+                    vector_similarity=(
+                        c.vector_similarity
+                        if c.vector_similarity is None
+                        else exact.get(str(memory.id), c.vector_similarity)
+                    ),
                     bm25_rank=c.bm25_rank,
                     bm25_score=c.bm25_score,
                     fused=c.fused,
@@ -237,6 +251,40 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
         )
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     return ArchiveResult(hits=hits, scanned=kept, files=files, timings_ms=timings)
+
+
+def _whole_rows(
+    cold: Any, state: Pass, top: list, namespace: str, expression: BooleanExpression, qvec: np.ndarray | None
+) -> tuple[dict[str, dict], dict[str, float]]:
+    """The whole rows of a read through the index's ``top`` candidates: from the first pass where it
+    kept them, else read back from the copy (the row group of its cluster holding each; a hit found
+    by its words alone, or a row ranked by its codes), with the similarity of those ranked by codes
+    from their embeddings."""
+    from cabrain.search.archive_rank import cosines
+    from cabrain.store.cold import ROW_COLUMNS
+    from cabrain.store.cold_index import ColdIndex
+
+    rows: dict[str, dict] = {}
+    elsewhere: list[tuple[str, int]] = []
+    for c in top:
+        row = None if c.row.get("at") is None else state.row_at(c.row["at"])
+        if row is None:
+            elsewhere.append((str(c.row["id"]), c.row["cluster"]))
+        else:
+            rows[str(c.row["id"])] = row
+    exact: dict[str, float] = {}
+    if not elsewhere:
+        return rows, exact
+    coded = state.quantized is not None
+    read = ColdIndex(cold).rows(namespace, elsewhere, expression, (*ROW_COLUMNS, *(("embedding",) if coded else ())))
+    for row in read.to_pylist():
+        blob = row.pop("embedding", None)
+        seen = rows.get(row["id"])
+        if seen is None or row["demoted_at"] > seen["demoted_at"]:
+            rows[row["id"]] = row
+            if qvec is not None and blob is not None and len(blob) == 4 * len(qvec):
+                exact[row["id"]] = float(cosines(np.frombuffer(blob, dtype="<f4").reshape(1, -1), qvec)[0])
+    return rows, exact
 
 
 __all__ = ["memory_of", "recall_archive", "row_filter"]

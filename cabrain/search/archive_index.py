@@ -3,7 +3,9 @@
 When the namespace has an index, ``CABRAIN_COLD_INDEX_PROBES`` is above 0 and the query has a vector
 (hybrid and vector modes), archive recall reads only the ``probes`` clusters whose centroids are
 nearest the query, plus every row demoted since the index was built, instead of the whole namespace:
-its vector list is ranked over those rows. A hybrid query's keyword list comes from the index's
+its vector list is ranked over those rows, the clusters' rows by the codes of their residuals from
+their centroids (``CABRAIN_COLD_INDEX_CODE_BITS`` a dimension, read instead of the embeddings and the
+texts), the hits' whole rows read back after, their similarity from their embeddings. A hybrid query's keyword list comes from the index's
 postings: each of its words' strongest rows (``CABRAIN_COLD_INDEX_WORD_ROWS``, by BM25 weight, with
 every column the scope filters on, so that the reader's rows are chosen without reading them),
 scored with the words' idf over the rows indexed, beside the rows demoted since (counted as read);
@@ -33,8 +35,8 @@ if TYPE_CHECKING:
 
     from cabrain.store.cold import ColdTier
 
-# (namespace, built_at, snapshot) -> centroids and the data files indexed
-_BUILDS: dict[tuple[str, Any, int], tuple[np.ndarray, frozenset[str]]] = {}
+# (namespace, built_at, snapshot) -> centroids, the data files indexed, the codes' quantizer
+_BUILDS: dict[tuple[str, Any, int], tuple[np.ndarray, frozenset[str], np.ndarray | None]] = {}
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class Index:
     rows: int  # the rows indexed
     centroids: np.ndarray  # clusters x dim, unit rows
     files: frozenset[str]  # the data files of cabrain.memories it was built from
+    quantized: np.ndarray | None = None  # 2 x dim [low, step] of its copy's 8-bit codes (None: built before them)
 
     def probes(self, qvec: np.ndarray, n: int) -> list[int]:
         """The ``n`` clusters whose centroids are nearest ``qvec`` (a unit vector)."""
@@ -93,9 +96,11 @@ async def load(conn: asyncpg.Connection, namespace: str) -> Index | None:
         if found is None:  # rebuilt meanwhile
             return None
         centroids = np.frombuffer(found["centroids"], dtype="<f4").reshape(row["clusters"], row["dim"])
+        codes = found["quantizer"]
+        quantized = None if codes is None else np.frombuffer(codes, dtype="<f4").reshape(2, row["dim"])
         if len(_BUILDS) > 64:
             _BUILDS.clear()
-        build = _BUILDS[key] = (centroids, frozenset(found["files"]))
+        build = _BUILDS[key] = (centroids, frozenset(found["files"]), quantized)
     return Index(namespace, row["indexed_rows"], *build)
 
 
@@ -109,9 +114,13 @@ class Probe:
     remainder: list[FileScanTask]
     row_filter: BooleanExpression
 
-    def parts(self, columns: Sequence[str]) -> tuple[int, Iterator[pa.RecordBatch], Iterator[pa.RecordBatch]]:
+    def parts(
+        self, columns: Sequence[str], remainder_columns: Sequence[str] | None = None
+    ) -> tuple[int, Iterator[pa.RecordBatch], Iterator[pa.RecordBatch]]:
         """(files, the probed clusters' rows, the rows demoted since the build)."""
-        return self.reader.parts(self.namespace, self.clusters, self.row_filter, columns, self.remainder)
+        return self.reader.parts(
+            self.namespace, self.clusters, self.row_filter, columns, self.remainder, remainder_columns
+        )
 
 
 def plan(

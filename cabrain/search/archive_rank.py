@@ -37,17 +37,25 @@ class Pass:
     # the columns kept of every row read (a read through the index: a fraction of the rows), so that
     # the hits are taken from them rather than by a second pass; none: nothing kept (the scan)
     keep: tuple[str, ...] = ()
-    kept: list[Any] = field(default_factory=list)  # the batches' ``keep`` columns
+    kept: list[Any] = field(default_factory=list)  # the batches' ``keep`` columns (None: not read)
+    # a probe's rows of the index's copy are ranked by their 8-bit codes under this ``[low, step]``
+    # (cabrain.store.cold_clusters.quantizer), their whole rows read back for the hits only
+    quantized: np.ndarray | None = None
+    centroids: np.ndarray | None = None  # the index's, which the codes are residuals of
+    cluster_batches: list[np.ndarray] = field(default_factory=list)  # per batch: each row's cluster (-1: none)
     starts: list[int] = field(default_factory=list)  # each kept batch's first row
     rows: int = 0
     ids: Any = None  # after finish(): every row's id (pa.Array), demoted_at (pa.Array), importance
     demoted: Any = None
     importance: np.ndarray | None = None
+    clusters: np.ndarray | None = None
+    _near: np.ndarray | None = None
 
-    def row_at(self, i: int) -> dict[str, Any]:
-        """Row ``i`` of the pass, its ``keep`` columns."""
+    def row_at(self, i: int) -> dict[str, Any] | None:
+        """Row ``i`` of the pass, its ``keep`` columns (None: its batch was read without them)."""
         b = bisect.bisect_right(self.starts, i) - 1
-        return self.kept[b].slice(i - self.starts[b], 1).to_pylist()[0]
+        kept = self.kept[b]
+        return None if kept is None else kept.slice(i - self.starts[b], 1).to_pylist()[0]
 
     def add(self, batch: Any, query: ArchiveQuery, count: bool = True) -> None:
         """Keep ``batch``'s rows (within the query's exact time bounds); ``count``: count the query's
@@ -66,16 +74,31 @@ class Pass:
             batch = batch.filter(mask)
         if batch.num_rows == 0:
             return
+        names = batch.schema.names
+        coded = self.quantized is not None and self.centroids is not None and "code" in names
         if self.keep:
-            self.kept.append(batch.select([c for c in self.keep if c in batch.schema.names]))
+            whole = all(c in names for c in self.keep)
+            self.kept.append(batch.select(list(self.keep)) if whole else None)
             self.starts.append(self.rows)
         self.rows += batch.num_rows
+        cluster = (
+            np.asarray(batch.column("cluster").to_numpy(), dtype=np.int64)
+            if "cluster" in names
+            else np.full(batch.num_rows, -1, dtype=np.int64)
+        )
+        self.cluster_batches.append(cluster)
         self.id_batches.append(batch.column("id").cast(pa.string()))
         self.demoted_batches.append(batch.column("demoted_at").cast(pa.timestamp("us", tz="UTC")))
         self.importance_batches.append(
             np.asarray(batch.column("importance").cast(pa.float64()).fill_null(0.0).to_numpy(), dtype=np.float64)
         )
-        if self.qvec is not None:
+        if self.qvec is not None and self.quantized is not None and self.centroids is not None and coded:
+            from cabrain.store.cold_clusters import code_similarities  # pyarrow: with the cold tier
+
+            if self._near is None:  # the query's similarity to each centroid, once
+                self._near = (self.centroids @ self.qvec.astype(np.float32)).astype(np.float32)
+            self.sims.append(code_similarities(batch.column("code"), self.qvec, self.quantized, self._near, cluster))
+        elif self.qvec is not None:
             self.sims.append(column_similarities(batch.column("embedding"), self.qvec))
         if self.terms and count:
             self._count_terms(batch)
@@ -95,6 +118,7 @@ class Pass:
             else pa.array([], pa.timestamp("us", tz="UTC"))
         )
         self.importance = np.concatenate(self.importance_batches) if self.importance_batches else np.zeros(0)
+        self.clusters = np.concatenate(self.cluster_batches) if self.cluster_batches else np.zeros(0, dtype=np.int64)
         self.id_batches, self.demoted_batches, self.importance_batches = [], [], []
 
     def newest(self) -> np.ndarray:
@@ -342,5 +366,6 @@ def row_of(state: Pass, i: int | np.integer, **extra: float) -> dict:
         "importance": float(state.importance[i]),
         "demoted_at": state.demoted[i].as_py(),
         "at": i,  # the row of the pass (the newest copy of its id)
+        "cluster": int(state.clusters[i]) if state.clusters is not None else -1,
         **extra,
     }

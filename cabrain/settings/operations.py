@@ -32,11 +32,9 @@ class OperationsSettings(BaseModel):
     cold_index_min_rows: int = Field(default=100_000, ge=1, description="Cold rows before a namespace is indexed.")
     cold_index_stale_ratio: float = Field(default=0.1, gt=0, description="Reindex at this share demoted since.")
     cold_index_word_rows: int = Field(
-        default=1000,
-        ge=1,
-        le=1_000_000,
-        description="Rows the index keeps per word (its strongest by BM25): a hybrid archive recall's keyword list.",
+        default=1000, ge=1, le=1_000_000, description="Rows the index keeps per word: a hybrid recall's keyword list."
     )
+    cold_index_code_bits: int = Field(default=16, ge=8, le=16, multiple_of=8, description="Bits a dimension coded.")
     cold_s3_endpoint: str | None = Field(default=None, description="S3-compatible endpoint URL.")
     cold_s3_region: str | None = Field(default=None, description="S3 region.")
     cold_s3_access_key: SecretStr | None = Field(default=None, description="S3 access key id.")

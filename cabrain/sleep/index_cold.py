@@ -58,6 +58,7 @@ async def build(
                     built.files,
                     built.rows,
                     datetime.now(UTC),  # a record of when, not a decision: wall clock
+                    None if built.quantized is None else built.quantized.astype("<f4").tobytes(),
                 )
                 await conn.copy_records_to_table(
                     "cold_index_terms",

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cabrain.store.cold import equal
+from cabrain.store.cold import FIELDS, equal
 from cabrain.store.cold_stream import windows
 from cabrain.store.cold_words import REQUIRED_POSTING, postings_arrow
 
@@ -21,10 +21,55 @@ if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.table import FileScanTask, Table
 
-CLUSTER_GROUP_MAX = 65_536  # rows per row group of one cluster (a build writes each cluster apart)
+# Rows per row group of one cluster (a build writes each cluster apart, sorted by id): a probe's first
+# pass reads its clusters' light columns (ids, codes), and the hits' whole rows are read back from the
+# one row group each lies in (by its cluster and the group's range of ids), so a group this small.
+CLUSTER_GROUP_MAX = 1024
+# The copy's columns written without dictionary or compression: distinct per row (ids, embeddings) or
+# read by every probe (codes, whose bytes compress little and are read most).
+PLAIN_COLUMNS = ("id", "embedding", "code")
 POSTING_GROUP_ROWS = 2048  # postings per Parquet row group of the terms table: the unit a query word reads
 AVGDL_KEY = b"cabrain.avgdl"  # a postings file's metadata: the mean length (in tokens) of the rows indexed
 TERMS_PROPERTIES = {"write.parquet.row-group-limit": str(POSTING_GROUP_ROWS)}
+
+
+# --- the copy's schema ---------------------------------------------------------------------------------
+def copy_schema() -> Any:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import BinaryType, IntegerType, NestedField
+
+    from cabrain.store.cold import _iceberg_schema
+
+    base = _iceberg_schema()
+    n = len(base.fields)
+    return Schema(
+        *base.fields,
+        NestedField(n + 1, "cluster", IntegerType(), required=True),
+        NestedField(n + 2, "code", BinaryType(), required=False),  # added to older copies (add_code)
+    )
+
+
+def arrow_schema() -> pa.Schema:
+    return pa.schema(
+        [pa.field(name, kind, nullable=not required) for name, kind, required in FIELDS]
+        + [pa.field("cluster", pa.int32(), nullable=False), pa.field("code", pa.binary(), nullable=True)]
+    )
+
+
+def add_code(table: Table) -> None:
+    """Add the ``code`` column to a copy made before it (its rows' codes are null: scored by their
+    embeddings until the next build)."""
+    from pyiceberg.types import BinaryType
+
+    if "code" in {f.name for f in table.schema().fields}:  # another process added it first
+        return
+    with table.update_schema() as update:
+        update.add_column("code", BinaryType())
+
+
+def arrow_schema_of(columns: Sequence[str]) -> list[tuple[str, pa.DataType]]:
+    kinds = {f.name: f.type for f in arrow_schema()}
+    return [(c, kinds[c]) for c in columns]
 
 
 def postings_schema() -> Any:
@@ -55,13 +100,13 @@ def write_postings(table: Table, postings: pa.Table, avgdl: float) -> str:
 
 
 def write_clustered(table: Table, data: pa.Table) -> str:
-    """Write ``data`` (rows of one namespace, sorted by cluster) as a Parquet data file of the copy
-    ``table``, each cluster in row groups of its own (:class:`Layout`); its path, for ``add_files``."""
+    """Write ``data`` (rows of one namespace, sorted by cluster and id) as a Parquet data file of the
+    copy ``table``, each cluster in row groups of its own (:class:`Layout`); its path, for ``add_files``."""
     cluster = data.column("cluster").to_numpy()
     bounds = np.flatnonzero(np.diff(cluster)) + 1
     starts = np.concatenate([[0], bounds]).astype(int)
     ends = np.concatenate([bounds, [len(cluster)]]).astype(int)
-    return _write(table, data, list(zip(starts, ends, strict=True)), CLUSTER_GROUP_MAX)
+    return _write(table, data, list(zip(starts, ends, strict=True)), CLUSTER_GROUP_MAX, plain=PLAIN_COLUMNS)
 
 
 def _write(
@@ -70,10 +115,11 @@ def _write(
     parts: list[tuple[int, int]],
     group_rows: int,
     metadata: dict[bytes, bytes] | None = None,
+    plain: Sequence[str] = (),
 ) -> str:
     """``data`` as a new Parquet data file of ``table``, as pyiceberg writes one (its schema with
     field ids, the table's codec), each of ``parts`` (row ranges) in row groups of its own of
-    ``group_rows`` rows at most; its path."""
+    ``group_rows`` rows at most, the ``plain`` columns without dictionary or compression; its path."""
     import uuid
 
     import pyarrow.parquet as pq
@@ -85,14 +131,16 @@ def _write(
         schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
     props = table.properties
     codec = props.get("write.parquet.compression-codec", "zstd")
+    codec = "none" if codec == "uncompressed" else codec
     level = props.get("write.parquet.compression-level")
     path = table.location_provider().new_data_location(f"{uuid.uuid4()}.parquet")
     with table.io.new_output(path).create(overwrite=True) as out:
         with pq.ParquetWriter(
             out,
             schema=schema,
-            compression="none" if codec == "uncompressed" else codec,
-            compression_level=None if level is None else int(level),
+            compression={name: "none" if name in plain else codec for name in schema.names},
+            compression_level=None if level is None or codec == "none" else int(level),
+            use_dictionary=[name for name in schema.names if name not in plain],
         ) as writer:
             for start, end in parts:
                 writer.write_table(data.slice(start, end - start), row_group_size=group_rows)
@@ -115,6 +163,8 @@ class Layout:
     high: np.ndarray
     through_iceberg: list[FileScanTask]  # files with delete files (read by pyiceberg, whole)
     column: str = "cluster"
+    id_low: np.ndarray | None = None  # per row group of the copy: its smallest and largest id
+    id_high: np.ndarray | None = None
 
     @classmethod
     def of(cls, table: Table, tasks: Sequence[FileScanTask], column: str = "cluster") -> Layout:
@@ -129,23 +179,23 @@ class Layout:
         high: list[Any] = []
         numeric = column == "cluster"
         unknown = (np.iinfo(np.int32).min, np.iinfo(np.int32).max) if numeric else ("", "\U0010ffff" * 8)
+        ids: list[tuple[str, str]] = []
         for task in tasks:
             if task.delete_files:
                 through.append(task)
                 continue
             with table.io.new_input(task.file.file_path).open() as source:
                 footer = pq.read_metadata(source)
-            at = footer.schema.to_arrow_schema().get_field_index(column)
+            names = footer.schema.to_arrow_schema().names
+            at = names.index(column)
             for i in range(footer.num_row_groups):
-                stats = footer.row_group(i).column(at).statistics
-                if stats is None or not stats.has_min_max:  # unknown: always read
-                    lo, hi = unknown
-                else:
-                    lo, hi = stats.min, stats.max
                 file_of.append(len(files))
                 group.append(i)
+                lo, hi = _bounds(footer.row_group(i).column(at).statistics, unknown)
                 low.append(lo)
                 high.append(hi)
+                if numeric:
+                    ids.append(_bounds(footer.row_group(i).column(names.index("id")).statistics, ("", "\uffff")))
             files.append(task.file.file_path)
             footers.append(footer)
         kind = np.int64 if numeric else object
@@ -158,7 +208,27 @@ class Layout:
             np.asarray(high, dtype=kind),
             through,
             column,
+            np.asarray([lo for lo, _ in ids], dtype=object) if numeric else None,
+            np.asarray([hi for _, hi in ids], dtype=object) if numeric else None,
         )
+
+    def holding(self, found: Sequence[tuple[str, int]]) -> dict[int, tuple[list[int], bool]]:
+        """The row groups of the copy that may hold these (id, cluster) rows, by file (as
+        :meth:`groups`): each row's cluster's groups whose range of ids holds its id (one, for a
+        file a build wrote), so that reading a hit back reads its row group and no other."""
+        if self.id_low is None or self.id_high is None:
+            return self.groups([c for _, c in found])
+        out: dict[int, tuple[list[int], bool]] = {}
+        for memory_id, cluster in found:
+            for j in np.flatnonzero((self.low <= cluster) & (self.high >= cluster)):
+                if not self.id_low[j] <= memory_id <= self.id_high[j]:
+                    continue
+                f = int(self.file_of[j])
+                groups, exact = out.get(f, ([], True))
+                if int(self.group[j]) not in groups:
+                    groups.append(int(self.group[j]))
+                out[f] = (groups, bool(exact and self.low[j] == self.high[j]))
+        return {f: (sorted(groups), exact) for f, (groups, exact) in out.items()}
 
     def groups(self, values: Sequence[Any]) -> dict[int, tuple[list[int], bool]]:
         """The row groups that may hold rows of ``values``, by file: (row groups, whether each
@@ -185,6 +255,11 @@ class Layout:
         return None
 
 
+def _bounds(stats: Any, unknown: tuple[Any, Any]) -> tuple[Any, Any]:
+    """A column chunk's smallest and largest value; ``unknown`` (always read) without statistics."""
+    return unknown if stats is None or not stats.has_min_max else (stats.min, stats.max)
+
+
 # (table, namespace, snapshot) -> the copy's layout; the main table's files not in an index
 
 
@@ -200,20 +275,21 @@ def read_groups(
     clusters: Sequence[Any],
     row_filter: BooleanExpression,
     columns: Sequence[str],
+    groups: dict[int, tuple[list[int], bool]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``clusters`` (the values of ``layout.column``) in ``layout``'s row groups that
     match ``row_filter``, read with pyarrow from the data files (their footers known): no planning,
-    no row group of other clusters."""
+    no row group of other clusters (``groups``: those of :meth:`Layout.groups` or fewer)."""
     import pyarrow.parquet as pq
 
     key = layout.column
     wanted = pa.array(sorted(set(clusters)), type=pa.int32() if key == "cluster" else pa.string())
     expression, filtered = arrow_filter(table, row_filter)
     read = list(dict.fromkeys([*columns, *filtered]))
-    for f, (groups, exact) in sorted(layout.groups(clusters).items()):
+    for f, (chosen, exact) in sorted((layout.groups(clusters) if groups is None else groups).items()):
         with table.io.new_input(layout.files[f]).open() as source:
             data = pq.ParquetFile(source, metadata=layout.footers[f]).read_row_groups(
-                groups, columns=list(dict.fromkeys([*read, key]))
+                chosen, columns=list(dict.fromkeys([*read, key]))
             )
         mask = expression if exact else (pc.field(key).isin(wanted) & expression)
         data = data.filter(mask).select(list(columns))

@@ -8,9 +8,12 @@ The index lets an approximate archive recall read a small part of it:
   sample of the namespace's embeddings, kept in PostgreSQL with the snapshot of ``cabrain.memories``
   the copy was made from;
 - *the clustered copy*: every row of the namespace as that snapshot held it, with its nearest
-  centroid in ``cluster`` (-1: a row without an embedding of the index's dimension), partitioned by
-  namespace, each cluster written in Parquet row groups of its own (the files added to the Iceberg
-  table as they are). A probe reads the row groups of its clusters and no others, with pyarrow,
+  centroid in ``cluster`` (-1: a row without an embedding of the index's dimension) and the codes of
+  its residual from that centroid in ``code`` (8 or 16 bits a dimension, the quantizer kept with the
+  centroids: :mod:`cabrain.store.cold_clusters`), partitioned by namespace, each cluster written in
+  Parquet row groups of its own, sorted by id (the files added to the Iceberg table as they are). A
+  probe ranks its clusters' rows by their codes, then reads its hits' whole rows back from the one
+  row group each lies in. It reads the row groups of its clusters and no others, with pyarrow,
   straight from the data files whose footers it read once per snapshot of the copy
   (:class:`Layout`): no planning per query, no row of another cluster decoded. Files pyiceberg
   rewrites later (a purge) have row groups of ``ROW_GROUP_ROWS`` rows of several clusters, whose
@@ -48,7 +51,6 @@ from cabrain.progress import Say, as_progress
 from cabrain.providers.cold_store import private_files
 from cabrain.store.cold import (
     COLUMNS,
-    FIELDS,
     INDEX_TABLE,
     NAMESPACE,
     TABLE_PROPERTIES,
@@ -56,12 +58,27 @@ from cabrain.store.cold import (
     ColdTier,
     equal,
 )
-from cabrain.store.cold_clusters import cluster_count, embeddings, kmeans, nearest, sample_embeddings, unit
+from cabrain.store.cold_clusters import (
+    cluster_count,
+    code_column,
+    embeddings,
+    encode,
+    kmeans,
+    nearest,
+    quantizer,
+    residuals,
+    sample_embeddings,
+    unit,
+)
 from cabrain.store.cold_files import (
     LAYOUTS,
     REMAINDERS,
     TERMS_PROPERTIES,
     Layout,
+    add_code,
+    arrow_schema,
+    arrow_schema_of,
+    copy_schema,
     postings_schema,
     read_groups,
     read_tasks,
@@ -93,17 +110,17 @@ INDEX_PROPERTIES = {**TABLE_PROPERTIES, "write.parquet.row-group-limit": str(ROW
 INDEX_OF = """
 SELECT snapshot_id, dim, clusters, indexed_rows, built_at FROM cold_indexes WHERE namespace = $1
 """
-CENTROIDS_OF = "SELECT centroids, files FROM cold_indexes WHERE namespace = $1 AND built_at = $2"
+CENTROIDS_OF = "SELECT centroids, files, quantizer FROM cold_indexes WHERE namespace = $1 AND built_at = $2"
 DROP_INDEX = "DELETE FROM cold_indexes WHERE namespace = $1"  # its words with it (ON DELETE CASCADE)
 TERM_COLUMNS = ("namespace", "term", "df", "clusters")
 # The query's words as the namespace's index holds them (a word it lacks is in no cluster).
 TERMS_OF = "SELECT term, df, clusters FROM cold_index_terms WHERE namespace = $1 AND term = ANY($2::text[])"
 SAVE_INDEX = """
-INSERT INTO cold_indexes (namespace, snapshot_id, dim, clusters, centroids, files, indexed_rows, built_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO cold_indexes (namespace, snapshot_id, dim, clusters, centroids, files, indexed_rows, built_at, quantizer)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (namespace) DO UPDATE SET snapshot_id = excluded.snapshot_id, dim = excluded.dim,
     clusters = excluded.clusters, centroids = excluded.centroids, files = excluded.files,
-    indexed_rows = excluded.indexed_rows, built_at = excluded.built_at
+    indexed_rows = excluded.indexed_rows, built_at = excluded.built_at, quantizer = excluded.quantizer
 """
 # Cold rows per namespace, with what its index holds (NULL: none).
 COLD_COUNTS = """
@@ -121,7 +138,8 @@ BUILD_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended('cabrain.cold_index:'
 @dataclass(frozen=True)
 class Built:
     """What a build made: the source snapshot and the namespace's data files in it, the centroids
-    (unit rows), the rows copied and their words (``cold_index_terms``)."""
+    (unit rows), the rows copied and their words (``cold_index_terms``), the quantizer of the rows'
+    codes."""
 
     snapshot_id: int
     files: list[str]
@@ -129,23 +147,7 @@ class Built:
     rows: int
     terms: list[tuple[str, int, list[int]]]  # each word: the rows and the clusters it occurs in
     postings: int = 0  # the postings kept (each word's strongest rows, cabrain.memory_index_terms)
-
-
-def _schema() -> Any:
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import IntegerType, NestedField
-
-    from cabrain.store.cold import _iceberg_schema
-
-    base = _iceberg_schema()
-    return Schema(*base.fields, NestedField(len(base.fields) + 1, "cluster", IntegerType(), required=True))
-
-
-def arrow_schema() -> pa.Schema:
-    return pa.schema(
-        [pa.field(name, kind, nullable=not required) for name, kind, required in FIELDS]
-        + [pa.field("cluster", pa.int32(), nullable=False)]
-    )
+    quantized: np.ndarray | None = None  # 2 x dim [low, step] of the copy's codes (cold_clusters.quantizer)
 
 
 def _one_word(words: Sequence[str]) -> BooleanExpression:
@@ -153,11 +155,6 @@ def _one_word(words: Sequence[str]) -> BooleanExpression:
     from pyiceberg.expressions.literals import literal
 
     return In(term=Reference("term"), values={literal(w) for w in words})
-
-
-def arrow_schema_of(columns: Sequence[str]) -> list[tuple[str, pa.DataType]]:
-    kinds = {f.name: f.type for f in arrow_schema()}
-    return [(c, kinds[c]) for c in columns]
 
 
 def probe_filter(clusters: Sequence[int]) -> BooleanExpression:
@@ -178,7 +175,10 @@ class ColdIndex:
     def table(self) -> Table:
         """The clustered copy (``cabrain.memory_index``), created on first use."""
         if self._table is None:
-            self._table = self._open(INDEX_TABLE, _schema(), INDEX_PROPERTIES)
+            table = self._open(INDEX_TABLE, copy_schema(), INDEX_PROPERTIES)
+            if "code" not in {f.name for f in table.schema().fields}:  # a copy made before the codes
+                self._commit(add_code, table)
+            self._table = table
         return self._table.refresh()
 
     def postings_table(self) -> Table:
@@ -205,16 +205,23 @@ class ColdIndex:
 
     # --- building ------------------------------------------------------------------------------------
     def build(
-        self, namespace: str, *, seed: int = 0, group_rows: int = GROUP_ROWS, progress: Say | None = None
+        self,
+        namespace: str,
+        *,
+        seed: int = 0,
+        group_rows: int = GROUP_ROWS,
+        bits: int | None = None,
+        progress: Say | None = None,
     ) -> Built | None:
         """Cluster the namespace's cold rows and replace its copy; None when it has no embeddings.
 
         Streamed, so that its memory does not grow with the namespace: a first pass reads the
-        embeddings and keeps a seeded sample (what k-means runs on); a second reads every row, gives
-        it its nearest centroid and its words' counts, and spills it to a private temporary folder
-        in groups of clusters of about ``group_rows`` rows; each group is then sorted by cluster and
-        written, the whole copy replaced in one Iceberg commit. ``progress`` hears the rows of the
-        second pass as they are clustered."""
+        embeddings and keeps a seeded sample (what k-means and the codes' quantizer are made from); a
+        second reads every row, gives it its nearest centroid, its ``bits``-bit codes (default
+        ``CABRAIN_COLD_INDEX_CODE_BITS``) and its words' counts, and spills it to a private temporary
+        folder in groups of clusters of about ``group_rows`` rows; each group is then sorted by
+        cluster and id and written, the whole copy replaced in one Iceberg commit. ``progress`` hears
+        the rows of the second pass as they are clustered."""
         import tempfile
 
         main = self.cold.refresh()
@@ -239,9 +246,12 @@ class ColdIndex:
         if dim is None:
             return None
         centroids = kmeans(sample, cluster_count(rows_with), seed)
+        bits = self.cold.settings.cold_index_code_bits if bits is None else bits
+        quantized = quantizer(residuals(sample, centroids, nearest(unit(sample), centroids)), bits)
         k = len(centroids)
         groups = max(1, min(k, math.ceil(upper / max(group_rows, 1))))
-        without_cluster = arrow_schema().remove(arrow_schema().get_field_index("cluster"))
+        schema = arrow_schema()
+        without_cluster = pa.schema([f for f in schema if f.name not in ("cluster", "code")])
         pairs: list[pa.Table] = []
         postings: list[pa.Table] = []
         settings = self.cold.settings
@@ -259,7 +269,9 @@ class ColdIndex:
                     if has.any():
                         cluster[has] = nearest(unit(vectors[has]), centroids)
                     table = pa.Table.from_batches([batch]).cast(without_cluster)
-                    table = table.append_column(arrow_schema().field("cluster"), pa.array(cluster, type=pa.int32()))
+                    table = table.append_column(schema.field("cluster"), pa.array(cluster, type=pa.int32()))
+                    codes = encode(residuals(vectors, centroids, np.maximum(cluster, 0)), quantized, bits)
+                    table = table.append_column(schema.field("code"), code_column(codes, has))
                     terms, lengths = tokens_of(table)
                     pairs.append(word_pairs(terms, cluster))
                     postings.append(strongest([postings_of(table, terms, lengths, avgdl, k1, b)], per_word))
@@ -270,7 +282,7 @@ class ColdIndex:
                     for g in np.unique(group):
                         part = table.filter(pa.array(group == g))
                         if int(g) not in writers:
-                            writers[int(g)] = pa.ipc.new_file(f"{spill}/{int(g)}.arrow", arrow_schema())
+                            writers[int(g)] = pa.ipc.new_file(f"{spill}/{int(g)}.arrow", schema)
                         writers[int(g)].write_table(part)
                 tracker.close()
             finally:
@@ -284,7 +296,8 @@ class ColdIndex:
             try:
                 for g in written:
                     with pa.memory_map(f"{spill}/{g}.arrow") as source:
-                        data = pa.ipc.open_file(source).read_all().sort_by([("cluster", "ascending")])
+                        data = pa.ipc.open_file(source).read_all()
+                    data = data.sort_by([("cluster", "ascending"), ("id", "ascending")])
                     paths.append(write_clustered(copy, data))
                     copied += data.num_rows
                     del data
@@ -293,7 +306,7 @@ class ColdIndex:
                 raise
             self._replace(copy, namespace, paths)
             kept = self._replace_postings(namespace, strongest(postings, per_word), avgdl)
-        return Built(snapshot.snapshot_id, files, centroids, copied, words_of(pairs), kept)
+        return Built(snapshot.snapshot_id, files, centroids, copied, words_of(pairs), kept, quantized)
 
     def _replace_postings(self, namespace: str, postings: pa.Table, avgdl: float) -> int:
         """Replace ``namespace``'s postings with ``postings`` (sorted by word) in one commit."""
@@ -413,10 +426,11 @@ class ColdIndex:
         row_filter: BooleanExpression,
         columns: Sequence[str],
         remainder: list[FileScanTask],
+        remainder_columns: Sequence[str] | None = None,
     ) -> tuple[int, Iterator[pa.RecordBatch], Iterator[pa.RecordBatch]]:
         """Rows of the probed ``clusters`` (and the rows without one) from the copy, then every row
-        of the ``remainder`` files, matching ``row_filter``: (data files read, the probed clusters'
-        rows, the remainder's rows)."""
+        of the ``remainder`` files (``remainder_columns`` of them, default ``columns``), matching
+        ``row_filter``: (data files read, the probed clusters' rows, the remainder's rows)."""
         from pyiceberg.expressions import And
 
         clusters = sorted({*(int(c) for c in clusters), UNCLUSTERED})
@@ -436,14 +450,15 @@ class ColdIndex:
         return (
             files + len(remainder),
             from_index(),
-            read_tasks(self.cold.table(), namespace, row_filter, columns, remainder),
+            read_tasks(self.cold.table(), namespace, row_filter, remainder_columns or columns, remainder),
         )
 
     def rows(
         self, namespace: str, found: Sequence[tuple[str, int]], row_filter: BooleanExpression, columns: Sequence[str]
     ) -> pa.Table:
         """The rows of the copy with these (id, cluster) pairs that match ``row_filter``: what a
-        hit found by its words alone is read back from (its cluster's row groups)."""
+        hit is read back from when the first pass did not read its whole row (the row group of its
+        cluster that holds its id)."""
         from pyiceberg.expressions import And
 
         from cabrain.store.cold import one_of
@@ -454,7 +469,7 @@ class ColdIndex:
         wanted = And(And(equal("namespace", namespace), row_filter), one_of("id", {i for i, _ in found}))
         clusters = sorted({int(c) for _, c in found})
         batches = [
-            *read_groups(index, layout, clusters, wanted, columns),
+            *read_groups(index, layout, clusters, wanted, columns, layout.holding(found)),
             *read_tasks(index, namespace, And(wanted, probe_filter(clusters)), columns, layout.through_iceberg),
         ]
         schema = pa.schema(arrow_schema_of(columns))

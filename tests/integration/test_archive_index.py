@@ -222,6 +222,45 @@ async def test_a_few_clusters_read_a_fraction_and_find_most_hits(brain, corpus: 
     assert recall[RecallMode.HYBRID] >= 0.9
 
 
+async def test_a_probe_ranks_by_codes_and_reports_its_hits_similarity_from_their_embeddings(
+    brain, corpus: Corpus
+) -> None:
+    """Reading part of the clusters ranks their rows by 8-bit codes (the copy's column ``code``, the
+    quantizer in ``cold_indexes``) and reads the hits' whole rows back: the hits and their
+    similarities are the embeddings' own, as the scan reports them."""
+    cold = brain.engine.cold_tier()
+    async with brain.engine.pool.acquire() as conn:
+        built = await build(conn, cold, NS)
+        kept = await conn.fetchval("SELECT quantizer FROM cold_indexes WHERE namespace = $1", NS)
+    assert built is not None and built.quantized is not None
+    dim = built.centroids.shape[1]
+    assert kept == built.quantized.astype("<f4").tobytes() and len(kept) == 2 * 4 * dim
+    copy = cold.index_table()
+    assert copy is not None
+    rows = copy.scan(row_filter=equal("namespace", NS), selected_fields=("cluster", "code")).to_arrow()
+    width = dim * brain.settings.cold_index_code_bits // 8
+    assert all(
+        (code is not None and len(code) == width) == (cluster >= 0)
+        for cluster, code in zip(rows["cluster"].to_pylist(), rows["code"].to_pylist(), strict=True)
+    )
+    for text in synthetic_queries(random.Random(12), 4):
+        for mode in (RecallMode.VECTOR, RecallMode.HYBRID):
+            query = ArchiveQuery(text, NS, k=10, mode=mode)
+            scan = await recall_archive(brain.engine, "alice", query, probes=0)
+            probed = await recall_archive(brain.engine, "alice", query, probes=8)
+            assert probed.hits and probed.scanned < scan.scanned
+            exact = {h.memory.id: h.breakdown.vector_similarity for h in scan.hits}
+            for hit in probed.hits:
+                assert hit.memory.content  # the whole row, read back
+                if hit.memory.id in exact and hit.breakdown.vector_similarity is not None:
+                    assert hit.breakdown.vector_similarity == exact[hit.memory.id], (text, mode)
+    # a purge rewrites the copy's files (pyiceberg's own writer): their codes stay, and so does the probe
+    gone = [str(h.memory.id) for h in scan.hits[:2]]
+    cold.purge(NS, gone)
+    after = await recall_archive(brain.engine, "alice", query, probes=8)
+    assert after.hits and not {str(h.memory.id) for h in after.hits} & set(gone)
+
+
 async def test_the_postings_keep_each_readers_scope(brain, corpus: Corpus) -> None:
     """A keyword list from the postings holds only rows the reader may read: never another agent's
     private row, a forgotten one, or (unless asked) an invalidated one; and a purged row leaves the
