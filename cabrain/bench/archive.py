@@ -127,8 +127,10 @@ async def _grow(brain, cold, target: int, have: int, state: dict, quiet: bool) -
 
 async def _time(
     brain, texts: list[str], k: int, mode: RecallMode, probes: int
-) -> tuple[list[float], list[int], list[list[str]]]:
+) -> tuple[list[float], list[int], list[list[str]], dict[str, float]]:
+    """Each query's time, rows read and hits, and the median of each part of its time."""
     took, read, answers = [], [], []
+    parts: dict[str, list[float]] = {}
     for text in texts:
         started = time.perf_counter()
         query = ArchiveQuery(text, NAMESPACE, k=k, mode=mode)
@@ -136,20 +138,23 @@ async def _time(
         took.append((time.perf_counter() - started) * 1000)
         read.append(result.scanned)
         answers.append([str(h.memory.id) for h in result.hits])
-    return took, read, answers
+        for part, ms in result.timings_ms.items():
+            parts.setdefault(part, []).append(ms)
+    return took, read, answers, {part: round(float(np.median(ms)), 1) for part, ms in parts.items()}
 
 
 async def _measure(brain, texts: list[str], k: int, mode: RecallMode, probes: int, exact_n: int) -> dict[str, Any]:
     """One mode's queries timed scanning every row (the first ``exact_n``), then through the index;
     recall@k over the queries done both ways."""
-    exact_ms, exact_read, exact = await _time(brain, texts[:exact_n], k, mode, 0)
-    approx_ms, approx_read, approximate = await _time(brain, texts, k, mode, probes)
+    exact_ms, exact_read, exact, _ = await _time(brain, texts[:exact_n], k, mode, 0)
+    approx_ms, approx_read, approximate, parts = await _time(brain, texts, k, mode, probes)
     return {
         "exact_ms": {key: round(v, 1) for key, v in percentiles(exact_ms).items()},
         "approximate_ms": {key: round(v, 1) for key, v in percentiles(approx_ms).items()},
         "exact_rows_read": round(float(np.mean(exact_read)), 1),
         "approximate_rows_read": round(float(np.mean(approx_read)), 1),
         "recall_at_k": round(recall_at_k(approximate[:exact_n], exact), 4),
+        "approximate_parts_ms": parts,  # medians: embedding, postings, the first pass, ranking, the hits' rows
         "exact_queries": exact_n,
     }
 
@@ -186,7 +191,8 @@ async def run_archive_bench(
         update={"cold_catalog_uri": f"sqlite:///{folder}/catalog.db", "cold_warehouse": f"file://{folder}/warehouse"}
     )
     rng = random.Random(seed)
-    result: dict[str, Any] = {"k": k, "probes": probes, "queries": queries, "sizes": {}}
+    bits = settings.cold_index_code_bits
+    result: dict[str, Any] = {"k": k, "probes": probes, "queries": queries, "code_bits": bits, "sizes": {}}
     try:
         async with scratch_brain(run_settings, embedder, prefix="cabrain_bench_archive") as (brain, _facts, _dsn):
             await brain.create_agent(AGENT)
@@ -232,7 +238,8 @@ async def run_archive_bench(
 def render_archive(result: dict[str, Any]) -> str:
     k = result["k"]
     lines = [
-        f"archive recall, {result['queries']} queries per mode, k={k}, {result['probes']} clusters probed:",
+        f"archive recall, {result['queries']} queries per mode, k={k}, {result['probes']} clusters probed, "
+        f"their rows ranked by {result.get('code_bits', '?')}-bit codes:",
         f"  {'cold rows':>11} {'mode':>7} {'exact p50':>10} {'p95':>8} {'rows read':>10}   {'index p50':>10} "
         f"{'p95':>8} {'rows read':>10} {'recall@' + str(k):>10} {'clusters':>9} {'build s':>8} {'build MiB':>10}",
     ]

@@ -62,7 +62,7 @@ if TYPE_CHECKING:  # pyiceberg loads lazily (see row_filter)
 # Columns of the first pass (the text only for rows archived without their tokens); the second
 # reads ColdTier.ROW_COLUMNS, no embeddings.
 SCORE_COLUMNS = ("id", "content", "embedding", "importance", "valid_at", "demoted_at", "terms", "term_count")
-# A probe's first pass over the index's copy ranks by the rows' 8-bit codes; the words' columns only
+# A probe's first pass over the index's copy ranks by the rows' codes; the words' columns only
 # when the index has no postings to answer for them.
 LIGHT_COLUMNS = ("id", "code", "importance", "valid_at", "demoted_at")
 WORD_COLUMNS = ("content", "terms", "term_count")
@@ -161,7 +161,7 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
             files, batches = await asyncio.to_thread(plan)
         else:
             whole = tuple(dict.fromkeys(SCORE_COLUMNS + ROW_COLUMNS))
-            # reading part of the clusters (an approximate answer): their rows ranked by their 8-bit
+            # reading part of the clusters (an approximate answer): their rows ranked by their
             # codes, the hits' whole rows read back after; reading all of them, the rows as the scan
             # reads them (the same answer), the hits taken from the first pass (Pass.keep)
             if len(probe.clusters) < len(index.centroids):

@@ -47,7 +47,7 @@ class Index:
     rows: int  # the rows indexed
     centroids: np.ndarray  # clusters x dim, unit rows
     files: frozenset[str]  # the data files of cabrain.memories it was built from
-    quantized: np.ndarray | None = None  # 2 x dim [low, step] of its copy's 8-bit codes (None: built before them)
+    quantized: np.ndarray | None = None  # 2 x dim [low, step] of its copy's codes (None: built before them)
 
     def probes(self, qvec: np.ndarray, n: int) -> list[int]:
         """The ``n`` clusters whose centroids are nearest ``qvec`` (a unit vector)."""

@@ -38,7 +38,7 @@ class Pass:
     # the hits are taken from them rather than by a second pass; none: nothing kept (the scan)
     keep: tuple[str, ...] = ()
     kept: list[Any] = field(default_factory=list)  # the batches' ``keep`` columns (None: not read)
-    # a probe's rows of the index's copy are ranked by their 8-bit codes under this ``[low, step]``
+    # a probe's rows of the index's copy are ranked by their codes under this ``[low, step]``
     # (cabrain.store.cold_clusters.quantizer), their whole rows read back for the hits only
     quantized: np.ndarray | None = None
     centroids: np.ndarray | None = None  # the index's, which the codes are residuals of

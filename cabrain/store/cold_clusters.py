@@ -1,5 +1,5 @@
 """The cold index's clusters (:mod:`cabrain.store.cold_index`): a spherical k-means over a seeded
-sample of a namespace's embeddings, each row's nearest centroid, and its 8-bit codes."""
+sample of a namespace's embeddings, each row's nearest centroid, and the codes of its residual from it."""
 
 from __future__ import annotations
 

@@ -139,7 +139,9 @@ def _write(
             out,
             schema=schema,
             compression={name: "none" if name in plain else codec for name in schema.names},
-            compression_level=None if level is None or codec == "none" else int(level),
+            compression_level=(
+                None if level is None or codec == "none" else {n: int(level) for n in schema.names if n not in plain}
+            ),
             use_dictionary=[name for name in schema.names if name not in plain],
         ) as writer:
             for start, end in parts:

@@ -229,6 +229,8 @@ async def test_a_probe_ranks_by_codes_and_reports_its_hits_similarity_from_their
     quantizer in ``cold_indexes``) and reads the hits' whole rows back: the hits and their
     similarities are the embeddings' own, as the scan reports them."""
     cold = brain.engine.cold_tier()
+    with cold_index.ColdIndex(cold).table().transaction() as tx:  # a level for the table's codec
+        tx.set_properties({"write.parquet.compression-codec": "zstd", "write.parquet.compression-level": "3"})
     async with brain.engine.pool.acquire() as conn:
         built = await build(conn, cold, NS)
         kept = await conn.fetchval("SELECT quantizer FROM cold_indexes WHERE namespace = $1", NS)
@@ -238,6 +240,11 @@ async def test_a_probe_ranks_by_codes_and_reports_its_hits_similarity_from_their
     copy = cold.index_table()
     assert copy is not None
     rows = copy.scan(row_filter=equal("namespace", NS), selected_fields=("cluster", "code")).to_arrow()
+    for task in copy.scan(row_filter=equal("namespace", NS)).plan_files():
+        footer = pq.read_metadata(task.file.file_path.removeprefix("file://"))
+        names = footer.schema.to_arrow_schema().names
+        codecs = {name: footer.row_group(0).column(names.index(name)).compression for name in ("code", "content")}
+        assert codecs == {"code": "UNCOMPRESSED", "content": "ZSTD"}  # the codes are read most: plain
     width = dim * brain.settings.cold_index_code_bits // 8
     assert all(
         (code is not None and len(code) == width) == (cluster >= 0)
