@@ -102,7 +102,7 @@ def _build_lines(quiet: bool) -> Lines | None:
 
 async def _grow(brain, cold, target: int, have: int, state: dict, quiet: bool) -> float:
     """Add cold rows until the namespace holds ``target``; seconds spent."""
-    started = time.perf_counter()
+    started, first = time.perf_counter(), have
     while have < target:
         n = min(CHUNK, target - have)
         table = cold_rows(state["rng"], state["np_rng"], state["base"], n, state["noise"], state["now"])
@@ -120,7 +120,7 @@ async def _grow(brain, cold, target: int, have: int, state: dict, quiet: bool) -
         async with brain.engine.pool.acquire() as conn:
             await conn.copy_records_to_table("memory_ids", records=records, columns=ID_COLUMNS)
         have += n
-        rate = have / max(time.perf_counter() - started, 1e-9)
+        rate = (have - first) / max(time.perf_counter() - started, 1e-9)  # this size's rows, not the last's
         bar("cold rows written", have, target, quiet, f" ({rate:,.0f}/s)")
     return time.perf_counter() - started
 
