@@ -5,10 +5,10 @@ When the namespace has an index, ``CABRAIN_COLD_INDEX_PROBES`` is above 0 and th
 nearest the query, plus every row demoted since the index was built, instead of the whole namespace:
 its vector list is ranked over those rows, the clusters' rows by the codes of their residuals from
 their centroids (``CABRAIN_COLD_INDEX_CODE_BITS`` a dimension, read instead of the embeddings and the
-texts), the hits' whole rows read back after, their similarity from their embeddings. A hybrid query's keyword list comes from the index's
-postings: each of its words' strongest rows (``CABRAIN_COLD_INDEX_WORD_ROWS``, by BM25 weight, with
-every column the scope filters on, so that the reader's rows are chosen without reading them),
-scored with the words' idf over the rows indexed, beside the rows demoted since (counted as read);
+texts), the hits' whole rows read back after, their similarity from their embeddings. A hybrid
+query's keyword list comes from the index's postings: each of its words' strongest rows
+(``CABRAIN_COLD_INDEX_WORD_ROWS``, by BM25 weight, with every column the scope filters on, so that
+the reader's rows are chosen without reading them), scored with the words' idf over the rows indexed, beside the rows demoted since (counted as read);
 a hit found by its words alone is read back from its cluster. An index built before it kept
 postings falls back to the words' clusters: those whose rows hold the most of the query's rare
 words are read too (``cold_index_terms``). The answer is approximate, and ``cabrain bench archive``
