@@ -42,13 +42,14 @@ class Pass:
     # (cabrain.store.cold_clusters.quantizer), their whole rows read back for the hits only
     quantized: np.ndarray | None = None
     centroids: np.ndarray | None = None  # the index's, which the codes are residuals of
-    cluster_batches: list[np.ndarray] = field(default_factory=list)  # per batch: each row's cluster (-1: none)
+    # per batch of the index's copy: each row's cluster (None: a batch of the table, which has none)
+    cluster_batches: list[np.ndarray | None] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)  # each kept batch's first row
     rows: int = 0
     ids: Any = None  # after finish(): every row's id (pa.Array), demoted_at (pa.Array), importance
     demoted: Any = None
     importance: np.ndarray | None = None
-    clusters: np.ndarray | None = None
+    clusters: np.ndarray | None = None  # after finish(), for a read through the index: each row's cluster
     _near: np.ndarray | None = None
 
     def row_at(self, i: int) -> dict[str, Any] | None:
@@ -75,24 +76,25 @@ class Pass:
         if batch.num_rows == 0:
             return
         names = batch.schema.names
-        coded = self.quantized is not None and self.centroids is not None and "code" in names
         if self.keep:
             whole = all(c in names for c in self.keep)
             self.kept.append(batch.select(list(self.keep)) if whole else None)
             self.starts.append(self.rows)
         self.rows += batch.num_rows
-        cluster = (
-            np.asarray(batch.column("cluster").to_numpy(), dtype=np.int64)
-            if "cluster" in names
-            else np.full(batch.num_rows, -1, dtype=np.int64)
-        )
+        cluster = np.asarray(batch.column("cluster").to_numpy(), dtype=np.int64) if "cluster" in names else None
         self.cluster_batches.append(cluster)
         self.id_batches.append(batch.column("id").cast(pa.string()))
         self.demoted_batches.append(batch.column("demoted_at").cast(pa.timestamp("us", tz="UTC")))
         self.importance_batches.append(
             np.asarray(batch.column("importance").cast(pa.float64()).fill_null(0.0).to_numpy(), dtype=np.float64)
         )
-        if self.qvec is not None and self.quantized is not None and self.centroids is not None and coded:
+        if (  # a batch of the index's copy, ranked by its codes
+            self.qvec is not None
+            and self.quantized is not None
+            and self.centroids is not None
+            and cluster is not None
+            and "code" in names
+        ):
             from cabrain.store.cold_clusters import code_similarities  # pyarrow: with the cold tier
 
             if self._near is None:  # the query's similarity to each centroid, once
@@ -118,7 +120,13 @@ class Pass:
             else pa.array([], pa.timestamp("us", tz="UTC"))
         )
         self.importance = np.concatenate(self.importance_batches) if self.importance_batches else np.zeros(0)
-        self.clusters = np.concatenate(self.cluster_batches) if self.cluster_batches else np.zeros(0, dtype=np.int64)
+        if any(c is not None for c in self.cluster_batches):  # a read through the index
+            self.clusters = np.concatenate(
+                [
+                    np.full(len(i), -1, dtype=np.int64) if c is None else c
+                    for c, i in zip(self.cluster_batches, self.id_batches, strict=True)
+                ]
+            )
         self.id_batches, self.demoted_batches, self.importance_batches = [], [], []
 
     def newest(self) -> np.ndarray:

@@ -105,9 +105,9 @@ QUANTIZER_MARGIN = 0.25
 CODE_BITS = (8, 16)
 
 
-def residuals(vectors: np.ndarray, centroids: np.ndarray, cluster: np.ndarray) -> np.ndarray:
+def residuals(units: np.ndarray, centroids: np.ndarray, cluster: np.ndarray) -> np.ndarray:
     """Each unit row less its cluster's centroid."""
-    return unit(vectors.astype(np.float32, copy=False)) - centroids[cluster]
+    return units - centroids[cluster]
 
 
 def quantizer(residual: np.ndarray, bits: int = 8) -> np.ndarray:

@@ -247,7 +247,9 @@ class ColdIndex:
             return None
         centroids = kmeans(sample, cluster_count(rows_with), seed)
         bits = self.cold.settings.cold_index_code_bits if bits is None else bits
-        quantized = quantizer(residuals(sample, centroids, nearest(unit(sample), centroids)), bits)
+        units = unit(sample.astype(np.float32, copy=False))
+        quantized = quantizer(residuals(units, centroids, nearest(units, centroids)), bits)
+        del units
         k = len(centroids)
         groups = max(1, min(k, math.ceil(upper / max(group_rows, 1))))
         schema = arrow_schema()
@@ -265,12 +267,13 @@ class ColdIndex:
                     if batch.num_rows == 0:
                         continue
                     vectors, has = embeddings(batch.column("embedding"), dim)
+                    units = unit(vectors)  # a row without an embedding stays zero
                     cluster = np.full(batch.num_rows, UNCLUSTERED, dtype=np.int32)
                     if has.any():
-                        cluster[has] = nearest(unit(vectors[has]), centroids)
+                        cluster[has] = nearest(units[has], centroids)
                     table = pa.Table.from_batches([batch]).cast(without_cluster)
                     table = table.append_column(schema.field("cluster"), pa.array(cluster, type=pa.int32()))
-                    codes = encode(residuals(vectors, centroids, np.maximum(cluster, 0)), quantized, bits)
+                    codes = encode(residuals(units, centroids, np.maximum(cluster, 0)), quantized, bits)
                     table = table.append_column(schema.field("code"), code_column(codes, has))
                     terms, lengths = tokens_of(table)
                     pairs.append(word_pairs(terms, cluster))
