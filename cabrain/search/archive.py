@@ -151,6 +151,8 @@ async def recall_archive(engine: Engine, agent: str, query: ArchiveQuery, probes
 
     probe = None
     quantized: np.ndarray | None = None
+    if index is not None and settings.cold_index_warm and probes < len(index.centroids):
+        archive_index.warm_soon(cold, index)  # once per build and process, in the background
     if index is None:
         (files, batches), qvec = await asyncio.gather(asyncio.to_thread(plan), embed())
     else:  # the query's vector picks the clusters to read

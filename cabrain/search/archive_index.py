@@ -14,10 +14,20 @@ postings falls back to the words' clusters: those whose rows hold the most of th
 words are read too (``cold_index_terms``). The answer is approximate, and ``cabrain bench archive``
 measures its recall@k against the exact scan. ``probes=0`` (or a BM25 query) is the exact scan, and
 reading every cluster ranks every row as the scan does (BM25 with the reader's own rows' statistics).
+
+A probe's first pass reads its clusters' ids, codes and scope columns: at ten million rows, 1% of
+them a query, at random places in files larger than memory. The first archive recall of a namespace
+in a process (``CABRAIN_COLD_INDEX_WARM``) reads those columns of the namespace's whole copy once, in
+the background (:func:`warm_soon`), so that the operating system's page cache holds them and later
+probes read memory rather than the disk; the copy's other columns (embeddings, texts) are read only
+for the hits. What else reads the disk (an exact scan of the whole tier) may push them out again.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,6 +45,8 @@ if TYPE_CHECKING:
 
     from cabrain.store.cold import ColdTier
 
+log = logging.getLogger(__name__)
+
 # (namespace, built_at, snapshot) -> centroids, the data files indexed, the codes' quantizer
 _BUILDS: dict[tuple[str, Any, int], tuple[np.ndarray, frozenset[str], np.ndarray | None]] = {}
 
@@ -48,6 +60,7 @@ class Index:
     centroids: np.ndarray  # clusters x dim, unit rows
     files: frozenset[str]  # the data files of cabrain.memories it was built from
     quantized: np.ndarray | None = None  # 2 x dim [low, step] of its copy's codes (None: built before them)
+    built_at: Any = None  # when it was built: a build's copy is warmed once (warm_soon)
 
     def probes(self, qvec: np.ndarray, n: int) -> list[int]:
         """The ``n`` clusters whose centroids are nearest ``qvec`` (a unit vector)."""
@@ -101,7 +114,7 @@ async def load(conn: asyncpg.Connection, namespace: str) -> Index | None:
         if len(_BUILDS) > 64:
             _BUILDS.clear()
         build = _BUILDS[key] = (centroids, frozenset(found["files"]), quantized)
-    return Index(namespace, row["indexed_rows"], *build)
+    return Index(namespace, row["indexed_rows"], *build, built_at=row["built_at"])
 
 
 @dataclass
@@ -142,4 +155,60 @@ def plan(
     return Probe(reader, index.namespace, clusters, remainder, row_filter)
 
 
-__all__ = ["Index", "Probe", "load", "plan"]
+@dataclass(frozen=True)
+class Warmed:
+    """What :func:`warm` read: the copy's files and bytes, and how long it took."""
+
+    namespace: str
+    files: int
+    bytes: int
+    seconds: float
+
+
+# (namespace, when its index was built) warmed or being warmed by this process
+_WARMED: set[tuple[str, Any]] = set()
+_WARMING = threading.Lock()
+
+
+def warm(cold: ColdTier, index: Index) -> Warmed:
+    """Read the columns of ``index``'s copy that a probe's first pass reads (all but the embeddings
+    and texts, :data:`cabrain.store.cold_files.UNWARMED`) into the page cache, now."""
+    from cabrain.store.cold_files import warm as read_chunks
+
+    started = time.perf_counter()
+    with _WARMING:
+        _WARMED.add((index.namespace, index.built_at))
+    table, layout = sql.ColdIndex(cold).layout(index.namespace)
+    read = read_chunks(table, layout)
+    return Warmed(index.namespace, len(layout.files), read, time.perf_counter() - started)
+
+
+def warm_soon(cold: ColdTier, index: Index) -> threading.Thread | None:
+    """:func:`warm` ``index``'s copy in a background thread, once per build in this process: the
+    thread, or None when it was warmed (or is being warmed) already. A failure is logged, never
+    raised: warming only makes later probes faster."""
+    namespace = index.namespace
+    with _WARMING:
+        if (namespace, index.built_at) in _WARMED:
+            return None
+        if len(_WARMED) > 64:  # builds replaced since: warming one again reads what is cached
+            _WARMED.clear()
+        _WARMED.add((namespace, index.built_at))
+
+    def run() -> None:
+        try:
+            done = warm(cold, index)
+        except Exception as exc:  # noqa: BLE001 - a background nicety: recall reads the disk instead
+            log.warning("cold_index.warm_failed", extra={"namespace": namespace, "error": str(exc)})
+            return
+        log.info(
+            "cold_index.warmed",
+            extra={"namespace": namespace, "files": done.files, "bytes": done.bytes, "seconds": round(done.seconds, 2)},
+        )
+
+    thread = threading.Thread(target=run, name=f"cabrain-warm-{namespace}", daemon=True)
+    thread.start()
+    return thread
+
+
+__all__ = ["Index", "Probe", "Warmed", "load", "plan", "warm", "warm_soon"]

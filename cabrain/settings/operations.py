@@ -35,6 +35,7 @@ class OperationsSettings(BaseModel):
         default=1000, ge=1, le=1_000_000, description="Rows the index keeps per word: a hybrid recall's keyword list."
     )
     cold_index_code_bits: int = Field(default=16, ge=8, le=16, multiple_of=8, description="Bits a dimension coded.")
+    cold_index_warm: bool = Field(default=True, description="Page in an index's probed columns at its first use.")
     cold_s3_endpoint: str | None = Field(default=None, description="S3-compatible endpoint URL.")
     cold_s3_region: str | None = Field(default=None, description="S3 region.")
     cold_s3_access_key: SecretStr | None = Field(default=None, description="S3 access key id.")

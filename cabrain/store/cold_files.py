@@ -325,3 +325,51 @@ def read_tasks(
         And(equal("namespace", namespace), row_filter),
     )
     yield from windows(scan, tasks)  # a few files at a time
+
+
+# The copy's columns a probe's first pass never reads (a hit's whole row, read back, does): warming
+# leaves them out, so that what it keeps in memory is the part every probe reads.
+UNWARMED = ("embedding", "content", "metadata", "terms", "source_ref", "superseded_by", "demote_batch")
+WARM_READ = 8 << 20  # bytes read at a time
+
+
+def chunk_ranges(footer: Any, skip: Sequence[str] = UNWARMED) -> list[tuple[int, int]]:
+    """The byte ranges (start, length) of a Parquet file's column chunks but ``skip``'s, in file order,
+    adjacent ones joined."""
+    ranges: list[tuple[int, int]] = []
+    for i in range(footer.num_row_groups):
+        group = footer.row_group(i)
+        for j in range(group.num_columns):
+            chunk = group.column(j)
+            if chunk.path_in_schema.split(".")[0] in skip:
+                continue
+            start = chunk.data_page_offset
+            if chunk.has_dictionary_page and chunk.dictionary_page_offset:
+                start = min(start, chunk.dictionary_page_offset)
+            ranges.append((start, chunk.total_compressed_size))
+    joined: list[tuple[int, int]] = []
+    for start, length in sorted(ranges):
+        if joined and start <= joined[-1][0] + joined[-1][1]:
+            last_start, last_length = joined[-1]
+            joined[-1] = (last_start, max(last_length, start + length - last_start))
+        else:
+            joined.append((start, length))
+    return joined
+
+
+def warm(table: Table, layout: Layout, skip: Sequence[str] = UNWARMED) -> int:
+    """Read the column chunks of ``layout``'s files but ``skip``'s (:func:`chunk_ranges`) and drop
+    them: the operating system keeps what a local file read in its page cache, so that a probe's
+    first pass reads memory, not the disk. The bytes read."""
+    read = 0
+    for path, footer in zip(layout.files, layout.footers, strict=True):
+        with table.io.new_input(path).open() as source:
+            for start, length in chunk_ranges(footer, skip):
+                source.seek(start)
+                while length > 0:
+                    data = source.read(min(length, WARM_READ))
+                    if not data:
+                        break
+                    length -= len(data)
+                    read += len(data)
+    return read

@@ -10,7 +10,10 @@ once enough rows were demoted since."""
 from __future__ import annotations
 
 import itertools
+import os
 import random
+import subprocess
+import threading
 import uuid
 from datetime import UTC, datetime
 
@@ -23,11 +26,12 @@ from pyiceberg.expressions import AlwaysTrue
 from cabrain.bench.archive import cold_rows, recall_at_k
 from cabrain.bench.corpus import synthetic_queries, synthetic_text
 from cabrain.progress import Lines
+from cabrain.search import archive_index
 from cabrain.search.archive import recall_archive
 from cabrain.sleep.context import StepContext
 from cabrain.sleep.index_cold import build
 from cabrain.sleep.maintain import maintain
-from cabrain.store import cold_index
+from cabrain.store import cold_files, cold_index
 from cabrain.store.cold import equal
 from cabrain.types import ArchiveQuery, RecallMode
 
@@ -394,3 +398,64 @@ async def test_maintain_builds_the_index_and_rebuilds_it_when_stale(brain, db_ds
     probes = brain.settings.cold_index_probes
     assert [str(h.memory.id) for h in found.hits] == [i for i, _ in await _answer(brain, "alice", query, probes)]
     assert found.scanned < (await recall_archive(brain.engine, "alice", query, probes=0)).scanned
+
+
+def _resident(paths: list[str]) -> int:
+    """Bytes of these files in the page cache (util-linux's fincore)."""
+    out = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--output", "RES", *paths], capture_output=True, text=True, check=True
+    )
+    return sum(int(line) for line in out.stdout.split())
+
+
+@pytest.mark.subprocess  # fincore
+async def test_warming_reads_the_probed_columns_into_the_page_cache_once(brain, corpus: Corpus) -> None:
+    """``warm`` reads the column chunks a probe's first pass reads (ids, codes, the scope's columns)
+    of the namespace's copy and not its embeddings or texts, so that the page cache holds them; the
+    first archive recall through an index warms it in the background, once per build."""
+    cold = brain.engine.cold_tier()
+    async with brain.engine.pool.acquire() as conn:
+        built = await build(conn, cold, NS)
+        assert built is not None
+        index = await archive_index.load(conn, NS)
+    assert index is not None
+    copy = cold.index_table()
+    assert copy is not None
+    paths = [
+        t.file.file_path.removeprefix("file://") for t in copy.scan(row_filter=equal("namespace", NS)).plan_files()
+    ]
+    footers = [pq.read_metadata(p) for p in paths]
+    wanted = sum(length for footer in footers for _, length in cold_files.chunk_ranges(footer))
+    skipped = sum(
+        footer.row_group(i).column(j).total_compressed_size
+        for footer in footers
+        for i in range(footer.num_row_groups)
+        for j in range(footer.num_columns)
+        if footer.row_group(i).column(j).path_in_schema in ("embedding", "content")
+    )
+    for path in paths:  # out of the page cache (written through to the disk first)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    before = _resident(paths)
+    warmed = archive_index.warm(cold, index)
+    assert warmed.files == len(paths) and warmed.bytes == wanted
+    assert 0 < warmed.bytes <= sum(os.path.getsize(p) for p in paths) - skipped
+    if before == 0:  # a file system whose pages can leave memory (not tmpfs)
+        assert _resident(paths) >= warmed.bytes * 0.9
+    # warmed already in this process: nothing started again
+    assert archive_index.warm_soon(cold, index) is None
+    # a new build is warmed on the first archive recall through it, in the background
+    async with brain.engine.pool.acquire() as conn:
+        await build(conn, cold, NS)
+        rebuilt = await archive_index.load(conn, NS)
+    assert rebuilt is not None and rebuilt.built_at != index.built_at
+    query = ArchiveQuery(synthetic_queries(random.Random(3), 1)[0], NS, k=5, mode=RecallMode.VECTOR)
+    assert (await recall_archive(brain.engine, "alice", query, probes=4)).hits
+    assert archive_index.warm_soon(cold, rebuilt) is None  # the recall started it
+    for thread in threading.enumerate():
+        if thread.name == f"cabrain-warm-{NS}":
+            thread.join()

@@ -302,9 +302,13 @@ def test_bench_archive_times_the_scan_beside_the_index_at_each_size(tmp_path, pg
             assert 0 < measured["approximate_rows_read"] < int(size)  # 4 of ~40 clusters read
             assert 0 <= measured["recall_at_k"] <= 1 and measured["approximate_ms"]["p50"] > 0
             assert {"embed_ms", "scan_ms", "fetch_ms", "total_ms"} <= set(measured["approximate_parts_ms"])
+            # timed again after warming the index's probed columns: what it read, less than the copy
+            assert measured["warm_ms"]["p50"] > 0 and measured["warmed"]["mib"] > 0
+            assert {"scan_ms", "total_ms"} <= set(measured["warm_parts_ms"])
         assert entry["modes"]["vector"]["recall_at_k"] >= 0.5
     assert data["code_bits"] == 16 and "ranked by 16-bit codes" in result.stdout
     assert "archive recall, 3 queries per mode" in result.stdout and "build MiB" in result.stdout
+    assert "warm p50" in result.stdout and "warmed MiB" in result.stdout
     bad = run_cli("bench", "archive", "--rows", "0", env=env)
     assert bad.returncode == 2 and "--rows" in bad.stderr
     bad = run_cli("bench", "archive", "--exact-queries", "0", env=env)
