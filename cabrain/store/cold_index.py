@@ -37,6 +37,7 @@ with the table (:meth:`ColdTier.purge`).
 from __future__ import annotations
 
 import math
+import os
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -304,6 +305,7 @@ class ColdIndex:
                     paths.append(write_clustered(copy, data))
                     copied += data.num_rows
                     del data
+                    os.remove(f"{spill}/{g}.arrow")  # the spill and the copy never both whole on disk
             except BaseException:
                 self._discard(copy, paths)
                 raise
