@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -70,28 +70,41 @@ def _staged(row: dict[str, Any], state: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(values[c] for c in sql.STAGE_COLUMNS)
 
 
-async def _index(engine: Engine, conn: asyncpg.Connection, docs: Sequence[IndexedDoc]) -> None:
+async def _index(
+    engine: Engine,
+    conn: asyncpg.Connection,
+    docs: Sequence[IndexedDoc],
+    counted: MutableMapping[uuid.UUID, tuple[Counter[str], int]] | None = None,
+) -> None:
     """Keyword postings of new memories: copied in for CaBrain's own BM25, through the backend's own
-    ``index`` for any other."""
+    ``index`` for any other. ``counted``: words already counted (taken out as used) for memories
+    indexed without a conversation's context, as :meth:`PostgresBM25.indexed_text` has them."""
     backend = engine.keyword
     if not isinstance(backend, PostgresBM25):
         await backend.index(conn, docs)
         return
+    counted = {} if counted is None else counted
     by_namespace: dict[str, list[tuple[IndexedDoc, Counter[str], int]]] = {}
     for doc in docs:
-        tfs, length = term_frequencies(backend.indexed_text(doc))
+        ahead = counted.pop(doc.memory_id, None)
+        tfs, length = ahead if ahead is not None and not doc.context else term_frequencies(backend.indexed_text(doc))
         if length:
             by_namespace.setdefault(doc.namespace, []).append((doc, tfs, length))
+    k1, b = backend.k1, backend.b
     for namespace, entries in sorted(by_namespace.items()):
         df: Counter[str] = Counter()
         for _, tfs, _ in entries:
             df.update(tfs.keys())
         avgdl = await sql.count_terms(conn, namespace, len(entries), sum(n for _, _, n in entries), dict(df))
-        postings = [
-            (namespace, term, doc.memory_id, doc.valid_at, min(tf, 32767), length, backend._impact(tf, length, avgdl))
-            for doc, tfs, length in entries
-            for term, tf in tfs.items()
-        ]
+        postings = []
+        for doc, tfs, length in entries:
+            # PostgresBM25._impact's arithmetic, in its order, its per-document part once
+            norm = k1 * (1 - b + b * length / avgdl)
+            memory_id, valid_at = doc.memory_id, doc.valid_at
+            postings += [
+                (namespace, term, memory_id, valid_at, min(tf, 32767), length, tf * (k1 + 1) / (tf + norm))
+                for term, tf in tfs.items()
+            ]
         await sql.copy_postings(conn, postings)
 
 
@@ -102,13 +115,15 @@ async def write(
     states: Sequence[dict[str, Any]],
     docs: Sequence[IndexedDoc],
     chunks: Sequence[tuple[uuid.UUID, int, str, datetime, str, list[float]]],
+    counted: MutableMapping[uuid.UUID, tuple[Counter[str], int]] | None = None,
 ) -> None:
     """Write a batch of new memories: ``rows`` as ``insert_memories`` takes them, each with its state
     (``created_at``, ``invalid_at``, ``access_count``, ``last_accessed_at``, ``consolidated_at``,
-    ``decayed_at``), their keyword ``docs`` and their passages (``insert_chunks``' rows)."""
+    ``decayed_at``), their keyword ``docs`` (their words ``counted`` ahead, see :func:`_index`) and
+    their passages (``insert_chunks``' rows)."""
     await sql.stage(conn, [_staged(row, state) for row, state in zip(rows, states, strict=True)])
     await sql.write_staged(conn)
-    await _index(engine, conn, docs)
+    await _index(engine, conn, docs, counted)
     await memory_sql.insert_chunks(conn, chunks)
 
 

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -46,7 +47,7 @@ from cabrain.progress import Say, as_progress
 from cabrain.store import portable as sql
 from cabrain.types import MemoryType, Network, Visibility
 
-__all__ = ["Plan", "Whole", "plan", "records", "when", "whole"]
+__all__ = ["Plan", "Whole", "chained", "plan", "records", "rereadable", "when", "whole"]
 
 TYPES = ("agent", "namespace", "grant", "entity", "memory", "mention", "link", "judgment", "action", "end")
 ACTION_STATUSES = ("pending", "approved", "denied", "expired", "done", "failed")
@@ -308,3 +309,38 @@ async def plan(conn: asyncpg.Connection, read: Whole, *, agent: str | None, wher
                     hint="import into namespaces you own (or that do not exist yet), or as the operator on the server",
                 )
     return made
+
+
+def rereadable(lines: Iterable[str]) -> Callable[[], Iterable[str]]:
+    """The lines, to be read twice (checked whole, then written): a list as it is, a file from its
+    start each time, anything else spooled to a private temporary file first."""
+    if isinstance(lines, list | tuple):
+        return lambda: lines
+    seek = getattr(lines, "seek", None)
+    if callable(seek) and getattr(lines, "seekable", lambda: False)():
+        start = lines.tell()  # type: ignore[attr-defined]
+
+        def again() -> Iterable[str]:
+            seek(start)
+            return lines
+
+        return again
+    spool = tempfile.TemporaryFile("w+", encoding="utf-8")
+    for line in lines:
+        spool.write(line if line.endswith("\n") else line + "\n")
+    return rereadable(spool)
+
+
+def chained(
+    first: dict[str, Any] | None, rest: Iterator[dict[str, Any]], counts: dict[str, int]
+) -> Iterator[dict[str, Any]]:
+    """``first`` then ``rest``, counting the memories as they pass (the caller counted ``first``'s
+    predecessor)."""
+    for record in [first] if first is not None else []:
+        if record["type"] == "memory":
+            counts["memory"] = counts.get("memory", 0) + 1
+        yield record
+    for record in rest:
+        if record["type"] == "memory":
+            counts["memory"] = counts.get("memory", 0) + 1
+        yield record

@@ -32,10 +32,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -55,7 +55,8 @@ from cabrain.redact import redact, redact_deep
 from cabrain.store import memories as sql
 from cabrain.store import namespaces as namespace_sql
 from cabrain.store import portable as portable_sql
-from cabrain.store.keyword import IndexedDoc
+from cabrain.store.keyword import IndexedDoc, PostgresBM25
+from cabrain.text.tokenizer import term_frequencies
 from cabrain.write.threads import ThreadContext
 from cabrain.write.vectors import memory_vectors
 
@@ -87,26 +88,6 @@ def scrub(value: dict[str, Any], redacting: bool) -> dict[str, Any]:
     return cleaned
 
 
-def _rereadable(lines: Iterable[str]) -> Callable[[], Iterable[str]]:
-    """The lines, to be read twice (checked whole, then written): a list as it is, a file from its
-    start each time, anything else spooled to a private temporary file first."""
-    if isinstance(lines, list | tuple):
-        return lambda: lines
-    seek = getattr(lines, "seek", None)
-    if callable(seek) and getattr(lines, "seekable", lambda: False)():
-        start = lines.tell()  # type: ignore[attr-defined]
-
-        def again() -> Iterable[str]:
-            seek(start)
-            return lines
-
-        return again
-    spool = tempfile.TemporaryFile("w+", encoding="utf-8")
-    for line in lines:
-        spool.write(line if line.endswith("\n") else line + "\n")
-    return _rereadable(spool)
-
-
 class _Restore:
     """One import's writes, all on ``conn`` inside its one transaction."""
 
@@ -122,6 +103,7 @@ class _Restore:
         self.forgotten: list[tuple[uuid.UUID, datetime, str | None, str | None]] = []
         self.mentions: list[tuple[uuid.UUID, uuid.UUID]] = []
         self.taken: set[uuid.UUID] = set()  # memories this import writes (a file may name one twice)
+        self.words: dict[uuid.UUID, tuple[Counter[str], int]] = {}  # in bulk: counted ahead (_ready)
         self.written = 0
         self.vectors_fit = False
         self.locked = False  # the namespaces' writer locks, taken by the first batch written
@@ -201,11 +183,38 @@ class _Restore:
         return following
 
     async def _hand_over(self, batch: list[dict[str, Any]], writing: asyncio.Task[None] | None) -> asyncio.Task[None]:
-        fresh = [self._scrubbed(self.plan.memory(r)) for r in await self._unknown(batch, writing)]
+        """Make the batch ready (redacted, its words counted) in a worker thread while the batch
+        before is written, then hand it to be written once that one is."""
+        if writing is not None and self._on_own_connection():  # ready first, looked up once that is written
+            fresh = await self._unknown(await asyncio.to_thread(self._ready, batch), writing)
+        else:  # looked up first (a record stored before is not redacted for nothing)
+            fresh = await asyncio.to_thread(self._ready, await self._unknown(batch, writing))
         embedded = await self._embed(fresh)
         if writing is not None:
             await writing  # one batch written at a time, in order: threads see their earlier turns
         return asyncio.create_task(self._write(embedded, len(batch)))
+
+    def _ready(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The batch's records as written (:meth:`_scrubbed`), and in bulk each one's words counted
+        (``self.words``) as the keyword index counts a memory without a conversation's context;
+        thread-safe: it reads the plan and settings, and adds to ``self.words`` only."""
+        ready = [self._scrubbed(self.plan.memory(r)) for r in batch]
+        backend = self.engine.keyword
+        if self.bulk and isinstance(backend, PostgresBM25):
+            for record in ready:
+                valid_at = _time(record["valid_at"])
+                assert valid_at is not None
+                doc = IndexedDoc(uuid.UUID(record["id"]), record["namespace"], valid_at, record["content"], "")
+                if doc.memory_id not in self.words:  # a file naming it twice: the first is written
+                    self.words[doc.memory_id] = term_frequencies(backend.indexed_text(doc))
+        return ready
+
+    def _on_own_connection(self) -> bool:
+        """Whether :meth:`_unknown` looks stored ids up on the import's connection, once the batch
+        before is written: when the pool has one connection only, or when the import may drop the
+        indexes it builds again (its transaction then holds ``memory_ids`` until it commits)."""
+        may_drop = self.bulk and staged.may_defer(self.engine, self.plan.counts.get("memory", 0))
+        return self.engine.pool.get_max_size() <= 1 or may_drop
 
     def _scrubbed(self, record: dict[str, Any]) -> dict[str, Any]:
         """The record with secrets and private blocks redacted, as every stored text is (an export
@@ -222,11 +231,9 @@ class _Restore:
         """The batch's memories neither stored before this import nor taken by it already. Stored
         before: read on another connection while the batch before is written on the import's (what
         it sees is what was committed: the import's own rows are in ``taken``), or on the import's
-        once that is written, when the pool has one connection only or when the import may drop the
-        indexes it builds again (its transaction then holds ``memory_ids`` until it commits)."""
+        once that is written (:meth:`_on_own_connection`)."""
         ids = [uuid.UUID(r["id"]) for r in batch]
-        may_drop = self.bulk and staged.may_defer(self.engine, self.plan.counts.get("memory", 0))
-        if self.engine.pool.get_max_size() > 1 and not may_drop:
+        if not self._on_own_connection():
             async with self.engine.pool.acquire() as conn:
                 known = {r["id"] for r in await conn.fetch(portable_sql.KNOWN_IDS, ids)}
         else:
@@ -240,6 +247,8 @@ class _Restore:
             else:
                 self.taken.add(memory_id)
                 fresh.append(record)
+        for memory_id in known:
+            self.words.pop(memory_id, None)
         return fresh
 
     async def _embed(
@@ -329,7 +338,7 @@ class _Restore:
             if record.get("tier") == "cold":
                 self.report.came_back_hot += 1
         if self.bulk:
-            await staged.write(self.engine, conn, rows, states, docs, chunks)
+            await staged.write(self.engine, conn, rows, states, docs, chunks, self.words)
         else:
             await sql.insert_memories(conn, rows)
             await self.engine.keyword.index(conn, docs)
@@ -414,7 +423,7 @@ async def restore(
     the export kept vectors this brain can use (its memories are then not embedded again)."""
     started = time.perf_counter()
     say = as_progress(progress)
-    reread = _rereadable(lines)
+    reread = checks.rereadable(lines)
     read = await asyncio.to_thread(checks.whole, reread(), where, say)  # off the event loop: a file of any size
     async with engine.pool.acquire() as conn:
         plan = await checks.plan(conn, read, agent=agent, where=where)
@@ -460,7 +469,7 @@ async def _write_all(
         if kind in ("agent", "namespace", "grant", "entity"):
             await work.small(record)
         elif kind == "memory":
-            following = await work.memories(_chain(following, stream, counts), record)
+            following = await work.memories(checks.chained(following, stream, counts), record)
         elif kind == "mention":
             work.mentions.append((uuid.UUID(record["memory_id"]), uuid.UUID(record["entity_id"])))
         elif kind == "link":
@@ -478,18 +487,3 @@ async def _write_all(
     if ended is None or counts != plan.counts or digest.hexdigest() != plan.digest:
         raise InputError(f"{where} changed while it was imported ({NOTHING})", hint="import it again once it is whole")
     await work.finish(links, judgments, held)
-
-
-def _chain(
-    first: dict[str, Any] | None, rest: Iterator[dict[str, Any]], counts: dict[str, int]
-) -> Iterator[dict[str, Any]]:
-    """``first`` then ``rest``, counting the memories as they pass (the caller counted ``first``'s
-    predecessor)."""
-    for record in [first] if first is not None else []:
-        if record["type"] == "memory":
-            counts["memory"] = counts.get("memory", 0) + 1
-        yield record
-    for record in rest:
-        if record["type"] == "memory":
-            counts["memory"] = counts.get("memory", 0) + 1
-        yield record

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 
 import pytest
 
@@ -17,6 +18,7 @@ from cabrain.errors import InputError
 from cabrain.portable.facade import Portable
 from cabrain.portable.restore import restore
 from cabrain.store.backup import row_counts
+from cabrain.text.tokenizer import tokenize
 from cabrain.types import MemoryInput, RecallQuery, Visibility
 from tests.conftest import _create_database, _drop_database
 from tests.integration.test_portable import _fill, _held, _lines, _records
@@ -178,3 +180,35 @@ async def test_a_bulk_import_in_many_batches_that_builds_its_indexes_again_runs_
         assert all(a != b for a, b in zip(await _indexes(other.engine), indexes, strict=True))
     finally:
         await other.close()
+
+
+async def test_a_memory_named_twice_is_written_once_with_its_own_words(brain, settings_for, two_dsns, embedder) -> None:
+    """A bulk import counts a batch's words while the batch before is written: a file naming one
+    memory twice (the second with other text) writes the first, indexed by its own words, whether
+    the two share a batch or not."""
+    from cabrain.brain import Brain
+
+    await _fill(brain)
+    out = io.StringIO()
+    await Portable(brain.engine).export(None, ["proj"], out, with_embeddings=True)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    first = next(r for r in records if r["type"] == "memory" and "staging database" in r["content"])
+    twin = {**first, "content": "Zanzibar quokkas juggle marmalade."}
+    records.insert(records.index(first) + 1, twin)
+    records[-1]["counts"]["memory"] += 1
+    lines = _lines(records)
+    memory_id = uuid.UUID(first["id"])
+    for dsn, batch in zip(two_dsns, (2, None), strict=True):  # batches of two, and one batch
+        other = await Brain.open(settings_for(dsn, import_rebuild_index_at=1), dsn=dsn, embedder=embedder)
+        try:
+            done = await restore(other.engine, lines, batch=batch, bulk=True)
+            assert done.skipped == {"memory": 1}, batch
+            async with other.engine.pool.acquire() as conn:
+                content = await conn.fetchval("SELECT content FROM memories WHERE id = $1", memory_id)
+                words = {
+                    r[0] for r in await conn.fetch("SELECT term FROM memory_terms WHERE memory_id = $1", memory_id)
+                }
+        finally:
+            await other.close()
+        assert content == first["content"]
+        assert set(tokenize(first["content"])) <= words and not set(tokenize(twin["content"])) & words, batch
