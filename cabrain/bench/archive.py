@@ -244,7 +244,8 @@ async def run_archive_bench(
                     measured = entry["modes"][mode.value] = await _measure(brain, texts, k, mode, probes, exact_n)
                     say(
                         f"    {mode.value}: exact p95 {measured['exact_ms']['p95']:.0f} ms, through the index p95 "
-                        f"{measured['approximate_ms']['p95']:.0f} ms, recall@{k} {measured['recall_at_k']:.3f}",
+                        f"{measured['approximate_ms']['p95']:.0f} ms ({measured['warm_ms']['p95']:.0f} warmed), "
+                        f"recall@{k} {measured['recall_at_k']:.3f}",
                         quiet,
                     )
                 result["sizes"][str(size)] = entry

@@ -311,6 +311,7 @@ class ColdIndex:
                 raise
             self._replace(copy, namespace, paths)
             kept = self._replace_postings(namespace, strongest(postings, per_word), avgdl)
+        pa.default_memory_pool().release_unused()  # what the build held, back to the system (a recall's page cache)
         return Built(snapshot.snapshot_id, files, centroids, copied, words_of(pairs), kept, quantized)
 
     def _replace_postings(self, namespace: str, postings: pa.Table, avgdl: float) -> int:
