@@ -357,12 +357,20 @@ def chunk_ranges(footer: Any, skip: Sequence[str] = UNWARMED) -> list[tuple[int,
     return joined
 
 
+def local(path: str) -> bool:
+    """Whether a warehouse file's location is on this machine's file system."""
+    return "://" not in path or path.startswith("file://")
+
+
 def warm(table: Table, layout: Layout, skip: Sequence[str] = UNWARMED) -> int:
-    """Read the column chunks of ``layout``'s files but ``skip``'s (:func:`chunk_ranges`) and drop
-    them: the operating system keeps what a local file read in its page cache, so that a probe's
-    first pass reads memory, not the disk. The bytes read."""
+    """Read the column chunks of ``layout``'s local files but ``skip``'s (:func:`chunk_ranges`) and
+    drop them: the operating system keeps what a local file read in its page cache, so that a probe's
+    first pass reads memory, not the disk (an object store's files are left alone: nothing would keep
+    them). The bytes read."""
     read = 0
     for path, footer in zip(layout.files, layout.footers, strict=True):
+        if not local(path):
+            continue
         with table.io.new_input(path).open() as source:
             for start, length in chunk_ranges(footer, skip):
                 source.seek(start)
