@@ -176,8 +176,6 @@ def warm(cold: ColdTier, index: Index) -> Warmed:
     from cabrain.store.cold_files import warm as read_chunks
 
     started = time.perf_counter()
-    with _WARMING:
-        _WARMED.add((index.namespace, index.built_at))
     table, layout = sql.ColdIndex(cold).layout(index.namespace)
     read = read_chunks(table, layout)
     return Warmed(index.namespace, len(layout.files), read, time.perf_counter() - started)

@@ -422,10 +422,15 @@ class ColdTier:
         return [task.file.file_path for task in table.scan(row_filter=equal("namespace", namespace)).plan_files()]
 
 
+def local(location: str) -> bool:
+    """Whether a warehouse file's location is on this machine's file system (a path or ``file://``)."""
+    return urlsplit(location).scheme in ("file", "")
+
+
 def _path_of(location: str) -> str:
     """A file's location as :meth:`ColdTier._table_files` lists it (local paths without ``file://``)."""
     parts = urlsplit(location)
-    if parts.scheme in ("file", ""):
+    if local(location):
         return parts.path
     return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
@@ -486,4 +491,4 @@ def vectors_of(table: pa.Table) -> np.ndarray:
     return out
 
 
-__all__ = ["COLUMNS", "INDEX_TABLE", "ColdTier", "equal", "month_of", "one_of", "to_arrow", "vectors_of"]
+__all__ = ["COLUMNS", "INDEX_TABLE", "ColdTier", "equal", "local", "month_of", "one_of", "to_arrow", "vectors_of"]

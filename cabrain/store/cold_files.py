@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cabrain.store.cold import FIELDS, equal
+from cabrain.store.cold import FIELDS, equal, local
 from cabrain.store.cold_stream import windows
 from cabrain.store.cold_words import REQUIRED_POSTING, postings_arrow
 
@@ -355,11 +355,6 @@ def chunk_ranges(footer: Any, skip: Sequence[str] = UNWARMED) -> list[tuple[int,
         else:
             joined.append((start, length))
     return joined
-
-
-def local(path: str) -> bool:
-    """Whether a warehouse file's location is on this machine's file system."""
-    return "://" not in path or path.startswith("file://")
 
 
 def warm(table: Table, layout: Layout, skip: Sequence[str] = UNWARMED) -> int:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cabrain.store.cold_files import UNWARMED, chunk_ranges, local
+from cabrain.store.cold import local
+from cabrain.store.cold_files import UNWARMED, chunk_ranges
 
 
 def _file(tmp_path: Path) -> Path:
