@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from cabrain.bench.corpus import AGENT, NAMESPACE, synthetic_queries, synthetic_text
-from cabrain.bench.measure import peak_rss
+from cabrain.bench.measure import memory_now, peak_rss
 from cabrain.bench.progress import bar, say
 from cabrain.eval import percentiles
 from cabrain.progress import Lines
@@ -153,12 +153,16 @@ async def _measure(brain, texts: list[str], k: int, mode: RecallMode, probes: in
     twice: with the page cache as the scans left it (they read the whole tier), and after warming
     the index's probed columns (:func:`cabrain.search.archive_index.warm`, what the service does on a
     namespace's first archive recall); recall@k over the queries done both ways."""
+    memory: dict[str, dict[str, float]] = {}
     exact_ms, exact_read, exact, _ = await _time(brain, texts[:exact_n], k, mode, 0)
+    memory["after_scans"] = memory_now()
     approx_ms, approx_read, approximate, parts = await _time(brain, texts, k, mode, probes)
     async with brain.engine.pool.acquire() as conn:
         index = await archive_index.load(conn, NAMESPACE)
     warmed = None if index is None else await asyncio.to_thread(archive_index.warm, brain.engine.cold_tier(), index)
+    memory["after_warming"] = memory_now()
     warm_ms, _, _, warm_parts = await _time(brain, texts, k, mode, probes)
+    memory["after_warmed_probes"] = memory_now()
     return {
         "exact_ms": {key: round(v, 1) for key, v in percentiles(exact_ms).items()},
         "approximate_ms": {key: round(v, 1) for key, v in percentiles(approx_ms).items()},
@@ -170,6 +174,7 @@ async def _measure(brain, texts: list[str], k: int, mode: RecallMode, probes: in
         "warm_parts_ms": warm_parts,
         "warmed": None if warmed is None else {"mib": round(warmed.bytes / 2**20, 1), "s": round(warmed.seconds, 1)},
         "exact_queries": exact_n,
+        "memory_mib": memory,  # this process's resident memory and the machine's available, by step
     }
 
 
@@ -232,11 +237,13 @@ async def run_archive_bench(
                     with peak_rss() as memory:
                         built = await build(conn, cold, NAMESPACE, progress=_build_lines(quiet))
                     build_s = time.perf_counter() - started
-                await _time(brain, texts[:1], k, RecallMode.HYBRID, 0)  # warm-up: metadata, the embedder
+                after_build = memory_now()
+                await _time(brain, texts[:1], k, RecallMode.HYBRID, probes)  # warm-up: metadata, the embedder
                 entry: dict[str, Any] = {
                     "write_s": round(write_s, 1),
                     "index_build_s": round(build_s, 1),
                     "index_build_memory_mib": memory,  # this process's resident memory before and at its peak
+                    "memory_after_build_mib": after_build,
                     "clusters": 0 if built is None else len(built.centroids),
                     "modes": {},
                 }

@@ -129,6 +129,24 @@ def _rss() -> int | None:
         return None
 
 
+def memory_now() -> dict[str, float]:
+    """This process's resident memory and the memory the machine has available (MemAvailable: free
+    and reclaimable page cache), in MiB; empty where /proc is not."""
+    out: dict[str, float] = {}
+    rss = _rss()
+    if rss is not None:
+        out["rss_mib"] = round(rss / 2**20, 1)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    out["available_mib"] = round(int(line.split()[1]) / 1024, 1)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
 @contextlib.contextmanager
 def peak_rss(every_s: float = 0.02) -> Iterator[dict[str, float]]:
     """The process's resident memory while the block runs, sampled every ``every_s``: the dict

@@ -9,9 +9,11 @@ once enough rows were demoted since."""
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import os
 import random
+import struct
 import subprocess
 import threading
 import uuid
@@ -408,6 +410,42 @@ def _resident(paths: list[str]) -> int:
     return sum(int(line) for line in out.stdout.split())
 
 
+def _active(paths: list[str], ranges: list[list[tuple[int, int]]]) -> tuple[int, int] | None:
+    """(pages of these byte ranges in the page cache, those of them on the kernel's active list), by
+    mapping the files and reading each page's flags (/proc/self/pagemap, /proc/kpageflags); None
+    where the kernel does not show them (not root, not Linux)."""
+    if not (os.access("/proc/kpageflags", os.R_OK) and os.access("/proc/self/pagemap", os.R_OK)):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    page = os.sysconf("SC_PAGE_SIZE")
+    resident = active = 0
+    with open("/proc/self/pagemap", "rb") as pagemap, open("/proc/kpageflags", "rb") as flags:
+        for path, spans in zip(paths, ranges, strict=True):
+            size = os.path.getsize(path)
+            fd = os.open(path, os.O_RDONLY)
+            base = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED: the page cache's own pages
+            try:
+                n = (size + page - 1) // page
+                cached = (ctypes.c_ubyte * n)()
+                assert libc.mincore(base, size, cached) == 0
+                wanted = {i for start, length in spans for i in range(start // page, (start + length - 1) // page + 1)}
+                for i in sorted(i for i in wanted if cached[i] & 1):
+                    ctypes.string_at(base + i * page, 1)  # mapped, so that pagemap has its frame
+                    pagemap.seek((base // page + i) * 8)
+                    frame = struct.unpack("<Q", pagemap.read(8))[0] & ((1 << 55) - 1)
+                    flags.seek(frame * 8)
+                    resident += 1
+                    active += bool(struct.unpack("<Q", flags.read(8))[0] & (1 << 6))  # KPF_ACTIVE
+            finally:
+                libc.munmap(base, size)
+                os.close(fd)
+    return resident, active
+
+
 @pytest.mark.subprocess  # fincore
 async def test_warming_reads_the_probed_columns_into_the_page_cache_once(brain, corpus: Corpus) -> None:
     """``warm`` reads the column chunks a probe's first pass reads (ids, codes, the scope's columns)
@@ -433,19 +471,39 @@ async def test_warming_reads_the_probed_columns_into_the_page_cache_once(brain, 
         for j in range(footer.num_columns)
         if footer.row_group(i).column(j).path_in_schema in ("embedding", "content")
     )
-    for path in paths:  # out of the page cache (written through to the disk first)
+    ranges = [cold_files.chunk_ranges(footer) for footer in footers]
+
+    def drop() -> None:  # out of the page cache (written through to the disk first)
+        for path in paths:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+    drop()
+    for path, spans in zip(paths, ranges, strict=True):  # the same ranges read once: a control
         fd = os.open(path, os.O_RDONLY)
         try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            for start, length in spans:
+                os.pread(fd, length, start)
         finally:
             os.close(fd)
+    once = _active(paths, ranges)
+    drop()
     before = _resident(paths)
     warmed = archive_index.warm(cold, index)
     assert warmed.files == len(paths) and warmed.bytes == wanted
     assert 0 < warmed.bytes <= sum(os.path.getsize(p) for p in paths) - skipped
     if before == 0:  # a file system whose pages can leave memory (not tmpfs)
         assert _resident(paths) >= warmed.bytes * 0.9
+        # read twice, so on the kernel's active list (not the first pages evicted by a read of the
+        # whole tier), where pages read once are not
+        pages = _active(paths, ranges)
+        if pages is not None and once is not None:
+            assert once[0] > 0 and pages[0] > 0
+            assert pages[1] > once[1], (pages, once)
     # in the background, once per build in this process
     first = archive_index.warm_soon(cold, index)
     assert first is not None
