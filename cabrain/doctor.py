@@ -72,6 +72,7 @@ async def run_doctor(settings: Settings, *, unknown: Sequence[tuple[str, str | N
     except CabrainError as exc:
         checks.append(Check("database", Status.FAIL, f"{target}: {exc.message}", exc.hint))
     checks.append(await asyncio.to_thread(_check_reranker, settings))
+    checks.append(await asyncio.to_thread(_check_local_models, settings))
     checks.append(await _check_redis(settings))
     checks.append(await asyncio.to_thread(_check_cold_store, settings))
     checks.append(await _check_api(settings))
@@ -237,6 +238,32 @@ async def _check_redis(settings: Settings) -> Check:
     except CabrainError as exc:
         return _failed("redis (L1 cache)", exc)
     return Check("redis (L1 cache)", Status.OK, f"Redis {version} reachable")
+
+
+def _check_local_models(settings: Settings) -> Check:
+    """``CABRAIN_LOCAL_MODELS``: llama.cpp's server is installed, each model's weights and template
+    are found (weights still to be assembled from a package's parts are said so, not assembled)."""
+    from cabrain.localmodels import sources
+
+    name = "local models"
+    if not settings.local_models:
+        return Check(name, Status.OK, "none configured (CABRAIN_LOCAL_MODELS): workflows use registered agents only")
+    try:
+        import xllamacpp  # noqa: F401 - what serves them
+    except ImportError:
+        return Check(name, Status.FAIL, "xllamacpp (llama.cpp's server) is not installed", "pip install xllamacpp")
+    found = []
+    for model in settings.local_models:
+        try:
+            path = sources.weights(model, settings.resolved_local_models_dir, assemble=False)
+            sources.template(model)
+        except CabrainError as exc:
+            return _failed(name, exc)
+        if path is None:
+            found.append(f"{model.name or model.source} (assembled from its package's parts at the first start)")
+        else:
+            found.append(f"{sources.default_name(model, path)} ({path.name}, {path.stat().st_size / 2**20:,.0f} MiB)")
+    return Check(name, Status.OK, f"{len(found)} served by cabrain up: " + "; ".join(found))
 
 
 def _check_cold_store(settings: Settings) -> Check:

@@ -11,7 +11,9 @@ through an :class:`Egress`, built from the settings where the process starts::
 
 **Addresses.** A request may reach a public (globally routable) address, or an address or host
 the operator lists in ``CABRAIN_EGRESS_ALLOW`` (comma-separated host names and CIDRs, e.g.
-``gitlab.internal,10.20.0.0/16,127.0.0.1``). Loopback, link-local (the cloud metadata service
+``gitlab.internal,10.20.0.0/16,127.0.0.1``), or one port of a host or address listed with it
+(``127.0.0.1:11434``, ``[::1]:8080``, ``ollama.internal:11434``: that port only, nothing else there;
+the local models ``cabrain up`` starts are allowed so, each its own port). Loopback, link-local (the cloud metadata service
 169.254.169.254 among them), private (RFC 1918, IPv6 ULA), shared (CGNAT 100.64.0.0/10),
 unspecified, multicast and reserved addresses are refused unless listed; an IPv4 address inside
 IPv6 (mapped, 6to4, NAT64) is judged as the IPv4 address it carries.
@@ -63,6 +65,7 @@ ALLOW_SETTING = "CABRAIN_EGRESS_ALLOW"
 SECRET_SETTING = "CABRAIN_SECRET_ENV_ALLOW"
 DIR_SETTING = "CABRAIN_SECRETS_DIR"
 MAX_SECRET_BYTES = 64 * 1024
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -70,6 +73,7 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _HOST = re.compile(r"^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_PORTED = re.compile(r"^(?:\[([0-9A-Fa-f:.]+)\]|([^:\[\]/]+)):([0-9]{1,5})$")  # [v6]:port or host-or-v4:port
 
 
 class Configured(Protocol):
@@ -88,17 +92,30 @@ class EgressDenied(AccessDenied):
     """A request to an address the egress policy refuses (403 where a face answers it)."""
 
 
-def allowed_entry(entry: str) -> Network | str:
-    """One ``CABRAIN_EGRESS_ALLOW`` entry: a network (an address is a /32 or /128) or a host name
-    (lower case, no trailing dot). Raises ``ValueError`` for anything else."""
+def allowed_entry(entry: str) -> Network | str | tuple[str, int]:
+    """One ``CABRAIN_EGRESS_ALLOW`` entry: a network (an address is a /32 or /128), a host name
+    (lower case, no trailing dot), or one port of an address or host name (``(address or name,
+    port)``, the address as :mod:`ipaddress` writes it). Raises ``ValueError`` for anything else."""
     text = entry.strip()
     try:
         return ipaddress.ip_network(text, strict=False)
     except ValueError:
         pass
+    found = _PORTED.match(text)
+    if found:
+        where, port = found.group(1) or found.group(2), int(found.group(3))
+        if not 0 < port < 65536:
+            raise ValueError(f"{entry!r}: a port is 1-65535")
+        try:
+            return str(ipaddress.ip_address(where)), port
+        except ValueError:
+            pass
+        if found.group(1) is None and _HOST.match(where.lower().rstrip(".")):
+            return where.lower().rstrip("."), port
+        raise ValueError(f"{entry!r} is neither a host name nor an address with a port")
     name = text.lower().rstrip(".")
     if not _HOST.match(name):
-        raise ValueError(f"{entry!r} is neither a host name nor an address or CIDR")
+        raise ValueError(f"{entry!r} is neither a host name nor an address or CIDR (with a port: host:port)")
     return name
 
 
@@ -161,8 +178,12 @@ class Egress:
         environ: Mapping[str, str] | None = None,
     ) -> None:
         entries = [allowed_entry(e) for e in allow if e.strip()]
-        self.networks: tuple[Network, ...] = tuple(e for e in entries if not isinstance(e, str))
+        self.networks: tuple[Network, ...] = tuple(
+            e for e in entries if isinstance(e, ipaddress.IPv4Network | ipaddress.IPv6Network)
+        )
         self.hosts: frozenset[str] = frozenset(e for e in entries if isinstance(e, str))
+        # (address or host name, port): that port only
+        self.ports: frozenset[tuple[str, int]] = frozenset(e for e in entries if isinstance(e, tuple))
         self.secret_names: frozenset[str] = frozenset(secret_name(n) for n in secret_names if n.strip())
         self.secrets_dir = Path(secrets_dir) if secrets_dir else None
         self.environ: Mapping[str, str] = dict(environ) if environ is not None else {}
@@ -177,13 +198,16 @@ class Egress:
         )
 
     # --- addresses -------------------------------------------------------------------------------
-    def allows_address(self, address: Address) -> bool:
+    def allows_address(self, address: Address, port: int | None = None) -> bool:
         if any(address in net or _carried(address) in net for net in self.networks):
+            return True
+        if port is not None and ((str(address), port) in self.ports or (str(_carried(address)), port) in self.ports):
             return True
         return public(address)
 
-    def _listed(self, host: str) -> bool:
-        return host.lower().rstrip(".") in self.hosts
+    def _listed(self, host: str, port: int | None = None) -> bool:
+        name = host.lower().rstrip(".")
+        return name in self.hosts or (port is not None and (name, port) in self.ports)
 
     def refusal(self, host: str, address: Address | None = None) -> EgressDenied:
         where = host if address is None or str(address) == host else f"{host} ({address})"
@@ -212,23 +236,24 @@ class Egress:
             raise InputError(
                 f"{what} holds a user name or password", hint="name the credential's variable instead (its *_env)"
             )
-        self.check_host(host)
+        self.check_host(host, parts.port or _DEFAULT_PORTS.get(parts.scheme.lower()))
         return url.strip()
 
-    def check_host(self, host: str) -> None:
-        """Refuse ``host`` when it is written as an address the policy refuses (no DNS asked)."""
-        if self._listed(host):
+    def check_host(self, host: str, port: int | None = None) -> None:
+        """Refuse ``host`` (on ``port``, when known) when it is written as an address the policy
+        refuses (no DNS asked)."""
+        if self._listed(host, port):
             return
         address = _numeric(host)
-        if address is not None and not self.allows_address(address):
+        if address is not None and not self.allows_address(address, port):
             raise self.refusal(host, address)
 
-    def _checked(self, host: str, found: Iterable[str]) -> list[str]:
+    def _checked(self, host: str, found: Iterable[str], port: int | None = None) -> list[str]:
         addresses: list[str] = []
-        listed = self._listed(host)
+        listed = self._listed(host, port)
         for text in found:
             address = ipaddress.ip_address(text.split("%", 1)[0])
-            if not listed and not self.allows_address(address):
+            if not listed and not self.allows_address(address, port):
                 raise self.refusal(host, address)
             if text not in addresses:
                 addresses.append(text)
@@ -239,15 +264,15 @@ class Egress:
     def addresses(self, host: str, port: int) -> list[str]:
         """The addresses ``host`` resolves to, every one allowed, or :class:`EgressDenied`."""
         found = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-        return self._checked(host, (str(info[4][0]) for info in found))
+        return self._checked(host, (str(info[4][0]) for info in found), port)
 
     async def resolve(self, host: str, port: int) -> list[str]:
         found = await asyncio.get_running_loop().getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-        return self._checked(host, (str(info[4][0]) for info in found))
+        return self._checked(host, (str(info[4][0]) for info in found), port)
 
-    def check_resolved(self, host: str, found: Iterable[str]) -> list[str]:
-        """Check addresses another resolver found for ``host`` (aiohttp's)."""
-        return self._checked(host, found)
+    def check_resolved(self, host: str, found: Iterable[str], port: int | None = None) -> list[str]:
+        """Check addresses another resolver found for ``host`` (aiohttp's), on ``port``."""
+        return self._checked(host, found, port)
 
     # --- clients -----------------------------------------------------------------------------------
     def async_client(self, **kwargs: Any) -> httpx.AsyncClient:
@@ -296,7 +321,7 @@ class Egress:
         class Connector(aiohttp.TCPConnector):
             async def _resolve_host(self, host: str, port: int, traces: Any = None) -> list[Any]:
                 found = await super()._resolve_host(host, port, traces=traces)
-                egress.check_resolved(host, [str(r["host"]) for r in found])
+                egress.check_resolved(host, [str(r["host"]) for r in found], port)
                 return found
 
         return Connector()

@@ -238,6 +238,8 @@ def up(
             dsn = settings.database_url.get_secret_value()  # type: ignore[union-attr]
         print(asyncio.run(ensure_schema(settings, dsn)), file=sys.stderr)
         admin = asyncio.run(ensure_admin(settings, dsn))
+        if settings.local_models:
+            settings = _local_models(settings, dsn, stack, remote)
         print(
             "starting Ray (loopback only, token authentication)"
             if not remote
@@ -278,6 +280,29 @@ def up(
     if stopping_since:
         print(f"stopped in {time.monotonic() - stopping_since[0]:.1f} s", file=sys.stderr, flush=True)
     return bool(stopping_since)
+
+
+def _local_models(settings: Settings, dsn: str, stack: ExitStack, remote: bool) -> Settings:
+    """Start ``CABRAIN_LOCAL_MODELS`` beside the service (stopped with it, their agents deactivated
+    first) and register them; the settings the service runs with then reach each one's port and read
+    its key (:mod:`cabrain.localmodels.serve`). Before Ray starts, so that its workers have the keys."""
+    from cabrain.localmodels import serve
+
+    if remote:
+        raise ConfigError(
+            "CABRAIN_LOCAL_MODELS runs models on this machine's loopback, which a Ray cluster's nodes cannot reach",
+            hint="serve the model where the cluster reaches it and register it: cabrain workflows agents add",
+        )
+    served = stack.enter_context(serve.serving(settings))
+    stack.callback(asyncio.run, serve.retire_all(dsn, served))
+    for line in asyncio.run(serve.register_all(settings, dsn, served)):
+        print(
+            f"local model {line['name']} at {line['endpoint']}: {line['tokens_per_s']} tokens/s, "
+            f"{line['latency_ms']:.0f} ms a short answer",
+            file=sys.stderr,
+            flush=True,
+        )
+    return serve.egress_for(settings, served)
 
 
 @contextmanager

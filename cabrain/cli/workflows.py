@@ -96,7 +96,10 @@ def cmd_agents_list(settings: Settings, args: argparse.Namespace) -> int:
     agents = _with_workflows(settings, lambda w: w.list_models(layer=args.layer))
     lines = [
         f"{a.name:20s} {a.layer:8s} {a.provider:9s} {a.model:28s} {'active' if a.active else 'inactive':8s} "
-        f"calls {a.calls} failed {a.failures} latency {a.latency_ms or 0:.0f} ms  {a.endpoint}"
+        f"calls {a.calls} failed {a.failures} latency {a.latency_ms or 0:.0f} ms"
+        + (f" {a.tokens_per_s:.0f} tokens/s" if a.tokens_per_s else "")
+        + f"  {a.endpoint}"
+        + (f"  (served by cabrain up: {a.source})" if a.source else "")
         for a in agents
     ]
     _print([a.to_json() for a in agents], args.json, "\n".join(lines) or "no model agents registered")

@@ -13,11 +13,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from cabrain.errors import ConfigError
 from cabrain.settings.core import CoreSettings
+from cabrain.settings.local_models import LocalModelSettings
 from cabrain.settings.operations import OperationsSettings
 
 
-# Pydantic lists the fields of the last base first: CoreSettings', then OperationsSettings', then these.
-class Settings(OperationsSettings, CoreSettings, BaseSettings):
+# Pydantic lists the fields of the last base first: CoreSettings', OperationsSettings', the local
+# models', then these.
+class Settings(LocalModelSettings, OperationsSettings, CoreSettings, BaseSettings):
     """Every knob CaBrain has. Each field is ``CABRAIN_<NAME>`` in the environment."""
 
     model_config = SettingsConfigDict(env_prefix="CABRAIN_", extra="ignore", frozen=True, validate_default=True)
@@ -46,6 +48,10 @@ class Settings(OperationsSettings, CoreSettings, BaseSettings):
     @property
     def cold_dir(self) -> Path:
         return self.home / "cold"
+
+    @property
+    def resolved_local_models_dir(self) -> Path:
+        return self.local_models_dir or self.home / "models"
 
     @property
     def resolved_backup_dir(self) -> Path:

@@ -334,8 +334,8 @@ class OperationsSettings(BaseModel):
     egress_allow: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Hosts and networks outbound requests (notifiers, subscription targets, connectors, trackers, "
-        "workflow models) may reach besides public addresses, comma-separated: host names and CIDRs, e.g. "
-        "gitlab.internal,10.20.0.0/16,127.0.0.1. Unset: loopback, private, link-local (metadata), shared and "
+        "workflow models) may reach besides public addresses, comma-separated: host names, CIDRs and host:port "
+        "(that port only), e.g. gitlab.internal,10.20.0.0/16,127.0.0.1:11434. Unset: loopback, private, link-local, shared and "
         "unspecified addresses are refused.",
     )
     secret_env_allow: Annotated[list[str], NoDecode] = Field(

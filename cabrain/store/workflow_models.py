@@ -21,6 +21,8 @@ COLUMNS = (
     "calls",
     "failures",
     "active",
+    "tokens_per_s",
+    "source",
 )
 INSERT = f"""
 INSERT INTO llm_agents (name, layer, provider, model, endpoint, api_key_env, capabilities, cost_in_per_1k,
@@ -33,6 +35,23 @@ GET = f"SELECT {', '.join(COLUMNS)} FROM llm_agents WHERE name = $1"
 LISTED = (
     f"SELECT {', '.join(COLUMNS)} FROM llm_agents WHERE ($1::text IS NULL OR layer = $1) AND (NOT $2 OR active) "
     "ORDER BY layer, coalesce(cost_in_per_1k, 0) + coalesce(cost_out_per_1k, 0), name"
+)
+
+
+# a local model CaBrain serves (cabrain.localmodels.serve): made, or brought up to date if CaBrain
+# served it before (never one registered by hand: its source is NULL, and nothing is returned)
+SERVE_LOCAL = f"""
+INSERT INTO llm_agents AS a (name, layer, provider, model, endpoint, api_key_env, cost_in_per_1k, cost_out_per_1k,
+                             latency_ms, tokens_per_s, source, active)
+VALUES ($1, 'local', 'openai', $2, $3, $4, 0, 0, $5, $6, $7, true)
+ON CONFLICT (name) DO UPDATE SET model = EXCLUDED.model, endpoint = EXCLUDED.endpoint, api_key_env = EXCLUDED.api_key_env,
+    latency_ms = EXCLUDED.latency_ms, tokens_per_s = EXCLUDED.tokens_per_s, source = EXCLUDED.source, active = true,
+    updated_at = now()
+WHERE a.source IS NOT NULL
+RETURNING {", ".join(COLUMNS)}
+"""
+RETIRE_LOCAL = (
+    "UPDATE llm_agents SET active = false, updated_at = now() WHERE name = ANY($1::text[]) AND source IS NOT NULL"
 )
 
 

@@ -52,6 +52,8 @@ class ModelAgent:
     calls: int = 0
     failures: int = 0
     active: bool = True
+    tokens_per_s: float | None = None  # measured when CaBrain serves it (cabrain.localmodels)
+    source: str | None = None  # its weights, when CaBrain serves it; None: registered by hand
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> ModelAgent:
@@ -72,6 +74,8 @@ class ModelAgent:
             row["calls"],
             row["failures"],
             row["active"],
+            num(row["tokens_per_s"]),
+            row["source"],
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -89,6 +93,8 @@ class ModelAgent:
             "calls": self.calls,
             "failures": self.failures,
             "active": self.active,
+            "tokens_per_s": None if self.tokens_per_s is None else round(self.tokens_per_s, 1),
+            "source": self.source,
         }
 
     def prices(self, table: dict[str, tuple[float, float]]) -> tuple[float, float] | None:

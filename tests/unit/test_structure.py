@@ -138,7 +138,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("search", frozenset({"search"})),
     ("write", frozenset({"write"})),
     ("trust", frozenset({"actions", "gate", "membership"})),
-    ("offline", frozenset({"sleep", "workflows"})),
+    ("offline", frozenset({"sleep", "workflows", "localmodels"})),
     ("brain", frozenset({"brain", "judging", "corrections", "explain", "overview", "entity_care"})),
     ("faces", frozenset("client faces facades connectors importers channels notify portable".split())),
     ("serve", frozenset({"serve"})),
