@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cabrain.cli.bench_archive import add_bench_archive
 from cabrain.cli.bench_replicas import add_bench_replicas
+from cabrain.cli.bench_workflows import add_bench_workflows
 from cabrain.cli.common import (
     EXIT_OK,
     Subparsers,
@@ -392,6 +393,7 @@ def add_bench(sub: Subparsers) -> None:
     bk.set_defaults(func=cmd_bench_counts)
 
     add_bench_archive(bench_sub)
+    add_bench_workflows(bench_sub)
 
     bh = bench_sub.add_parser(
         "http",

@@ -24,6 +24,7 @@ from cabrain.cli.common import (
 )
 from cabrain.errors import UsageError
 from cabrain.settings import Settings
+from cabrain.workflows import TASK_TYPES
 
 
 def _with_workflows(settings: Settings, work: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -292,7 +293,12 @@ def add_workflows(sub: Subparsers) -> None:
             "--agent", required=True, help="the CaBrain agent the task is for (write access to the namespace)"
         )
         p.add_argument("--context", default="")
-        p.add_argument("--type", default="text", choices=["text", "json", "code"])
+        p.add_argument(
+            "--type",
+            default="text",
+            choices=list(TASK_TYPES),
+            help="how an output is checked: code is Python; label, one of a fixed set named in the task",
+        )
         p.add_argument("--destructive", action="store_true", help="always the frontier model")
         p.add_argument("--review", action="store_true", help="flagged for review: always the frontier model")
         p.add_argument("--frontier", help="this registered frontier model instead of the first active one")

@@ -129,3 +129,13 @@ def copy_database(name: str, template: str) -> str:
 
 def drop_database(name: str) -> str:
     return f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
+
+
+# --- the workflows bench (cabrain.bench.workflows) -------------------------------------------------------
+# every chain tried while learning in the bench's namespace: its task's text, the chain, its output and time
+WORKFLOW_ATTEMPTS = """
+SELECT t.description, a.chain_key, a.output, a.score, a.complete, a.duration_ms, a.error
+FROM chain_attempts a JOIN workflow_tasks t ON t.id = a.task_id
+WHERE t.namespace = $1
+ORDER BY a.created_at
+"""

@@ -32,6 +32,9 @@ FORMAT = {
     "json": "Answer with a single JSON value and nothing else.",
     "code": "Answer with the code only, in one fenced code block.",
     "text": "Answer directly and concisely: the answer only.",
+    "label": "Answer with the label only: one of those the task names, nothing else.",
+    "markdown": "Answer in Markdown, in the shape the task asks for, and nothing else.",
+    "javascript": "Answer with the JavaScript code only, in one fenced code block.",
 }
 SYSTEM_ANSWER = "You complete tasks. {format}"
 SYSTEM_ENHANCED = (

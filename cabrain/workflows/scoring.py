@@ -5,8 +5,11 @@ Three measures, weighted as the design says (``CABRAIN_WORKFLOW_WEIGHT_*``: 0.3 
 - **embedding**: cosine similarity of the two outputs' embeddings (negative clipped to 0);
 - **judge**: a configurable (local) model rates the candidate against the reference, 0-100;
 - **structural**, by task type: JSON - the same schema (keys and value types) and the same
-  values; code - it parses, and its syntax tree has the same shape; text - the numbers and the
-  capitalised facts (names) the reference states are stated by the candidate too.
+  values; code (Python) - it parses, and its syntax tree has the same shape; JavaScript - Node.js
+  parses it, and its tokens' shape is the reference's; Markdown - the same blocks (headings by
+  level, bullets, numbered items, code, tables, paragraphs) in the same order, and the reference's
+  facts; a label - the same label; text - the numbers and the capitalised facts (names) the
+  reference states are stated by the candidate too.
 
 When the judge cannot be reached or answers nonsense, the score says so: ``judge`` is None,
 ``complete`` is False, ``judge_error`` tells why, and the score is the weighted mean of the parts
@@ -20,12 +23,14 @@ import difflib
 import json
 import math
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-TASK_TYPES = ("text", "json", "code")
+from cabrain.workflows import TASK_TYPES  # noqa: F401 - named here too, where the types are checked
 
 JUDGE_SYSTEM = (
     "You judge how well a candidate answer matches a reference answer to the same task. "
@@ -107,6 +112,12 @@ def structural(task_type: str, reference: str, candidate: str) -> float:
         return json_match(reference, candidate)
     if task_type == "code":
         return code_match(reference, candidate)
+    if task_type == "label":
+        return float(label_of(candidate) == label_of(reference))
+    if task_type == "markdown":
+        return markdown_match(reference, candidate)
+    if task_type == "javascript":
+        return javascript_match(reference, candidate)
     return facts_match(reference, candidate)
 
 
@@ -239,6 +250,110 @@ def facts_match(reference: str, candidate: str) -> float:
     return len(want & have) / len(want)
 
 
+def label_of(text: str) -> str:
+    """A label as an answer gives it: its first line, without the quotes, punctuation, markup and
+    case around it ("**Billing**." -> "billing")."""
+    first = next((line for line in unfence(text).splitlines() if line.strip()), "")
+    first = re.sub(r"^(label|answer|category)\s*:\s*", "", first.strip(), flags=re.IGNORECASE)
+    return first.strip(" \t\"'`*_.,;:!?()[]{}").casefold()
+
+
+_BLOCKS = (
+    ("code", re.compile(r"^\s*(```|~~~)")),
+    ("heading", re.compile(r"^\s{0,3}(#{1,6})\s+\S")),
+    ("bullet", re.compile(r"^\s*[-*+]\s+\S")),
+    ("numbered", re.compile(r"^\s*\d+[.)]\s+\S")),
+    ("table", re.compile(r"^\s*\|.*\|\s*$")),
+    ("quote", re.compile(r"^\s*>")),
+)
+
+
+def markdown_blocks(text: str) -> list[str]:
+    """The kinds of ``text``'s Markdown blocks in order: ``heading1``-``heading6``, bullet,
+    numbered, code, table, quote, paragraph (a run of plain lines is one paragraph, a table's rows
+    one table, a fenced block one code block)."""
+    out: list[str] = []
+    fenced = False
+    for line in text.splitlines():
+        if fenced:
+            fenced = not _BLOCKS[0][1].match(line)
+            continue
+        if not line.strip():
+            out.append("")  # a blank line ends a paragraph
+            continue
+        kind = next((k for k, pattern in _BLOCKS if pattern.match(line)), "paragraph")
+        if kind == "code":
+            fenced = True
+        elif kind == "heading":
+            found = _BLOCKS[1][1].match(line)
+            kind = f"heading{len(found.group(1))}" if found else kind
+        if kind in ("paragraph", "table") and out and out[-1] == kind:
+            continue  # the same paragraph or table goes on
+        out.append(kind)
+    return [k for k in out if k]
+
+
+def markdown_match(reference: str, candidate: str) -> float:
+    """Half for the shape (the blocks' kinds in order, sequence similarity), half for the
+    reference's facts stated (:func:`facts_match`)."""
+    want, have = markdown_blocks(reference), markdown_blocks(candidate)
+    shape = difflib.SequenceMatcher(a=want, b=have, autojunk=False).ratio() if want or have else 1.0
+    return 0.5 * shape + 0.5 * facts_match(reference, candidate)
+
+
+_JS_TOKEN = re.compile(
+    r"//[^\n]*|/\*.*?\*/|`(?:\\.|[^`\\])*`|\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'"
+    r"|[A-Za-z_$][\w$]*|\d[\d._]*|=>|===|!==|==|!=|<=|>=|&&|\|\||\+\+|--|\.\.\.|\S",
+    re.S,
+)
+JS_KEYWORDS = frozenset(
+    "async await break case catch class const continue default delete do else export extends finally for "
+    "function if import in instanceof let new of return static switch this throw try typeof var void while "
+    "yield".split()
+)
+
+
+def javascript_shape(code: str) -> list[str]:
+    """JavaScript as the shape of its tokens: keywords and operators as themselves, names, numbers,
+    strings and templates as their kind (what the code does, not what it calls things)."""
+    out = []
+    for token in _JS_TOKEN.findall(code):
+        if token.startswith(("//", "/*")):
+            continue
+        if token[0] in "\"'`":
+            out.append("str")
+        elif token[0].isdigit():
+            out.append("num")
+        elif token[0].isalpha() or token[0] in "_$":
+            out.append(token if token in JS_KEYWORDS else "id")
+        else:
+            out.append(token)
+    return out
+
+
+def javascript_error(code: str) -> str | None:
+    """Why Node.js cannot parse ``code`` (None: it can); a clear error when Node.js is missing."""
+    node = shutil.which("node")
+    if node is None:
+        return "Node.js is not installed here, so JavaScript cannot be checked (apt-get install nodejs)"
+    done = subprocess.run(  # --check parses without running; the code comes on stdin
+        [node, "--check", "--input-type=commonjs"], input=code, capture_output=True, text=True, timeout=30
+    )
+    if done.returncode == 0:
+        return None
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    return next((line for line in lines if "Error" in line), lines[-1] if lines else "it does not parse")
+
+
+def javascript_match(reference: str, candidate: str) -> float:
+    """0 when Node.js cannot parse the candidate; else how alike the two token shapes are."""
+    code = unfence(candidate)
+    if not code.strip() or javascript_error(code) is not None:
+        return 0.0
+    ref = javascript_shape(unfence(reference))
+    return difflib.SequenceMatcher(a=ref, b=javascript_shape(code), autojunk=False).ratio()
+
+
 # --- validation at routing time -----------------------------------------------------------------
 def validate(task_type: str, output: str) -> str | None:
     """Why a routed local output cannot be handed back (None: it can): empty, a JSON task's output
@@ -255,4 +370,12 @@ def validate(task_type: str, output: str) -> str | None:
             ast.parse(unfence(output))
         except SyntaxError as exc:
             return f"the output does not parse: {exc.msg} (line {exc.lineno})"
+    if task_type == "javascript":
+        problem = javascript_error(unfence(output))
+        if problem:
+            return f"the output does not parse as JavaScript: {problem}"
+    if task_type == "label" and (not label_of(output) or len(label_of(output).split()) > 4):
+        return "the output is not a label (one short line)"
+    if task_type == "markdown" and not markdown_blocks(output):
+        return "the output holds no Markdown block"
     return None

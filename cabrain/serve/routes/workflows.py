@@ -48,7 +48,7 @@ class TaskIn(Body):
     namespace: str
     description: str = Field(examples=["Extract the invoice number, total and currency as JSON: ..."])
     context: str = ""
-    task_type: str = Field(default="text", description="text | json | code")
+    task_type: str = Field(default="text", description="text | json | code (Python) | label | markdown | javascript")
     destructive: bool = Field(default=False, description="Always the frontier model.")
     needs_review: bool = Field(default=False, description="Flagged for review: always the frontier model.")
     frontier_agent: str | None = Field(
