@@ -230,6 +230,8 @@ async def _kind(flows: Workflows, settings: Settings, dsn: str, kind: testbed.Ki
         "learning": {
             "seconds": round(learn_s, 1),
             "chain_attempts": calls,
+            # per reference: the chains over every model, and how many the budget allowed
+            "budget": next((o["budget"] for o in learned.get("outcomes", []) if o.get("budget")), {}),
             "runs": learned.get("runs", len(learned.get("outcomes", []))),
             "chains": {key: {"tried": len(v), "right": round(sum(v) / len(v), 3)} for key, v in sorted(chains.items())},
         },
@@ -251,8 +253,11 @@ def render_workflows(result: dict[str, Any]) -> str:
         accuracy = "-" if k["local_accuracy"] is None else f"{k['local_accuracy']:.0%}"
         saved = "unpriced" if k["frontier_cost_saved_usd"] is None else f"{k['frontier_cost_saved_usd']:.4f}"
         best = max(k["learning"]["chains"].items(), key=lambda item: item[1]["right"], default=None)
-        tried = f"{k['learning']['chain_attempts']} attempts in {k['learning']['seconds']:.0f} s" + (
-            f", best {best[0]} right {best[1]['right']:.0%}" if best else ""
+        budget = k["learning"].get("budget") or {}
+        tried = (
+            f"{k['learning']['chain_attempts']} attempts in {k['learning']['seconds']:.0f} s"
+            + (f" ({budget['allowed']} allowed a task of {budget['chains']} chains)" if budget else "")
+            + (f", best {best[0]} right {best[1]['right']:.0%}" if best else "")
         )
         lines.append(
             f"  {name:18} {k['local_share']:>6.0%} {accuracy:>9} {saved:>9} "

@@ -313,7 +313,7 @@ class OperationsSettings(BaseModel):
     workflow_failure_weight: float = Field(
         default=3.0, ge=0, description="How much a routed output that failed validation costs a chain's confidence."
     )
-    workflow_max_attempts: int = Field(default=8, ge=1, le=100, description="Chains tried per reference, at most.")
+    workflow_max_attempts: int = Field(default=12, ge=1, le=100, description="Chains tried per reference, at most.")
     workflow_examples: int = Field(
         default=3, ge=0, le=20, description="Solved tasks recalled into the enhanced prompt."
     )

@@ -1,10 +1,17 @@
 """Local chains of growing complexity (design 003, "OSS learning iterations"):
 
 1. ``single``: one model, the task's own prompt;
-2. ``enhanced``: one model, with reasoning instructions and similar solved tasks recalled from
-   CaBrain's memory as examples;
-3. ``decompose``: one model breaks the task into steps, a second carries them out;
-4. ``plan_verify``: one model plans, a second executes, a third checks the answer and corrects it.
+2. ``strict``: one model, a prompt that holds it to the format the task asks for (a prompt variant);
+3. ``enhanced``: one model, with reasoning instructions and similar solved tasks recalled from
+   CaBrain's memory as examples (the other variant);
+4. ``self_check``: one model answers, then checks its own answer against the task and corrects it;
+5. ``decompose``: one model breaks the task into steps, a second carries them out;
+6. ``plan_verify``: one model plans, a second executes, a third checks the answer and corrects it.
+
+:func:`candidates` lists them over every registered local model: each model alone first (so that
+every model is tried before any chain of two), then each prompt variant and self-check per model,
+then every ordered pair of models, then three in turn; learning tries them in that order within its
+budget (``CABRAIN_WORKFLOW_MAX_ATTEMPTS`` a reference) and says how many there were.
 
 A chain is named by its kind and its models (``ChainSpec.key``, e.g. ``decompose:qwen3+llama3``):
 that is what a task cluster learns and what routing runs.
@@ -20,10 +27,12 @@ from cabrain.providers.llm_calls import ModelCallError
 from cabrain.workflows.calls import Caller, Step
 from cabrain.workflows.registry import ModelAgent
 
-KINDS = ("single", "enhanced", "decompose", "plan_verify")
+KINDS = ("single", "strict", "enhanced", "self_check", "decompose", "plan_verify")
 ROLES = {
     "single": ("answer",),
+    "strict": ("answer",),
     "enhanced": ("answer",),
+    "self_check": ("answer", "verify"),
     "decompose": ("plan", "answer"),
     "plan_verify": ("plan", "answer", "verify"),
 }
@@ -40,6 +49,10 @@ SYSTEM_ANSWER = "You complete tasks. {format}"
 SYSTEM_ENHANCED = (
     "You complete tasks carefully. Work out the task step by step before answering, check every "
     "number, name and field against the task, and output only the final answer. {format}"
+)
+SYSTEM_STRICT = (
+    "Do exactly what the task asks and nothing more. Output only what it asks for, in the format it "
+    "asks for: no explanation, no preamble, no notes. {format}"
 )
 SYSTEM_PLAN = "You plan tasks. Break the task into at most 5 short, concrete steps. Reply with the numbered steps only."
 SYSTEM_FOLLOW = "You complete tasks by following the given steps. {format}"
@@ -97,16 +110,22 @@ class ChainRun:
     error: str | None = None
 
 
-def candidates(local: list[ModelAgent], limit: int) -> list[ChainSpec]:
-    """The chains to try, simplest first: each local model alone, then each with the enhanced
-    prompt, then a two-model and a three-model chain (models reused when there are fewer)."""
+def candidates(local: list[ModelAgent]) -> list[ChainSpec]:
+    """Every chain over the ``local`` models, simplest first (the module docstring): each model
+    alone; each with the strict prompt, with self-check, with the enhanced prompt; every ordered
+    pair decomposing and executing (one model with itself when it is the only one); three in turn
+    planning, executing and verifying. Learning tries a prefix of it (its budget)."""
     names = [a.name for a in local]
     if not names:
         return []
-    out = [ChainSpec("single", (n,)) for n in names] + [ChainSpec("enhanced", (n,)) for n in names]
-    out.append(ChainSpec("decompose", (names[0], names[1 % len(names)])))
-    out.append(ChainSpec("plan_verify", (names[0], names[1 % len(names)], names[2 % len(names)])))
-    return out[:limit]
+    out = [ChainSpec("single", (n,)) for n in names]
+    out += [ChainSpec("strict", (n,)) for n in names]
+    out += [ChainSpec("self_check", (n, n)) for n in names]
+    out += [ChainSpec("enhanced", (n,)) for n in names]
+    pairs = [(a, b) for a in names for b in names if a != b] or [(names[0], names[0])]
+    out += [ChainSpec("decompose", pair) for pair in pairs]
+    out += [ChainSpec("plan_verify", tuple(names[(i + j) % len(names)] for j in range(3))) for i in range(len(names))]
+    return out
 
 
 async def run(
@@ -128,8 +147,18 @@ async def run(
     try:
         if spec.kind == "single":
             done.output = await step("answer", spec.agents[0], SYSTEM_ANSWER.format(format=fmt), task.text())
+        elif spec.kind == "strict":
+            done.output = await step("answer", spec.agents[0], SYSTEM_STRICT.format(format=fmt), task.text())
         elif spec.kind == "enhanced":
             done.output = await step("answer", spec.agents[0], SYSTEM_ENHANCED.format(format=fmt), task.with_examples())
+        elif spec.kind == "self_check":
+            answer = await step("answer", spec.agents[0], SYSTEM_ANSWER.format(format=fmt), task.text())
+            done.output = await step(
+                "verify",
+                spec.agents[1],
+                SYSTEM_VERIFY.format(format=fmt),
+                f"{task.text()}\n\nAnswer to check:\n{answer}",
+            )
         else:
             plan = await step("plan", spec.agents[0], SYSTEM_PLAN, task.text())
             answer = await step(

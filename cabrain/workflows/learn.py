@@ -45,6 +45,7 @@ class LearnOutcome:
     reason: str = ""
     attempts: list[dict[str, Any]] = field(default_factory=list)
     cluster: dict[str, Any] | None = None
+    budget: dict[str, int] = field(default_factory=dict)  # the chains there were, those allowed, the models
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -52,6 +53,7 @@ class LearnOutcome:
             "status": self.status,
             "reason": self.reason,
             "attempts": self.attempts,
+            "budget": self.budget,
             "cluster": self.cluster,
         }
 
@@ -165,7 +167,9 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
         )
     outcome = LearnOutcome(str(run_id), "learned")
     prompt_examples: tuple[tuple[str, str], ...] | None = None
-    for spec in chains.candidates(local, s.workflow_max_attempts):
+    every = chains.candidates(local)
+    outcome.budget = {"chains": len(every), "allowed": s.workflow_max_attempts, "models": len(local)}
+    for spec in every[: s.workflow_max_attempts]:
         examples: tuple[tuple[str, str], ...] = ()
         if spec.kind == "enhanced":
             if prompt_examples is None:

@@ -62,21 +62,27 @@ def test_validation_at_routing_time():
     assert scoring.validate("text", "   ") == "the output is empty"
 
 
-def test_chains_grow_from_one_model_to_three():
-    local = [
-        ModelAgent("qwen", "local", "openai", "q", "http://h"),
-        ModelAgent("llama", "local", "openai", "l", "http://h"),
-    ]
-    keys = [c.key for c in candidates(local, 10)]
+def test_chains_grow_from_one_model_to_three_over_every_model():
+    """Every registered model is tried alone before any chain of two; then the prompt variants and
+    self-check of each; then every ordered pair; then three in turn."""
+    names = ["qwen", "llama", "phi"]
+    local = [ModelAgent(n, "local", "openai", n[0], "http://h") for n in names]
+    keys = [c.key for c in candidates(local)]
     assert keys == [
-        "single:qwen",
-        "single:llama",
-        "enhanced:qwen",
-        "enhanced:llama",
-        "decompose:qwen+llama",
-        "plan_verify:qwen+llama+qwen",
-    ]
-    assert [c.key for c in candidates(local, 3)] == keys[:3]
+        "single:qwen", "single:llama", "single:phi",
+        "strict:qwen", "strict:llama", "strict:phi",
+        "self_check:qwen+qwen", "self_check:llama+llama", "self_check:phi+phi",
+        "enhanced:qwen", "enhanced:llama", "enhanced:phi",
+        "decompose:qwen+llama", "decompose:qwen+phi", "decompose:llama+qwen",
+        "decompose:llama+phi", "decompose:phi+qwen", "decompose:phi+llama",
+        "plan_verify:qwen+llama+phi", "plan_verify:llama+phi+qwen", "plan_verify:phi+qwen+llama",
+    ]  # fmt: skip
+    assert {n for c in candidates(local) for n in c.agents} == set(names)
+    assert [c.key for c in candidates(local[:1])] == [
+        "single:qwen", "strict:qwen", "self_check:qwen+qwen", "enhanced:qwen", "decompose:qwen+qwen",
+        "plan_verify:qwen+qwen+qwen",
+    ]  # fmt: skip
+    assert candidates([]) == []
     assert ChainSpec.from_json(ChainSpec("decompose", ("a", "b")).to_json()).key == "decompose:a+b"
     with pytest.raises(Exception, match="takes 2"):
         ChainSpec("decompose", ("a",))
