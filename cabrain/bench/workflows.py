@@ -156,8 +156,25 @@ async def run_workflows_bench(
                 "models": [serve.describe(one, speeds[one.name]) for one in served],
                 "kinds": {},
             }
+            # every kind's first tasks to the frontier, then one learning pass over all of them (as
+            # `cabrain workflows learn` runs), then every kind's next tasks routed
+            costs = {}
             for kind in chosen:
-                result["kinds"][kind.name] = await _kind(flows, run_settings, dsn, kind, train, quiet)
+                say(f"  {kind.name}: {len(kind.tasks[:train])} tasks to the frontier", quiet)
+                costs[kind.name] = [(await _dispatch(flows, kind, task))[0].cost_usd for task in kind.tasks[:train]]
+            say(f"  learning from {train * len(chosen)} references over {len(served)} local model(s)", quiet)
+            started = time.perf_counter()
+            learned = await learn(run_settings, dsn, namespaces=[NAMESPACE], limit=train * len(chosen), use_ray=False)
+            result["learning"] = {
+                "seconds": round(time.perf_counter() - started, 1),
+                "runs": learned["runs"],
+                "attempts": learned["attempts"],
+                # per reference: the chains over every model, and how many the budget allowed
+                "budget": next((o["budget"] for o in learned["outcomes"] if o.get("budget")), {}),
+            }
+            for kind in chosen:
+                say(f"  {kind.name}: {len(kind.tasks[train:])} tasks routed", quiet)
+                result["kinds"][kind.name] = await _kind(flows, kind, train, costs[kind.name])
             return result
     finally:
         for one in served:
@@ -173,25 +190,19 @@ async def _dispatch(flows: Workflows, kind: testbed.Kind, task: testbed.Task) ->
     return done, (time.perf_counter() - started) * 1000
 
 
-async def _kind(flows: Workflows, settings: Settings, dsn: str, kind: testbed.Kind, train: int, quiet: bool) -> dict:
+async def _kind(flows: Workflows, kind: testbed.Kind, train: int, frontier_costs: list[float | None]) -> dict:
+    """One kind after learning: what its attempts got right, then its next tasks routed."""
     learning, testing = kind.tasks[:train], kind.tasks[train:]
-    say(f"  {kind.name}: {len(learning)} tasks to the frontier, learning, then {len(testing)} routed", quiet)
-    frontier_costs: list[float | None] = []
-    for task in learning:
-        done, _ = await _dispatch(flows, kind, task)
-        frontier_costs.append(done.cost_usd)
-    started = time.perf_counter()
-    learned = await learn(settings, dsn, namespaces=[NAMESPACE], limit=max(len(learning), 1), use_ray=False)
-    learn_s = time.perf_counter() - started
-    by_text = {t.task.strip(): t for t in kind.tasks}
+    by_text = {t.task.strip(): t for t in learning}
     chains: dict[str, list[bool]] = defaultdict(list)
-    calls = 0
+    calls, model_ms = 0, 0.0
     async with flows.engine.pool.acquire() as conn:
         for row in await conn.fetch(sql.WORKFLOW_ATTEMPTS, NAMESPACE):
             tried = by_text.get(row["description"].strip())
             if tried is None:
                 continue  # another kind's
             calls += 1
+            model_ms += float(row["duration_ms"] or 0.0)
             ok = row["error"] is None and testbed.right(kind, tried, row["output"] or "")[0]
             chains[row["chain_key"]].append(ok)
     routes: Counter[str] = Counter()
@@ -228,17 +239,16 @@ async def _kind(flows: Workflows, settings: Settings, dsn: str, kind: testbed.Ki
         "latency_ms": {route: round(float(np.median(v)), 1) for route, v in latency.items()},
         "stays_on_frontier_because": reasons.most_common(1)[0][0] if reasons else None,
         "learning": {
-            "seconds": round(learn_s, 1),
+            "model_seconds": round(model_ms / 1000, 1),  # the local chains' own time on this kind's references
             "chain_attempts": calls,
-            # per reference: the chains over every model, and how many the budget allowed
-            "budget": next((o["budget"] for o in learned.get("outcomes", []) if o.get("budget")), {}),
-            "runs": learned.get("runs", len(learned.get("outcomes", []))),
             "chains": {key: {"tried": len(v), "right": round(sum(v) / len(v), 3)} for key, v in sorted(chains.items())},
         },
     }
 
 
 def render_workflows(result: dict[str, Any]) -> str:
+    learning = result["learning"]
+    budget = learning.get("budget") or {}
     lines = [
         f"workflows over the testbed: {result['train']} tasks learned from and {result['test']} routed per kind; "
         f"frontier {result['frontier_model']} (scripted), judge: {result['judge']}",
@@ -247,17 +257,16 @@ def render_workflows(result: dict[str, Any]) -> str:
             f"{m['name']} ({m['tokens_per_s']} tokens/s, {m['latency_ms']:.0f} ms a short answer)"
             for m in result["models"]
         ),
+        f"learning: {learning['runs']} references, {learning['attempts']} chain attempts in {learning['seconds']:.0f} s"
+        + (f"; a reference may try {budget['allowed']} of its {budget['chains']} chains" if budget else ""),
         f"  {'kind':18} {'local':>6} {'accuracy':>9} {'saved $':>9} {'local ms':>9} {'frontier ms':>12}  learning",
     ]
     for name, k in result["kinds"].items():
         accuracy = "-" if k["local_accuracy"] is None else f"{k['local_accuracy']:.0%}"
         saved = "unpriced" if k["frontier_cost_saved_usd"] is None else f"{k['frontier_cost_saved_usd']:.4f}"
         best = max(k["learning"]["chains"].items(), key=lambda item: item[1]["right"], default=None)
-        budget = k["learning"].get("budget") or {}
-        tried = (
-            f"{k['learning']['chain_attempts']} attempts in {k['learning']['seconds']:.0f} s"
-            + (f" ({budget['allowed']} allowed a task of {budget['chains']} chains)" if budget else "")
-            + (f", best {best[0]} right {best[1]['right']:.0%}" if best else "")
+        tried = f"{k['learning']['chain_attempts']} attempts, {k['learning']['model_seconds']:.0f} s of the models" + (
+            f", best {best[0]} right {best[1]['right']:.0%}" if best else ""
         )
         lines.append(
             f"  {name:18} {k['local_share']:>6.0%} {accuracy:>9} {saved:>9} "
