@@ -21,7 +21,6 @@ import secrets
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -77,21 +76,10 @@ def _standin(folder: Path) -> tuple[subprocess.Popen[str], int, str]:
         text=True,
         env={**os.environ, STANDIN_KEY: key},
     )
-    ready = threading.Event()
-    lines: list[str] = []
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line.strip())
-            ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    ready.wait(60)
-    if not lines or lines[0] != "READY":
+    line = serve.first_line(process, 60.0)
+    if line != "READY":
         process.kill()
-        raise ConfigError(f"the frontier stand-in did not start: {(lines or ['no answer'])[0]}")
+        raise ConfigError(f"the frontier stand-in did not start: {line or 'no answer'}")
     return process, port, key
 
 

@@ -105,7 +105,7 @@ def start(model: LocalModel, settings: Settings, *, name: str | None = None) -> 
             command, stdout=subprocess.PIPE, stderr=err, text=True, env=env, start_new_session=True
         )
     served = Served(name, model.source, path, port, process, key_env(name))
-    line = _first_line(process, settings.local_model_start_timeout_s)
+    line = first_line(process, settings.local_model_start_timeout_s)
     if not line.startswith("READY"):
         stop(served)
         why = line.removeprefix("FAILED").strip() or f"it exited with {process.returncode}"
@@ -132,7 +132,7 @@ def _last_error(log_path: Path) -> str:
     return said[-1][:300] if said else ""
 
 
-def _first_line(process: subprocess.Popen[str], timeout_s: float) -> str:
+def first_line(process: subprocess.Popen[str], timeout_s: float) -> str:
     """The server's first line on stdout ("" if none came in time), its output drained after."""
     lines: list[str] = []
     got = threading.Event()
@@ -275,6 +275,7 @@ __all__ = [
     "Speed",
     "describe",
     "egress_for",
+    "first_line",
     "key_env",
     "measure",
     "register",

@@ -63,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     print(f"READY {server.listening_address}", flush=True)
-    stop.wait()
+    parent = os.getppid()
+    while not stop.wait(1.0):
+        if os.getppid() != parent:  # whoever started it is gone (killed): so is the reason to serve
+            break
     del server  # llama.cpp's server stops with its object
     return 0
 

