@@ -10,6 +10,8 @@ output is right against its reference (:func:`right`), the measure of a local mo
   and it states at least ``facts_at_least`` of the reference's numbers and names;
 - ``javascript``: the function passes every one of the task's tests under Node.js, run with Node's
   permission model (no file system, no child processes or workers), a 64 MB heap and a time limit.
+  Node 20's permission model does not cover the network: the checker is for the testbed's tasks and
+  a model's answers to them on the operator's machine, not a sandbox for untrusted code in general.
 """
 
 from __future__ import annotations
