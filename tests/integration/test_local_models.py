@@ -144,10 +144,13 @@ def test_a_server_whose_starter_died_stops_by_itself(tmp_path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     port, pid = (int(x) for x in done.stdout.split()[-2:])
-    deadline = time.monotonic() + 120  # the server looks for its starter every second
-    while time.monotonic() < deadline and (_listening(port) or _alive(pid)):
+    assert port > 0
+    # the server looks for its starter every second (its port is not watched: on a busy machine
+    # another test's server may take it as soon as it is free)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.5)
-    assert not _listening(port) and not _alive(pid)
+    assert not _alive(pid)
 
 
 def _alive(pid: int) -> bool:

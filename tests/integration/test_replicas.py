@@ -195,7 +195,12 @@ async def test_reads_come_from_the_replica_and_a_read_after_a_write_sees_it(open
     await brain.create_agent("ops")
     await brain.create_namespace("ops", "ops")
     [first] = await brain.retain("ops", [MemoryInput("The deploy key lives in the team vault.", "ops")])
-    with after(await brain.wal_position()):  # the replica has replayed the write before it answers
+    written = await brain.wal_position()
+    # on a busy machine the replica may be behind, or not yet seen healthy: wait until it has replayed
+    # the write and is in service (bounded by the test's own timeout), so that it is what answers
+    while (seen := await state(brain))["state"] != "ok" or parse_lsn(seen["replayed_lsn"]) < parse_lsn(written):
+        await asyncio.sleep(0.05)
+    with after(written):  # the replica has replayed the write before it answers
         assert first.memory_id in await recalled(brain, "ops", "where is the deploy key")
     assert (await state(brain))["reads"] == 1
 
