@@ -94,6 +94,7 @@ def start(model: LocalModel, settings: Settings, *, name: str | None = None) -> 
     command = [
         sys.executable, "-m", "cabrain.localmodels.server", "--model", str(path), "--port", str(port),
         "--threads", str(settings.local_model_threads), "--ctx", str(model.ctx), "--alias", name,
+        "--parent", str(os.getpid()),
         *(("--template", str(template)) if template else ()),
     ]  # fmt: skip
     env = {**os.environ, KEY_VARIABLE: key}  # the server's key: in its environment, not its argv

@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--template", default=None, help="a chat template (.jinja); default: the GGUF's own")
     parser.add_argument("--alias", default=None, help="the model's name in answers")
+    parser.add_argument("--parent", type=int, default=None, help="stop when this process is gone (default: the parent)")
     args = parser.parse_args(argv)
+    parent = args.parent or os.getppid()  # now, before loading: the starter may die while the model loads
     key = os.environ.pop(KEY_VARIABLE, "")
     if not key:
         print(f"FAILED no API key in {KEY_VARIABLE}: the server answers only calls that bear one", flush=True)
@@ -63,7 +65,6 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     print(f"READY {server.listening_address}", flush=True)
-    parent = os.getppid()
     while not stop.wait(1.0):
         if os.getppid() != parent:  # whoever started it is gone (killed): so is the reason to serve
             break
