@@ -112,10 +112,11 @@ async def run_workflows_bench(
             one = serve.start(model, settings)
             served.append(one)
             speeds[one.name] = await serve.measure(one, settings)
-        run_settings = serve.egress_for(settings, served).model_copy(
+        allowed = serve.egress_for(settings, served)  # the local models' ports and keys, then the stand-in's
+        run_settings = allowed.model_copy(
             update={
-                "egress_allow": [*serve.egress_for(settings, served).egress_allow, f"127.0.0.1:{port}"],
-                "secret_env_allow": [*serve.egress_for(settings, served).secret_env_allow, FRONTIER_KEY_ENV],
+                "egress_allow": [*allowed.egress_allow, f"127.0.0.1:{port}"],
+                "secret_env_allow": [*allowed.secret_env_allow, FRONTIER_KEY_ENV],
                 "workflow_judge": JUDGE,
             }
         )

@@ -82,10 +82,11 @@ def key_env(name: str) -> str:
     return KEY_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
 
 
-def start(model: LocalModel, settings: Settings, *, name: str | None = None) -> Served:
-    """Start ``model``'s server and wait until it has loaded (``CABRAIN_LOCAL_MODEL_START_TIMEOUT_S``);
-    raises :class:`ConfigError` with the server's own reason when it cannot."""
-    path = sources.weights(model, settings.resolved_local_models_dir)
+def start(model: LocalModel, settings: Settings, *, name: str | None = None, path: Path | None = None) -> Served:
+    """Start ``model``'s server (its weights at ``path`` when found already) and wait until it has
+    loaded (``CABRAIN_LOCAL_MODEL_START_TIMEOUT_S``); raises :class:`ConfigError` with the server's
+    own reason when it cannot."""
+    path = path or sources.weights(model, settings.resolved_local_models_dir)
     assert path is not None  # assembled
     template = sources.template(model)
     name = name or sources.default_name(model, path)
@@ -254,7 +255,7 @@ def serving(settings: Settings) -> Iterator[list[Served]]:
                 )
             names.add(name)
             print(f"starting local model {name} ({path.name})", file=sys.stderr, flush=True)
-            served.append(start(model, settings, name=name))
+            served.append(start(model, settings, name=name, path=path))
         yield served
     finally:
         for one in reversed(served):
