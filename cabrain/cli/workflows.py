@@ -197,9 +197,17 @@ def cmd_learn(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _summary(report: dict[str, Any]) -> str:
+    a = report["audits"]
+    audits = (
+        f"; {a['audited']} of {a['tasks']} local task(s) audited"
+        + (f" ({a['failed']} failed)" if a["failed"] else "")
+        + "".join(f"; {d['chain']} demoted (judgment {d['judgment']})" for d in a["demoted"])
+        if a["tasks"]
+        else ""
+    )
     return (
         f"{report['runs']} run(s): {report['learned']} learned, {report['skipped']} skipped, {report['failed']} "
-        f"failed; {report['attempts']} attempt(s) in {report['seconds']:.1f} s"
+        f"failed; {report['attempts']} attempt(s) in {report['seconds']:.1f} s{audits}"
     )
 
 

@@ -126,14 +126,14 @@ class JudgmentOut(TypedDict):
         str,
         Field(
             description="supersede | invalidate | merge | revert | distill | summarize | decay | archive | alias "
-            "| correction | forget | restore | entity_merge | entity_rename"
+            "| correction | forget | restore | entity_merge | entity_rename | workflow_demote"
         ),
     ]
     origin: Annotated[
         str,
         Field(
             description="The step that made it: write | correction | dedup | reconsolidate | revert | consolidate "
-            "| decay | demote | person"
+            "| decay | demote | person | workflow_audit"
         ),
     ]
     decided_by: Annotated[str, Field(description="Who decided it: write | sleep | person | import")]

@@ -15,11 +15,12 @@ from cabrain.errors import ConfigError
 from cabrain.settings.core import CoreSettings
 from cabrain.settings.local_models import LocalModelSettings
 from cabrain.settings.operations import OperationsSettings
+from cabrain.settings.workflow_audit import WorkflowAuditSettings
 
 
 # Pydantic lists the fields of the last base first: CoreSettings', OperationsSettings', the local
 # models', then these.
-class Settings(LocalModelSettings, OperationsSettings, CoreSettings, BaseSettings):
+class Settings(WorkflowAuditSettings, LocalModelSettings, OperationsSettings, CoreSettings, BaseSettings):
     """Every knob CaBrain has. Each field is ``CABRAIN_<NAME>`` in the environment."""
 
     model_config = SettingsConfigDict(env_prefix="CABRAIN_", extra="ignore", frozen=True, validate_default=True)

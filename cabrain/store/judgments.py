@@ -21,7 +21,7 @@ import asyncpg
 
 from cabrain.errors import ConflictError
 from cabrain.store import entities as entity_sql
-from cabrain.store import entity_changes
+from cabrain.store import entity_changes, workflow_clusters
 
 # The state a judgment changes, per memory.
 STATE = ("invalid_at", "superseded_by", "metadata", "importance", "access_count", "pinned")
@@ -360,6 +360,8 @@ async def undo_into(conn: asyncpg.Connection, row: asyncpg.Record, undo: Judgmen
         else:
             await conn.execute(ADD_LINK, *args, uuid.UUID(link["run_id"]) if link.get("run_id") else None)
         undo.links.append({**link, "op": "remove" if link["op"] == "add" else "add"})
+    if decision := inputs.get("workflow"):  # a chain demoted on live accuracy (cabrain.workflows.audit), or restored
+        await undo_workflow(conn, decision, undo)
     if inputs.get("unforgotten"):  # a restore (or a forget's revert) undone: forgotten again
         ids = [uuid.UUID(i) for i in inputs["unforgotten"]]
         await conn.execute(REFORGET, ids, undo.agent_id, undo.reason)
@@ -378,6 +380,19 @@ async def unforget(conn: asyncpg.Connection, forgotten: list[str], undo: Judgmen
             f"memory {gone[0]} was purged from the cold tier after it was forgotten; it cannot come back"
         )
     undo.inputs["unforgotten"] = [*undo.inputs.get("unforgotten", []), *forgotten]
+
+
+async def undo_workflow(conn: asyncpg.Connection, decision: dict[str, Any], undo: Judgment) -> None:
+    """A chain's demotion undone (it counts again in its kind of task), or a restore undone (demoted
+    again); refused when the chain is no longer as the judgment left it."""
+    demote = decision.get("op") == "restore"
+    if not await workflow_clusters.set_demoted(conn, decision, demote):
+        raise ConflictError(
+            f"chain {decision['chain']} of task cluster {decision['cluster']} is "
+            f"{'already demoted' if demote else 'no longer demoted'}",
+            hint="a later judgment changed it; revert that one instead",
+        )
+    undo.inputs["workflow"] = {**decision, "op": "demote" if demote else "restore"}
 
 
 def _as_change(c: dict[str, Any]) -> Change:
@@ -437,6 +452,7 @@ __all__ = [
     "revert",
     "supersede",
     "undo_into",
+    "undo_workflow",
     "unforget",
     "with_new_version",
 ]

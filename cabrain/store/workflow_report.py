@@ -30,9 +30,11 @@ GROUP BY 1, 2 ORDER BY 1, 2
 """
 FAILED = f"SELECT count(*) FROM workflow_tasks t WHERE t.status = 'failed' AND {SCOPE}"
 LEARNING_COST = f"""
-SELECT coalesce(sum(c.cost_usd), 0)::float8 AS cost, count(*) AS calls
+SELECT coalesce(sum(c.cost_usd) FILTER (WHERE c.purpose IN ('learn', 'judge')), 0)::float8 AS cost,
+       coalesce(sum(c.cost_usd) FILTER (WHERE c.purpose = 'audit'), 0)::float8 AS audits,
+       count(*) AS calls
 FROM llm_calls c JOIN workflow_tasks t ON t.id = c.task_id
-WHERE c.purpose IN ('learn', 'judge') AND {SCOPE}
+WHERE c.purpose IN ('learn', 'judge', 'audit') AND {SCOPE}
 """
 ACCURACY = f"""
 SELECT to_char(date_trunc('day', a.created_at), 'YYYY-MM-DD') AS day, avg(a.score)::float8 AS mean_score,
@@ -62,4 +64,35 @@ SELECT a.chain_key, avg(a.score)::float8 AS mean_score, count(*) AS attempts
 FROM chain_attempts a JOIN workflow_tasks t ON t.id = a.task_id
 WHERE a.complete AND {SCOPE}
 GROUP BY 1 ORDER BY 2 DESC
+"""
+
+# --- per kind of task (a cluster): its tasks by route, its chain's state, its live accuracy -----------
+KINDS = f"""
+WITH tasks AS (
+    SELECT t.cluster_id, t.namespace, count(*) AS tasks,
+           count(*) FILTER (WHERE t.route = 'frontier') AS frontier,
+           count(*) FILTER (WHERE t.route = 'local') AS local,
+           count(*) FILTER (WHERE t.route = 'fallback') AS fallback,
+           (array_agg(t.task_type ORDER BY t.created_at))[1] AS task_type,
+           (array_agg(left(t.description, 80) ORDER BY t.created_at))[1] AS example
+    FROM workflow_tasks t WHERE t.status = 'done' AND t.cluster_id IS NOT NULL AND {SCOPE}
+    GROUP BY 1, 2
+), audits AS (
+    SELECT a.cluster_id, count(*) AS audited, count(*) FILTER (WHERE a.error IS NOT NULL) AS audit_failed,
+           avg(a.score) FILTER (WHERE a.complete)::float8 AS live_mean
+    FROM workflow_audits a JOIN workflow_tasks t ON t.id = a.task_id WHERE {SCOPE}
+    GROUP BY 1
+)
+SELECT k.*, c.best_chain, c.avg_accuracy, c.samples, c.failures, c.confidence, c.demoted,
+       coalesce(a.audited, 0) AS audited, coalesce(a.audit_failed, 0) AS audit_failed, a.live_mean
+FROM tasks k JOIN task_clusters c ON c.id = k.cluster_id LEFT JOIN audits a ON a.cluster_id = k.cluster_id
+ORDER BY k.tasks DESC, k.cluster_id
+"""
+# The decision in force on each demoted chain: the latest judgment about it not reverted ($1 namespaces).
+DEMOTIONS = """
+SELECT DISTINCT ON (cluster, chain) j.id, j.inputs -> 'workflow' ->> 'cluster' AS cluster,
+       j.inputs -> 'workflow' ->> 'chain' AS chain, j.inputs -> 'workflow' ->> 'op' AS op, j.reason
+FROM judgments j
+WHERE j.inputs ? 'workflow' AND j.reverted_by IS NULL AND ($1::text[] IS NULL OR j.namespace = ANY($1::text[]))
+ORDER BY cluster, chain, j.created_at DESC
 """

@@ -1,7 +1,8 @@
 """Statements over dispatched tasks, their frontier references and the learning attempts
 (``workflow_tasks``, ``frontier_runs``, ``chain_attempts``: schema 0008): recording and finishing a
-task and keeping its reference (:mod:`cabrain.workflows.dispatch`), and the offline learning
-iterations over the references (:mod:`cabrain.workflows.learn`)."""
+task and keeping its reference (:mod:`cabrain.workflows.dispatch`), the offline learning
+iterations over the references (:mod:`cabrain.workflows.learn`), and the audit of locally answered
+tasks (``workflow_audits``: schema 0029; :mod:`cabrain.workflows.audit`)."""
 
 from __future__ import annotations
 
@@ -59,5 +60,48 @@ INSERT INTO chain_attempts (id, frontier_run_id, task_id, cluster_id, chain_kind
                             score_parts, complete, tokens_in, tokens_out, cost_usd, duration_ms, error)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 """
+TRIED = "SELECT DISTINCT chain_key FROM chain_attempts WHERE frontier_run_id = $1 AND score IS NOT NULL"
 DONE = "UPDATE frontier_runs SET learned_at = now(), learn_error = $2 WHERE id = $1 AND learned_at IS NULL"
 NOT_YET = "UPDATE frontier_runs SET learn_error = $2 WHERE id = $1"
+
+# --- auditing locally answered tasks (cabrain.workflows.audit) -----------------------------------
+# Tasks a local chain answered, not audited yet, sampled by their id: $1 namespaces (NULL: all),
+# $2 the share sampled in millionths, $3 at most this many.
+TO_AUDIT = """
+SELECT t.id FROM workflow_tasks t
+WHERE t.route = 'local' AND t.status = 'done' AND t.chain IS NOT NULL
+  AND ($1::text[] IS NULL OR t.namespace = ANY($1::text[]))
+  AND (hashtext(t.id::text)::bigint + 2147483648) % 1000000 < $2
+  AND NOT EXISTS (SELECT 1 FROM workflow_audits a WHERE a.task_id = t.id)
+ORDER BY t.created_at
+LIMIT $3
+"""
+AUDITED_TASK = """
+SELECT t.id AS task_id, t.namespace, t.submitted_by, t.task_hash, t.description, t.context, t.task_type,
+       t.cluster_id, t.chain, t.output AS local_output,
+       (SELECT sum(c.tokens_in) FROM llm_calls c WHERE c.task_id = t.id AND c.purpose = 'local') AS tokens_in,
+       (SELECT sum(c.tokens_out) FROM llm_calls c WHERE c.task_id = t.id AND c.purpose = 'local') AS tokens_out,
+       (SELECT sum(c.cost_usd) FROM llm_calls c WHERE c.task_id = t.id AND c.purpose = 'local') AS cost_usd,
+       (SELECT coalesce(sum(c.duration_ms), 0) FROM llm_calls c WHERE c.task_id = t.id AND c.purpose = 'local')
+           AS duration_ms,
+       EXISTS (SELECT 1 FROM workflow_audits a WHERE a.task_id = t.id) AS audited
+FROM workflow_tasks t WHERE t.id = $1
+"""
+INSERT_AUDIT = """
+INSERT INTO workflow_audits (task_id, cluster_id, chain_key, frontier_run_id, score, score_parts, complete, error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (task_id) DO NOTHING RETURNING task_id
+"""
+# A chain's live scores in a cluster since the last decision on it (a demotion, or its revert).
+LIVE = """
+WITH since AS (
+    SELECT max(j.created_at) AS at FROM judgments j
+    WHERE j.inputs ? 'workflow' AND j.namespace = $4
+      AND j.inputs -> 'workflow' ->> 'cluster' = ($1::bigint)::text AND j.inputs -> 'workflow' ->> 'chain' = $2
+)
+SELECT count(*) AS n, avg(score)::float8 AS mean, array_agg(task_id::text) AS tasks FROM (
+    SELECT a.task_id, a.score FROM workflow_audits a, since
+    WHERE a.cluster_id = $1 AND a.chain_key = $2 AND a.complete AND a.score IS NOT NULL
+      AND (since.at IS NULL OR a.created_at > since.at)
+    ORDER BY a.created_at DESC LIMIT $3
+) recent
+"""

@@ -13,6 +13,8 @@ scored attempts against current (not superseded) references:
 
 A kind is trusted - routed locally - when its confidence and accuracy both reach the routing
 thresholds (``CABRAIN_WORKFLOW_ROUTE_CONFIDENCE`` 0.95, ``CABRAIN_WORKFLOW_ROUTE_ACCURACY`` 0.90).
+A chain whose live accuracy fell (:mod:`cabrain.workflows.audit`) is demoted: left out of the choice
+until the demotion's judgment is reverted.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Cluster:
     samples: int
     failures: int
     confidence: float
+    demoted: tuple[str, ...] = ()  # chains demoted on live accuracy (cabrain.workflows.audit)
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> Cluster:
@@ -50,6 +53,7 @@ class Cluster:
             row["samples"],
             row["failures"],
             float(row["confidence"]),
+            tuple(row["demoted"] or ()),
         )
 
     def trusted(self, min_confidence: float, min_accuracy: float) -> bool:
@@ -69,6 +73,7 @@ class Cluster:
             "samples": self.samples,
             "failures": self.failures,
             "confidence": round(self.confidence, 4),
+            "demoted": list(self.demoted),
         }
 
 
@@ -98,25 +103,9 @@ async def get(conn: asyncpg.Connection, cluster_id: int) -> Cluster:
 
 
 async def recompute(conn: asyncpg.Connection, cluster_id: int, *, prior: float, failure_weight: float) -> Cluster:
-    """The cluster's best chain, accuracy, samples, failures and confidence, from its current
-    attempts; inside the caller's transaction, the cluster's row locked first, so that concurrent
-    learners each count every attempt committed before them."""
-    await conn.execute(sql.LOCK_ROW, cluster_id)
-    best: tuple | None = None
-    for row in await conn.fetch(sql.CHAINS, cluster_id):
-        n, mean = int(row["n"]), float(row["mean"])
-        steps = row["chain_key"].count("+") + 1
-        rank = (mean * n / (n + prior), n, -steps)
-        if best is None or rank > best[0]:
-            best = (rank, row["chain_key"], row["kind"], mean, n)
-    if best is None:
-        await conn.execute(sql.SAVE, cluster_id, None, None, 0, 0, 0.0)
-        return await get(conn, cluster_id)
-    _, key, kind, mean, n = best
-    failures = await conn.fetchval(sql.FAILURES, cluster_id, key)
-    confidence = n / (n + prior + failure_weight * failures)
-    chain = {"kind": kind, "agents": key.split(":", 1)[1].split("+"), "key": key}
-    await conn.execute(sql.SAVE, cluster_id, json.dumps(chain), mean, n, failures, confidence)
+    """The cluster's best chain, accuracy, samples, failures and confidence, recomputed from its
+    current attempts (its demoted chains left out) and saved; inside the caller's transaction."""
+    await sql.recompute(conn, cluster_id, prior=prior, failure_weight=failure_weight)
     return await get(conn, cluster_id)
 
 

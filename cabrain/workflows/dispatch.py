@@ -10,6 +10,9 @@ Routing (design 003, "Dispatch Routing Logic"):
    and the failure lowers the chain's confidence;
 3. everything else goes to the frontier model.
 
+A sampled share of the locally answered tasks is audited offline against the frontier model, and a
+chain whose live accuracy falls is demoted (:mod:`cabrain.workflows.audit`).
+
 A frontier answer is stored as the task's reference (``frontier_runs``) for the offline learning
 iterations (:mod:`cabrain.workflows.learn`), superseding an older reference to the same task,
 and retained as a memory (a solved example the enhanced prompt recalls). Tasks belong to a
@@ -232,6 +235,8 @@ class Dispatcher:
                 else f"this kind of task is not trusted locally yet (confidence {cluster.confidence:.2f} of "
                 f"{s.workflow_route_confidence}, accuracy {cluster.avg_accuracy or 0:.2f} of {s.workflow_route_accuracy})"
             )
+            if cluster.demoted:
+                why += f"; demoted on live accuracy: {', '.join(cluster.demoted)}"
             return await self._frontier(agent, request, task_id, cluster, frontier, "frontier", why)
         spec = chains.ChainSpec.from_json(cluster.best_chain)
         async with self.engine.pool.acquire() as conn:

@@ -26,13 +26,12 @@ from cabrain.engine import Engine
 from cabrain.errors import ConfigError, NotFound
 from cabrain.fixes import Fix
 from cabrain.providers.embedders import Embedder, load_embedder
-from cabrain.providers.llm_calls import ModelCallError
 from cabrain.search import recall as recall_pipeline
 from cabrain.settings import Settings, load_settings, settings_for_replicas
 from cabrain.store import workflows as sql
 from cabrain.types import RecallQuery
-from cabrain.workflows import chains, clusters, registry, scoring
-from cabrain.workflows.calls import Caller, totals
+from cabrain.workflows import audit, chains, clusters, grade, registry, scoring
+from cabrain.workflows.calls import totals
 from cabrain.workflows.dispatch import caller_for
 
 log = logging.getLogger("cabrain.workflows")
@@ -86,44 +85,6 @@ async def _examples(engine: Engine, row: Any, limit: int) -> tuple[tuple[str, st
     return tuple(out[:limit])
 
 
-async def _score(
-    engine: Engine, caller: Caller, judge: registry.ModelAgent | None, row: Any, output: str, weights: scoring.Weights
-) -> scoring.Score:
-    reference = row["output"]
-    ref_vec, out_vec = await engine.embed_documents([reference, output])
-    embedding = scoring.cosine(ref_vec, out_vec)
-    structural = scoring.structural(row["task_type"], reference, output)
-    if judge is None:
-        return scoring.combine(
-            embedding, None, structural, weights, "no judge model configured (CABRAIN_WORKFLOW_JUDGE)"
-        )
-    try:
-        step = await caller.call(
-            judge,
-            scoring.JUDGE_SYSTEM,
-            scoring.judge_prompt(
-                chains.TaskPrompt(row["description"], row["context"], row["task_type"]).text(), reference, output
-            ),
-            purpose="judge",
-            task_id=row["task_id"],
-            role="judge",
-        )
-        value, reason = scoring.parse_judge(step.output)
-    except (ModelCallError, ValueError) as exc:
-        return scoring.combine(embedding, None, structural, weights, f"the judge failed: {str(exc)[:300]}")
-    return scoring.combine(embedding, value, structural, weights, None, reason)
-
-
-async def _judge(conn: asyncpg.Connection, settings: Settings) -> registry.ModelAgent | None:
-    if not settings.workflow_judge:
-        return None
-    try:
-        agent = await registry.get(conn, settings.workflow_judge)
-    except NotFound:
-        return None
-    return agent if agent.active else None
-
-
 async def learn_one(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
     """The iterations for one reference (skipped when superseded, learned, its kind trusted, or
     another learner is at it)."""
@@ -147,7 +108,7 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
         if row["superseded_at"] is not None or row["learned_at"] is not None:
             return LearnOutcome(str(run_id), "skipped", "superseded" if row["superseded_at"] else "already learned")
         cluster = await clusters.get(conn, row["cluster_id"])
-        judge = await _judge(conn, s)
+        judge = await grade.judge_model(conn, s)
         local = [
             a
             for a in await registry.listed(conn, layer="local", active_only=True)
@@ -167,7 +128,9 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
         )
     outcome = LearnOutcome(str(run_id), "learned")
     prompt_examples: tuple[tuple[str, str], ...] | None = None
-    every = chains.candidates(local)
+    async with engine.pool.acquire() as conn:
+        tried = {r["chain_key"] for r in await conn.fetch(sql.TRIED, run_id)}  # scored already (an audit, say)
+    every = [c for c in chains.candidates(local) if c.key not in cluster.demoted and c.key not in tried]
     outcome.budget = {"chains": len(every), "allowed": s.workflow_max_attempts, "models": len(local)}
     for spec in every[: s.workflow_max_attempts]:
         examples: tuple[tuple[str, str], ...] = ()
@@ -177,7 +140,7 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
             examples = prompt_examples
         task = chains.TaskPrompt(row["description"], row["context"], row["task_type"], examples)
         run = await chains.run(caller, spec, agents, task, purpose="learn", task_id=row["task_id"])
-        score = None if run.error else await _score(engine, caller, judge, row, run.output or "", weights)
+        score = None if run.error else await grade.score(engine, caller, judge, row, run.output or "", weights)
         sums = totals(run.steps)
         async with engine.pool.acquire() as conn:
             await conn.execute(
@@ -238,14 +201,29 @@ async def _learn_guarded(engine: Engine, run_id: str) -> dict[str, Any]:
 _EMBEDDERS: dict[str, Embedder] = {}
 
 
-async def _learn_in(settings: Settings, dsn: str, run_id: str) -> dict[str, Any]:
-    """One run in a Ray worker: its own Engine (the embedder is loaded once per worker process)."""
+async def _guarded(engine: Engine, op: str, target: str) -> dict[str, Any]:
+    if op == "audit":
+        return await _audit_guarded(engine, target)
+    return await _learn_guarded(engine, target)
+
+
+async def _audit_guarded(engine: Engine, task_id: str) -> dict[str, Any]:
+    try:
+        return (await audit.audit_one(engine, uuid.UUID(task_id))).to_json()
+    except Exception as exc:  # noqa: BLE001 - reported per task; the others go on
+        log.error("audit failed", extra={"task": task_id, "error": str(exc)})
+        return audit.AuditOutcome(task_id, "failed", str(exc)).to_json()
+
+
+async def _work_in(settings: Settings, dsn: str, op: str, target: str) -> dict[str, Any]:
+    """One run learned from (or one task audited) in a Ray worker: its own Engine (the embedder is
+    loaded once per worker process)."""
     key = f"{settings.embedding_provider}|{settings.embedding_model}"
     if key not in _EMBEDDERS:
         _EMBEDDERS[key] = load_embedder(settings)
     engine = await Engine.open(settings, dsn=dsn, embedder=_EMBEDDERS[key])
     try:
-        return await _learn_guarded(engine, run_id)
+        return await _guarded(engine, op, target)
     finally:
         await engine.close()
 
@@ -254,8 +232,8 @@ def _remote() -> Any:
     import ray  # heavy, and only the Ray fan-out needs it
 
     @ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")
-    def learn_task(settings: dict[str, Any], dsn: str, run_id: str) -> dict[str, Any]:
-        return asyncio.run(_learn_in(load_settings(**settings), dsn, run_id))
+    def learn_task(settings: dict[str, Any], dsn: str, op: str, target: str) -> dict[str, Any]:
+        return asyncio.run(_work_in(load_settings(**settings), dsn, op, target))
 
     return learn_task
 
@@ -269,36 +247,38 @@ async def learn(
     use_ray: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Learning iterations for up to ``limit`` references; a report of what each run did. With
-    ``use_ray`` one Ray task per reference, else here, on an :class:`Engine` opened for it."""
+    """One learning pass: first the audit of up to ``limit`` locally answered tasks (a sample,
+    :mod:`cabrain.workflows.audit`), then the iterations for up to ``limit`` references (the audits'
+    among them); a report of what each did. With ``use_ray`` one Ray task per task or reference, else
+    here, on an :class:`Engine` opened for it."""
     say = progress or (lambda line: None)
     started = time.perf_counter()
+    scope = list(namespaces) if namespaces else None
     conn = await asyncpg.connect(dsn)
     try:
-        runs = [str(r["id"]) for r in await conn.fetch(sql.TO_LEARN, list(namespaces) if namespaces else None, limit)]
+        tasks = [
+            str(r["id"])
+            for r in await conn.fetch(sql.TO_AUDIT, scope, audit.sample(settings.workflow_audit_rate), limit)
+        ]
     finally:
         await conn.close()
-    say(f"learning from {len(runs)} reference run(s){' on Ray' if use_ray and runs else ''}")
-    outcomes: list[dict[str, Any]] = []
-    if use_ray and runs:
-        task, payload = _remote(), settings_for_replicas(settings)
-
-        async def remote(run: str) -> dict[str, Any]:
-            try:
-                return await task.remote(payload, dsn, run)
-            except Exception as exc:  # noqa: BLE001 - a task that died (its node, say) is that run's failure
-                return LearnOutcome(run, "failed", str(getattr(exc, "cause", None) or exc)).to_json()
-
-        for finished in asyncio.as_completed([remote(run) for run in runs]):
-            outcomes.append(await finished)
-            say(f"  {len(outcomes)}/{len(runs)}: {outcomes[-1]['status']} {outcomes[-1]['reason']}".rstrip())
-    elif runs:
-        engine = await Engine.open(settings, dsn=dsn)
+    engine: Engine | None = None
+    try:
+        if tasks:
+            say(f"auditing {len(tasks)} locally answered task(s){' on Ray' if use_ray else ''}")
+            engine = None if use_ray else await Engine.open(settings, dsn=dsn)
+        audits = await _fan_out(settings, dsn, "audit", tasks, engine, say)
+        conn = await asyncpg.connect(dsn)
         try:
-            for run in runs:
-                outcomes.append(await _learn_guarded(engine, run))
-                say(f"  {len(outcomes)}/{len(runs)}: {outcomes[-1]['status']} {outcomes[-1]['reason']}".rstrip())
+            runs = [str(r["id"]) for r in await conn.fetch(sql.TO_LEARN, scope, limit)]
         finally:
+            await conn.close()
+        say(f"learning from {len(runs)} reference run(s){' on Ray' if use_ray and runs else ''}")
+        if runs and engine is None and not use_ray:
+            engine = await Engine.open(settings, dsn=dsn)
+        outcomes = await _fan_out(settings, dsn, "learn", runs, engine, say)
+    finally:
+        if engine is not None:
             await engine.close()
     counts = {k: sum(1 for o in outcomes if o["status"] == k) for k in ("learned", "skipped", "failed")}
     return {
@@ -307,4 +287,51 @@ async def learn(
         "attempts": sum(len(o["attempts"]) for o in outcomes),
         "seconds": round(time.perf_counter() - started, 3),
         "outcomes": outcomes,
+        "audits": {
+            "tasks": len(tasks),
+            **{k: sum(1 for o in audits if o["status"] == k) for k in ("audited", "skipped", "failed")},
+            "demoted": [{"chain": o["chain"], "judgment": o["demoted"]} for o in audits if o["demoted"]],
+            "outcomes": audits,
+        },
     }
+
+
+async def _fan_out(
+    settings: Settings,
+    dsn: str,
+    op: str,
+    targets: list[str],
+    engine: Engine | None,
+    say: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """Each target learned from (``op`` learn: a reference) or audited (audit: a task), on Ray when
+    ``engine`` is None, else one after another on ``engine``."""
+    outcomes: list[dict[str, Any]] = []
+
+    def said(outcome: dict[str, Any]) -> None:
+        outcomes.append(outcome)
+        detail = outcome["reason"] or (f"score {outcome['score']}" if op == "audit" else "")
+        if outcome.get("demoted"):
+            detail += f"; {outcome['chain']} demoted (judgment {outcome['demoted']})"
+        say(f"  {op} {len(outcomes)}/{len(targets)}: {outcome['status']} {detail}".rstrip())
+
+    if not targets:
+        return outcomes
+    if engine is None:
+        task, payload = _remote(), settings_for_replicas(settings)
+
+        async def remote(target: str) -> dict[str, Any]:
+            try:
+                return await task.remote(payload, dsn, op, target)
+            except Exception as exc:  # noqa: BLE001 - a task that died (its node, say) is that target's failure
+                failed = str(getattr(exc, "cause", None) or exc)
+                if op == "audit":
+                    return audit.AuditOutcome(target, "failed", failed).to_json()
+                return LearnOutcome(target, "failed", failed).to_json()
+
+        for finished in asyncio.as_completed([remote(t) for t in targets]):
+            said(await finished)
+    else:
+        for target in targets:
+            said(await _guarded(engine, op, target))
+    return outcomes

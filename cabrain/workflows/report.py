@@ -9,6 +9,7 @@ reference are counted as ``unpriced`` rather than guessed.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,9 +23,16 @@ def _money(x: float) -> float:
 
 
 async def build(
-    conn: asyncpg.Connection, *, namespaces: list[str] | None = None, days: int | None = None, accept: float = 0.9
+    conn: asyncpg.Connection,
+    *,
+    namespaces: list[str] | None = None,
+    days: int | None = None,
+    accept: float = 0.9,
+    route_confidence: float = 0.95,
+    route_accuracy: float = 0.9,
 ) -> dict[str, Any]:
-    """The report over ``namespaces`` (None: all) for the last ``days`` (None: all time)."""
+    """The report over ``namespaces`` (None: all) for the last ``days`` (None: all time): an attempt
+    scoring ``accept`` is accepted, a chain is trusted at ``route_confidence`` and ``route_accuracy``."""
     since = datetime.now(UTC) - timedelta(days=days) if days else datetime(1970, 1, 1, tzinfo=UTC)
     args = (namespaces, since)
     per_agent: dict[str, dict[str, Any]] = {}
@@ -73,6 +81,7 @@ async def build(
             "frontier": _money(frontier_cost),
             "local": _money(local_cost),
             "learning": _money(float(learning["cost"])),
+            "audits": _money(float(learning["audits"])),
             "saved": _money(saved),
             "frontier_cost_avoided": _money(would_have),
             "wasted_on_fallbacks": _money(wasted),
@@ -101,6 +110,7 @@ async def build(
             for r in await conn.fetch(sql.CHAIN_SCORES, *args)
         ],
         "agents": per_agent,
+        "kinds": await _kinds(conn, args, namespaces, route_confidence, route_accuracy),
         "models": {
             r["agent"]: {
                 "layer": r["layer"],
@@ -118,12 +128,73 @@ async def build(
     }
 
 
+async def _kinds(
+    conn: asyncpg.Connection, args: tuple[Any, ...], namespaces: list[str] | None, confidence: float, accuracy: float
+) -> list[dict[str, Any]]:
+    """Per kind of task (a cluster with tasks in the period): its tasks by route, its best chain and
+    whether it is trusted (and if not, why), the chains demoted in it with the judgment to revert, and
+    its live accuracy from the audits."""
+    demotions = {
+        (int(r["cluster"]), r["chain"]): str(r["id"])
+        for r in await conn.fetch(sql.DEMOTIONS, namespaces)
+        if r["op"] == "demote"
+    }
+    out = []
+    for r in await conn.fetch(sql.KINDS, *args):
+        chain = r["best_chain"]
+        chain = json.loads(chain) if isinstance(chain, str) else chain
+        trusted = chain is not None and r["confidence"] >= confidence and (r["avg_accuracy"] or 0) >= accuracy
+        if chain is None:
+            why = "no local chain has scored yet" if not r["demoted"] else "its chains were demoted"
+        elif trusted:
+            why = None
+        else:
+            low = (
+                [f"accuracy {r['avg_accuracy'] or 0:.2f} of {accuracy}"] if (r["avg_accuracy"] or 0) < accuracy else []
+            )
+            if r["confidence"] < confidence:
+                low.append(f"confidence {r['confidence']:.2f} of {confidence}")
+            why = "not trusted: " + ", ".join(low)
+        out.append(
+            {
+                "id": r["cluster_id"],
+                "namespace": r["namespace"],
+                "task_type": r["task_type"],
+                "example": r["example"],
+                "tasks": r["tasks"],
+                "frontier": r["frontier"],
+                "local": r["local"],
+                "fallback": r["fallback"],
+                "local_share": round(r["local"] / r["tasks"], 4) if r["tasks"] else 0.0,
+                "best_chain": None if chain is None else chain["key"],
+                "accuracy": None if r["avg_accuracy"] is None else round(r["avg_accuracy"], 4),
+                "confidence": round(float(r["confidence"]), 4),
+                "samples": r["samples"],
+                "trusted": trusted,
+                "why_frontier": why,
+                "demoted": list(r["demoted"] or ()),
+                "demotions": {
+                    key: demotions[(r["cluster_id"], key)]
+                    for key in r["demoted"] or ()
+                    if (r["cluster_id"], key) in demotions
+                },
+                "live": {
+                    "audited": r["audited"],
+                    "failed": r["audit_failed"],
+                    "mean": None if r["live_mean"] is None else round(r["live_mean"], 4),
+                },
+            }
+        )
+    return out
+
+
 def render(report: dict[str, Any]) -> str:
     t, c = report["tasks"], report["cost_usd"]
     lines = [
         f"tasks done {t['done']}: frontier {t['frontier']}, local {t['local']}, fallback {t['fallback']} "
         f"(local share {t['local_share']:.0%}); failed {t['failed']}",
-        f"cost (USD): frontier {c['frontier']:.6f}, local {c['local']:.6f}, learning {c['learning']:.6f}",
+        f"cost (USD): frontier {c['frontier']:.6f}, local {c['local']:.6f}, learning {c['learning']:.6f}, "
+        f"audits {c['audits']:.6f}",
         f"saved (USD): {c['saved']:.6f} = frontier cost avoided {c['frontier_cost_avoided']:.6f} - local calls "
         f"{c['local']:.6f}"
         + (f"; {c['unpriced_local_tasks']} local task(s) unpriced" if c["unpriced_local_tasks"] else ""),
@@ -140,6 +211,27 @@ def render(report: dict[str, Any]) -> str:
             f"  {d['day']}: {d['local']} passed, {d['fallback']} fell back ({d['pass_rate']:.0%})"
             for d in report["routed_by_day"]
         ]
+    if report["kinds"]:
+        lines.append("per kind of task:")
+        for k in report["kinds"]:
+            state = (
+                f"trusted chain {k['best_chain']} (accuracy {k['accuracy']:.2f}, confidence {k['confidence']:.2f})"
+                if k["trusted"]
+                else f"on the frontier: {k['why_frontier']}"
+                + (f" (best chain {k['best_chain']})" if k["best_chain"] else "")
+            )
+            lines.append(
+                f'  #{k["id"]} {k["namespace"]} {k["task_type"]} "{k["example"]}": {k["tasks"]} task(s), local '
+                f"{k['local']}, fallback {k['fallback']}; {state}"
+            )
+            if k["live"]["audited"]:
+                mean = "-" if k["live"]["mean"] is None else f"{k['live']['mean']:.2f}"
+                lines.append(f"    live: {k['live']['audited']} audited, mean score {mean}")
+            lines += [
+                f"    demoted {key}"
+                + (f" (undo: cabrain revert --judgment {j})" if (j := k["demotions"].get(key)) else "")
+                for key in k["demoted"]
+            ]
     if report["agents"]:
         lines.append("per agent:")
         lines += [

@@ -250,11 +250,18 @@ def facts_match(reference: str, candidate: str) -> float:
     return len(want & have) / len(want)
 
 
+_EXPLAINED = re.compile(r"^(?P<head>[^:\n]{1,40}?)\s*(?::|\s[-\u2013\u2014]|\s?\u2014)\s+\S")
+
+
 def label_of(text: str) -> str:
     """A label as an answer gives it: its first line, without the quotes, punctuation, markup and
-    case around it ("**Billing**." -> "billing")."""
+    case around it ("**Billing**." -> "billing"); a label of one to three words followed by an
+    explanation ("Billing: the invoice was charged twice", "Shipping - late parcel") is the label."""
     first = next((line for line in unfence(text).splitlines() if line.strip()), "")
     first = re.sub(r"^(label|answer|category)\s*:\s*", "", first.strip(), flags=re.IGNORECASE)
+    explained = _EXPLAINED.match(first)
+    if explained and len(explained["head"].split()) <= 3:
+        first = explained["head"]
     return first.strip(" \t\"'`*_.,;:!?()[]{}").casefold()
 
 

@@ -15,8 +15,9 @@ against a reference: 96 when they agree after normalising, 70 when every number 
 ``down-*`` (500, always), ``flaky-*`` (503 for the first 2 calls per model, then answers as a
 frontier model), ``slow-*`` (answers after 3 s). Usage counts words.
 
-Control: POST /_mode {"model": NAME, "mode": "broken" | "ok"} - a broken model answers "Sorry,
-no JSON today." to everything; GET /_log - every request (model, system, user) in order;
+Control: POST /_mode {"model": NAME, "mode": "broken" | "drift" | "ok"} - a broken model answers
+"Sorry, no JSON today." to everything, a drifting one answers invoices with well-formed JSON and a
+wrong total; GET /_log - every request (model, system, user) in order;
 POST /_reset - clears the log, the modes and the flaky counters.
 """
 
@@ -92,6 +93,9 @@ def answer(model: str, system: str, user: str) -> tuple[int, str]:
     task = task_of(user)
     if model.startswith("local-") and task.startswith("Write a risk note"):
         return 200, "I cannot tell."
+    if mode == "drift" and task.startswith("Extract the invoice"):  # well-formed, and wrong
+        wrong = json.loads(right_answer(task))
+        return 200, json.dumps({**wrong, "total": round(wrong["total"] * 3 + 7, 2)})
     return 200, right_answer(task)
 
 

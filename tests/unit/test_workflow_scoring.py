@@ -86,3 +86,22 @@ def test_chains_grow_from_one_model_to_three_over_every_model():
     assert ChainSpec.from_json(ChainSpec("decompose", ("a", "b")).to_json()).key == "decompose:a+b"
     with pytest.raises(Exception, match="takes 2"):
         ChainSpec("decompose", ("a",))
+
+
+@pytest.mark.parametrize(
+    ("answer", "label"),
+    [
+        ("billing", "billing"),
+        ("**Billing**.", "billing"),
+        ("Label: Account access", "account access"),
+        ("Billing: Tracking for #65378 has said 'in transit'", "billing"),  # a label, then why
+        ("Shipping - the parcel is late", "shipping"),
+        ("Account access \u2014 a password reset loop", "account access"),
+        ("follow-up", "follow-up"),  # a hyphen inside a label is part of it
+        ("The customer is upset about: billing", "the customer is upset about: billing"),  # not a label first
+        ("```\nrefund\n```", "refund"),
+    ],
+)
+def test_a_label_is_the_answers_first_words(answer: str, label: str) -> None:
+    assert scoring.label_of(answer) == label
+    assert scoring.structural("label", label, answer) == 1.0

@@ -35,6 +35,7 @@ async def workflows(request: Request, svc: Svc, session: Current) -> Response:
                 "frontier spent": cost["frontier"],
                 "local spent": cost["local"],
                 "learning": cost["learning"],
+                "audits": cost["audits"],
                 "frontier cost avoided": cost["frontier_cost_avoided"],
                 "saved": cost["saved"],
             }
