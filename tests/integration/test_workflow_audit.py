@@ -10,6 +10,7 @@ import pytest
 
 from cabrain.errors import ConflictError, NotFound
 from cabrain.workflows import clusters
+from cabrain.workflows.facade import Workflows
 from tests.integration.test_workflows import dispatch, flows, invoice, learn, learned_brain, tighten
 
 
@@ -114,7 +115,12 @@ async def test_a_chain_whose_live_answers_drift_is_demoted_and_a_writer_may_reve
     data = await flows(brain).report()
     [kind] = [k for k in data["kinds"] if k["id"] == cluster_id]
     assert kind["demoted"] == ["single:qwen"] and kind["live"]["audited"] >= 5
+    assert kind["demotions"] == {"single:qwen": again["id"]}  # the judgment in force, to undo
+    assert not kind["trusted"] and kind["why_frontier"].startswith("not trusted")
     assert data["cost_usd"]["audits"] > 0
+    text = Workflows.render_report(data)
+    assert f"demoted single:qwen (undo: cabrain revert --judgment {again['id']})" in text
+    assert "live: " in text and "audits " in text
 
 
 async def test_no_audits_at_rate_zero_and_about_the_rate_otherwise(open_brain, models, db_dsn):
