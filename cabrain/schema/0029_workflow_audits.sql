@@ -20,8 +20,13 @@ CREATE INDEX workflow_audits_chain ON workflow_audits (cluster_id, chain_key, cr
 -- the locally answered tasks, as the audit looks for those not audited yet
 CREATE INDEX workflow_tasks_local ON workflow_tasks (created_at) WHERE route = 'local' AND status = 'done';
 
--- The chains demoted in a kind of task (their keys), each by a workflow_demote judgment not reverted.
-ALTER TABLE task_clusters ADD COLUMN demoted text[] NOT NULL DEFAULT '{}';
+-- The chains demoted in a kind of task (their keys), each by a workflow_demote judgment not reverted;
+-- and of its best chain, beside its accuracy: its mean time an answer and the mean structural part of
+-- its scores (why a kind stays on the frontier: its accuracy, its answers' form, or its latency).
+ALTER TABLE task_clusters
+    ADD COLUMN demoted text[] NOT NULL DEFAULT '{}',
+    ADD COLUMN latency_ms real,
+    ADD COLUMN structure real;
 
 -- The decisions on a chain (a demotion, its revert, the revert of that): a new window of live scores
 -- starts after each.

@@ -1,6 +1,6 @@
-"""How the live accuracy of trusted local chains is watched (:mod:`cabrain.workflows.audit`): the
-share of locally answered tasks the frontier model answers again offline, and when a chain's live
-scores demote it."""
+"""What a local chain must keep up to stay trusted: its latency, and its live accuracy
+(:mod:`cabrain.workflows.audit`: the share of locally answered tasks the frontier model answers again
+offline, and when a chain's live scores demote it)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,12 @@ class WorkflowAuditSettings(BaseModel):
         le=1,
         description="Share of the tasks a trusted local chain answered that the learning pass sends to the "
         "frontier model too and scores (chosen by the task's id; 0: no audits, and no demotions).",
+    )
+    workflow_max_local_ms: float = Field(
+        default=60_000.0,
+        ge=0,
+        description="A kind of task is routed to a local chain only if the chain's mean time an answer is within "
+        "this many milliseconds (0: no limit).",
     )
     workflow_audit_window: int = Field(
         default=10, ge=1, le=1000, description="A chain's live accuracy: the mean of its last this many audits."

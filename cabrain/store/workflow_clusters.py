@@ -24,7 +24,8 @@ MOVE = "UPDATE task_clusters SET centroid = $2, members = members + 1, updated_a
 # --- a cluster's best chain -----------------------------------------------------------------------
 LOCK_ROW = "SELECT 1 FROM task_clusters WHERE id = $1 FOR UPDATE"
 CHAINS = """
-SELECT chain_key, (array_agg(chain_kind))[1] AS kind, avg(score)::float8 AS mean, count(*) AS n
+SELECT chain_key, (array_agg(chain_kind))[1] AS kind, avg(score)::float8 AS mean, count(*) AS n,
+       avg(duration_ms)::float8 AS ms, avg((score_parts ->> 'structural')::float8) AS structure
 FROM chain_attempts
 WHERE cluster_id = $1 AND superseded_at IS NULL AND complete AND score IS NOT NULL
 GROUP BY chain_key
@@ -33,17 +34,18 @@ FAILURES = "SELECT count(*) FROM workflow_tasks WHERE cluster_id = $1 AND route 
 DEMOTED = "SELECT demoted FROM task_clusters WHERE id = $1"
 SAVE = """
 UPDATE task_clusters SET best_chain = $2, avg_accuracy = $3, samples = $4, failures = $5, confidence = $6,
-       updated_at = now()
+       latency_ms = $7, structure = $8, updated_at = now()
 WHERE id = $1
 """
 
 # --- reading clusters -----------------------------------------------------------------------------
 GET = (
-    "SELECT id, namespace, members, best_chain, avg_accuracy, samples, failures, confidence, demoted "
-    "FROM task_clusters WHERE id = $1"
+    "SELECT id, namespace, members, best_chain, avg_accuracy, samples, failures, confidence, demoted, latency_ms, "
+    "structure FROM task_clusters WHERE id = $1"
 )
 OVERVIEW = """
-SELECT id, namespace, members, best_chain, avg_accuracy, samples, failures, confidence, demoted, updated_at
+SELECT id, namespace, members, best_chain, avg_accuracy, samples, failures, confidence, demoted, latency_ms, structure,
+       updated_at
 FROM task_clusters WHERE $1::text[] IS NULL OR namespace = ANY($1::text[])
 ORDER BY updated_at DESC, id LIMIT $2
 """
@@ -76,15 +78,15 @@ async def recompute(conn: asyncpg.Connection, cluster_id: int, *, prior: float, 
         steps = row["chain_key"].count("+") + 1
         rank = (mean * n / (n + prior), n, -steps)
         if best is None or rank > best[0]:
-            best = (rank, row["chain_key"], row["kind"], mean, n)
+            best = (rank, row["chain_key"], row["kind"], mean, n, row["ms"], row["structure"])
     if best is None:
-        await conn.execute(SAVE, cluster_id, None, None, 0, 0, 0.0)
+        await conn.execute(SAVE, cluster_id, None, None, 0, 0, 0.0, None, None)
         return
-    _, key, kind, mean, n = best
+    _, key, kind, mean, n, ms, structure = best
     failures = await conn.fetchval(FAILURES, cluster_id, key)
     confidence = n / (n + prior + failure_weight * failures)
     chain = {"kind": kind, "agents": key.split(":", 1)[1].split("+"), "key": key}
-    await conn.execute(SAVE, cluster_id, json.dumps(chain), mean, n, failures, confidence)
+    await conn.execute(SAVE, cluster_id, json.dumps(chain), mean, n, failures, confidence, ms, structure)
 
 
 async def set_demoted(conn: asyncpg.Connection, decision: dict[str, Any], demoted: bool) -> bool:

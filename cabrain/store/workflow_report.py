@@ -69,21 +69,22 @@ GROUP BY 1 ORDER BY 2 DESC
 # --- per kind of task (a cluster): its tasks by route, its chain's state, its live accuracy -----------
 KINDS = f"""
 WITH tasks AS (
-    SELECT t.cluster_id, t.namespace, count(*) AS tasks,
+    SELECT t.cluster_id, count(*) AS tasks,
            count(*) FILTER (WHERE t.route = 'frontier') AS frontier,
            count(*) FILTER (WHERE t.route = 'local') AS local,
            count(*) FILTER (WHERE t.route = 'fallback') AS fallback,
            (array_agg(t.task_type ORDER BY t.created_at))[1] AS task_type,
            (array_agg(left(t.description, 80) ORDER BY t.created_at))[1] AS example
     FROM workflow_tasks t WHERE t.status = 'done' AND t.cluster_id IS NOT NULL AND {SCOPE}
-    GROUP BY 1, 2
+    GROUP BY 1
 ), audits AS (
     SELECT a.cluster_id, count(*) AS audited, count(*) FILTER (WHERE a.error IS NOT NULL) AS audit_failed,
            avg(a.score) FILTER (WHERE a.complete)::float8 AS live_mean
     FROM workflow_audits a JOIN workflow_tasks t ON t.id = a.task_id WHERE {SCOPE}
     GROUP BY 1
 )
-SELECT k.*, c.best_chain, c.avg_accuracy, c.samples, c.failures, c.confidence, c.demoted,
+SELECT k.*, c.id, c.namespace, c.members, c.best_chain, c.avg_accuracy, c.samples, c.failures, c.confidence,
+       c.demoted, c.latency_ms, c.structure,
        coalesce(a.audited, 0) AS audited, coalesce(a.audit_failed, 0) AS audit_failed, a.live_mean
 FROM tasks k JOIN task_clusters c ON c.id = k.cluster_id LEFT JOIN audits a ON a.cluster_id = k.cluster_id
 ORDER BY k.tasks DESC, k.cluster_id

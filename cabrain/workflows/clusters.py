@@ -40,6 +40,8 @@ class Cluster:
     failures: int
     confidence: float
     demoted: tuple[str, ...] = ()  # chains demoted on live accuracy (cabrain.workflows.audit)
+    latency_ms: float | None = None  # the best chain's mean time an answer
+    structure: float | None = None  # the mean structural part of its scores (its answers' form)
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> Cluster:
@@ -54,15 +56,37 @@ class Cluster:
             row["failures"],
             float(row["confidence"]),
             tuple(row["demoted"] or ()),
+            row["latency_ms"],
+            row["structure"],
         )
 
-    def trusted(self, min_confidence: float, min_accuracy: float) -> bool:
-        return (
-            self.best_chain is not None
-            and self.avg_accuracy is not None
-            and self.confidence >= min_confidence
-            and self.avg_accuracy >= min_accuracy
-        )
+    def trusted(self, min_confidence: float, min_accuracy: float, max_ms: float | None = None) -> bool:
+        return self.why_not(min_confidence, min_accuracy, max_ms) is None
+
+    def why_not(self, min_confidence: float, min_accuracy: float, max_ms: float | None = None) -> str | None:
+        """Why this kind is not routed locally (None: it is): no chain yet, or its best chain's
+        accuracy, its answers' structure, its latency over ``max_ms`` (None or 0: no limit), its
+        confidence."""
+        if self.best_chain is None:
+            return (
+                f"its local chains were demoted on live accuracy ({', '.join(self.demoted)})"
+                if self.demoted
+                else "no local chain learned for this kind of task yet"
+            )
+        low = []
+        accuracy = self.avg_accuracy or 0.0
+        if accuracy < min_accuracy:
+            low.append(f"accuracy {accuracy:.2f} of {min_accuracy}")
+            if self.structure is not None and self.structure < min_accuracy:
+                low.append(f"structure {self.structure:.2f} (its answers are not in the reference's form)")
+        if max_ms and self.latency_ms is not None and self.latency_ms > max_ms:
+            low.append(f"latency {self.latency_ms:.0f} ms over {max_ms:.0f}")
+        if self.confidence < min_confidence:
+            low.append(f"confidence {self.confidence:.2f} of {min_confidence}")
+        if not low:
+            return None
+        why = f"this kind of task is not trusted locally yet ({self.best_chain['key']}: {', '.join(low)})"
+        return why + (f"; demoted on live accuracy: {', '.join(self.demoted)}" if self.demoted else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +98,8 @@ class Cluster:
             "failures": self.failures,
             "confidence": round(self.confidence, 4),
             "demoted": list(self.demoted),
+            "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 1),
+            "structure": None if self.structure is None else round(self.structure, 4),
         }
 
 

@@ -164,9 +164,6 @@ class Dispatcher:
         self.settings: Settings = engine.settings
         self.caller = caller_for(engine)
 
-    def _trusted(self, cluster: clusters.Cluster) -> bool:
-        return cluster.trusted(self.settings.workflow_route_confidence, self.settings.workflow_route_accuracy)
-
     async def dispatch(self, agent: str, request: TaskRequest) -> DispatchResult:
         s = self.settings
         request.check(s.workflow_max_task_chars)
@@ -228,16 +225,10 @@ class Dispatcher:
                 "frontier",
                 "tasks flagged for review always go to the frontier model",
             )
-        if cluster.best_chain is None or not self._trusted(cluster):
-            why = (
-                "no local chain learned for this kind of task yet"
-                if cluster.best_chain is None
-                else f"this kind of task is not trusted locally yet (confidence {cluster.confidence:.2f} of "
-                f"{s.workflow_route_confidence}, accuracy {cluster.avg_accuracy or 0:.2f} of {s.workflow_route_accuracy})"
-            )
-            if cluster.demoted:
-                why += f"; demoted on live accuracy: {', '.join(cluster.demoted)}"
+        why = cluster.why_not(s.workflow_route_confidence, s.workflow_route_accuracy, s.workflow_max_local_ms)
+        if why is not None:
             return await self._frontier(agent, request, task_id, cluster, frontier, "frontier", why)
+        assert cluster.best_chain is not None
         spec = chains.ChainSpec.from_json(cluster.best_chain)
         async with self.engine.pool.acquire() as conn:
             agents = {a.name: a for a in await registry.listed(conn)}

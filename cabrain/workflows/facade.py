@@ -252,6 +252,7 @@ class Workflows:
                 accept=s.workflow_accept_score,
                 route_confidence=s.workflow_route_confidence,
                 route_accuracy=s.workflow_route_accuracy,
+                max_local_ms=s.workflow_max_local_ms,
             )
 
     @staticmethod

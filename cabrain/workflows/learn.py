@@ -115,7 +115,7 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
             if judge is None or a.name != judge.name
         ]
         agents = {a.name: a for a in await registry.listed(conn)}
-    if cluster.trusted(s.workflow_route_confidence, s.workflow_route_accuracy):
+    if cluster.trusted(s.workflow_route_confidence, s.workflow_route_accuracy, s.workflow_max_local_ms):
         async with engine.pool.acquire() as conn:
             await conn.execute(sql.DONE, run_id, None)
         return LearnOutcome(str(run_id), "skipped", "its kind of task is already trusted", cluster=cluster.to_json())

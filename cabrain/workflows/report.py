@@ -9,13 +9,13 @@ reference are counted as ``unpriced`` rather than guessed.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 
 from cabrain.store import workflow_report as sql
+from cabrain.workflows import clusters
 
 
 def _money(x: float) -> float:
@@ -30,9 +30,11 @@ async def build(
     accept: float = 0.9,
     route_confidence: float = 0.95,
     route_accuracy: float = 0.9,
+    max_local_ms: float | None = None,
 ) -> dict[str, Any]:
     """The report over ``namespaces`` (None: all) for the last ``days`` (None: all time): an attempt
-    scoring ``accept`` is accepted, a chain is trusted at ``route_confidence`` and ``route_accuracy``."""
+    scoring ``accept`` is accepted, a chain is trusted at ``route_confidence`` and ``route_accuracy``
+    within ``max_local_ms``."""
     since = datetime.now(UTC) - timedelta(days=days) if days else datetime(1970, 1, 1, tzinfo=UTC)
     args = (namespaces, since)
     per_agent: dict[str, dict[str, Any]] = {}
@@ -110,7 +112,7 @@ async def build(
             for r in await conn.fetch(sql.CHAIN_SCORES, *args)
         ],
         "agents": per_agent,
-        "kinds": await _kinds(conn, args, namespaces, route_confidence, route_accuracy),
+        "kinds": await _kinds(conn, args, namespaces, route_confidence, route_accuracy, max_local_ms),
         "models": {
             r["agent"]: {
                 "layer": r["layer"],
@@ -129,7 +131,12 @@ async def build(
 
 
 async def _kinds(
-    conn: asyncpg.Connection, args: tuple[Any, ...], namespaces: list[str] | None, confidence: float, accuracy: float
+    conn: asyncpg.Connection,
+    args: tuple[Any, ...],
+    namespaces: list[str] | None,
+    confidence: float,
+    accuracy: float,
+    max_ms: float | None,
 ) -> list[dict[str, Any]]:
     """Per kind of task (a cluster with tasks in the period): its tasks by route, its best chain and
     whether it is trusted (and if not, why), the chains demoted in it with the judgment to revert, and
@@ -141,20 +148,8 @@ async def _kinds(
     }
     out = []
     for r in await conn.fetch(sql.KINDS, *args):
-        chain = r["best_chain"]
-        chain = json.loads(chain) if isinstance(chain, str) else chain
-        trusted = chain is not None and r["confidence"] >= confidence and (r["avg_accuracy"] or 0) >= accuracy
-        if chain is None:
-            why = "no local chain has scored yet" if not r["demoted"] else "its chains were demoted"
-        elif trusted:
-            why = None
-        else:
-            low = (
-                [f"accuracy {r['avg_accuracy'] or 0:.2f} of {accuracy}"] if (r["avg_accuracy"] or 0) < accuracy else []
-            )
-            if r["confidence"] < confidence:
-                low.append(f"confidence {r['confidence']:.2f} of {confidence}")
-            why = "not trusted: " + ", ".join(low)
+        cluster = clusters.Cluster.from_row(r)
+        why = cluster.why_not(confidence, accuracy, max_ms)
         out.append(
             {
                 "id": r["cluster_id"],
@@ -166,11 +161,13 @@ async def _kinds(
                 "local": r["local"],
                 "fallback": r["fallback"],
                 "local_share": round(r["local"] / r["tasks"], 4) if r["tasks"] else 0.0,
-                "best_chain": None if chain is None else chain["key"],
-                "accuracy": None if r["avg_accuracy"] is None else round(r["avg_accuracy"], 4),
-                "confidence": round(float(r["confidence"]), 4),
-                "samples": r["samples"],
-                "trusted": trusted,
+                "best_chain": None if cluster.best_chain is None else cluster.best_chain["key"],
+                "accuracy": None if cluster.avg_accuracy is None else round(cluster.avg_accuracy, 4),
+                "confidence": round(cluster.confidence, 4),
+                "samples": cluster.samples,
+                "latency_ms": None if cluster.latency_ms is None else round(cluster.latency_ms, 1),
+                "structure": None if cluster.structure is None else round(cluster.structure, 4),
+                "trusted": why is None,
                 "why_frontier": why,
                 "demoted": list(r["demoted"] or ()),
                 "demotions": {
@@ -218,7 +215,6 @@ def render(report: dict[str, Any]) -> str:
                 f"trusted chain {k['best_chain']} (accuracy {k['accuracy']:.2f}, confidence {k['confidence']:.2f})"
                 if k["trusted"]
                 else f"on the frontier: {k['why_frontier']}"
-                + (f" (best chain {k['best_chain']})" if k["best_chain"] else "")
             )
             lines.append(
                 f'  #{k["id"]} {k["namespace"]} {k["task_type"]} "{k["example"]}": {k["tasks"]} task(s), local '

@@ -116,7 +116,7 @@ async def test_a_chain_whose_live_answers_drift_is_demoted_and_a_writer_may_reve
     [kind] = [k for k in data["kinds"] if k["id"] == cluster_id]
     assert kind["demoted"] == ["single:qwen"] and kind["live"]["audited"] >= 5
     assert kind["demotions"] == {"single:qwen": again["id"]}  # the judgment in force, to undo
-    assert not kind["trusted"] and kind["why_frontier"].startswith("not trusted")
+    assert not kind["trusted"] and "not trusted" in kind["why_frontier"]
     assert data["cost_usd"]["audits"] > 0
     text = Workflows.render_report(data)
     assert f"demoted single:qwen (undo: cabrain revert --judgment {again['id']})" in text

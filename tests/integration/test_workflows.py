@@ -180,9 +180,14 @@ async def test_a_local_output_failing_validation_is_redone_by_the_frontier_model
 async def test_thresholds_decide_what_is_trusted(open_brain, models, db_dsn):
     brain, rng = await learned_brain(open_brain, models, db_dsn, samples=3)  # confidence 3 / (3 + 1) = 0.75
     assert (await dispatch(brain, invoice(rng), "json")).route == "local"
-    for stricter in ({"workflow_route_confidence": 0.8}, {"workflow_route_accuracy": 0.99}):
-        tighten(brain, **stricter)
-        assert (await dispatch(brain, invoice(rng), "json")).route == "frontier"
+    for stricter, why in (
+        ({"workflow_route_confidence": 0.8}, "of 0.8"),  # its confidence
+        ({"workflow_route_accuracy": 0.99}, "accuracy 0.9"),
+        ({"workflow_max_local_ms": 0.001}, "ms over 0"),  # the chain's latency
+    ):
+        tighten(brain, **{"workflow_route_confidence": 0.5, "workflow_route_accuracy": 0.9, **stricter})
+        done = await dispatch(brain, invoice(rng), "json")
+        assert done.route == "frontier" and why in done.reason and "single:qwen" in done.reason
 
 
 async def test_destructive_and_review_flagged_tasks_always_go_to_the_frontier_model(open_brain, models, db_dsn):

@@ -105,3 +105,23 @@ def test_chains_grow_from_one_model_to_three_over_every_model():
 def test_a_label_is_the_answers_first_words(answer: str, label: str) -> None:
     assert scoring.label_of(answer) == label
     assert scoring.structural("label", label, answer) == 1.0
+
+
+def test_why_a_kind_stays_on_the_frontier() -> None:
+    from cabrain.workflows.clusters import Cluster
+
+    chain = {"kind": "single", "agents": ["m"], "key": "single:m"}
+    good = Cluster(1, "ns", 9, chain, 0.95, 20, 0, 0.97, latency_ms=800.0, structure=1.0)
+    assert good.why_not(0.95, 0.9, 60_000) is None and good.trusted(0.95, 0.9)
+    assert Cluster(1, "ns", 1, None, None, 0, 0, 0.0).why_not(0.95, 0.9) == (
+        "no local chain learned for this kind of task yet"
+    )
+    demoted = Cluster(1, "ns", 9, None, None, 0, 0, 0.0, demoted=("single:m",))
+    assert "demoted on live accuracy (single:m)" in (demoted.why_not(0.95, 0.9) or "")
+    malformed = Cluster(1, "ns", 9, chain, 0.4, 20, 0, 0.97, latency_ms=800.0, structure=0.2)
+    assert "accuracy 0.40 of 0.9, structure 0.20" in (malformed.why_not(0.95, 0.9) or "")
+    slow = Cluster(1, "ns", 9, chain, 0.95, 20, 0, 0.97, latency_ms=90_000.0, structure=1.0)
+    assert "latency 90000 ms over 60000" in (slow.why_not(0.95, 0.9, 60_000) or "")
+    assert slow.why_not(0.95, 0.9, 0) is None and slow.why_not(0.95, 0.9) is None  # no limit
+    unsure = Cluster(1, "ns", 9, chain, 0.95, 2, 1, 0.3, latency_ms=800.0, structure=1.0, demoted=("single:x",))
+    assert (unsure.why_not(0.95, 0.9) or "").endswith("confidence 0.30 of 0.95); demoted on live accuracy: single:x")
