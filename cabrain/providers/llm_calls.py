@@ -18,7 +18,7 @@ import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
@@ -51,7 +51,11 @@ class TaskModel(Protocol):
     name: str
     model: str
 
-    async def complete(self, system: str, user: str, *, max_tokens: int) -> Completion: ...
+    async def complete(
+        self, system: str, user: str, *, max_tokens: int, schema: dict[str, Any] | None = None
+    ) -> Completion:
+        """The answer; with ``schema``, held to that JSON Schema by the server (constrained decoding)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -127,13 +131,20 @@ class OpenAIModel(_HTTPModel):
         super().__init__(endpoint, model, policy, {"Authorization": f"Bearer {api_key}"} if api_key else {})
         self.name = f"openai:{model}@{self.endpoint}"
 
-    async def complete(self, system: str, user: str, *, max_tokens: int) -> Completion:
-        body = {
+    async def complete(
+        self, system: str, user: str, *, max_tokens: int, schema: dict[str, Any] | None = None
+    ) -> Completion:
+        body: dict[str, Any] = {
             "model": self.model,
             "temperature": 0,
             "max_tokens": max_tokens,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         }
+        if schema is not None:  # OpenAI's structured outputs; llama.cpp, vLLM and Ollama take it too
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "strict": True, "schema": schema},
+            }
 
         def parse(data: dict) -> tuple[str, int | None, int | None]:
             usage = data.get("usage")
@@ -156,7 +167,15 @@ class AnthropicModel(_HTTPModel):
         super().__init__(endpoint, model, policy, headers)
         self.name = f"anthropic:{model}@{self.endpoint}"
 
-    async def complete(self, system: str, user: str, *, max_tokens: int) -> Completion:
+    async def complete(
+        self, system: str, user: str, *, max_tokens: int, schema: dict[str, Any] | None = None
+    ) -> Completion:
+        if schema is not None:
+            raise ModelCallError(
+                f"{self.name}: an output schema (constrained decoding) is sent only to OpenAI-compatible servers",
+                hint="register the model with provider openai to use constrained chains",
+                attempts=0,
+            )
         body = {
             "model": self.model,
             "max_tokens": max_tokens,

@@ -1,4 +1,5 @@
--- Live accuracy of trusted local chains, and their demotion (issue 38; cabrain/workflows/audit.py).
+-- Live accuracy of trusted local chains, and their demotion (issue 38; cabrain/workflows/audit.py);
+-- chains held to their kind's shape.
 --
 -- A sampled share of the tasks a trusted local chain answered is sent to the frontier model offline;
 -- the local answer is scored against the frontier's, and the score kept here as that chain's live score.
@@ -56,3 +57,8 @@ BEGIN
         || replace(def, 'ARRAY[', 'ARRAY[''workflow_audit''::text, ');
 END;
 $$;
+
+-- A chain held to the kind's shape (constrained decoding: a JSON Schema from its references).
+ALTER TABLE chain_attempts DROP CONSTRAINT chain_attempts_chain_kind_check;
+ALTER TABLE chain_attempts ADD CONSTRAINT chain_attempts_chain_kind_check
+    CHECK (chain_kind IN ('single', 'constrained', 'strict', 'enhanced', 'self_check', 'decompose', 'plan_verify'));

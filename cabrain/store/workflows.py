@@ -60,6 +60,13 @@ INSERT INTO chain_attempts (id, frontier_run_id, task_id, cluster_id, chain_kind
                             score_parts, complete, tokens_in, tokens_out, cost_usd, duration_ms, error)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 """
+# The current references of a kind of task ($1 its cluster) but those of one task ($2), of a type ($3):
+# what its answers look like (cabrain.workflows.shapes), the latest $4.
+SHAPE_REFERENCES = """
+SELECT r.output FROM frontier_runs r JOIN workflow_tasks t ON t.id = r.task_id
+WHERE t.cluster_id = $1 AND t.id IS DISTINCT FROM $2 AND t.task_type = $3 AND r.superseded_at IS NULL
+ORDER BY r.created_at DESC LIMIT $4
+"""
 TRIED = "SELECT DISTINCT chain_key FROM chain_attempts WHERE frontier_run_id = $1 AND score IS NOT NULL"
 DONE = "UPDATE frontier_runs SET learned_at = now(), learn_error = $2 WHERE id = $1 AND learned_at IS NULL"
 NOT_YET = "UPDATE frontier_runs SET learn_error = $2 WHERE id = $1"

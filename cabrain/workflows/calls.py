@@ -80,15 +80,24 @@ class Caller:
         return self._models[key]
 
     async def call(
-        self, agent: ModelAgent, system: str, user: str, *, purpose: str, task_id: Any, role: str = "answer"
+        self,
+        agent: ModelAgent,
+        system: str,
+        user: str,
+        *,
+        purpose: str,
+        task_id: Any,
+        role: str = "answer",
+        schema: dict[str, Any] | None = None,
     ) -> Step:
-        """One recorded call; raises :class:`ModelCallError` (recorded too) when it fails."""
+        """One recorded call (its answer held to ``schema`` when given); raises
+        :class:`ModelCallError` (recorded too) when it fails."""
         model = self.model(agent)  # a missing key or a bad endpoint: ConfigError, before any call
         if self.meter is not None:
             await self.meter("workflow", 0, count=False)  # a cap reached stops the call before it spends
         started = time.perf_counter()
         try:
-            done: Completion = await model.complete(system, user, max_tokens=self.max_tokens)
+            done: Completion = await model.complete(system, user, max_tokens=self.max_tokens, schema=schema)
         except ModelCallError as exc:
             await self._record(
                 task_id,

@@ -1,15 +1,19 @@
 """Local chains of growing complexity (design 003, "OSS learning iterations"):
 
 1. ``single``: one model, the task's own prompt;
-2. ``strict``: one model, a prompt that holds it to the format the task asks for (a prompt variant);
-3. ``enhanced``: one model, with reasoning instructions and similar solved tasks recalled from
+2. ``constrained``: one model whose server holds its answer to the kind's shape, a JSON Schema
+   from the kind's references (constrained decoding; JSON and label tasks, OpenAI-compatible servers:
+   :mod:`cabrain.workflows.shapes`);
+3. ``strict``: one model, a prompt that holds it to the format the task asks for (a prompt variant);
+4. ``enhanced``: one model, with reasoning instructions and similar solved tasks recalled from
    CaBrain's memory as examples (the other variant);
-4. ``self_check``: one model answers, then checks its own answer against the task and corrects it;
-5. ``decompose``: one model breaks the task into steps, a second carries them out;
-6. ``plan_verify``: one model plans, a second executes, a third checks the answer and corrects it.
+5. ``self_check``: one model answers, then checks its own answer against the task and corrects it;
+6. ``decompose``: one model breaks the task into steps, a second carries them out;
+7. ``plan_verify``: one model plans, a second executes, a third checks the answer and corrects it.
 
 :func:`candidates` lists them over every registered local model: each model alone first (so that
-every model is tried before any chain of two), then each prompt variant and self-check per model,
+every model is tried before any chain of two), then each constrained where the kind has a shape,
+then each prompt variant and self-check per model,
 then every ordered pair of models, then three in turn; learning tries them in that order within its
 budget (``CABRAIN_WORKFLOW_MAX_ATTEMPTS`` a reference) and says how many there were.
 
@@ -24,12 +28,14 @@ from typing import Any
 
 from cabrain.errors import InputError
 from cabrain.providers.llm_calls import ModelCallError
+from cabrain.workflows import shapes
 from cabrain.workflows.calls import Caller, Step
 from cabrain.workflows.registry import ModelAgent
 
-KINDS = ("single", "strict", "enhanced", "self_check", "decompose", "plan_verify")
+KINDS = ("single", "constrained", "strict", "enhanced", "self_check", "decompose", "plan_verify")
 ROLES = {
     "single": ("answer",),
+    "constrained": ("answer",),
     "strict": ("answer",),
     "enhanced": ("answer",),
     "self_check": ("answer", "verify"),
@@ -91,6 +97,7 @@ class TaskPrompt:
     context: str
     task_type: str
     examples: tuple[tuple[str, str], ...] = ()  # (task, answer) of similar solved tasks
+    schema: dict[str, Any] | None = None  # the kind's shape, for a constrained chain (shapes.of_references)
 
     def text(self) -> str:
         return f"Task:\n{self.description}" + (f"\n\nContext:\n{self.context}" if self.context else "")
@@ -110,15 +117,18 @@ class ChainRun:
     error: str | None = None
 
 
-def candidates(local: list[ModelAgent]) -> list[ChainSpec]:
+def candidates(local: list[ModelAgent], *, shaped: bool = False) -> list[ChainSpec]:
     """Every chain over the ``local`` models, simplest first (the module docstring): each model
-    alone; each with the strict prompt, with self-check, with the enhanced prompt; every ordered
-    pair decomposing and executing (one model with itself when it is the only one); three in turn
-    planning, executing and verifying. Learning tries a prefix of it (its budget)."""
+    alone; each held to the kind's shape (when ``shaped``: the kind has one, and the model speaks the
+    OpenAI wire, which carries it); each with the strict prompt, with self-check, with the enhanced
+    prompt; every ordered pair decomposing and executing (one model with itself when it is the only
+    one); three in turn planning, executing and verifying. Learning tries a prefix of it (its budget)."""
     names = [a.name for a in local]
     if not names:
         return []
     out = [ChainSpec("single", (n,)) for n in names]
+    if shaped:
+        out += [ChainSpec("constrained", (a.name,)) for a in local if a.provider == "openai"]
     out += [ChainSpec("strict", (n,)) for n in names]
     out += [ChainSpec("self_check", (n, n)) for n in names]
     out += [ChainSpec("enhanced", (n,)) for n in names]
@@ -136,17 +146,24 @@ async def run(
     done = ChainRun(spec)
     fmt = FORMAT[task.task_type]
 
-    async def step(role: str, name: str, system: str, user: str) -> str:
+    async def step(role: str, name: str, system: str, user: str, schema: dict[str, Any] | None = None) -> str:
         agent = agents.get(name)
         if agent is None or not agent.active:
             raise ModelCallError(f"model agent {name!r} is not registered or not active")
-        result = await caller.call(agent, system, user, purpose=purpose, task_id=task_id, role=role)
+        result = await caller.call(agent, system, user, purpose=purpose, task_id=task_id, role=role, schema=schema)
         done.steps.append(result)
         return result.output
 
     try:
         if spec.kind == "single":
             done.output = await step("answer", spec.agents[0], SYSTEM_ANSWER.format(format=fmt), task.text())
+        elif spec.kind == "constrained":
+            if task.schema is None:
+                raise ModelCallError(f"no shape is known for this kind of {task.task_type} task yet")
+            answer = await step(
+                "answer", spec.agents[0], SYSTEM_ANSWER.format(format=fmt), task.text(), schema=task.schema
+            )
+            done.output = shapes.answer_of(task.task_type, answer)
         elif spec.kind == "strict":
             done.output = await step("answer", spec.agents[0], SYSTEM_STRICT.format(format=fmt), task.text())
         elif spec.kind == "enhanced":

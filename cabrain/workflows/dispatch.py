@@ -24,6 +24,7 @@ The pipeline runs on the :class:`~cabrain.engine.Engine`; faces reach it through
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -40,7 +41,7 @@ from cabrain.settings import Settings
 from cabrain.store import access
 from cabrain.store import workflows as sql
 from cabrain.types import MemoryInput, MemoryType, Network, Visibility
-from cabrain.workflows import chains, clusters, registry, scoring
+from cabrain.workflows import chains, clusters, registry, scoring, shapes
 from cabrain.workflows.calls import Caller, totals
 from cabrain.write import changes
 from cabrain.write import retain as retain_pipeline
@@ -232,7 +233,13 @@ class Dispatcher:
         spec = chains.ChainSpec.from_json(cluster.best_chain)
         async with self.engine.pool.acquire() as conn:
             agents = {a.name: a for a in await registry.listed(conn)}
-        run = await chains.run(self.caller, spec, agents, request.prompt(), purpose="local", task_id=task_id)
+            shape = (
+                await shapes.of_kind(conn, cluster.id, request.task_type, request.description)
+                if spec.kind == "constrained"
+                else None
+            )
+        prompt = dataclasses.replace(request.prompt(), schema=shape)
+        run = await chains.run(self.caller, spec, agents, prompt, purpose="local", task_id=task_id)
         problem = run.error or scoring.validate(request.task_type, run.output or "")
         if problem is None:
             reason = (

@@ -30,7 +30,7 @@ from cabrain.search import recall as recall_pipeline
 from cabrain.settings import Settings, load_settings, settings_for_replicas
 from cabrain.store import workflows as sql
 from cabrain.types import RecallQuery
-from cabrain.workflows import audit, chains, clusters, grade, registry, scoring
+from cabrain.workflows import audit, chains, clusters, grade, registry, scoring, shapes
 from cabrain.workflows.calls import totals
 from cabrain.workflows.dispatch import caller_for
 
@@ -130,7 +130,15 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
     prompt_examples: tuple[tuple[str, str], ...] | None = None
     async with engine.pool.acquire() as conn:
         tried = {r["chain_key"] for r in await conn.fetch(sql.TRIED, run_id)}  # scored already (an audit, say)
-    every = [c for c in chains.candidates(local) if c.key not in cluster.demoted and c.key not in tried]
+        # the kind's shape from its other references: this answer never shapes its own constraint
+        shape = await shapes.of_kind(
+            conn, row["cluster_id"], row["task_type"], row["description"], besides=row["task_id"]
+        )
+    every = [
+        c
+        for c in chains.candidates(local, shaped=shape is not None)
+        if c.key not in cluster.demoted and c.key not in tried
+    ]
     outcome.budget = {"chains": len(every), "allowed": s.workflow_max_attempts, "models": len(local)}
     for spec in every[: s.workflow_max_attempts]:
         examples: tuple[tuple[str, str], ...] = ()
@@ -138,7 +146,7 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
             if prompt_examples is None:
                 prompt_examples = await _examples(engine, row, s.workflow_examples)
             examples = prompt_examples
-        task = chains.TaskPrompt(row["description"], row["context"], row["task_type"], examples)
+        task = chains.TaskPrompt(row["description"], row["context"], row["task_type"], examples, shape)
         run = await chains.run(caller, spec, agents, task, purpose="learn", task_id=row["task_id"])
         score = None if run.error else await grade.score(engine, caller, judge, row, run.output or "", weights)
         sums = totals(run.steps)

@@ -15,9 +15,10 @@ against a reference: 96 when they agree after normalising, 70 when every number 
 ``down-*`` (500, always), ``flaky-*`` (503 for the first 2 calls per model, then answers as a
 frontier model), ``slow-*`` (answers after 3 s). Usage counts words.
 
-Control: POST /_mode {"model": NAME, "mode": "broken" | "drift" | "ok"} - a broken model answers
-"Sorry, no JSON today." to everything, a drifting one answers invoices with well-formed JSON and a
-wrong total; GET /_log - every request (model, system, user) in order;
+Control: POST /_mode {"model": NAME, "mode": "broken" | "drift" | "sloppy" | "ok"} - a broken model
+answers "Sorry, no JSON today." to everything, a drifting one answers invoices with well-formed JSON
+and a wrong total, a sloppy one answers them in its own form unless the request holds it to a JSON
+Schema (``response_format``) its right answer fits; GET /_log - every request (model, system, user, schema) in order;
 POST /_reset - clears the log, the modes and the flaky counters.
 """
 
@@ -71,10 +72,22 @@ def judge(user: str) -> str:
     return json.dumps({"score": score, "reason": "scripted"})
 
 
-def answer(model: str, system: str, user: str) -> tuple[int, str]:
-    """(status, text) for one request."""
+def conforms(value, schema: dict) -> bool:
+    """Whether ``value`` fits the (small) JSON Schema a constrained request sent: object keys, types."""
+    kind = schema.get("type")
+    if kind == "object":
+        return (
+            isinstance(value, dict)
+            and set(schema.get("required", [])) <= set(value)
+            and (schema.get("additionalProperties", True) or set(value) <= set(schema.get("properties", {})))
+        )
+    return isinstance(value, {"string": str, "number": (int, float), "integer": int}.get(kind, object))
+
+
+def answer(model: str, system: str, user: str, schema: dict | None = None) -> tuple[int, str]:
+    """(status, text) for one request (held to ``schema`` when it carried one)."""
     with LOCK:
-        STATE["log"].append({"model": model, "system": system, "user": user})
+        STATE["log"].append({"model": model, "system": system, "user": user, "schema": schema})
         mode = STATE["modes"].get(model, "ok")
         if model.startswith("flaky-"):
             STATE["flaky"][model] = STATE["flaky"].get(model, 0) + 1
@@ -96,6 +109,13 @@ def answer(model: str, system: str, user: str) -> tuple[int, str]:
     if mode == "drift" and task.startswith("Extract the invoice"):  # well-formed, and wrong
         wrong = json.loads(right_answer(task))
         return 200, json.dumps({**wrong, "total": round(wrong["total"] * 3 + 7, 2)})
+    if mode == "sloppy" and task.startswith("Extract the invoice"):
+        right = json.loads(right_answer(task))
+        if schema is not None and conforms(right, schema):  # held to the form, it gets it right
+            return 200, json.dumps(right)
+        return 200, "Sure! " + json.dumps(
+            {"invoice_no": str(right["invoice"]), "amount": f"{right['currency']} {right['total']}"}
+        )
     return 200, right_answer(task)
 
 
@@ -133,7 +153,8 @@ class Handler(BaseHTTPRequestHandler):
         else:
             send_json(self, {"error": "not found"}, 404)
             return
-        status, text = answer(body["model"], system, user)
+        shape = (body.get("response_format") or {}).get("json_schema", {}).get("schema")
+        status, text = answer(body["model"], system, user, shape)
         if status != 200:
             send_json(self, {"error": text}, status)
             return

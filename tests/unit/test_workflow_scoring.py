@@ -1,6 +1,8 @@
 """Scoring a local output against the frontier reference: structure by task type, the judge's
 answer, the weights, and what happens without a judge."""
 
+import json
+
 import pytest
 
 from cabrain.workflows import scoring
@@ -83,6 +85,11 @@ def test_chains_grow_from_one_model_to_three_over_every_model():
         "plan_verify:qwen+qwen+qwen",
     ]  # fmt: skip
     assert candidates([]) == []
+    # held to the kind's shape (when it has one), each model that speaks the OpenAI wire, after each alone
+    mixed = [*local[:2], ModelAgent("claude-h", "local", "anthropic", "h", "http://h")]
+    assert [c.key for c in candidates(mixed, shaped=True)][3:6] == [
+        "constrained:qwen", "constrained:llama", "strict:qwen",
+    ]  # fmt: skip
     assert ChainSpec.from_json(ChainSpec("decompose", ("a", "b")).to_json()).key == "decompose:a+b"
     with pytest.raises(Exception, match="takes 2"):
         ChainSpec("decompose", ("a",))
@@ -125,3 +132,37 @@ def test_why_a_kind_stays_on_the_frontier() -> None:
     assert slow.why_not(0.95, 0.9, 0) is None and slow.why_not(0.95, 0.9) is None  # no limit
     unsure = Cluster(1, "ns", 9, chain, 0.95, 2, 1, 0.3, latency_ms=800.0, structure=1.0, demoted=("single:x",))
     assert (unsure.why_not(0.95, 0.9) or "").endswith("confidence 0.30 of 0.95); demoted on live accuracy: single:x")
+
+
+def test_a_kinds_shape_from_its_references() -> None:
+    from cabrain.workflows import shapes
+
+    refs = [
+        '{"invoice": 12, "total": 3.5, "lines": [{"sku": "a", "qty": 1}]}',
+        '```json\n{"invoice": 13, "total": 4}\n```',
+    ]
+    schema = shapes.of_references("json", refs)
+    assert schema is not None
+    assert schema["required"] == ["invoice", "total"] and schema["additionalProperties"] is False
+    assert schema["properties"]["invoice"] == {"type": "integer"}
+    assert schema["properties"]["total"] == {"type": "number"}  # 3.5 and 4
+    assert schema["properties"]["lines"]["items"]["properties"]["qty"] == {"type": "integer"}
+    assert shapes.of_references("json", ["not json"]) is None
+    assert shapes.of_references("json", ['[1, "a"]'])["items"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    task = "Classify this ticket into exactly one of: billing, bug, feature_request or shipping. Answer with the label."
+    assert shapes.listed_labels(task) == ["billing", "bug", "feature_request", "shipping"]
+    assert shapes.of_references("label", ["Shipping", "refund"], task)["enum"] == [
+        "shipping",
+        "refund",
+        "billing",
+        "bug",
+        "feature_request",
+    ]
+    assert shapes.listed_labels("Pick one of: yes.") == []  # one item is not a list
+    assert shapes.of_references("markdown", ["# a"]) is None
+    assert shapes.answer_of("label", '"billing"') == "billing" and shapes.answer_of("label", "bug") == "bug"
+    assert shapes.answer_of("json", '"x"') == '"x"'
+    deep: object = 1
+    for _ in range(20):
+        deep = {"a": deep}
+    assert json.dumps(shapes.of_references("json", [json.dumps(deep)])).count('"properties"') == shapes.MAX_DEPTH
