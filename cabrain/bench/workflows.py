@@ -159,7 +159,11 @@ async def run_workflows_bench(
                 "runs": learned["runs"],
                 "attempts": learned["attempts"],
                 # per reference: the chains over every model, and how many the budget allowed
-                "budget": next((o["budget"] for o in learned["outcomes"] if o.get("budget")), {}),
+                "budget": max(
+                    (o["budget"] for o in learned["outcomes"] if o.get("budget")),
+                    key=lambda b: b["chains"],
+                    default={},
+                ),
             }
             for kind in chosen:
                 say(f"  {kind.name}: {len(kind.tasks[train:])} tasks routed", quiet)
@@ -173,6 +177,9 @@ async def run_workflows_bench(
         standin.wait(10)
 
 
+SHOWN = 400  # characters of an answer (and of the testbed's verdict on it) the report keeps
+
+
 async def _dispatch(flows: Workflows, kind: testbed.Kind, task: testbed.Task) -> tuple[Any, float]:
     started = time.perf_counter()
     done = await flows.dispatch(AGENT, {"namespace": NAMESPACE, "description": task.task, "task_type": kind.task_type})
@@ -184,6 +191,7 @@ async def _kind(flows: Workflows, kind: testbed.Kind, train: int, frontier_costs
     learning, testing = kind.tasks[:train], kind.tasks[train:]
     by_text = {t.task.strip(): t for t in learning}
     chains: dict[str, list[bool]] = defaultdict(list)
+    seen: dict[str, dict[str, str]] = {}  # per chain, its first answer and what the testbed said of it
     calls, model_ms = 0, 0.0
     async with flows.engine.pool.acquire() as conn:
         for row in await conn.fetch(sql.WORKFLOW_ATTEMPTS, NAMESPACE):
@@ -192,8 +200,12 @@ async def _kind(flows: Workflows, kind: testbed.Kind, train: int, frontier_costs
                 continue  # another kind's
             calls += 1
             model_ms += float(row["duration_ms"] or 0.0)
-            ok = row["error"] is None and testbed.right(kind, tried, row["output"] or "")[0]
+            ok, why = (False, row["error"]) if row["error"] else testbed.right(kind, tried, row["output"] or "")
             chains[row["chain_key"]].append(ok)
+            seen.setdefault(
+                row["chain_key"],
+                {"task": tried.id, "answer": (row["output"] or "")[:SHOWN], "verdict": "right" if ok else why[:SHOWN]},
+            )
     routes: Counter[str] = Counter()
     right_local: list[bool] = []
     latency: dict[str, list[float]] = defaultdict(list)
@@ -230,7 +242,10 @@ async def _kind(flows: Workflows, kind: testbed.Kind, train: int, frontier_costs
         "learning": {
             "model_seconds": round(model_ms / 1000, 1),  # the local chains' own time on this kind's references
             "chain_attempts": calls,
-            "chains": {key: {"tried": len(v), "right": round(sum(v) / len(v), 3)} for key, v in sorted(chains.items())},
+            "chains": {
+                key: {"tried": len(v), "right": round(sum(v) / len(v), 3), "first": seen[key]}
+                for key, v in sorted(chains.items())
+            },
         },
     }
 
@@ -247,7 +262,7 @@ def render_workflows(result: dict[str, Any]) -> str:
             for m in result["models"]
         ),
         f"learning: {learning['runs']} references, {learning['attempts']} chain attempts in {learning['seconds']:.0f} s"
-        + (f"; a reference may try {budget['allowed']} of its {budget['chains']} chains" if budget else ""),
+        + (f"; a reference may try {budget['allowed']} of its chains (up to {budget['chains']})" if budget else ""),
         f"  {'kind':18} {'local':>6} {'accuracy':>9} {'saved $':>9} {'local ms':>9} {'frontier ms':>12}  learning",
     ]
     for name, k in result["kinds"].items():
@@ -255,7 +270,7 @@ def render_workflows(result: dict[str, Any]) -> str:
         saved = "unpriced" if k["frontier_cost_saved_usd"] is None else f"{k['frontier_cost_saved_usd']:.4f}"
         best = max(k["learning"]["chains"].items(), key=lambda item: item[1]["right"], default=None)
         tried = f"{k['learning']['chain_attempts']} attempts, {k['learning']['model_seconds']:.0f} s of the models" + (
-            f", best {best[0]} right {best[1]['right']:.0%}" if best else ""
+            f", best {best[0]} right {best[1]['right']:.0%}" if best and best[1]["right"] else ", none right"
         )
         lines.append(
             f"  {name:18} {k['local_share']:>6.0%} {accuracy:>9} {saved:>9} "

@@ -41,7 +41,7 @@ class Cluster:
     confidence: float
     demoted: tuple[str, ...] = ()  # chains demoted on live accuracy (cabrain.workflows.audit)
     latency_ms: float | None = None  # the best chain's mean time an answer
-    structure: float | None = None  # the mean structural part of its scores (its answers' form)
+    structure: float | None = None  # the mean structural part of its scores (scoring.structural)
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> Cluster:
@@ -65,8 +65,9 @@ class Cluster:
 
     def why_not(self, min_confidence: float, min_accuracy: float, max_ms: float | None = None) -> str | None:
         """Why this kind is not routed locally (None: it is): no chain yet, or its best chain's
-        accuracy, its answers' structure, its latency over ``max_ms`` (None or 0: no limit), its
-        confidence."""
+        accuracy (with the structural part of its scores when that is low too: the answers' fields,
+        labels, blocks or syntax against the references'), its latency over ``max_ms`` (None or 0: no
+        limit), its confidence."""
         if self.best_chain is None:
             return (
                 f"its local chains were demoted on live accuracy ({', '.join(self.demoted)})"
@@ -78,7 +79,7 @@ class Cluster:
         if accuracy < min_accuracy:
             low.append(f"accuracy {accuracy:.2f} of {min_accuracy}")
             if self.structure is not None and self.structure < min_accuracy:
-                low.append(f"structure {self.structure:.2f} (its answers are not in the reference's form)")
+                low.append(f"structural match {self.structure:.2f}")
         if max_ms and self.latency_ms is not None and self.latency_ms > max_ms:
             low.append(f"latency {self.latency_ms:.0f} ms over {max_ms:.0f}")
         if self.confidence < min_confidence:

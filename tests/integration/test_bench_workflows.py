@@ -40,11 +40,18 @@ def test_the_loop_runs_on_a_real_local_model_for_one_kind(tmp_path, pg_server, h
     assert kind["frontier_cost_per_task_usd"] > 0  # priced from the task's tokens
     # learning tried every chain of the one model on each reference, or stopped at an accepted one
     assert data["learning"]["runs"] == 2 and data["learning"]["attempts"] == kind["learning"]["chain_attempts"]
-    assert data["learning"]["budget"] == {"chains": 6, "allowed": 12, "models": 1}  # every chain of the one model
+    # every chain of the one model, the one held to the label set among them
+    assert data["learning"]["budget"] == {"chains": 7, "allowed": 12, "models": 1}
     learning = kind["learning"]
-    assert 2 <= learning["chain_attempts"] <= 12 and learning["model_seconds"] > 0
+    assert 2 <= learning["chain_attempts"] <= 2 * 7 and learning["model_seconds"] > 0
     assert all(0 <= c["right"] <= 1 and c["tried"] >= 1 for c in learning["chains"].values())
     assert any(key.startswith("single:local-smollm2") for key in learning["chains"])
+    # each chain's first answer is kept, with the testbed's verdict on it
+    for chain in learning["chains"].values():
+        assert chain["first"]["task"].startswith("ticket-") and chain["first"]["verdict"]
+        assert (chain["first"]["verdict"] == "right") == (chain["right"] == 1.0 and chain["tried"] == 1) or chain[
+            "tried"
+        ] > 1
     if "frontier" in kind["routes"]:  # a kind left on the frontier says why
         assert "not trusted" in kind["stays_on_frontier_because"]
     assert "ticket-triage" in result.stdout and "local models: local-smollm2" in result.stdout

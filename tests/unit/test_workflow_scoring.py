@@ -126,7 +126,7 @@ def test_why_a_kind_stays_on_the_frontier() -> None:
     demoted = Cluster(1, "ns", 9, None, None, 0, 0, 0.0, demoted=("single:m",))
     assert "demoted on live accuracy (single:m)" in (demoted.why_not(0.95, 0.9) or "")
     malformed = Cluster(1, "ns", 9, chain, 0.4, 20, 0, 0.97, latency_ms=800.0, structure=0.2)
-    assert "accuracy 0.40 of 0.9, structure 0.20" in (malformed.why_not(0.95, 0.9) or "")
+    assert "accuracy 0.40 of 0.9, structural match 0.20" in (malformed.why_not(0.95, 0.9) or "")
     slow = Cluster(1, "ns", 9, chain, 0.95, 20, 0, 0.97, latency_ms=90_000.0, structure=1.0)
     assert "latency 90000 ms over 60000" in (slow.why_not(0.95, 0.9, 60_000) or "")
     assert slow.why_not(0.95, 0.9, 0) is None and slow.why_not(0.95, 0.9) is None  # no limit
