@@ -49,9 +49,7 @@ def test_the_loop_runs_on_a_real_local_model_for_one_kind(tmp_path, pg_server, h
     # each chain's first answer is kept, with the testbed's verdict on it
     for chain in learning["chains"].values():
         assert chain["first"]["task"].startswith("ticket-") and chain["first"]["verdict"]
-        assert (chain["first"]["verdict"] == "right") == (chain["right"] == 1.0 and chain["tried"] == 1) or chain[
-            "tried"
-        ] > 1
+        assert chain["first"]["verdict"] == "right" or chain["right"] < 1.0  # a wrong first answer counts
     if "frontier" in kind["routes"]:  # a kind left on the frontier says why
         assert "not trusted" in kind["stays_on_frontier_because"]
     assert "ticket-triage" in result.stdout and "local models: local-smollm2" in result.stdout
