@@ -45,6 +45,9 @@ KINDS = (
     "correction",
     "forget",
     "restore",
+    "entity_merge",
+    "entity_rename",
+    "workflow_demote",
 )
 DECIDERS = ("write", "sleep", "person", "import")
 MAX_REVERTS = 100
