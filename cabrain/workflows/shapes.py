@@ -85,20 +85,19 @@ def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+_KINDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("boolean", bool),  # before integer: a bool is an int to Python
+    ("integer", int),
+    ("number", float),
+    ("string", str),
+    ("array", list),
+    ("object", dict),
+)
+
+
 def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
+    """A JSON value's type, as JSON Schema names it."""
+    return next((name for name, types in _KINDS if isinstance(value, types)), "null")
 
 
 def _schema(values: list[Any], depth: int) -> dict[str, Any]:
