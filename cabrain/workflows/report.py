@@ -152,8 +152,8 @@ async def _kinds(
         why = cluster.why_not(confidence, accuracy, max_ms)
         out.append(
             {
-                "id": r["cluster_id"],
-                "namespace": r["namespace"],
+                "id": cluster.id,
+                "namespace": cluster.namespace,
                 "task_type": r["task_type"],
                 "example": r["example"],
                 "tasks": r["tasks"],
@@ -169,11 +169,9 @@ async def _kinds(
                 "structure": None if cluster.structure is None else round(cluster.structure, 4),
                 "trusted": why is None,
                 "why_frontier": why,
-                "demoted": list(r["demoted"] or ()),
+                "demoted": list(cluster.demoted),
                 "demotions": {
-                    key: demotions[(r["cluster_id"], key)]
-                    for key in r["demoted"] or ()
-                    if (r["cluster_id"], key) in demotions
+                    key: demotions[(cluster.id, key)] for key in cluster.demoted if (cluster.id, key) in demotions
                 },
                 "live": {
                     "audited": r["audited"],
