@@ -2,6 +2,9 @@
 
 Events are short dotted names (``embedded_pg.start``) with their context in ``extra=``; the level
 comes from ``CABRAIN_LOG_LEVEL`` (default WARNING, so a healthy command prints only its result).
+Every string of a line (the event, its context, an exception's traceback) is passed through
+:func:`cabrain.redact.redact` first: an error that quotes a model's answer or a server's reply
+writes no key it held.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import json
 import logging
 import sys
 from typing import TextIO
+
+from cabrain.redact import redact_deep
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
@@ -25,7 +30,7 @@ class JsonFormatter(logging.Formatter):
         payload.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
-        return json.dumps(payload, default=str, ensure_ascii=False)
+        return json.dumps(redact_deep(payload), default=str, ensure_ascii=False)
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -42,6 +42,7 @@ log = logging.getLogger("cabrain.localmodels")
 KEY_PREFIX = "LOCAL_MODEL_KEY_"  # the variable holding a served model's key: this, and its name
 SPEED_PROMPT = "Count from one to twenty in words, separated by commas."
 SPEED_TOKENS = 48
+_EXIT_GRACE_S = 10.0  # how long a server that said FAILED gets to exit on its own, its log flushed
 
 
 @dataclass
@@ -109,6 +110,9 @@ def start(model: LocalModel, settings: Settings, *, name: str | None = None, pat
     served = Served(name, model.source, path, port, process, key_env(name))
     line = first_line(process, settings.local_model_start_timeout_s)
     if not line.startswith("READY"):
+        if line.startswith("FAILED"):  # it is exiting: let it finish, so llama.cpp's log is written out whole
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(_EXIT_GRACE_S)
         stop(served)
         why = line.removeprefix("FAILED").strip() or f"it exited with {process.returncode}"
         if line == "":

@@ -24,6 +24,7 @@ import httpx
 
 from cabrain.egress import Egress, EgressDenied
 from cabrain.errors import ConfigError, ModelCallError
+from cabrain.redact import redact
 
 ANTHROPIC_VERSION = "2023-06-01"
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -107,7 +108,7 @@ class _HTTPModel:
                         text, self.model, tokens_in, tokens_out, (time.perf_counter() - started) * 1000, attempt
                     )
                 retryable = response.status_code in RETRY_STATUSES
-                problem = f"answered {response.status_code}: {response.text[:300]}"
+                problem = f"answered {response.status_code}: {redact(response.text)[:300]}"
             if not retryable or attempt > policy.retries:
                 raise ModelCallError(
                     f"{self.model} at {url} {problem}",

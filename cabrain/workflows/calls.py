@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from cabrain.providers.llm_calls import CallPolicy, Completion, ModelCallError, TaskModel
+from cabrain.redact import redact
 from cabrain.store import workflow_models as sql
 from cabrain.workflows.registry import ModelAgent
 
@@ -108,7 +109,7 @@ class Caller:
                 None,
                 (time.perf_counter() - started) * 1000,
                 exc.attempts,
-                str(exc)[:2000],
+                redact(str(exc))[:2000],
             )
             raise
         cost = cost_of(agent, self.prices, done.tokens_in, done.tokens_out)
@@ -118,7 +119,10 @@ class Caller:
         await self._record(
             task_id, agent, purpose, done.tokens_in, done.tokens_out, cost, done.duration_ms, done.attempts, None
         )
-        return Step(role, agent.name, agent.model, done.text, done.tokens_in, done.tokens_out, cost, done.duration_ms)
+        # A model's answer is stored (the task's output, a reference, an attempt) and passed on: without secrets.
+        return Step(
+            role, agent.name, agent.model, redact(done.text), done.tokens_in, done.tokens_out, cost, done.duration_ms
+        )
 
     async def _record(
         self,

@@ -37,6 +37,7 @@ from cabrain.egress import Egress
 from cabrain.engine import Engine
 from cabrain.errors import InputError
 from cabrain.providers.llm_calls import CallPolicy, ModelCallError
+from cabrain.redact import redact
 from cabrain.settings import Settings
 from cabrain.store import access
 from cabrain.store import workflows as sql
@@ -97,6 +98,12 @@ class TaskRequest:
         for name in ("destructive", "needs_review"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be true or false")
+
+    def checked(self, max_chars: int) -> TaskRequest:
+        """This task, checked, without its secrets and ``<private>`` blocks: what any model is sent
+        and what is stored (a task's context is often a log or a config, with a key in it)."""
+        self.check(max_chars)
+        return dataclasses.replace(self, description=redact(self.description), context=redact(self.context))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -167,7 +174,7 @@ class Dispatcher:
 
     async def dispatch(self, agent: str, request: TaskRequest) -> DispatchResult:
         s = self.settings
-        request.check(s.workflow_max_task_chars)
+        request = request.checked(s.workflow_max_task_chars)
         async with self.engine.pool.acquire() as conn:
             await access.require_writer(conn, agent, request.namespace)
             frontier = await registry.frontier(conn, request.frontier_agent)  # fail before any call
@@ -194,7 +201,7 @@ class Dispatcher:
             return await self._route(agent, request, task_id, cluster, frontier)
         except BaseException as exc:
             async with self.engine.pool.acquire() as conn:
-                await conn.execute(sql.FAIL_TASK, task_id, f"{type(exc).__name__}: {exc}"[:2000])
+                await conn.execute(sql.FAIL_TASK, task_id, redact(f"{type(exc).__name__}: {exc}")[:2000])
             raise
 
     async def _route(

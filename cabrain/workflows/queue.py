@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from cabrain.errors import CabrainError, InputError, NotFound
+from cabrain.redact import redact
 from cabrain.store import access
 from cabrain.store import workflow_queue as sql
 from cabrain.workflows.dispatch import DispatchResult, TaskRequest
@@ -74,7 +75,7 @@ async def enqueue(
     conn: asyncpg.Connection, agent: str, request: TaskRequest, *, priority: int = 5, max_chars: int
 ) -> dict[str, Any]:
     """Queue ``request`` for ``agent`` (it needs write access to the task's namespace)."""
-    request.check(max_chars)
+    request = request.checked(max_chars)  # stored, then sent: without its secrets
     check_priority(priority)
     await access.require_writer(conn, agent, request.namespace)
     row = await conn.fetchrow(
@@ -133,7 +134,7 @@ async def run_one(dispatcher: Dispatches, worker: str, item: dict[str, Any]) -> 
             worker,
             status,
             None if result is None else json.dumps(result),
-            error,
+            None if error is None else redact(error),
             task_id,
         )
     return {"id": item["id"], "status": status, "error": error, "task_id": None if task_id is None else str(task_id)}

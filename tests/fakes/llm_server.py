@@ -15,10 +15,11 @@ against a reference: 96 when they agree after normalising, 70 when every number 
 ``down-*`` (500, always), ``flaky-*`` (503 for the first 2 calls per model, then answers as a
 frontier model), ``slow-*`` (answers after 3 s). Usage counts words.
 
-Control: POST /_mode {"model": NAME, "mode": "broken" | "drift" | "sloppy" | "ok"} - a broken model
+Control: POST /_mode {"model": NAME, "mode": "broken" | "drift" | "sloppy" | "leaky" | "ok"} - a broken model
 answers "Sorry, no JSON today." to everything, a drifting one answers invoices with well-formed JSON
 and a wrong total, a sloppy one answers them in its own form unless the request holds it to a JSON
-Schema (``response_format``) its right answer fits; GET /_log - every request (model, system, user, schema) in order;
+Schema (``response_format``) its right answer fits, a leaky one adds a line quoting a GitHub token
+(``LEAK``) to each answer; GET /_log - every request (model, system, user, schema) in order;
 POST /_reset - clears the log, the modes and the flaky counters.
 """
 
@@ -32,6 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from tests.fakes import send_json
 
 STATE: dict = {"log": [], "modes": {}, "flaky": {}}
+LEAK = "ghp_" + "Zq7" * 12  # what a leaky model says (a GitHub token's form)
 LOCK = threading.Lock()
 
 
@@ -116,6 +118,8 @@ def answer(model: str, system: str, user: str, schema: dict | None = None) -> tu
         return 200, "Sure! " + json.dumps(
             {"invoice_no": str(right["invoice"]), "amount": f"{right['currency']} {right['total']}"}
         )
+    if mode == "leaky":
+        return 200, f"{right_answer(task)}\n(fetched with GITHUB_TOKEN={LEAK})"
     return 200, right_answer(task)
 
 

@@ -25,3 +25,24 @@ def test_configure_is_idempotent():
     assert len(handlers) == 1
     assert logging.getLogger("cabrain").level == logging.INFO
     logs.configure("WARNING")
+
+
+def test_a_line_writes_no_secret_from_its_event_its_context_or_its_traceback(capsys):
+    token = "ghp_" + "Lk4" * 12
+    logs.configure("WARNING")
+    log = logging.getLogger("cabrain.test")
+    try:
+        raise RuntimeError(f"the server answered 401: bad token {token}")
+    except RuntimeError as exc:
+        log.error(
+            "model call failed: %s",
+            exc,
+            exc_info=True,
+            extra={"reply": f"Authorization: Bearer {token}", "tried": [{"key": token}], "pid": 7},
+        )
+    [line] = capsys.readouterr().err.strip().splitlines()
+    record = json.loads(line)
+    assert token not in line
+    assert "[REDACTED]" in record["event"] and "[REDACTED]" in record["exc"] and "[REDACTED]" in record["reply"]
+    assert record["tried"] == [{"key": "[REDACTED]"}] and record["pid"] == 7
+    assert "the server answered 401" in record["event"]  # the rest of the story is kept
