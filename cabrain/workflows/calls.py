@@ -69,8 +69,10 @@ class Caller:
         prices: dict[str, tuple[float, float]],
         max_tokens: int,
         meter: Meter | None = None,
+        scrub: bool = True,
     ) -> None:
         self.pool, self.policy, self.prices, self.max_tokens = pool, policy, prices, max_tokens
+        self.scrub = scrub  # answers and errors redacted (CABRAIN_REDACT_SECRETS) before they are kept
         self.meter = meter  # usage: each call counted (tokens, cost) to the agent the task acts for
         self._models: dict[str, TaskModel] = {}
 
@@ -109,7 +111,7 @@ class Caller:
                 None,
                 (time.perf_counter() - started) * 1000,
                 exc.attempts,
-                redact(str(exc))[:2000],
+                (redact(str(exc)) if self.scrub else str(exc))[:2000],
             )
             raise
         cost = cost_of(agent, self.prices, done.tokens_in, done.tokens_out)
@@ -120,9 +122,8 @@ class Caller:
             task_id, agent, purpose, done.tokens_in, done.tokens_out, cost, done.duration_ms, done.attempts, None
         )
         # A model's answer is stored (the task's output, a reference, an attempt) and passed on: without secrets.
-        return Step(
-            role, agent.name, agent.model, redact(done.text), done.tokens_in, done.tokens_out, cost, done.duration_ms
-        )
+        text = redact(done.text) if self.scrub else done.text
+        return Step(role, agent.name, agent.model, text, done.tokens_in, done.tokens_out, cost, done.duration_ms)
 
     async def _record(
         self,

@@ -99,10 +99,13 @@ class TaskRequest:
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be true or false")
 
-    def checked(self, max_chars: int) -> TaskRequest:
-        """This task, checked, without its secrets and ``<private>`` blocks: what any model is sent
-        and what is stored (a task's context is often a log or a config, with a key in it)."""
+    def checked(self, max_chars: int, *, scrub: bool = True) -> TaskRequest:
+        """This task, checked; with ``scrub`` (CABRAIN_REDACT_SECRETS), without its secrets and
+        ``<private>`` blocks: what any model is sent and what is stored (a task's context is often a
+        log or a config, with a key in it)."""
         self.check(max_chars)
+        if not scrub:
+            return self
         return dataclasses.replace(self, description=redact(self.description), context=redact(self.context))
 
     def to_json(self) -> dict[str, Any]:
@@ -161,6 +164,7 @@ def caller_for(engine: Engine) -> Caller:
         prices=s.workflow_prices,
         max_tokens=s.workflow_max_tokens,
         meter=engine.governor.model_call,
+        scrub=s.redact_secrets,
     )
 
 
@@ -174,7 +178,7 @@ class Dispatcher:
 
     async def dispatch(self, agent: str, request: TaskRequest) -> DispatchResult:
         s = self.settings
-        request = request.checked(s.workflow_max_task_chars)
+        request = request.checked(s.workflow_max_task_chars, scrub=s.redact_secrets)
         async with self.engine.pool.acquire() as conn:
             await access.require_writer(conn, agent, request.namespace)
             frontier = await registry.frontier(conn, request.frontier_agent)  # fail before any call
@@ -201,8 +205,12 @@ class Dispatcher:
             return await self._route(agent, request, task_id, cluster, frontier)
         except BaseException as exc:
             async with self.engine.pool.acquire() as conn:
-                await conn.execute(sql.FAIL_TASK, task_id, redact(f"{type(exc).__name__}: {exc}")[:2000])
+                await conn.execute(sql.FAIL_TASK, task_id, self._said(f"{type(exc).__name__}: {exc}")[:2000])
             raise
+
+    def _said(self, text: str) -> str:
+        """``text`` as it may be stored (redacted with CABRAIN_REDACT_SECRETS)."""
+        return redact(text) if self.settings.redact_secrets else text
 
     async def _route(
         self,

@@ -138,7 +138,12 @@ class Workflows:
         request = _task(task)
         async with self.engine.pool.acquire() as conn:
             return await queue.enqueue(
-                conn, agent, request, priority=priority, max_chars=self.settings.workflow_max_task_chars
+                conn,
+                agent,
+                request,
+                priority=priority,
+                max_chars=self.settings.workflow_max_task_chars,
+                scrub=self.settings.redact_secrets,
             )
 
     @operation(Op.READ, reads=Read.NAMESPACE, http="GET /v1/workflows/queue/{queue_id}", cli="workflows queue")

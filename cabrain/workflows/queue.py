@@ -72,10 +72,17 @@ def check_priority(priority: int) -> None:
 
 
 async def enqueue(
-    conn: asyncpg.Connection, agent: str, request: TaskRequest, *, priority: int = 5, max_chars: int
+    conn: asyncpg.Connection,
+    agent: str,
+    request: TaskRequest,
+    *,
+    priority: int = 5,
+    max_chars: int,
+    scrub: bool = True,
 ) -> dict[str, Any]:
-    """Queue ``request`` for ``agent`` (it needs write access to the task's namespace)."""
-    request = request.checked(max_chars)  # stored, then sent: without its secrets
+    """Queue ``request`` for ``agent`` (it needs write access to the task's namespace); with
+    ``scrub``, without its secrets (it is stored, then sent)."""
+    request = request.checked(max_chars, scrub=scrub)
     check_priority(priority)
     await access.require_writer(conn, agent, request.namespace)
     row = await conn.fetchrow(
@@ -134,7 +141,7 @@ async def run_one(dispatcher: Dispatches, worker: str, item: dict[str, Any]) -> 
             worker,
             status,
             None if result is None else json.dumps(result),
-            None if error is None else redact(error),
+            redact(error) if error is not None and dispatcher.settings.redact_secrets else error,
             task_id,
         )
     return {"id": item["id"], "status": status, "error": error, "task_id": None if task_id is None else str(task_id)}

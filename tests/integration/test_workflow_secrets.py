@@ -68,3 +68,14 @@ async def test_a_tasks_secrets_reach_no_model_and_a_models_leaked_key_is_stored_
         memories = await conn.fetch("SELECT content FROM memories WHERE source_kind = 'workflow'")
     assert attempts > 0 and len(memories) == 2
     assert not any(secret in m["content"] for m in memories for secret in (TASK_SECRET, PRIVATE, LEAK))
+
+
+async def test_with_redaction_turned_off_a_task_and_its_answer_are_kept_as_they_are(open_brain, models):
+    brain = await setup_brain(open_brain, models, redact_secrets=False)  # the owner's choice (CABRAIN_REDACT_SECRETS)
+    httpx.post(f"{models}/_mode", json={"model": "frontier-large", "mode": "leaky"})
+    result = await flows(brain).dispatch("alice", leaky_task(random.Random(6)))
+    assert LEAK in result.output
+    [sent] = httpx.get(f"{models}/_log").json()
+    assert TASK_SECRET in sent["user"] and PRIVATE in sent["user"]
+    stored = await stored_text(brain)
+    assert LEAK in stored and TASK_SECRET in stored
