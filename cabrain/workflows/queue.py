@@ -134,6 +134,8 @@ async def run_one(dispatcher: Dispatches, worker: str, item: dict[str, Any]) -> 
     except Exception as exc:
         log.exception("queued task crashed", extra={"queue_id": item["id"]})
         status, error = "failed", f"{type(exc).__name__}: {exc}"
+    if error is not None and dispatcher.settings.redact_secrets:  # kept, and shown to the worker's operator
+        error = redact(error)
     async with dispatcher.engine.pool.acquire() as conn:
         await conn.execute(
             sql.FINISH,
@@ -141,7 +143,7 @@ async def run_one(dispatcher: Dispatches, worker: str, item: dict[str, Any]) -> 
             worker,
             status,
             None if result is None else json.dumps(result),
-            redact(error) if error is not None and dispatcher.settings.redact_secrets else error,
+            error,
             task_id,
         )
     return {"id": item["id"], "status": status, "error": error, "task_id": None if task_id is None else str(task_id)}
