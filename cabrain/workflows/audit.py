@@ -34,7 +34,7 @@ from cabrain.store import judgments
 from cabrain.store import workflow_clusters as cluster_sql
 from cabrain.store import workflows as sql
 from cabrain.workflows import chains, clusters, grade, registry, scoring
-from cabrain.workflows.dispatch import caller_for
+from cabrain.workflows.dispatch import caller_for, keep_reference
 
 SAMPLE_SCALE = 1_000_000  # the audit rate, in millionths of the tasks
 
@@ -110,21 +110,9 @@ async def _audit_locked(engine: Engine, task_id: uuid.UUID) -> AuditOutcome:
         engine, caller, judge, {**dict(row), "output": step.output}, row["local_output"] or "", weights
     )
     outcome.score, outcome.complete = score.value, score.complete
-    reference_id = uuid.uuid4()
+    reference_id, parts = uuid.uuid4(), json.dumps(score.parts())
     async with engine.pool.acquire() as conn, conn.transaction():
-        await conn.execute(
-            sql.INSERT_REFERENCE,
-            reference_id,
-            task_id,
-            row["namespace"],
-            frontier.name,
-            step.output,
-            step.tokens_in,
-            step.tokens_out,
-            step.cost_usd,
-            step.duration_ms,
-        )
-        old = await conn.fetchrow(sql.SUPERSEDE, row["namespace"], row["task_hash"], reference_id)
+        old = await keep_reference(conn, reference_id, task_id, row["namespace"], row["task_hash"], frontier, step)
         await conn.execute(
             sql.INSERT_ATTEMPT,
             uuid.uuid4(),
@@ -136,7 +124,7 @@ async def _audit_locked(engine: Engine, task_id: uuid.UUID) -> AuditOutcome:
             json.dumps([{"role": "live", "task_id": str(task_id)}]),
             row["local_output"],
             score.value,
-            json.dumps(score.parts()),
+            parts,
             score.complete,
             row["tokens_in"],
             row["tokens_out"],
@@ -144,7 +132,6 @@ async def _audit_locked(engine: Engine, task_id: uuid.UUID) -> AuditOutcome:
             float(row["duration_ms"]),
             None,
         )
-        parts = json.dumps(score.parts())
         if (
             await conn.fetchval(
                 sql.INSERT_AUDIT,
@@ -161,9 +148,7 @@ async def _audit_locked(engine: Engine, task_id: uuid.UUID) -> AuditOutcome:
         ):
             raise ConflictError(f"workflow task {task_id} was audited meanwhile")
         for other in set(old["clusters"] or []) - {row["cluster_id"]}:
-            await clusters.recompute(
-                conn, other, prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
-            )
+            await clusters.recompute(conn, other, s)
         if row["cluster_id"] is not None:
             await _judge_live(conn, s, row["namespace"], row["cluster_id"], chain_key, outcome)
     return outcome
@@ -173,9 +158,7 @@ async def _judge_live(
     conn: Any, s: Settings, namespace: str, cluster_id: int, chain_key: str, outcome: AuditOutcome
 ) -> None:
     """Recompute the cluster with the new live score, and demote the chain when its live accuracy fell."""
-    before = await clusters.recompute(
-        conn, cluster_id, prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
-    )
+    before = await clusters.recompute(conn, cluster_id, s)
     live = await conn.fetchrow(sql.LIVE, cluster_id, chain_key, s.workflow_audit_window, namespace)
     n, mean = int(live["n"]), live["mean"]
     outcome.live = {"n": n, "mean": None if mean is None else round(mean, 4)}

@@ -26,6 +26,7 @@ from typing import Any
 import asyncpg
 import numpy as np
 
+from cabrain.settings import Settings
 from cabrain.store import workflow_clusters as sql
 
 
@@ -129,10 +130,13 @@ async def get(conn: asyncpg.Connection, cluster_id: int) -> Cluster:
     return Cluster.from_row(await conn.fetchrow(sql.GET, cluster_id))
 
 
-async def recompute(conn: asyncpg.Connection, cluster_id: int, *, prior: float, failure_weight: float) -> Cluster:
+async def recompute(conn: asyncpg.Connection, cluster_id: int, settings: Settings) -> Cluster:
     """The cluster's best chain, accuracy, samples, failures and confidence, recomputed from its
-    current attempts (its demoted chains left out) and saved; inside the caller's transaction."""
-    await sql.recompute(conn, cluster_id, prior=prior, failure_weight=failure_weight)
+    current attempts (its demoted chains left out) and saved, by ``settings``' confidence prior and
+    failure weight; inside the caller's transaction."""
+    await sql.recompute(
+        conn, cluster_id, prior=settings.workflow_confidence_prior, failure_weight=settings.workflow_failure_weight
+    )
     return await get(conn, cluster_id)
 
 

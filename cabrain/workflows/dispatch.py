@@ -43,7 +43,7 @@ from cabrain.store import access
 from cabrain.store import workflows as sql
 from cabrain.types import MemoryInput, MemoryType, Network, Visibility
 from cabrain.workflows import chains, clusters, registry, scoring, shapes
-from cabrain.workflows.calls import Caller, totals
+from cabrain.workflows.calls import Caller, Step, totals
 from cabrain.write import changes
 from cabrain.write import retain as retain_pipeline
 
@@ -166,6 +166,33 @@ def caller_for(engine: Engine) -> Caller:
         meter=engine.governor.model_call,
         scrub=s.redact_secrets,
     )
+
+
+async def keep_reference(
+    conn: Any,
+    reference_id: uuid.UUID,
+    task_id: uuid.UUID,
+    namespace: str,
+    task_hash: bytes,
+    frontier: registry.ModelAgent,
+    step: Step,
+) -> Any:
+    """Keep the frontier's answer ``step`` as the task's reference, superseding older references to the
+    same task (same namespace and hash) and their attempts; the superseded ones' ``memories`` and the
+    ``clusters`` whose attempts gave way. Inside the caller's transaction."""
+    await conn.execute(
+        sql.INSERT_REFERENCE,
+        reference_id,
+        task_id,
+        namespace,
+        frontier.name,
+        step.output,
+        step.tokens_in,
+        step.tokens_out,
+        step.cost_usd,
+        step.duration_ms,
+    )
+    return await conn.fetchrow(sql.SUPERSEDE, namespace, task_hash, reference_id)
 
 
 class Dispatcher:
@@ -323,9 +350,7 @@ class Dispatcher:
                         "failed",
                         "the frontier model failed as well",
                     )
-                    await clusters.recompute(
-                        conn, cluster.id, prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
-                    )
+                    await clusters.recompute(conn, cluster.id, s)
             raise
         reference_id = uuid.uuid4()
         async with self.engine.pool.acquire() as conn, conn.transaction():
@@ -339,23 +364,9 @@ class Dispatcher:
                 "done",
                 None,
             )
-            await conn.execute(
-                sql.INSERT_REFERENCE,
-                reference_id,
-                task_id,
-                request.namespace,
-                frontier.name,
-                step.output,
-                step.tokens_in,
-                step.tokens_out,
-                step.cost_usd,
-                step.duration_ms,
-            )
-            old = await conn.fetchrow(sql.SUPERSEDE, request.namespace, request.digest, reference_id)
+            old = await keep_reference(conn, reference_id, task_id, request.namespace, request.digest, frontier, step)
             for cluster_id in {cluster.id, *(old["clusters"] or [])}:
-                updated = await clusters.recompute(
-                    conn, cluster_id, prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
-                )
+                updated = await clusters.recompute(conn, cluster_id, s)
                 if cluster_id == cluster.id:
                     cluster = updated
         await self._remember(agent, request, task_id, reference_id, step.output, old["memories"] or [])

@@ -249,16 +249,7 @@ class Workflows:
             if agent is not None and not await access.is_admin(conn, agent):
                 readable = [r["name"] for r in await namespace_sql.of_agent(conn, agent)]
                 wanted = [n for n in wanted if n in readable] if wanted is not None else readable
-            s = self.settings
-            return await report.build(
-                conn,
-                namespaces=wanted,
-                days=days,
-                accept=s.workflow_accept_score,
-                route_confidence=s.workflow_route_confidence,
-                route_accuracy=s.workflow_route_accuracy,
-                max_local_ms=s.workflow_max_local_ms,
-            )
+            return await report.build(conn, self.settings, namespaces=wanted, days=days)
 
     @staticmethod
     def render_report(data: dict[str, Any]) -> str:

@@ -189,9 +189,7 @@ async def _learn_locked(engine: Engine, run_id: uuid.UUID) -> LearnOutcome:
         return outcome
     async with engine.pool.acquire() as conn, conn.transaction():
         await conn.execute(sql.DONE, run_id, None)
-        cluster = await clusters.recompute(
-            conn, row["cluster_id"], prior=s.workflow_confidence_prior, failure_weight=s.workflow_failure_weight
-        )
+        cluster = await clusters.recompute(conn, row["cluster_id"], s)
     outcome.cluster = cluster.to_json()
     return outcome
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 
+from cabrain.settings import Settings
 from cabrain.store import workflow_report as sql
 from cabrain.workflows import clusters
 
@@ -23,18 +24,12 @@ def _money(x: float) -> float:
 
 
 async def build(
-    conn: asyncpg.Connection,
-    *,
-    namespaces: list[str] | None = None,
-    days: int | None = None,
-    accept: float = 0.9,
-    route_confidence: float = 0.95,
-    route_accuracy: float = 0.9,
-    max_local_ms: float | None = None,
+    conn: asyncpg.Connection, settings: Settings, *, namespaces: list[str] | None = None, days: int | None = None
 ) -> dict[str, Any]:
-    """The report over ``namespaces`` (None: all) for the last ``days`` (None: all time): an attempt
-    scoring ``accept`` is accepted, a chain is trusted at ``route_confidence`` and ``route_accuracy``
-    within ``max_local_ms``."""
+    """The report over ``namespaces`` (None: all) for the last ``days`` (None: all time), by
+    ``settings``' thresholds: the score an attempt is accepted at, and a chain's routing confidence,
+    accuracy and latency."""
+    accept = settings.workflow_accept_score
     since = datetime.now(UTC) - timedelta(days=days) if days else datetime(1970, 1, 1, tzinfo=UTC)
     args = (namespaces, since)
     per_agent: dict[str, dict[str, Any]] = {}
@@ -112,7 +107,7 @@ async def build(
             for r in await conn.fetch(sql.CHAIN_SCORES, *args)
         ],
         "agents": per_agent,
-        "kinds": await _kinds(conn, args, namespaces, route_confidence, route_accuracy, max_local_ms),
+        "kinds": await _kinds(conn, args, namespaces, settings),
         "models": {
             r["agent"]: {
                 "layer": r["layer"],
@@ -134,9 +129,7 @@ async def _kinds(
     conn: asyncpg.Connection,
     args: tuple[Any, ...],
     namespaces: list[str] | None,
-    confidence: float,
-    accuracy: float,
-    max_ms: float | None,
+    s: Settings,
 ) -> list[dict[str, Any]]:
     """Per kind of task (a cluster with tasks in the period): its tasks by route, its best chain and
     whether it is trusted (and if not, why), the chains demoted in it with the judgment to revert, and
@@ -149,7 +142,7 @@ async def _kinds(
     out = []
     for r in await conn.fetch(sql.KINDS, *args):
         cluster = clusters.Cluster.from_row(r)
-        why = cluster.why_not(confidence, accuracy, max_ms)
+        why = cluster.why_not(s.workflow_route_confidence, s.workflow_route_accuracy, s.workflow_max_local_ms)
         out.append(
             {
                 "id": cluster.id,
